@@ -1,1 +1,205 @@
-fn main(){}
+//! The `sluice` command: parses flags, wires the crates, maps errors to an
+//! exit status. Formatting of reports lives in `report.rs`.
+
+mod report;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use sluice_policy::detector::DetectorConfig;
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::threshold::ThresholdConfig;
+use sluice_policy::FileId;
+use sluice_sim::analyse::{analyse, AnalysisConfig, Phase};
+use sluice_sim::workload::{Arrival, Ior, IorPattern};
+
+/// sluice — a hybrid-storage I/O layer for HPC (SSDUP+, LiU, BBOS, LADS).
+///
+/// Run without a subcommand, sluice analyses a generated IOR write trace
+/// (the same as `sluice analyse`).
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    analyse: AnalyseArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a generated IOR write trace through the traffic detector and
+    /// every redirection policy; print per-stream random percentage,
+    /// threshold and routing, and a summary per policy.
+    Analyse(AnalyseArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PhaseArg {
+    /// All four phases in order.
+    All,
+    /// Each process writes its segment of a shared file in order.
+    SegmentedContiguous,
+    /// Iteration i, process j writes block i·n + j.
+    Strided,
+    /// Each process writes its segment in random order.
+    SegmentedRandom,
+    /// A segmented-contiguous and a segmented-random instance at once.
+    Mixed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ArrivalArg {
+    /// One request from each process in turn.
+    Lockstep,
+    /// Random process order, bounded by --max-lead.
+    Random,
+}
+
+#[derive(Args, Debug, Clone)]
+struct AnalyseArgs {
+    /// Phases of the trace, in order (repeat the flag for several).
+    #[arg(long = "phase", value_enum, default_values_t = [PhaseArg::All])]
+    phases: Vec<PhaseArg>,
+    /// Processes per IOR instance.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    processes: u32,
+    /// Request (IOR transfer) size in KiB.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1048576))]
+    request_kib: u64,
+    /// Bytes written per phase, in MiB.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1048576))]
+    phase_mib: u64,
+    /// Requests per stream (the paper's CFQ queue depth).
+    #[arg(long, default_value_t = 128)]
+    stream_len: u32,
+    /// How the processes' requests interleave at the server.
+    #[arg(long, value_enum, default_value_t = ArrivalArg::Random)]
+    arrival: ArrivalArg,
+    /// With --arrival random: how many requests a process may run ahead of
+    /// the slowest one.
+    #[arg(long, default_value_t = 8)]
+    max_lead: u64,
+    /// Seed of every random choice (same seed, same output).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Pattern-change check: streams looked at (k).
+    #[arg(long, default_value_t = ThresholdConfig::default().change_window)]
+    change_window: u32,
+    /// Pattern-change check: fraction of the window that must deviate (x).
+    #[arg(long, default_value_t = ThresholdConfig::default().change_fraction)]
+    change_fraction: f64,
+    /// Pattern-change check: deviation from the threshold that counts.
+    #[arg(long, default_value_t = ThresholdConfig::default().change_margin)]
+    change_margin: f64,
+    /// Print only the summary, not one line per stream.
+    #[arg(long)]
+    summary_only: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Analyse(args)) => args,
+        None => cli.analyse,
+    };
+    match run_analyse(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("sluice: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_analyse(args: &AnalyseArgs) -> Result<(), String> {
+    let config = analysis_config(args)?;
+    let analysis = analyse(&config).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    report::print_analysis(&mut out, &config, &analysis, !args.summary_only)
+        .map_err(|e| format!("writing the report to stdout: {e}"))
+}
+
+fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig, String> {
+    let request_bytes = args.request_kib * 1024;
+    let phase_bytes = args.phase_mib * 1024 * 1024;
+    let mut kinds = Vec::new();
+    for phase in &args.phases {
+        match phase {
+            PhaseArg::All => kinds.extend([
+                PhaseArg::SegmentedContiguous,
+                PhaseArg::Strided,
+                PhaseArg::SegmentedRandom,
+                PhaseArg::Mixed,
+            ]),
+            other => kinds.push(*other),
+        }
+    }
+    let mut next_file = 0u64;
+    let mut instance = |pattern: IorPattern, file_bytes: u64| {
+        next_file += 1;
+        Ior {
+            pattern,
+            file: FileId(next_file),
+            processes: args.processes,
+            request_bytes,
+            file_bytes,
+            seed: args.seed.wrapping_add(next_file),
+        }
+    };
+    let phases = kinds
+        .into_iter()
+        .map(|kind| {
+            let (name, instances) = match kind {
+                PhaseArg::SegmentedContiguous => (
+                    "segmented-contiguous",
+                    vec![instance(IorPattern::SegmentedContiguous, phase_bytes)],
+                ),
+                PhaseArg::Strided => ("strided", vec![instance(IorPattern::Strided, phase_bytes)]),
+                PhaseArg::SegmentedRandom => (
+                    "segmented-random",
+                    vec![instance(IorPattern::SegmentedRandom, phase_bytes)],
+                ),
+                PhaseArg::Mixed => (
+                    "mixed",
+                    vec![
+                        instance(IorPattern::SegmentedContiguous, phase_bytes / 2),
+                        instance(IorPattern::SegmentedRandom, phase_bytes / 2),
+                    ],
+                ),
+                // INVARIANT: `All` was expanded above.
+                PhaseArg::All => unreachable!("expanded"),
+            };
+            Phase {
+                name: name.to_string(),
+                instances,
+            }
+        })
+        .collect();
+    let arrival = match args.arrival {
+        ArrivalArg::Lockstep => Arrival::Lockstep,
+        ArrivalArg::Random => Arrival::Random {
+            seed: args.seed,
+            max_lead: args.max_lead,
+        },
+    };
+    let redirector = RedirectorConfig {
+        policy: RedirectPolicy::SsdupPlus,
+        detector: DetectorConfig {
+            stream_len: args.stream_len,
+        },
+        threshold: ThresholdConfig {
+            change_window: args.change_window,
+            change_fraction: args.change_fraction,
+            change_margin: args.change_margin,
+            ..ThresholdConfig::default()
+        },
+    };
+    redirector.validate().map_err(|e| e.to_string())?;
+    Ok(AnalysisConfig {
+        phases,
+        arrival,
+        redirector,
+        policies: RedirectPolicy::ALL.to_vec(),
+    })
+}

@@ -32,7 +32,7 @@ pub const SSDUP_HIGH_WATER: f64 = 0.45;
 pub const SSDUP_LOW_WATER: f64 = 0.30;
 
 /// Which redirection rule decides the tier.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub enum RedirectPolicy {
     /// Every write goes to the capacity tier.
     CapacityOnly,
@@ -46,6 +46,7 @@ pub enum RedirectPolicy {
         low_water: f64,
     },
     /// Adaptive threshold (SSDUP+).
+    #[default]
     SsdupPlus,
 }
 
@@ -108,12 +109,6 @@ pub struct RedirectorConfig {
     pub detector: DetectorConfig,
     /// Adaptive threshold (used by `ssdup+`, computed for every policy).
     pub threshold: ThresholdConfig,
-}
-
-impl Default for RedirectPolicy {
-    fn default() -> Self {
-        RedirectPolicy::SsdupPlus
-    }
 }
 
 impl RedirectorConfig {

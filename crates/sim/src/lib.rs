@@ -6,5 +6,6 @@
 //! definitions arrive with the simulator issue (issue 3) and reuse these
 //! generators, so the same patterns drive the simulator and real runs.
 
+pub mod analyse;
 pub mod rng;
 pub mod workload;

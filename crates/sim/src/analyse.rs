@@ -1,0 +1,244 @@
+//! Trace analysis: one write trace through every redirection policy.
+//!
+//! The trace is a sequence of phases (each a set of concurrent IOR
+//! instances on fresh files). Every policy gets its own [`Redirector`] fed
+//! with the identical request sequence, so the per-stream random factor is
+//! the same for all and only the decisions differ. Buffered requests of
+//! each policy are also inserted into an [`ExtentIndex`] at the position a
+//! log append would give them, to report the index size the policy implies.
+//!
+//! This is the first real capability of `sluice` (the CLI's default job):
+//! no devices and no time, only the policies' decisions.
+
+use sluice_policy::extent_index::{Extent, ExtentIndex};
+use sluice_policy::redirector::{RedirectPolicy, Redirector, RedirectorConfig};
+use sluice_policy::{LogLocation, RegionId, Tier, WriteRequest};
+
+use crate::workload::{arrive, Arrival, Ior, WorkloadError};
+
+/// A named step of the trace: IOR instances running together.
+#[derive(Clone, Debug)]
+pub struct Phase {
+    /// Name in reports (for example the pattern).
+    pub name: String,
+    /// The concurrent instances; their processes interleave.
+    pub instances: Vec<Ior>,
+}
+
+/// What to analyse and how.
+#[derive(Clone, Debug)]
+pub struct AnalysisConfig {
+    /// Phases, run one after another.
+    pub phases: Vec<Phase>,
+    /// How processes' requests interleave at the server.
+    pub arrival: Arrival,
+    /// Stream grouping and threshold parameters shared by all policies.
+    pub redirector: RedirectorConfig,
+    /// Policies to compare (the `policy` in `redirector` is ignored).
+    pub policies: Vec<RedirectPolicy>,
+}
+
+/// One policy's view of one stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    /// Threshold the stream was judged against.
+    pub threshold: f64,
+    /// Whether the adaptive list was reset at this stream.
+    pub pattern_reset: bool,
+    /// Tier the stream's requests went to.
+    pub route: Tier,
+}
+
+/// One stream of the trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamRow {
+    /// Stream number in the trace.
+    pub index: u64,
+    /// Phase of the stream's first request.
+    pub phase: usize,
+    /// Total random factor `S`.
+    pub random_factor: u32,
+    /// Random percentage `S / (N - 1)`.
+    pub percentage: f64,
+    /// One decision per analysed policy, in `AnalysisConfig::policies` order.
+    pub decisions: Vec<Decision>,
+}
+
+/// Totals of one policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicySummary {
+    /// The policy.
+    pub policy: RedirectPolicy,
+    /// Bytes sent to the fast tier, per phase.
+    pub fast_bytes_per_phase: Vec<u64>,
+    /// Bytes written, per phase.
+    pub bytes_per_phase: Vec<u64>,
+    /// Times the route changed tier.
+    pub switches: u64,
+    /// Access-pattern resets of the adaptive list.
+    pub pattern_resets: u64,
+    /// Extents in the index after buffering this policy's fast-tier writes.
+    pub index_extents: u64,
+    /// The index's estimated memory.
+    pub index_bytes_estimate: u64,
+}
+
+impl PolicySummary {
+    /// Bytes sent to the fast tier over the whole trace.
+    pub fn fast_bytes(&self) -> u64 {
+        self.fast_bytes_per_phase.iter().sum()
+    }
+
+    /// Bytes written over the whole trace.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_per_phase.iter().sum()
+    }
+}
+
+/// The result of [`analyse`].
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    /// Requests in the trace.
+    pub requests: u64,
+    /// Every complete stream.
+    pub streams: Vec<StreamRow>,
+    /// One summary per policy, in `AnalysisConfig::policies` order.
+    pub policies: Vec<PolicySummary>,
+}
+
+/// Generate the trace and run it through every policy.
+pub fn analyse(config: &AnalysisConfig) -> Result<Analysis, WorkloadError> {
+    config
+        .redirector
+        .validate()
+        .map_err(|e| WorkloadError(e.to_string()))?;
+    let mut trace: Vec<(usize, WriteRequest)> = Vec::new();
+    for (phase_index, phase) in config.phases.iter().enumerate() {
+        let mut processes = Vec::new();
+        for instance in &phase.instances {
+            processes.extend(instance.per_process()?);
+        }
+        trace.extend(
+            arrive(processes, config.arrival)
+                .into_iter()
+                .map(|r| (phase_index, r)),
+        );
+    }
+
+    let phases = config.phases.len();
+    let mut runs: Vec<PolicyRun> = config
+        .policies
+        .iter()
+        .map(|&policy| PolicyRun::new(policy, config.redirector, phases))
+        .collect::<Result<_, _>>()?;
+    let stream_len = config.redirector.detector.stream_len as usize;
+    let mut streams = Vec::with_capacity(trace.len() / stream_len);
+    for (position, &(phase, request)) in trace.iter().enumerate() {
+        let mut row: Option<StreamRow> = None;
+        for run in runs.iter_mut() {
+            if let Some(report) = run.handle(phase, request) {
+                let row = row.get_or_insert_with(|| StreamRow {
+                    index: report.summary.index,
+                    phase: trace[position + 1 - stream_len].0,
+                    random_factor: report.summary.random_factor,
+                    percentage: report.percentage,
+                    decisions: Vec::with_capacity(config.policies.len()),
+                });
+                row.decisions.push(Decision {
+                    threshold: report.threshold,
+                    pattern_reset: report.pattern_reset,
+                    route: report.route,
+                });
+            }
+        }
+        streams.extend(row);
+    }
+    Ok(Analysis {
+        requests: trace.len() as u64,
+        streams,
+        policies: runs.into_iter().map(PolicyRun::finish).collect(),
+    })
+}
+
+/// One policy's redirector, counters and index during the analysis.
+struct PolicyRun {
+    redirector: Redirector,
+    summary: PolicySummary,
+    index: ExtentIndex,
+    log_bytes: u64,
+    seq: u64,
+}
+
+impl PolicyRun {
+    fn new(
+        policy: RedirectPolicy,
+        config: RedirectorConfig,
+        phases: usize,
+    ) -> Result<PolicyRun, WorkloadError> {
+        let redirector = Redirector::new(RedirectorConfig { policy, ..config })
+            .map_err(|e| WorkloadError(e.to_string()))?;
+        Ok(PolicyRun {
+            redirector,
+            summary: PolicySummary {
+                policy,
+                fast_bytes_per_phase: vec![0; phases],
+                bytes_per_phase: vec![0; phases],
+                switches: 0,
+                pattern_resets: 0,
+                index_extents: 0,
+                index_bytes_estimate: 0,
+            },
+            index: ExtentIndex::new(),
+            log_bytes: 0,
+            seq: 0,
+        })
+    }
+
+    fn handle(
+        &mut self,
+        phase: usize,
+        request: WriteRequest,
+    ) -> Option<sluice_policy::redirector::StreamReport> {
+        let routing = self.redirector.handle_write(request);
+        self.summary.bytes_per_phase[phase] += request.len;
+        if routing.tier == Tier::Fast {
+            self.summary.fast_bytes_per_phase[phase] += request.len;
+            // The analysis has no log regions; one region with an append
+            // cursor gives every buffered byte a distinct location.
+            self.seq += 1;
+            // INVARIANT: generated requests are far below 4 GiB.
+            let len = u32::try_from(request.len).expect("request fits a log record");
+            self.index.insert(
+                request.file,
+                Extent {
+                    file_offset: request.offset,
+                    len,
+                    location: LogLocation {
+                        region: RegionId(0),
+                        offset: self.log_bytes,
+                    },
+                    seq: self.seq,
+                },
+            );
+            self.log_bytes += request.len;
+        } else {
+            // A write to the capacity tier supersedes buffered bytes.
+            self.index
+                .invalidate(request.file, request.offset, request.len);
+        }
+        let report = routing.completed?;
+        if report.route != report.next_route {
+            self.summary.switches += 1;
+        }
+        if report.pattern_reset {
+            self.summary.pattern_resets += 1;
+        }
+        Some(report)
+    }
+
+    fn finish(mut self) -> PolicySummary {
+        self.summary.index_extents = self.index.extent_count() as u64;
+        self.summary.index_bytes_estimate = self.index.memory_bytes_estimate() as u64;
+        self.summary
+    }
+}

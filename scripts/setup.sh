@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what sluice needs and is missing, then fetches the crates.
+# Idempotent; safe to run on every CI run. Debian 12, run as root or with sudo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'setup: %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    say "need root to run: $*"; exit 1; fi
+}
+
+# Debian packages. Only what the current code needs: a C toolchain for the
+# linker and pkg-config. (fuse3, fio, redis-server, glusterfs arrive with the
+# issues that use them.)
+want=()
+command -v cc >/dev/null || want+=(build-essential)
+command -v pkg-config >/dev/null || want+=(pkg-config)
+if [ "${#want[@]}" -gt 0 ]; then
+  say "installing Debian packages: ${want[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq "${want[@]}" </dev/null
+fi
+
+# Rust: the stock rustup toolchain. Debian's own rustc is too old for clap 4.
+if ! command -v cargo >/dev/null; then
+  for dir in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+    [ -x "$dir/cargo" ] && export PATH="$dir:$PATH"
+  done
+fi
+if ! command -v cargo >/dev/null; then
+  say "cargo not found: install Rust with rustup (https://rustup.rs), then rerun"
+  exit 1
+fi
+
+# The OS-less target proves the policy crate does no I/O (scripts/test.sh).
+if command -v rustup >/dev/null && ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-none; then
+  say "adding the x86_64-unknown-none target (policy purity check)"
+  rustup target add x86_64-unknown-none || say "could not add x86_64-unknown-none; the purity check will say so"
+fi
+
+say "fetching crates"
+cargo fetch --quiet

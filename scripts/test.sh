@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Quick start, command 2: the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+
+echo "== policy purity: no dependencies, builds without an OS"
+deps=$(cargo tree -p sluice-policy -e normal --prefix none | sed 1d)
+if [ -n "$deps" ]; then
+  echo "sluice-policy must have no dependencies; found:"; echo "$deps"; exit 1
+fi
+if rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-none; then
+  cargo build --quiet -p sluice-policy --target x86_64-unknown-none
+  echo "sluice-policy builds for x86_64-unknown-none (no std: no files, threads or clocks)"
+else
+  echo "x86_64-unknown-none is not installed: relying on #![no_std] and the dependency check"
+  grep -q 'cfg_attr(not(test), no_std)' crates/policy/src/lib.rs
+fi
+
+echo "== tests (unit, property, integration; benches run once in test mode)"
+cargo test --workspace --all-targets
+cargo test --workspace --doc
+
+echo "== the main job runs with its defaults"
+cargo run --quiet -p sluice-cli -- --summary-only >/dev/null

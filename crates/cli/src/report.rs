@@ -145,11 +145,28 @@ pub fn print_analysis(
         }
         writeln!(
             out,
-            " {:>9} {:>7} {:>14} {:>13}",
+            " {:>9} {:>14} {:>13}",
             summary.switches,
-            summary.pattern_resets,
             summary.index_extents,
             human_bytes(summary.index_bytes_estimate)
+        )?;
+    }
+    if let Some(i) = adaptive {
+        let resets: Vec<String> = analysis
+            .streams
+            .iter()
+            .filter(|row| row.decisions[i].pattern_reset)
+            .map(|row| row.index.to_string())
+            .collect();
+        writeln!(
+            out,
+            "ssdup+ access-pattern resets of percent_list: {} (at streams {})",
+            resets.len(),
+            if resets.is_empty() {
+                "-".to_string()
+            } else {
+                resets.join(", ")
+            }
         )?;
     }
     writeln!(out)?;

@@ -75,8 +75,6 @@ pub struct PolicySummary {
     pub bytes_per_phase: Vec<u64>,
     /// Times the route changed tier.
     pub switches: u64,
-    /// Access-pattern resets of the adaptive list.
-    pub pattern_resets: u64,
     /// Extents in the index after buffering this policy's fast-tier writes.
     pub index_extents: u64,
     /// The index's estimated memory.
@@ -184,7 +182,6 @@ impl PolicyRun {
                 fast_bytes_per_phase: vec![0; phases],
                 bytes_per_phase: vec![0; phases],
                 switches: 0,
-                pattern_resets: 0,
                 index_extents: 0,
                 index_bytes_estimate: 0,
             },
@@ -229,9 +226,6 @@ impl PolicyRun {
         let report = routing.completed?;
         if report.route != report.next_route {
             self.summary.switches += 1;
-        }
-        if report.pattern_reset {
-            self.summary.pattern_resets += 1;
         }
         Some(report)
     }

@@ -1,0 +1,119 @@
+//! The trace analysis behind `sluice`'s main job: every policy sees the same
+//! streams, and the decisions have the shape SSDUP+ promises.
+
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::{FileId, Tier};
+use sluice_sim::analyse::{analyse, AnalysisConfig, Phase};
+use sluice_sim::workload::{Arrival, Ior, IorPattern};
+
+const MIB: u64 = 1024 * 1024;
+
+fn phase(pattern: IorPattern, file: u64) -> Phase {
+    Phase {
+        name: pattern.name().to_string(),
+        instances: vec![Ior {
+            pattern,
+            file: FileId(file),
+            processes: 16,
+            request_bytes: 256 * 1024,
+            file_bytes: 256 * MIB,
+            seed: file,
+        }],
+    }
+}
+
+fn config() -> AnalysisConfig {
+    AnalysisConfig {
+        phases: vec![
+            phase(IorPattern::SegmentedContiguous, 1),
+            phase(IorPattern::SegmentedRandom, 2),
+            phase(IorPattern::SegmentedContiguous, 3),
+        ],
+        arrival: Arrival::Random {
+            seed: 7,
+            max_lead: 8,
+        },
+        redirector: RedirectorConfig::default(),
+        policies: RedirectPolicy::ALL.to_vec(),
+    }
+}
+
+#[test]
+fn ssdup_plus_buffers_random_phases_and_not_sequential_ones() {
+    let analysis = analyse(&config()).unwrap();
+    assert_eq!(analysis.requests, 3 * 1024);
+    assert_eq!(analysis.streams.len(), 3 * 8);
+    let by_name = |name: &str| {
+        analysis
+            .policies
+            .iter()
+            .find(|p| p.policy.name() == name)
+            .unwrap()
+    };
+    assert_eq!(by_name("capacity-only").fast_bytes(), 0);
+    let fast_all = by_name("fast-all");
+    assert_eq!(fast_all.fast_bytes(), fast_all.bytes());
+    assert_eq!(fast_all.index_extents, 3 * 1024);
+
+    let plus = by_name("ssdup+");
+    let share = |p: usize| plus.fast_bytes_per_phase[p] as f64 / plus.bytes_per_phase[p] as f64;
+    assert_eq!(share(0), 0.0, "sequential phase stays on the capacity tier");
+    // Algorithm 1 reacts one stream late: the first random stream still
+    // goes to capacity, so 7 of 8 streams are buffered.
+    assert!(share(1) >= 7.0 / 8.0, "random phase buffered: {}", share(1));
+    // The first sequential stream after the random phase is still buffered;
+    // then the route switches back.
+    assert!(share(2) <= 2.0 / 8.0, "back to capacity: {}", share(2));
+    // Distinct files, nothing rewritten: one extent per buffered request.
+    assert_eq!(plus.index_extents * 256 * 1024, plus.fast_bytes());
+}
+
+#[test]
+fn every_policy_sees_the_same_streams() {
+    let analysis = analyse(&config()).unwrap();
+    for row in &analysis.streams {
+        assert_eq!(row.decisions.len(), 4);
+    }
+    // capacity-only and fast-all never switch; their rows differ only in route.
+    assert!(analysis
+        .streams
+        .iter()
+        .all(|r| r.decisions[0].route == Tier::Capacity));
+    assert!(analysis
+        .streams
+        .iter()
+        .all(|r| r.decisions[1].route == Tier::Fast));
+}
+
+#[test]
+fn same_seed_same_analysis() {
+    let a = analyse(&config()).unwrap();
+    let b = analyse(&config()).unwrap();
+    assert_eq!(a.streams, b.streams);
+    assert_eq!(a.policies, b.policies);
+}
+
+#[test]
+fn a_capacity_write_invalidates_buffered_bytes() {
+    // File 1 written randomly (ssdup+ buffers most of it), then rewritten
+    // sequentially (ssdup+ sends most of that to the capacity tier). Every
+    // block is rewritten in the second phase and the newest write wins, so
+    // what stays indexed is exactly what the second phase buffered.
+    let mut c = config();
+    c.phases = vec![
+        phase(IorPattern::SegmentedRandom, 1),
+        phase(IorPattern::SegmentedContiguous, 1),
+    ];
+    let analysis = analyse(&c).unwrap();
+    let plus = analysis
+        .policies
+        .iter()
+        .find(|p| p.policy == RedirectPolicy::SsdupPlus)
+        .unwrap();
+    assert!(plus.fast_bytes_per_phase[0] > 0);
+    assert!(plus.fast_bytes_per_phase[1] < plus.fast_bytes_per_phase[0]);
+    assert_eq!(
+        plus.index_extents * 256 * 1024,
+        plus.fast_bytes_per_phase[1]
+    );
+}

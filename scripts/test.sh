@@ -18,9 +18,15 @@ else
   grep -q 'cfg_attr(not(test), no_std)' crates/policy/src/lib.rs
 fi
 
-echo "== tests (unit, property, integration; benches run once in test mode)"
-cargo test --workspace --all-targets
-cargo test --workspace --doc
+echo "== tests (unit, property, integration, doc; benches run once in test mode)"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --all-targets 2>&1 | tee "$log"
+cargo test --workspace --doc 2>&1 | tee -a "$log"
 
 echo "== the main job runs with its defaults"
 cargo run --quiet -p sluice-cli -- --summary-only >/dev/null
+
+# One closing line with the totals of every cargo test binary above.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log" | tee .test-summary

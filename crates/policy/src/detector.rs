@@ -19,7 +19,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::WriteRequest;
+use crate::{FileId, WriteRequest};
 
 /// Default number of requests in a stream: the CFQ queue size the paper uses.
 pub const STREAM_LEN_DEFAULT: u32 = 128;
@@ -101,16 +101,43 @@ pub fn random_percentage(random_factor: u32, requests: u32) -> f64 {
 /// their id; "each additional file adds one seek" is the boundary between
 /// two files in sorted order, which always counts 1.
 pub fn random_factor(requests: &mut [WriteRequest]) -> u32 {
-    requests.sort_unstable_by_key(|r| (r.file, r.offset, r.len));
+    requests.sort_unstable();
+    count_seeks(requests.iter().copied())
+}
+
+/// `S` of requests that all write `file`, through packed keys: a shared
+/// file is the common HPC case (N processes, one file), and sorting 16-byte
+/// integers is about twice as fast as sorting 24-byte structs. `keys` is
+/// scratch space, reused across streams. Same result as [`random_factor`].
+fn random_factor_one_file(file: FileId, requests: &[WriteRequest], keys: &mut Vec<u128>) -> u32 {
+    keys.clear();
+    keys.extend(
+        requests
+            .iter()
+            .map(|r| (u128::from(r.offset) << 64) | u128::from(r.len)),
+    );
+    keys.sort_unstable();
+    count_seeks(keys.iter().map(|&k| WriteRequest {
+        file,
+        offset: (k >> 64) as u64,
+        len: k as u64,
+    }))
+}
+
+/// Seeks between neighbours of requests sorted by (file, offset, len).
+fn count_seeks(sorted: impl Iterator<Item = WriteRequest>) -> u32 {
     let mut seeks = 0u32;
-    for pair in requests.windows(2) {
-        let (prev, next) = (&pair[0], &pair[1]);
-        // `next.offset >= prev.offset` holds after sorting; the test is the
-        // DESIGN's `next.off <= prev.off + prev.len`.
-        let sequential = next.file == prev.file && next.offset <= prev.end();
-        if !sequential {
-            seeks += 1;
+    let mut previous: Option<WriteRequest> = None;
+    for next in sorted {
+        if let Some(prev) = previous {
+            // `next.offset >= prev.offset` holds after sorting; the test is
+            // the DESIGN's `next.off <= prev.off + prev.len`.
+            let sequential = next.file == prev.file && next.offset <= prev.end();
+            if !sequential {
+                seeks += 1;
+            }
         }
+        previous = Some(next);
     }
     seeks
 }
@@ -120,7 +147,11 @@ pub fn random_factor(requests: &mut [WriteRequest]) -> u32 {
 pub struct StreamDetector {
     config: DetectorConfig,
     pending: Vec<WriteRequest>,
+    /// Set while every pending request writes the same file.
+    pending_one_file: bool,
     pending_bytes: u64,
+    /// Scratch for [`random_factor_one_file`], allocated once.
+    keys: Vec<u128>,
     streams_completed: u64,
 }
 
@@ -131,7 +162,9 @@ impl StreamDetector {
         Ok(StreamDetector {
             config,
             pending: Vec::with_capacity(config.stream_len as usize),
+            pending_one_file: true,
             pending_bytes: 0,
+            keys: Vec::with_capacity(config.stream_len as usize),
             streams_completed: 0,
         })
     }
@@ -144,18 +177,26 @@ impl StreamDetector {
     /// Record one write request. Returns the summary when it completes a
     /// stream; the next request starts a new stream.
     pub fn handle_write(&mut self, request: WriteRequest) -> Option<StreamSummary> {
+        if let Some(first) = self.pending.first() {
+            self.pending_one_file &= first.file == request.file;
+        }
         self.pending.push(request);
-        self.pending_bytes += request.len;
+        self.pending_bytes = self.pending_bytes.saturating_add(request.len);
         if self.pending.len() < self.config.stream_len as usize {
             return None;
         }
         let summary = StreamSummary {
             index: self.streams_completed,
             requests: self.config.stream_len,
-            random_factor: random_factor(&mut self.pending),
+            random_factor: if self.pending_one_file {
+                random_factor_one_file(request.file, &self.pending, &mut self.keys)
+            } else {
+                random_factor(&mut self.pending)
+            },
             bytes: self.pending_bytes,
         };
         self.pending.clear();
+        self.pending_one_file = true;
         self.pending_bytes = 0;
         self.streams_completed += 1;
         Some(summary)
@@ -242,6 +283,35 @@ mod tests {
         assert_eq!(summaries[0].bytes, 32);
         assert!((summaries[0].percentage() - 1.0).abs() < 1e-12);
         assert_eq!(d.pending_requests(), 2);
+    }
+
+    proptest::proptest! {
+        /// The packed one-file path and the general path agree, including
+        /// overlaps, equal offsets, zero lengths and offsets near u64::MAX.
+        #[test]
+        fn one_file_path_matches_the_general_path(
+            requests in proptest::collection::vec(
+                (proptest::prop_oneof![0u64..64, (u64::MAX - 64)..=u64::MAX], 0u64..16),
+                1..40,
+            ),
+        ) {
+            let mut rs: Vec<_> = requests.iter().map(|&(o, l)| req(7, o, l)).collect();
+            let mut keys = Vec::new();
+            let packed = random_factor_one_file(FileId(7), &rs, &mut keys);
+            proptest::prop_assert_eq!(packed, random_factor(&mut rs));
+        }
+
+        /// A detector fed a mixed-file stream uses the general path and
+        /// reports what `random_factor` computes for the same requests.
+        #[test]
+        fn detector_matches_random_factor(
+            requests in proptest::collection::vec((0u64..3, 0u64..64, 1u64..16), 8),
+        ) {
+            let rs: Vec<_> = requests.iter().map(|&(f, o, l)| req(f, o, l)).collect();
+            let mut d = StreamDetector::new(DetectorConfig { stream_len: 8 }).unwrap();
+            let summary = rs.iter().filter_map(|r| d.handle_write(*r)).last().unwrap();
+            proptest::prop_assert_eq!(summary.random_factor, random_factor(&mut rs.clone()));
+        }
     }
 
     #[test]

@@ -234,8 +234,12 @@ impl Redirector {
     pub fn handle_write(&mut self, request: WriteRequest) -> Routing {
         let tier = self.route;
         match tier {
-            Tier::Fast => self.bytes_routed_fast += request.len,
-            Tier::Capacity => self.bytes_routed_capacity += request.len,
+            Tier::Fast => {
+                self.bytes_routed_fast = self.bytes_routed_fast.saturating_add(request.len)
+            }
+            Tier::Capacity => {
+                self.bytes_routed_capacity = self.bytes_routed_capacity.saturating_add(request.len)
+            }
         }
         let completed = self
             .detector

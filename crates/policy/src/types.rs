@@ -49,9 +49,10 @@ pub struct WriteRequest {
 }
 
 impl WriteRequest {
-    /// One past the last byte written.
+    /// One past the last byte written, saturating at `u64::MAX` so a
+    /// hostile offset cannot overflow.
     pub fn end(&self) -> u64 {
-        self.offset + self.len
+        self.offset.saturating_add(self.len)
     }
 }
 

@@ -75,16 +75,10 @@ fn next_random(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-#[test]
-fn heap_bytes_per_extent_match_estimate() {
-    // Every other 4 KiB block, so extents never touch or overlap.
-    let mut slots: Vec<u64> = (0..EXTENTS).collect();
-    let mut state = 0x5eed;
-    for i in (1..slots.len()).rev() {
-        let j = (next_random(&mut state) % (i as u64 + 1)) as usize;
-        slots.swap(i, j);
-    }
-
+/// Live heap bytes per extent after inserting one extent per slot, in the
+/// given order; slot `k` covers every other 4 KiB block, so extents never
+/// touch or overlap.
+fn bytes_per_extent(slots: &[u64]) -> (f64, ExtentIndex) {
     let file = FileId(7);
     let before = LIVE_BYTES.load(Ordering::SeqCst);
     let mut index = ExtentIndex::new();
@@ -103,17 +97,33 @@ fn heap_bytes_per_extent_match_estimate() {
         );
     }
     let after = LIVE_BYTES.load(Ordering::SeqCst);
-    assert_eq!(index.extent_count() as u64, EXTENTS);
-    assert_eq!(index.buffered_bytes(), EXTENTS * u64::from(EXTENT_LEN));
+    assert_eq!(index.extent_count() as u64, slots.len() as u64);
+    assert_eq!(
+        index.buffered_bytes(),
+        slots.len() as u64 * u64::from(EXTENT_LEN)
+    );
+    let per_extent = after.saturating_sub(before) as f64 / slots.len() as f64;
+    (per_extent, index)
+}
 
-    let per_extent = after.saturating_sub(before) as f64 / EXTENTS as f64;
+/// One test function on purpose: the live-byte counter is global, and tests
+/// in one binary run on parallel threads.
+#[test]
+fn heap_bytes_per_extent_match_estimate() {
+    let mut random: Vec<u64> = (0..EXTENTS).collect();
+    let mut state = 0x5eed;
+    for i in (1..random.len()).rev() {
+        let j = (next_random(&mut state) % (i as u64 + 1)) as usize;
+        random.swap(i, j);
+    }
+    let (per_extent, index) = bytes_per_extent(&random);
     let estimate = ESTIMATED_BYTES_PER_EXTENT as f64;
     println!(
-        "extent index: {per_extent:.1} heap bytes per extent (estimate {estimate}), \
-         memory_bytes_estimate {} for {} live bytes",
+        "extent index, random order: {per_extent:.1} heap bytes per extent (estimate {estimate}), \
+         memory_bytes_estimate {} B",
         index.memory_bytes_estimate(),
-        after.saturating_sub(before)
     );
+    drop(index);
     assert!(
         (24.0..=64.0).contains(&per_extent),
         "{per_extent:.1} bytes per extent outside 24..=64"
@@ -122,5 +132,23 @@ fn heap_bytes_per_extent_match_estimate() {
         (estimate * 0.5..=estimate * 1.5).contains(&per_extent),
         "{per_extent:.1} bytes per extent not within 50% of the estimate {estimate}"
     );
+
+    // Appends fill leaves completely: close to the 32-byte entry itself.
+    let sequential: Vec<u64> = (0..EXTENTS).collect();
+    let (per_extent, index) = bytes_per_extent(&sequential);
     drop(index);
+    println!("extent index, sequential order: {per_extent:.1} heap bytes per extent");
+    assert!((32.0..=40.0).contains(&per_extent), "{per_extent:.1}");
+
+    // 16 sequential writers in separate segments, interleaved round robin.
+    let per_writer = EXTENTS / 16;
+    let interleaved: Vec<u64> = (0..per_writer)
+        .flat_map(|k| (0..16).map(move |w| w * per_writer + k))
+        .collect();
+    let (per_extent, index) = bytes_per_extent(&interleaved);
+    drop(index);
+    println!(
+        "extent index, 16 interleaved sequential writers: {per_extent:.1} heap bytes per extent"
+    );
+    assert!((32.0..=72.0).contains(&per_extent), "{per_extent:.1}");
 }

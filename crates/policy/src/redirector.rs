@@ -207,7 +207,7 @@ impl Redirector {
         self.route
     }
 
-    /// The adaptive threshold's current value.
+    /// The adaptive threshold (its value, list and resets).
     pub fn threshold(&self) -> &AdaptiveThreshold {
         &self.threshold
     }

@@ -83,9 +83,10 @@ impl Time {
         Time(nanos)
     }
 
-    /// A time `millis` milliseconds after the epoch.
+    /// A time `millis` milliseconds after the epoch, saturating at the end
+    /// of representable time (about 584 years).
     pub const fn from_millis(millis: u64) -> Time {
-        Time(millis * 1_000_000)
+        Time(millis.saturating_mul(1_000_000))
     }
 
     /// Nanoseconds since the epoch.

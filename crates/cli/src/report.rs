@@ -126,8 +126,8 @@ pub fn print_analysis(
     }
     writeln!(
         out,
-        " {:>9} {:>7} {:>14} {:>13}",
-        "switches", "resets", "index extents", "index memory"
+        " {:>9} {:>14} {:>13}",
+        "switches", "index extents", "index memory"
     )?;
     for summary in &analysis.policies {
         let all = format!(

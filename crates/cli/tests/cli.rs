@@ -35,6 +35,13 @@ fn main_job_runs_with_embedded_defaults() {
         assert!(text.contains(name), "report names {name}");
     }
     assert!(text.contains("threshold"), "per-stream table printed");
+    // The summary's header and rows have the same columns.
+    let header = text.lines().find(|l| l.starts_with("policy ")).unwrap();
+    let row = text.lines().find(|l| l.starts_with("ssdup+ ")).unwrap();
+    let columns = |l: &str| l.split_whitespace().count();
+    // Word counts: "fast tier (all)" and "N GiB (P%)" are three each, "index
+    // memory" and "N KiB" two each; "index extents" is two words over one number.
+    assert_eq!(columns(header), columns(row) + 1, "{header}\n{row}");
 }
 
 #[test]

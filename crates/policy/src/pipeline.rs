@@ -68,7 +68,11 @@ pub enum WhenFull {
 /// Configuration of the region pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PipelineConfig {
-    /// Number of log regions, at least 2 and at most [`REGIONS_MAX`].
+    /// Number of log regions, at least 1 and at most [`REGIONS_MAX`]. One
+    /// region is the conventional burst buffer (nothing can be appended while
+    /// it flushes), kept for the simulator's baseline; sluice's own
+    /// configuration asks for at least [`REGIONS_DEFAULT`] so that filling
+    /// and flushing overlap (DESIGN §4.5).
     pub regions: u32,
     /// Size of each region in bytes: the space records are appended to.
     /// Greater than 0; a record longer than this is refused with
@@ -97,7 +101,7 @@ impl PipelineConfig {
 
     /// Checks the configuration; see [`ConfigError`] for what is rejected.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.regions < 2 {
+        if self.regions == 0 {
             return Err(ConfigError::TooFewRegions {
                 regions: self.regions,
             });
@@ -117,8 +121,7 @@ impl PipelineConfig {
 /// An invalid [`PipelineConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ConfigError {
-    /// Fewer than 2 regions: with one region nothing can be written while it
-    /// flushes, so there would be no pipeline.
+    /// No region at all.
     TooFewRegions {
         /// The configured number of regions.
         regions: u32,
@@ -137,8 +140,8 @@ impl fmt::Display for ConfigError {
         match self {
             ConfigError::TooFewRegions { regions } => write!(
                 f,
-                "log regions = {regions}: at least 2 are needed so that one \
-                 region can fill while another flushes; raise `regions`"
+                "log regions = {regions}: at least 1 is needed, and 2 or more \
+                 let one region fill while another flushes; raise `regions`"
             ),
             ConfigError::TooManyRegions { regions } => write!(
                 f,
@@ -853,11 +856,14 @@ mod tests {
         assert_eq!(ok.regions, 2);
         assert_eq!(ok.when_full, WhenFull::Wait);
         assert_eq!(ok.wait_max, Duration::from_secs(1));
-        for regions in [0, 1] {
-            let bad = PipelineConfig { regions, ..ok };
-            assert_eq!(bad.validate(), Err(ConfigError::TooFewRegions { regions }));
-            assert!(RegionPipeline::new(bad).is_err());
-        }
+        let bad = PipelineConfig { regions: 0, ..ok };
+        assert_eq!(
+            bad.validate(),
+            Err(ConfigError::TooFewRegions { regions: 0 })
+        );
+        assert!(RegionPipeline::new(bad).is_err());
+        // One region is the conventional burst buffer: valid, no overlap.
+        assert_eq!(PipelineConfig { regions: 1, ..ok }.validate(), Ok(()));
         let bad = PipelineConfig {
             regions: REGIONS_MAX + 1,
             ..ok
@@ -871,8 +877,8 @@ mod tests {
             ..ok
         };
         assert_eq!(bad.validate(), Err(ConfigError::ZeroRegionBytes));
-        let message = ConfigError::TooFewRegions { regions: 1 }.to_string();
-        assert!(message.contains("at least 2"), "{message}");
+        let message = ConfigError::TooFewRegions { regions: 0 }.to_string();
+        assert!(message.contains("at least 1"), "{message}");
     }
 
     #[test]
@@ -1171,9 +1177,9 @@ mod tests {
             })
         );
         assert_eq!(
-            RegionPipeline::restore(PipelineConfig { regions: 1, ..c }, &[e]),
+            RegionPipeline::restore(PipelineConfig { regions: 0, ..c }, &[]),
             Err(RestoreError::Config(ConfigError::TooFewRegions {
-                regions: 1
+                regions: 0
             }))
         );
     }

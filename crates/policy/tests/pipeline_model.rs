@@ -65,7 +65,7 @@ enum Event {
 
 fn config_strategy() -> impl Strategy<Value = PipelineConfig> {
     (
-        2u32..=5,
+        1u32..=5,
         1u64..=64,
         prop_oneof![Just(WhenFull::Wait), Just(WhenFull::WriteThrough)],
         0u64..=50,

@@ -1,4 +1,5 @@
-//! Workload generators: write traces as the server sees them.
+//! Workload generators: write traces as the server sees them, and
+//! per-process scripts for the discrete-event simulator.
 //!
 //! An IOR instance is `processes` processes writing one shared file with
 //! fixed-size requests (EVALUATION §2):
@@ -13,11 +14,26 @@
 //! not). Several instances (the paper's "mixed" load) are merged the same
 //! way, their processes side by side.
 //!
+//! The simulator does not merge anything itself: it runs each process of a
+//! [`Job`] as a closed loop over its script of [`Op`]s (one outstanding I/O
+//! per process, like blocking MPI-IO calls), so the interleaving emerges
+//! from device timing. The benchmark generators ([`Ior`], [`MpiIoTest`],
+//! [`IorMpiIo`], [`MpiTileIo`], [`Hpio`]) each build such a job.
+//!
 //! INVARIANT: a generated trace holds every request of every process exactly
 //! once, and each process's requests keep their issue order.
+//!
+//! INVARIANT: every generator writes each byte of its file at most once, and
+//! every byte of `[0, file size)` exactly once unless it leaves spacing
+//! between regions on purpose (HPIO); all processes of a job reach the same
+//! number of [`Op::Barrier`]s, so a simulator cannot deadlock on them.
+//! Parameters that break this (zero sizes, overflowing products, tile grids
+//! that do not match the process count) are refused with a
+//! [`WorkloadError`], never a panic.
 
 use core::fmt;
 use core::str::FromStr;
+use core::time::Duration;
 
 use sluice_policy::{FileId, WriteRequest};
 
@@ -220,6 +236,593 @@ pub fn ior_trace(instances: &[Ior], arrival: Arrival) -> Result<Vec<WriteRequest
     Ok(arrive(processes, arrival))
 }
 
+/// Most ops one generated job may hold: about 8.6 GB of scripts at 32 B an
+/// op. Paper-scale jobs need at most a few million; a count beyond this is
+/// almost certainly a unit mistake and would exhaust memory instead of
+/// failing cleanly, so generators refuse it.
+pub const MAX_JOB_OPS: u64 = 1 << 28;
+
+/// One step of a process's script.
+///
+/// The simulator runs a process as a closed loop: it issues the next op
+/// when the previous one completes (one outstanding I/O per process, like
+/// blocking MPI-IO calls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Write `len` bytes at `offset` of `file`.
+    Write(WriteRequest),
+    /// Read `len` bytes at `offset` of `file` (same fields as a write).
+    Read(WriteRequest),
+    /// Compute for this long without issuing I/O.
+    Compute(Duration),
+    /// Wait until every process of the same [`Job`] has reached its k-th
+    /// barrier (k counted per process), then continue.
+    Barrier,
+}
+
+// Paper-scale scripts hold millions of ops (16 GB in 4 KiB requests is 4 M),
+// so an op must stay small: 32 B makes 4 M ops about 128 MB.
+const _: () = assert!(core::mem::size_of::<Op>() <= 32);
+
+/// A set of processes started together: one benchmark instance, or several
+/// run back to back on the same processes (see [`Job::then`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// Name in reports.
+    pub name: String,
+    /// Each process's script in issue order; the index is the MPI rank.
+    pub processes: Vec<Vec<Op>>,
+    /// Delay after the experiment starts before the processes begin.
+    pub start_after: Duration,
+}
+
+impl Job {
+    /// A job of these scripts starting with the experiment.
+    fn starting_now(name: &str, processes: Vec<Vec<Op>>) -> Job {
+        Job {
+            name: name.to_owned(),
+            processes,
+            start_after: Duration::ZERO,
+        }
+    }
+
+    fn ops(&self) -> impl Iterator<Item = &Op> {
+        self.processes.iter().flatten()
+    }
+
+    /// Bytes of all [`Op::Write`]s (saturating, so a hand-built job with
+    /// absurd lengths cannot overflow).
+    pub fn bytes_written(&self) -> u64 {
+        self.ops()
+            .filter_map(|op| match op {
+                Op::Write(r) => Some(r.len),
+                _ => None,
+            })
+            .fold(0, u64::saturating_add)
+    }
+
+    /// Bytes of all [`Op::Read`]s (saturating).
+    pub fn bytes_read(&self) -> u64 {
+        self.ops()
+            .filter_map(|op| match op {
+                Op::Read(r) => Some(r.len),
+                _ => None,
+            })
+            .fold(0, u64::saturating_add)
+    }
+
+    /// Number of I/O requests: [`Op::Write`]s plus [`Op::Read`]s.
+    pub fn requests(&self) -> u64 {
+        self.ops()
+            .filter(|op| matches!(op, Op::Write(_) | Op::Read(_)))
+            .count() as u64
+    }
+
+    /// Run `other` on the same processes after this job, `gap` of compute
+    /// apart: two IOR runs separated by compute time, as one job.
+    ///
+    /// Process `p` gets this job's ops, then [`Op::Barrier`], then
+    /// [`Op::Compute`]`(gap)` (also when `gap` is zero), then `other`'s ops
+    /// for rank `p`. The barrier is there because the paper runs the
+    /// instances one after another: the second starts only when every
+    /// process has finished the first, and the compute time is measured
+    /// from there. The result keeps this job's name and `start_after`;
+    /// `other`'s are dropped.
+    ///
+    /// Both jobs must have the same number of processes, otherwise the
+    /// ranks do not line up and this is an error.
+    pub fn then(mut self, gap: Duration, other: Job) -> Result<Job, WorkloadError> {
+        if self.processes.len() != other.processes.len() {
+            return Err(WorkloadError(format!(
+                "cannot run job {:?} ({} processes) after job {:?} ({} processes) on the same processes: \
+                 give both the same process count, or run them as separate jobs",
+                other.name,
+                other.processes.len(),
+                self.name,
+                self.processes.len()
+            )));
+        }
+        let ops = (self.ops().count() as u64)
+            .saturating_add(other.ops().count() as u64)
+            .saturating_add(2 * self.processes.len() as u64);
+        check_ops(&self.name, ops)?;
+        for (mine, theirs) in self.processes.iter_mut().zip(other.processes) {
+            mine.reserve_exact(2 + theirs.len());
+            mine.push(Op::Barrier);
+            mine.push(Op::Compute(gap));
+            mine.extend(theirs);
+        }
+        Ok(self)
+    }
+}
+
+/// Refuse a job of more than [`MAX_JOB_OPS`] ops.
+fn check_ops(what: &str, ops: u64) -> Result<(), WorkloadError> {
+    if ops > MAX_JOB_OPS {
+        return Err(WorkloadError(format!(
+            "{what}: the scripts would hold {ops} ops, more than the limit of {MAX_JOB_OPS}; \
+             use larger requests or a smaller file"
+        )));
+    }
+    Ok(())
+}
+
+/// The product of `factors`, or an error naming `what` if it overflows.
+fn product(what: &str, factors: &[u64]) -> Result<u64, WorkloadError> {
+    factors
+        .iter()
+        .try_fold(1u64, |acc, &f| acc.checked_mul(f))
+        .ok_or_else(|| {
+            WorkloadError(format!(
+                "{what}: the product {factors:?} overflows 64 bits; use smaller sizes or counts"
+            ))
+        })
+}
+
+/// `Err` naming `what` and `field` if `value` is zero.
+fn positive(what: &str, field: &str, value: u64) -> Result<(), WorkloadError> {
+    if value == 0 {
+        return Err(WorkloadError(format!(
+            "{what}: {field} is 0; it must be at least 1"
+        )));
+    }
+    Ok(())
+}
+
+/// `numerator / denominator` rounded to the nearest integer, halves up.
+fn div_round(numerator: u64, denominator: u64) -> u64 {
+    let rest = numerator % denominator;
+    numerator / denominator + u64::from(rest >= denominator - rest)
+}
+
+impl Ior {
+    /// The instance as a simulator job: each process's requests of
+    /// [`Ior::per_process`], in order, each an [`Op::Write`], with no
+    /// barriers (IOR synchronises only around its phases, not per request).
+    pub fn job(&self, name: &str) -> Result<Job, WorkloadError> {
+        self.validate()?;
+        // Cannot overflow: requests × request size is the file size.
+        check_ops(
+            "IOR",
+            self.requests_per_process() * u64::from(self.processes),
+        )?;
+        let processes = self
+            .per_process()?
+            .into_iter()
+            .map(|requests| requests.into_iter().map(Op::Write).collect())
+            .collect();
+        Ok(Job::starting_now(name, processes))
+    }
+}
+
+/// The mpi-io-test benchmark (PVFS2 distribution, Clemson University and
+/// Argonne), as the LiU paper describes it: "each MPI process accesses a
+/// contiguous chunk of the file in one iteration. A barrier is used to
+/// synchronize each iteration across all processes. The following iteration
+/// of all the processes accesses the next contiguous chunk of the file."
+/// LiU ran 14 processes with 64 KiB requests and wrote 20 GB in total.
+///
+/// In iteration `i`, rank `r` writes `chunk_bytes` at
+/// `(i · processes + r) · chunk_bytes`, then waits at a barrier, so every
+/// iteration covers one contiguous span and the iterations follow each
+/// other through the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpiIoTest {
+    /// File written.
+    pub file: FileId,
+    /// Number of processes.
+    pub processes: u32,
+    /// Bytes each process writes per iteration (one request).
+    pub chunk_bytes: u64,
+    /// Iterations, each ending with a barrier.
+    pub iterations: u64,
+}
+
+impl MpiIoTest {
+    /// The benchmark as a simulator job: per process, `iterations` times
+    /// an [`Op::Write`] followed by an [`Op::Barrier`].
+    pub fn job(&self, name: &str) -> Result<Job, WorkloadError> {
+        const WHAT: &str = "mpi-io-test";
+        positive(WHAT, "the process count", u64::from(self.processes))?;
+        positive(WHAT, "the chunk size", self.chunk_bytes)?;
+        positive(WHAT, "the iteration count", self.iterations)?;
+        let n = u64::from(self.processes);
+        product(WHAT, &[self.iterations, n, self.chunk_bytes])?;
+        check_ops(WHAT, self.iterations.saturating_mul(n).saturating_mul(2))?;
+        let processes = (0..n)
+            .map(|rank| {
+                let mut ops = Vec::with_capacity(2 * self.iterations as usize);
+                for i in 0..self.iterations {
+                    ops.push(Op::Write(WriteRequest {
+                        file: self.file,
+                        offset: (i * n + rank) * self.chunk_bytes,
+                        len: self.chunk_bytes,
+                    }));
+                    ops.push(Op::Barrier);
+                }
+                ops
+            })
+            .collect();
+        Ok(Job::starting_now(name, processes))
+    }
+}
+
+/// The ior-mpi-io benchmark (ASCI Purple suite, LLNL), as the LiU paper
+/// describes it: "each of the n processes accesses a contiguous 1/n portion
+/// of the entire file. Each process continuously issues sequential I/O
+/// requests with a fixed size." LiU ran 14 processes with 64 KiB requests
+/// and wrote 20 GB.
+///
+/// The writes are those of IOR segmented-contiguous; it is a type of its
+/// own because LiU also reads the file back with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IorMpiIo {
+    /// File written.
+    pub file: FileId,
+    /// Number of processes.
+    pub processes: u32,
+    /// Bytes per request.
+    pub request_bytes: u64,
+    /// Bytes of the file; a positive multiple of `processes * request_bytes`.
+    pub file_bytes: u64,
+}
+
+impl IorMpiIo {
+    /// The benchmark as a simulator job: rank `r` writes
+    /// `[r · file_bytes / processes, (r + 1) · file_bytes / processes)`
+    /// in ascending `request_bytes` requests, no barriers.
+    pub fn job(&self, name: &str) -> Result<Job, WorkloadError> {
+        const WHAT: &str = "ior-mpi-io";
+        positive(WHAT, "the process count", u64::from(self.processes))?;
+        positive(WHAT, "the request size", self.request_bytes)?;
+        let n = u64::from(self.processes);
+        let unit = product(WHAT, &[n, self.request_bytes])?;
+        if self.file_bytes == 0 || self.file_bytes % unit != 0 {
+            let below = self.file_bytes / unit * unit;
+            let suggestion = match (below, below.checked_add(unit)) {
+                (0, Some(above)) => format!("use {above} B"),
+                (_, Some(above)) => format!("use {below} B or {above} B"),
+                (_, None) => format!("use {below} B"),
+            };
+            return Err(WorkloadError(format!(
+                "{WHAT}: file size {} B is not a positive multiple of processes × request size \
+                 ({n} × {} B = {unit} B); {suggestion}",
+                self.file_bytes, self.request_bytes
+            )));
+        }
+        let per_process = self.file_bytes / unit;
+        check_ops(WHAT, per_process * n)?;
+        let processes = (0..n)
+            .map(|rank| {
+                (0..per_process)
+                    .map(|k| {
+                        Op::Write(WriteRequest {
+                            file: self.file,
+                            offset: (rank * per_process + k) * self.request_bytes,
+                            len: self.request_bytes,
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Job::starting_now(name, processes))
+    }
+}
+
+/// How [`MpiTileIo::for_total_bytes`] lays the processes' tiles out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileDecomposition {
+    /// One tile column, one tile row per process (`tiles_x = 1`,
+    /// `tiles_y = processes`): each tile is a contiguous band of the file.
+    OneD,
+    /// `tiles_x` the divisor of `processes` closest to its square root
+    /// (the smaller one on a tie), `tiles_y = processes / tiles_x`. A prime
+    /// process count therefore degenerates to [`TileDecomposition::OneD`].
+    TwoD,
+}
+
+/// The MPI-Tile-IO benchmark (Parallel I/O Benchmarking Consortium): "tile
+/// access to a two-dimensional dense dataset. Each process accesses a tile,
+/// the size of which is based on the number of elements in a tile and the
+/// size of one element" (SSDUP+ §3.4). SSDUP+ ran two instances at once with
+/// 16–128 processes, 4 KiB elements and 16 GB each: one 1-D ("x direction
+/// set to 1 and the y direction set to the number of processes") and one
+/// 2-D (x the square root of the process count, x · y = processes).
+///
+/// The dataset is `tiles_x × tiles_y` tiles of `tile_elements_x ×
+/// tile_elements_y` elements, stored row-major over the whole dataset, so
+/// one dataset row is `tiles_x · tile_elements_x · element_bytes` bytes
+/// (`dataset_row_bytes`). Process `p` owns the tile in column
+/// `p % tiles_x` and row `p / tiles_x` and writes each of its tile's rows,
+/// top to bottom, as one request of `tile_elements_x · element_bytes` bytes:
+/// consecutive requests of a process are `dataset_row_bytes` apart, and
+/// with `tiles_x = 1` they are contiguous. Tiles do not overlap (the
+/// benchmark's overlap options are 0, as SSDUP+ mentions none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpiTileIo {
+    /// File written.
+    pub file: FileId,
+    /// Number of processes; must equal `tiles_x * tiles_y`.
+    pub processes: u32,
+    /// Tiles across a dataset row.
+    pub tiles_x: u32,
+    /// Tiles down the dataset.
+    pub tiles_y: u32,
+    /// Elements across one tile row (one request).
+    pub tile_elements_x: u64,
+    /// Rows of elements in one tile (requests per process).
+    pub tile_elements_y: u64,
+    /// Bytes per element (4 KiB in SSDUP+).
+    pub element_bytes: u64,
+}
+
+impl MpiTileIo {
+    /// A benchmark instance of about `total_bytes`, laid out by
+    /// `decomposition`.
+    ///
+    /// Rounding: the elements per process `E` are `total_bytes /
+    /// (processes · element_bytes)` rounded to the nearest integer. The
+    /// tile is then made as square as the factors of `E` allow: if `E` has
+    /// a divisor `d` with `⌊√E⌋ / 2 ≤ d ≤ ⌊√E⌋` (always when `E` is a power
+    /// of two, as at the paper's sizes), the largest such `d` becomes
+    /// `tile_elements_y` and `E / d` becomes `tile_elements_x` — exact.
+    /// Otherwise `tile_elements_y = ⌊√E⌋` and `tile_elements_x` is
+    /// `E / ⌊√E⌋` rounded. In all cases the bytes written differ from
+    /// `total_bytes` by at most `processes · element_bytes · (1 + ⌊√E⌋) / 2`
+    /// (relatively about `1 / (2√E)`), and `tile_elements_x ≥
+    /// tile_elements_y`, so requests are as large as the shape allows.
+    ///
+    /// Errors if a parameter is 0 or `total_bytes` is below one element per
+    /// process.
+    pub fn for_total_bytes(
+        file: FileId,
+        processes: u32,
+        decomposition: TileDecomposition,
+        element_bytes: u64,
+        total_bytes: u64,
+    ) -> Result<MpiTileIo, WorkloadError> {
+        const WHAT: &str = "MPI-Tile-IO";
+        positive(WHAT, "the process count", u64::from(processes))?;
+        positive(WHAT, "the element size", element_bytes)?;
+        let n = u64::from(processes);
+        let unit = product(WHAT, &[n, element_bytes])?;
+        if total_bytes < unit {
+            return Err(WorkloadError(format!(
+                "{WHAT}: {total_bytes} B is less than one {element_bytes} B element for each of \
+                 {processes} processes ({unit} B); ask for at least {unit} B or use fewer processes"
+            )));
+        }
+        let elements = div_round(total_bytes, unit);
+        let side = elements.isqrt();
+        // Each process writes at most `side` rows; refuse before searching
+        // divisors of an absurd element count.
+        check_ops(WHAT, n.saturating_mul(side))?;
+        let (tile_elements_x, tile_elements_y) =
+            match (side.div_ceil(2)..=side).rev().find(|d| elements % d == 0) {
+                Some(d) => (elements / d, d),
+                None => (div_round(elements, side), side),
+            };
+        let (tiles_x, tiles_y) = match decomposition {
+            TileDecomposition::OneD => (1, processes),
+            TileDecomposition::TwoD => {
+                let root = f64::from(processes).sqrt();
+                // INVARIANT: 1 divides every count, so the search finds one;
+                // min_by keeps the first (smaller) divisor on a tie.
+                let x = (1..=processes)
+                    .filter(|d| processes % d == 0)
+                    .min_by(|a, b| {
+                        (f64::from(*a) - root)
+                            .abs()
+                            .total_cmp(&(f64::from(*b) - root).abs())
+                    })
+                    .expect("1 divides every process count");
+                (x, processes / x)
+            }
+        };
+        Ok(MpiTileIo {
+            file,
+            processes,
+            tiles_x,
+            tiles_y,
+            tile_elements_x,
+            tile_elements_y,
+            element_bytes,
+        })
+    }
+
+    /// The benchmark as a simulator job: process `p` writes its tile's
+    /// rows top to bottom, one [`Op::Write`] per row, no barriers.
+    pub fn job(&self, name: &str) -> Result<Job, WorkloadError> {
+        const WHAT: &str = "MPI-Tile-IO";
+        positive(WHAT, "the process count", u64::from(self.processes))?;
+        positive(WHAT, "tiles_x", u64::from(self.tiles_x))?;
+        positive(WHAT, "tiles_y", u64::from(self.tiles_y))?;
+        positive(WHAT, "tile_elements_x", self.tile_elements_x)?;
+        positive(WHAT, "tile_elements_y", self.tile_elements_y)?;
+        positive(WHAT, "the element size", self.element_bytes)?;
+        if u64::from(self.tiles_x) * u64::from(self.tiles_y) != u64::from(self.processes) {
+            return Err(WorkloadError(format!(
+                "{WHAT}: a {} × {} tile grid has {} tiles but there are {} processes; \
+                 each process writes one tile, so make tiles_x × tiles_y equal the process count",
+                self.tiles_x,
+                self.tiles_y,
+                u64::from(self.tiles_x) * u64::from(self.tiles_y),
+                self.processes
+            )));
+        }
+        let row_request_bytes = product(WHAT, &[self.tile_elements_x, self.element_bytes])?;
+        let dataset_row_bytes = product(WHAT, &[u64::from(self.tiles_x), row_request_bytes])?;
+        // The whole dataset must be addressable; every offset below is
+        // smaller than this product.
+        product(
+            WHAT,
+            &[
+                dataset_row_bytes,
+                u64::from(self.tiles_y),
+                self.tile_elements_y,
+            ],
+        )?;
+        let n = u64::from(self.processes);
+        check_ops(WHAT, n.saturating_mul(self.tile_elements_y))?;
+        let tiles_x = u64::from(self.tiles_x);
+        let processes = (0..n)
+            .map(|p| {
+                let (column, row) = (p % tiles_x, p / tiles_x);
+                let first_row = row * self.tile_elements_y;
+                let column_offset = column * row_request_bytes;
+                (0..self.tile_elements_y)
+                    .map(|r| {
+                        Op::Write(WriteRequest {
+                            file: self.file,
+                            offset: (first_row + r) * dataset_row_bytes + column_offset,
+                            len: row_request_bytes,
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Job::starting_now(name, processes))
+    }
+}
+
+/// The HPIO benchmark (Northwestern University), as SSDUP+ §3.3 describes
+/// it: "A region is a piece of contiguous data in a file that will be
+/// accessed by a process. The region count is the number of regions
+/// accessed by a process. Region spacing is the distance between two
+/// adjacent regions." SSDUP+ ran 32 processes, region sizes 32–256 KiB,
+/// spacing 0, the region count chosen to keep the file around 8 GB, two
+/// instances at once: one "c-c" (contiguous in memory and file) and one
+/// "c-nc" (contiguous in memory, non-contiguous in file).
+///
+/// Each process writes `region_count` regions, one request per region, in
+/// ascending file order. With `stride = region_bytes + region_spacing_bytes`:
+/// * `file_contiguous` ("c-c"): process `p`'s regions lie back to back in
+///   its own block, region `k` at `(p · region_count + k) · stride`;
+/// * not `file_contiguous` ("c-nc"): the processes' regions interleave,
+///   region `k` of process `p` at `(k · processes + p) · stride`.
+///
+/// Either way the written regions, sorted, are exactly
+/// `region_spacing_bytes` apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hpio {
+    /// File written.
+    pub file: FileId,
+    /// Number of processes.
+    pub processes: u32,
+    /// Bytes per region (one request).
+    pub region_bytes: u64,
+    /// Regions per process.
+    pub region_count: u64,
+    /// Unwritten bytes between adjacent regions.
+    pub region_spacing_bytes: u64,
+    /// Whether each process's regions form its own block ("c-c") rather
+    /// than interleaving with the other processes' ("c-nc").
+    pub file_contiguous: bool,
+}
+
+impl Hpio {
+    /// A benchmark instance with spacing 0 whose file is about
+    /// `total_bytes` (SSDUP+: "The region count varied from region size to
+    /// keep the file size to be around 8 GB").
+    ///
+    /// Rounding: `region_count` is `total_bytes / (processes ·
+    /// region_bytes)` rounded to the nearest integer, so the file differs
+    /// from `total_bytes` by at most `processes · region_bytes / 2` (and is
+    /// exact when `total_bytes` is a multiple of that product).
+    ///
+    /// Errors if a parameter is 0 or `total_bytes` is below one region per
+    /// process.
+    pub fn for_total_bytes(
+        file: FileId,
+        processes: u32,
+        region_bytes: u64,
+        total_bytes: u64,
+        file_contiguous: bool,
+    ) -> Result<Hpio, WorkloadError> {
+        const WHAT: &str = "HPIO";
+        positive(WHAT, "the process count", u64::from(processes))?;
+        positive(WHAT, "the region size", region_bytes)?;
+        let unit = product(WHAT, &[u64::from(processes), region_bytes])?;
+        if total_bytes < unit {
+            return Err(WorkloadError(format!(
+                "{WHAT}: {total_bytes} B is less than one {region_bytes} B region for each of \
+                 {processes} processes ({unit} B); ask for at least {unit} B, use smaller regions \
+                 or fewer processes"
+            )));
+        }
+        Ok(Hpio {
+            file,
+            processes,
+            region_bytes,
+            region_count: div_round(total_bytes, unit),
+            region_spacing_bytes: 0,
+            file_contiguous,
+        })
+    }
+
+    /// The benchmark as a simulator job: per process, its regions in
+    /// ascending file order, one [`Op::Write`] each, no barriers.
+    pub fn job(&self, name: &str) -> Result<Job, WorkloadError> {
+        const WHAT: &str = "HPIO";
+        positive(WHAT, "the process count", u64::from(self.processes))?;
+        positive(WHAT, "the region size", self.region_bytes)?;
+        positive(WHAT, "the region count", self.region_count)?;
+        let stride = self
+            .region_bytes
+            .checked_add(self.region_spacing_bytes)
+            .ok_or_else(|| {
+                WorkloadError(format!(
+                    "{WHAT}: region size + spacing ({} B + {} B) overflows 64 bits; \
+                     use smaller sizes",
+                    self.region_bytes, self.region_spacing_bytes
+                ))
+            })?;
+        let n = u64::from(self.processes);
+        // Every region starts below this extent.
+        product(WHAT, &[n, self.region_count, stride])?;
+        check_ops(WHAT, n.saturating_mul(self.region_count))?;
+        let processes = (0..n)
+            .map(|p| {
+                (0..self.region_count)
+                    .map(|k| {
+                        let slot = if self.file_contiguous {
+                            p * self.region_count + k
+                        } else {
+                            k * n + p
+                        };
+                        Op::Write(WriteRequest {
+                            file: self.file,
+                            offset: slot * stride,
+                            len: self.region_bytes,
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Job::starting_now(name, processes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +907,97 @@ mod tests {
             ..ior(IorPattern::Strided)
         };
         assert!(none.per_process().is_err());
+    }
+
+    #[test]
+    fn an_op_fits_in_32_bytes() {
+        assert!(
+            core::mem::size_of::<Op>() <= 32,
+            "{}",
+            core::mem::size_of::<Op>()
+        );
+    }
+
+    #[test]
+    fn div_round_rounds_halves_up() {
+        assert_eq!(div_round(10, 4), 3);
+        assert_eq!(div_round(9, 4), 2);
+        assert_eq!(div_round(8, 4), 2);
+        assert_eq!(div_round(u64::MAX, u64::MAX), 1);
+        assert_eq!(div_round(u64::MAX, 2), u64::MAX / 2 + 1);
+    }
+
+    #[test]
+    fn two_d_tiles_take_the_divisor_nearest_the_square_root() {
+        let grid = |processes| {
+            let t = MpiTileIo::for_total_bytes(
+                FileId(1),
+                processes,
+                TileDecomposition::TwoD,
+                4096,
+                1 << 30,
+            )
+            .unwrap();
+            (t.tiles_x, t.tiles_y)
+        };
+        assert_eq!(grid(16), (4, 4));
+        assert_eq!(grid(32), (4, 8));
+        assert_eq!(grid(64), (8, 8));
+        assert_eq!(grid(128), (8, 16));
+        assert_eq!(grid(12), (3, 4));
+        assert_eq!(grid(13), (1, 13), "a prime count degenerates to 1-D");
+    }
+
+    #[test]
+    fn tile_shape_falls_back_to_near_square_without_a_close_divisor() {
+        // 1009 elements per process is prime: no divisor in [16, 31].
+        let t =
+            MpiTileIo::for_total_bytes(FileId(1), 2, TileDecomposition::OneD, 10, 2 * 1009 * 10)
+                .unwrap();
+        assert_eq!((t.tile_elements_x, t.tile_elements_y), (33, 31));
+        let written = 2 * 33 * 31 * 10;
+        let bound = 2 * 10 * (1 + 31) / 2;
+        assert!(written - 2 * 1009 * 10 <= bound);
+    }
+
+    #[test]
+    fn absurd_op_counts_are_refused_not_allocated() {
+        let huge = Hpio {
+            file: FileId(1),
+            processes: 4,
+            region_bytes: 1,
+            region_count: u64::MAX / 8,
+            region_spacing_bytes: 0,
+            file_contiguous: false,
+        };
+        let err = huge.job("huge").unwrap_err();
+        assert!(err.0.contains("more than the limit"), "{err}");
+        let overflow = Hpio {
+            region_bytes: u64::MAX / 2,
+            region_count: 4,
+            ..huge
+        };
+        assert!(overflow.job("o").unwrap_err().0.contains("overflows"));
+        let tile = MpiTileIo::for_total_bytes(FileId(1), 1, TileDecomposition::OneD, 1, u64::MAX)
+            .unwrap_err();
+        assert!(tile.0.contains("more than the limit"), "{tile}");
+    }
+
+    #[test]
+    fn ior_job_is_per_process_as_writes() {
+        let ior = ior(IorPattern::SegmentedRandom);
+        let job = ior.job("r").unwrap();
+        let expected: Vec<Vec<Op>> = ior
+            .per_process()
+            .unwrap()
+            .into_iter()
+            .map(|p| p.into_iter().map(Op::Write).collect())
+            .collect();
+        assert_eq!(job.processes, expected);
+        assert_eq!(job.name, "r");
+        assert_eq!(job.start_after, Duration::ZERO);
+        assert_eq!(job.requests(), 24);
+        assert_eq!(job.bytes_written(), 240);
+        assert_eq!(job.bytes_read(), 0);
     }
 }

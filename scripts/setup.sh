@@ -12,11 +12,12 @@ as_root() {
 }
 
 # Debian packages. Only what the current code needs: a C toolchain for the
-# linker and pkg-config. (fuse3, fio, redis-server, glusterfs arrive with the
-# issues that use them.)
+# linker, pkg-config, and the font the simulator's plots are drawn with.
+# (fuse3, fio, redis-server, glusterfs arrive with the issues that use them.)
 want=()
 command -v cc >/dev/null || want+=(build-essential)
 command -v pkg-config >/dev/null || want+=(pkg-config)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || want+=(fonts-dejavu-core)
 if [ "${#want[@]}" -gt 0 ]; then
   say "installing Debian packages: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive

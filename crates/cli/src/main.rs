@@ -2,6 +2,7 @@
 //! exit status. Formatting of reports lives in `report.rs`.
 
 mod report;
+mod sim;
 
 use std::process::ExitCode;
 
@@ -32,6 +33,33 @@ enum Command {
     /// every redirection policy; print per-stream random percentage,
     /// threshold and routing, and a summary per policy.
     Analyse(AnalyseArgs),
+    /// The deterministic simulator: reproduce the papers' experiments.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum SimCommand {
+    /// List the experiments.
+    List,
+    /// Run one experiment (or `all`): prints its table and writes
+    /// DIR/<experiment>.md, .json and PNG plots.
+    Run(SimRunArgs),
+}
+
+#[derive(Args, Debug)]
+struct SimRunArgs {
+    /// Experiment name from `sluice sim list`, or `all`.
+    experiment: String,
+    /// Multiplies every data size (1.0 = the paper's scale, e.g. 16 GB files).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Seed of every random choice (same seed, same report).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Directory for the Markdown, JSON and PNG files.
+    #[arg(long, default_value = "sluice-out")]
+    out: std::path::PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -99,11 +127,18 @@ struct AnalyseArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let args = match cli.command {
-        Some(Command::Analyse(args)) => args,
-        None => cli.analyse,
+    let result = match cli.command {
+        Some(Command::Analyse(args)) => run_analyse(&args),
+        Some(Command::Sim(SimCommand::List)) => {
+            sim::list();
+            Ok(())
+        }
+        Some(Command::Sim(SimCommand::Run(args))) => {
+            sim::run(&args.experiment, args.scale, args.seed, &args.out)
+        }
+        None => run_analyse(&cli.analyse),
     };
-    match run_analyse(&args) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("sluice: error: {message}");

@@ -1,11 +1,23 @@
-//! sluice's simulation environment.
+//! sluice's simulation environment: a deterministic discrete-event
+//! simulator that drives the policy crate's objects in virtual time.
 //!
-//! Today it holds the workload generators ([`workload`]): the IOR access
-//! patterns as the server sees them, a merged stream of write requests from
-//! many processes. The discrete-event core, device models and experiment
-//! definitions arrive with the simulator issue (issue 3) and reuse these
-//! generators, so the same patterns drive the simulator and real runs.
+//! * [`event`] — virtual clock and event queue, ordered by (time, sequence);
+//! * [`rng`] — the seeded generator every random choice comes from;
+//! * [`workload`] — IOR, mpi-io-test, ior-mpi-io, MPI-Tile-IO and HPIO
+//!   generators, as traces (server view) and as per-process scripts;
+//! * [`cluster`] — clients, links and I/O nodes with an HDD and an SSD each,
+//!   running OrangeFS, OrangeFS-BB, SSDUP or SSDUP+ built from the policies;
+//! * [`experiments`] — the SSDUP+ paper's figures as runnable experiments;
+//! * [`output`] — reports as Markdown, JSON and PNG plots;
+//! * [`analyse`] — a trace through every redirection policy (no devices).
+//!
+//! Device models live in `sluice-devices`, shared with the engine's
+//! emulated tiers.
 
 pub mod analyse;
+pub mod cluster;
+pub mod event;
+pub mod experiments;
+pub mod output;
 pub mod rng;
 pub mod workload;

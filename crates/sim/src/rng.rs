@@ -38,6 +38,21 @@ impl SimRng {
         }
     }
 
+    /// Uniform in `[0, 1)` with 53 random bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// An exponentially distributed duration with the given mean (zero for
+    /// a zero mean), by inversion.
+    pub fn exponential(&mut self, mean: std::time::Duration) -> std::time::Duration {
+        if mean.is_zero() {
+            return mean;
+        }
+        // 1 - unit() is in (0, 1], so the logarithm is finite.
+        mean.mul_f64(-(1.0 - self.unit()).ln())
+    }
+
     /// Shuffle `items` in place (Fisher–Yates).
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
@@ -61,6 +76,17 @@ mod tests {
             assert!(x < 10);
         }
         assert_ne!(SimRng::new(1).next_u64(), SimRng::new(2).next_u64());
+    }
+
+    #[test]
+    fn exponential_has_the_requested_mean() {
+        let mut rng = SimRng::new(9);
+        let mean = std::time::Duration::from_micros(200);
+        let n = 100_000;
+        let total: f64 = (0..n).map(|_| rng.exponential(mean).as_secs_f64()).sum();
+        let measured = total / n as f64;
+        assert!((measured - 200e-6).abs() < 200e-6 * 0.02, "{measured}");
+        assert!(rng.exponential(std::time::Duration::ZERO).is_zero());
     }
 
     #[test]

@@ -1,0 +1,68 @@
+//! `sluice sim`: list and run the simulator's experiments.
+
+use std::path::Path;
+use std::time::Instant;
+
+use sluice_sim::experiments::{find, RunConfig, EXPERIMENTS};
+
+/// Print the experiments, one per line.
+pub fn list() {
+    for e in EXPERIMENTS {
+        println!("{:<14} {}", e.name, e.title);
+    }
+}
+
+/// Run `name` (or every experiment for `all`), print each report's
+/// Markdown and write its files under `out`.
+pub fn run(name: &str, scale: f64, seed: u64, out: &Path) -> Result<(), String> {
+    if !(scale > 0.0 && scale <= 16.0) {
+        return Err(format!("--scale {scale}: must be above 0 and at most 16"));
+    }
+    let chosen: Vec<_> = if name == "all" {
+        EXPERIMENTS.iter().collect()
+    } else {
+        vec![find(name)
+            .ok_or_else(|| format!("no experiment {name:?}: `sluice sim list` shows them"))?]
+    };
+    let config = RunConfig { scale, seed };
+    for experiment in chosen {
+        let start = Instant::now();
+        let report = (experiment.run)(&config).map_err(|e| format!("{}: {e}", experiment.name))?;
+        let seconds = start.elapsed().as_secs_f64();
+        println!("{}", report.to_markdown());
+        if experiment.name == "ssdup-table1" {
+            print_measured_policy_cost();
+        }
+        let written = report.write(out).map_err(|e| e.to_string())?;
+        println!(
+            "{}: {} events in {:.2} s ({:.2} M events/s); wrote {}",
+            experiment.name,
+            report.events,
+            seconds,
+            report.events as f64 / seconds.max(1e-9) / 1e6,
+            written
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Table 1's measured side: sluice's detector + index cost per request on
+/// this machine (wall clock, so it is printed, not written to the report).
+fn print_measured_policy_cost() {
+    println!("Measured on this machine (detector + extent-index insert, 2 GiB segmented-random, median of 5):");
+    println!("{:>8} {:>10} {:>14}", "request", "ns/req", "paper ns/req");
+    for (kib, paper) in [
+        (32u64, 1869.0),
+        (64, 1730.0),
+        (128, 3522.0),
+        (256, 3687.0),
+        (512, 3809.0),
+    ] {
+        let ns = sluice_sim::experiments::policy_cost_ns_per_request(kib * 1024, 5);
+        println!("{:>5}KiB {:>10.1} {:>14.0}", kib, ns, paper);
+    }
+}

@@ -1,0 +1,1270 @@
+//! The simulated cluster of the SSDUP+ evaluation (seed 002 §3.1).
+//!
+//! Clients run the processes of [`Job`]s as closed loops: a process issues
+//! its next op when every piece of the previous one is acknowledged. Files
+//! are striped over the I/O nodes (OrangeFS: `stripe_bytes` round robin); a
+//! request becomes one piece per I/O node it touches, with a contiguous
+//! server-local range. A piece crosses its client's link, then the I/O
+//! node's link (both FIFO, Gigabit by default), and reaches the I/O node.
+//!
+//! Each I/O node has an HDD (C-LOOK queue of `queue_depth`) and an SSD, and
+//! runs one of four systems, all built from the policy crate's objects:
+//! * `orangefs` — every write to the HDD (the baseline);
+//! * `orangefs-bb` — every write to the SSD, one region, flushed as soon as
+//!   it is full, writes go through to the HDD while it flushes (the
+//!   conventional burst buffer);
+//! * `ssdup` — static water marks, two regions, flush at once, writers wait
+//!   for a free region;
+//! * `ssdup+` — adaptive threshold, two regions, the traffic-aware flush
+//!   gate, writers wait for a free region.
+//!
+//! The detector sees server-local offsets, as in the paper's OrangeFS
+//! server. Buffered writes are appended to the region log on the SSD and
+//! indexed; the flusher reads merged runs back from the SSD and writes them
+//! to the HDD through the same elevator queue as foreground writes, which is
+//! where flushing and foreground traffic interfere.
+//!
+//! The simulation ends when the last process finishes: throughput is what
+//! the application sees, as in the paper; bytes still buffered are reported.
+//!
+//! INVARIANT: every piece is acknowledged exactly once; a process has at
+//! most one op outstanding.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use sluice_devices::hdd::{Hdd, HddConfig, HddRequest};
+use sluice_devices::link::{Link, LinkConfig};
+use sluice_devices::ssd::{Ssd, SsdConfig};
+use sluice_devices::IoKind;
+use sluice_policy::detector::DetectorConfig;
+use sluice_policy::extent_index::{Extent, ExtentIndex};
+use sluice_policy::flush_gate::{FlushGate, FlushGateConfig, GateDecision};
+use sluice_policy::pipeline::{Admission, PipelineConfig, RegionPipeline, WhenFull};
+use sluice_policy::redirector::{RedirectPolicy, Redirector, RedirectorConfig};
+use sluice_policy::threshold::ThresholdConfig;
+use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
+
+use crate::event::EventQueue;
+use crate::rng::SimRng;
+use crate::workload::{Job, Op};
+
+const KIB: u64 = 1024;
+const GIB: u64 = 1024 * 1024 * 1024;
+
+/// The storage system an I/O node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum System {
+    /// Unmodified OrangeFS: every write to the HDD.
+    Baseline,
+    /// OrangeFS-BB: every write to the SSD, one region.
+    BurstBuffer,
+    /// SSDUP: static water marks, two regions, immediate flush.
+    Ssdup,
+    /// SSDUP+: adaptive threshold, two regions, traffic-aware flush.
+    SsdupPlus,
+}
+
+impl System {
+    /// All four, in report order.
+    pub const ALL: [System; 4] = [
+        System::Baseline,
+        System::BurstBuffer,
+        System::Ssdup,
+        System::SsdupPlus,
+    ];
+
+    /// Name in reports (the paper's names).
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Baseline => "OrangeFS",
+            System::BurstBuffer => "OrangeFS-BB",
+            System::Ssdup => "SSDUP",
+            System::SsdupPlus => "SSDUP+",
+        }
+    }
+
+    fn policy(self) -> RedirectPolicy {
+        match self {
+            System::Baseline => RedirectPolicy::CapacityOnly,
+            System::BurstBuffer => RedirectPolicy::FastAll,
+            System::Ssdup => RedirectPolicy::ALL[2],
+            System::SsdupPlus => RedirectPolicy::SsdupPlus,
+        }
+    }
+}
+
+impl fmt::Display for System {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Shape and parameters of the simulated cluster. Defaults follow the
+/// SSDUP+ testbed: 8 clients, 2 I/O nodes, Gigabit Ethernet, a 300 GB
+/// 7200 rpm disk with a 128-deep CFQ-like queue and a 250 MB/s SSD per I/O
+/// node, 64 KiB stripes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterConfig {
+    /// Compute nodes; processes are placed on them round robin.
+    pub clients: u32,
+    /// I/O nodes; files are striped over them.
+    pub servers: u32,
+    /// Stripe size of the file layout.
+    pub stripe_bytes: u64,
+    /// Each client's network link.
+    pub client_link: LinkConfig,
+    /// Each I/O node's network link.
+    pub server_link: LinkConfig,
+    /// Each I/O node's disk.
+    pub hdd: HddConfig,
+    /// Each I/O node's SSD.
+    pub ssd: SsdConfig,
+    /// SSD bytes per I/O node given to the buffer (all regions together).
+    pub fast_bytes_per_server: u64,
+    /// Dirty page-cache bytes per I/O node: writes to the HDD are
+    /// acknowledged once cached and written back through the disk's queue,
+    /// which is what fills the scheduler queue. 0 = synchronous writes.
+    pub dirty_limit_bytes: u64,
+    /// Regions of SSDUP and SSDUP+ (OrangeFS-BB always uses one).
+    pub regions: u32,
+    /// Requests per stream of the detector.
+    pub stream_len: u32,
+    /// Adaptive threshold parameters of SSDUP+.
+    pub threshold: ThresholdConfig,
+    /// Capacity-idle time after which SSDUP+'s gate lets a flush proceed.
+    pub flush_idle: Duration,
+    /// Largest merged write of a flush.
+    pub flush_run_max_bytes: u64,
+    /// Flush runs in flight per I/O node.
+    pub flush_depth: u32,
+    /// Mean client-side time between a process's ops (MPI and OS work),
+    /// drawn from an exponential distribution per op. The jitter lets
+    /// processes drift apart as real ones do; 0 = perfect lockstep.
+    pub client_overhead_mean: Duration,
+    /// Seed of every random choice (disk rotation, client jitter).
+    pub seed: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            clients: 8,
+            servers: 2,
+            stripe_bytes: 64 * KIB,
+            client_link: LinkConfig::default(),
+            server_link: LinkConfig::default(),
+            hdd: HddConfig::default(),
+            ssd: SsdConfig::default(),
+            fast_bytes_per_server: 120 * GIB,
+            // ~12% of the testbed I/O nodes' 8 GB RAM (Linux dirty_ratio
+            // defaults to 10-20%).
+            dirty_limit_bytes: GIB,
+            regions: 2,
+            stream_len: 128,
+            threshold: ThresholdConfig::default(),
+            flush_idle: Duration::from_millis(200),
+            flush_run_max_bytes: 1024 * KIB,
+            flush_depth: 2,
+            client_overhead_mean: Duration::from_micros(200),
+            seed: 1,
+        }
+    }
+}
+
+/// A simulation that cannot run: bad parameters or a workload that cannot
+/// finish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimError(pub String);
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// What one job saw.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobResult {
+    /// The job's name.
+    pub name: String,
+    /// Bytes the job wrote.
+    pub bytes: u64,
+    /// When its processes started.
+    pub start_ns: u64,
+    /// When its last process finished.
+    pub end_ns: u64,
+}
+
+impl JobResult {
+    /// Bytes per second over the job's elapsed time, in MB/s (10^6 bytes).
+    pub fn throughput_mb_s(&self) -> f64 {
+        let seconds = (self.end_ns.saturating_sub(self.start_ns)) as f64 / 1e9;
+        if seconds <= 0.0 {
+            return 0.0;
+        }
+        self.bytes as f64 / 1e6 / seconds
+    }
+
+    /// Elapsed seconds.
+    pub fn seconds(&self) -> f64 {
+        (self.end_ns.saturating_sub(self.start_ns)) as f64 / 1e9
+    }
+}
+
+/// One stream as an I/O node's detector saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StreamPoint {
+    /// I/O node.
+    pub server: u32,
+    /// Random percentage of the stream.
+    pub percentage: f64,
+    /// Threshold it was judged against.
+    pub threshold: f64,
+    /// Whether the stream's requests went to the SSD.
+    pub buffered: bool,
+}
+
+/// Totals of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunResult {
+    /// The system simulated.
+    pub system: System,
+    /// Per job, in input order.
+    pub jobs: Vec<JobResult>,
+    /// Foreground bytes written (all jobs).
+    pub bytes_written: u64,
+    /// Foreground bytes appended to the SSD log.
+    pub fast_bytes: u64,
+    /// Foreground bytes written straight to the HDD.
+    pub capacity_bytes: u64,
+    /// Part of `capacity_bytes` that was routed to the SSD but found it full
+    /// (or waited too long) and went through to the HDD.
+    pub write_through_bytes: u64,
+    /// Bytes flushed from the SSD to the HDD before the run ended.
+    pub flushed_bytes: u64,
+    /// Bytes still buffered when the last process finished.
+    pub buffered_at_end_bytes: u64,
+    /// Writers that had to wait for a free region.
+    pub waits: u64,
+    /// Regions flushed.
+    pub regions_flushed: u64,
+    /// Every completed stream at every I/O node.
+    pub streams: Vec<StreamPoint>,
+    /// Requests merged by the HDD schedulers.
+    pub hdd_requests_merged: u64,
+    /// Simulated events.
+    pub events: u64,
+    /// Virtual time at the end.
+    pub end_ns: u64,
+}
+
+impl RunResult {
+    /// Fraction of the written bytes that went to the SSD.
+    pub fn fast_fraction(&self) -> f64 {
+        if self.bytes_written == 0 {
+            return 0.0;
+        }
+        self.fast_bytes as f64 / self.bytes_written as f64
+    }
+
+    /// Bytes of all jobs over the span from the first start to the last end,
+    /// in MB/s.
+    pub fn aggregate_mb_s(&self) -> f64 {
+        let start = self.jobs.iter().map(|j| j.start_ns).min().unwrap_or(0);
+        let end = self.jobs.iter().map(|j| j.end_ns).max().unwrap_or(0);
+        let seconds = end.saturating_sub(start) as f64 / 1e9;
+        if seconds <= 0.0 {
+            return 0.0;
+        }
+        self.bytes_written as f64 / 1e6 / seconds
+    }
+}
+
+/// Simulate `jobs` on the cluster running `system`.
+pub fn simulate(
+    config: &ClusterConfig,
+    system: System,
+    jobs: &[Job],
+) -> Result<RunResult, SimError> {
+    let mut sim = Sim::new(config, system, jobs)?;
+    sim.run()?;
+    Ok(sim.finish())
+}
+
+#[derive(Debug)]
+enum Event {
+    Start {
+        job: u32,
+    },
+    Next {
+        process: u32,
+    },
+    Issue {
+        process: u32,
+    },
+    AtSwitch {
+        piece: u32,
+    },
+    AtServer {
+        piece: u32,
+    },
+    Acked {
+        piece: u32,
+    },
+    SsdDone {
+        piece: u32,
+    },
+    HddDone {
+        server: u32,
+    },
+    FlushRead {
+        server: u32,
+        file: FileId,
+        offset: u64,
+        len: u64,
+    },
+    Retry {
+        server: u32,
+    },
+    GateRecheck {
+        server: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    process: u32,
+    server: u32,
+    kind: IoKind,
+    file: FileId,
+    /// Server-local offset.
+    offset: u64,
+    len: u64,
+    waiting_since: Option<Time>,
+}
+
+struct Process<'a> {
+    job: u32,
+    ops: &'a [Op],
+    next: usize,
+    client: u32,
+    outstanding: u32,
+    rng: SimRng,
+}
+
+struct JobState {
+    processes: u32,
+    remaining: u32,
+    barrier_waiting: Vec<u32>,
+    bytes: u64,
+    start: Time,
+    end: Time,
+}
+
+/// Who is told when an HDD request completes.
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    /// A synchronous piece (a read, or a write with no write-back cache):
+    /// acknowledge it.
+    Piece(u32),
+    /// A flush run written synchronously: the flusher may go on.
+    Flush { len: u64 },
+    /// Cached bytes written back: free them from the dirty budget.
+    Dirty { len: u64 },
+}
+
+/// A write waiting for room in the dirty budget.
+#[derive(Clone, Copy, Debug)]
+enum DirtyWaiter {
+    Piece(u32, HddRequest),
+    Flush(HddRequest),
+}
+
+#[derive(Default)]
+struct FlushState {
+    region: Option<RegionId>,
+    runs: VecDeque<(FileId, u64, u64)>,
+    in_flight: u32,
+}
+
+struct Server {
+    link: Link,
+    hdd: Hdd,
+    ssd: Ssd,
+    redirector: Redirector,
+    pipeline: Option<RegionPipeline>,
+    traffic_aware: bool,
+    gate: FlushGate,
+    index: ExtentIndex,
+    log_seq: u64,
+    hdd_owner: HashMap<u64, Owner>,
+    hdd_backlog: VecDeque<HddRequest>,
+    dirty_bytes: u64,
+    dirty_waiters: VecDeque<DirtyWaiter>,
+    hdd_current: Vec<HddRequest>,
+    next_hdd_id: u64,
+    waiting: VecDeque<u32>,
+    retry_at: Option<Time>,
+    recheck_at: Option<Time>,
+    flush: FlushState,
+}
+
+struct Sim<'a> {
+    config: &'a ClusterConfig,
+    system: System,
+    queue: EventQueue<Event>,
+    clients: Vec<Link>,
+    servers: Vec<Server>,
+    processes: Vec<Process<'a>>,
+    jobs: Vec<JobState>,
+    job_names: Vec<String>,
+    job_start_after: Vec<Duration>,
+    jobs_remaining: usize,
+    pieces: Vec<Piece>,
+    free_pieces: Vec<u32>,
+    /// Disk offset of each file's object (the same on every I/O node).
+    object_base: HashMap<FileId, u64>,
+    fast_bytes: u64,
+    capacity_bytes: u64,
+    write_through_bytes: u64,
+    flushed_bytes: u64,
+    regions_flushed: u64,
+    streams: Vec<StreamPoint>,
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        config: &'a ClusterConfig,
+        system: System,
+        jobs: &'a [Job],
+    ) -> Result<Sim<'a>, SimError> {
+        if config.clients == 0 || config.servers == 0 || config.stripe_bytes == 0 {
+            return Err(SimError(
+                "the cluster needs at least one client, one I/O node and a stripe size above 0"
+                    .into(),
+            ));
+        }
+        if config.flush_depth == 0 || config.flush_run_max_bytes == 0 {
+            return Err(SimError(
+                "flush_depth and flush_run_max_bytes must be above 0".into(),
+            ));
+        }
+        let device = |e: sluice_devices::DeviceConfigError| SimError(e.to_string());
+        let mut servers = Vec::with_capacity(config.servers as usize);
+        for s in 0..config.servers {
+            let regions = match system {
+                System::Baseline => None,
+                System::BurstBuffer => Some(1),
+                System::Ssdup | System::SsdupPlus => Some(config.regions),
+            };
+            let pipeline = match regions {
+                None => None,
+                Some(regions) => {
+                    let pipeline_config = PipelineConfig {
+                        regions,
+                        region_bytes: config.fast_bytes_per_server / u64::from(regions.max(1)),
+                        // The paper's OrangeFS-BB writes through while its
+                        // only region flushes; SSDUP and SSDUP+ block the
+                        // writer until a region is released (§2.4.1).
+                        when_full: match system {
+                            System::BurstBuffer => WhenFull::WriteThrough,
+                            _ => WhenFull::Wait,
+                        },
+                        wait_max: Duration::from_secs(3600),
+                    };
+                    Some(
+                        RegionPipeline::new(pipeline_config)
+                            .map_err(|e| SimError(e.to_string()))?,
+                    )
+                }
+            };
+            let redirector = Redirector::new(RedirectorConfig {
+                policy: system.policy(),
+                detector: DetectorConfig {
+                    stream_len: config.stream_len,
+                },
+                threshold: config.threshold,
+            })
+            .map_err(|e| SimError(e.to_string()))?;
+            servers.push(Server {
+                link: Link::new(config.server_link.clone()).map_err(device)?,
+                hdd: Hdd::new(config.hdd.clone(), config.seed.wrapping_add(u64::from(s)))
+                    .map_err(device)?,
+                ssd: Ssd::new(config.ssd.clone()).map_err(device)?,
+                redirector,
+                pipeline,
+                traffic_aware: system == System::SsdupPlus,
+                gate: FlushGate::new(FlushGateConfig {
+                    flush_idle: config.flush_idle,
+                }),
+                index: ExtentIndex::new(),
+                log_seq: 0,
+                hdd_owner: HashMap::new(),
+                hdd_backlog: VecDeque::new(),
+                dirty_bytes: 0,
+                dirty_waiters: VecDeque::new(),
+                hdd_current: Vec::new(),
+                next_hdd_id: 0,
+                waiting: VecDeque::new(),
+                retry_at: None,
+                recheck_at: None,
+                flush: FlushState::default(),
+            });
+        }
+        let clients = (0..config.clients)
+            .map(|_| Link::new(config.client_link.clone()).map_err(device))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let mut processes = Vec::new();
+        let mut job_states = Vec::new();
+        for (j, job) in jobs.iter().enumerate() {
+            for ops in &job.processes {
+                processes.push(Process {
+                    job: j as u32,
+                    ops,
+                    next: 0,
+                    client: processes.len() as u32 % config.clients,
+                    outstanding: 0,
+                    rng: SimRng::new(
+                        config.seed ^ (processes.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    ),
+                });
+            }
+            job_states.push(JobState {
+                processes: job.processes.len() as u32,
+                remaining: job.processes.len() as u32,
+                barrier_waiting: Vec::new(),
+                bytes: job.bytes_written(),
+                start: Time::ZERO,
+                end: Time::ZERO,
+            });
+        }
+        let object_base = layout_objects(config, jobs)?;
+        Ok(Sim {
+            config,
+            system,
+            queue: EventQueue::new(),
+            clients,
+            servers,
+            processes,
+            jobs: job_states,
+            job_names: jobs.iter().map(|j| j.name.clone()).collect(),
+            job_start_after: jobs.iter().map(|j| j.start_after).collect(),
+            jobs_remaining: jobs.len(),
+            pieces: Vec::new(),
+            free_pieces: Vec::new(),
+            object_base,
+            fast_bytes: 0,
+            capacity_bytes: 0,
+            write_through_bytes: 0,
+            flushed_bytes: 0,
+            regions_flushed: 0,
+            streams: Vec::new(),
+        })
+    }
+
+    fn run(&mut self) -> Result<(), SimError> {
+        for (j, after) in self.job_start_after.clone().into_iter().enumerate() {
+            self.queue.schedule(
+                Time::ZERO.saturating_add(after),
+                Event::Start { job: j as u32 },
+            );
+        }
+        while self.jobs_remaining > 0 {
+            let Some((now, event)) = self.queue.pop() else {
+                return Err(SimError(format!(
+                    "the workload cannot finish: {} job(s) still running with nothing left to happen \
+                     (do all processes of a job reach the same number of barriers?)",
+                    self.jobs_remaining
+                )));
+            };
+            self.handle(now, event);
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, now: Time, event: Event) {
+        match event {
+            Event::Start { job } => {
+                let state = &mut self.jobs[job as usize];
+                state.start = now;
+                if state.processes == 0 {
+                    state.end = now;
+                    self.jobs_remaining -= 1;
+                }
+                let members: Vec<u32> = (0..self.processes.len() as u32)
+                    .filter(|&p| self.processes[p as usize].job == job)
+                    .collect();
+                for p in members {
+                    self.advance(now, p);
+                }
+            }
+            Event::Next { process } => self.advance(now, process),
+            Event::Issue { process } => {
+                let state = &self.processes[process as usize];
+                // INVARIANT: Issue is scheduled right after `next` moved
+                // past a Write or Read op.
+                match state.ops[state.next - 1] {
+                    Op::Write(request) => self.issue(now, process, IoKind::Write, request),
+                    Op::Read(request) => self.issue(now, process, IoKind::Read, request),
+                    _ => unreachable!("Issue follows an I/O op"),
+                }
+            }
+            Event::AtSwitch { piece } => {
+                let p = self.pieces[piece as usize];
+                let arrival = self.servers[p.server as usize].link.transfer(now, p.len);
+                self.queue.schedule(arrival, Event::AtServer { piece });
+            }
+            Event::AtServer { piece } => self.at_server(now, piece),
+            Event::SsdDone { piece } => self.acknowledge(now, piece),
+            Event::Acked { piece } => {
+                let process = self.pieces[piece as usize].process;
+                self.free_pieces.push(piece);
+                let state = &mut self.processes[process as usize];
+                state.outstanding -= 1;
+                if state.outstanding == 0 {
+                    self.advance(now, process);
+                }
+            }
+            Event::HddDone { server } => self.hdd_done(now, server),
+            Event::FlushRead {
+                server,
+                file,
+                offset,
+                len,
+            } => {
+                let request = self.disk_request(server, IoKind::Write, file, offset, len);
+                self.cached_write(now, server, DirtyWaiter::Flush(request));
+            }
+            Event::Retry { server } => {
+                let s = &mut self.servers[server as usize];
+                if s.retry_at == Some(now) {
+                    s.retry_at = None;
+                }
+                self.retry_waiting(now, server);
+            }
+            Event::GateRecheck { server } => {
+                let s = &mut self.servers[server as usize];
+                if s.recheck_at == Some(now) {
+                    s.recheck_at = None;
+                }
+                self.maybe_flush(now, server);
+            }
+        }
+    }
+
+    /// Take process `p`'s next op: issue I/O (after the client overhead),
+    /// compute, wait at a barrier, or finish.
+    fn advance(&mut self, now: Time, p: u32) {
+        let process = &mut self.processes[p as usize];
+        let job = process.job as usize;
+        let Some(&op) = process.ops.get(process.next) else {
+            let state = &mut self.jobs[job];
+            state.remaining -= 1;
+            if state.remaining == 0 {
+                state.end = now;
+                self.jobs_remaining -= 1;
+            }
+            // A finished process no longer holds back a barrier.
+            return self.release_barrier(now, job);
+        };
+        process.next += 1;
+        match op {
+            Op::Write(_) | Op::Read(_) => {
+                let overhead = process.rng.exponential(self.config.client_overhead_mean);
+                self.queue
+                    .schedule(now.saturating_add(overhead), Event::Issue { process: p });
+            }
+            Op::Compute(gap) => self
+                .queue
+                .schedule(now.saturating_add(gap), Event::Next { process: p }),
+            Op::Barrier => {
+                self.jobs[job].barrier_waiting.push(p);
+                self.release_barrier(now, job);
+            }
+        }
+    }
+
+    /// Release a job's barrier once every unfinished process waits at it.
+    fn release_barrier(&mut self, now: Time, job: usize) {
+        let state = &mut self.jobs[job];
+        if state.barrier_waiting.is_empty() || state.barrier_waiting.len() as u32 != state.remaining
+        {
+            return;
+        }
+        for waiter in std::mem::take(&mut state.barrier_waiting) {
+            self.queue.schedule(now, Event::Next { process: waiter });
+        }
+    }
+
+    /// Split a request over the I/O nodes and send each piece on its way.
+    fn issue(&mut self, now: Time, p: u32, kind: IoKind, request: WriteRequest) {
+        let pieces = stripe(self.config, request);
+        let client = self.processes[p as usize].client as usize;
+        self.processes[p as usize].outstanding = pieces.len() as u32;
+        if pieces.is_empty() {
+            // A zero-length request completes at once.
+            self.queue.schedule(now, Event::Next { process: p });
+            return;
+        }
+        for (server, offset, len) in pieces {
+            let piece = self.new_piece(Piece {
+                process: p,
+                server,
+                kind,
+                file: request.file,
+                offset,
+                len,
+                waiting_since: None,
+            });
+            let sent = self.clients[client].transfer(now, len);
+            self.queue.schedule(sent, Event::AtSwitch { piece });
+        }
+    }
+
+    fn new_piece(&mut self, piece: Piece) -> u32 {
+        match self.free_pieces.pop() {
+            Some(id) => {
+                self.pieces[id as usize] = piece;
+                id
+            }
+            None => {
+                self.pieces.push(piece);
+                self.pieces.len() as u32 - 1
+            }
+        }
+    }
+
+    fn at_server(&mut self, now: Time, piece: u32) {
+        let p = self.pieces[piece as usize];
+        let server = p.server as usize;
+        if p.kind == IoKind::Read {
+            // Reads are not part of the SSDUP+ experiments: served by the HDD.
+            let request = self.disk_request(p.server, IoKind::Read, p.file, p.offset, p.len);
+            self.hdd_submit(now, p.server, request, Owner::Piece(piece));
+            return;
+        }
+        let routing = self.servers[server].redirector.handle_write(WriteRequest {
+            file: p.file,
+            offset: p.offset,
+            len: p.len,
+        });
+        if let Some(report) = routing.completed {
+            self.streams.push(StreamPoint {
+                server: p.server,
+                percentage: report.percentage,
+                threshold: report.threshold,
+                buffered: report.route == Tier::Fast,
+            });
+            if report.next_route != report.route {
+                self.servers[server]
+                    .gate
+                    .handle_route(now, report.next_route);
+            }
+        }
+        match (self.system, routing.tier) {
+            (System::Baseline, _) | (_, Tier::Capacity) => self.capacity_write(now, piece),
+            (_, Tier::Fast) => self.append(now, piece),
+        }
+        if routing.completed.is_some() {
+            self.maybe_flush(now, p.server);
+        }
+    }
+
+    /// Append a piece to the SSD log, or wait, or write it through.
+    fn append(&mut self, now: Time, piece: u32) {
+        let p = self.pieces[piece as usize];
+        let server = &mut self.servers[p.server as usize];
+        // INVARIANT: only systems with a pipeline route to the fast tier.
+        let pipeline = server
+            .pipeline
+            .as_mut()
+            .expect("fast tier without a pipeline");
+        let waiting_since = p.waiting_since.unwrap_or(now);
+        match pipeline.reserve(now, p.len, waiting_since) {
+            Admission::Append { region, offset } => {
+                server.log_seq += 1;
+                // INVARIANT: pieces are at most a request long, far below 4 GiB.
+                let len = u32::try_from(p.len).expect("piece fits a log record");
+                server.index.insert(
+                    p.file,
+                    Extent {
+                        file_offset: p.offset,
+                        len,
+                        location: LogLocation { region, offset },
+                        seq: server.log_seq,
+                    },
+                );
+                let done = server.ssd.schedule(now, IoKind::Write, p.len);
+                self.fast_bytes += p.len;
+                self.queue.schedule(done, Event::SsdDone { piece });
+                self.maybe_flush(now, p.server);
+            }
+            Admission::Wait { retry_at_latest } => {
+                self.pieces[piece as usize].waiting_since = Some(waiting_since);
+                server.waiting.push_back(piece);
+                if server.retry_at.is_none_or(|t| t > retry_at_latest) {
+                    server.retry_at = Some(retry_at_latest);
+                    self.queue
+                        .schedule(retry_at_latest, Event::Retry { server: p.server });
+                }
+                self.maybe_flush(now, p.server);
+            }
+            Admission::WriteThrough { .. } | Admission::TooLarge => {
+                self.write_through_bytes += p.len;
+                self.capacity_write(now, piece);
+            }
+        }
+    }
+
+    fn capacity_write(&mut self, now: Time, piece: u32) {
+        let p = self.pieces[piece as usize];
+        let server = &mut self.servers[p.server as usize];
+        server.index.invalidate(p.file, p.offset, p.len);
+        server.gate.handle_capacity_write(now);
+        self.capacity_bytes += p.len;
+        let request = self.disk_request(p.server, IoKind::Write, p.file, p.offset, p.len);
+        self.cached_write(now, p.server, DirtyWaiter::Piece(piece, request));
+    }
+
+    /// A write to the HDD through the I/O node's page cache: cached and
+    /// acknowledged at once while the dirty budget allows, written back
+    /// through the disk queue; otherwise it waits (FIFO) for write-back to
+    /// free room. With no cache it is synchronous.
+    fn cached_write(&mut self, now: Time, server: u32, write: DirtyWaiter) {
+        let limit = self.config.dirty_limit_bytes;
+        let s = &mut self.servers[server as usize];
+        let request = match write {
+            DirtyWaiter::Piece(_, r) | DirtyWaiter::Flush(r) => r,
+        };
+        if limit == 0 {
+            let owner = match write {
+                DirtyWaiter::Piece(piece, _) => Owner::Piece(piece),
+                DirtyWaiter::Flush(r) => Owner::Flush { len: r.len },
+            };
+            return self.hdd_submit(now, server, request, owner);
+        }
+        // A write larger than the whole budget is admitted alone.
+        let fits = s.dirty_bytes == 0 || s.dirty_bytes + request.len <= limit;
+        if !fits || !s.dirty_waiters.is_empty() {
+            s.dirty_waiters.push_back(write);
+            return;
+        }
+        s.dirty_bytes += request.len;
+        match write {
+            DirtyWaiter::Piece(piece, _) => self.acknowledge(now, piece),
+            DirtyWaiter::Flush(r) => {
+                self.flush_written(server, r.len);
+                self.hdd_submit(now, server, request, Owner::Dirty { len: request.len });
+                return self.maybe_flush(now, server);
+            }
+        }
+        self.hdd_submit(now, server, request, Owner::Dirty { len: request.len });
+    }
+
+    /// Admit waiting writes while the dirty budget has room.
+    fn admit_dirty_waiters(&mut self, now: Time, server: u32) -> bool {
+        let limit = self.config.dirty_limit_bytes;
+        let mut flushed = false;
+        loop {
+            let s = &mut self.servers[server as usize];
+            let Some(&write) = s.dirty_waiters.front() else {
+                return flushed;
+            };
+            let request = match write {
+                DirtyWaiter::Piece(_, r) | DirtyWaiter::Flush(r) => r,
+            };
+            if s.dirty_bytes != 0 && s.dirty_bytes + request.len > limit {
+                return flushed;
+            }
+            s.dirty_waiters.pop_front();
+            s.dirty_bytes += request.len;
+            match write {
+                DirtyWaiter::Piece(piece, _) => self.acknowledge(now, piece),
+                DirtyWaiter::Flush(r) => {
+                    self.flush_written(server, r.len);
+                    flushed = true;
+                }
+            }
+            self.hdd_submit(now, server, request, Owner::Dirty { len: request.len });
+        }
+    }
+
+    /// A flush run reached the capacity tier (its cache, or the disk).
+    fn flush_written(&mut self, server: u32, len: u64) {
+        self.flushed_bytes += len;
+        self.servers[server as usize].flush.in_flight -= 1;
+    }
+
+    fn disk_request(
+        &mut self,
+        server: u32,
+        kind: IoKind,
+        file: FileId,
+        offset: u64,
+        len: u64,
+    ) -> HddRequest {
+        let s = &mut self.servers[server as usize];
+        s.next_hdd_id += 1;
+        // INVARIANT: layout_objects placed every file any op touches.
+        let base = self.object_base[&file];
+        HddRequest {
+            id: s.next_hdd_id,
+            kind,
+            offset: base + offset,
+            len,
+        }
+    }
+
+    fn hdd_submit(&mut self, now: Time, server: u32, request: HddRequest, owner: Owner) {
+        let s = &mut self.servers[server as usize];
+        s.hdd_owner.insert(request.id, owner);
+        if !s.hdd_backlog.is_empty() {
+            s.hdd_backlog.push_back(request);
+        } else if let Err(request) = s.hdd.submit(request) {
+            s.hdd_backlog.push_back(request);
+        }
+        self.hdd_kick(now, server);
+    }
+
+    fn hdd_kick(&mut self, now: Time, server: u32) {
+        let s = &mut self.servers[server as usize];
+        if s.hdd.is_busy() {
+            return;
+        }
+        if let Some(service) = s.hdd.start_next() {
+            s.hdd_current = service.requests;
+            self.queue.schedule(
+                now.saturating_add(service.duration),
+                Event::HddDone { server },
+            );
+        }
+    }
+
+    fn hdd_done(&mut self, now: Time, server: u32) {
+        let s = &mut self.servers[server as usize];
+        s.hdd.complete();
+        let done = std::mem::take(&mut s.hdd_current);
+        let mut flushed = false;
+        let mut freed = false;
+        for request in &done {
+            // INVARIANT: every submitted request has an owner until it completes.
+            match s
+                .hdd_owner
+                .remove(&request.id)
+                .expect("HDD request without an owner")
+            {
+                Owner::Piece(piece) => {
+                    let ack = now.saturating_add(
+                        self.config.server_link.latency + self.config.client_link.latency,
+                    );
+                    self.queue.schedule(ack, Event::Acked { piece });
+                }
+                Owner::Flush { len } => {
+                    self.flushed_bytes += len;
+                    s.flush.in_flight -= 1;
+                    flushed = true;
+                }
+                Owner::Dirty { len } => {
+                    s.dirty_bytes -= len;
+                    freed = true;
+                }
+            }
+        }
+        while let Some(request) = s.hdd_backlog.pop_front() {
+            if let Err(request) = s.hdd.submit(request) {
+                s.hdd_backlog.push_front(request);
+                break;
+            }
+        }
+        self.hdd_kick(now, server);
+        if freed {
+            flushed |= self.admit_dirty_waiters(now, server);
+        }
+        if flushed {
+            self.maybe_flush(now, server);
+        }
+    }
+
+    fn acknowledge(&mut self, now: Time, piece: u32) {
+        let ack =
+            now.saturating_add(self.config.server_link.latency + self.config.client_link.latency);
+        self.queue.schedule(ack, Event::Acked { piece });
+    }
+
+    /// Whether the flusher of `server` may issue I/O now; schedules a
+    /// recheck when the gate pauses it.
+    fn gate_allows(&mut self, now: Time, server: u32) -> bool {
+        let s = &mut self.servers[server as usize];
+        if !s.traffic_aware {
+            return true;
+        }
+        let has_empty = s.pipeline.as_ref().is_some_and(|p| p.has_empty());
+        match s.gate.poll(now, has_empty) {
+            GateDecision::Flush(_) => true,
+            GateDecision::Pause { recheck_at } => {
+                if let Some(at) = recheck_at {
+                    let at = at.max(now);
+                    if s.recheck_at.is_none_or(|t| t > at) {
+                        s.recheck_at = Some(at);
+                        self.queue.schedule(at, Event::GateRecheck { server });
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// Start or continue flushing full regions of `server`.
+    fn maybe_flush(&mut self, now: Time, server: u32) {
+        loop {
+            let s = &mut self.servers[server as usize];
+            let Some(pipeline) = s.pipeline.as_mut() else {
+                return;
+            };
+            let region = match s.flush.region {
+                Some(region) => region,
+                None => {
+                    let Some(region) = pipeline.poll_flush() else {
+                        return;
+                    };
+                    if !self.gate_allows(now, server) {
+                        return;
+                    }
+                    let s = &mut self.servers[server as usize];
+                    // INVARIANT: poll_flush returned a full region.
+                    let pipeline = s.pipeline.as_mut().expect("pipeline");
+                    pipeline
+                        .start_flush(region)
+                        .expect("poll_flush gives a full region");
+                    let files: Vec<FileId> = s.index.files().map(|(f, _)| f).collect();
+                    for file in files {
+                        for run in
+                            s.index
+                                .flush_runs(file, Some(region), self.config.flush_run_max_bytes)
+                        {
+                            s.flush.runs.push_back((file, run.file_offset, run.len));
+                        }
+                    }
+                    s.flush.region = Some(region);
+                    region
+                }
+            };
+            loop {
+                let s = &self.servers[server as usize];
+                if s.flush.in_flight >= self.config.flush_depth || s.flush.runs.is_empty() {
+                    break;
+                }
+                if !self.gate_allows(now, server) {
+                    return;
+                }
+                let s = &mut self.servers[server as usize];
+                // INVARIANT: checked non-empty above.
+                let (file, offset, len) = s.flush.runs.pop_front().expect("a run");
+                let done = s.ssd.schedule(now, IoKind::Read, len);
+                s.flush.in_flight += 1;
+                self.queue.schedule(
+                    done,
+                    Event::FlushRead {
+                        server,
+                        file,
+                        offset,
+                        len,
+                    },
+                );
+            }
+            let s = &mut self.servers[server as usize];
+            if !(s.flush.runs.is_empty() && s.flush.in_flight == 0) {
+                return;
+            }
+            // The region is on the HDD: free it and let waiting writers in.
+            // INVARIANT: a flush is in progress only with a pipeline.
+            let pipeline = s.pipeline.as_mut().expect("pipeline");
+            pipeline.finish_flush(region).expect("the flushing region");
+            s.index.remove_region(region);
+            s.flush.region = None;
+            self.regions_flushed += 1;
+            self.retry_waiting(now, server);
+        }
+    }
+
+    fn retry_waiting(&mut self, now: Time, server: u32) {
+        let waiting: Vec<u32> = self.servers[server as usize].waiting.drain(..).collect();
+        for piece in waiting {
+            self.append(now, piece);
+        }
+    }
+
+    fn finish(self) -> RunResult {
+        let mut waits = 0;
+        let mut merged = 0;
+        let mut buffered = 0;
+        for s in &self.servers {
+            if let Some(p) = &s.pipeline {
+                waits += p.counters().waits;
+            }
+            merged += s.hdd.stats().requests_merged;
+            buffered += s.index.buffered_bytes();
+        }
+        RunResult {
+            system: self.system,
+            jobs: self
+                .jobs
+                .iter()
+                .zip(&self.job_names)
+                .map(|(j, name)| JobResult {
+                    name: name.clone(),
+                    bytes: j.bytes,
+                    start_ns: j.start.as_nanos(),
+                    end_ns: j.end.as_nanos(),
+                })
+                .collect(),
+            bytes_written: self.jobs.iter().map(|j| j.bytes).sum(),
+            fast_bytes: self.fast_bytes,
+            capacity_bytes: self.capacity_bytes,
+            write_through_bytes: self.write_through_bytes,
+            flushed_bytes: self.flushed_bytes,
+            buffered_at_end_bytes: buffered,
+            waits,
+            regions_flushed: self.regions_flushed,
+            streams: self.streams,
+            hdd_requests_merged: merged,
+            events: self.queue.delivered(),
+            end_ns: self.queue.now().as_nanos(),
+        }
+    }
+}
+
+/// Pieces of `request` per I/O node: (server, server-local offset, length).
+/// Consecutive stripes on one server are adjacent in its local object, so a
+/// request gives each server one contiguous range.
+fn stripe(config: &ClusterConfig, request: WriteRequest) -> Vec<(u32, u64, u64)> {
+    let stripe = config.stripe_bytes;
+    let servers = u64::from(config.servers);
+    let mut per_server: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut offset = request.offset;
+    let end = request.end();
+    while offset < end {
+        let k = offset / stripe;
+        let within = offset % stripe;
+        let len = (stripe - within).min(end - offset);
+        let server = (k % servers) as u32;
+        let local = (k / servers) * stripe + within;
+        per_server
+            .entry(server)
+            .and_modify(|(_, l)| *l += len)
+            .or_insert((local, len));
+        offset += len;
+    }
+    per_server
+        .into_iter()
+        .map(|(server, (local, len))| (server, local, len))
+        .collect()
+}
+
+/// Place every file's object on the disks, one after another in file-id
+/// order, each as large as the file's largest offset needs.
+fn layout_objects(config: &ClusterConfig, jobs: &[Job]) -> Result<HashMap<FileId, u64>, SimError> {
+    let mut sizes: BTreeMap<FileId, u64> = BTreeMap::new();
+    for job in jobs {
+        for ops in &job.processes {
+            for op in ops {
+                if let Op::Write(r) | Op::Read(r) = op {
+                    let size = sizes.entry(r.file).or_insert(0);
+                    *size = (*size).max(r.end());
+                }
+            }
+        }
+    }
+    let unit = config.stripe_bytes * u64::from(config.servers);
+    let mut base = 0u64;
+    let mut bases = HashMap::new();
+    for (file, size) in sizes {
+        bases.insert(file, base);
+        let object = size.div_ceil(unit) * config.stripe_bytes;
+        base = base.saturating_add(object);
+    }
+    if base > config.hdd.capacity_bytes {
+        return Err(SimError(format!(
+            "the workload needs {} GB per I/O node but the simulated disk holds {} GB: \
+             lower --scale or raise the disk capacity",
+            base / 1_000_000_000,
+            config.hdd.capacity_bytes / 1_000_000_000
+        )));
+    }
+    Ok(bases)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stripes_map_to_contiguous_local_ranges() {
+        let config = ClusterConfig::default();
+        // 256 KiB at 0 over 2 servers with 64 KiB stripes: 128 KiB each.
+        let pieces = stripe(
+            &config,
+            WriteRequest {
+                file: FileId(1),
+                offset: 0,
+                len: 256 * KIB,
+            },
+        );
+        assert_eq!(pieces, vec![(0, 0, 128 * KIB), (1, 0, 128 * KIB)]);
+        // The next 256 KiB continues both local objects.
+        let pieces = stripe(
+            &config,
+            WriteRequest {
+                file: FileId(1),
+                offset: 256 * KIB,
+                len: 256 * KIB,
+            },
+        );
+        assert_eq!(
+            pieces,
+            vec![(0, 128 * KIB, 128 * KIB), (1, 128 * KIB, 128 * KIB)]
+        );
+        // An unaligned 100 KiB request starting in stripe 1 (server 1).
+        let pieces = stripe(
+            &config,
+            WriteRequest {
+                file: FileId(1),
+                offset: 100 * KIB,
+                len: 100 * KIB,
+            },
+        );
+        // Stripe 1 [64,128) -> server 1 local [36,64) 28 KiB; stripe 2
+        // [128,192) -> server 0 local [64,128) 64 KiB; stripe 3 [192,200)
+        // -> server 1 local [64,72) 8 KiB, adjacent to the first part.
+        assert_eq!(
+            pieces,
+            vec![(0, 64 * KIB, 64 * KIB), (1, 36 * KIB, 36 * KIB)]
+        );
+    }
+
+    #[test]
+    fn objects_are_laid_out_in_file_order_and_capacity_is_checked() {
+        let config = ClusterConfig::default();
+        let job = |file: u64, end: u64| Job {
+            name: "j".into(),
+            processes: vec![vec![Op::Write(WriteRequest {
+                file: FileId(file),
+                offset: end - 10,
+                len: 10,
+            })]],
+            start_after: Duration::ZERO,
+        };
+        let bases = layout_objects(&config, &[job(2, 1 << 20), job(1, 300 * KIB)]).unwrap();
+        assert_eq!(bases[&FileId(1)], 0);
+        // 300 KiB over 2 servers in 64 KiB stripes: 3 stripes per server.
+        assert_eq!(bases[&FileId(2)], 192 * KIB);
+        let err = layout_objects(&config, &[job(1, 2_000_000_000_000)]).unwrap_err();
+        assert!(err.0.contains("lower --scale"), "{err}");
+    }
+}

@@ -1020,6 +1020,8 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
 
 fn table1(rc: &RunConfig) -> Result<Report, SimError> {
     let sizes = [32u64, 64, 128, 256, 512];
+    // One data size for every row: a multiple of the largest request unit.
+    let bytes = scaled(2 * GIB, rc.scale, 16 * 512 * KIB);
     let mut tasks = Vec::new();
     for &kib in &sizes {
         let request = kib * KIB;
@@ -1028,7 +1030,7 @@ fn table1(rc: &RunConfig) -> Result<Report, SimError> {
             file: FileId(1),
             processes: 16,
             request_bytes: request,
-            file_bytes: scaled(2 * GIB, rc.scale, 16 * request),
+            file_bytes: bytes,
             seed: rc.seed,
         }
         .job("ior-seg-random")

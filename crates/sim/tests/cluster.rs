@@ -1,0 +1,162 @@
+//! The simulated cluster's books balance under every system, and bad
+//! workloads get errors, not hangs.
+
+use std::time::Duration;
+
+use sluice_policy::{FileId, WriteRequest};
+use sluice_sim::cluster::{simulate, ClusterConfig, System};
+use sluice_sim::workload::{Ior, IorPattern, Job, Op};
+
+const MIB: u64 = 1024 * 1024;
+
+fn ior(pattern: IorPattern, file: u64, mib: u64) -> Job {
+    Ior {
+        pattern,
+        file: FileId(file),
+        processes: 16,
+        request_bytes: 256 * 1024,
+        file_bytes: mib * MIB,
+        seed: file,
+    }
+    .job(pattern.name())
+    .unwrap()
+}
+
+fn small() -> ClusterConfig {
+    ClusterConfig {
+        fast_bytes_per_server: 64 * MIB,
+        dirty_limit_bytes: 16 * MIB,
+        ..ClusterConfig::default()
+    }
+}
+
+#[test]
+fn every_byte_goes_to_exactly_one_tier() {
+    let jobs = vec![
+        ior(IorPattern::SegmentedContiguous, 1, 256),
+        ior(IorPattern::SegmentedRandom, 2, 256),
+    ];
+    for system in System::ALL {
+        let r = simulate(&small(), system, &jobs).unwrap();
+        assert_eq!(r.bytes_written, 512 * MIB, "{system}");
+        assert_eq!(r.fast_bytes + r.capacity_bytes, r.bytes_written, "{system}");
+        assert!(
+            r.flushed_bytes <= r.fast_bytes,
+            "{system}: flushed {} fast {}",
+            r.flushed_bytes,
+            r.fast_bytes
+        );
+        // A region being flushed stays indexed until its flush completes.
+        assert!(r.buffered_at_end_bytes <= r.fast_bytes, "{system}");
+        assert!(r.jobs.iter().all(|j| j.end_ns > j.start_ns), "{system}");
+        match system {
+            System::Baseline => assert_eq!(r.fast_bytes, 0),
+            System::BurstBuffer => {
+                // One 64 MiB region against 256 MiB per I/O node: it
+                // fills, starts flushing, and writes go through meanwhile
+                // (competing with the flush, so it may not finish first).
+                assert!(r.write_through_bytes > 0);
+                assert!(r.flushed_bytes > 0);
+            }
+            System::Ssdup | System::SsdupPlus => {
+                // Writers wait for a free region instead of writing through.
+                assert_eq!(r.write_through_bytes, 0, "{system}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_large_buffer_absorbs_everything_under_the_burst_buffer() {
+    let config = ClusterConfig {
+        fast_bytes_per_server: 1024 * MIB,
+        ..small()
+    };
+    let r = simulate(
+        &config,
+        System::BurstBuffer,
+        &[ior(IorPattern::SegmentedRandom, 1, 256)],
+    )
+    .unwrap();
+    assert_eq!(r.fast_bytes, r.bytes_written);
+    assert_eq!(r.regions_flushed, 0);
+    assert_eq!(r.buffered_at_end_bytes, r.bytes_written);
+}
+
+#[test]
+fn ssdup_plus_keeps_a_sequential_job_on_the_hdd() {
+    let r = simulate(
+        &small(),
+        System::SsdupPlus,
+        &[ior(IorPattern::SegmentedContiguous, 1, 256)],
+    )
+    .unwrap();
+    assert_eq!(
+        r.fast_bytes, 0,
+        "11.8% random streams never beat the threshold"
+    );
+    assert!(r
+        .streams
+        .iter()
+        .all(|s| (s.percentage - 15.0 / 127.0).abs() < 1e-9 || s.percentage < 0.2));
+}
+
+#[test]
+fn same_seed_same_run() {
+    let jobs = vec![ior(IorPattern::Strided, 1, 128)];
+    let a = simulate(&small(), System::SsdupPlus, &jobs).unwrap();
+    let b = simulate(&small(), System::SsdupPlus, &jobs).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn compute_time_and_barriers_shape_the_timeline() {
+    let gap = Duration::from_secs(5);
+    let job = ior(IorPattern::SegmentedContiguous, 1, 64)
+        .then(gap, ior(IorPattern::SegmentedContiguous, 2, 64))
+        .unwrap();
+    let r = simulate(&small(), System::Baseline, &[job]).unwrap();
+    assert!(
+        r.jobs[0].seconds() > 5.0,
+        "the compute gap is part of the elapsed time"
+    );
+}
+
+#[test]
+fn unequal_barriers_are_an_error_not_a_hang() {
+    let write = Op::Write(WriteRequest {
+        file: FileId(1),
+        offset: 0,
+        len: 4096,
+    });
+    let job = Job {
+        name: "broken".into(),
+        processes: vec![
+            vec![write, Op::Barrier, write],
+            vec![write, Op::Barrier, Op::Barrier, write],
+        ],
+        start_after: Duration::ZERO,
+    };
+    // Rank 0 finishes after one barrier, which releases rank 1's second
+    // barrier: no hang, and the job completes.
+    let r = simulate(&small(), System::Baseline, &[job]).unwrap();
+    assert_eq!(r.bytes_written, 4 * 4096);
+}
+
+#[test]
+fn a_workload_larger_than_the_disk_is_refused_with_advice() {
+    let config = ClusterConfig {
+        hdd: sluice_devices::hdd::HddConfig {
+            capacity_bytes: 64 * MIB,
+            ..Default::default()
+        },
+        ..small()
+    };
+    let err = simulate(
+        &config,
+        System::Baseline,
+        &[ior(IorPattern::SegmentedContiguous, 1, 256)],
+    )
+    .unwrap_err();
+    assert!(err.0.contains("lower --scale"), "{err}");
+}

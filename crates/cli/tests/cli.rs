@@ -74,3 +74,64 @@ fn impossible_sizes_get_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("change_fraction"));
 }
+
+#[test]
+fn sim_list_names_every_experiment() {
+    let out = sluice(&["sim", "list"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for name in [
+        "ssdup-fig2",
+        "ssdup-fig9",
+        "ssdup-fig11",
+        "ssdup-fig14",
+        "ssdup-table1",
+    ] {
+        assert!(text.contains(name), "{name}");
+    }
+}
+
+#[test]
+fn sim_run_writes_markdown_json_and_plots() {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-sim-{}", std::process::id()));
+    let out = sluice(&[
+        "sim",
+        "run",
+        "ssdup-fig5",
+        "--scale",
+        "0.01",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("| segmented-contiguous |"),
+        "the table is printed"
+    );
+    assert!(text.contains("events/s"), "the event rate is printed");
+    for file in [
+        "ssdup-fig5.md",
+        "ssdup-fig5.json",
+        "ssdup-fig6-random.png",
+        "ssdup-fig6-throughput.png",
+    ] {
+        let bytes = std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(!bytes.is_empty(), "{file}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sim_run_refuses_unknown_experiments_and_bad_scales() {
+    let out = sluice(&["sim", "run", "fig99"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sluice sim list"));
+    let out = sluice(&["sim", "run", "ssdup-fig2", "--scale", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--scale"));
+}

@@ -243,6 +243,17 @@ fn bar_plot(
     }
 }
 
+/// One empty plot series per system, named as in the paper.
+fn series_per_system(systems: &[System]) -> Vec<Series> {
+    systems
+        .iter()
+        .map(|s| Series {
+            name: s.name().to_string(),
+            points: Vec::new(),
+        })
+        .collect()
+}
+
 /// Mean random percentage of the streams seen by I/O node 0.
 fn mean_percentage(r: &RunResult) -> f64 {
     let ours: Vec<f64> = r
@@ -514,14 +525,11 @@ fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         rows.push(row);
     }
     let series = |values: Vec<Vec<(f64, f64)>>| {
-        System::ALL
-            .iter()
-            .zip(values)
-            .map(|(s, points)| Series {
-                name: s.name().to_string(),
-                points,
-            })
-            .collect::<Vec<_>>()
+        let mut all = series_per_system(&System::ALL);
+        for (series, points) in all.iter_mut().zip(values) {
+            series.points = points;
+        }
+        all
     };
     Ok(Report {
         experiment: "ssdup-fig9".into(),
@@ -684,13 +692,7 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
         [(71.16, 71.54), (97.32, 98.38), (97.32, 98.38)],
     ];
     let mut rows = Vec::new();
-    let mut series: Vec<Series> = systems
-        .iter()
-        .map(|s| Series {
-            name: s.name().to_string(),
-            points: Vec::new(),
-        })
-        .collect();
+    let mut series = series_per_system(&systems);
     for w in 0..2 {
         for (k, system) in systems.iter().enumerate() {
             let r = &results[w * 3 + k];
@@ -784,13 +786,7 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
     let results = run_all(tasks)?;
     let paper_gain = [Some(11.91), Some(10.65), Some(9.92), None];
     let mut rows = Vec::new();
-    let mut series: Vec<Series> = systems
-        .iter()
-        .map(|s| Series {
-            name: s.name().to_string(),
-            points: Vec::new(),
-        })
-        .collect();
+    let mut series = series_per_system(&systems);
     for (i, &gap) in gaps.iter().enumerate() {
         let io = |r: &RunResult| {
             let seconds = r.jobs[0].seconds() - gap_of(gap).as_secs_f64();
@@ -864,13 +860,7 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
     let results = run_all(tasks)?;
     let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
     let mut rows = Vec::new();
-    let mut tput: Vec<Series> = System::ALL
-        .iter()
-        .map(|s| Series {
-            name: s.name().to_string(),
-            points: Vec::new(),
-        })
-        .collect();
+    let mut tput = series_per_system(&System::ALL);
     for (i, &kib) in sizes.iter().enumerate() {
         let rs = &results[i * 4..i * 4 + 4];
         let mut row = vec![format!("{kib} KiB")];
@@ -960,13 +950,7 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
         (None, Some(100.0)),
     ];
     let mut rows = Vec::new();
-    let mut tput: Vec<Series> = System::ALL
-        .iter()
-        .map(|s| Series {
-            name: s.name().to_string(),
-            points: Vec::new(),
-        })
-        .collect();
+    let mut tput = series_per_system(&System::ALL);
     for (i, &n) in procs.iter().enumerate() {
         let rs = &results[i * 4..i * 4 + 4];
         let mut row = vec![n.to_string()];

@@ -1,7 +1,277 @@
-//! Placeholder: the environment traits — `Clock`, `Device` (a tier: read /
-//! write / sync / len with a latency model), the capacity backend and the
-//! metadata store — arrive with the engine (issue 4). Definitions only: this
-//! crate will never do I/O itself. See ARCHITECTURE.md.
+//! The engine's environment: where bytes live and what time it is.
 //!
-//! It holds no code yet on purpose: a trait with no implementation and no
-//! caller would be guesswork.
+//! A tier is a [`Backend`]: a directory-like namespace of files addressed by
+//! [`RelPath`]s, with positional reads and writes and explicit syncs. The
+//! engine holds two (fast and capacity) and never touches `std::fs`
+//! directly, so the same engine runs on
+//! * [`posix::PosixBackend`] — a real directory;
+//! * [`memory::MemBackend`] — memory, for tests;
+//! * [`crash::CrashBackend`] — memory that keeps written and synced bytes
+//!   apart and can crash (drop everything unsynced) at any sync point;
+//! * [`fault::FaultBackend`] — wraps another backend and injects errors;
+//! * [`emulated::EmulatedBackend`] — wraps another backend and applies a
+//!   device model (HDD or SSD from `sluice-devices`) in real time.
+//!
+//! Errors are `std::io::Error` with the path in the message; the FUSE layer
+//! maps their kind or raw OS error to an errno.
+//!
+//! INVARIANT: a `RelPath` never names anything outside its backend's root.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_policy::Time;
+
+pub mod crash;
+pub mod emulated;
+pub mod fault;
+pub mod memory;
+pub mod posix;
+
+/// A path relative to a backend's root: `/`-separated, non-empty components,
+/// none of them `.` or `..`, no leading `/`. The empty path is the root.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RelPath(String);
+
+impl RelPath {
+    /// The root directory.
+    pub fn root() -> RelPath {
+        RelPath(String::new())
+    }
+
+    /// Validate `path`; errors (InvalidInput) name the offending path.
+    pub fn new(path: &str) -> io::Result<RelPath> {
+        let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("path {path:?}: {why}"));
+        if path.starts_with('/') {
+            return Err(invalid("absolute paths are not allowed"));
+        }
+        if path.contains('\0') {
+            return Err(invalid("contains a NUL byte"));
+        }
+        if path.is_empty() {
+            return Ok(RelPath::root());
+        }
+        for component in path.split('/') {
+            match component {
+                "" => return Err(invalid("empty component")),
+                "." | ".." => return Err(invalid("`.` and `..` are not allowed")),
+                _ => {}
+            }
+        }
+        Ok(RelPath(path.to_string()))
+    }
+
+    /// The path as a string (empty for the root).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this is the root.
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `self/name`; `name` must be a single valid component.
+    pub fn join(&self, name: &str) -> io::Result<RelPath> {
+        if name.contains('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("name {name:?}: must be a single component"),
+            ));
+        }
+        if self.is_root() {
+            RelPath::new(name)
+        } else {
+            RelPath::new(&format!("{}/{name}", self.0))
+        }
+    }
+
+    /// The parent directory (the root for a top-level name); `None` for the root.
+    pub fn parent(&self) -> Option<RelPath> {
+        if self.is_root() {
+            return None;
+        }
+        Some(match self.0.rfind('/') {
+            Some(i) => RelPath(self.0[..i].to_string()),
+            None => RelPath::root(),
+        })
+    }
+
+    /// The last component (empty for the root).
+    pub fn file_name(&self) -> &str {
+        self.0.rsplit('/').next().unwrap_or("")
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_root() {
+            f.write_str("/")
+        } else {
+            f.write_str(&self.0)
+        }
+    }
+}
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Fail with AlreadyExists if it exists (with `create`).
+    pub create_new: bool,
+    /// Truncate to zero length on open.
+    pub truncate: bool,
+}
+
+/// What a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+}
+
+/// Metadata of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metadata {
+    /// File or directory.
+    pub kind: FileKind,
+    /// Length in bytes (0 for directories).
+    pub len: u64,
+}
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DirEntry {
+    /// The entry's name (one component).
+    pub name: String,
+    /// File or directory.
+    pub kind: FileKind,
+}
+
+/// Space of a backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpaceInfo {
+    /// Total bytes.
+    pub total_bytes: u64,
+    /// Bytes available for new data.
+    pub free_bytes: u64,
+}
+
+/// An open file of a backend. Positional I/O only; safe to share between
+/// threads (`&self` methods).
+pub trait BackendFile: Send + Sync + fmt::Debug {
+    /// Read up to `buf.len()` bytes at `offset`; returns the bytes read (0
+    /// at or past the end). Short reads happen only at the end of file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Write all of `buf` at `offset`, extending the file as needed.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Make the file's data (and length) durable.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Current length.
+    fn len(&self) -> io::Result<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Truncate or extend (with zeros) to `len`.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+}
+
+/// A tier: a namespace of files under a root.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// A short description for messages and `sluice status` (kind and root).
+    fn describe(&self) -> String;
+    /// Open (and maybe create) a regular file.
+    fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>>;
+    /// Metadata of `path`; NotFound if absent.
+    fn metadata(&self, path: &RelPath) -> io::Result<Metadata>;
+    /// Remove a regular file.
+    fn remove_file(&self, path: &RelPath) -> io::Result<()>;
+    /// Rename a file or directory, replacing a file at `to`.
+    fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()>;
+    /// Create a directory (the parent must exist).
+    fn create_dir(&self, path: &RelPath) -> io::Result<()>;
+    /// Remove an empty directory.
+    fn remove_dir(&self, path: &RelPath) -> io::Result<()>;
+    /// Entries of a directory, sorted by name.
+    fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>>;
+    /// Make namespace changes in directory `path` (creates, removes,
+    /// renames of its entries) durable.
+    fn sync_dir(&self, path: &RelPath) -> io::Result<()>;
+    /// Total and free space.
+    fn space(&self) -> io::Result<SpaceInfo>;
+}
+
+/// Where the engine gets the time and how it waits. The policies never see
+/// this: the engine reads it and passes `now` in.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Monotonic time since this clock's epoch.
+    fn now(&self) -> Time;
+    /// Block the calling thread for `duration`.
+    fn sleep(&self, duration: Duration);
+}
+
+/// The real monotonic clock; its epoch is its creation.
+#[derive(Debug)]
+pub struct SystemClock {
+    epoch: std::time::Instant,
+}
+
+impl SystemClock {
+    /// A clock starting at zero now.
+    pub fn new() -> SystemClock {
+        SystemClock {
+            epoch: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Time {
+        let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        Time::from_nanos(nanos)
+    }
+
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rel_paths_refuse_escapes() {
+        for bad in ["/etc/passwd", "a/../b", "..", ".", "a//b", "a/", "a\0b"] {
+            assert!(RelPath::new(bad).is_err(), "{bad:?}");
+        }
+        let p = RelPath::new("dir/sub/file").unwrap();
+        assert_eq!(p.file_name(), "file");
+        assert_eq!(p.parent().unwrap().as_str(), "dir/sub");
+        assert_eq!(RelPath::new("top").unwrap().parent(), Some(RelPath::root()));
+        assert_eq!(RelPath::root().parent(), None);
+        assert_eq!(RelPath::root().join("x").unwrap().as_str(), "x");
+        assert!(p.join("a/b").is_err());
+        assert!(p.join("..").is_err());
+    }
+
+    #[test]
+    fn system_clock_moves_forward() {
+        let clock = SystemClock::new();
+        let a = clock.now();
+        clock.sleep(Duration::from_millis(2));
+        assert!(clock.now().saturating_since(a) >= Duration::from_millis(2));
+    }
+}

@@ -43,7 +43,9 @@ impl RelPath {
 
     /// Validate `path`; errors (InvalidInput) name the offending path.
     pub fn new(path: &str) -> io::Result<RelPath> {
-        let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("path {path:?}: {why}"));
+        let invalid = |why: &str| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("path {path:?}: {why}"))
+        };
         if path.starts_with('/') {
             return Err(invalid("absolute paths are not allowed"));
         }
@@ -127,7 +129,7 @@ pub struct OpenOptions {
 }
 
 /// What a path names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FileKind {
     /// A regular file.
     File,

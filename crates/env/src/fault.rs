@@ -1,1 +1,284 @@
-//! Arrives with the env helper.
+//! [`FaultBackend`]: forwards to another backend and injects errors by rule.
+//!
+//! A [`FaultRule`] names an operation class ([`FaultOp`]), an optional path
+//! prefix, the OS error to return (a raw `errno`, so the FUSE layer's
+//! mapping is exact: 5 = EIO, 28 = ENOSPC) and how many times it fires.
+//! Every call checks the rules in the order they were injected; the first
+//! that matches and has firings left fires: the call fails without reaching
+//! the inner backend. Otherwise the call is forwarded unchanged (inner errors
+//! pass through as they are). Files opened through the backend are wrapped
+//! too, and their rules are checked at each call, so a rule injected after a
+//! file was opened applies to it.
+//!
+//! Matching: the prefix is compared as a string with the path relative to the
+//! root (`"log/"` matches everything under `log`, `"log/region-"` every
+//! region file); a rename matches when either path does; a file's calls use
+//! the path it was opened as. Operation classes: `Open`; `Read` (`read_at`);
+//! `Write` (`write_at`); `Sync` (`sync_data`, `sync_dir`); `SetLen`;
+//! `Rename`; `Remove` (`remove_file`, `remove_dir`); `CreateDir`;
+//! `ReadDir`; `Metadata` (`metadata`, a file's `len`, `space` — the last
+//! matched against the root path, the empty string); `Any` matches all.
+//!
+//! Invariants: a rule with `remaining: Some(n)` fires at most `n` times;
+//! [`FaultBackend::injected`] counts every fired fault; the rule list is
+//! guarded by a poison-tolerant mutex (see `lock` in lib.rs) and never held
+//! while calling the inner backend.
+
+use std::fmt;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use crate::{
+    lock, with_context, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo,
+};
+
+/// Which calls a [`FaultRule`] applies to (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultOp {
+    /// `open`.
+    Open,
+    /// A file's `read_at`.
+    Read,
+    /// A file's `write_at`.
+    Write,
+    /// A file's `sync_data` and the backend's `sync_dir`.
+    Sync,
+    /// A file's `set_len`.
+    SetLen,
+    /// `rename` (either path may match).
+    Rename,
+    /// `remove_file` and `remove_dir`.
+    Remove,
+    /// `create_dir`.
+    CreateDir,
+    /// `read_dir`.
+    ReadDir,
+    /// `metadata`, a file's `len` (and `is_empty`), `space`.
+    Metadata,
+    /// Every call.
+    Any,
+}
+
+/// One fault to inject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultRule {
+    /// Which calls.
+    pub op: FaultOp,
+    /// Only paths starting with this string (relative to the root, no
+    /// leading `/`); `None` for every path.
+    pub path_prefix: Option<String>,
+    /// The `errno` returned, e.g. 5 (EIO) or 28 (ENOSPC).
+    pub raw_os_error: i32,
+    /// Fire this many times, then stop; `None` fires forever.
+    pub remaining: Option<u64>,
+}
+
+impl FaultRule {
+    /// A rule firing forever on every path.
+    pub fn new(op: FaultOp, raw_os_error: i32) -> FaultRule {
+        FaultRule {
+            op,
+            path_prefix: None,
+            raw_os_error,
+            remaining: None,
+        }
+    }
+
+    fn matches(&self, op: FaultOp, paths: &[&RelPath]) -> bool {
+        if self.remaining == Some(0) {
+            return false;
+        }
+        if self.op != FaultOp::Any && self.op != op {
+            return false;
+        }
+        match &self.path_prefix {
+            None => true,
+            Some(prefix) => paths.iter().any(|path| path.as_str().starts_with(prefix)),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Rules {
+    rules: Vec<FaultRule>,
+    injected: u64,
+}
+
+impl Rules {
+    /// Fires the first matching rule: the error to return, if any.
+    fn check(
+        &mut self,
+        op: FaultOp,
+        paths: &[&RelPath],
+        what: &dyn fmt::Display,
+    ) -> io::Result<()> {
+        let Some(rule) = self.rules.iter_mut().find(|rule| rule.matches(op, paths)) else {
+            return Ok(());
+        };
+        if let Some(remaining) = &mut rule.remaining {
+            *remaining -= 1;
+        }
+        self.injected += 1;
+        Err(with_context(
+            io::Error::from_raw_os_error(rule.raw_os_error),
+            format_args!("fault injected: {what}"),
+        ))
+    }
+}
+
+/// A backend wrapping another and failing calls by rule.
+#[derive(Debug)]
+pub struct FaultBackend {
+    inner: Arc<dyn Backend>,
+    rules: Arc<Mutex<Rules>>,
+}
+
+impl FaultBackend {
+    /// Wraps `inner`, with no rules (every call passes through).
+    pub fn new(inner: Arc<dyn Backend>) -> FaultBackend {
+        FaultBackend {
+            inner,
+            rules: Arc::new(Mutex::new(Rules::default())),
+        }
+    }
+
+    /// Adds `rule` after the existing ones.
+    pub fn inject(&self, rule: FaultRule) {
+        lock(&self.rules).rules.push(rule);
+    }
+
+    /// Removes every rule (the count of injected faults stays).
+    pub fn clear(&self) {
+        lock(&self.rules).rules.clear();
+    }
+
+    /// Faults injected so far.
+    pub fn injected(&self) -> u64 {
+        lock(&self.rules).injected
+    }
+
+    /// The rules with their firings left.
+    pub fn rules(&self) -> Vec<FaultRule> {
+        lock(&self.rules).rules.clone()
+    }
+
+    fn check(&self, op: FaultOp, paths: &[&RelPath], what: &dyn fmt::Display) -> io::Result<()> {
+        lock(&self.rules).check(op, paths, what)
+    }
+}
+
+/// `<op> "<path>"`.
+struct What<'a>(&'a str, &'a RelPath);
+
+impl fmt::Display for What<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}", self.0, self.1.as_str())
+    }
+}
+
+impl Backend for FaultBackend {
+    fn describe(&self) -> String {
+        format!("fault-injecting {}", self.inner.describe())
+    }
+
+    fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {
+        self.check(FaultOp::Open, &[path], &What("open", path))?;
+        let inner = self.inner.open(path, options)?;
+        Ok(Arc::new(FaultFile {
+            inner,
+            rules: Arc::clone(&self.rules),
+            path: path.clone(),
+        }))
+    }
+
+    fn metadata(&self, path: &RelPath) -> io::Result<Metadata> {
+        self.check(FaultOp::Metadata, &[path], &What("stat", path))?;
+        self.inner.metadata(path)
+    }
+
+    fn remove_file(&self, path: &RelPath) -> io::Result<()> {
+        self.check(FaultOp::Remove, &[path], &What("remove", path))?;
+        self.inner.remove_file(path)
+    }
+
+    fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
+        let what = format!("rename {:?} to {:?}", from.as_str(), to.as_str());
+        self.check(FaultOp::Rename, &[from, to], &what)?;
+        self.inner.rename(from, to)
+    }
+
+    fn create_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.check(FaultOp::CreateDir, &[path], &What("mkdir", path))?;
+        self.inner.create_dir(path)
+    }
+
+    fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.check(FaultOp::Remove, &[path], &What("rmdir", path))?;
+        self.inner.remove_dir(path)
+    }
+
+    fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
+        self.check(FaultOp::ReadDir, &[path], &What("read_dir", path))?;
+        self.inner.read_dir(path)
+    }
+
+    fn sync_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.check(FaultOp::Sync, &[path], &What("sync_dir", path))?;
+        self.inner.sync_dir(path)
+    }
+
+    fn space(&self) -> io::Result<SpaceInfo> {
+        let root = RelPath::root();
+        self.check(FaultOp::Metadata, &[&root], &What("statvfs", &root))?;
+        self.inner.space()
+    }
+}
+
+/// A file of a [`FaultBackend`]: its calls are checked against the rules.
+struct FaultFile {
+    inner: Arc<dyn BackendFile>,
+    rules: Arc<Mutex<Rules>>,
+    path: RelPath,
+}
+
+impl fmt::Debug for FaultFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultFile")
+            .field("path", &self.path)
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FaultFile {
+    fn check(&self, op: FaultOp, name: &str) -> io::Result<()> {
+        lock(&self.rules).check(op, &[&self.path], &What(name, &self.path))
+    }
+}
+
+impl BackendFile for FaultFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.check(FaultOp::Read, "read")?;
+        self.inner.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.check(FaultOp::Write, "write")?;
+        self.inner.write_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.check(FaultOp::Sync, "sync_data")?;
+        self.inner.sync_data()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.check(FaultOp::Metadata, "len")?;
+        self.inner.len()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.check(FaultOp::SetLen, "set_len")?;
+        self.inner.set_len(len)
+    }
+}

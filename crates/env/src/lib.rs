@@ -19,7 +19,7 @@
 
 use std::fmt;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use sluice_policy::Time;
@@ -28,6 +28,7 @@ pub mod crash;
 pub mod emulated;
 pub mod fault;
 pub mod memory;
+mod namespace;
 pub mod posix;
 
 /// A path relative to a backend's root: `/`-separated, non-empty components,
@@ -250,6 +251,80 @@ impl Clock for SystemClock {
     }
 }
 
+/// The OS error number behind `error`: its own raw OS error, else that of
+/// the first `io::Error` in its `source()` chain.
+///
+/// Backends put the path in front of an OS error by wrapping it (so
+/// `error.raw_os_error()` is `None` on what they return) and keep the
+/// original as the source; this finds it again, for an exact errno mapping
+/// at the FUSE boundary.
+pub fn raw_os_error(error: &io::Error) -> Option<i32> {
+    if let Some(code) = error.raw_os_error() {
+        return Some(code);
+    }
+    let mut cause = std::error::Error::source(error);
+    // Error chains are finite (each link owns the next), so this ends.
+    while let Some(current) = cause {
+        if let Some(code) = current
+            .downcast_ref::<io::Error>()
+            .and_then(io::Error::raw_os_error)
+        {
+            return Some(code);
+        }
+        cause = current.source();
+    }
+    None
+}
+
+/// An error with what failed (backend, operation, path) in front of its
+/// cause, which stays reachable as `source()`.
+#[derive(Debug)]
+struct ContextError {
+    context: String,
+    cause: io::Error,
+}
+
+impl fmt::Display for ContextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.context, self.cause)
+    }
+}
+
+impl std::error::Error for ContextError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cause)
+    }
+}
+
+/// `cause` with `context` (e.g. `memory: open "a/b"`) in front of its
+/// message; the kind is kept and the cause stays the source (see
+/// [`raw_os_error`]).
+pub(crate) fn with_context(cause: io::Error, context: impl fmt::Display) -> io::Error {
+    io::Error::new(
+        cause.kind(),
+        ContextError {
+            context: context.to_string(),
+            cause,
+        },
+    )
+}
+
+/// An OS error (`errno`) with `context` in front of it.
+pub(crate) fn errno_error(errno: rustix::io::Errno, context: impl fmt::Display) -> io::Error {
+    with_context(io::Error::from(errno), context)
+}
+
+/// Locks `mutex`, ignoring poisoning.
+///
+/// Poison-tolerant on purpose: every critical section in this crate either
+/// completes its mutation or changes nothing before the only points that
+/// can panic (allocation failure aborts instead), so the data behind a
+/// poisoned lock is still consistent, and refusing it would turn one
+/// panicking test thread into failures everywhere.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +350,16 @@ mod tests {
         let a = clock.now();
         clock.sleep(Duration::from_millis(2));
         assert!(clock.now().saturating_since(a) >= Duration::from_millis(2));
+    }
+
+    #[test]
+    fn context_keeps_kind_and_os_error() {
+        let error = errno_error(rustix::io::Errno::NOENT, "memory: open \"a/b\"");
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        assert_eq!(error.raw_os_error(), None);
+        assert_eq!(raw_os_error(&error), Some(2));
+        let message = error.to_string();
+        assert!(message.starts_with("memory: open \"a/b\": "), "{message}");
+        assert_eq!(raw_os_error(&io::Error::other("x")), None);
     }
 }

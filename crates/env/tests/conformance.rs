@@ -1,0 +1,410 @@
+//! One conformance suite, run against every backend: the POSIX semantics the
+//! engine relies on (positional I/O, holes, truncation, namespace errors,
+//! unlink while open), checked the same way on each.
+
+use std::io::ErrorKind;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_devices::hdd::HddConfig;
+use sluice_devices::ssd::SsdConfig;
+use sluice_env::crash::CrashBackend;
+use sluice_env::emulated::EmulatedBackend;
+use sluice_env::fault::FaultBackend;
+use sluice_env::memory::MemBackend;
+use sluice_env::posix::PosixBackend;
+use sluice_env::{
+    raw_os_error, Backend, BackendFile, Clock, DirEntry, FileKind, OpenOptions, RelPath,
+    SystemClock,
+};
+
+fn p(path: &str) -> RelPath {
+    RelPath::new(path).unwrap()
+}
+
+const EXISTING: OpenOptions = OpenOptions {
+    create: false,
+    create_new: false,
+    truncate: false,
+};
+const CREATE: OpenOptions = OpenOptions {
+    create: true,
+    create_new: false,
+    truncate: false,
+};
+const CREATE_NEW: OpenOptions = OpenOptions {
+    create: true,
+    create_new: true,
+    truncate: false,
+};
+const TRUNCATE: OpenOptions = OpenOptions {
+    create: false,
+    create_new: false,
+    truncate: true,
+};
+
+fn read_all(file: &dyn BackendFile) -> Vec<u8> {
+    let len = file.len().unwrap() as usize;
+    let mut buf = vec![0xAA; len + 16];
+    let count = file.read_at(&mut buf, 0).unwrap();
+    assert_eq!(count, len, "read_at must return the whole file");
+    buf.truncate(count);
+    buf
+}
+
+fn write_file(backend: &dyn Backend, path: &str, bytes: &[u8]) {
+    let file = backend.open(&p(path), CREATE).unwrap();
+    file.set_len(0).unwrap();
+    file.write_at(bytes, 0).unwrap();
+}
+
+fn kind_of(result: std::io::Result<impl std::fmt::Debug>) -> ErrorKind {
+    result.expect_err("expected an error").kind()
+}
+
+fn entry(name: &str, kind: FileKind) -> DirEntry {
+    DirEntry {
+        name: name.to_string(),
+        kind,
+    }
+}
+
+/// The suite.
+fn conformance(backend: &dyn Backend) {
+    let what = backend.describe();
+    assert!(!what.is_empty());
+
+    // The root.
+    let root = backend.metadata(&RelPath::root()).unwrap();
+    assert_eq!(root.kind, FileKind::Dir);
+    assert_eq!(backend.read_dir(&RelPath::root()).unwrap(), vec![]);
+
+    // Missing files.
+    let error = backend.open(&p("missing"), EXISTING).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{what}");
+    assert!(error.to_string().contains("missing"), "{what}: {error}");
+    assert_eq!(raw_os_error(&error), Some(2), "{what}: {error:?}");
+    assert_eq!(
+        kind_of(backend.metadata(&p("missing"))),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        kind_of(backend.open(&p("no_dir/file"), CREATE)),
+        ErrorKind::NotFound
+    );
+
+    // Positional writes and reads.
+    let file = backend.open(&p("a"), CREATE).unwrap();
+    assert_eq!(file.len().unwrap(), 0);
+    assert!(file.is_empty().unwrap());
+    file.write_at(b"hello world", 0).unwrap();
+    file.write_at(b"W", 6).unwrap();
+    assert_eq!(read_all(file.as_ref()), b"hello World");
+    let mut buf = [0u8; 5];
+    assert_eq!(file.read_at(&mut buf, 6).unwrap(), 5);
+    assert_eq!(&buf, b"World");
+    // Short only at the end; nothing past it.
+    assert_eq!(file.read_at(&mut buf, 9).unwrap(), 2);
+    assert_eq!(&buf[..2], b"ld");
+    assert_eq!(file.read_at(&mut buf, 11).unwrap(), 0);
+    assert_eq!(file.read_at(&mut buf, 1 << 40).unwrap(), 0);
+    file.write_at(&[], 100).unwrap();
+    assert_eq!(
+        file.len().unwrap(),
+        11,
+        "{what}: an empty write extends nothing"
+    );
+
+    // Holes read as zeros.
+    file.write_at(b"x", 10_000).unwrap();
+    assert_eq!(file.len().unwrap(), 10_001);
+    let mut hole = vec![0xAAu8; 10_001 - 11];
+    assert_eq!(file.read_at(&mut hole, 11).unwrap(), hole.len());
+    assert_eq!(hole[..hole.len() - 1], vec![0u8; hole.len() - 1][..]);
+    assert_eq!(hole[hole.len() - 1], b'x');
+
+    // set_len shrinks, and growing again shows zeros, not the old bytes.
+    file.set_len(5).unwrap();
+    assert_eq!(read_all(file.as_ref()), b"hello");
+    file.set_len(2).unwrap();
+    file.set_len(6).unwrap();
+    assert_eq!(read_all(file.as_ref()), b"he\0\0\0\0");
+    assert_eq!(backend.metadata(&p("a")).unwrap().len, 6);
+    assert_eq!(backend.metadata(&p("a")).unwrap().kind, FileKind::File);
+    file.sync_data().unwrap();
+
+    // A second handle sees the same file.
+    let again = backend.open(&p("a"), EXISTING).unwrap();
+    assert_eq!(read_all(again.as_ref()), b"he\0\0\0\0");
+    again.write_at(b"HE", 0).unwrap();
+    assert_eq!(read_all(file.as_ref()), b"HE\0\0\0\0");
+
+    // create_new and truncate.
+    assert_eq!(
+        kind_of(backend.open(&p("a"), CREATE_NEW)),
+        ErrorKind::AlreadyExists
+    );
+    let fresh = backend.open(&p("fresh"), CREATE_NEW).unwrap();
+    assert_eq!(fresh.len().unwrap(), 0);
+    let truncated = backend.open(&p("a"), TRUNCATE).unwrap();
+    assert_eq!(truncated.len().unwrap(), 0);
+    assert_eq!(
+        file.len().unwrap(),
+        0,
+        "{what}: truncation shows in every handle"
+    );
+    drop((again, truncated, fresh));
+
+    // Directories.
+    backend.create_dir(&p("d")).unwrap();
+    assert_eq!(
+        kind_of(backend.create_dir(&p("d"))),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        kind_of(backend.create_dir(&p("a"))),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        kind_of(backend.create_dir(&p("nope/x"))),
+        ErrorKind::NotFound
+    );
+    write_file(backend, "d/f1", b"one");
+    write_file(backend, "d/f0", b"zero");
+    backend.create_dir(&p("d/sub")).unwrap();
+    write_file(backend, "d/sub/deep", b"deep");
+    assert_eq!(
+        backend.read_dir(&p("d")).unwrap(),
+        vec![
+            entry("f0", FileKind::File),
+            entry("f1", FileKind::File),
+            entry("sub", FileKind::Dir),
+        ]
+    );
+    assert_eq!(
+        backend.read_dir(&RelPath::root()).unwrap(),
+        vec![
+            entry("a", FileKind::File),
+            entry("d", FileKind::Dir),
+            entry("fresh", FileKind::File),
+        ]
+    );
+    let dir = backend.metadata(&p("d")).unwrap();
+    assert_eq!((dir.kind, dir.len), (FileKind::Dir, 0));
+    assert_eq!(backend.metadata(&p("d/f0")).unwrap().len, 4);
+    assert_eq!(kind_of(backend.read_dir(&p("nope"))), ErrorKind::NotFound);
+    assert!(
+        backend.read_dir(&p("a")).is_err(),
+        "{what}: read_dir of a file"
+    );
+    assert!(
+        backend.metadata(&p("a/x")).is_err(),
+        "{what}: a path through a file"
+    );
+    assert_eq!(
+        kind_of(backend.open(&p("d"), CREATE)),
+        ErrorKind::IsADirectory
+    );
+
+    // Removing.
+    assert_eq!(
+        kind_of(backend.remove_dir(&p("d"))),
+        ErrorKind::DirectoryNotEmpty
+    );
+    assert!(
+        backend.remove_file(&p("d")).is_err(),
+        "{what}: remove_file of a dir"
+    );
+    assert!(
+        backend.remove_dir(&p("a")).is_err(),
+        "{what}: remove_dir of a file"
+    );
+    assert_eq!(
+        kind_of(backend.remove_file(&p("d/missing"))),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        kind_of(backend.remove_dir(&p("missing"))),
+        ErrorKind::NotFound
+    );
+
+    // Renames: a file over a file replaces it.
+    backend.rename(&p("d/f0"), &p("d/f1")).unwrap();
+    let f1 = backend.open(&p("d/f1"), EXISTING).unwrap();
+    assert_eq!(read_all(f1.as_ref()), b"zero");
+    assert_eq!(kind_of(backend.metadata(&p("d/f0"))), ErrorKind::NotFound);
+    assert_eq!(
+        kind_of(backend.rename(&p("d/f0"), &p("d/f2"))),
+        ErrorKind::NotFound
+    );
+    // Across directories, and a directory with its contents.
+    backend.rename(&p("d/f1"), &p("moved")).unwrap();
+    assert_eq!(
+        read_all(f1.as_ref()),
+        b"zero",
+        "{what}: a handle survives rename"
+    );
+    backend.rename(&p("d/sub"), &p("sub2")).unwrap();
+    let deep = backend.open(&p("sub2/deep"), EXISTING).unwrap();
+    assert_eq!(read_all(deep.as_ref()), b"deep");
+    // Not a file over a directory, not a directory over a non-empty one.
+    assert!(backend.rename(&p("moved"), &p("sub2")).is_err(), "{what}");
+    assert!(backend.rename(&p("d"), &p("sub2")).is_err(), "{what}");
+    assert!(
+        backend.rename(&p("sub2"), &p("sub2/inner")).is_err(),
+        "{what}"
+    );
+    // A directory over an empty one is fine.
+    backend.create_dir(&p("sub2/empty_target")).unwrap();
+    backend
+        .rename(&p("d"), &p("sub2/empty_target"))
+        .unwrap_or_else(|_| {
+            panic!("{what}: rename a dir into another dir");
+        });
+    assert_eq!(
+        backend.read_dir(&p("sub2")).unwrap(),
+        vec![
+            entry("deep", FileKind::File),
+            entry("empty_target", FileKind::Dir)
+        ]
+    );
+    backend.create_dir(&p("e")).unwrap();
+    backend.remove_dir(&p("sub2/empty_target")).unwrap();
+    backend.rename(&p("e"), &p("e2")).unwrap();
+    backend.remove_dir(&p("e2")).unwrap();
+    assert_eq!(kind_of(backend.metadata(&p("e2"))), ErrorKind::NotFound);
+
+    // Unlink while open: the handle keeps working, the name is gone.
+    let open = backend.open(&p("u"), CREATE).unwrap();
+    open.write_at(b"before", 0).unwrap();
+    backend.remove_file(&p("u")).unwrap();
+    assert_eq!(kind_of(backend.metadata(&p("u"))), ErrorKind::NotFound);
+    open.write_at(b" after", 6).unwrap();
+    assert_eq!(read_all(open.as_ref()), b"before after");
+    open.sync_data().unwrap();
+    let recreated = backend.open(&p("u"), CREATE_NEW).unwrap();
+    assert_eq!(
+        recreated.len().unwrap(),
+        0,
+        "{what}: a new file, not the unlinked one"
+    );
+    drop(open);
+
+    // Concurrent writers on one handle, disjoint blocks.
+    let shared = backend.open(&p("concurrent"), CREATE).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..4u8 {
+            let shared = &shared;
+            scope.spawn(move || {
+                for i in 0..8u64 {
+                    let block = u64::from(t) * 8 + i;
+                    shared.write_at(&[t + 1; 512], block * 512).unwrap();
+                }
+            });
+        }
+    });
+    let all = read_all(shared.as_ref());
+    assert_eq!(all.len(), 32 * 512);
+    for (block, chunk) in all.chunks(512).enumerate() {
+        let expected = (block / 8) as u8 + 1;
+        assert!(
+            chunk.iter().all(|&b| b == expected),
+            "{what}: block {block}"
+        );
+    }
+
+    // Syncs and space.
+    backend.sync_dir(&RelPath::root()).unwrap();
+    backend.sync_dir(&p("sub2")).unwrap();
+    assert!(backend.sync_dir(&p("nope")).is_err());
+    let space = backend.space().unwrap();
+    assert!(
+        space.total_bytes > 0 && space.free_bytes <= space.total_bytes,
+        "{space:?}"
+    );
+
+    // Bad paths are errors, never panics.
+    assert_eq!(
+        kind_of(backend.open(&RelPath::root(), CREATE)),
+        ErrorKind::IsADirectory
+    );
+    assert!(backend.remove_dir(&RelPath::root()).is_err());
+    assert!(backend.rename(&RelPath::root(), &p("x")).is_err());
+    assert!(backend.remove_file(&RelPath::root()).is_err());
+}
+
+#[test]
+fn memory_conforms() {
+    conformance(&MemBackend::new());
+}
+
+#[test]
+fn crash_backend_without_crashes_conforms() {
+    conformance(&CrashBackend::new());
+}
+
+#[test]
+fn fault_backend_without_rules_conforms() {
+    let backend = FaultBackend::new(Arc::new(MemBackend::new()));
+    conformance(&backend);
+    assert_eq!(backend.injected(), 0);
+}
+
+#[test]
+fn posix_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance(&PosixBackend::new(dir.path().to_path_buf()).unwrap());
+}
+
+#[test]
+fn emulated_ssd_conforms() {
+    let config = SsdConfig {
+        latency: Duration::from_micros(1),
+        read_bytes_per_s: 1e10,
+        write_bytes_per_s: 1e10,
+        channels: 2,
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let backend = EmulatedBackend::ssd(Arc::new(MemBackend::new()), config, clock)
+        .unwrap()
+        .with_sync_latency(Duration::from_micros(10));
+    conformance(&backend);
+    assert!(backend.ssd_stats().unwrap().write_ops > 30);
+}
+
+/// A disk fast enough for a functional test: 1 GiB, sub-millisecond seeks
+/// and rotation, 10 GB/s.
+fn fast_disk() -> HddConfig {
+    HddConfig {
+        capacity_bytes: 1 << 30,
+        seek_track_ms: 0.001,
+        seek_avg_ms: 0.005,
+        seek_full_ms: 0.01,
+        rpm: 100_000,
+        media_outer_bytes_per_s: 1e10,
+        media_inner_bytes_per_s: 1e10,
+        queue_depth: 4,
+        ..HddConfig::default()
+    }
+}
+
+#[test]
+fn emulated_hdd_conforms() {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let backend = EmulatedBackend::hdd(Arc::new(MemBackend::new()), fast_disk(), clock, 7)
+        .unwrap()
+        .with_file_reservation(1 << 20)
+        .with_sync_latency(Duration::from_micros(10));
+    conformance(&backend);
+    let stats = backend.hdd_stats().unwrap();
+    assert!(stats.requests_served > 30, "{stats:?}");
+}
+
+#[test]
+fn emulated_hdd_over_posix_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = Arc::new(PosixBackend::new(dir.path().to_path_buf()).unwrap());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let backend = EmulatedBackend::hdd(inner, fast_disk(), clock, 7).unwrap();
+    conformance(&backend);
+}

@@ -1,0 +1,374 @@
+//! The crash-test backend: what survives a crash is exactly what was synced
+//! (data by `sync_data`, names by `sync_dir`), armed crashes fire at the
+//! chosen sync point, stale handles fail, torn writes keep a prefix.
+
+use std::io::ErrorKind;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use sluice_env::crash::CrashBackend;
+use sluice_env::{Backend, BackendFile, FileKind, OpenOptions, RelPath};
+
+fn p(path: &str) -> RelPath {
+    RelPath::new(path).unwrap()
+}
+
+const CREATE: OpenOptions = OpenOptions {
+    create: true,
+    create_new: false,
+    truncate: false,
+};
+const EXISTING: OpenOptions = OpenOptions {
+    create: false,
+    create_new: false,
+    truncate: false,
+};
+
+fn contents(backend: &dyn Backend, path: &str) -> Option<Vec<u8>> {
+    let file = match backend.open(&p(path), EXISTING) {
+        Ok(file) => file,
+        Err(error) if error.kind() == ErrorKind::NotFound => return None,
+        Err(error) => panic!("{error}"),
+    };
+    let mut buf = vec![0u8; file.len().unwrap() as usize];
+    assert_eq!(file.read_at(&mut buf, 0).unwrap(), buf.len());
+    Some(buf)
+}
+
+#[test]
+fn unsynced_writes_vanish_synced_ones_stay() {
+    let backend = CrashBackend::new();
+    let file = backend.open(&p("f"), CREATE).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    file.write_at(b"synced", 0).unwrap();
+    file.sync_data().unwrap();
+    file.write_at(b" lost", 6).unwrap();
+    file.write_at(b"S", 0).unwrap();
+    backend.crash();
+    assert_eq!(contents(&backend, "f").unwrap(), b"synced");
+    // The old handle fails rather than showing reverted bytes.
+    let error = file.read_at(&mut [0u8; 4], 0).unwrap_err();
+    assert!(error.to_string().contains("before a crash"), "{error}");
+    assert!(file.write_at(b"x", 0).is_err());
+    assert!(file.sync_data().is_err());
+    assert!(file.len().is_err());
+    assert_eq!(backend.crashes(), 1);
+}
+
+#[test]
+fn unsynced_length_changes_revert() {
+    let backend = CrashBackend::new();
+    let file = backend.open(&p("f"), CREATE).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    file.write_at(b"0123456789", 0).unwrap();
+    file.sync_data().unwrap();
+    file.set_len(3).unwrap();
+    backend.crash();
+    assert_eq!(contents(&backend, "f").unwrap(), b"0123456789");
+}
+
+#[test]
+fn names_need_a_directory_sync() {
+    let backend = CrashBackend::new();
+    backend.create_dir(&p("d")).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    // Names made durable by syncing d (and d/sub for x).
+    let empty = backend.open(&p("d/empty"), CREATE).unwrap();
+    backend.create_dir(&p("d/sub")).unwrap();
+    backend.open(&p("d/sub/x"), CREATE).unwrap();
+    backend.sync_dir(&p("d/sub")).unwrap();
+    backend.sync_dir(&p("d")).unwrap();
+    // Data synced, name not (syncing another directory does not help): the
+    // file vanishes.
+    let lost = backend.open(&p("d/lost"), CREATE).unwrap();
+    lost.write_at(b"data", 0).unwrap();
+    lost.sync_data().unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    // Name synced, data not: the file is there, empty.
+    empty.write_at(b"unsynced", 0).unwrap();
+    backend.crash();
+    let names: Vec<String> = backend
+        .read_dir(&p("d"))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, ["empty", "sub"]);
+    assert_eq!(contents(&backend, "d/empty").unwrap(), b"");
+    assert_eq!(contents(&backend, "d/sub/x").unwrap(), b"");
+}
+
+#[test]
+fn unsynced_create_remove_rename_and_mkdir_revert() {
+    let backend = CrashBackend::new();
+    let keep = backend.open(&p("keep"), CREATE).unwrap();
+    keep.write_at(b"kept", 0).unwrap();
+    keep.sync_data().unwrap();
+    backend.create_dir(&p("dir")).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    backend.remove_file(&p("keep")).unwrap();
+    backend.open(&p("new"), CREATE).unwrap();
+    backend.create_dir(&p("newdir")).unwrap();
+    backend.rename(&p("dir"), &p("dir2")).unwrap();
+    backend.crash();
+    assert_eq!(contents(&backend, "keep").unwrap(), b"kept");
+    assert_eq!(contents(&backend, "new"), None);
+    assert_eq!(
+        backend.metadata(&p("dir")).unwrap().kind,
+        FileKind::Dir,
+        "rename not synced"
+    );
+    assert!(backend.metadata(&p("dir2")).is_err());
+    assert!(backend.metadata(&p("newdir")).is_err());
+}
+
+#[test]
+fn a_synced_directory_rename_keeps_the_directory_contents() {
+    let backend = CrashBackend::new();
+    backend.create_dir(&p("a")).unwrap();
+    let file = backend.open(&p("a/f"), CREATE).unwrap();
+    file.write_at(b"x", 0).unwrap();
+    file.sync_data().unwrap();
+    backend.sync_dir(&p("a")).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    backend.rename(&p("a"), &p("b")).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    backend.crash();
+    assert_eq!(contents(&backend, "b/f").unwrap(), b"x");
+    assert!(backend.metadata(&p("a")).is_err());
+}
+
+#[test]
+fn unlinked_open_file_keeps_its_data_until_the_crash() {
+    let backend = CrashBackend::new();
+    let file = backend.open(&p("f"), CREATE).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    file.write_at(b"abc", 0).unwrap();
+    file.sync_data().unwrap();
+    backend.remove_file(&p("f")).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    let mut buf = [0u8; 3];
+    assert_eq!(file.read_at(&mut buf, 0).unwrap(), 3);
+    assert_eq!(&buf, b"abc");
+    backend.crash();
+    assert_eq!(contents(&backend, "f"), None);
+}
+
+/// The workload of the sync-point tests; returns the first error.
+fn workload(backend: &CrashBackend) -> std::io::Result<()> {
+    let file = backend.open(&p("f"), CREATE)?;
+    file.write_at(b"one", 0)?;
+    backend.sync_dir(&RelPath::root())?; // 1: name "f"
+    file.sync_data()?; // 2: "one"
+    file.write_at(b"two", 3)?;
+    file.sync_data()?; // 3: "onetwo"
+    backend.rename(&p("f"), &p("g"))?;
+    backend.sync_dir(&RelPath::root())?; // 4: name "g"
+    Ok(())
+}
+
+/// (path, contents) after a crash once sync points `1..=synced` took effect.
+fn expected_after(synced: u64) -> (&'static str, Option<&'static [u8]>) {
+    match synced {
+        0 => ("f", None),
+        1 => ("f", Some(b"")),
+        2 => ("f", Some(b"one")),
+        3 => ("f", Some(b"onetwo")),
+        _ => ("g", Some(b"onetwo")),
+    }
+}
+
+#[test]
+fn crash_at_every_sync_point() {
+    let counting = CrashBackend::new();
+    workload(&counting).unwrap();
+    let points = counting.sync_points();
+    assert_eq!(points, 4);
+    for n in 1..=points {
+        for after in [false, true] {
+            let backend = CrashBackend::new();
+            if after {
+                backend.crash_after(n);
+            } else {
+                backend.crash_at(n);
+            }
+            let error = workload(&backend).expect_err("the armed crash fires");
+            assert!(
+                error.to_string().contains(&format!("sync point {n}")),
+                "{error}"
+            );
+            assert_eq!(backend.sync_points(), n, "the crash stops at point {n}");
+            assert_eq!(backend.crashed_at(), Some(n));
+            // Down until restarted: nothing can change the crashed state.
+            let down = backend.open(&p("other"), CREATE).unwrap_err();
+            assert!(down.to_string().contains("restart"), "{down}");
+            backend.restart();
+            let synced = if after { n } else { n - 1 };
+            let (path, expected) = expected_after(synced);
+            assert_eq!(
+                contents(&backend, path).as_deref(),
+                expected,
+                "crash {} sync point {n}",
+                if after { "after" } else { "at" }
+            );
+            if path == "g" {
+                assert_eq!(contents(&backend, "f"), None);
+            }
+        }
+    }
+}
+
+#[test]
+fn stale_handles_fail_after_an_armed_crash_and_restart() {
+    let backend = CrashBackend::new();
+    let file = backend.open(&p("f"), CREATE).unwrap();
+    backend.crash_at(1);
+    assert!(file.sync_data().is_err());
+    backend.restart();
+    let error = file.write_at(b"x", 0).unwrap_err();
+    assert!(error.to_string().contains("before a crash"), "{error}");
+    // The backend works again; no file, as its name was never synced.
+    assert_eq!(contents(&backend, "f"), None);
+    backend
+        .open(&p("f"), CREATE)
+        .unwrap()
+        .write_at(b"y", 0)
+        .unwrap();
+    // Disarmed crashes do not fire.
+    backend.crash_at(backend.sync_points() + 1);
+    backend.disarm();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    assert_eq!(backend.crashed_at(), None);
+}
+
+/// Appends 100 records of 10 bytes after a synced header, then crashes with
+/// torn writes on; returns what survived.
+fn torn_run(seed: u64) -> Vec<u8> {
+    let backend = CrashBackend::new();
+    let file = backend.open(&p("log"), CREATE).unwrap();
+    file.write_at(b"HEADER", 0).unwrap();
+    file.sync_data().unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    for i in 0..100u8 {
+        file.write_at(&[i; 10], 6 + u64::from(i) * 10).unwrap();
+    }
+    backend.set_torn_writes(true);
+    backend.set_seed(seed);
+    backend.crash();
+    contents(&backend, "log").unwrap()
+}
+
+#[test]
+fn torn_writes_keep_a_prefix_of_the_unsynced_tail() {
+    let full: Vec<u8> = b"HEADER"
+        .iter()
+        .copied()
+        .chain((0..100u8).flat_map(|i| [i; 10]))
+        .collect();
+    let mut partial_record = false;
+    let mut lengths = Vec::new();
+    for seed in 0..20 {
+        let kept = torn_run(seed);
+        assert!(
+            kept.len() >= 6 && kept.len() <= full.len(),
+            "{}",
+            kept.len()
+        );
+        assert_eq!(kept[..], full[..kept.len()], "seed {seed}: not a prefix");
+        partial_record |= (kept.len() - 6) % 10 != 0;
+        lengths.push(kept.len());
+        assert_eq!(torn_run(seed), kept, "seed {seed}: not reproducible");
+    }
+    assert!(partial_record, "no torn record in 20 seeds: {lengths:?}");
+    lengths.sort_unstable();
+    lengths.dedup();
+    assert!(lengths.len() > 10, "prefixes should vary: {lengths:?}");
+
+    // Off by default: the unsynced tail is gone entirely.
+    let backend = CrashBackend::new();
+    let file = backend.open(&p("log"), CREATE).unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    file.write_at(&[1; 100], 0).unwrap();
+    backend.crash();
+    assert_eq!(contents(&backend, "log").unwrap(), b"");
+}
+
+#[test]
+fn torn_writes_tear_in_place_writes_of_preallocated_files() {
+    let backend = CrashBackend::new();
+    let file: Arc<dyn BackendFile> = backend.open(&p("region"), CREATE).unwrap();
+    file.set_len(1000).unwrap();
+    file.sync_data().unwrap();
+    backend.sync_dir(&RelPath::root()).unwrap();
+    file.write_at(&[7; 500], 0).unwrap();
+    backend.set_torn_writes(true);
+    backend.set_seed(3);
+    backend.crash();
+    let kept = contents(&backend, "region").unwrap();
+    assert_eq!(kept.len(), 1000);
+    let sevens = kept.iter().take_while(|&&b| b == 7).count();
+    assert!(kept[sevens..].iter().all(|&b| b == 0));
+    assert!(sevens <= 500);
+}
+
+#[test]
+fn full_crash_backend_refuses_growth() {
+    let backend = CrashBackend::with_capacity(10);
+    let file = backend.open(&p("f"), CREATE).unwrap();
+    file.write_at(&[1; 10], 0).unwrap();
+    let error = file.write_at(&[1], 10).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::StorageFull);
+    assert_eq!(backend.space().unwrap().free_bytes, 0);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write { offset: u64, data: Vec<u8> },
+    SetLen(u64),
+    Sync,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u64..3000, prop::collection::vec(any::<u8>(), 1..300))
+            .prop_map(|(offset, data)| Op::Write { offset, data }),
+        1 => (0u64..3000).prop_map(Op::SetLen),
+        1 => Just(Op::Sync),
+    ]
+}
+
+proptest! {
+    /// After any sequence of writes, truncations and syncs, a crash leaves
+    /// exactly the bytes of the last sync.
+    #[test]
+    fn a_crash_leaves_the_last_synced_bytes(ops in prop::collection::vec(op(), 1..30)) {
+        let backend = CrashBackend::new();
+        let file = backend.open(&p("f"), CREATE).unwrap();
+        backend.sync_dir(&RelPath::root()).unwrap();
+        let mut current: Vec<u8> = Vec::new();
+        let mut synced: Vec<u8> = Vec::new();
+        for op in &ops {
+            match op {
+                Op::Write { offset, data } => {
+                    file.write_at(data, *offset).unwrap();
+                    let end = *offset as usize + data.len();
+                    if current.len() < end {
+                        current.resize(end, 0);
+                    }
+                    current[*offset as usize..end].copy_from_slice(data);
+                }
+                Op::SetLen(len) => {
+                    file.set_len(*len).unwrap();
+                    current.resize(*len as usize, 0);
+                }
+                Op::Sync => {
+                    file.sync_data().unwrap();
+                    synced = current.clone();
+                }
+            }
+        }
+        backend.crash();
+        prop_assert_eq!(contents(&backend, "f").unwrap(), synced);
+    }
+}

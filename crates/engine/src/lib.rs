@@ -1,4 +1,7 @@
-//! Placeholder: the real burst buffer — fast-tier log with checksummed
-//! records, recovery, flusher, read path, LiU buffer, checkpoint staging —
-//! arrives with the engine issue (issue 4). It will drive the state machines
-//! of `sluice-policy` through the traits of `sluice-env`. See ARCHITECTURE.md.
+//! The sluice burst-buffer engine. It arrives in pieces: today it holds the
+//! fast-tier log format ([`log`]: region files, checksummed records and the
+//! recovery scan). The write/read path, flusher, fsync protocol and recovery
+//! that drive the `sluice-policy` state machines through the `sluice-env`
+//! backends follow; `docs/engine.md` is their contract.
+
+pub mod log;

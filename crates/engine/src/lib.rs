@@ -1,7 +1,12 @@
-//! The sluice burst-buffer engine. It arrives in pieces: today it holds the
-//! fast-tier log format ([`log`]: region files, checksummed records and the
-//! recovery scan). The write/read path, flusher, fsync protocol and recovery
-//! that drive the `sluice-policy` state machines through the `sluice-env`
-//! backends follow; `docs/engine.md` is their contract.
+//! The sluice burst-buffer engine (docs/engine.md).
+//!
+//! * [`log`] — the fast-tier log format: region files, checksummed records
+//!   and the recovery scan;
+//! * [`engine`] — the engine: the SSDUP+ write path, the merged read path,
+//!   the flusher, drain, fsync and recovery, driving the `sluice-policy`
+//!   state machines over two `sluice-env` backends.
 
+pub mod engine;
 pub mod log;
+
+pub use engine::{Engine, EngineConfig, EngineStats};

@@ -1,0 +1,1373 @@
+//! The burst-buffer engine: SSDUP+ write path, merged read path, flusher,
+//! drain and recovery over two [`Backend`]s (docs/engine.md).
+//!
+//! Writes are classified by the policy crate's [`Redirector`] over all
+//! files. Streams routed to the fast tier are appended as checksummed
+//! records to the region log and indexed; streams routed to the capacity
+//! tier are written there, except a write overlapping buffered bytes, which
+//! is appended to the log instead (it is newer, so newest-wins keeps reads
+//! and the flush right without an invalidation record). Reads merge
+//! buffered extents over capacity bytes. A background flusher drives the
+//! region pipeline and the traffic-aware flush gate.
+//!
+//! Concurrency (v1): one mutex guards the policies, the index and the log;
+//! foreground operations run under it, log appends included. The flusher
+//! takes it to pick the next piece, marks the file busy, and writes to the
+//! capacity tier outside it; truncate, unlink and rename wait for a busy
+//! file. Before each piece is written the flusher looks it up again, so it
+//! never writes bytes that a newer write, a truncate or an unlink has
+//! superseded.
+//!
+//! INVARIANTS:
+//! - every indexed extent points at a data record whose payload checksum is
+//!   in its region's record table;
+//! - every region holding a record of a file holds a path record of it
+//!   written before that record (regions are self-describing);
+//! - a region is reset only after every capacity file it was flushed to has
+//!   been synced, and only when it is the oldest region holding records.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sluice_env::{Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath};
+use sluice_policy::extent_index::{Extent, ExtentIndex, Piece};
+use sluice_policy::flush_gate::{FlushGate, FlushGateConfig, GateDecision};
+use sluice_policy::pipeline::{Admission, PipelineConfig, RegionPipeline, RegionState, WhenFull};
+use sluice_policy::redirector::{Redirector, RedirectorConfig};
+use sluice_policy::{FileId, LogLocation, RegionId, Tier, WriteRequest};
+
+use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
+
+/// How long a write that must go to the log (it overlaps buffered bytes)
+/// waits for space before it fails with "storage full".
+const FORCED_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// Engine configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Traffic detection and redirection.
+    pub redirector: RedirectorConfig,
+    /// Log regions (at least 2).
+    pub regions: u32,
+    /// Bytes of records per region (the region file is this plus its header).
+    pub region_bytes: u64,
+    /// What a write routed to a full fast tier does.
+    pub when_full: WhenFull,
+    /// Longest wait for a free region before writing through.
+    pub wait_max: Duration,
+    /// The traffic-aware flush gate.
+    pub flush_gate: FlushGateConfig,
+    /// Largest merged write of a flush.
+    pub flush_run_max_bytes: u64,
+    /// Writes larger than this are appended as several records.
+    pub record_max_bytes: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            redirector: RedirectorConfig::default(),
+            regions: 2,
+            region_bytes: 256 * 1024 * 1024,
+            when_full: WhenFull::Wait,
+            wait_max: Duration::from_secs(1),
+            flush_gate: FlushGateConfig::default(),
+            flush_run_max_bytes: 4 * 1024 * 1024,
+            record_max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Check the ranges; errors say which key and what it must be.
+    pub fn validate(&self) -> io::Result<()> {
+        let invalid = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        if self.regions < 2 {
+            return invalid(format!(
+                "regions = {}: at least 2, so one region fills while another flushes",
+                self.regions
+            ));
+        }
+        if self.record_max_bytes == 0 || self.flush_run_max_bytes == 0 {
+            return invalid("record_max_bytes and flush_run_max_bytes must be above 0".into());
+        }
+        // A record and the path record before it must fit in a region.
+        let largest =
+            record_len(self.record_max_bytes) + record_len(crate::log::MAX_PATH_BYTES as u32);
+        if self.region_bytes < largest {
+            return invalid(format!(
+                "region_bytes = {}: must hold the largest record and a path ({largest} B); \
+                 raise region_bytes or lower record_max_bytes",
+                self.region_bytes
+            ));
+        }
+        self.redirector
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+    }
+}
+
+/// Counters for `sluice status` and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes of writes appended to the log because the detector routed them there.
+    pub fast_bytes: u64,
+    /// Bytes written straight to the capacity tier.
+    pub capacity_bytes: u64,
+    /// Bytes routed to the capacity tier but appended to the log because
+    /// they overlapped buffered bytes.
+    pub forced_to_log_bytes: u64,
+    /// Bytes that waited too long for a region and went to the capacity tier.
+    pub write_through_bytes: u64,
+    /// Writes that waited for a free region.
+    pub waits: u64,
+    /// Regions flushed and reset.
+    pub regions_flushed: u64,
+    /// Bytes written to the capacity tier by the flusher.
+    pub flushed_bytes: u64,
+    /// Flush attempts that failed (the region stays buffered and is retried).
+    pub flush_errors: u64,
+    /// The last flush error, with the path.
+    pub last_flush_error: Option<String>,
+    /// Records recovered at start.
+    pub recovered_records: u64,
+    /// Recovery speed at start, records per second.
+    pub recovery_records_per_s: u64,
+    /// Regions whose log ended in a torn tail at start.
+    pub torn_tails: u64,
+    /// Corrupt byte ranges found at start (reported, never served).
+    pub corrupt_ranges: u64,
+    /// Payloads whose checksum failed on read or flush (never served).
+    pub corrupt_payloads: u64,
+}
+
+/// The burst buffer over a fast and a capacity backend.
+pub struct Engine {
+    shared: Arc<Shared>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    fast: Arc<dyn Backend>,
+    capacity: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+struct LogRegion {
+    file: RegionFile,
+    /// Data records: payload offset -> (length, payload checksum).
+    records: BTreeMap<u64, (u32, u32)>,
+    /// Files with a path record in this region.
+    paths: HashSet<FileId>,
+    /// Appended since the last sync.
+    dirty: bool,
+}
+
+struct OpenFile {
+    path: RelPath,
+    handle: Arc<dyn BackendFile>,
+    /// Logical size: capacity bytes and buffered bytes together.
+    size: u64,
+    /// The flusher is writing this file outside the lock.
+    busy: bool,
+    /// Created by the engine and its directory not yet synced.
+    created_unsynced: bool,
+}
+
+struct State {
+    redirector: Redirector,
+    pipeline: RegionPipeline,
+    gate: FlushGate,
+    index: ExtentIndex,
+    regions: Vec<LogRegion>,
+    files: HashMap<FileId, OpenFile>,
+    ids: HashMap<RelPath, FileId>,
+    next_seq: u64,
+    next_file_id: u64,
+    draining: u32,
+    shutdown: bool,
+    stats: EngineStats,
+}
+
+fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, State> {
+    // A panic while holding the lock is a bug; the state may be mid-update,
+    // but refusing every later call would lose the buffered data's chance
+    // to be drained, so the guard is recovered.
+    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn region_path(r: u32) -> io::Result<RelPath> {
+    RelPath::new(&format!("log/region-{r:04}"))
+}
+
+impl Engine {
+    /// Open the engine: create or recover the log on `fast`, then start the
+    /// flusher. Buffered data found in the log is indexed and will be
+    /// flushed.
+    pub fn open(
+        fast: Arc<dyn Backend>,
+        capacity: Arc<dyn Backend>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> io::Result<Engine> {
+        config.validate()?;
+        let started = Instant::now();
+        let log_dir = RelPath::new("log")?;
+        match fast.metadata(&log_dir) {
+            Ok(m) if m.kind == FileKind::Dir => {}
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "fast tier {}: `log` exists and is not a directory",
+                        fast.describe()
+                    ),
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fast.create_dir(&log_dir)
+                    .map_err(context(format!("fast tier {}", fast.describe())))?;
+                fast.sync_dir(&RelPath::root())?;
+            }
+            Err(e) => return Err(e),
+        }
+
+        let mut regions = Vec::new();
+        let mut recovered: Vec<(RegionId, crate::log::ScannedRecord)> = Vec::new();
+        let mut restore = Vec::new();
+        let mut stats = EngineStats::default();
+        let mut highest_seq = 0u64;
+        let total_bytes = config.region_bytes + REGION_HEADER_BYTES;
+        for r in 0..config.regions {
+            let path = region_path(r)?;
+            let what = format!("fast tier {}: {path}", fast.describe());
+            let file = fast
+                .open(
+                    &path,
+                    OpenOptions {
+                        create: true,
+                        ..OpenOptions::default()
+                    },
+                )
+                .map_err(context(&what))?;
+            let len = file.len().map_err(context(&what))?;
+            let region = if len <= REGION_HEADER_BYTES {
+                // New, or a header torn while it was being written: nothing
+                // was ever appended behind it.
+                let region = RegionFile::create(file, RegionId(r), total_bytes, 1)
+                    .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+                region.sync().map_err(context(&what))?;
+                restore.push((RegionState::Empty, 0));
+                region
+            } else {
+                let (region, header) = RegionFile::open(file).map_err(|e| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{what}: {e}; the region holds data, so sluice will not overwrite it: move it aside to start anyway"),
+                    )
+                })?;
+                if header.region_bytes != total_bytes || header.region != RegionId(r) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "{what}: written for region {} of {} bytes, configured {r} of {total_bytes}; \
+                             drain with the old configuration first",
+                            header.region.0, header.region_bytes
+                        ),
+                    ));
+                }
+                let report = region.scan(ScanMode::Recovery).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidData, format!("{what}: {e}"))
+                })?;
+                if report.torn_tail_at.is_some() {
+                    // Cut the torn tail so its leftovers can never line up
+                    // with a later record (docs/engine.md, Recovery).
+                    region
+                        .file()
+                        .set_len(report.end_offset)
+                        .map_err(context(&what))?;
+                    region.sync().map_err(context(&what))?;
+                    stats.torn_tails += 1;
+                }
+                stats.corrupt_ranges += report.corrupt.len() as u64;
+                highest_seq = highest_seq.max(report.highest_seq_seen.unwrap_or(0));
+                let used = report.end_offset.saturating_sub(REGION_HEADER_BYTES);
+                let holds_records = report.records.iter().any(|r| {
+                    matches!(
+                        r.header.kind,
+                        RecordKind::Data | RecordKind::Truncate | RecordKind::Unlink
+                    )
+                });
+                restore.push(if holds_records {
+                    (RegionState::Full, used)
+                } else {
+                    (RegionState::Empty, 0)
+                });
+                if !holds_records && used > 0 {
+                    let generation = region.generation() + 1;
+                    region.reset(generation).map_err(context(&what))?;
+                    region.sync().map_err(context(&what))?;
+                }
+                if holds_records {
+                    recovered.extend(report.records.into_iter().map(|rec| (RegionId(r), rec)));
+                }
+                region
+            };
+            regions.push(LogRegion {
+                file: region,
+                records: BTreeMap::new(),
+                paths: HashSet::new(),
+                dirty: false,
+            });
+        }
+
+        let pipeline_config = PipelineConfig {
+            regions: config.regions,
+            region_bytes: config.region_bytes,
+            when_full: config.when_full,
+            wait_max: config.wait_max,
+        };
+        let pipeline = RegionPipeline::restore(pipeline_config, &restore)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let redirector = Redirector::new(config.redirector)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+
+        // Apply every recovered record in sequence order.
+        recovered.sort_by_key(|(_, rec)| rec.header.seq);
+        stats.recovered_records = recovered.len() as u64;
+        let mut index = ExtentIndex::new();
+        let mut paths: HashMap<FileId, RelPath> = HashMap::new();
+        let mut next_file_id = 1u64;
+        for (region, rec) in &recovered {
+            let h = rec.header;
+            next_file_id = next_file_id.max(h.file_id.0 + 1);
+            let log_region = &mut regions[region.0 as usize];
+            match h.kind {
+                RecordKind::Path => {
+                    if let Some(path) = &rec.path {
+                        paths.insert(h.file_id, path.clone());
+                        log_region.paths.insert(h.file_id);
+                    }
+                }
+                RecordKind::Data => {
+                    log_region
+                        .records
+                        .insert(rec.payload_offset, (h.len, h.payload_crc));
+                    index.insert(
+                        h.file_id,
+                        Extent {
+                            file_offset: h.offset,
+                            len: h.len,
+                            location: rec.location(*region),
+                            seq: h.seq,
+                        },
+                    );
+                }
+                RecordKind::Truncate => {
+                    index.truncate(h.file_id, h.offset);
+                }
+                RecordKind::Unlink => {
+                    index.remove_file(h.file_id);
+                    paths.remove(&h.file_id);
+                }
+                RecordKind::Commit => {}
+            }
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        if elapsed > 0.0 {
+            stats.recovery_records_per_s = (recovered.len() as f64 / elapsed) as u64;
+        }
+
+        let mut state = State {
+            redirector,
+            pipeline,
+            gate: FlushGate::new(config.flush_gate),
+            index,
+            regions,
+            files: HashMap::new(),
+            ids: HashMap::new(),
+            next_seq: highest_seq + 1,
+            next_file_id,
+            draining: 0,
+            shutdown: false,
+            stats,
+        };
+        // Reattach every file that still has buffered bytes.
+        let buffered: Vec<FileId> = state.index.files().map(|(f, _)| f).collect();
+        for id in buffered {
+            let Some(path) = paths.get(&id).cloned() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "fast tier {}: buffered data of file {} has no path record",
+                        fast.describe(),
+                        id.0
+                    ),
+                ));
+            };
+            let handle = open_creating_parents(capacity.as_ref(), &path)?;
+            let capacity_len = handle.len()?;
+            let buffered_end = state
+                .index
+                .file(&id)
+                .and_then(|f| f.extents().last().map(|e| e.end()))
+                .unwrap_or(0);
+            state.ids.insert(path.clone(), id);
+            state.files.insert(
+                id,
+                OpenFile {
+                    path,
+                    handle,
+                    size: capacity_len.max(buffered_end),
+                    busy: false,
+                    created_unsynced: true,
+                },
+            );
+        }
+
+        let shared = Arc::new(Shared {
+            fast,
+            capacity,
+            clock,
+            config,
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+        });
+        let flusher_shared = Arc::clone(&shared);
+        let flusher = std::thread::Builder::new()
+            .name("sluice-flusher".into())
+            .spawn(move || flusher_loop(&flusher_shared))?;
+        Ok(Engine {
+            shared,
+            flusher: Some(flusher),
+        })
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> EngineStats {
+        lock(&self.shared).stats.clone()
+    }
+
+    /// Bytes buffered in the log (not yet on the capacity tier).
+    pub fn buffered_bytes(&self) -> u64 {
+        lock(&self.shared).index.buffered_bytes()
+    }
+
+    /// Create a new regular file (error if it exists).
+    pub fn create(&self, path: &RelPath) -> io::Result<FileId> {
+        let mut state = lock(&self.shared);
+        if state.ids.contains_key(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("create {path}: file exists"),
+            ));
+        }
+        let handle = self
+            .shared
+            .capacity
+            .open(
+                path,
+                OpenOptions {
+                    create: true,
+                    create_new: true,
+                    truncate: false,
+                },
+            )
+            .map_err(context(format!("create {path}")))?;
+        Ok(register(&mut state, path.clone(), handle, 0, true))
+    }
+
+    /// Open an existing regular file.
+    pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
+        let mut state = lock(&self.shared);
+        if let Some(&id) = state.ids.get(path) {
+            return Ok(id);
+        }
+        let handle = self
+            .shared
+            .capacity
+            .open(path, OpenOptions::default())
+            .map_err(context(format!("open {path}")))?;
+        let size = handle.len()?;
+        Ok(register(&mut state, path.clone(), handle, size, false))
+    }
+
+    /// Write `data` at `offset` of `file`.
+    pub fn write(&self, file: FileId, offset: u64, data: &[u8]) -> io::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let end = offset.checked_add(data.len() as u64).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write past the largest file offset",
+            )
+        })?;
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        let now = shared.clock.now();
+        if !state.files.contains_key(&file) {
+            return Err(unknown(file));
+        }
+        let routing = state.redirector.handle_write(WriteRequest {
+            file,
+            offset,
+            len: data.len() as u64,
+        });
+        if let Some(report) = routing.completed {
+            if report.next_route != report.route {
+                state.gate.handle_route(now, report.next_route);
+                shared.changed.notify_all();
+            }
+        }
+        let overlaps = state.index.covered_bytes(file, offset, data.len() as u64) > 0;
+        let (mut state, appended) = match (routing.tier, overlaps) {
+            (Tier::Fast, _) => {
+                let (state, appended) = append_data(shared, state, file, offset, data, false);
+                (state, appended?)
+            }
+            (Tier::Capacity, true) => {
+                // Newer than buffered bytes it overlaps: it goes to the log
+                // too, so newest-wins keeps reads and the flush right.
+                let (mut state, appended) = append_data(shared, state, file, offset, data, true);
+                appended?;
+                state.stats.forced_to_log_bytes += data.len() as u64;
+                (state, true)
+            }
+            (Tier::Capacity, false) => (state, false),
+        };
+        if !appended {
+            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+            let path = open.path.clone();
+            open.handle.write_at(data, offset).map_err(context(format!(
+                "capacity tier {}: write {path}",
+                shared.capacity.describe()
+            )))?;
+            state.gate.handle_capacity_write(now);
+            state.stats.capacity_bytes += data.len() as u64;
+        }
+        let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
+        open.size = open.size.max(end);
+        Ok(())
+    }
+
+    /// Read up to `len` bytes at `offset`: buffered bytes over capacity bytes.
+    pub fn read(&self, file: FileId, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        if offset >= open.size {
+            return Ok(Vec::new());
+        }
+        let len = len.min(open.size - offset);
+        let mut buf =
+            vec![0u8; usize::try_from(len).map_err(|_| io::Error::other("read too large"))?];
+        let handle = Arc::clone(&open.handle);
+        let path = open.path.clone();
+        let pieces: Vec<Piece> = state.index.lookup(file, offset, len).collect();
+        for piece in pieces {
+            let start = (piece.file_offset() - offset) as usize;
+            let out = &mut buf[start..start + piece.len() as usize];
+            match piece {
+                Piece::Hole { file_offset, .. } => {
+                    read_fully(handle.as_ref(), out, file_offset).map_err(context(format!(
+                        "capacity tier {}: read {path}",
+                        shared.capacity.describe()
+                    )))?;
+                }
+                Piece::Buffered { location, .. } => {
+                    if let Err(e) = read_buffered(&state, location, out) {
+                        if e.kind() == io::ErrorKind::InvalidData {
+                            state.stats.corrupt_payloads += 1;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(buf)
+    }
+
+    /// Make `file`'s writes durable: its capacity file, the log regions
+    /// holding its records (with its path records), and its creation.
+    pub fn fsync(&self, file: FileId) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        let what = format!("fsync {}", open.path);
+        open.handle.sync_data().map_err(context(&what))?;
+        if open.created_unsynced {
+            let parent = open.path.parent().unwrap_or_else(RelPath::root);
+            shared.capacity.sync_dir(&parent).map_err(context(&what))?;
+        }
+        sync_log(shared, &mut state).map_err(context(&what))?;
+        if let Some(open) = state.files.get_mut(&file) {
+            open.created_unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Set `file`'s size. Buffered bytes past it are dropped, durably first.
+    pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = wait_not_busy(shared, lock(shared), file)?;
+        if state.index.file(&file).is_some() {
+            let (s, appended) = append_required(
+                shared,
+                state,
+                RecordHeader::truncate(file, size, 0),
+                &[],
+                None,
+            );
+            state = s;
+            appended?;
+            sync_log(shared, &mut state)?;
+            state.index.truncate(file, size);
+        }
+        let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
+        open.handle
+            .set_len(size)
+            .map_err(context(format!("truncate {}", open.path)))?;
+        open.size = size;
+        Ok(())
+    }
+
+    /// Remove a file. Its buffered bytes are dropped, durably first.
+    pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let state = lock(shared);
+        // The lock is held across the capacity unlink so no write to the
+        // file can slip in between.
+        let _state = match state.ids.get(path).copied() {
+            Some(id) => {
+                let state = wait_not_busy(shared, state, id)?;
+                let (state, dropped) = drop_file(shared, state, id);
+                dropped?;
+                state
+            }
+            None => state,
+        };
+        shared
+            .capacity
+            .remove_file(path)
+            .map_err(context(format!("unlink {path}")))
+    }
+
+    /// Rename `from` to `to`, replacing a file at `to`.
+    pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        if let Some(&id) = state.ids.get(from) {
+            state = wait_not_busy(shared, state, id)?;
+        }
+        if let Some(&old) = state.ids.get(to) {
+            state = wait_not_busy(shared, state, old)?;
+            if Some(&old) != state.ids.get(from) {
+                let (s, dropped) = drop_file(shared, state, old);
+                state = s;
+                dropped?;
+            }
+        }
+        if let Some(&id) = state.ids.get(from) {
+            if state.index.file(&id).is_some() {
+                // The new path must be durable before the capacity rename,
+                // or a crash could flush buffered bytes to the old name.
+                let header = RecordHeader::path(id, to, 0)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                let (s, appended) =
+                    append_required(shared, state, header, to.as_str().as_bytes(), None);
+                state = s;
+                appended?;
+                sync_log(shared, &mut state)?;
+            }
+        }
+        shared
+            .capacity
+            .rename(from, to)
+            .map_err(context(format!("rename {from} to {to}")))?;
+        if let Some(id) = state.ids.remove(from) {
+            state.ids.insert(to.clone(), id);
+            if let Some(open) = state.files.get_mut(&id) {
+                open.path = to.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Attributes of a path; a file's size includes buffered bytes.
+    pub fn getattr(&self, path: &RelPath) -> io::Result<Metadata> {
+        let state = lock(&self.shared);
+        if let Some(open) = state.ids.get(path).and_then(|id| state.files.get(id)) {
+            return Ok(Metadata {
+                kind: FileKind::File,
+                len: open.size,
+            });
+        }
+        drop(state);
+        self.shared.capacity.metadata(path)
+    }
+
+    /// Entries of a directory.
+    pub fn readdir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
+        self.shared.capacity.read_dir(path)
+    }
+
+    /// Create a directory.
+    pub fn mkdir(&self, path: &RelPath) -> io::Result<()> {
+        self.shared.capacity.create_dir(path)
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir(&self, path: &RelPath) -> io::Result<()> {
+        self.shared.capacity.remove_dir(path)
+    }
+
+    /// Flush everything buffered and wait until the capacity tier holds
+    /// every byte (synced). Errors if the flusher keeps failing.
+    pub fn drain(&self) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        state.draining += 1;
+        state.gate.set_draining(true);
+        shared.changed.notify_all();
+        let errors_at_start = state.stats.flush_errors;
+        let result = loop {
+            let busy_regions = state
+                .pipeline
+                .states()
+                .any(|(_, s)| matches!(s, RegionState::Full | RegionState::Flushing));
+            if state.index.is_empty() && !busy_regions {
+                break Ok(());
+            }
+            if !busy_regions {
+                state.pipeline.seal();
+                shared.changed.notify_all();
+            }
+            if state.stats.flush_errors > errors_at_start + 10 {
+                break Err(io::Error::other(format!(
+                    "drain: the flusher keeps failing: {}",
+                    state.stats.last_flush_error.clone().unwrap_or_default()
+                )));
+            }
+            state = shared
+                .changed
+                .wait_timeout(state, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        state.draining -= 1;
+        if state.draining == 0 {
+            state.gate.set_draining(false);
+        }
+        result
+    }
+
+    /// Stop the flusher and close, leaving buffered data in the log (the
+    /// next open recovers it). `drain()` first to leave nothing buffered.
+    pub fn close(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        lock(&self.shared).shutdown = true;
+        self.shared.changed.notify_all();
+        if let Some(flusher) = self.flusher.take() {
+            // A flusher panic is a bug already reported on stderr.
+            let _ = flusher.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn unknown(file: FileId) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no open file with id {}", file.0),
+    )
+}
+
+fn register(
+    state: &mut State,
+    path: RelPath,
+    handle: Arc<dyn BackendFile>,
+    size: u64,
+    created: bool,
+) -> FileId {
+    let id = FileId(state.next_file_id);
+    state.next_file_id += 1;
+    state.ids.insert(path.clone(), id);
+    state.files.insert(
+        id,
+        OpenFile {
+            path,
+            handle,
+            size,
+            busy: false,
+            created_unsynced: created,
+        },
+    );
+    id
+}
+
+fn next_seq(state: &mut State) -> u64 {
+    let seq = state.next_seq;
+    state.next_seq += 1;
+    seq
+}
+
+fn open_creating_parents(
+    backend: &dyn Backend,
+    path: &RelPath,
+) -> io::Result<Arc<dyn BackendFile>> {
+    let mut missing = Vec::new();
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d.is_root() || backend.metadata(&d).is_ok() {
+            break;
+        }
+        dir = d.parent();
+        missing.push(d);
+    }
+    for d in missing.into_iter().rev() {
+        backend.create_dir(&d)?;
+    }
+    backend.open(
+        path,
+        OpenOptions {
+            create: true,
+            ..OpenOptions::default()
+        },
+    )
+}
+
+fn wait_not_busy<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    file: FileId,
+) -> io::Result<MutexGuard<'a, State>> {
+    while state.files.get(&file).is_some_and(|f| f.busy) {
+        state = shared
+            .changed
+            .wait(state)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+    Ok(state)
+}
+
+fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
+        if n == 0 {
+            // Past the capacity file's end: a hole reads as zeros.
+            buf[done..].fill(0);
+            break;
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// Copy the buffered bytes at `location` into `out`, verifying the whole
+/// record's payload checksum first.
+fn read_buffered(state: &State, location: LogLocation, out: &mut [u8]) -> io::Result<()> {
+    let region = &state.regions[location.region.0 as usize];
+    // INVARIANT: every indexed extent lies inside a recorded data record.
+    let (&start, &(len, crc)) = region
+        .records
+        .range(..=location.offset)
+        .next_back()
+        .expect("an indexed extent points into a record");
+    let payload = region
+        .file
+        .read_payload(
+            LogLocation {
+                region: location.region,
+                offset: start,
+            },
+            len,
+            crc,
+        )
+        .map_err(|e| {
+            let kind = if e.is_corruption() {
+                io::ErrorKind::InvalidData
+            } else {
+                io::ErrorKind::Other
+            };
+            io::Error::new(kind, e.to_string())
+        })?;
+    let skip = (location.offset - start) as usize;
+    out.copy_from_slice(&payload[skip..skip + out.len()]);
+    Ok(())
+}
+
+/// Append a write to the log as one or more data records. Returns false
+/// when the pipeline sent it through to the capacity tier instead (only
+/// for writes that are not `forced`; then nothing was appended).
+fn append_data<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    file: FileId,
+    offset: u64,
+    data: &[u8],
+    forced: bool,
+) -> (MutexGuard<'a, State>, io::Result<bool>) {
+    let chunk = shared.config.record_max_bytes as usize;
+    let mut done = 0usize;
+    while done < data.len() {
+        let part = &data[done..(done + chunk).min(data.len())];
+        let part_offset = offset + done as u64;
+        let header = match RecordHeader::data(file, part_offset, part, 0) {
+            Ok(h) => h,
+            Err(e) => {
+                return (
+                    state,
+                    Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
+                )
+            }
+        };
+        let (s, appended) = reserve_and_append(shared, state, header, part, Some(file), forced);
+        state = s;
+        match appended {
+            Ok(Some((location, seq))) => {
+                state.index.insert(
+                    file,
+                    Extent {
+                        file_offset: part_offset,
+                        len: part.len() as u32,
+                        location,
+                        seq,
+                    },
+                );
+                if !forced {
+                    state.stats.fast_bytes += part.len() as u64;
+                }
+            }
+            Ok(None) if done == 0 => {
+                state.stats.write_through_bytes += data.len() as u64;
+                return (state, Ok(false));
+            }
+            Ok(None) => {
+                // The first chunks are in the log; the rest goes through.
+                let rest = &data[done..];
+                let result = match state.files.get(&file) {
+                    Some(open) => open.handle.write_at(rest, offset + done as u64),
+                    None => Err(unknown(file)),
+                };
+                state.stats.write_through_bytes += rest.len() as u64;
+                state.stats.capacity_bytes += rest.len() as u64;
+                return (state, result.map(|()| true));
+            }
+            Err(e) => return (state, Err(e)),
+        }
+        done += part.len();
+    }
+    (state, Ok(true))
+}
+
+/// Append a record that must reach the log (truncate, unlink, path for a
+/// rename), waiting for space.
+fn append_required<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    header: RecordHeader,
+    payload: &[u8],
+    file: Option<FileId>,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    let (state, result) = reserve_and_append(shared, state, header, payload, file, true);
+    (state, result.map(|_| ()))
+}
+
+/// Reserve room and append `header` + `payload`, preceded by a path record
+/// when `file`'s path is not yet in the region. Sequence numbers are taken
+/// here, under the lock, so log order is sequence order in every region.
+/// Returns the payload's location and the record's sequence number, or
+/// `None` when the pipeline says write through (never when `forced`).
+fn reserve_and_append<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    mut header: RecordHeader,
+    payload: &[u8],
+    file: Option<FileId>,
+    forced: bool,
+) -> (
+    MutexGuard<'a, State>,
+    io::Result<Option<(LogLocation, u64)>>,
+) {
+    let record = record_len(header.len);
+    let first_attempt = shared.clock.now();
+    let mut counted_wait = false;
+    loop {
+        let now = shared.clock.now();
+        // The path record is needed unless the filling region has it and
+        // this record fits there (the pipeline then appends there).
+        let has_path = match (file, state.pipeline.filling()) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(id), Some(r)) => {
+                let used = state.pipeline.used_bytes(r).unwrap_or(u64::MAX);
+                state.regions[r.0 as usize].paths.contains(&id)
+                    && used.saturating_add(record) <= shared.config.region_bytes
+            }
+        };
+        let path = match (has_path, file) {
+            (false, Some(id)) => match state.files.get(&id) {
+                Some(open) => Some((id, open.path.clone())),
+                None => return (state, Err(unknown(id))),
+            },
+            _ => None,
+        };
+        let path_len = path
+            .as_ref()
+            .map_or(0, |(_, p)| record_len(p.as_str().len() as u32));
+        let total = record + path_len;
+        // A forced append never times out into a write-through.
+        let waiting_since = if forced { now } else { first_attempt };
+        match state.pipeline.reserve(now, total, waiting_since) {
+            Admission::Append { region, offset } => {
+                let mut at = REGION_HEADER_BYTES + offset;
+                if let Some((id, path)) = path {
+                    let seq = next_seq(&mut state);
+                    let path_header = match RecordHeader::path(id, &path, seq) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            return (
+                                state,
+                                Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
+                            )
+                        }
+                    };
+                    let log_region = &mut state.regions[region.0 as usize];
+                    if let Err(e) =
+                        log_region
+                            .file
+                            .append_at(at, &path_header, path.as_str().as_bytes())
+                    {
+                        return (state, Err(append_error(shared, e)));
+                    }
+                    log_region.paths.insert(id);
+                    at += path_header.record_len();
+                }
+                header.seq = next_seq(&mut state);
+                let log_region = &mut state.regions[region.0 as usize];
+                if let Err(e) = log_region.file.append_at(at, &header, payload) {
+                    return (state, Err(append_error(shared, e)));
+                }
+                log_region.dirty = true;
+                let payload_offset = at + crate::log::RECORD_HEADER_BYTES;
+                if header.kind == RecordKind::Data {
+                    log_region
+                        .records
+                        .insert(payload_offset, (header.len, header.payload_crc));
+                }
+                shared.changed.notify_all();
+                let location = LogLocation {
+                    region,
+                    offset: payload_offset,
+                };
+                return (state, Ok(Some((location, header.seq))));
+            }
+            Admission::Wait { retry_at_latest } => {
+                if !counted_wait {
+                    state.stats.waits += 1;
+                    counted_wait = true;
+                }
+                if forced && now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
+                    let message = format!(
+                        "fast tier {} is full and has not freed a region for {} s; is the capacity tier failing? ({})",
+                        shared.fast.describe(),
+                        FORCED_WAIT_MAX.as_secs(),
+                        state.stats.last_flush_error.clone().unwrap_or_default()
+                    );
+                    return (
+                        state,
+                        Err(io::Error::new(io::ErrorKind::StorageFull, message)),
+                    );
+                }
+                // Wake the flusher (the starvation guard lets it flush now).
+                shared.changed.notify_all();
+                let wait = retry_at_latest
+                    .saturating_since(now)
+                    .clamp(Duration::from_millis(1), Duration::from_millis(100));
+                state = shared
+                    .changed
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            Admission::WriteThrough { .. } | Admission::TooLarge if !forced => {
+                return (state, Ok(None))
+            }
+            Admission::WriteThrough { .. } | Admission::TooLarge => {
+                let message = format!(
+                    "fast tier {}: no room for a {total} B record",
+                    shared.fast.describe()
+                );
+                return (
+                    state,
+                    Err(io::Error::new(io::ErrorKind::StorageFull, message)),
+                );
+            }
+        }
+    }
+}
+
+fn append_error(shared: &Shared, e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "fast tier {}: append to the log: {e}",
+            shared.fast.describe()
+        ),
+    )
+}
+
+/// Sync every log region appended to since its last sync.
+fn sync_log(shared: &Shared, state: &mut State) -> io::Result<()> {
+    for region in state.regions.iter_mut().filter(|r| r.dirty) {
+        region.file.sync().map_err(context(format!(
+            "fast tier {}: sync the log",
+            shared.fast.describe()
+        )))?;
+        region.dirty = false;
+    }
+    Ok(())
+}
+
+/// Forget `id`: an unlink record (durable) if it has buffered bytes, then
+/// the index and the maps.
+fn drop_file<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    id: FileId,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    if state.index.file(&id).is_some() {
+        let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
+        state = s;
+        if let Err(e) = result.and_then(|()| sync_log(shared, &mut state)) {
+            return (state, Err(e));
+        }
+        state.index.remove_file(id);
+    }
+    if let Some(open) = state.files.remove(&id) {
+        state.ids.remove(&open.path);
+    }
+    (state, Ok(()))
+}
+
+/// One region flush step's outcome.
+enum Step {
+    /// Nothing to do now; wait this long or until notified.
+    Idle(Duration),
+    /// Stop the thread.
+    Shutdown,
+}
+
+fn flusher_loop(shared: &Shared) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match flush_one_region(shared) {
+            Ok(Some(step)) => {
+                let state = lock(shared);
+                match step {
+                    Step::Shutdown => return,
+                    Step::Idle(d) => {
+                        let _ = shared.changed.wait_timeout(state, d);
+                    }
+                }
+            }
+            Ok(None) => backoff = Duration::from_millis(50),
+            Err(e) => {
+                let mut state = lock(shared);
+                state.stats.flush_errors += 1;
+                state.stats.last_flush_error = Some(e.to_string());
+                shared.changed.notify_all();
+                if state.shutdown {
+                    return;
+                }
+                let _ = shared.changed.wait_timeout(state, backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Flush the oldest full region if the gate allows: `Ok(None)` when a
+/// region was flushed and reset, `Ok(Some(step))` when there was nothing
+/// to do, `Err` when a flush failed (the region stays buffered).
+fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
+    let mut state = lock(shared);
+    if state.shutdown {
+        return Ok(Some(Step::Shutdown));
+    }
+    let now = shared.clock.now();
+    let Some(region) = state.pipeline.poll_flush() else {
+        return Ok(Some(Step::Idle(Duration::from_millis(100))));
+    };
+    let has_empty = state.pipeline.has_empty();
+    if let GateDecision::Pause { recheck_at } = state.gate.poll(now, has_empty) {
+        let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));
+        return Ok(Some(Step::Idle(
+            wait.clamp(Duration::from_millis(1), Duration::from_millis(100)),
+        )));
+    }
+    state
+        .pipeline
+        .start_flush(region)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let runs: Vec<(FileId, u64, u64)> = {
+        let files: Vec<FileId> = state.index.files().map(|(f, _)| f).collect();
+        let mut runs = Vec::new();
+        for file in files {
+            for run in state
+                .index
+                .flush_runs(file, Some(region), shared.config.flush_run_max_bytes)
+            {
+                runs.push((file, run.file_offset, run.len));
+            }
+        }
+        runs
+    };
+    drop(state);
+    let mut touched: HashMap<FileId, Arc<dyn BackendFile>> = HashMap::new();
+    for (file, offset, len) in runs {
+        if let Err(e) = flush_run(shared, region, file, offset, len, &mut touched) {
+            let mut state = lock(shared);
+            let _ = state.pipeline.abort_flush(region);
+            return Err(e);
+        }
+    }
+    // Every capacity file the region's bytes went to is synced before the
+    // region can be reused (DESIGN §4.5).
+    for handle in touched.values() {
+        if let Err(e) = handle.sync_data() {
+            let mut state = lock(shared);
+            let _ = state.pipeline.abort_flush(region);
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "capacity tier {}: sync after flush: {e}",
+                    shared.capacity.describe()
+                ),
+            ));
+        }
+    }
+    let mut state = lock(shared);
+    let log_region = &mut state.regions[region.0 as usize];
+    let generation = log_region.file.generation() + 1;
+    let reset = log_region
+        .file
+        .reset(generation)
+        .and_then(|()| log_region.file.sync());
+    if let Err(e) = reset {
+        let _ = state.pipeline.abort_flush(region);
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "fast tier {}: reset region {}: {e}",
+                shared.fast.describe(),
+                region.0
+            ),
+        ));
+    }
+    log_region.records.clear();
+    log_region.paths.clear();
+    log_region.dirty = false;
+    state.index.remove_region(region);
+    state
+        .pipeline
+        .finish_flush(region)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    state.stats.regions_flushed += 1;
+    shared.changed.notify_all();
+    Ok(None)
+}
+
+/// Write the bytes of `[offset, offset + len)` of `file` that still live
+/// in `region` to the capacity tier, one piece at a time, looking each up
+/// again under the lock so superseded bytes are never written.
+fn flush_run(
+    shared: &Shared,
+    region: RegionId,
+    file: FileId,
+    offset: u64,
+    len: u64,
+    touched: &mut HashMap<FileId, Arc<dyn BackendFile>>,
+) -> io::Result<()> {
+    let mut state = lock(shared);
+    let pieces: Vec<Piece> = state
+        .index
+        .lookup(file, offset, len)
+        .filter(|p| matches!(p, Piece::Buffered { location, .. } if location.region == region))
+        .collect();
+    let Some(open) = state.files.get(&file) else {
+        return Ok(());
+    };
+    let handle = Arc::clone(&open.handle);
+    let path = open.path.clone();
+    let mut writes = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let Piece::Buffered {
+            file_offset,
+            len,
+            location,
+            ..
+        } = piece
+        else {
+            continue;
+        };
+        let mut buf = vec![0u8; len as usize];
+        if let Err(e) = read_buffered(&state, location, &mut buf) {
+            if e.kind() == io::ErrorKind::InvalidData {
+                state.stats.corrupt_payloads += 1;
+            }
+            return Err(io::Error::new(e.kind(), format!("flush {path}: {e}")));
+        }
+        writes.push((file_offset, buf));
+    }
+    if writes.is_empty() {
+        return Ok(());
+    }
+    if let Some(open) = state.files.get_mut(&file) {
+        open.busy = true;
+    }
+    drop(state);
+    let mut result = Ok(());
+    let mut written = 0u64;
+    for (at, buf) in &writes {
+        if let Err(e) = handle.write_at(buf, *at) {
+            result = Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "capacity tier {}: flush {path}: {e}",
+                    shared.capacity.describe()
+                ),
+            ));
+            break;
+        }
+        written += buf.len() as u64;
+    }
+    let mut state = lock(shared);
+    if let Some(open) = state.files.get_mut(&file) {
+        open.busy = false;
+    }
+    state.stats.flushed_bytes += written;
+    shared.changed.notify_all();
+    touched.insert(file, handle);
+    result
+}

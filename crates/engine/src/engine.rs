@@ -243,6 +243,7 @@ impl Engine {
         }
 
         let mut regions = Vec::new();
+        let mut created_any = false;
         let mut recovered: Vec<(RegionId, crate::log::ScannedRecord)> = Vec::new();
         let mut restore = Vec::new();
         let mut stats = EngineStats::default();
@@ -267,6 +268,7 @@ impl Engine {
                 let region = RegionFile::create(file, RegionId(r), total_bytes, 1)
                     .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
                 region.sync().map_err(context(&what))?;
+                created_any |= len == 0;
                 restore.push((RegionState::Empty, 0));
                 region
             } else {
@@ -329,6 +331,16 @@ impl Engine {
                 paths: HashSet::new(),
                 dirty: false,
             });
+        }
+
+        if created_any {
+            // A new region file exists only once its directory entry is
+            // durable; without this a power cut loses the file and every
+            // record later synced into it.
+            fast.sync_dir(&log_dir).map_err(context(format!(
+                "fast tier {}: sync {log_dir}",
+                fast.describe()
+            )))?;
         }
 
         let pipeline_config = PipelineConfig {

@@ -359,6 +359,9 @@ impl Engine {
         stats.recovered_records = recovered.len() as u64;
         let mut index = ExtentIndex::new();
         let mut paths: HashMap<FileId, RelPath> = HashMap::new();
+        // Every name each file had, oldest first, to redo a rename whose
+        // capacity half a crash cut off.
+        let mut names: HashMap<FileId, Vec<RelPath>> = HashMap::new();
         let mut next_file_id = 1u64;
         for (region, rec) in &recovered {
             let h = rec.header;
@@ -368,6 +371,10 @@ impl Engine {
                 RecordKind::Path => {
                     if let Some(path) = &rec.path {
                         paths.insert(h.file_id, path.clone());
+                        let history = names.entry(h.file_id).or_default();
+                        if history.last() != Some(path) {
+                            history.push(path.clone());
+                        }
                         log_region.paths.insert(h.file_id);
                     }
                 }
@@ -391,6 +398,7 @@ impl Engine {
                 RecordKind::Unlink => {
                     index.remove_file(h.file_id);
                     paths.remove(&h.file_id);
+                    names.remove(&h.file_id);
                 }
                 RecordKind::Commit => {}
             }
@@ -427,6 +435,13 @@ impl Engine {
                     ),
                 ));
             };
+            if capacity.metadata(&path).is_err() {
+                redo_rename(
+                    capacity.as_ref(),
+                    names.get(&id).map_or(&[][..], Vec::as_slice),
+                    &path,
+                )?;
+            }
             let handle = open_creating_parents(capacity.as_ref(), &path)?;
             let capacity_len = handle.len()?;
             let buffered_end = state
@@ -622,7 +637,8 @@ impl Engine {
             let parent = open.path.parent().unwrap_or_else(RelPath::root);
             shared.capacity.sync_dir(&parent).map_err(context(&what))?;
         }
-        sync_log(shared, &mut state).map_err(context(&what))?;
+        let synced = sync_log(shared, &mut state).map_err(context(&what))?;
+        commit(shared, &mut state, &synced).map_err(context(&what))?;
         if let Some(open) = state.files.get_mut(&file) {
             open.created_unsynced = false;
         }
@@ -765,7 +781,7 @@ impl Engine {
                 state.pipeline.seal();
                 shared.changed.notify_all();
             }
-            if state.stats.flush_errors > errors_at_start + 10 {
+            if state.stats.flush_errors >= errors_at_start + 5 {
                 break Err(io::Error::other(format!(
                     "drain: the flusher keeps failing: {}",
                     state.stats.last_flush_error.clone().unwrap_or_default()
@@ -865,6 +881,29 @@ fn open_creating_parents(
             ..OpenOptions::default()
         },
     )
+}
+
+/// The log names `path` as the file's newest name but the capacity tier has
+/// no such file: a crash fell between a rename's log sync and the capacity
+/// rename. Redo it from the newest older name that still exists.
+fn redo_rename(capacity: &dyn Backend, history: &[RelPath], path: &RelPath) -> io::Result<()> {
+    let older = history
+        .iter()
+        .rev()
+        .skip(1)
+        .find(|p| capacity.metadata(p).is_ok());
+    if let Some(from) = older {
+        if let Some(parent) = path.parent() {
+            if !parent.is_root() && capacity.metadata(&parent).is_err() {
+                return Ok(()); // the destination directory is gone: nothing to redo into
+            }
+        }
+        capacity
+            .rename(from, path)
+            .map_err(context(format!("recovery: redo rename {from} to {path}")))?;
+        capacity.sync_dir(&path.parent().unwrap_or_else(RelPath::root))?;
+    }
+    Ok(())
 }
 
 fn wait_not_busy<'a>(
@@ -1150,15 +1189,54 @@ fn append_error(shared: &Shared, e: io::Error) -> io::Error {
 }
 
 /// Sync every log region appended to since its last sync.
-fn sync_log(shared: &Shared, state: &mut State) -> io::Result<()> {
+fn sync_log(shared: &Shared, state: &mut State) -> io::Result<Vec<RegionId>> {
+    let mut synced = Vec::new();
     for region in state.regions.iter_mut().filter(|r| r.dirty) {
         region.file.sync().map_err(context(format!(
             "fast tier {}: sync the log",
             shared.fast.describe()
         )))?;
         region.dirty = false;
+        synced.push(region.file.region());
     }
-    Ok(())
+    Ok(synced)
+}
+
+/// After `synced` regions were synced: append a commit record to the
+/// filling region if it is one of them and has room, and sync it. Records
+/// before a commit are known to be synced, so recovery checks only their
+/// headers and treats a failure among them as corruption (reported, the
+/// scan goes on) instead of a torn tail (which would drop later records).
+/// The commit is an optimisation: when there is no room it is skipped.
+fn commit(shared: &Shared, state: &mut State, synced: &[RegionId]) -> io::Result<()> {
+    let Some(region) = state.pipeline.filling() else {
+        return Ok(());
+    };
+    let len = record_len(0);
+    let used = state.pipeline.used_bytes(region).unwrap_or(u64::MAX);
+    if !synced.contains(&region) || used.saturating_add(len) > shared.config.region_bytes {
+        return Ok(());
+    }
+    let now = shared.clock.now();
+    // INVARIANT: the filling region has room (checked), so the pipeline
+    // appends there.
+    let Admission::Append { region, offset } = state.pipeline.reserve(now, len, now) else {
+        unreachable!("a filling region with room admits the record");
+    };
+    let seq = next_seq(state);
+    let log_region = &mut state.regions[region.0 as usize];
+    log_region
+        .file
+        .append_at(
+            REGION_HEADER_BYTES + offset,
+            &RecordHeader::commit(seq),
+            &[],
+        )
+        .map_err(|e| append_error(shared, e))?;
+    log_region.file.sync().map_err(context(format!(
+        "fast tier {}: sync the log",
+        shared.fast.describe()
+    )))
 }
 
 /// Forget `id`: an unlink record (durable) if it has buffered bytes, then

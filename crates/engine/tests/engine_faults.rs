@@ -1,0 +1,192 @@
+//! Bad days: the capacity tier fails during a flush (EIO for a while,
+//! ENOSPC for good), a record in the log is corrupt, a crash cuts a rename
+//! in half. Data stays buffered, errors are reported, corrupt bytes are
+//! never served.
+
+use std::sync::Arc;
+
+use sluice_engine::{Engine, EngineConfig};
+use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
+use sluice_env::memory::MemBackend;
+use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
+use sluice_policy::detector::DetectorConfig;
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::FileId;
+
+const SLOT: u64 = 4096;
+const EIO: i32 = 5;
+const ENOSPC: i32 = 28;
+
+/// Every write to the log (`fast-all`), so the flush is the only writer of
+/// the capacity tier.
+fn config() -> EngineConfig {
+    EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            detector: DetectorConfig { stream_len: 4 },
+            ..RedirectorConfig::default()
+        },
+        regions: 2,
+        region_bytes: 1024 * 1024,
+        record_max_bytes: 64 * 1024,
+        ..EngineConfig::default()
+    }
+}
+
+fn pattern(i: u64) -> Vec<u8> {
+    (0..SLOT)
+        .map(|b| (i as u8).wrapping_mul(7).wrapping_add(b as u8) | 1)
+        .collect()
+}
+
+fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
+    Engine::open(
+        Arc::clone(fast),
+        Arc::clone(capacity),
+        Arc::new(SystemClock::new()),
+        config(),
+    )
+    .unwrap()
+}
+
+fn write_slots(engine: &Engine, id: FileId, n: u64) {
+    for i in 0..n {
+        engine.write(id, i * 2 * SLOT, &pattern(i)).unwrap();
+    }
+}
+
+fn check_slots(engine: &Engine, id: FileId, n: u64) {
+    for i in 0..n {
+        assert!(
+            engine.read(id, i * 2 * SLOT, SLOT).unwrap() == pattern(i),
+            "slot {i}"
+        );
+    }
+}
+
+#[test]
+fn a_capacity_tier_failing_for_a_while_delays_the_flush_but_loses_nothing() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let capacity: Arc<dyn Backend> = faulty.clone();
+    let engine = open(&fast, &capacity);
+    let path = RelPath::new("f").unwrap();
+    let id = engine.create(&path).unwrap();
+    write_slots(&engine, id, 32);
+    faulty.inject(FaultRule {
+        remaining: Some(3),
+        ..FaultRule::new(FaultOp::Write, EIO)
+    });
+    engine.drain().unwrap();
+    let stats = engine.stats();
+    assert!(stats.flush_errors >= 1, "{stats:?}");
+    assert!(
+        stats
+            .last_flush_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("flush f"),
+        "{stats:?}"
+    );
+    assert_eq!(faulty.injected(), 3);
+    assert_eq!(engine.buffered_bytes(), 0);
+    check_slots(&engine, id, 32);
+}
+
+#[test]
+fn a_full_capacity_tier_fails_the_drain_with_the_cause_and_keeps_the_data_buffered() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let capacity: Arc<dyn Backend> = faulty.clone();
+    let engine = open(&fast, &capacity);
+    let id = engine.create(&RelPath::new("f").unwrap()).unwrap();
+    write_slots(&engine, id, 16);
+    engine.fsync(id).unwrap();
+    faulty.inject(FaultRule::new(FaultOp::Write, ENOSPC));
+    let err = engine.drain().unwrap_err();
+    assert!(err.to_string().contains("keeps failing"), "{err}");
+    assert!(engine.buffered_bytes() > 0, "nothing was dropped");
+    check_slots(&engine, id, 16);
+    // Room again: the same data drains.
+    faulty.clear();
+    engine.drain().unwrap();
+    check_slots(&engine, id, 16);
+}
+
+#[test]
+fn a_corrupt_payload_is_never_served_and_later_records_survive() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let path = RelPath::new("f").unwrap();
+    {
+        let engine = open(&fast, &capacity);
+        let id = engine.create(&path).unwrap();
+        write_slots(&engine, id, 8);
+        engine.fsync(id).unwrap();
+        for i in 8..16 {
+            engine.write(id, i * 2 * SLOT, &pattern(i)).unwrap();
+        }
+        engine.fsync(id).unwrap();
+        engine.close();
+    }
+    // Flip a byte inside the first data record's payload (after the region
+    // header, the path record and the data record's header).
+    let region = fast
+        .open(
+            &RelPath::new("log/region-0000").unwrap(),
+            OpenOptions::default(),
+        )
+        .unwrap();
+    let mut bytes = vec![0u8; region.len().unwrap() as usize];
+    region.read_at(&mut bytes, 0).unwrap();
+    let first_payload = pattern(0);
+    let at = bytes
+        .windows(64)
+        .position(|w| w == &first_payload[..64])
+        .expect("the first payload is in region 0");
+    region
+        .write_at(&[bytes[at + 100] ^ 0xff], (at + 100) as u64)
+        .unwrap();
+
+    let engine = open(&fast, &capacity);
+    let id = engine.open_file(&path).unwrap();
+    let err = engine.read(id, 0, SLOT).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    assert_eq!(engine.stats().corrupt_payloads, 1);
+    // Everything else, including records written after it, reads back.
+    for i in 1..16 {
+        assert!(
+            engine.read(id, i * 2 * SLOT, SLOT).unwrap() == pattern(i),
+            "slot {i}"
+        );
+    }
+}
+
+#[test]
+fn a_rename_cut_in_half_by_a_crash_is_redone_at_recovery() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let inner: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let faulty = Arc::new(FaultBackend::new(Arc::clone(&inner)));
+    let capacity: Arc<dyn Backend> = faulty.clone();
+    let (old, new) = (RelPath::new("old").unwrap(), RelPath::new("new").unwrap());
+    {
+        let engine = open(&fast, &capacity);
+        let id = engine.create(&old).unwrap();
+        write_slots(&engine, id, 8);
+        engine.fsync(id).unwrap();
+        // The log records the new name durably, then the capacity rename
+        // fails: as if the machine died between the two.
+        faulty.inject(FaultRule::new(FaultOp::Rename, EIO));
+        assert!(engine.rename(&old, &new).is_err());
+        engine.close();
+    }
+    let engine = open(&fast, &inner);
+    assert!(inner.metadata(&old).is_err(), "the rename was redone");
+    let id = engine.open_file(&new).unwrap();
+    check_slots(&engine, id, 8);
+    engine.drain().unwrap();
+    let file = inner.open(&new, OpenOptions::default()).unwrap();
+    let mut buf = vec![0u8; SLOT as usize];
+    file.read_at(&mut buf, 0).unwrap();
+    assert!(buf == pattern(0));
+}

@@ -4,9 +4,11 @@
 //!   and the recovery scan;
 //! * [`engine`] — the engine: the SSDUP+ write path, the merged read path,
 //!   the flusher, drain, fsync and recovery, driving the `sluice-policy`
-//!   state machines over two `sluice-env` backends.
+//!   state machines over two `sluice-env` backends;
+//! * [`kill_writer`] — what the SIGKILL test and its writer process share.
 
 pub mod engine;
+pub mod kill_writer;
 pub mod log;
 
 pub use engine::{Engine, EngineConfig, EngineStats};

@@ -449,16 +449,13 @@ impl Engine {
                 .file(&id)
                 .and_then(|f| f.extents().last().map(|e| e.end()))
                 .unwrap_or(0);
-            state.ids.insert(path.clone(), id);
-            state.files.insert(
+            attach(
+                &mut state,
                 id,
-                OpenFile {
-                    path,
-                    handle,
-                    size: capacity_len.max(buffered_end),
-                    busy: false,
-                    created_unsynced: true,
-                },
+                path,
+                handle,
+                capacity_len.max(buffered_end),
+                true,
             );
         }
 
@@ -838,6 +835,19 @@ fn register(
 ) -> FileId {
     let id = FileId(state.next_file_id);
     state.next_file_id += 1;
+    attach(state, id, path, handle, size, created);
+    id
+}
+
+/// Make `id` an open file at `path`.
+fn attach(
+    state: &mut State,
+    id: FileId,
+    path: RelPath,
+    handle: Arc<dyn BackendFile>,
+    size: u64,
+    created_unsynced: bool,
+) {
     state.ids.insert(path.clone(), id);
     state.files.insert(
         id,
@@ -846,10 +856,9 @@ fn register(
             handle,
             size,
             busy: false,
-            created_unsynced: created,
+            created_unsynced,
         },
     );
-    id
 }
 
 fn next_seq(state: &mut State) -> u64 {

@@ -190,3 +190,48 @@ fn a_rename_cut_in_half_by_a_crash_is_redone_at_recovery() {
     file.read_at(&mut buf, 0).unwrap();
     assert!(buf == pattern(0));
 }
+
+/// The fast tier fills while the flush cannot finish (the capacity tier's
+/// sync fails): `wait` waits up to `wait_max` then writes through,
+/// `write_through` writes through at once; both keep every byte readable.
+#[test]
+fn a_full_fast_tier_waits_then_writes_through_and_loses_nothing() {
+    use sluice_policy::pipeline::WhenFull;
+    for when_full in [WhenFull::Wait, WhenFull::WriteThrough] {
+        let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+        faulty.inject(FaultRule::new(FaultOp::Sync, EIO));
+        let capacity: Arc<dyn Backend> = faulty.clone();
+        let config = EngineConfig {
+            region_bytes: 64 * 1024,
+            record_max_bytes: 16 * 1024,
+            when_full,
+            wait_max: std::time::Duration::from_millis(20),
+            ..config()
+        };
+        let engine = Engine::open(
+            Arc::clone(&fast),
+            Arc::clone(&capacity),
+            Arc::new(SystemClock::new()),
+            config,
+        )
+        .unwrap();
+        let id = engine.create(&RelPath::new("f").unwrap()).unwrap();
+        // 2 regions of 64 KiB hold about 30 slots of 4 KiB; write 64.
+        write_slots(&engine, id, 64);
+        let stats = engine.stats();
+        assert!(stats.write_through_bytes > 0, "{when_full:?}: {stats:?}");
+        assert!(stats.fast_bytes > 0, "{when_full:?}: {stats:?}");
+        if when_full == WhenFull::Wait {
+            assert!(stats.waits > 0, "{stats:?}");
+        }
+        assert!(
+            stats.flush_errors > 0 || stats.regions_flushed == 0,
+            "{stats:?}"
+        );
+        check_slots(&engine, id, 64);
+        faulty.clear();
+        engine.drain().unwrap();
+        check_slots(&engine, id, 64);
+    }
+}

@@ -959,12 +959,7 @@ impl<'a> Sim<'a> {
                 .remove(&request.id)
                 .expect("HDD request without an owner")
             {
-                Owner::Piece(piece) => {
-                    let ack = now.saturating_add(
-                        self.config.server_link.latency + self.config.client_link.latency,
-                    );
-                    self.queue.schedule(ack, Event::Acked { piece });
-                }
+                Owner::Piece(piece) => schedule_ack(&mut self.queue, self.config, now, piece),
                 Owner::Flush { len } => {
                     self.flushed_bytes += len;
                     s.flush.in_flight -= 1;
@@ -992,9 +987,7 @@ impl<'a> Sim<'a> {
     }
 
     fn acknowledge(&mut self, now: Time, piece: u32) {
-        let ack =
-            now.saturating_add(self.config.server_link.latency + self.config.client_link.latency);
-        self.queue.schedule(ack, Event::Acked { piece });
+        schedule_ack(&mut self.queue, self.config, now, piece);
     }
 
     /// Whether the flusher of `server` may issue I/O now; schedules a
@@ -1138,6 +1131,14 @@ impl<'a> Sim<'a> {
             end_ns: self.queue.now().as_nanos(),
         }
     }
+}
+
+/// The acknowledgement of a piece done at `now` reaches its client after
+/// one link latency each way; a free function so it can be called while a
+/// server is borrowed.
+fn schedule_ack(queue: &mut EventQueue<Event>, config: &ClusterConfig, now: Time, piece: u32) {
+    let ack = now.saturating_add(config.server_link.latency + config.client_link.latency);
+    queue.schedule(ack, Event::Acked { piece });
 }
 
 /// Pieces of `request` per I/O node: (server, server-local offset, length).

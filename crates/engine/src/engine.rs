@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
+use std::num::NonZeroU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -37,7 +38,8 @@ use sluice_policy::extent_index::{Extent, ExtentIndex, Piece};
 use sluice_policy::flush_gate::{FlushGate, FlushGateConfig, GateDecision};
 use sluice_policy::pipeline::{Admission, PipelineConfig, RegionPipeline, RegionState, WhenFull};
 use sluice_policy::redirector::{Redirector, RedirectorConfig};
-use sluice_policy::{FileId, LogLocation, RegionId, Tier, WriteRequest};
+use sluice_policy::token_bucket::TokenBucket;
+use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
 
@@ -64,6 +66,10 @@ pub struct EngineConfig {
     pub flush_run_max_bytes: u64,
     /// Writes larger than this are appended as several records.
     pub record_max_bytes: u32,
+    /// Cap on the flusher's write rate to the capacity tier, bytes per
+    /// second (`None`: as fast as the tier takes them). Applies to drains
+    /// too: the cap protects a shared capacity tier, whoever asks.
+    pub flush_bandwidth: Option<NonZeroU64>,
 }
 
 impl Default for EngineConfig {
@@ -77,6 +83,7 @@ impl Default for EngineConfig {
             flush_gate: FlushGateConfig::default(),
             flush_run_max_bytes: 4 * 1024 * 1024,
             record_max_bytes: 1024 * 1024,
+            flush_bandwidth: None,
         }
     }
 }
@@ -184,6 +191,8 @@ struct State {
     redirector: Redirector,
     pipeline: RegionPipeline,
     gate: FlushGate,
+    /// The flush bandwidth cap.
+    flush_tokens: TokenBucket,
     index: ExtentIndex,
     regions: Vec<LogRegion>,
     files: HashMap<FileId, OpenFile>,
@@ -412,6 +421,12 @@ impl Engine {
             redirector,
             pipeline,
             gate: FlushGate::new(config.flush_gate),
+            flush_tokens: match config.flush_bandwidth {
+                // One merged run may go at once; a larger burst would let
+                // the flusher overshoot the cap after an idle spell.
+                Some(rate) => TokenBucket::new(rate, config.flush_run_max_bytes, Time::ZERO),
+                None => TokenBucket::unlimited(),
+            },
             index,
             regions,
             files: HashMap::new(),
@@ -1449,6 +1464,7 @@ fn flush_run(
     let mut result = Ok(());
     let mut written = 0u64;
     for (at, buf) in &writes {
+        take_flush_tokens(shared, buf.len() as u64);
         if let Err(e) = handle.write_at(buf, *at) {
             result = Err(io::Error::new(
                 e.kind(),
@@ -1469,4 +1485,26 @@ fn flush_run(
     shared.changed.notify_all();
     touched.insert(file, handle);
     result
+}
+
+/// Wait until the flush bandwidth cap lets `bytes` more go to the capacity
+/// tier (at once when there is no cap). A shutdown stops the wait: the
+/// bytes stay in the log, so nothing is lost by not flushing them.
+fn take_flush_tokens(shared: &Shared, bytes: u64) {
+    loop {
+        let now = shared.clock.now();
+        let mut state = lock(shared);
+        if state.shutdown {
+            return;
+        }
+        match state.flush_tokens.try_take(now, bytes) {
+            Ok(()) => return,
+            Err(at) => {
+                drop(state);
+                shared
+                    .clock
+                    .sleep(at.saturating_since(now).min(Duration::from_millis(100)));
+            }
+        }
+    }
 }

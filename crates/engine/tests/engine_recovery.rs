@@ -1,7 +1,9 @@
 //! Restart and crash recovery (DESIGN §4.6): buffered data survives a
 //! restart; after a crash at any sync point of the fast tier (and a power
-//! cut of the capacity tier), every write acknowledged by a completed fsync
-//! reads back, and a drain puts it on the capacity tier.
+//! cut of the capacity tier), or at any sync point of the capacity tier
+//! while regions are being flushed and reused (and a power cut of the fast
+//! tier), every write acknowledged by a completed fsync reads back, and a
+//! drain puts it on the capacity tier.
 
 use std::sync::Arc;
 
@@ -16,13 +18,23 @@ const SLOT: u64 = 4096;
 
 fn config() -> EngineConfig {
     EngineConfig {
+        regions: 2,
+        region_bytes: 4 * 1024 * 1024,
+        ..flushing_config()
+    }
+}
+
+/// Small regions, so the workload fills, flushes and reuses them many
+/// times: every flush syncs capacity files before a region is reset.
+fn flushing_config() -> EngineConfig {
+    EngineConfig {
         redirector: RedirectorConfig {
             detector: DetectorConfig { stream_len: 4 },
             ..RedirectorConfig::default()
         },
-        regions: 2,
-        region_bytes: 4 * 1024 * 1024,
-        record_max_bytes: 64 * 1024,
+        regions: 3,
+        region_bytes: 24 * 1024,
+        record_max_bytes: 16 * 1024,
         ..EngineConfig::default()
     }
 }
@@ -47,11 +59,19 @@ fn slots(n: u64) -> Vec<u64> {
 }
 
 fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> std::io::Result<Engine> {
+    open_with(fast, capacity, config())
+}
+
+fn open_with(
+    fast: &Arc<dyn Backend>,
+    capacity: &Arc<dyn Backend>,
+    config: EngineConfig,
+) -> std::io::Result<Engine> {
     Engine::open(
         Arc::clone(fast),
         Arc::clone(capacity),
         Arc::new(SystemClock::new()),
-        config(),
+        config,
     )
 }
 
@@ -97,6 +117,11 @@ fn buffered_data_survives_a_restart() {
 /// Returns how many writes a completed fsync acknowledged before the first
 /// error (the crash).
 fn workload(engine: &Engine, path: &RelPath, order: &[u64]) -> usize {
+    workload_draining(engine, path, order, usize::MAX)
+}
+
+/// [`workload`], with a drain after every `drain_every` writes.
+fn workload_draining(engine: &Engine, path: &RelPath, order: &[u64], drain_every: usize) -> usize {
     let Ok(id) = engine.create(path) else {
         return 0;
     };
@@ -111,8 +136,36 @@ fn workload(engine: &Engine, path: &RelPath, order: &[u64]) -> usize {
             }
             durable = i + 1;
         }
+        if i % drain_every == drain_every - 1 {
+            if engine.drain().is_err() {
+                return durable;
+            }
+            durable = i + 1;
+        }
     }
     durable
+}
+
+/// Read back the first `durable` writes of `order` after a crash, then
+/// drain and check nothing stays buffered.
+fn check_durable(engine: &Engine, path: &RelPath, order: &[u64], durable: usize, what: &str) {
+    if durable == 0 {
+        return;
+    }
+    let id = engine
+        .open_file(path)
+        .unwrap_or_else(|e| panic!("{what}: fsynced file lost: {e}"));
+    for (i, &slot) in order.iter().enumerate().take(durable) {
+        let got = engine.read(id, slot * SLOT, SLOT).unwrap();
+        assert!(
+            got == pattern(i as u64),
+            "{what}: write {i} (slot {slot}) lost: read {} bytes starting {:?}",
+            got.len(),
+            &got[..got.len().min(8)]
+        );
+    }
+    engine.drain().unwrap();
+    assert_eq!(engine.buffered_bytes(), 0, "{what}");
 }
 
 #[test]
@@ -150,26 +203,65 @@ fn every_fsynced_write_survives_a_crash_at_every_sync_point() {
             capacity.crash();
             fast.restart();
             capacity.restart();
-            let engine = open(&f, &c).unwrap_or_else(|e| {
-                panic!("crash at sync {n} (torn {torn}): recovery failed: {e}")
-            });
-            if durable == 0 {
-                continue;
+            let what = format!("crash at fast sync {n} (torn {torn})");
+            let engine = open(&f, &c).unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+            check_durable(&engine, &path, &order, durable, &what);
+        }
+    }
+}
+
+#[test]
+fn every_fsynced_write_survives_a_crash_at_every_capacity_sync_during_flushes() {
+    let path = RelPath::new("f").unwrap();
+    let order = slots(39);
+    let drain_every = 13;
+    // Dry run: the capacity tier's sync points (flushes, fsyncs, creates),
+    // and proof that the workload really cycles the regions.
+    let total = {
+        let fast = Arc::new(CrashBackend::new());
+        let capacity = Arc::new(CrashBackend::new());
+        let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
+        let engine = open_with(&f, &c, flushing_config()).unwrap();
+        let durable = workload_draining(&engine, &path, &order, drain_every);
+        assert_eq!(durable, order.len());
+        let flushed = engine.stats().regions_flushed;
+        assert!(
+            flushed >= 6,
+            "the workload reuses regions: {flushed} flushed"
+        );
+        engine.close();
+        capacity.sync_points()
+    };
+    assert!(total >= 12, "the capacity tier is synced: {total}");
+    for n in 1..=total {
+        for (torn, after) in [(false, false), (true, false), (true, true)] {
+            let fast = Arc::new(CrashBackend::new());
+            let capacity = Arc::new(CrashBackend::new());
+            fast.set_torn_writes(torn);
+            capacity.set_torn_writes(torn);
+            if after {
+                capacity.crash_after(n);
+            } else {
+                capacity.crash_at(n);
             }
-            let id = engine
-                .open_file(&path)
-                .unwrap_or_else(|e| panic!("crash at sync {n}: fsynced file lost: {e}"));
-            for (i, &slot) in order.iter().enumerate().take(durable) {
-                let got = engine.read(id, slot * SLOT, SLOT).unwrap();
-                assert!(
-                    got == pattern(i as u64),
-                    "crash at sync {n} (torn {torn}): write {i} (slot {slot}) lost: read {} bytes starting {:?}",
-                    got.len(),
-                    &got[..got.len().min(8)]
-                );
-            }
-            engine.drain().unwrap();
-            assert_eq!(engine.buffered_bytes(), 0);
+            let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
+            let durable = match open_with(&f, &c, flushing_config()) {
+                Ok(engine) => {
+                    let durable = workload_draining(&engine, &path, &order, drain_every);
+                    // Power cut: the fast tier loses its unsynced bytes
+                    // too, as soon as the workload sees the crash.
+                    fast.crash();
+                    engine.close();
+                    durable
+                }
+                Err(_) => 0,
+            };
+            fast.restart();
+            capacity.restart();
+            let what = format!("crash at capacity sync {n} (torn {torn}, after {after})");
+            let engine = open_with(&f, &c, flushing_config())
+                .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+            check_durable(&engine, &path, &order, durable, &what);
         }
     }
 }

@@ -1,0 +1,493 @@
+//! sluice's one typed configuration (DESIGN §2): a TOML file whose unknown
+//! keys are errors, printed back normalized by `sluice config show`, and
+//! the wiring from it to the engine's config and the two tier backends.
+//!
+//! Every section and key has a default, so an empty file is a valid config
+//! once the two tier paths are given (in the file or by `--fast` /
+//! `--capacity`). The keys, their defaults and meaning are listed in
+//! `docs/config.md`; `sluice config show` prints them all.
+
+mod units;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sluice_devices::hdd::HddConfig;
+use sluice_devices::ssd::SsdConfig;
+use sluice_engine::EngineConfig;
+use sluice_env::emulated::EmulatedBackend;
+use sluice_env::memory::MemBackend;
+use sluice_env::posix::PosixBackend;
+use sluice_env::{Backend, Clock};
+use sluice_policy::detector::DetectorConfig;
+use sluice_policy::flush_gate::FlushGateConfig;
+use sluice_policy::pipeline::WhenFull;
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::threshold::ThresholdConfig;
+
+pub use units::{ByteSize, Span};
+
+/// A configuration that cannot be used, with the key and what it must be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The fast tier (SSD/NVMe): holds the log.
+    pub fast: TierConfig,
+    /// The capacity tier (HDD array, parallel file system): holds the files.
+    pub capacity: TierConfig,
+    /// The fast-tier log.
+    pub log: LogConfig,
+    /// Traffic detection and redirection.
+    pub policy: PolicyConfig,
+    /// The flusher.
+    pub flush: FlushConfig,
+    /// The FUSE mount.
+    pub mount: MountConfig,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
+}
+
+/// What stands in front of a tier's directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Device {
+    /// The directory as it is.
+    #[default]
+    Posix,
+    /// The directory behind an emulated 7200 rpm disk (real sleeps).
+    Hdd,
+    /// The directory behind an emulated SATA SSD (real sleeps).
+    Ssd,
+    /// No directory: an in-memory tier, lost at exit (tests and demos).
+    Memory,
+}
+
+/// One tier.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TierConfig {
+    /// The tier's directory (not needed for `device = "memory"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// `posix`, `hdd`, `ssd` or `memory`.
+    pub device: Device,
+}
+
+/// `log` section.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Region files (at least 2).
+    pub regions: u32,
+    /// Record bytes per region.
+    pub region_size: ByteSize,
+    /// Writes larger than this become several records.
+    pub record_max: ByteSize,
+    /// `wait` (hold the writer up to `wait_max`, then write through) or
+    /// `write-through`.
+    pub when_full: WhenFullConfig,
+    /// Longest wait for a free region.
+    pub wait_max: Span,
+}
+
+/// `log.when_full`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WhenFullConfig {
+    /// Wait for a region, at most `wait_max`.
+    #[default]
+    Wait,
+    /// Write to the capacity tier at once.
+    WriteThrough,
+}
+
+/// `policy` section.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// `capacity-only`, `fast-all`, `ssdup` or `ssdup+`.
+    pub name: PolicyName,
+    /// Write requests per stream (CFQ queue depth in the paper).
+    pub stream_len: u32,
+    /// SSDUP: switch to the fast tier above this random fraction.
+    pub ssdup_high_water: f64,
+    /// SSDUP: switch back below this.
+    pub ssdup_low_water: f64,
+    /// SSDUP+: threshold before two streams were seen.
+    pub threshold_initial: f64,
+    /// SSDUP+: most percentages kept.
+    pub threshold_list_max: u32,
+    /// SSDUP+ pattern-change check: newest streams looked at (k).
+    pub change_window: u32,
+    /// SSDUP+ pattern-change check: fraction that must deviate (x).
+    pub change_fraction: f64,
+    /// SSDUP+ pattern-change check: distance that counts as deviating.
+    pub change_margin: f64,
+}
+
+/// `policy.name`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum PolicyName {
+    /// Every write to the capacity tier.
+    #[serde(rename = "capacity-only")]
+    CapacityOnly,
+    /// Every write to the fast tier.
+    #[serde(rename = "fast-all")]
+    FastAll,
+    /// Static water marks.
+    #[serde(rename = "ssdup")]
+    Ssdup,
+    /// Adaptive threshold.
+    #[default]
+    #[serde(rename = "ssdup+")]
+    SsdupPlus,
+}
+
+/// `flush` section.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlushConfig {
+    /// Capacity-tier quiet time before a flush may use it.
+    pub idle: Span,
+    /// Largest merged write of a flush.
+    pub run_max: ByteSize,
+    /// Cap on the flush rate, bytes per second; `0` = none.
+    pub bandwidth: ByteSize,
+}
+
+/// `mount` section.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MountConfig {
+    /// The mount point (or the command line's MOUNTPOINT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub point: Option<PathBuf>,
+    /// Threads serving FUSE requests.
+    pub threads: u32,
+    /// Let other users than the mounting one use the mount.
+    pub allow_other: bool,
+    /// Let the kernel check permissions from the file modes.
+    pub default_permissions: bool,
+    /// Drain the log to the capacity tier at unmount (else it stays
+    /// buffered and the next mount of the fast tier recovers it).
+    pub drain_on_unmount: bool,
+    /// Largest write the kernel sends in one request.
+    pub max_write: ByteSize,
+}
+
+/// `metrics` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Address of the Prometheus text endpoint, e.g. `127.0.0.1:9464`;
+    /// none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        let engine = EngineConfig::default();
+        LogConfig {
+            regions: engine.regions,
+            region_size: ByteSize(engine.region_bytes),
+            record_max: ByteSize(u64::from(engine.record_max_bytes)),
+            when_full: WhenFullConfig::Wait,
+            wait_max: Span(engine.wait_max),
+        }
+    }
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        let threshold = ThresholdConfig::default();
+        PolicyConfig {
+            name: PolicyName::SsdupPlus,
+            stream_len: DetectorConfig::default().stream_len,
+            ssdup_high_water: 0.45,
+            ssdup_low_water: 0.45,
+            threshold_initial: threshold.initial,
+            threshold_list_max: threshold.list_max,
+            change_window: threshold.change_window,
+            change_fraction: threshold.change_fraction,
+            change_margin: threshold.change_margin,
+        }
+    }
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        let engine = EngineConfig::default();
+        FlushConfig {
+            idle: Span(FlushGateConfig::default().flush_idle),
+            run_max: ByteSize(engine.flush_run_max_bytes),
+            bandwidth: ByteSize(0),
+        }
+    }
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig {
+            point: None,
+            threads: 4,
+            allow_other: false,
+            default_permissions: false,
+            drain_on_unmount: true,
+            max_write: ByteSize(1 << 20),
+        }
+    }
+}
+
+impl Config {
+    /// Parse a TOML text; unknown keys and bad values are errors naming the
+    /// key and the line.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError(format!("config: {e}")))
+    }
+
+    /// Read and parse a TOML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| ConfigError(format!("config {}: {e}", path.display())))
+    }
+
+    /// The normalized TOML: every key, sizes and durations in their
+    /// largest exact unit.
+    pub fn to_toml(&self) -> String {
+        // Every field is a plain value: serialization cannot fail.
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print the config: {e}\n"))
+    }
+
+    /// Check everything that parsing cannot: tier paths present, ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, tier) in [("fast", &self.fast), ("capacity", &self.capacity)] {
+            if tier.device != Device::Memory && tier.path.is_none() {
+                return Err(ConfigError(format!(
+                    "{name}.path is not set: give it in the config or with --{name} DIR"
+                )));
+            }
+        }
+        if let (Some(f), Some(c)) = (&self.fast.path, &self.capacity.path) {
+            if f == c {
+                return Err(ConfigError(format!(
+                    "fast.path and capacity.path are the same directory ({}); they must differ",
+                    f.display()
+                )));
+            }
+        }
+        if self.mount.threads == 0 || self.mount.threads > 256 {
+            return Err(ConfigError(format!(
+                "mount.threads = {}: must be 1 to 256",
+                self.mount.threads
+            )));
+        }
+        let max_write = self.mount.max_write.0;
+        if !(4096..=(1 << 20)).contains(&max_write) {
+            return Err(ConfigError(format!(
+                "mount.max_write = {}: must be 4KiB to 1MiB",
+                self.mount.max_write
+            )));
+        }
+        self.engine_config()?
+            .validate()
+            .map_err(|e| ConfigError(e.to_string()))
+    }
+
+    /// The engine's configuration.
+    pub fn engine_config(&self) -> Result<EngineConfig, ConfigError> {
+        let p = &self.policy;
+        let policy = match p.name {
+            PolicyName::CapacityOnly => RedirectPolicy::CapacityOnly,
+            PolicyName::FastAll => RedirectPolicy::FastAll,
+            PolicyName::Ssdup => RedirectPolicy::Ssdup {
+                high_water: p.ssdup_high_water,
+                low_water: p.ssdup_low_water,
+            },
+            PolicyName::SsdupPlus => RedirectPolicy::SsdupPlus,
+        };
+        let record_max = u32::try_from(self.log.record_max.0).map_err(|_| {
+            ConfigError(format!(
+                "log.record_max = {}: at most 4GiB - 1",
+                self.log.record_max
+            ))
+        })?;
+        Ok(EngineConfig {
+            redirector: RedirectorConfig {
+                policy,
+                detector: DetectorConfig {
+                    stream_len: p.stream_len,
+                },
+                threshold: ThresholdConfig {
+                    initial: p.threshold_initial,
+                    list_max: p.threshold_list_max,
+                    change_window: p.change_window,
+                    change_fraction: p.change_fraction,
+                    change_margin: p.change_margin,
+                },
+            },
+            regions: self.log.regions,
+            region_bytes: self.log.region_size.0,
+            when_full: match self.log.when_full {
+                WhenFullConfig::Wait => WhenFull::Wait,
+                WhenFullConfig::WriteThrough => WhenFull::WriteThrough,
+            },
+            wait_max: self.log.wait_max.0,
+            flush_gate: FlushGateConfig {
+                flush_idle: self.flush.idle.0,
+            },
+            flush_run_max_bytes: self.flush.run_max.0,
+            record_max_bytes: record_max,
+            flush_bandwidth: NonZeroU64::new(self.flush.bandwidth.0),
+        })
+    }
+
+    /// Open both tiers (creating their directories if missing).
+    pub fn open_tiers(
+        &self,
+        clock: &Arc<dyn Clock>,
+    ) -> Result<(Arc<dyn Backend>, Arc<dyn Backend>), ConfigError> {
+        let fast = open_tier("fast", &self.fast, clock)?;
+        let capacity = open_tier("capacity", &self.capacity, clock)?;
+        Ok((fast, capacity))
+    }
+}
+
+/// One tier's backend from its section.
+pub fn open_tier(
+    name: &str,
+    tier: &TierConfig,
+    clock: &Arc<dyn Clock>,
+) -> Result<Arc<dyn Backend>, ConfigError> {
+    let error = |e: std::io::Error| ConfigError(format!("{name} tier: {e}"));
+    let directory = || -> Result<Arc<dyn Backend>, ConfigError> {
+        let path = tier
+            .path
+            .clone()
+            .ok_or_else(|| ConfigError(format!("{name}.path is not set")))?;
+        std::fs::create_dir_all(&path)
+            .map_err(|e| ConfigError(format!("{name} tier {}: {e}", path.display())))?;
+        Ok(Arc::new(PosixBackend::new(path).map_err(error)?))
+    };
+    Ok(match tier.device {
+        Device::Posix => directory()?,
+        Device::Memory => Arc::new(MemBackend::new()),
+        Device::Hdd => Arc::new(
+            EmulatedBackend::hdd(directory()?, HddConfig::default(), Arc::clone(clock), 1)
+                .map_err(error)?,
+        ),
+        Device::Ssd => Arc::new(
+            EmulatedBackend::ssd(directory()?, SsdConfig::default(), Arc::clone(clock))
+                .map_err(error)?,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        let config = Config::from_toml("").unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.engine_config().unwrap(), EngineConfig::default());
+        let err = config.validate().unwrap_err();
+        assert!(err.0.contains("fast.path"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key() {
+        for (text, key) in [
+            ("[log]\nregoins = 3\n", "regoins"),
+            ("[fast]\npath = \"/x\"\nsize = 3\n", "size"),
+            ("[nope]\n", "nope"),
+        ] {
+            let err = Config::from_toml(text).unwrap_err();
+            assert!(err.0.contains(key), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        for (text, fragment) in [
+            ("[log]\nregion_size = \"12 parsecs\"\n", "unknown unit"),
+            ("[policy]\nname = \"fastest\"\n", "fastest"),
+            ("[fast]\ndevice = \"tape\"\n", "tape"),
+            ("[log]\nwait_max = 5\n", "give a unit"),
+            ("[metrics]\nlisten = \"localhost\"\n", "listen"),
+        ] {
+            let err = Config::from_toml(text).unwrap_err();
+            assert!(err.0.contains(fragment), "{text:?}: {err}");
+        }
+        let mut config = Config::from_toml(
+            "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n[log]\nregions = 1\n",
+        )
+        .unwrap();
+        assert!(config.validate().unwrap_err().0.contains("regions"));
+        config.log.regions = 2;
+        config.validate().unwrap();
+        config.capacity.path = config.fast.path.clone();
+        assert!(config.validate().unwrap_err().0.contains("same directory"));
+    }
+
+    #[test]
+    fn the_printed_config_reads_back_the_same() {
+        let text = "[fast]\npath = \"/ssd\"\ndevice = \"ssd\"\n[capacity]\npath = \"/hdd\"\n\
+                    device = \"hdd\"\n[log]\nregions = 4\nregion_size = \"64 MiB\"\n\
+                    when_full = \"write-through\"\n[policy]\nname = \"ssdup\"\n\
+                    [flush]\nbandwidth = \"100MiB\"\nidle = \"1s\"\n\
+                    [metrics]\nlisten = \"127.0.0.1:9464\"\n";
+        let config = Config::from_toml(text).unwrap();
+        let printed = config.to_toml();
+        assert!(printed.contains("region_size = \"64MiB\""), "{printed}");
+        assert!(printed.contains("name = \"ssdup\""), "{printed}");
+        assert_eq!(Config::from_toml(&printed).unwrap(), config);
+        let engine = config.engine_config().unwrap();
+        assert_eq!(engine.regions, 4);
+        assert_eq!(engine.region_bytes, 64 << 20);
+        assert_eq!(engine.when_full, WhenFull::WriteThrough);
+        assert_eq!(engine.flush_bandwidth, NonZeroU64::new(100 << 20));
+        assert!(matches!(
+            engine.redirector.policy,
+            RedirectPolicy::Ssdup { .. }
+        ));
+    }
+
+    #[test]
+    fn tiers_open_as_configured() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        for (device, described) in [
+            (Device::Posix, "posix"),
+            (Device::Hdd, "hdd"),
+            (Device::Ssd, "ssd"),
+            (Device::Memory, "memory"),
+        ] {
+            let tier = TierConfig {
+                path: Some(dir.path().join(format!("{device:?}"))),
+                device,
+            };
+            let backend = open_tier("fast", &tier, &clock).unwrap();
+            let text = backend.describe();
+            assert!(text.contains(described), "{device:?}: {text}");
+        }
+    }
+}

@@ -360,14 +360,21 @@ impl Config {
     }
 
     /// Open both tiers (creating their directories if missing).
-    pub fn open_tiers(
-        &self,
-        clock: &Arc<dyn Clock>,
-    ) -> Result<(Arc<dyn Backend>, Arc<dyn Backend>), ConfigError> {
-        let fast = open_tier("fast", &self.fast, clock)?;
-        let capacity = open_tier("capacity", &self.capacity, clock)?;
-        Ok((fast, capacity))
+    pub fn open_tiers(&self, clock: &Arc<dyn Clock>) -> Result<Tiers, ConfigError> {
+        Ok(Tiers {
+            fast: open_tier("fast", &self.fast, clock)?,
+            capacity: open_tier("capacity", &self.capacity, clock)?,
+        })
     }
+}
+
+/// The two opened tiers.
+#[derive(Clone, Debug)]
+pub struct Tiers {
+    /// Holds the log.
+    pub fast: Arc<dyn Backend>,
+    /// Holds the files.
+    pub capacity: Arc<dyn Backend>,
 }
 
 /// One tier's backend from its section.

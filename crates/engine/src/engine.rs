@@ -185,6 +185,9 @@ struct OpenFile {
     busy: bool,
     /// Created by the engine and its directory not yet synced.
     created_unsynced: bool,
+    /// `create`/`open_file` calls not yet matched by `release`. A released
+    /// file is forgotten once nothing of it is buffered.
+    opens: u32,
 }
 
 struct State {
@@ -197,6 +200,9 @@ struct State {
     regions: Vec<LogRegion>,
     files: HashMap<FileId, OpenFile>,
     ids: HashMap<RelPath, FileId>,
+    /// Files created by the engine, forgotten before an fsync synced their
+    /// directory entry.
+    unsynced_creates: HashSet<RelPath>,
     next_seq: u64,
     next_file_id: u64,
     draining: u32,
@@ -431,6 +437,7 @@ impl Engine {
             regions,
             files: HashMap::new(),
             ids: HashMap::new(),
+            unsynced_creates: HashSet::new(),
             next_seq: highest_seq + 1,
             next_file_id,
             draining: 0,
@@ -523,13 +530,16 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        Ok(register(&mut state, path.clone(), handle, 0, true))
+        let id = register(&mut state, path.clone(), handle, 0, true);
+        opened(&mut state, id);
+        Ok(id)
     }
 
     /// Open an existing regular file.
     pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
         let mut state = lock(&self.shared);
         if let Some(&id) = state.ids.get(path) {
+            opened(&mut state, id);
             return Ok(id);
         }
         let handle = self
@@ -538,7 +548,25 @@ impl Engine {
             .open(path, OpenOptions::default())
             .map_err(context(format!("open {path}")))?;
         let size = handle.len()?;
-        Ok(register(&mut state, path.clone(), handle, size, false))
+        let id = register(&mut state, path.clone(), handle, size, false);
+        opened(&mut state, id);
+        Ok(id)
+    }
+
+    /// Match one `create`/`open_file`. When every open is released and
+    /// nothing of the file is buffered, the engine forgets it (closing its
+    /// capacity-tier handle); otherwise after the flush that empties it.
+    pub fn release(&self, file: FileId) {
+        let mut state = lock(&self.shared);
+        if let Some(open) = state.files.get_mut(&file) {
+            open.opens = open.opens.saturating_sub(1);
+        }
+        forget_if_unused(&mut state, file);
+    }
+
+    /// Files the engine holds open (for status and tests).
+    pub fn open_files(&self) -> usize {
+        lock(&self.shared).files.len()
     }
 
     /// Write `data` at `offset` of `file`.
@@ -645,9 +673,11 @@ impl Engine {
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let what = format!("fsync {}", open.path);
         open.handle.sync_data().map_err(context(&what))?;
-        if open.created_unsynced {
-            let parent = open.path.parent().unwrap_or_else(RelPath::root);
+        let path = open.path.clone();
+        if open.created_unsynced || state.unsynced_creates.contains(&path) {
+            let parent = path.parent().unwrap_or_else(RelPath::root);
             shared.capacity.sync_dir(&parent).map_err(context(&what))?;
+            state.unsynced_creates.remove(&path);
         }
         let synced = sync_log(shared, &mut state).map_err(context(&what))?;
         commit(shared, &mut state, &synced).map_err(context(&what))?;
@@ -688,7 +718,7 @@ impl Engine {
         let state = lock(shared);
         // The lock is held across the capacity unlink so no write to the
         // file can slip in between.
-        let _state = match state.ids.get(path).copied() {
+        let mut state = match state.ids.get(path).copied() {
             Some(id) => {
                 let state = wait_not_busy(shared, state, id)?;
                 let (state, dropped) = drop_file(shared, state, id);
@@ -700,7 +730,9 @@ impl Engine {
         shared
             .capacity
             .remove_file(path)
-            .map_err(context(format!("unlink {path}")))
+            .map_err(context(format!("unlink {path}")))?;
+        state.unsynced_creates.remove(path);
+        Ok(())
     }
 
     /// Rename `from` to `to`, replacing a file at `to`.
@@ -718,27 +750,62 @@ impl Engine {
                 dropped?;
             }
         }
-        if let Some(&id) = state.ids.get(from) {
-            if state.index.file(&id).is_some() {
+        // The files that move: `from` itself, or every open file under a
+        // renamed directory.
+        let prefix = format!("{}/", from.as_str());
+        let moved: Vec<(FileId, RelPath)> = state
+            .ids
+            .iter()
+            .filter_map(|(path, &id)| {
+                if path == from {
+                    Some((id, to.clone()))
+                } else {
+                    let rest = path.as_str().strip_prefix(&prefix)?;
+                    RelPath::new(&format!("{}/{rest}", to.as_str()))
+                        .ok()
+                        .map(|p| (id, p))
+                }
+            })
+            .collect();
+        let mut logged = false;
+        for (id, new_path) in &moved {
+            if state.index.file(id).is_some() {
                 // The new path must be durable before the capacity rename,
                 // or a crash could flush buffered bytes to the old name.
-                let header = RecordHeader::path(id, to, 0)
+                let header = RecordHeader::path(*id, new_path, 0)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
                 let (s, appended) =
-                    append_required(shared, state, header, to.as_str().as_bytes(), None);
+                    append_required(shared, state, header, new_path.as_str().as_bytes(), None);
                 state = s;
                 appended?;
-                sync_log(shared, &mut state)?;
+                logged = true;
             }
+        }
+        if logged {
+            sync_log(shared, &mut state)?;
         }
         shared
             .capacity
             .rename(from, to)
             .map_err(context(format!("rename {from} to {to}")))?;
-        if let Some(id) = state.ids.remove(from) {
-            state.ids.insert(to.clone(), id);
+        for (id, new_path) in moved {
             if let Some(open) = state.files.get_mut(&id) {
-                open.path = to.clone();
+                let old_path = std::mem::replace(&mut open.path, new_path.clone());
+                state.ids.remove(&old_path);
+                state.ids.insert(new_path.clone(), id);
+            }
+        }
+        let unsynced: Vec<RelPath> = state
+            .unsynced_creates
+            .iter()
+            .filter(|p| *p == from || p.as_str().starts_with(&prefix))
+            .cloned()
+            .collect();
+        for old_path in unsynced {
+            state.unsynced_creates.remove(&old_path);
+            let rest = &old_path.as_str()[from.as_str().len()..];
+            if let Ok(p) = RelPath::new(&format!("{}{rest}", to.as_str())) {
+                state.unsynced_creates.insert(p);
             }
         }
         Ok(())
@@ -872,8 +939,35 @@ fn attach(
             size,
             busy: false,
             created_unsynced,
+            opens: 0,
         },
     );
+}
+
+fn opened(state: &mut State, id: FileId) {
+    if let Some(open) = state.files.get_mut(&id) {
+        open.opens += 1;
+    }
+}
+
+/// Drop `id` from the maps if no open is outstanding, the flusher is not
+/// writing it and nothing of it is buffered.
+fn forget_if_unused(state: &mut State, id: FileId) {
+    let unused = state
+        .files
+        .get(&id)
+        .is_some_and(|o| o.opens == 0 && !o.busy)
+        && state.index.file(&id).is_none();
+    if unused {
+        if let Some(open) = state.files.remove(&id) {
+            state.ids.remove(&open.path);
+            if open.created_unsynced {
+                // A later fsync of the file (opened again) still owes
+                // its directory entry a sync.
+                state.unsynced_creates.insert(open.path);
+            }
+        }
+    }
 }
 
 fn next_seq(state: &mut State) -> u64 {
@@ -1403,6 +1497,10 @@ fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
     log_region.paths.clear();
     log_region.dirty = false;
     state.index.remove_region(region);
+    let flushed: Vec<FileId> = state.files.keys().copied().collect();
+    for id in flushed {
+        forget_if_unused(&mut state, id);
+    }
     state
         .pipeline
         .finish_flush(region)

@@ -1,0 +1,91 @@
+//! File lifetimes in the engine: released files are forgotten once nothing
+//! of them is buffered (their capacity handles closed), and a directory
+//! rename carries the buffered bytes of the files under it, across a
+//! restart too.
+
+use std::sync::Arc;
+
+use sluice_engine::{Engine, EngineConfig};
+use sluice_env::memory::MemBackend;
+use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+
+fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
+    Engine::open(
+        Arc::clone(fast),
+        Arc::clone(capacity),
+        Arc::new(SystemClock::new()),
+        EngineConfig {
+            redirector: RedirectorConfig {
+                policy: RedirectPolicy::FastAll,
+                ..RedirectorConfig::default()
+            },
+            region_bytes: 1024 * 1024,
+            record_max_bytes: 64 * 1024,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+fn backends() -> (Arc<dyn Backend>, Arc<dyn Backend>) {
+    (Arc::new(MemBackend::new()), Arc::new(MemBackend::new()))
+}
+
+#[test]
+fn released_files_are_forgotten_once_flushed() {
+    let (fast, capacity) = backends();
+    let engine = open(&fast, &capacity);
+    let a = RelPath::new("a").unwrap();
+    let id = engine.create(&a).unwrap();
+    let again = engine.open_file(&a).unwrap();
+    assert_eq!(id, again, "one path, one engine file");
+    engine.write(id, 0, b"buffered").unwrap();
+    engine.release(id);
+    engine.release(again);
+    assert_eq!(engine.open_files(), 1, "buffered bytes keep the file");
+    engine.drain().unwrap();
+    assert_eq!(engine.open_files(), 0, "flushed and released: forgotten");
+    let id = engine.open_file(&a).unwrap();
+    assert_eq!(engine.read(id, 0, 8).unwrap(), b"buffered");
+    engine.release(id);
+    assert_eq!(
+        engine.open_files(),
+        0,
+        "nothing buffered: forgotten at once"
+    );
+}
+
+#[test]
+fn a_directory_rename_carries_buffered_files_across_a_restart() {
+    let (fast, capacity) = backends();
+    let dir = RelPath::new("d").unwrap();
+    let inside = RelPath::new("d/sub/f").unwrap();
+    {
+        let engine = open(&fast, &capacity);
+        engine.mkdir(&dir).unwrap();
+        engine.mkdir(&RelPath::new("d/sub").unwrap()).unwrap();
+        let id = engine.create(&inside).unwrap();
+        engine.write(id, 4096, b"in the log").unwrap();
+        engine.fsync(id).unwrap();
+        engine.rename(&dir, &RelPath::new("e").unwrap()).unwrap();
+        let moved = RelPath::new("e/sub/f").unwrap();
+        assert_eq!(engine.open_file(&moved).unwrap(), id, "the open file moved");
+        assert_eq!(engine.read(id, 4096, 10).unwrap(), b"in the log");
+        assert!(engine.buffered_bytes() > 0);
+        engine.close();
+    }
+    // Restart: the log names the file by its new path.
+    let engine = open(&fast, &capacity);
+    engine.drain().unwrap();
+    let file = capacity
+        .open(&RelPath::new("e/sub/f").unwrap(), OpenOptions::default())
+        .unwrap();
+    let mut buf = [0u8; 10];
+    file.read_at(&mut buf, 4096).unwrap();
+    assert_eq!(&buf, b"in the log");
+    assert!(
+        capacity.metadata(&dir).is_err(),
+        "no old directory recreated"
+    );
+}

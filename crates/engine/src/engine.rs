@@ -149,6 +149,37 @@ pub struct EngineStats {
     pub corrupt_ranges: u64,
     /// Payloads whose checksum failed on read or flush (never served).
     pub corrupt_payloads: u64,
+    /// Write streams classified by the detector.
+    pub streams: u64,
+    /// Streams routed to the fast tier.
+    pub streams_to_fast: u64,
+}
+
+/// Where the engine stands now: for `sluice status` and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineStatus {
+    /// The counters.
+    pub stats: EngineStats,
+    /// The redirection policy's name.
+    pub policy: &'static str,
+    /// Where new streams go now.
+    pub route: Tier,
+    /// The last completed stream's random percentage (0–1).
+    pub last_percentage: Option<f64>,
+    /// The threshold the last stream was judged against.
+    pub threshold: f64,
+    /// Streams classified so far.
+    pub streams: u64,
+    /// Each region's state and used record bytes.
+    pub regions: Vec<(RegionState, u64)>,
+    /// Record bytes per region.
+    pub region_bytes: u64,
+    /// Bytes buffered in the log (live extents).
+    pub buffered_bytes: u64,
+    /// Files the engine holds open.
+    pub open_files: usize,
+    /// A drain is in progress.
+    pub draining: bool,
 }
 
 /// The burst buffer over a fast and a capacity backend.
@@ -504,6 +535,41 @@ impl Engine {
         lock(&self.shared).stats.clone()
     }
 
+    /// A snapshot for status displays and metrics.
+    pub fn status(&self) -> EngineStatus {
+        let state = lock(&self.shared);
+        let last = state.redirector.last_report();
+        EngineStatus {
+            stats: state.stats.clone(),
+            policy: state.redirector.policy().name(),
+            route: state.redirector.route(),
+            last_percentage: last.map(|r| r.percentage),
+            threshold: last
+                .map_or_else(|| state.redirector.threshold().threshold(), |r| r.threshold),
+            streams: state.stats.streams,
+            regions: state
+                .pipeline
+                .states()
+                .map(|(r, st)| (st, state.pipeline.used_bytes(r).unwrap_or(0)))
+                .collect(),
+            region_bytes: self.shared.config.region_bytes,
+            buffered_bytes: state.index.buffered_bytes(),
+            open_files: state.files.len(),
+            draining: state.draining > 0,
+        }
+    }
+
+    /// The fast tier (for `statfs` and status).
+    pub fn fast_tier(&self) -> &Arc<dyn Backend> {
+        &self.shared.fast
+    }
+
+    /// The capacity tier, for metadata operations that do not touch file
+    /// data (attributes, links, xattrs): the mount passes them through.
+    pub fn capacity_tier(&self) -> &Arc<dyn Backend> {
+        &self.shared.capacity
+    }
+
     /// Bytes buffered in the log (not yet on the capacity tier).
     pub fn buffered_bytes(&self) -> u64 {
         lock(&self.shared).index.buffered_bytes()
@@ -592,6 +658,10 @@ impl Engine {
             len: data.len() as u64,
         });
         if let Some(report) = routing.completed {
+            state.stats.streams += 1;
+            if report.route == Tier::Fast {
+                state.stats.streams_to_fast += 1;
+            }
             if report.next_route != report.route {
                 state.gate.handle_route(now, report.next_route);
                 shared.changed.notify_all();

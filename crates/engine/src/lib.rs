@@ -11,4 +11,4 @@ pub mod engine;
 pub mod kill_writer;
 pub mod log;
 
-pub use engine::{Engine, EngineConfig, EngineStats};
+pub use engine::{Engine, EngineConfig, EngineStats, EngineStatus};

@@ -38,6 +38,11 @@
 //!   cannot change the post-crash state. A test runs its workload once to
 //!   count [`CrashBackend::sync_points`], then reruns it on a fresh backend
 //!   crashing at each point in turn.
+//! * **Attributes, symbolic links, extended attributes** are not modelled
+//!   (their durability is not what this backend tests): `stat`,
+//!   `set_attr`, `symlink`, `read_link` and the xattr calls keep the
+//!   trait's default and fail with EOPNOTSUPP; `read_dir_all` is
+//!   `read_dir`'s entries.
 //!
 //! Invariants: after a crash, current = synced for every file and every
 //! directory; a file's synced bytes with its change list replayed equal its

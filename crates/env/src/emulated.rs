@@ -7,8 +7,8 @@
 //! says the request is done, then performs the real I/O on the inner file.
 //! So the model's time is the floor of every request (the real I/O is not
 //! added to it: on the device thread's clock it overlaps the next service).
-//! `set_len`, `len` and every namespace operation pass through without
-//! delay; `sync_data` and `sync_dir` wait a fixed sync latency (a cache
+//! `set_len`, `len` and every namespace and metadata operation (attributes,
+//! symbolic links, extended attributes) pass through without delay; `sync_data` and `sync_dir` wait a fixed sync latency (a cache
 //! flush: [`HDD_SYNC_LATENCY`], [`SSD_SYNC_LATENCY`], or
 //! [`EmulatedBackend::with_sync_latency`]) then sync the inner backend.
 //! Every request completes before its call returns, so a sync has nothing
@@ -58,7 +58,8 @@ use sluice_devices::ssd::{Ssd, SsdConfig, SsdStats};
 use sluice_devices::IoKind;
 
 use crate::{
-    lock, Backend, BackendFile, Clock, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo,
+    lock, Backend, BackendFile, Clock, DirEntry, Metadata, OpenOptions, RelPath, SetAttr,
+    SpaceInfo, Stat, StatKind, XattrFlags,
 };
 
 /// Default disk span reserved per file: 1 GiB.
@@ -492,6 +493,48 @@ impl Backend for EmulatedBackend {
 
     fn space(&self) -> io::Result<SpaceInfo> {
         self.inner.space()
+    }
+
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        self.inner.stat(path)
+    }
+
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
+        self.inner.set_attr(path, attr)
+    }
+
+    fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
+        self.inner.symlink(target, link)
+    }
+
+    fn read_link(&self, path: &RelPath) -> io::Result<String> {
+        self.inner.read_link(path)
+    }
+
+    fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
+        self.inner.read_dir_all(path)
+    }
+
+    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
+        self.inner.get_xattr(path, name)
+    }
+
+    fn set_xattr(
+        &self,
+        path: &RelPath,
+        name: &str,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> io::Result<()> {
+        self.inner.set_xattr(path, name, value, flags)
+    }
+
+    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
+        self.inner.list_xattr(path)
+    }
+
+    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
+        self.inner.remove_xattr(path, name)
     }
 }
 

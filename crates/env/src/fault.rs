@@ -16,8 +16,11 @@
 //! the path it was opened as. Operation classes: `Open`; `Read` (`read_at`);
 //! `Write` (`write_at`); `Sync` (`sync_data`, `sync_dir`); `SetLen`;
 //! `Rename`; `Remove` (`remove_file`, `remove_dir`); `CreateDir`;
-//! `ReadDir`; `Metadata` (`metadata`, a file's `len`, `space` — the last
-//! matched against the root path, the empty string); `Any` matches all.
+//! `Symlink`; `ReadDir` (`read_dir`, `read_dir_all`); `Metadata`
+//! (`metadata`, `stat`, `read_link`, `get_xattr`, `list_xattr`, a file's
+//! `len`, `space` — the last matched against the root path, the empty
+//! string); `SetAttr` (`set_attr`, `set_xattr`, `remove_xattr`); `Any`
+//! matches all.
 //!
 //! Invariants: a rule with `remaining: Some(n)` fires at most `n` times;
 //! [`FaultBackend::injected`] counts every fired fault; the rule list is
@@ -29,7 +32,8 @@ use std::io;
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    lock, with_context, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo,
+    lock, with_context, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr,
+    SpaceInfo, Stat, StatKind, XattrFlags,
 };
 
 /// Which calls a [`FaultRule`] applies to (see the module doc).
@@ -51,10 +55,15 @@ pub enum FaultOp {
     Remove,
     /// `create_dir`.
     CreateDir,
-    /// `read_dir`.
+    /// `symlink`.
+    Symlink,
+    /// `read_dir` and `read_dir_all`.
     ReadDir,
-    /// `metadata`, a file's `len` (and `is_empty`), `space`.
+    /// `metadata`, `stat`, `read_link`, `get_xattr`, `list_xattr`, a
+    /// file's `len` (and `is_empty`), `space`.
     Metadata,
+    /// `set_attr`, `set_xattr`, `remove_xattr`.
+    SetAttr,
     /// Every call.
     Any,
 }
@@ -231,6 +240,57 @@ impl Backend for FaultBackend {
         let root = RelPath::root();
         self.check(FaultOp::Metadata, &[&root], &What("statvfs", &root))?;
         self.inner.space()
+    }
+
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        self.check(FaultOp::Metadata, &[path], &What("stat", path))?;
+        self.inner.stat(path)
+    }
+
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
+        self.check(FaultOp::SetAttr, &[path], &What("set_attr", path))?;
+        self.inner.set_attr(path, attr)
+    }
+
+    fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
+        self.check(FaultOp::Symlink, &[link], &What("symlink", link))?;
+        self.inner.symlink(target, link)
+    }
+
+    fn read_link(&self, path: &RelPath) -> io::Result<String> {
+        self.check(FaultOp::Metadata, &[path], &What("read_link", path))?;
+        self.inner.read_link(path)
+    }
+
+    fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
+        self.check(FaultOp::ReadDir, &[path], &What("read_dir", path))?;
+        self.inner.read_dir_all(path)
+    }
+
+    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
+        self.check(FaultOp::Metadata, &[path], &What("get_xattr", path))?;
+        self.inner.get_xattr(path, name)
+    }
+
+    fn set_xattr(
+        &self,
+        path: &RelPath,
+        name: &str,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> io::Result<()> {
+        self.check(FaultOp::SetAttr, &[path], &What("set_xattr", path))?;
+        self.inner.set_xattr(path, name, value, flags)
+    }
+
+    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
+        self.check(FaultOp::Metadata, &[path], &What("list_xattr", path))?;
+        self.inner.list_xattr(path)
+    }
+
+    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
+        self.check(FaultOp::SetAttr, &[path], &What("remove_xattr", path))?;
+        self.inner.remove_xattr(path, name)
     }
 }
 

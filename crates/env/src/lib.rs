@@ -15,12 +15,23 @@
 //! Errors are `std::io::Error` with the path in the message; the FUSE layer
 //! maps their kind or raw OS error to an errno.
 //!
+//! Beyond what the engine needs (regular files and directories), the trait
+//! carries the POSIX metadata a FUSE mount serves: full attributes
+//! ([`Backend::stat`], [`Backend::set_attr`]), symbolic links
+//! ([`Backend::symlink`], [`Backend::read_link`], [`Backend::read_dir_all`])
+//! and extended attributes ([`Backend::get_xattr`] and friends). These have
+//! default implementations that fail with EOPNOTSUPP (`ErrorKind::
+//! Unsupported`), so a backend only implements what it can: the POSIX
+//! backend all of them, the memory backend attributes, the wrappers forward.
+//! None of them ever follows a symbolic link that is the last component of
+//! the path (nor, as everywhere, one on the way to it).
+//!
 //! INVARIANT: a `RelPath` never names anything outside its backend's root.
 
 use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use sluice_policy::Time;
 
@@ -156,6 +167,105 @@ pub struct DirEntry {
     pub kind: FileKind,
 }
 
+/// What a path names, as [`Backend::stat`] and [`Backend::read_dir_all`]
+/// see it (links not followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (never followed by a backend).
+    Symlink,
+    /// Anything else: a FIFO, a socket, a character or block device.
+    Other,
+}
+
+impl From<FileKind> for StatKind {
+    fn from(kind: FileKind) -> StatKind {
+        match kind {
+            FileKind::File => StatKind::File,
+            FileKind::Dir => StatKind::Dir,
+        }
+    }
+}
+
+/// Full POSIX attributes of a path, the link itself for a symbolic link
+/// (`lstat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// What the path names.
+    pub kind: StatKind,
+    /// Length in bytes (a link: the length of its target string; a
+    /// directory: what the file system says).
+    pub len: u64,
+    /// Space allocated, in 512-byte units.
+    pub blocks: u64,
+    /// Permission bits including set-user-ID, set-group-ID and sticky:
+    /// `st_mode & 0o7777` (the file type is in `kind`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Number of hard links (saturated at `u32::MAX`).
+    pub nlink: u32,
+    /// Inode number: identifies the file or directory (not its name) for
+    /// as long as it lives, across renames.
+    pub ino: u64,
+    /// Last access.
+    pub atime: SystemTime,
+    /// Last modification of the contents.
+    pub mtime: SystemTime,
+    /// Last change of the attributes.
+    pub ctime: SystemTime,
+    /// Preferred I/O size.
+    pub blksize: u32,
+    /// Device number of a device node in the kernel's 32-bit encoding
+    /// (`new_encode_dev`, what FUSE's `fuse_attr.rdev` carries); 0 otherwise.
+    pub rdev: u32,
+}
+
+/// A time to set with [`Backend::set_attr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSet {
+    /// The current time of the backend (`UTIME_NOW`).
+    Now,
+    /// This time, to the nanosecond when the file system keeps them.
+    At(SystemTime),
+}
+
+/// Attributes to change with [`Backend::set_attr`]; `None` leaves one
+/// unchanged. The size is not an attribute here (files are truncated
+/// through [`BackendFile::set_len`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits; only `mode & 0o7777` is applied (FUSE passes
+    /// the file type bits along).
+    pub mode: Option<u32>,
+    /// New owner (`u32::MAX`, the "unchanged" value of `chown(2)`, is
+    /// refused: say `None`).
+    pub uid: Option<u32>,
+    /// New group (`u32::MAX` refused likewise).
+    pub gid: Option<u32>,
+    /// New access time.
+    pub atime: Option<TimeSet>,
+    /// New modification time.
+    pub mtime: Option<TimeSet>,
+}
+
+/// How [`Backend::set_xattr`] treats an existing attribute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum XattrFlags {
+    /// Create it or replace it.
+    #[default]
+    Either,
+    /// Create only: EEXIST if it exists (`XATTR_CREATE`).
+    CreateOnly,
+    /// Replace only: ENODATA if it does not exist (`XATTR_REPLACE`).
+    ReplaceOnly,
+}
+
 /// Space of a backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpaceInfo {
@@ -208,6 +318,82 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn sync_dir(&self, path: &RelPath) -> io::Result<()>;
     /// Total and free space.
     fn space(&self) -> io::Result<SpaceInfo>;
+
+    /// Full attributes of `path`, the link itself if it is a symbolic link
+    /// (unlike [`Backend::metadata`], which refuses links). NotFound if
+    /// absent.
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        Err(unsupported(&self.describe(), "stat", path))
+    }
+
+    /// Changes the attributes of `path` named in `attr`, never through a
+    /// symbolic link: the owner and times of a link are its own, and a mode
+    /// change on a link fails with EOPNOTSUPP (Linux has no link modes).
+    /// Not atomic: owner, then mode, then times; a failure leaves the
+    /// earlier changes made.
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
+        let _ = attr;
+        Err(unsupported(&self.describe(), "set_attr", path))
+    }
+
+    /// Creates a symbolic link `link` holding `target` verbatim (the backend
+    /// never resolves it); AlreadyExists if `link` exists.
+    fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
+        let _ = target;
+        Err(unsupported(&self.describe(), "symlink", link))
+    }
+
+    /// The target of the symbolic link `path`; EINVAL if it is not a link,
+    /// InvalidData if the target is not UTF-8.
+    fn read_link(&self, path: &RelPath) -> io::Result<String> {
+        Err(unsupported(&self.describe(), "read_link", path))
+    }
+
+    /// Every entry of a directory with its kind, links and other special
+    /// files included (names that are not UTF-8 are skipped), sorted by
+    /// name. The default lists [`Backend::read_dir`]: a backend without
+    /// links or special files has nothing more to show.
+    fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
+        Ok(self
+            .read_dir(path)?
+            .into_iter()
+            .map(|entry| (entry.name, entry.kind.into()))
+            .collect())
+    }
+
+    /// The value of extended attribute `name` of `path` (a final link not
+    /// followed); ENODATA (in [`raw_os_error`]) if it has none.
+    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "get_xattr", path))
+    }
+
+    /// Sets extended attribute `name` of `path` (a final link not followed)
+    /// to `value`; `flags` say whether it must or must not exist (EEXIST,
+    /// ENODATA).
+    fn set_xattr(
+        &self,
+        path: &RelPath,
+        name: &str,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> io::Result<()> {
+        let _ = (name, value, flags);
+        Err(unsupported(&self.describe(), "set_xattr", path))
+    }
+
+    /// Names of the extended attributes of `path` (a final link not
+    /// followed) that the caller may see, in the file system's order.
+    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
+        Err(unsupported(&self.describe(), "list_xattr", path))
+    }
+
+    /// Removes extended attribute `name` of `path` (a final link not
+    /// followed); ENODATA if it has none.
+    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "remove_xattr", path))
+    }
 }
 
 /// Where the engine gets the time and how it waits. The policies never see
@@ -312,6 +498,30 @@ pub(crate) fn with_context(cause: io::Error, context: impl fmt::Display) -> io::
 /// An OS error (`errno`) with `context` in front of it.
 pub(crate) fn errno_error(errno: rustix::io::Errno, context: impl fmt::Display) -> io::Error {
     with_context(io::Error::from(errno), context)
+}
+
+/// The error of an operation `backend` (its [`Backend::describe`]) does not
+/// support: EOPNOTSUPP, whose kind is `ErrorKind::Unsupported`.
+pub(crate) fn unsupported(backend: &str, op: &str, path: &RelPath) -> io::Error {
+    errno_error(
+        rustix::io::Errno::OPNOTSUPP,
+        format_args!(
+            "{backend}: {op} {:?}: not supported by this backend",
+            path.as_str()
+        ),
+    )
+}
+
+/// A uid or gid to set: `u32::MAX` means "unchanged" to `chown(2)`, so it is
+/// refused (InvalidInput) rather than silently ignored.
+pub(crate) fn owner_id(id: Option<u32>, what: &str) -> io::Result<Option<u32>> {
+    match id {
+        Some(u32::MAX) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {} is reserved (\"unchanged\")", u32::MAX),
+        )),
+        id => Ok(id),
+    }
 }
 
 /// Locks `mutex`, ignoring poisoning.

@@ -14,23 +14,37 @@
 //! `set_len` that would exceed it fails with ENOSPC
 //! (`ErrorKind::StorageFull`) and changes nothing.
 //!
+//! Attributes ([`Backend::stat`], [`Backend::set_attr`]): every file and
+//! directory keeps a mode (created 0644 and 0755), an owner (0:0), and
+//! access, modification and change times (the creation time at first; a
+//! file's write, `set_len` or truncating open moves its modification and
+//! change times; `set_attr` sets what it names and the change time; a
+//! directory's times change only by `set_attr`). Link counts are 1, block
+//! size 4096, blocks the length in 512-byte units rounded up. Inode numbers
+//! are fixed at creation and kept across renames: `2·id + 1` for a
+//! directory (the root 1), even numbers for files, from a counter. There
+//! are no symbolic links or extended attributes: those calls fail with
+//! EOPNOTSUPP (the trait's defaults).
+//!
 //! Invariants: the space account's `used` equals the sum of the lengths of
 //! the live `MemFile`s (each grows its vector only after reserving, and
 //! releases what it shrinks and, on drop, what it held); `used <= capacity`.
 //! Errors name the backend, the operation and the path; bad input (offsets
 //! past `usize`, a path through a file) is an error, never a panic.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustix::io::Errno;
 
-use crate::namespace::{Node, Tree};
+use crate::namespace::{Node, Tree, ROOT_DIR_ID};
 use crate::{
-    errno_error, lock, Backend, BackendFile, DirEntry, FileKind, Metadata, OpenOptions, RelPath,
-    SpaceInfo,
+    errno_error, lock, owner_id, with_context, Backend, BackendFile, DirEntry, FileKind, Metadata,
+    OpenOptions, RelPath, SetAttr, SpaceInfo, Stat, StatKind, TimeSet,
 };
 
 /// Capacity of [`MemBackend::new`]: 4 GiB, far above what tests write and
@@ -130,15 +144,106 @@ pub(crate) fn read_slice(data: &[u8], buf: &mut [u8], offset: u64) -> usize {
     count
 }
 
+/// Block size reported by [`MemBackend`]'s `stat`.
+const MEMORY_BLKSIZE: u32 = 4096;
+
+/// The POSIX attributes a [`MemBackend`] keeps for a file or directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MemAttrs {
+    ino: u64,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    atime: SystemTime,
+    mtime: SystemTime,
+    ctime: SystemTime,
+}
+
+impl MemAttrs {
+    /// Attributes of something created at `time`.
+    fn new(ino: u64, mode: u32, time: SystemTime) -> MemAttrs {
+        MemAttrs {
+            ino,
+            mode,
+            uid: 0,
+            gid: 0,
+            atime: time,
+            mtime: time,
+            ctime: time,
+        }
+    }
+
+    /// Applies `attr` (already validated) at `now`.
+    fn apply(&mut self, attr: &SetAttr, now: SystemTime) {
+        let time = |time: TimeSet| match time {
+            TimeSet::Now => now,
+            TimeSet::At(time) => time,
+        };
+        if let Some(mode) = attr.mode {
+            self.mode = mode & 0o7777;
+        }
+        if let Some(uid) = attr.uid {
+            self.uid = uid;
+        }
+        if let Some(gid) = attr.gid {
+            self.gid = gid;
+        }
+        if let Some(atime) = attr.atime {
+            self.atime = time(atime);
+        }
+        if let Some(mtime) = attr.mtime {
+            self.mtime = time(mtime);
+        }
+        self.ctime = now;
+    }
+
+    /// The contents changed at `now`.
+    fn touch(&mut self, now: SystemTime) {
+        self.mtime = now;
+        self.ctime = now;
+    }
+
+    /// The `Stat` of a `kind` of `len` bytes with these attributes.
+    fn stat(&self, kind: StatKind, len: u64) -> Stat {
+        Stat {
+            kind,
+            len,
+            blocks: len.div_ceil(512),
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            nlink: 1,
+            ino: self.ino,
+            atime: self.atime,
+            mtime: self.mtime,
+            ctime: self.ctime,
+            blksize: MEMORY_BLKSIZE,
+            rdev: 0,
+        }
+    }
+}
+
+/// Inode number of the directory with tree id `id` (odd; the root's is 1).
+fn dir_ino(id: u64) -> u64 {
+    id.saturating_mul(2).saturating_add(1)
+}
+
 /// The bytes of one file; lives as long as a directory entry or a handle
 /// refers to it.
 #[derive(Debug)]
 struct MemFile {
     data: RwLock<Vec<u8>>,
+    /// Never locked together with `data`.
+    attrs: Mutex<MemAttrs>,
     space: Arc<SpaceAccount>,
 }
 
 impl MemFile {
+    /// The contents changed now.
+    fn touch(&self) {
+        lock(&self.attrs).touch(SystemTime::now());
+    }
+
     // Poison-tolerant: every write-locked section either completes or
     // changes nothing (see `resize_accounted`).
     fn read(&self) -> RwLockReadGuard<'_, Vec<u8>> {
@@ -160,6 +265,11 @@ impl Drop for MemFile {
 /// An in-memory tier. Cheap to create; dropped with its last handle.
 pub struct MemBackend {
     tree: Mutex<Tree<Arc<MemFile>>>,
+    /// Attributes of each directory of `tree`, by directory id; locked only
+    /// under `tree`'s lock.
+    dirs: Mutex<HashMap<u64, MemAttrs>>,
+    /// Files created so far (their inode numbers are `2·n + 2`).
+    files_created: AtomicU64,
     space: Arc<SpaceAccount>,
 }
 
@@ -185,14 +295,24 @@ impl MemBackend {
 
     /// An empty tier of `capacity_bytes`.
     pub fn with_capacity(capacity_bytes: u64) -> MemBackend {
+        let root = MemAttrs::new(dir_ino(ROOT_DIR_ID), 0o755, SystemTime::now());
         MemBackend {
             tree: Mutex::new(Tree::new()),
+            dirs: Mutex::new(HashMap::from([(ROOT_DIR_ID, root)])),
+            files_created: AtomicU64::new(0),
             space: Arc::new(SpaceAccount::new(capacity_bytes)),
         }
     }
 
     fn error(&self, errno: Errno, op: &str, path: &RelPath) -> io::Error {
         errno_error(errno, format_args!("memory: {op} {:?}", path.as_str()))
+    }
+
+    /// Attributes of directory `id` (a directory created before attributes
+    /// were kept cannot exist; defaults just in case).
+    fn dir_attrs(dirs: &mut HashMap<u64, MemAttrs>, id: u64) -> &mut MemAttrs {
+        dirs.entry(id)
+            .or_insert_with(|| MemAttrs::new(dir_ino(id), 0o755, UNIX_EPOCH))
     }
 }
 
@@ -204,8 +324,11 @@ impl Backend for MemBackend {
     fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {
         let (file, _created) = lock(&self.tree)
             .open(path, options, || {
+                let n = self.files_created.fetch_add(1, Ordering::Relaxed);
+                let ino = n.saturating_mul(2).saturating_add(2);
                 Arc::new(MemFile {
                     data: RwLock::new(Vec::new()),
+                    attrs: Mutex::new(MemAttrs::new(ino, 0o644, SystemTime::now())),
                     space: Arc::clone(&self.space),
                 })
             })
@@ -215,6 +338,8 @@ impl Backend for MemBackend {
             let len = data.len() as u64;
             data.clear();
             self.space.release(len);
+            drop(data);
+            file.touch();
         }
         Ok(Arc::new(MemHandle {
             file,
@@ -247,27 +372,41 @@ impl Backend for MemBackend {
     }
 
     fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
-        let replaced = lock(&self.tree).rename(from, to).map_err(|errno| {
+        let mut tree = lock(&self.tree);
+        let replaced = tree.rename(from, to).map_err(|errno| {
             errno_error(
                 errno,
                 format_args!("memory: rename {:?} to {:?}", from.as_str(), to.as_str()),
             )
         })?;
+        // A replaced directory is empty: only its own attributes go.
+        if let Some(Node::Dir(dir)) = &replaced {
+            lock(&self.dirs).remove(&dir.id);
+        }
+        drop(tree);
         drop::<Option<Node<Arc<MemFile>>>>(replaced);
         Ok(())
     }
 
     fn create_dir(&self, path: &RelPath) -> io::Result<()> {
-        lock(&self.tree)
+        let mut tree = lock(&self.tree);
+        let id = tree
             .create_dir(path)
-            .map(|_| ())
-            .map_err(|errno| self.error(errno, "mkdir", path))
+            .map_err(|errno| self.error(errno, "mkdir", path))?;
+        let attrs = MemAttrs::new(dir_ino(id), 0o755, SystemTime::now());
+        lock(&self.dirs).insert(id, attrs);
+        Ok(())
     }
 
     fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
-        lock(&self.tree)
-            .remove_dir(path)
-            .map_err(|errno| self.error(errno, "rmdir", path))
+        let mut tree = lock(&self.tree);
+        let id = tree.dir(path).map(|dir| dir.id);
+        tree.remove_dir(path)
+            .map_err(|errno| self.error(errno, "rmdir", path))?;
+        if let Ok(id) = id {
+            lock(&self.dirs).remove(&id);
+        }
+        Ok(())
     }
 
     fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
@@ -286,6 +425,46 @@ impl Backend for MemBackend {
 
     fn space(&self) -> io::Result<SpaceInfo> {
         Ok(self.space.space())
+    }
+
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        let tree = lock(&self.tree);
+        match tree.lookup(path) {
+            Ok((FileKind::File, Some(file))) => {
+                let len = file.read().len() as u64;
+                let attrs = *lock(&file.attrs);
+                Ok(attrs.stat(StatKind::File, len))
+            }
+            Ok((_, _)) => {
+                let id = tree
+                    .dir(path)
+                    .map_err(|errno| self.error(errno, "stat", path))?
+                    .id;
+                let mut dirs = lock(&self.dirs);
+                Ok(MemBackend::dir_attrs(&mut dirs, id).stat(StatKind::Dir, 0))
+            }
+            Err(errno) => Err(self.error(errno, "stat", path)),
+        }
+    }
+
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
+        let invalid = |e| with_context(e, format_args!("memory: set_attr {:?}", path.as_str()));
+        owner_id(attr.uid, "uid").map_err(invalid)?;
+        owner_id(attr.gid, "gid").map_err(invalid)?;
+        let now = SystemTime::now();
+        let tree = lock(&self.tree);
+        match tree.lookup(path) {
+            Ok((FileKind::File, Some(file))) => lock(&file.attrs).apply(attr, now),
+            Ok((_, _)) => {
+                let id = tree
+                    .dir(path)
+                    .map_err(|errno| self.error(errno, "set_attr", path))?
+                    .id;
+                MemBackend::dir_attrs(&mut lock(&self.dirs), id).apply(attr, now);
+            }
+            Err(errno) => return Err(self.error(errno, "set_attr", path)),
+        }
+        Ok(())
     }
 }
 
@@ -320,6 +499,8 @@ impl BackendFile for MemHandle {
         // `offset <= end - buf.len()` fits in usize since `end` does.
         let start = end - buf.len();
         data[start..end].copy_from_slice(buf);
+        drop(data);
+        self.file.touch();
         Ok(())
     }
 
@@ -335,7 +516,10 @@ impl BackendFile for MemHandle {
         let new_len = end_index(len, 0).map_err(|errno| self.error(errno, "set_len"))?;
         let mut data = self.file.write();
         resize_accounted(&mut data, new_len, &self.file.space)
-            .map_err(|errno| self.error(errno, "set_len"))
+            .map_err(|errno| self.error(errno, "set_len"))?;
+        drop(data);
+        self.file.touch();
+        Ok(())
     }
 }
 

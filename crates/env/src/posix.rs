@@ -10,11 +10,44 @@
 //! The root itself is resolved once, when the backend is created, and may
 //! be a link (it is the administrator's configuration).
 //!
-//! Only regular files and directories exist for the engine: `read_dir`
+//! For the engine only regular files and directories exist: `read_dir`
 //! skips other entries (links, sockets, devices) and names that are not
 //! UTF-8; `metadata` and `open` refuse them. Files are opened read-write
 //! (the engine owns its tiers) with mode 0644, directories created 0755,
 //! both before the umask.
+//!
+//! For the FUSE mount the backend also serves the rest of POSIX metadata,
+//! still without following any link, the last component included:
+//! * `stat` is `fstatat(AT_SYMLINK_NOFOLLOW)` (a link reports itself) and
+//!   `read_dir_all` lists every entry with its kind;
+//! * `symlink` is `symlinkat` (the target is stored verbatim, never
+//!   resolved by the backend), `read_link` is `readlinkat`;
+//! * `set_attr` changes the owner (`fchownat(AT_SYMLINK_NOFOLLOW)`), then
+//!   the mode, then the times (`utimensat(AT_SYMLINK_NOFOLLOW)`, with
+//!   `UTIME_NOW` for "now" and `UTIME_OMIT` for one left unchanged). The
+//!   mode has no no-follow `*at()` call (`fchmodat` follows; rustix does not
+//!   expose `fchmodat2`): the entry is opened `O_PATH | O_NOFOLLOW` (a link
+//!   yields a descriptor of the link itself), a link is refused with
+//!   EOPNOTSUPP (as `fchmodat2(AT_SYMLINK_NOFOLLOW)` does for links), and
+//!   anything else is chmod'ed through `/proc/self/fd/<that descriptor>`,
+//!   which the kernel resolves to the open inode, not by name: nothing can
+//!   be swapped in between the check and the change. The root is changed
+//!   through its own descriptor (`fchown`, `fchmod`, `futimens`).
+//! * Extended attributes: `O_PATH` descriptors refuse `f*xattr()` (EBADF,
+//!   checked on Linux 6.18) and opening the entry for real needs read
+//!   permission and may have side effects on devices and FIFOs, so the
+//!   calls are the `l*xattr()` ones (no final link followed) on the path
+//!   `/proc/self/fd/<parent>/<name>`: the parent directory is the
+//!   descriptor the safe walk opened (the kernel jumps to it, whatever
+//!   names change meanwhile) and `<name>` one validated component (no `/`,
+//!   `.` or `..`), not followed if it is a link. The root's attributes use
+//!   `f*xattr()` on the root descriptor. A missing attribute is ENODATA.
+//!
+//! Mode changes and extended attributes below the root need `/proc`
+//! mounted; without it they fail with EOPNOTSUPP saying so.
+//!
+//! There is no hard-link operation: a file under two names would break the
+//! engine's one-name-per-file bookkeeping.
 //!
 //! Positional I/O is `pread`/`pwrite` (`FileExt`), retried on EINTR, and a
 //! read is short only at the end of file; `sync_data` is `fdatasync`,
@@ -22,23 +55,25 @@
 //! (free = blocks available to unprivileged users).
 //!
 //! Invariants: every descriptor opened under the root was reached without
-//! following a link; errors name the root, the operation and the path, and
+//! following a link, and every call on a last component acts on that
+//! component itself; errors name the root, the operation and the path, and
 //! keep the OS error as their source (see [`crate::raw_os_error`]).
 
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Timespec, Timestamps, Uid};
 use rustix::io::Errno;
 
 use crate::{
-    errno_error, with_context, Backend, BackendFile, DirEntry, FileKind, Metadata, OpenOptions,
-    RelPath, SpaceInfo,
+    errno_error, owner_id, with_context, Backend, BackendFile, DirEntry, FileKind, Metadata,
+    OpenOptions, RelPath, SetAttr, SpaceInfo, Stat, StatKind, TimeSet, XattrFlags,
 };
 
 /// Flags of every intermediate directory of a walk.
@@ -133,6 +168,83 @@ impl PosixBackend {
         Ok((self.walk(&parent)?, path.file_name()))
     }
 
+    /// `lstat` of `path`: the root's descriptor, or the last component in
+    /// its parent without following it.
+    fn lstat(&self, path: &RelPath) -> Result<rfs::Stat, Errno> {
+        match path.parent() {
+            None => rfs::fstat(&self.root_fd),
+            Some(parent) => {
+                let dir = self.walk(&parent)?;
+                rfs::statat(&dir, path.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+            }
+        }
+    }
+
+    /// Entries of directory `path` with their types (links not followed),
+    /// unsorted, without `.`, `..` and names that are not UTF-8.
+    fn entries(&self, path: &RelPath, op: &str) -> io::Result<Vec<(String, FileType)>> {
+        let fail = |errno| self.error(errno, op, path);
+        let dir = self.walk(path).map_err(fail)?;
+        let mut entries = Vec::new();
+        for entry in rfs::Dir::read_from(&dir).map_err(fail)? {
+            let entry = entry.map_err(fail)?;
+            let Ok(name) = entry.file_name().to_str() else {
+                continue;
+            };
+            if name == "." || name == ".." {
+                continue;
+            }
+            let file_type = match entry.file_type() {
+                // Some file systems do not report types in directory
+                // entries: ask the entry itself (without following it).
+                FileType::Unknown => {
+                    match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                        // Removed meanwhile: not listed.
+                        Err(Errno::NOENT) => continue,
+                        Err(errno) => return Err(fail(errno)),
+                    }
+                }
+                known => known,
+            };
+            entries.push((name.to_string(), file_type));
+        }
+        Ok(entries)
+    }
+
+    /// Where an extended-attribute call on `path` acts (see the module
+    /// doc): the root's descriptor, or `/proc/self/fd/<parent>/<name>`
+    /// with the parent reached by the safe walk (and kept open as long as
+    /// the target lives).
+    fn xattr_target(&self, path: &RelPath) -> Result<XattrTarget<'_>, Errno> {
+        match path.parent() {
+            None => Ok(XattrTarget::Root(self.root_fd.as_fd())),
+            Some(parent) => {
+                let dir = self.walk(&parent)?;
+                let proc_path = format!("{}/{}", proc_fd_path(dir.as_fd()), path.file_name());
+                Ok(XattrTarget::Entry {
+                    _dir: dir,
+                    proc_path,
+                })
+            }
+        }
+    }
+
+    /// The error of an operation that went through `/proc/self/fd`: ENOENT
+    /// there while `/proc` is not mounted is not about the path, say so.
+    fn proc_error(&self, errno: Errno, what: &str) -> io::Error {
+        if errno == Errno::NOENT && !proc_mounted() {
+            return errno_error(
+                Errno::OPNOTSUPP,
+                format_args!(
+                    "{}: {what}: needs /proc mounted (to act on an entry without following links)",
+                    self.label
+                ),
+            );
+        }
+        error(&self.label, errno, what)
+    }
+
     fn stat_kind(stat: &rfs::Stat) -> Option<FileKind> {
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile => Some(FileKind::File),
@@ -140,6 +252,163 @@ impl PosixBackend {
             _ => None,
         }
     }
+}
+
+/// Where an extended-attribute call acts.
+enum XattrTarget<'a> {
+    /// The root, through its descriptor (`f*xattr`).
+    Root(BorrowedFd<'a>),
+    /// An entry, through its parent's descriptor (`l*xattr`).
+    Entry {
+        /// Keeps the descriptor in `proc_path` open.
+        _dir: DirFd<'a>,
+        proc_path: String,
+    },
+}
+
+/// `/proc/self/fd/<fd>`: the kernel resolves it to the open file itself
+/// (a jump, not a lookup by name).
+fn proc_fd_path(fd: BorrowedFd<'_>) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// Whether `/proc/self/fd` is there.
+fn proc_mounted() -> bool {
+    rfs::stat("/proc/self/fd").is_ok()
+}
+
+/// `value` as a `u64`, 0 if negative (`st_*` field types vary by
+/// architecture; the kernel never reports these negative).
+fn to_u64<T: TryInto<u64>>(value: T) -> u64 {
+    value.try_into().unwrap_or(0)
+}
+
+/// `value` as a `u32`, saturated.
+fn to_u32<T: TryInto<u32>>(value: T) -> u32 {
+    value.try_into().unwrap_or(u32::MAX)
+}
+
+/// `secs` seconds and `nanos` nanoseconds from the epoch (either side); the
+/// epoch itself if out of range.
+fn system_time<S: TryInto<i64>, N: TryInto<u32>>(secs: S, nanos: N) -> SystemTime {
+    let (Ok(secs), Ok(nanos)) = (secs.try_into(), nanos.try_into()) else {
+        return UNIX_EPOCH;
+    };
+    let whole = Duration::from_secs(secs.unsigned_abs());
+    let time = if secs >= 0 {
+        UNIX_EPOCH.checked_add(whole)
+    } else {
+        UNIX_EPOCH.checked_sub(whole)
+    };
+    time.and_then(|time| time.checked_add(Duration::from_nanos(u64::from(nanos))))
+        .unwrap_or(UNIX_EPOCH)
+}
+
+/// `time` as a `utimensat` timestamp; `None` if it does not fit.
+fn timespec(time: TimeSet) -> Option<Timespec> {
+    let (tv_sec, tv_nsec) = match time {
+        TimeSet::Now => (0, rfs::UTIME_NOW),
+        TimeSet::At(time) => match time.duration_since(UNIX_EPOCH) {
+            Ok(after) => (
+                i64::try_from(after.as_secs()).ok()?,
+                i64::from(after.subsec_nanos()),
+            ),
+            Err(before) => {
+                let before = before.duration();
+                let secs = i64::try_from(before.as_secs()).ok()?;
+                match before.subsec_nanos() {
+                    0 => (-secs, 0),
+                    nanos => (-secs - 1, i64::from(1_000_000_000 - nanos)),
+                }
+            }
+        },
+    };
+    Some(Timespec { tv_sec, tv_nsec })
+}
+
+/// A `Stat` from the kernel's `struct stat`.
+fn stat_from(stat: &rfs::Stat) -> Stat {
+    let rdev = to_u64(stat.st_rdev);
+    let (major, minor) = (rfs::major(rdev), rfs::minor(rdev));
+    Stat {
+        kind: stat_kind_of(FileType::from_raw_mode(stat.st_mode)),
+        len: to_u64(stat.st_size),
+        blocks: to_u64(stat.st_blocks),
+        mode: to_u32(stat.st_mode) & 0o7777,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        nlink: to_u32(stat.st_nlink),
+        ino: to_u64(stat.st_ino),
+        atime: system_time(stat.st_atime, stat.st_atime_nsec),
+        mtime: system_time(stat.st_mtime, stat.st_mtime_nsec),
+        ctime: system_time(stat.st_ctime, stat.st_ctime_nsec),
+        blksize: to_u32(stat.st_blksize),
+        // The kernel's `new_encode_dev`.
+        rdev: (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12),
+    }
+}
+
+/// The kind of an entry of type `file_type`.
+fn stat_kind_of(file_type: FileType) -> StatKind {
+    match file_type {
+        FileType::RegularFile => StatKind::File,
+        FileType::Directory => StatKind::Dir,
+        FileType::Symlink => StatKind::Symlink,
+        _ => StatKind::Other,
+    }
+}
+
+/// Calls `read` with a buffer grown until the answer fits: a first try
+/// with a small one, then the size `query` reports (the value may change
+/// in between: ERANGE, retried a few times).
+fn read_growing(
+    mut query: impl FnMut() -> Result<usize, Errno>,
+    mut read: impl FnMut(&mut [u8]) -> Result<usize, Errno>,
+) -> Result<Vec<u8>, Errno> {
+    let mut buf = vec![0u8; 256];
+    for _ in 0..8 {
+        match read(&mut buf) {
+            Ok(len) => {
+                buf.truncate(len);
+                return Ok(buf);
+            }
+            Err(Errno::RANGE) => {
+                let size = query()?;
+                if size == 0 {
+                    // Emptied meanwhile (a zero-length buffer would be a
+                    // size query): nothing to read.
+                    return Ok(Vec::new());
+                }
+                buf.resize(size.max(buf.len()), 0);
+            }
+            Err(errno) => return Err(errno),
+        }
+    }
+    Err(Errno::RANGE)
+}
+
+/// The raw `XATTR_*` flags of `flags`.
+fn raw_xattr_flags(flags: XattrFlags) -> rfs::XattrFlags {
+    match flags {
+        XattrFlags::Either => rfs::XattrFlags::empty(),
+        XattrFlags::CreateOnly => rfs::XattrFlags::CREATE,
+        XattrFlags::ReplaceOnly => rfs::XattrFlags::REPLACE,
+    }
+}
+
+/// chmod of `name` in `dir` without following it (see the module doc):
+/// EOPNOTSUPP for a link.
+fn chmod_nofollow(dir: &DirFd<'_>, name: &str, mode: u32) -> Result<(), Errno> {
+    let fd = rfs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if FileType::from_raw_mode(rfs::fstat(&fd)?.st_mode) == FileType::Symlink {
+        return Err(Errno::OPNOTSUPP);
+    }
+    rfs::chmod(proc_fd_path(fd.as_fd()), Mode::from_raw_mode(mode & 0o7777))
 }
 
 /// Whether `name` in `dir` is a symbolic link (not following it).
@@ -201,13 +470,7 @@ impl Backend for PosixBackend {
 
     fn metadata(&self, path: &RelPath) -> io::Result<Metadata> {
         let fail = |errno| self.error(errno, "stat", path);
-        let stat = match path.parent() {
-            None => rfs::fstat(&self.root_fd).map_err(fail)?,
-            Some(parent) => {
-                let dir = self.walk(&parent).map_err(fail)?;
-                rfs::statat(&dir, path.file_name(), AtFlags::SYMLINK_NOFOLLOW).map_err(fail)?
-            }
-        };
+        let stat = self.lstat(path).map_err(fail)?;
         match PosixBackend::stat_kind(&stat) {
             Some(FileKind::File) => Ok(Metadata {
                 kind: FileKind::File,
@@ -254,40 +517,18 @@ impl Backend for PosixBackend {
     }
 
     fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
-        let fail = |errno| self.error(errno, "read_dir", path);
-        let dir = self.walk(path).map_err(fail)?;
-        let mut entries = Vec::new();
-        for entry in rfs::Dir::read_from(&dir).map_err(fail)? {
-            let entry = entry.map_err(fail)?;
-            let Ok(name) = entry.file_name().to_str() else {
-                continue;
-            };
-            if name == "." || name == ".." {
-                continue;
-            }
-            let file_type = match entry.file_type() {
-                // Some file systems do not report types in directory
-                // entries: ask the entry itself (without following it).
-                FileType::Unknown => {
-                    match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                        Ok(stat) => FileType::from_raw_mode(stat.st_mode),
-                        // Removed meanwhile: not listed.
-                        Err(Errno::NOENT) => continue,
-                        Err(errno) => return Err(fail(errno)),
-                    }
-                }
-                known => known,
-            };
-            let kind = match file_type {
-                FileType::RegularFile => FileKind::File,
-                FileType::Directory => FileKind::Dir,
-                _ => continue,
-            };
-            entries.push(DirEntry {
-                name: name.to_string(),
-                kind,
-            });
-        }
+        let mut entries: Vec<DirEntry> = self
+            .entries(path, "read_dir")?
+            .into_iter()
+            .filter_map(|(name, file_type)| {
+                let kind = match file_type {
+                    FileType::RegularFile => FileKind::File,
+                    FileType::Directory => FileKind::Dir,
+                    _ => return None,
+                };
+                Some(DirEntry { name, kind })
+            })
+            .collect();
         entries.sort();
         Ok(entries)
     }
@@ -313,6 +554,200 @@ impl Backend for PosixBackend {
             total_bytes: stat.f_blocks.saturating_mul(stat.f_frsize),
             free_bytes: stat.f_bavail.saturating_mul(stat.f_frsize),
         })
+    }
+
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        let stat = self
+            .lstat(path)
+            .map_err(|errno| self.error(errno, "stat", path))?;
+        Ok(stat_from(&stat))
+    }
+
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
+        let what = format!("set_attr {:?}", path.as_str());
+        let fail = |errno| error(&self.label, errno, &what);
+        let invalid = |e: io::Error| with_context(e, format_args!("{}: {what}", self.label));
+        let uid = owner_id(attr.uid, "uid").map_err(invalid)?;
+        let gid = owner_id(attr.gid, "gid").map_err(invalid)?;
+        let (uid, gid) = (uid.map(Uid::from_raw), gid.map(Gid::from_raw));
+        let time = |time: Option<TimeSet>| match time {
+            None => Ok(Timespec {
+                tv_sec: 0,
+                tv_nsec: rfs::UTIME_OMIT,
+            }),
+            Some(time) => timespec(time).ok_or_else(|| {
+                invalid(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("time {time:?} out of range"),
+                ))
+            }),
+        };
+        let times = if attr.atime.is_some() || attr.mtime.is_some() {
+            Some(Timestamps {
+                last_access: time(attr.atime)?,
+                last_modification: time(attr.mtime)?,
+            })
+        } else {
+            None
+        };
+        let chown = uid.is_some() || gid.is_some();
+        match path.parent() {
+            None => {
+                let root = self.root_fd.as_fd();
+                if chown {
+                    rfs::fchown(root, uid, gid).map_err(fail)?;
+                }
+                if let Some(mode) = attr.mode {
+                    rfs::fchmod(root, Mode::from_raw_mode(mode & 0o7777)).map_err(fail)?;
+                }
+                if let Some(times) = &times {
+                    rfs::futimens(root, times).map_err(fail)?;
+                }
+            }
+            Some(parent) => {
+                let dir = self.walk(&parent).map_err(fail)?;
+                let name = path.file_name();
+                if chown {
+                    rfs::chownat(&dir, name, uid, gid, AtFlags::SYMLINK_NOFOLLOW).map_err(fail)?;
+                }
+                if let Some(mode) = attr.mode {
+                    chmod_nofollow(&dir, name, mode).map_err(|errno| {
+                        if errno == Errno::OPNOTSUPP {
+                            errno_error(
+                                errno,
+                                format_args!(
+                                    "{}: {what}: a symbolic link has no mode of its own \
+                                     (refusing to change its target's)",
+                                    self.label
+                                ),
+                            )
+                        } else {
+                            self.proc_error(errno, &what)
+                        }
+                    })?;
+                }
+                if let Some(times) = &times {
+                    rfs::utimensat(&dir, name, times, AtFlags::SYMLINK_NOFOLLOW).map_err(fail)?;
+                }
+                if !chown && attr.mode.is_none() && times.is_none() {
+                    // Nothing to change; the path must still exist.
+                    rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(fail)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
+        let what = format!("symlink {:?} -> {target:?}", link.as_str());
+        let fail = |errno| error(&self.label, errno, &what);
+        let (dir, name) = self.walk_parent(link, Errno::EXIST).map_err(fail)?;
+        rfs::symlinkat(target, &dir, name).map_err(fail)
+    }
+
+    fn read_link(&self, path: &RelPath) -> io::Result<String> {
+        let fail = |errno| self.error(errno, "read_link", path);
+        let (dir, name) = self.walk_parent(path, Errno::INVAL).map_err(fail)?;
+        let target = rfs::readlinkat(&dir, name, Vec::new()).map_err(fail)?;
+        target.into_string().map_err(|target| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: read_link {:?}: target {:?} is not UTF-8",
+                    self.label,
+                    path.as_str(),
+                    target.into_cstring()
+                ),
+            )
+        })
+    }
+
+    fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
+        let mut entries: Vec<(String, StatKind)> = self
+            .entries(path, "read_dir")?
+            .into_iter()
+            .map(|(name, file_type)| (name, stat_kind_of(file_type)))
+            .collect();
+        entries.sort();
+        Ok(entries)
+    }
+
+    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
+        let what = format!("get_xattr {name:?} of {:?}", path.as_str());
+        let fail = |errno| self.proc_error(errno, &what);
+        match self
+            .xattr_target(path)
+            .map_err(|errno| error(&self.label, errno, &what))?
+        {
+            XattrTarget::Root(fd) => read_growing(
+                || rfs::fgetxattr_query(fd, name),
+                |buf| rfs::fgetxattr(fd, name, buf),
+            ),
+            XattrTarget::Entry { proc_path, .. } => read_growing(
+                || rfs::lgetxattr_query(&proc_path, name),
+                |buf| rfs::lgetxattr(&proc_path, name, buf),
+            ),
+        }
+        .map_err(fail)
+    }
+
+    fn set_xattr(
+        &self,
+        path: &RelPath,
+        name: &str,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> io::Result<()> {
+        let what = format!("set_xattr {name:?} of {:?}", path.as_str());
+        let fail = |errno| self.proc_error(errno, &what);
+        let flags = raw_xattr_flags(flags);
+        match self
+            .xattr_target(path)
+            .map_err(|errno| error(&self.label, errno, &what))?
+        {
+            XattrTarget::Root(fd) => rfs::fsetxattr(fd, name, value, flags),
+            XattrTarget::Entry { proc_path, .. } => rfs::lsetxattr(&proc_path, name, value, flags),
+        }
+        .map_err(fail)
+    }
+
+    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
+        let what = format!("list_xattr {:?}", path.as_str());
+        let fail = |errno| self.proc_error(errno, &what);
+        let list = match self
+            .xattr_target(path)
+            .map_err(|errno| error(&self.label, errno, &what))?
+        {
+            XattrTarget::Root(fd) => {
+                read_growing(|| rfs::flistxattr_query(fd), |buf| rfs::flistxattr(fd, buf))
+            }
+            XattrTarget::Entry { proc_path, .. } => read_growing(
+                || rfs::llistxattr_query(&proc_path),
+                |buf| rfs::llistxattr(&proc_path, buf),
+            ),
+        }
+        .map_err(fail)?;
+        // NUL-terminated names; ones that are not UTF-8 are skipped, as
+        // `read_dir` skips such file names.
+        Ok(list
+            .split(|&byte| byte == 0)
+            .filter(|name| !name.is_empty())
+            .filter_map(|name| std::str::from_utf8(name).ok())
+            .map(str::to_string)
+            .collect())
+    }
+
+    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
+        let what = format!("remove_xattr {name:?} of {:?}", path.as_str());
+        let fail = |errno| self.proc_error(errno, &what);
+        match self
+            .xattr_target(path)
+            .map_err(|errno| error(&self.label, errno, &what))?
+        {
+            XattrTarget::Root(fd) => rfs::fremovexattr(fd, name),
+            XattrTarget::Entry { proc_path, .. } => rfs::lremovexattr(&proc_path, name),
+        }
+        .map_err(fail)
     }
 }
 
@@ -372,5 +807,84 @@ impl BackendFile for PosixFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len).map_err(|e| self.error(e, "set_len"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_convert_both_ways_on_both_sides_of_the_epoch() {
+        let cases = [
+            (0, 0),
+            (1, 5),
+            (1_234_567_890, 987_654_321),
+            (-1, 0),
+            (-2, 500_000_000),
+            (-1_000_000, 1),
+        ];
+        for (secs, nanos) in cases {
+            let time = system_time(secs, nanos);
+            let spec = timespec(TimeSet::At(time)).unwrap();
+            assert_eq!((spec.tv_sec, spec.tv_nsec), (secs, i64::from(nanos)));
+        }
+        assert_eq!(
+            system_time(-2, 500_000_000),
+            UNIX_EPOCH - Duration::from_millis(1500)
+        );
+        assert_eq!(
+            system_time(i64::MAX, 2_000_000_000u32),
+            UNIX_EPOCH,
+            "out of range"
+        );
+        let now = timespec(TimeSet::Now).unwrap();
+        assert_eq!(now.tv_nsec, rfs::UTIME_NOW);
+    }
+
+    #[test]
+    fn reads_grow_their_buffer_and_retry_when_the_value_changes() {
+        // A value of 1000 bytes that grows to 3000 after the size query.
+        let size = std::cell::Cell::new(1000);
+        let calls = std::cell::Cell::new(0);
+        let value = read_growing(
+            || Ok(size.replace(3000)),
+            |buf| {
+                calls.set(calls.get() + 1);
+                if buf.len() < size.get() {
+                    return Err(Errno::RANGE);
+                }
+                buf[..size.get()].fill(7);
+                Ok(size.get())
+            },
+        )
+        .unwrap();
+        assert_eq!(value, vec![7; 3000]);
+        assert_eq!(calls.get(), 3);
+        // Emptied meanwhile.
+        assert_eq!(
+            read_growing(|| Ok(0), |_| Err(Errno::RANGE)).unwrap(),
+            Vec::<u8>::new()
+        );
+        // Never fits: ERANGE after a few tries, not forever.
+        assert_eq!(
+            read_growing(|| Ok(1), |_| Err(Errno::RANGE)).unwrap_err(),
+            Errno::RANGE
+        );
+        assert_eq!(
+            read_growing(|| Ok(1), |_| Err(Errno::NODATA)).unwrap_err(),
+            Errno::NODATA
+        );
+    }
+
+    #[test]
+    fn device_numbers_use_the_kernel_encoding() {
+        let mut stat = rfs::stat(".").unwrap();
+        stat.st_mode = 0o020_644; // a character device
+        stat.st_rdev = rfs::makedev(0x123, 0x45678);
+        let converted = stat_from(&stat);
+        assert_eq!(converted.kind, StatKind::Other);
+        assert_eq!(converted.mode, 0o644);
+        assert_eq!(converted.rdev, 0x78 | (0x123 << 8) | (0x45600 << 12));
     }
 }

@@ -1,6 +1,8 @@
 //! The `sluice` command: parses flags, wires the crates, maps errors to an
 //! exit status. Formatting of reports lives in `report.rs`.
 
+mod demo;
+mod mount;
 mod report;
 mod sim;
 
@@ -36,6 +38,72 @@ enum Command {
     /// The deterministic simulator: reproduce the papers' experiments.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Mount sluice (FUSE) and serve until unmounted or signalled.
+    Mount(MountArgs),
+    /// Unmount a sluice mount: drains by default.
+    Unmount(UnmountArgs),
+    /// Tiers, regions, routing, flushing and errors of a running mount.
+    Status(StatusArgs),
+    /// Flush everything buffered to the capacity tier and wait.
+    Drain(MountPointArg),
+    /// The configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// The main job: mount with embedded defaults (capacity tier an
+    /// emulated HDD), run sequential and random writers, read back, drain,
+    /// verify every byte, unmount, print a summary.
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Debug)]
+struct MountArgs {
+    /// Where to mount (or mount.point in the config).
+    mountpoint: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    config: mount::ConfigArgs,
+}
+
+#[derive(Args, Debug)]
+struct UnmountArgs {
+    /// The mount point.
+    mountpoint: std::path::PathBuf,
+    /// Leave buffered data in the log (the next mount recovers it).
+    #[arg(long, conflicts_with = "drain")]
+    keep: bool,
+    /// Drain even if the mount was started with --no-drain.
+    #[arg(long)]
+    drain: bool,
+}
+
+#[derive(Args, Debug)]
+struct StatusArgs {
+    /// The mount point.
+    mountpoint: std::path::PathBuf,
+    /// Print the JSON snapshot instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct MountPointArg {
+    /// The mount point.
+    mountpoint: std::path::PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print the normalized config in effect (file, then flags over it).
+    Show(mount::ConfigArgs),
+}
+
+#[derive(Args, Debug)]
+struct DemoArgs {
+    /// Directory for the tiers and the mount point.
+    #[arg(long, default_value_os_t = demo::default_dir())]
+    dir: std::path::PathBuf,
+    /// MiB per sequential writer (random writers write a quarter each).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(4..=65536))]
+    mib: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -136,6 +204,12 @@ fn main() -> ExitCode {
         Some(Command::Sim(SimCommand::Run(args))) => {
             sim::run(&args.experiment, args.scale, args.seed, &args.out)
         }
+        Some(Command::Mount(args)) => mount::mount(&args.config, args.mountpoint.as_deref()),
+        Some(Command::Unmount(args)) => mount::unmount(&args.mountpoint, args.keep, args.drain),
+        Some(Command::Status(args)) => mount::status(&args.mountpoint, args.json),
+        Some(Command::Drain(args)) => mount::drain(&args.mountpoint),
+        Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
+        Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
         None => run_analyse(&cli.analyse),
     };
     match result {

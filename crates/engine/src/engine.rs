@@ -881,6 +881,17 @@ impl Engine {
         Ok(())
     }
 
+    /// The logical size of `path` if the engine holds it open (buffered
+    /// bytes included); `None` means the capacity tier's size is current.
+    pub fn open_size(&self, path: &RelPath) -> Option<u64> {
+        let state = lock(&self.shared);
+        state
+            .ids
+            .get(path)
+            .and_then(|id| state.files.get(id))
+            .map(|open| open.size)
+    }
+
     /// Attributes of a path; a file's size includes buffered bytes.
     pub fn getattr(&self, path: &RelPath) -> io::Result<Metadata> {
         let state = lock(&self.shared);

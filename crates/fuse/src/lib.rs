@@ -1,3 +1,20 @@
-//! Placeholder: the thin FUSE adapter (fuser) that forwards requests to the
-//! engine and is the only place errors become errnos — arrives with the mount
-//! issue (issue 5). See ARCHITECTURE.md.
+//! The FUSE mount of sluice (DESIGN §1–3): a thin adapter from FUSE
+//! requests to the engine, and the only place errors become errnos.
+//!
+//! - [`fs::SluiceFs`]: the request handlers (data through the engine,
+//!   metadata passed to the capacity tier; what is refused and why);
+//! - [`inodes`]: inode numbers and the paths they name;
+//! - [`mount::Mount`]: a running mount with its control socket, metrics
+//!   endpoint and flush-rate sampler;
+//! - [`status::Status`]: what `sluice status` and `/metrics` report.
+//!
+//! Design and consistency model: docs/fuse.md; metric names: docs/metrics.md.
+
+pub mod errno;
+pub mod fs;
+pub mod inodes;
+pub mod mount;
+pub mod status;
+
+pub use mount::{control_request, Mount};
+pub use status::Status;

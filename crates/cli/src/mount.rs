@@ -1,0 +1,204 @@
+//! `sluice mount | unmount | status | drain | config show`: wiring of the
+//! config, the FUSE mount and its control socket.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use sluice_config::{Config, Device, PolicyName};
+use sluice_fuse::{control_request, Mount, Status};
+
+/// Where the config comes from: a file, then flags over it.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConfigArgs {
+    /// TOML config file (unknown keys are errors; `sluice config show`
+    /// prints every key).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Fast-tier directory (holds the log).
+    #[arg(long)]
+    pub fast: Option<PathBuf>,
+    /// Capacity-tier directory (holds the files).
+    #[arg(long)]
+    pub capacity: Option<PathBuf>,
+    /// What stands in front of the fast-tier directory.
+    #[arg(long, value_parser = parse_device)]
+    pub fast_device: Option<Device>,
+    /// What stands in front of the capacity-tier directory (`hdd` emulates
+    /// a 7200 rpm disk).
+    #[arg(long, value_parser = parse_device)]
+    pub capacity_device: Option<Device>,
+    /// Redirection policy: capacity-only, fast-all, ssdup, ssdup+.
+    #[arg(long, value_parser = parse_policy)]
+    pub policy: Option<PolicyName>,
+    /// Let other users use the mount (implies default_permissions).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Let the kernel check permissions from the file modes.
+    #[arg(long)]
+    pub default_permissions: bool,
+    /// Leave buffered data in the log at unmount (the next mount of the
+    /// same fast tier recovers it) instead of draining.
+    #[arg(long)]
+    pub no_drain: bool,
+    /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9464).
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// Threads serving FUSE requests.
+    #[arg(long)]
+    pub threads: Option<u32>,
+}
+
+fn parse_device(s: &str) -> Result<Device, String> {
+    Config::from_toml(&format!("[fast]\ndevice = {s:?}\n"))
+        .map(|c| c.fast.device)
+        .map_err(|_| format!("unknown device {s:?}: posix, hdd, ssd or memory"))
+}
+
+fn parse_policy(s: &str) -> Result<PolicyName, String> {
+    Config::from_toml(&format!("[policy]\nname = {s:?}\n"))
+        .map(|c| c.policy.name)
+        .map_err(|_| format!("unknown policy {s:?}: capacity-only, fast-all, ssdup or ssdup+"))
+}
+
+impl ConfigArgs {
+    /// The config in effect: the file (or the defaults), flags over it.
+    pub fn resolve(&self) -> Result<Config, String> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+            None => Config::default(),
+        };
+        if let Some(p) = &self.fast {
+            config.fast.path = Some(p.clone());
+        }
+        if let Some(p) = &self.capacity {
+            config.capacity.path = Some(p.clone());
+        }
+        if let Some(d) = self.fast_device {
+            config.fast.device = d;
+        }
+        if let Some(d) = self.capacity_device {
+            config.capacity.device = d;
+        }
+        if let Some(p) = self.policy {
+            config.policy.name = p;
+        }
+        config.mount.allow_other |= self.allow_other;
+        config.mount.default_permissions |= self.default_permissions || self.allow_other;
+        if self.no_drain {
+            config.mount.drain_on_unmount = false;
+        }
+        if let Some(m) = self.metrics {
+            config.metrics.listen = Some(m);
+        }
+        if let Some(t) = self.threads {
+            config.mount.threads = t;
+        }
+        Ok(config)
+    }
+}
+
+/// `sluice config show`.
+pub fn config_show(args: &ConfigArgs) -> Result<(), String> {
+    let config = args.resolve()?;
+    print!("{}", config.to_toml());
+    if let Err(e) = config.validate() {
+        eprintln!("sluice: note: this config cannot mount yet: {e}");
+    }
+    Ok(())
+}
+
+/// `sluice mount`: mount and serve until unmounted or signalled.
+pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String> {
+    let mut config = args.resolve()?;
+    if let Some(p) = mountpoint {
+        config.mount.point = Some(p.to_path_buf());
+    }
+    let point = config
+        .mount
+        .point
+        .clone()
+        .ok_or("no mount point: give MOUNTPOINT or mount.point in the config")?;
+    let mut running = Mount::start(&config, &point).map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| format!("installing the signal handler: {e}"))?;
+    }
+    let flag = running.stop_flag();
+    let status = running.status();
+    eprintln!(
+        "sluice: mounted {} (fast: {}, capacity: {}, policy {}; recovered {} records){}",
+        point.display(),
+        status.fast.describe,
+        status.capacity.describe,
+        status.policy,
+        status.recovered_records,
+        running
+            .metrics_addr()
+            .map_or_else(String::new, |a| format!("; metrics at http://{a}/metrics"))
+    );
+    let watcher = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        flag.store(true, Ordering::Relaxed);
+    });
+    running.wait();
+    drop(watcher);
+    eprintln!("sluice: unmounting {}", point.display());
+    let drained = running.finish().map_err(|e| e.to_string())?;
+    eprintln!(
+        "sluice: {}",
+        if drained {
+            "drained: the capacity tier holds every byte"
+        } else {
+            "left buffered data in the log; the next mount of this fast tier recovers it"
+        }
+    );
+    Ok(())
+}
+
+/// `sluice unmount`.
+pub fn unmount(mountpoint: &Path, keep: bool, drain: bool) -> Result<(), String> {
+    let request = match (keep, drain) {
+        (true, _) => "unmount keep",
+        (_, true) => "unmount drain",
+        _ => "unmount",
+    };
+    control_request(mountpoint, request).map_err(|e| e.to_string())?;
+    // Wait until the mount point is no longer this mount.
+    for _ in 0..6000 {
+        if control_request(mountpoint, "status").is_err() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!(
+        "{} is still mounted after 5 min",
+        mountpoint.display()
+    ))
+}
+
+/// `sluice status`.
+pub fn status(mountpoint: &Path, json: bool) -> Result<(), String> {
+    let answer = control_request(mountpoint, "status").map_err(|e| e.to_string())?;
+    if json {
+        println!("{answer}");
+        return Ok(());
+    }
+    let status: Status = serde_json::from_str(&answer)
+        .map_err(|e| format!("the mount answered something unreadable: {e}"))?;
+    print!("{}", status.text());
+    Ok(())
+}
+
+/// `sluice drain`.
+pub fn drain(mountpoint: &Path) -> Result<(), String> {
+    control_request(mountpoint, "drain").map_err(|e| e.to_string())?;
+    println!("drained: the capacity tier holds every byte");
+    Ok(())
+}

@@ -1,0 +1,875 @@
+//! [`SluiceFs`]: FUSE requests to engine calls. File data goes through the
+//! engine (writes classified, buffered or written through; reads merged);
+//! metadata that does not touch file data (modes, owners, times, symbolic
+//! links, xattrs, directories) is passed to the capacity tier, where the
+//! files live. The file handle the kernel holds is the engine's file id.
+//!
+//! Refused rather than done wrong: hard links (EOPNOTSUPP: the log maps a
+//! file id to one path, and a second name would miss buffered bytes),
+//! `fallocate` of every mode (EOPNOTSUPP: the log cannot promise the space;
+//! glibc's `posix_fallocate` then writes zeros through the normal path),
+//! device nodes and FIFOs, `RENAME_EXCHANGE` and `RENAME_WHITEOUT` (EINVAL).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
+};
+use sluice_engine::Engine;
+use sluice_env::{RelPath, SetAttr, Stat, StatKind, TimeSet, XattrFlags};
+use sluice_policy::FileId;
+
+use crate::errno::errno;
+use crate::inodes::{Inodes, ROOT};
+
+/// How long the kernel may cache attributes and entries. Short: every
+/// change goes through this mount, but the capacity tier may be shared.
+const TTL: Duration = Duration::from_secs(1);
+
+/// The virtual xattr on the root that names the control socket.
+pub const CONTROL_XATTR: &str = "user.sluice.control";
+
+/// The entries of a directory handle, taken at opendir.
+type DirSnapshot = Vec<(String, StatKind)>;
+
+/// Operation counters for metrics.
+#[derive(Debug, Default)]
+pub struct OpCounters {
+    /// FUSE read requests.
+    pub reads: AtomicU64,
+    /// Bytes returned by reads.
+    pub read_bytes: AtomicU64,
+    /// FUSE write requests.
+    pub writes: AtomicU64,
+    /// Bytes accepted by writes.
+    pub write_bytes: AtomicU64,
+    /// fsync requests.
+    pub fsyncs: AtomicU64,
+    /// Requests answered with an error.
+    pub errors: AtomicU64,
+    /// Metadata requests (lookup, getattr, setattr, create, ...).
+    pub metadata_ops: AtomicU64,
+}
+
+/// The mounted file system.
+pub struct SluiceFs {
+    engine: Arc<Engine>,
+    inodes: Mutex<Inodes>,
+    /// Directory handles: a snapshot of the entries taken at opendir.
+    dirs: Mutex<HashMap<u64, Arc<DirSnapshot>>>,
+    next_dir: AtomicU64,
+    /// Serialises renames so `RENAME_NOREPLACE`'s check and the rename are
+    /// one step for this mount.
+    renames: Mutex<()>,
+    counters: Arc<OpCounters>,
+    /// The control socket's path, served as [`CONTROL_XATTR`].
+    control: Option<String>,
+    max_write: u32,
+    /// This process's effective uid: files are created by it, then given
+    /// to the caller when they differ.
+    euid: u32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn name_str(name: &OsStr) -> Result<&str, Errno> {
+    // The tiers are addressed by UTF-8 paths.
+    name.to_str().ok_or(Errno::EINVAL)
+}
+
+fn to_time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(t) => TimeSet::At(t),
+    }
+}
+
+fn file_type(kind: StatKind) -> FileType {
+    match kind {
+        StatKind::File => FileType::RegularFile,
+        StatKind::Dir => FileType::Directory,
+        StatKind::Symlink => FileType::Symlink,
+        StatKind::Other => FileType::NamedPipe,
+    }
+}
+
+impl SluiceFs {
+    /// A file system over `engine`.
+    pub fn new(
+        engine: Arc<Engine>,
+        counters: Arc<OpCounters>,
+        control: Option<String>,
+        max_write: u32,
+    ) -> SluiceFs {
+        SluiceFs {
+            engine,
+            inodes: Mutex::new(Inodes::default()),
+            dirs: Mutex::new(HashMap::new()),
+            next_dir: AtomicU64::new(1),
+            renames: Mutex::new(()),
+            counters,
+            control,
+            max_write,
+            euid: rustix::process::geteuid().as_raw(),
+        }
+    }
+
+    fn fail(&self, e: &io::Error) -> Errno {
+        self.counters.errors.fetch_add(1, Ordering::Relaxed);
+        errno(e)
+    }
+
+    fn meta(&self) {
+        self.counters.metadata_ops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn path(&self, ino: INodeNo) -> Result<RelPath, Errno> {
+        lock(&self.inodes).path(ino.0).ok_or(Errno::ENOENT)
+    }
+
+    fn child(&self, parent: INodeNo, name: &OsStr) -> Result<RelPath, Errno> {
+        let parent = self.path(parent)?;
+        parent.join(name_str(name)?).map_err(|_| Errno::EINVAL)
+    }
+
+    /// Attributes of `path` as the kernel sees them: the capacity tier's,
+    /// with the engine's logical size for a file it holds open.
+    fn attr(&self, ino: u64, path: &RelPath) -> io::Result<FileAttr> {
+        let st: Stat = self.engine.capacity_tier().stat(path)?;
+        let mut size = st.len;
+        let mut blocks = st.blocks;
+        if st.kind == StatKind::File {
+            if let Some(logical) = self.engine.open_size(path) {
+                size = logical;
+                blocks = blocks.max(logical.div_ceil(512));
+            }
+        }
+        Ok(FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks,
+            atime: st.atime,
+            mtime: st.mtime,
+            ctime: st.ctime,
+            crtime: st.ctime,
+            kind: file_type(st.kind),
+            perm: (st.mode & 0o7777) as u16,
+            nlink: st.nlink,
+            uid: st.uid,
+            gid: st.gid,
+            rdev: st.rdev,
+            blksize: st.blksize.max(4096),
+            flags: 0,
+        })
+    }
+
+    /// Look `path` up for the kernel (one reference counted).
+    fn entry(&self, path: &RelPath) -> io::Result<FileAttr> {
+        let ino = lock(&self.inodes).get(path, false);
+        let attr = self.attr(ino, path)?;
+        lock(&self.inodes).get(path, true);
+        Ok(attr)
+    }
+
+    /// A new node belongs to the caller: mode without the umask, and the
+    /// caller's owner when it is not this process.
+    fn own(&self, req: &Request, path: &RelPath, mode: u32, umask: u32) -> io::Result<()> {
+        let foreign = req.uid() != self.euid || req.gid() != rustix::process::getegid().as_raw();
+        self.engine.capacity_tier().set_attr(
+            path,
+            &SetAttr {
+                mode: Some(mode & !umask & 0o7777),
+                uid: foreign.then(|| req.uid()),
+                gid: foreign.then(|| req.gid()),
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    fn xattr_reply(&self, value: &[u8], size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(u32::try_from(value.len()).unwrap_or(u32::MAX));
+        } else if value.len() > size as usize {
+            reply.error(Errno::ERANGE);
+        } else {
+            reply.data(value);
+        }
+    }
+}
+
+impl Filesystem for SluiceFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // Large writes reach the detector whole (as the application made
+        // them, up to this size); the default would split them at 128 KiB.
+        if let Err(nearest) = config.set_max_write(self.max_write) {
+            let _ = config.set_max_write(nearest);
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {}
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.meta();
+        let path = match self.child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.entry(&path) {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            // A miss is not an error worth counting.
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        lock(&self.inodes).forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.meta();
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.attr(ino.0, &path) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        self.meta();
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let result = (|| -> io::Result<()> {
+            if let Some(size) = size {
+                match fh {
+                    Some(fh) => self.engine.truncate(FileId(fh.0), size)?,
+                    None => {
+                        let id = self.engine.open_file(&path)?;
+                        let result = self.engine.truncate(id, size);
+                        self.engine.release(id);
+                        result?;
+                    }
+                }
+            }
+            let attr = SetAttr {
+                mode,
+                uid,
+                gid,
+                atime: atime.map(to_time_set),
+                mtime: mtime.map(to_time_set),
+            };
+            if attr != SetAttr::default() {
+                self.engine.capacity_tier().set_attr(&path, &attr)?;
+            }
+            Ok(())
+        })();
+        match result.and_then(|()| self.attr(ino.0, &path)) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.meta();
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.engine.capacity_tier().read_link(&path) {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.meta();
+        // Regular files only: the tiers hold files, directories and links.
+        if mode & 0o170000 != 0o100000 {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let path = match self.child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let result = (|| {
+            let id = self.engine.create(&path)?;
+            self.engine.release(id);
+            self.own(req, &path, mode, umask)?;
+            self.entry(&path)
+        })();
+        match result {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.meta();
+        let path = match self.child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let result = (|| {
+            self.engine.mkdir(&path)?;
+            self.own(req, &path, mode, umask)?;
+            self.entry(&path)
+        })();
+        match result {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.meta();
+        let path = match self.child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        // A symbolic link is not an engine file: remove it directly.
+        let result = match self.engine.capacity_tier().stat(&path) {
+            Ok(st) if st.kind != StatKind::File => self.engine.capacity_tier().remove_file(&path),
+            _ => self.engine.unlink(&path),
+        };
+        match result {
+            Ok(()) => {
+                lock(&self.inodes).detach(&path);
+                reply.ok();
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.meta();
+        let path = match self.child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.engine.rmdir(&path) {
+            Ok(()) => {
+                lock(&self.inodes).detach(&path);
+                reply.ok();
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        self.meta();
+        let path = match self.child(parent, link_name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let Some(target) = target.to_str() else {
+            return reply.error(Errno::EINVAL);
+        };
+        let result = (|| {
+            let tier = self.engine.capacity_tier();
+            tier.symlink(target, &path)?;
+            if req.uid() != self.euid {
+                tier.set_attr(
+                    &path,
+                    &SetAttr {
+                        uid: Some(req.uid()),
+                        gid: Some(req.gid()),
+                        ..SetAttr::default()
+                    },
+                )?;
+            }
+            self.entry(&path)
+        })();
+        match result {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.meta();
+        let (from, to) = match (self.child(parent, name), self.child(newparent, newname)) {
+            (Ok(f), Ok(t)) => (f, t),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        if !(flags - RenameFlags::RENAME_NOREPLACE).is_empty() {
+            return reply.error(Errno::EINVAL);
+        }
+        let _serial = lock(&self.renames);
+        let tier = self.engine.capacity_tier();
+        if flags.contains(RenameFlags::RENAME_NOREPLACE) && tier.stat(&to).is_ok() {
+            return reply.error(Errno::EEXIST);
+        }
+        let result = match tier.stat(&from) {
+            // Links and other non-files are not engine files.
+            Ok(st) if st.kind == StatKind::Symlink || st.kind == StatKind::Other => {
+                tier.rename(&from, &to)
+            }
+            _ => self.engine.rename(&from, &to),
+        };
+        match result {
+            Ok(()) => {
+                lock(&self.inodes).rename(&from, &to);
+                reply.ok();
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.meta();
+        reply.error(Errno::EOPNOTSUPP);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.meta();
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.engine.open_file(&path) {
+            Ok(id) => reply.opened(FileHandle(id.0), FopenFlags::empty()),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        match self.engine.read(FileId(fh.0), offset, u64::from(size)) {
+            Ok(data) => {
+                self.counters
+                    .read_bytes
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                reply.data(&data);
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        match self.engine.write(FileId(fh.0), offset, data) {
+            Ok(()) => {
+                self.counters
+                    .write_bytes
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX));
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close() makes nothing durable (POSIX): fsync does.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.engine.release(FileId(fh.0));
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+        match self.engine.fsync(FileId(fh.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.meta();
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.engine.capacity_tier().read_dir_all(&path) {
+            Ok(mut entries) => {
+                entries.sort();
+                let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
+                lock(&self.dirs).insert(fh, Arc::new(entries));
+                reply.opened(FileHandle(fh), FopenFlags::empty());
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(entries) = lock(&self.dirs).get(&fh.0).cloned() else {
+            return reply.error(Errno::EBADF);
+        };
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let parent_ino = match path.parent() {
+            Some(parent) => lock(&self.inodes).get(&parent, false),
+            None => ROOT,
+        };
+        // Offsets: 1 after ".", 2 after "..", 2 + i + 1 after entry i.
+        let dots = [
+            (ino.0, FileType::Directory, ".".to_string()),
+            (parent_ino, FileType::Directory, "..".to_string()),
+        ];
+        let mut index = offset;
+        while index < 2 + entries.len() as u64 {
+            let (child_ino, kind, name) = if index < 2 {
+                dots[index as usize].clone()
+            } else {
+                let (name, kind) = &entries[(index - 2) as usize];
+                let Ok(child) = path.join(name) else {
+                    index += 1;
+                    continue;
+                };
+                let child_ino = lock(&self.inodes).get(&child, false);
+                (child_ino, file_type(*kind), name.clone())
+            };
+            if reply.add(INodeNo(child_ino), index + 1, kind, &name) {
+                break;
+            }
+            index += 1;
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.dirs).remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.engine.capacity_tier().sync_dir(&path) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        // The namespace and its space are the capacity tier's; the fast
+        // tier is a cache in front of it (its use is in `sluice status`).
+        match self.engine.capacity_tier().space() {
+            Ok(space) => {
+                let block = 4096u64;
+                reply.statfs(
+                    space.total_bytes / block,
+                    space.free_bytes / block,
+                    space.free_bytes / block,
+                    0,
+                    0,
+                    block as u32,
+                    255,
+                    block as u32,
+                );
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.meta();
+        let (path, name) = match (self.path(ino), name_str(name)) {
+            (Ok(p), Ok(n)) => (p, n),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        if ino.0 == ROOT && name == CONTROL_XATTR {
+            return reply.error(Errno::EPERM);
+        }
+        const XATTR_CREATE: i32 = 1;
+        const XATTR_REPLACE: i32 = 2;
+        let flags = match flags {
+            0 => XattrFlags::Either,
+            XATTR_CREATE => XattrFlags::CreateOnly,
+            XATTR_REPLACE => XattrFlags::ReplaceOnly,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        match self
+            .engine
+            .capacity_tier()
+            .set_xattr(&path, name, value, flags)
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.meta();
+        let (path, name) = match (self.path(ino), name_str(name)) {
+            (Ok(p), Ok(n)) => (p, n),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        if ino.0 == ROOT && name == CONTROL_XATTR {
+            return match &self.control {
+                Some(socket) => self.xattr_reply(socket.as_bytes(), size, reply),
+                None => reply.error(Errno::ENODATA),
+            };
+        }
+        match self.engine.capacity_tier().get_xattr(&path, name) {
+            Ok(value) => self.xattr_reply(&value, size, reply),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.meta();
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.engine.capacity_tier().list_xattr(&path) {
+            Ok(names) => {
+                let mut list = Vec::new();
+                for name in names {
+                    list.extend_from_slice(name.as_bytes());
+                    list.push(0);
+                }
+                self.xattr_reply(&list, size, reply);
+            }
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.meta();
+        let (path, name) = match (self.path(ino), name_str(name)) {
+            (Ok(p), Ok(n)) => (p, n),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        match self.engine.capacity_tier().remove_xattr(&path, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.meta();
+        let path = match self.path(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let st = match self.engine.capacity_tier().stat(&path) {
+            Ok(st) => st,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let want = mask.bits() as u32 & 0o7;
+        let granted = if req.uid() == 0 {
+            // Root may do anything but execute a file nobody may execute.
+            if want & 1 != 0 && st.kind == StatKind::File && st.mode & 0o111 == 0 {
+                0o6
+            } else {
+                0o7
+            }
+        } else if req.uid() == st.uid {
+            (st.mode >> 6) & 0o7
+        } else if req.gid() == st.gid {
+            (st.mode >> 3) & 0o7
+        } else {
+            st.mode & 0o7
+        };
+        if want & !granted == 0 {
+            reply.ok();
+        } else {
+            reply.error(Errno::EACCES);
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        self.meta();
+        let path = match self.child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let result = (|| {
+            let id = self.engine.create(&path)?;
+            let attr = self
+                .own(req, &path, mode, umask)
+                .and_then(|()| self.entry(&path));
+            if attr.is_err() {
+                self.engine.release(id);
+            }
+            attr.map(|a| (id, a))
+        })();
+        match result {
+            Ok((id, attr)) => reply.created(
+                &TTL,
+                &attr,
+                Generation(0),
+                FileHandle(id.0),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EOPNOTSUPP);
+    }
+}

@@ -1,0 +1,495 @@
+//! What a running mount reports: one [`Status`] snapshot, rendered as JSON
+//! (control socket, `sluice status --json`), as text (`sluice status`) and
+//! as Prometheus metrics (the names are the constants below, listed in
+//! docs/metrics.md).
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+use sluice_engine::Engine;
+use sluice_policy::Tier;
+
+use crate::fs::OpCounters;
+
+/// Metric names (Prometheus text format, prefix `sluice_`).
+pub mod names {
+    /// Bytes the detector routed to the fast-tier log.
+    pub const ROUTED_FAST_BYTES: &str = "sluice_routed_fast_bytes_total";
+    /// Bytes written straight to the capacity tier.
+    pub const ROUTED_CAPACITY_BYTES: &str = "sluice_routed_capacity_bytes_total";
+    /// Bytes routed to capacity but logged because they overlapped buffered bytes.
+    pub const FORCED_TO_LOG_BYTES: &str = "sluice_forced_to_log_bytes_total";
+    /// Bytes that waited too long for a region and went through.
+    pub const WRITE_THROUGH_BYTES: &str = "sluice_write_through_bytes_total";
+    /// Bytes buffered in the log now.
+    pub const BUFFERED_BYTES: &str = "sluice_buffered_bytes";
+    /// Bytes the flusher wrote to the capacity tier.
+    pub const FLUSHED_BYTES: &str = "sluice_flushed_bytes_total";
+    /// Flush rate over the last sampling interval, bytes per second.
+    pub const FLUSH_RATE: &str = "sluice_flush_bytes_per_second";
+    /// Regions flushed and reused.
+    pub const REGIONS_FLUSHED: &str = "sluice_regions_flushed_total";
+    /// Regions by state (label `state`).
+    pub const REGIONS: &str = "sluice_regions";
+    /// Flush attempts that failed.
+    pub const FLUSH_ERRORS: &str = "sluice_flush_errors_total";
+    /// Payloads whose checksum failed (never served).
+    pub const CORRUPT_PAYLOADS: &str = "sluice_corrupt_payloads_total";
+    /// Writes that waited for a free region.
+    pub const REGION_WAITS: &str = "sluice_region_waits_total";
+    /// Write streams classified.
+    pub const STREAMS: &str = "sluice_streams_total";
+    /// Streams routed to the fast tier.
+    pub const STREAMS_TO_FAST: &str = "sluice_streams_fast_total";
+    /// Random percentage of the last stream (0–1).
+    pub const RANDOM_FRACTION: &str = "sluice_stream_random_fraction";
+    /// The threshold the last stream was judged against (0–1).
+    pub const THRESHOLD: &str = "sluice_threshold";
+    /// 1 while new streams go to the fast tier.
+    pub const ROUTE_FAST: &str = "sluice_route_fast";
+    /// Tier size and free bytes (label `tier`).
+    pub const TIER_BYTES: &str = "sluice_tier_bytes";
+    /// Tier free bytes (label `tier`).
+    pub const TIER_FREE_BYTES: &str = "sluice_tier_free_bytes";
+    /// FUSE requests by kind (label `op`).
+    pub const FUSE_REQUESTS: &str = "sluice_fuse_requests_total";
+    /// Bytes through FUSE reads and writes (label `op`).
+    pub const FUSE_BYTES: &str = "sluice_fuse_bytes_total";
+    /// FUSE requests answered with an error.
+    pub const FUSE_ERRORS: &str = "sluice_fuse_errors_total";
+    /// Records recovered at mount.
+    pub const RECOVERED_RECORDS: &str = "sluice_recovered_records";
+}
+
+/// One tier's description and space.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TierStatus {
+    /// What the backend is (`posix /path`, `emulated hdd over ...`).
+    pub describe: String,
+    /// Total bytes (0 when unknown).
+    pub total_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+}
+
+/// A snapshot of a running mount.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The mount point.
+    pub mountpoint: String,
+    /// The fast tier.
+    pub fast: TierStatus,
+    /// The capacity tier.
+    pub capacity: TierStatus,
+    /// Redirection policy.
+    pub policy: String,
+    /// `fast` or `capacity`: where new streams go.
+    pub route: String,
+    /// Last stream's random fraction.
+    pub last_random_fraction: Option<f64>,
+    /// Threshold it was judged against.
+    pub threshold: f64,
+    /// Streams classified / routed to the fast tier.
+    pub streams: u64,
+    /// Streams routed to the fast tier.
+    pub streams_to_fast: u64,
+    /// Region states in order (`empty`, `filling`, `full`, `flushing`).
+    pub regions: Vec<String>,
+    /// Used record bytes of each region.
+    pub region_used_bytes: Vec<u64>,
+    /// Record bytes per region.
+    pub region_bytes: u64,
+    /// Bytes buffered now.
+    pub buffered_bytes: u64,
+    /// Routed to the log by the detector.
+    pub fast_bytes: u64,
+    /// Written straight to the capacity tier.
+    pub capacity_bytes: u64,
+    /// Logged because they overlapped buffered bytes.
+    pub forced_to_log_bytes: u64,
+    /// Went through after waiting for a region.
+    pub write_through_bytes: u64,
+    /// Writes that waited for a region.
+    pub region_waits: u64,
+    /// Flushed to the capacity tier.
+    pub flushed_bytes: u64,
+    /// Flush rate over the last second.
+    pub flush_bytes_per_s: u64,
+    /// Regions flushed.
+    pub regions_flushed: u64,
+    /// A drain is running.
+    pub draining: bool,
+    /// Failed flush attempts.
+    pub flush_errors: u64,
+    /// The last flush error.
+    pub last_flush_error: Option<String>,
+    /// Corrupt payloads found.
+    pub corrupt_payloads: u64,
+    /// Records recovered at mount.
+    pub recovered_records: u64,
+    /// Recovery speed at mount.
+    pub recovery_records_per_s: u64,
+    /// Files the engine holds open.
+    pub open_files: usize,
+    /// FUSE reads / bytes.
+    pub fuse_reads: u64,
+    /// Bytes read through the mount.
+    pub fuse_read_bytes: u64,
+    /// FUSE writes.
+    pub fuse_writes: u64,
+    /// Bytes written through the mount.
+    pub fuse_write_bytes: u64,
+    /// fsync requests.
+    pub fuse_fsyncs: u64,
+    /// Metadata requests.
+    pub fuse_metadata_ops: u64,
+    /// Requests answered with an error.
+    pub fuse_errors: u64,
+}
+
+impl Status {
+    /// Take a snapshot.
+    pub fn take(
+        engine: &Engine,
+        counters: &OpCounters,
+        mountpoint: &str,
+        flush_rate: u64,
+    ) -> Status {
+        let s = engine.status();
+        let tier = |b: &std::sync::Arc<dyn sluice_env::Backend>| {
+            let space = b.space().ok();
+            TierStatus {
+                describe: b.describe(),
+                total_bytes: space.map_or(0, |s| s.total_bytes),
+                free_bytes: space.map_or(0, |s| s.free_bytes),
+            }
+        };
+        let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        Status {
+            mountpoint: mountpoint.to_string(),
+            fast: tier(engine.fast_tier()),
+            capacity: tier(engine.capacity_tier()),
+            policy: s.policy.to_string(),
+            route: match s.route {
+                Tier::Fast => "fast",
+                Tier::Capacity => "capacity",
+            }
+            .to_string(),
+            last_random_fraction: s.last_percentage,
+            threshold: s.threshold,
+            streams: s.stats.streams,
+            streams_to_fast: s.stats.streams_to_fast,
+            regions: s
+                .regions
+                .iter()
+                .map(|(st, _)| st.name().to_string())
+                .collect(),
+            region_used_bytes: s.regions.iter().map(|(_, used)| *used).collect(),
+            region_bytes: s.region_bytes,
+            buffered_bytes: s.buffered_bytes,
+            fast_bytes: s.stats.fast_bytes,
+            capacity_bytes: s.stats.capacity_bytes,
+            forced_to_log_bytes: s.stats.forced_to_log_bytes,
+            write_through_bytes: s.stats.write_through_bytes,
+            region_waits: s.stats.waits,
+            flushed_bytes: s.stats.flushed_bytes,
+            flush_bytes_per_s: flush_rate,
+            regions_flushed: s.stats.regions_flushed,
+            draining: s.draining,
+            flush_errors: s.stats.flush_errors,
+            last_flush_error: s.stats.last_flush_error,
+            corrupt_payloads: s.stats.corrupt_payloads,
+            recovered_records: s.stats.recovered_records,
+            recovery_records_per_s: s.stats.recovery_records_per_s,
+            open_files: s.open_files,
+            fuse_reads: c(&counters.reads),
+            fuse_read_bytes: c(&counters.read_bytes),
+            fuse_writes: c(&counters.writes),
+            fuse_write_bytes: c(&counters.write_bytes),
+            fuse_fsyncs: c(&counters.fsyncs),
+            fuse_metadata_ops: c(&counters.metadata_ops),
+            fuse_errors: c(&counters.errors),
+        }
+    }
+
+    /// One short line for live progress.
+    pub fn line(&self) -> String {
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        format!(
+            "route {:<8} random {:>5} thr {:>5.2} | to fast {:>7.1} MiB, to capacity {:>7.1} MiB | buffered {:>7.1} MiB, flushed {:>7.1} MiB ({:>5.1} MiB/s) | regions {}",
+            self.route,
+            self.last_random_fraction
+                .map_or_else(|| "-".to_string(), |p| format!("{:.0}%", p * 100.0)),
+            self.threshold,
+            mib(self.fast_bytes + self.forced_to_log_bytes),
+            mib(self.capacity_bytes + self.write_through_bytes),
+            mib(self.buffered_bytes),
+            mib(self.flushed_bytes),
+            mib(self.flush_bytes_per_s),
+            self.regions
+                .iter()
+                .map(|r| &r[..1])
+                .collect::<Vec<_>>()
+                .join(""),
+        )
+    }
+
+    /// The text of `sluice status`.
+    pub fn text(&self) -> String {
+        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
+        let mut out = String::new();
+        let _ = writeln!(out, "mount       {}", self.mountpoint);
+        for (name, t) in [("fast", &self.fast), ("capacity", &self.capacity)] {
+            let _ = writeln!(
+                out,
+                "{name:<11} {} — {} free of {}",
+                t.describe,
+                mib(t.free_bytes),
+                mib(t.total_bytes)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "policy      {} — route {}, last stream {} random, threshold {:.3} ({} streams, {} to fast)",
+            self.policy,
+            self.route,
+            self.last_random_fraction
+                .map_or_else(|| "-".to_string(), |p| format!("{:.1}%", p * 100.0)),
+            self.threshold,
+            self.streams,
+            self.streams_to_fast
+        );
+        let regions: Vec<String> = self
+            .regions
+            .iter()
+            .zip(&self.region_used_bytes)
+            .enumerate()
+            .map(|(i, (s, used))| format!("{i}:{s} {}", mib(*used)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "regions     {} of {} each",
+            regions.join(", "),
+            mib(self.region_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "routed      fast {}, capacity {}, forced to log {}, written through {}",
+            mib(self.fast_bytes),
+            mib(self.capacity_bytes),
+            mib(self.forced_to_log_bytes),
+            mib(self.write_through_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "flush       buffered {}, flushed {} ({} regions), {}/s{}",
+            mib(self.buffered_bytes),
+            mib(self.flushed_bytes),
+            self.regions_flushed,
+            mib(self.flush_bytes_per_s),
+            if self.draining { ", draining" } else { "" }
+        );
+        let _ = writeln!(
+            out,
+            "requests    {} reads ({}), {} writes ({}), {} fsyncs, {} metadata, {} errors",
+            self.fuse_reads,
+            mib(self.fuse_read_bytes),
+            self.fuse_writes,
+            mib(self.fuse_write_bytes),
+            self.fuse_fsyncs,
+            self.fuse_metadata_ops,
+            self.fuse_errors
+        );
+        let _ = writeln!(
+            out,
+            "errors      {} flush errors{}, {} corrupt payloads; recovered {} records at mount",
+            self.flush_errors,
+            self.last_flush_error
+                .as_ref()
+                .map_or_else(String::new, |e| format!(" (last: {e})")),
+            self.corrupt_payloads,
+            self.recovered_records
+        );
+        out
+    }
+
+    /// Prometheus text exposition format 0.0.4.
+    pub fn prometheus(&self) -> String {
+        use names::*;
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, f64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (labels, value) in samples {
+                if labels.is_empty() {
+                    let _ = writeln!(out, "{name} {value}");
+                } else {
+                    let _ = writeln!(out, "{name}{{{labels}}} {value}");
+                }
+            }
+        };
+        let f = |v: u64| v as f64;
+        metric(
+            ROUTED_FAST_BYTES,
+            "counter",
+            "Bytes the detector routed to the fast-tier log.",
+            &[("", f(self.fast_bytes))],
+        );
+        metric(
+            ROUTED_CAPACITY_BYTES,
+            "counter",
+            "Bytes written straight to the capacity tier.",
+            &[("", f(self.capacity_bytes))],
+        );
+        metric(
+            FORCED_TO_LOG_BYTES,
+            "counter",
+            "Bytes routed to capacity but logged because they overlapped buffered bytes.",
+            &[("", f(self.forced_to_log_bytes))],
+        );
+        metric(
+            WRITE_THROUGH_BYTES,
+            "counter",
+            "Bytes that waited too long for a free region and went to the capacity tier.",
+            &[("", f(self.write_through_bytes))],
+        );
+        metric(
+            BUFFERED_BYTES,
+            "gauge",
+            "Bytes buffered in the fast-tier log now.",
+            &[("", f(self.buffered_bytes))],
+        );
+        metric(
+            FLUSHED_BYTES,
+            "counter",
+            "Bytes the flusher wrote to the capacity tier.",
+            &[("", f(self.flushed_bytes))],
+        );
+        metric(
+            FLUSH_RATE,
+            "gauge",
+            "Flush rate over the last second.",
+            &[("", f(self.flush_bytes_per_s))],
+        );
+        metric(
+            REGIONS_FLUSHED,
+            "counter",
+            "Log regions flushed and reused.",
+            &[("", f(self.regions_flushed))],
+        );
+        let count = |state: &str| self.regions.iter().filter(|r| *r == state).count() as f64;
+        metric(
+            REGIONS,
+            "gauge",
+            "Log regions by state.",
+            &[
+                ("state=\"empty\"", count("empty")),
+                ("state=\"filling\"", count("filling")),
+                ("state=\"full\"", count("full")),
+                ("state=\"flushing\"", count("flushing")),
+            ],
+        );
+        metric(
+            FLUSH_ERRORS,
+            "counter",
+            "Flush attempts that failed (data stays buffered).",
+            &[("", f(self.flush_errors))],
+        );
+        metric(
+            CORRUPT_PAYLOADS,
+            "counter",
+            "Log payloads whose checksum failed (never served).",
+            &[("", f(self.corrupt_payloads))],
+        );
+        metric(
+            REGION_WAITS,
+            "counter",
+            "Writes that waited for a free region.",
+            &[("", f(self.region_waits))],
+        );
+        metric(
+            STREAMS,
+            "counter",
+            "Write streams classified by the detector.",
+            &[("", f(self.streams))],
+        );
+        metric(
+            STREAMS_TO_FAST,
+            "counter",
+            "Write streams routed to the fast tier.",
+            &[("", f(self.streams_to_fast))],
+        );
+        if let Some(p) = self.last_random_fraction {
+            metric(
+                RANDOM_FRACTION,
+                "gauge",
+                "Random fraction of the last write stream.",
+                &[("", p)],
+            );
+        }
+        metric(
+            THRESHOLD,
+            "gauge",
+            "Threshold the last stream was judged against.",
+            &[("", self.threshold)],
+        );
+        metric(
+            ROUTE_FAST,
+            "gauge",
+            "1 while new write streams go to the fast tier.",
+            &[("", if self.route == "fast" { 1.0 } else { 0.0 })],
+        );
+        metric(
+            TIER_BYTES,
+            "gauge",
+            "Tier size in bytes.",
+            &[
+                ("tier=\"fast\"", f(self.fast.total_bytes)),
+                ("tier=\"capacity\"", f(self.capacity.total_bytes)),
+            ],
+        );
+        metric(
+            TIER_FREE_BYTES,
+            "gauge",
+            "Tier free bytes.",
+            &[
+                ("tier=\"fast\"", f(self.fast.free_bytes)),
+                ("tier=\"capacity\"", f(self.capacity.free_bytes)),
+            ],
+        );
+        metric(
+            FUSE_REQUESTS,
+            "counter",
+            "FUSE requests by kind.",
+            &[
+                ("op=\"read\"", f(self.fuse_reads)),
+                ("op=\"write\"", f(self.fuse_writes)),
+                ("op=\"fsync\"", f(self.fuse_fsyncs)),
+                ("op=\"metadata\"", f(self.fuse_metadata_ops)),
+            ],
+        );
+        metric(
+            FUSE_BYTES,
+            "counter",
+            "Bytes through FUSE reads and writes.",
+            &[
+                ("op=\"read\"", f(self.fuse_read_bytes)),
+                ("op=\"write\"", f(self.fuse_write_bytes)),
+            ],
+        );
+        metric(
+            FUSE_ERRORS,
+            "counter",
+            "FUSE requests answered with an error.",
+            &[("", f(self.fuse_errors))],
+        );
+        metric(
+            RECOVERED_RECORDS,
+            "gauge",
+            "Log records recovered at mount.",
+            &[("", f(self.recovered_records))],
+        );
+        out
+    }
+}

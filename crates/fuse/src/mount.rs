@@ -353,17 +353,20 @@ fn serve_control(shared: &Shared, stream: UnixStream) {
 fn serve_metrics(shared: &Shared, stream: std::net::TcpStream) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut reader = BufReader::new((&stream).take(REQUEST_MAX));
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
+    let mut raw = Vec::new();
+    reader.read_until(b'\n', &mut raw)?;
+    let request_line = String::from_utf8_lossy(&raw).to_string();
     // Drain the header lines (bounded by `take`).
-    let mut header = String::new();
-    while reader.read_line(&mut header)? > 2 {
+    let mut header = Vec::new();
+    while reader.read_until(b'\n', &mut header)? > 2 {
         header.clear();
     }
     let mut parts = request_line.split_whitespace();
     let (status, body) = match (parts.next(), parts.next()) {
         (Some("GET"), Some("/metrics")) => ("200 OK", shared.status().prometheus()),
-        (Some(_), Some(_)) => ("404 Not Found", "not found: try /metrics\n".to_string()),
+        (Some("GET"), Some(path)) if path.starts_with('/') => {
+            ("404 Not Found", "not found: try /metrics\n".to_string())
+        }
         _ => ("400 Bad Request", "bad request\n".to_string()),
     };
     let mut stream = stream;

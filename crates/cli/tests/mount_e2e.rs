@@ -1,0 +1,669 @@
+//! End-to-end tests through a real FUSE mount (`sluice mount` as a child
+//! process, fuse3's fusermount3): a data exerciser against an in-memory
+//! model, fio with --verify from several processes, kill -9 of the mount
+//! during fsync'd writes, unmount without drain and recovery, permissions
+//! with allow_other and a second uid, links/xattrs/fallocate, status and
+//! the metrics endpoint.
+//!
+//! They need /dev/fuse and fusermount3 (`scripts/setup.sh` installs
+//! fuse3). Without them the tests fail under CI=true and are skipped with a
+//! message otherwise.
+
+// Tests wait for mounts and processes by wall clock.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && Command::new("fusermount3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: FUSE is required (/dev/fuse and fusermount3; scripts/setup.sh installs fuse3)"
+        );
+        eprintln!("skipped: no /dev/fuse or fusermount3 (install fuse3)");
+    }
+    ok
+}
+
+fn is_mounted(point: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let point = point.display().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
+}
+
+/// A `sluice mount` child process over fresh tiers in a temp dir.
+struct Mounted {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    point: PathBuf,
+    args: Vec<String>,
+}
+
+impl Mounted {
+    fn new(args: &[&str]) -> Mounted {
+        let dir = tempfile::tempdir().unwrap();
+        let point = dir.path().join("mnt");
+        fs::create_dir_all(&point).unwrap();
+        let mut m = Mounted {
+            child: None,
+            point,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            dir,
+        };
+        m.start();
+        m
+    }
+
+    fn fast(&self) -> PathBuf {
+        self.dir.path().join("fast")
+    }
+
+    fn capacity(&self) -> PathBuf {
+        self.dir.path().join("capacity")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.point.join(name)
+    }
+
+    fn start(&mut self) {
+        let log = File::create(self.dir.path().join("mount.log")).unwrap();
+        let child = Command::new(SLUICE)
+            .arg("mount")
+            .arg("--fast")
+            .arg(self.fast())
+            .arg("--capacity")
+            .arg(self.capacity())
+            .args(&self.args)
+            .arg(&self.point)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let start = Instant::now();
+        while !is_mounted(&self.point) {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("sluice mount exited with {status}: {}", self.log());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "not mounted after 30 s: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("mount.log")).unwrap_or_default()
+    }
+
+    fn sluice(&self, args: &[&str]) -> std::process::Output {
+        Command::new(SLUICE).args(args).output().unwrap()
+    }
+
+    /// `sluice unmount` (drain unless `keep`), then wait for the process.
+    fn unmount(&mut self, keep: bool) {
+        let point = self.point.display().to_string();
+        let mut args = vec!["unmount", point.as_str()];
+        if keep {
+            args.push("--keep");
+        }
+        let out = self.sluice(&args);
+        assert!(
+            out.status.success(),
+            "sluice unmount: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        let status = self.child.take().unwrap().wait().unwrap();
+        assert!(status.success(), "mount process: {status}: {}", self.log());
+        assert!(!is_mounted(&self.point));
+    }
+
+    /// kill -9 the mount process and clear the dead mount.
+    fn kill9(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&self.point)
+            .status();
+        assert!(!is_mounted(&self.point));
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if is_mounted(&self.point) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.point)
+                .status();
+        }
+    }
+}
+
+/// xorshift64*: the exerciser's choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn config_file(dir: &Path, text: &str) -> String {
+    let path = dir.join("sluice.toml");
+    fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn exerciser_matches_an_in_memory_model() {
+    if !fuse_available() {
+        return;
+    }
+    let setup = tempfile::tempdir().unwrap();
+    // Small regions so the run fills, flushes and reuses them.
+    let config = config_file(
+        setup.path(),
+        "[log]\nregions = 3\nregion_size = \"2MiB\"\nrecord_max = \"256KiB\"\n[policy]\nstream_len = 16\n",
+    );
+    let mut m = Mounted::new(&["--config", &config]);
+    let names = ["a", "b", "dir/c", "dir/d"];
+    fs::create_dir(m.path("dir")).unwrap();
+    let mut model: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut rng = Rng(0x5eed_1234);
+    for step in 0..600u64 {
+        let name = names[rng.below(names.len() as u64) as usize].to_string();
+        let path = m.path(&name);
+        match rng.below(10) {
+            0..=4 => {
+                // Write: random or sequential-ish offsets, varied sizes.
+                let len = [1u64, 100, 4096, 65536, 200_000][rng.below(5) as usize];
+                let cur = model.get(&name).map_or(0, Vec::len) as u64;
+                let offset = if rng.below(2) == 0 {
+                    cur
+                } else {
+                    rng.below(1 << 20)
+                };
+                let data: Vec<u8> = (0..len).map(|i| (step as u8) ^ (i as u8) | 1).collect();
+                let f = OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(false)
+                    .open(&path)
+                    .unwrap();
+                f.write_all_at(&data, offset).unwrap();
+                let content = model.entry(name).or_default();
+                let end = (offset + len) as usize;
+                if content.len() < end {
+                    content.resize(end, 0);
+                }
+                content[offset as usize..end].copy_from_slice(&data);
+            }
+            5 => {
+                // Read a random range and compare.
+                let Some(content) = model.get(&name) else {
+                    continue;
+                };
+                let mut f = File::open(&path).unwrap();
+                let mut got = Vec::new();
+                f.read_to_end(&mut got).unwrap();
+                assert!(
+                    got == *content,
+                    "step {step}: {name} differs ({} vs {} bytes)",
+                    got.len(),
+                    content.len()
+                );
+            }
+            6 => {
+                let Some(content) = model.get_mut(&name) else {
+                    continue;
+                };
+                let size = rng.below(content.len() as u64 + 100_000);
+                OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_len(size)
+                    .unwrap();
+                content.resize(size as usize, 0);
+            }
+            7 => {
+                let other = names[rng.below(names.len() as u64) as usize].to_string();
+                if other == name || !model.contains_key(&name) {
+                    continue;
+                }
+                fs::rename(&path, m.path(&other)).unwrap();
+                let content = model.remove(&name).unwrap();
+                model.insert(other, content);
+            }
+            8 => {
+                if model.contains_key(&name) {
+                    File::open(&path).unwrap().sync_all().unwrap();
+                }
+            }
+            _ => {
+                if model.remove(&name).is_some() {
+                    fs::remove_file(&path).unwrap();
+                }
+            }
+        }
+    }
+    for (name, content) in &model {
+        assert!(
+            fs::read(m.path(name)).unwrap() == *content,
+            "{name} before unmount"
+        );
+    }
+    let status = m.sluice(&["status", m.point.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success() && text.contains("regions"),
+        "{text}"
+    );
+    m.unmount(false);
+    // Drained: the capacity directory alone holds the model.
+    for (name, content) in &model {
+        assert!(
+            fs::read(m.capacity().join(name)).unwrap() == *content,
+            "{name} on the capacity tier"
+        );
+    }
+    for name in names {
+        if !model.contains_key(name) {
+            assert!(!m.capacity().join(name).exists(), "{name} was removed");
+        }
+    }
+}
+
+#[test]
+fn fio_sequential_and_random_writes_verify_from_several_processes() {
+    if !fuse_available() {
+        return;
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI: fio is required");
+        eprintln!("skipped: no fio");
+        return;
+    }
+    let mut m = Mounted::new(&[]);
+    for (name, rw, bs) in [("seq", "write", "1M"), ("rand", "randwrite", "256k")] {
+        let out = Command::new("fio")
+            .args([
+                &format!("--name={name}"),
+                &format!("--directory={}", m.point.display()),
+                &format!("--rw={rw}"),
+                &format!("--bs={bs}"),
+                "--size=16M",
+                "--numjobs=4",
+                "--ioengine=psync",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--verify_fatal=1",
+                "--end_fsync=1",
+                "--group_reporting",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fio {name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("verify: bad"), "{text}");
+    }
+    m.unmount(false);
+}
+
+#[test]
+fn kill_9_during_fsynced_writes_loses_no_acknowledged_byte() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    let block = 64 * 1024usize;
+    // slot -> the fill of its last acknowledged write, or None when a
+    // later write to it was in flight at the kill (either may be there).
+    let mut expected: HashMap<u64, Option<u8>> = HashMap::new();
+    let mut rng = Rng(0xdead_beef);
+    for round in 0..5u8 {
+        let path = m.path("data");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u64, u8, bool)>::new()));
+        let writer = {
+            let log = std::sync::Arc::clone(&log);
+            let seed = rng.next();
+            std::thread::spawn(move || {
+                let mut rng = Rng(seed | 1);
+                let Ok(file) = OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(false)
+                    .open(&path)
+                else {
+                    return;
+                };
+                for i in 0u32.. {
+                    let slot = rng.below(256);
+                    let fill = round.wrapping_mul(37).wrapping_add(i as u8) | 1;
+                    log.lock().unwrap().push((slot, fill, false));
+                    if file
+                        .write_all_at(&vec![fill; block], slot * block as u64)
+                        .is_err()
+                    {
+                        return;
+                    }
+                    if i % 3 == 2 {
+                        if file.sync_all().is_err() {
+                            return;
+                        }
+                        // Everything logged so far is acknowledged.
+                        for entry in log.lock().unwrap().iter_mut() {
+                            entry.2 = true;
+                        }
+                    }
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
+        m.kill9();
+        let _ = writer.join();
+        for (slot, fill, acked) in log.lock().unwrap().iter() {
+            expected.insert(*slot, acked.then_some(*fill));
+        }
+        m.start();
+        let file = File::open(m.path("data")).unwrap();
+        let mut checked = 0;
+        for (slot, fill) in &expected {
+            let Some(fill) = fill else { continue };
+            let mut buf = vec![0u8; block];
+            file.read_exact_at(&mut buf, slot * block as u64).unwrap();
+            assert!(
+                buf.iter().all(|b| b == fill),
+                "round {round}: slot {slot} lost its acknowledged write {fill}"
+            );
+            checked += 1;
+        }
+        assert!(checked > 0, "round {round}: something was acknowledged");
+    }
+    m.unmount(false);
+}
+
+#[test]
+fn unmount_without_drain_leaves_data_for_the_next_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    {
+        let mut f = File::create(m.path("kept")).unwrap();
+        f.write_all(&data).unwrap();
+        f.sync_all().unwrap();
+    }
+    m.unmount(true);
+    let on_capacity = fs::read(m.capacity().join("kept")).unwrap_or_default();
+    assert!(
+        on_capacity != data,
+        "the data stayed in the log, not on the capacity tier"
+    );
+    m.start();
+    let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+    let json = String::from_utf8_lossy(&status.stdout);
+    assert!(json.contains("\"recovered_records\""), "{json}");
+    assert!(
+        !json.contains("\"recovered_records\":0"),
+        "records were recovered: {json}"
+    );
+    assert!(fs::read(m.path("kept")).unwrap() == data);
+    m.unmount(false);
+    assert!(fs::read(m.capacity().join("kept")).unwrap() == data);
+}
+
+#[test]
+fn allow_other_enforces_modes_for_a_second_uid() {
+    if !fuse_available() {
+        return;
+    }
+    if rustix_is_not_root() {
+        eprintln!("skipped: needs root to switch uid");
+        return;
+    }
+    let mut m = Mounted::new(&["--allow-other"]);
+    fs::write(m.path("secret"), b"root only").unwrap();
+    fs::set_permissions(m.path("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::write(m.path("public"), b"everyone").unwrap();
+    fs::set_permissions(m.path("public"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::create_dir(m.path("shared")).unwrap();
+    fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
+    // The temp dir above the mount point must be traversable by uid 65534.
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |script: &str| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let p = |n: &str| m.path(n).display().to_string();
+    let out = as_nobody(&format!("cat {}", p("secret")));
+    assert!(!out.status.success(), "uid 65534 read a 0600 root file");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    let out = as_nobody(&format!("cat {}", p("public")));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "everyone");
+    let out = as_nobody(&format!("echo x > {}", p("nobody-in-root-dir")));
+    assert!(
+        !out.status.success(),
+        "uid 65534 created a file in a 0755 root dir"
+    );
+    let out = as_nobody(&format!("echo mine > {}/mine", p("shared")));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = fs::metadata(m.path("shared/mine")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (65534, 65534),
+        "new files belong to their creator"
+    );
+    assert_eq!(
+        fs::metadata(m.capacity().join("shared/mine"))
+            .unwrap()
+            .uid(),
+        65534,
+        "on the capacity tier too"
+    );
+    m.unmount(false);
+}
+
+fn rustix_is_not_root() -> bool {
+    // Read our effective uid from /proc (no unsafe, no extra crate).
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap_or("1");
+    euid != "0"
+}
+
+#[test]
+fn links_xattrs_and_refusals_never_silently_wrong() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&[]);
+    fs::write(m.path("target"), b"hello").unwrap();
+    std::os::unix::fs::symlink("target", m.path("link")).unwrap();
+    assert_eq!(
+        fs::read_link(m.path("link")).unwrap(),
+        PathBuf::from("target")
+    );
+    assert_eq!(
+        fs::read(m.path("link")).unwrap(),
+        b"hello",
+        "the kernel follows it"
+    );
+    assert!(fs::symlink_metadata(m.path("link"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let err = fs::hard_link(m.path("target"), m.path("hard")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(95), "link: EOPNOTSUPP, {err}");
+    let out = Command::new("fallocate")
+        .args(["-l", "1M"])
+        .arg(m.path("target"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "fallocate must be refused");
+    assert_eq!(
+        fs::read(m.path("target")).unwrap(),
+        b"hello",
+        "and change nothing"
+    );
+    let out = Command::new("setfattr")
+        .args(["-n", "user.color", "-v", "blue"])
+        .arg(m.path("target"))
+        .output();
+    if let Ok(out) = out {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = Command::new("getfattr")
+            .args(["--only-values", "-n", "user.color"])
+            .arg(m.path("target"))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "blue");
+    }
+    fs::rename(m.path("link"), m.path("link2")).unwrap();
+    fs::remove_file(m.path("link2")).unwrap();
+    assert!(m.capacity().join("target").exists());
+    m.unmount(false);
+}
+
+#[test]
+fn metrics_endpoint_and_status_report_the_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let mut m = Mounted::new(&["--metrics", &addr, "--policy", "fast-all"]);
+    fs::write(m.path("f"), vec![7u8; 100_000]).unwrap();
+    let get = |request: &[u8]| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let metrics = get(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    for name in [
+        "sluice_routed_fast_bytes_total 100000",
+        "sluice_buffered_bytes",
+        "sluice_regions{state=\"filling\"} 1",
+        "sluice_fuse_requests_total{op=\"write\"}",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+    assert!(get(b"GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(get(b"\x00\xff garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
+    let drain = m.sluice(&["drain", m.point.to_str().unwrap()]);
+    assert!(
+        drain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drain.stderr)
+    );
+    assert!(get(b"GET /metrics HTTP/1.0\r\n\r\n").contains("sluice_buffered_bytes 0"));
+    let status = m.sluice(&["status", m.point.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("policy      fast-all"), "{text}");
+    m.unmount(false);
+    let not_mounted = m.sluice(&["status", m.point.to_str().unwrap()]);
+    assert!(!not_mounted.status.success());
+    assert!(String::from_utf8_lossy(&not_mounted.stderr).contains("not a sluice mount"));
+}
+
+#[test]
+fn bad_config_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "[log]\nregoins = 3\n");
+    let out = Command::new(SLUICE)
+        .args(["config", "show", "--config", &config])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("regoins"));
+    let out = Command::new(SLUICE)
+        .args([
+            "config",
+            "show",
+            "--fast",
+            "/a",
+            "--capacity",
+            "/b",
+            "--policy",
+            "ssdup",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("name = \"ssdup\""),
+        "{text}"
+    );
+    let out = Command::new(SLUICE)
+        .args(["mount", "--fast", "/nonexistent-parent/x"])
+        .arg(dir.path().join("no-such-mountpoint"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("capacity.path"));
+}

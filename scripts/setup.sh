@@ -12,17 +12,31 @@ as_root() {
 }
 
 # Debian packages. Only what the current code needs: a C toolchain for the
-# linker, pkg-config, and the font the simulator's plots are drawn with.
-# (fuse3, fio, redis-server, glusterfs arrive with the issues that use them.)
+# linker, pkg-config, the font the simulator's plots are drawn with, fuse3
+# for the mount (fusermount3), and for the end-to-end tests and the mount
+# benchmark: fio, mergerfs (the peer), attr (setfattr/getfattr) and
+# util-linux (setpriv, fallocate). (redis-server, glusterfs arrive with the
+# issues that use them.)
 want=()
 command -v cc >/dev/null || want+=(build-essential)
 command -v pkg-config >/dev/null || want+=(pkg-config)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || want+=(fonts-dejavu-core)
+command -v fusermount3 >/dev/null || want+=(fuse3)
+command -v fio >/dev/null || want+=(fio)
+command -v mergerfs >/dev/null || want+=(mergerfs)
+command -v setfattr >/dev/null || want+=(attr)
+command -v setpriv >/dev/null || want+=(util-linux)
+command -v python3 >/dev/null || want+=(python3)
 if [ "${#want[@]}" -gt 0 ]; then
   say "installing Debian packages: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive
   as_root apt-get update -qq
   as_root apt-get install -y -qq "${want[@]}" </dev/null
+fi
+
+# FUSE needs /dev/fuse; load the module if the kernel has it unloaded.
+if [ ! -e /dev/fuse ]; then
+  as_root modprobe fuse 2>/dev/null || say "no /dev/fuse: the mount and its tests need FUSE (a VM or a container started with --device /dev/fuse)"
 fi
 
 # Rust: the stock rustup toolchain. Debian's own rustc is too old for clap 4.

@@ -24,7 +24,10 @@ trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
-echo "== the main job runs with its defaults"
+echo "== the main job runs with its defaults (sluice demo, small)"
+demo_dir=$(mktemp -d)
+cargo run --quiet -p sluice-cli -- demo --dir "$demo_dir" --mib 8 | tail -n 8
+rm -rf "$demo_dir"
 cargo run --quiet -p sluice-cli -- --summary-only >/dev/null
 
 # One closing line with the totals of every cargo test binary above.

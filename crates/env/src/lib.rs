@@ -283,6 +283,17 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Write all of `buf` at `offset`, extending the file as needed.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Writes `bufs` back to back at `offset`, all of them or an error.
+    /// The default joins them and calls [`BackendFile::write_at`] (so
+    /// wrappers keep their rules); the POSIX backend issues `pwritev`,
+    /// saving the copy on the log's append path.
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut joined = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+        for buf in bufs {
+            joined.extend_from_slice(buf);
+        }
+        self.write_at(&joined, offset)
+    }
     /// Make the file's data (and length) durable.
     fn sync_data(&self) -> io::Result<()>;
     /// Current length.

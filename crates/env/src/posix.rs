@@ -791,6 +791,30 @@ impl BackendFile for PosixFile {
             .map_err(|e| self.error(e, "write"))
     }
 
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut slices: Vec<io::IoSlice<'_>> = bufs
+            .iter()
+            .filter(|b| !b.is_empty())
+            .map(|b| io::IoSlice::new(b))
+            .collect();
+        let mut remaining: &mut [io::IoSlice<'_>] = &mut slices;
+        let mut at = offset;
+        while !remaining.is_empty() {
+            match rustix::io::pwritev(&self.file, remaining, at) {
+                Ok(0) => {
+                    return Err(self.error(io::ErrorKind::WriteZero.into(), "write"));
+                }
+                Ok(n) => {
+                    at += n as u64;
+                    io::IoSlice::advance_slices(&mut remaining, n);
+                }
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(self.error(e.into(), "write")),
+            }
+        }
+        Ok(())
+    }
+
     fn sync_data(&self) -> io::Result<()> {
         self.file
             .sync_data()

@@ -98,6 +98,13 @@ fn conformance(backend: &dyn Backend) {
     assert_eq!(file.len().unwrap(), 0);
     assert!(file.is_empty().unwrap());
     file.write_at(b"hello world", 0).unwrap();
+    // Vectored writes land back to back, empty slices included.
+    let vectored = backend.open(&p("v"), CREATE).unwrap();
+    vectored
+        .write_vectored_at(&[b"ab", b"", b"cdef", &[0u8; 3]], 2)
+        .unwrap();
+    assert_eq!(read_all(vectored.as_ref()), b"\0\0abcdef\0\0\0", "{what}");
+    backend.remove_file(&p("v")).unwrap();
     file.write_at(b"W", 6).unwrap();
     assert_eq!(read_all(file.as_ref()), b"hello World");
     let mut buf = [0u8; 5];

@@ -19,7 +19,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use sluice_env::BackendFile;
 use sluice_policy::{LogLocation, RegionId};
@@ -37,10 +37,6 @@ pub const REGION_FORMAT_VERSION: u16 = 1;
 
 /// Bytes covered by the region header checksum.
 const REGION_CRC_COVERS: usize = 60;
-/// Append buffers kept for reuse (concurrent appends beyond this allocate).
-const POOLED_BUFFERS_MAX: usize = 4;
-/// Append buffers larger than this are dropped after use, not pooled.
-const POOLED_BUFFER_BYTES_MAX: usize = 8 * 1024 * 1024;
 
 /// Why bytes are not a valid region header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -228,8 +224,6 @@ pub struct RegionFile {
     region: RegionId,
     region_bytes: u64,
     generation: AtomicU64,
-    /// Reusable append buffers (header + payload + padding).
-    buffers: Mutex<Vec<Vec<u8>>>,
 }
 
 impl RegionFile {
@@ -275,7 +269,6 @@ impl RegionFile {
             region,
             region_bytes,
             generation: AtomicU64::new(generation),
-            buffers: Mutex::new(Vec::new()),
         }
     }
 
@@ -329,7 +322,7 @@ impl RegionFile {
     }
 
     /// Write `header` and `payload` (and zero padding to the next multiple
-    /// of [`RECORD_ALIGN`]) at `offset` with one `write_at`. The payload
+    /// of [`RECORD_ALIGN`]) at `offset` with one `write_vectored_at`. The payload
     /// starts at `offset + RECORD_HEADER_BYTES`, the [`LogLocation`] offset
     /// the index keeps. `header` must have been built for `payload` (its
     /// constructors compute the checksum). Does not sync.
@@ -366,15 +359,13 @@ impl RegionFile {
         // INVARIANT: fits() bounded the record by region_bytes, and the
         // payload length is a u32, so the record length fits a usize.
         let total = header.record_len() as usize;
-        let mut buffer = self.take_buffer();
-        buffer.clear();
-        buffer.reserve(total);
-        buffer.extend_from_slice(&header.encode());
-        buffer.extend_from_slice(payload);
-        buffer.resize(total, 0);
-        let result = self.file.write_at(&buffer, offset);
-        self.return_buffer(buffer);
-        result
+        // Header, payload and zero padding in one vectored write: no copy
+        // of the payload (docs/benchmarks.md, absorption).
+        let encoded = header.encode();
+        let padding = [0u8; RECORD_ALIGN as usize];
+        let pad = total - encoded.len() - payload.len();
+        self.file
+            .write_vectored_at(&[&encoded, payload, &padding[..pad]], offset)
     }
 
     fn invalid(&self, offset: u64, what: &str) -> io::Error {
@@ -382,21 +373,6 @@ impl RegionFile {
             io::ErrorKind::InvalidInput,
             format!("region {} at offset {offset}: {what}", self.region.0),
         )
-    }
-
-    fn take_buffer(&self) -> Vec<u8> {
-        let mut pool = self.buffers.lock().unwrap_or_else(|e| e.into_inner());
-        pool.pop().unwrap_or_default()
-    }
-
-    fn return_buffer(&self, buffer: Vec<u8>) {
-        if buffer.capacity() > POOLED_BUFFER_BYTES_MAX {
-            return;
-        }
-        let mut pool = self.buffers.lock().unwrap_or_else(|e| e.into_inner());
-        if pool.len() < POOLED_BUFFERS_MAX {
-            pool.push(buffer);
-        }
     }
 
     /// Read the payload at `location` (its offset is the payload's, as in

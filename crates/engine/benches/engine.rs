@@ -12,7 +12,8 @@
 //!    writers (median), bytes sent to each tier (range over runs), drain time.
 //!
 //! Run: `cargo bench -p sluice-engine --bench engine` (add `-- --quick` for
-//! one run of each instead of three). Times are wall clock on this machine.
+//! one run of each instead of three, `-- absorption` / `recovery` /
+//! `policies` for one part). Times are wall clock on this machine.
 
 // A benchmark measures wall-clock time.
 #![allow(clippy::disallowed_methods)]
@@ -306,7 +307,18 @@ fn main() {
     }
     let quick = std::env::args().any(|a| a == "--quick");
     let runs = if quick { 1 } else { 3 };
-    absorption(runs);
-    recovery(runs);
-    policies(runs);
+    // `-- absorption` (or recovery, policies) runs one part only.
+    let only = ["absorption", "recovery", "policies"]
+        .into_iter()
+        .find(|part| std::env::args().any(|a| a == *part));
+    let wanted = |part: &str| only.is_none_or(|o| o == part);
+    if wanted("absorption") {
+        absorption(runs);
+    }
+    if wanted("recovery") {
+        recovery(runs);
+    }
+    if wanted("policies") {
+        policies(runs);
+    }
 }

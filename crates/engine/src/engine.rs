@@ -1288,6 +1288,7 @@ fn reserve_and_append<'a>(
         let total = record + path_len;
         // A forced append never times out into a write-through.
         let waiting_since = if forced { now } else { first_attempt };
+        let full_before = state.pipeline.full_count();
         match state.pipeline.reserve(now, total, waiting_since) {
             Admission::Append { region, offset } => {
                 let mut at = REGION_HEADER_BYTES + offset;
@@ -1325,7 +1326,12 @@ fn reserve_and_append<'a>(
                         .records
                         .insert(payload_offset, (header.len, header.payload_crc));
                 }
-                shared.changed.notify_all();
+                // Wake the flusher only when a region filled: waking it at
+                // every append costs a context switch and lock contention
+                // per write (docs/benchmarks.md, absorption).
+                if state.pipeline.full_count() > full_before {
+                    shared.changed.notify_all();
+                }
                 let location = LogLocation {
                     region,
                     offset: payload_offset,

@@ -197,6 +197,14 @@ impl SluiceFs {
         )
     }
 
+    /// Answer a request that made a new entry.
+    fn reply_entry(&self, result: io::Result<FileAttr>, reply: ReplyEntry) {
+        match result {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(self.fail(&e)),
+        }
+    }
+
     fn xattr_reply(&self, value: &[u8], size: u32, reply: ReplyXattr) {
         if size == 0 {
             reply.size(u32::try_from(value.len()).unwrap_or(u32::MAX));
@@ -339,10 +347,7 @@ impl Filesystem for SluiceFs {
             self.own(req, &path, mode, umask)?;
             self.entry(&path)
         })();
-        match result {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(self.fail(&e)),
-        }
+        self.reply_entry(result, reply);
     }
 
     fn mkdir(
@@ -364,10 +369,7 @@ impl Filesystem for SluiceFs {
             self.own(req, &path, mode, umask)?;
             self.entry(&path)
         })();
-        match result {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(self.fail(&e)),
-        }
+        self.reply_entry(result, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -436,10 +438,7 @@ impl Filesystem for SluiceFs {
             }
             self.entry(&path)
         })();
-        match result {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(self.fail(&e)),
-        }
+        self.reply_entry(result, reply);
     }
 
     fn rename(

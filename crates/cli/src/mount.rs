@@ -67,38 +67,43 @@ fn parse_policy(s: &str) -> Result<PolicyName, String> {
 impl ConfigArgs {
     /// The config in effect: the file (or the defaults), flags over it.
     pub fn resolve(&self) -> Result<Config, String> {
-        let mut config = match &self.config {
+        let config = match &self.config {
             Some(path) => Config::load(path).map_err(|e| e.to_string())?,
             None => Config::default(),
         };
-        if let Some(p) = &self.fast {
-            config.fast.path = Some(p.clone());
-        }
-        if let Some(p) = &self.capacity {
-            config.capacity.path = Some(p.clone());
-        }
-        if let Some(d) = self.fast_device {
-            config.fast.device = d;
-        }
-        if let Some(d) = self.capacity_device {
-            config.capacity.device = d;
-        }
-        if let Some(p) = self.policy {
-            config.policy.name = p;
-        }
-        config.mount.allow_other |= self.allow_other;
-        config.mount.default_permissions |= self.default_permissions || self.allow_other;
-        if self.no_drain {
-            config.mount.drain_on_unmount = false;
-        }
-        if let Some(m) = self.metrics {
-            config.metrics.listen = Some(m);
-        }
-        if let Some(t) = self.threads {
-            config.mount.threads = t;
-        }
-        Ok(config)
+        Ok(apply_flags(self, config))
     }
+}
+
+/// The flags of `args` over `config`.
+fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
+    if let Some(p) = &args.fast {
+        config.fast.path = Some(p.clone());
+    }
+    if let Some(p) = &args.capacity {
+        config.capacity.path = Some(p.clone());
+    }
+    if let Some(d) = args.fast_device {
+        config.fast.device = d;
+    }
+    if let Some(d) = args.capacity_device {
+        config.capacity.device = d;
+    }
+    if let Some(p) = args.policy {
+        config.policy.name = p;
+    }
+    config.mount.allow_other |= args.allow_other;
+    config.mount.default_permissions |= args.default_permissions || args.allow_other;
+    if args.no_drain {
+        config.mount.drain_on_unmount = false;
+    }
+    if let Some(m) = args.metrics {
+        config.metrics.listen = Some(m);
+    }
+    if let Some(t) = args.threads {
+        config.mount.threads = t;
+    }
+    config
 }
 
 /// `sluice config show`.
@@ -111,9 +116,30 @@ pub fn config_show(args: &ConfigArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `sluice mount`: mount and serve until unmounted or signalled.
+/// `sluice mount`: mount and serve until unmounted or signalled. With no
+/// config, no tier and no mount point it mounts the demo's setup under
+/// `./sluice-demo` (fast tier `fast/`, capacity tier `capacity/` behind an
+/// emulated disk, mount point `mnt/`).
 pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String> {
-    let mut config = args.resolve()?;
+    let bare = args.config.is_none()
+        && args.fast.is_none()
+        && args.capacity.is_none()
+        && mountpoint.is_none();
+    let mut config = if bare {
+        let dir = crate::demo::default_dir();
+        let mut config = Config::from_toml(crate::demo::DEMO_CONFIG).map_err(|e| e.to_string())?;
+        config.fast.path = Some(dir.join("fast"));
+        config.capacity.path = Some(dir.join("capacity"));
+        config.mount.point = Some(dir.join("mnt"));
+        std::fs::create_dir_all(dir.join("mnt")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        eprintln!(
+            "sluice: no tiers given: mounting the demo setup under {} (fast/, capacity/ behind an emulated disk, mnt/)",
+            dir.display()
+        );
+        apply_flags(args, config)
+    } else {
+        args.resolve()?
+    };
     if let Some(p) = mountpoint {
         config.mount.point = Some(p.to_path_buf());
     }

@@ -667,3 +667,40 @@ fn bad_config_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("capacity.path"));
 }
+
+#[test]
+fn bare_sluice_mount_mounts_the_demo_setup() {
+    if !fuse_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let point = dir.path().join("sluice-demo/mnt");
+    let mut child = Command::new(SLUICE)
+        .arg("mount")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !is_mounted(&point) {
+        assert!(child.try_wait().unwrap().is_none(), "sluice mount exited");
+        assert!(start.elapsed() < Duration::from_secs(30), "not mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fs::write(point.join("hello"), b"world").unwrap();
+    let out = Command::new(SLUICE)
+        .arg("unmount")
+        .arg(&point)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(child.wait().unwrap().success());
+    let capacity = dir.path().join("sluice-demo/capacity/hello");
+    assert_eq!(fs::read(capacity).unwrap(), b"world");
+}

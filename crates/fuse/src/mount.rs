@@ -98,7 +98,10 @@ impl Mount {
             engine_config,
         )?);
         let counters = Arc::new(OpCounters::default());
-        let control = config.fast.path.as_deref().map(control_socket_path);
+        // Absolute, so clients in any directory find it through the xattr.
+        let control = config.fast.path.as_deref().map(|p| {
+            control_socket_path(&std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
+        });
         let fs = SluiceFs::new(
             Arc::clone(&engine),
             Arc::clone(&counters),

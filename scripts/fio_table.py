@@ -193,7 +193,7 @@ def main():
     extra = ""
     if runs > 1:
         extra = f"\n\nMedian of {runs} runs per cell; the spread:\n\n" + spread(cells, systems, rows)
-        print(extra)
+        print(extra[1:])
     tg = targets(cells, rows)
     if tg:
         print()

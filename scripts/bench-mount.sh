@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# Mount benchmark (issue 5, item 6): the same fio jobs, in one run, through
+#   raw              a plain directory (the fast tier's kind of directory),
+#   mergerfs         mergerfs over such a directory,
+#   sluice           `sluice mount` (policy ssdup+, the default),
+#   sluice-fast-all  `sluice mount --policy fast-all` (every write to the log),
+# and one Markdown table of MB/s (fio's write bw, summed over jobs) with the
+# ratios sluice/raw, sluice/mergerfs and fast-all/raw, printed to stdout and
+# written (with date, machine and command) into docs/results/mount-bench.md.
+#
+# Rows: sequential 1 MiB writes and random 256 KiB writes, 1 job and 4 jobs
+# (one file per job), SIZE bytes per job, psync, buffered (direct=0), every
+# job ending with fsync (end_fsync=1). Every system and row gets fresh
+# directories under BENCH_DIR (all on one file system); `sync` runs before
+# every fio run; nothing is dropped from the page cache.
+#
+# Usage: scripts/bench-mount.sh [--no-build] [--no-doc] [-h]
+# Environment (defaults):
+#   SIZE=256M                    data written by each fio job
+#   RUNS=5                       repetitions; a cell is their median
+#   BENCH_DIR=/tmp/sluice-bench  work directory (its run/ and results/ are
+#                                wiped at the start)
+#   SYSTEMS="raw mergerfs sluice sluice-fast-all"
+#   DOC=docs/results/mount-bench.md
+# Needs fio, mergerfs, fusermount3 (apt-get install fio mergerfs fuse3),
+# python3, and cargo unless --no-build.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ARGS=("$@")
+
+BUILD=1
+WRITE_DOC=1
+for a in "$@"; do
+    case "$a" in
+        --no-build) BUILD=0 ;;
+        --no-doc) WRITE_DOC=0 ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+            exit 0
+            ;;
+        *)
+            echo "bench-mount.sh: unknown argument '$a' (try --help)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+SIZE=${SIZE:-256M}
+RUNS=${RUNS:-5}
+BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench}
+SYSTEMS=${SYSTEMS:-raw mergerfs sluice sluice-fast-all}
+DOC=${DOC:-docs/results/mount-bench.md}
+SLUICE=$ROOT/target/release/sluice
+MERGERFS_OPTS=cache.files=off,func.getattr=newest,category.create=ff
+ROWS=(seq-1M-1job seq-1M-4jobs rand-256K-1job rand-256K-4jobs)
+FIO_COMMON="--size=$SIZE --ioengine=psync --direct=0 --end_fsync=1 --fallocate=none --group_reporting --output-format=json"
+
+die() {
+    echo "bench-mount.sh: $*" >&2
+    exit 1
+}
+
+# --- what is needed -------------------------------------------------------
+missing=()
+for tool in fio mergerfs fusermount3 mountpoint python3; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    die "missing: ${missing[*]} (install with: apt-get install fio mergerfs fuse3)"
+fi
+[ -e /dev/fuse ] || die "/dev/fuse is missing: FUSE is not available here"
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer (got '$RUNS')"
+size_bytes=$(numfmt --from=iec "${SIZE%[bB]}" 2>/dev/null) ||
+    die "SIZE must be a size such as 256M or 1G (got '$SIZE')"
+for s in $SYSTEMS; do
+    case "$s" in
+        raw | mergerfs | sluice | sluice-fast-all) ;;
+        *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice sluice-fast-all)" ;;
+    esac
+done
+case "$BENCH_DIR" in
+    /*) ;;
+    *) BENCH_DIR=$ROOT/$BENCH_DIR ;;
+esac
+[ "$BENCH_DIR" != / ] || die "BENCH_DIR must not be /"
+
+if [ "$BUILD" = 1 ]; then
+    [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+    command -v cargo >/dev/null 2>&1 || die "cargo is missing (or use --no-build with a built $SLUICE)"
+    echo "== cargo build --release -p sluice-cli" >&2
+    cargo build --release -p sluice-cli >&2
+fi
+[ -x "$SLUICE" ] || die "$SLUICE is missing: run cargo build --release -p sluice-cli"
+
+# --- mounts and their cleanup ----------------------------------------------
+RUN_DIR=$BENCH_DIR/run      # one system and row at a time
+RESULTS=$BENCH_DIR/results  # fio JSON, logs, unmount times
+PID=""                      # the FUSE daemon of the current mount
+MNT=""                      # the current mount point
+
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+    local rc=$?
+    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
+        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
+    fi
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+        kill "$PID" 2>/dev/null || true
+        wait "$PID" 2>/dev/null || true
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Waits until $1 is a mount point served by pid $2 (log $3), 30 s at most.
+wait_mounted() {
+    local mnt=$1 pid=$2 log=$3 i
+    for ((i = 0; i < 60; i++)); do
+        mountpoint -q "$mnt" && return 0
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "--- $log" >&2
+            cat "$log" >&2
+            die "the file system exited before $mnt was mounted (log above)"
+        fi
+        sleep 0.5
+    done
+    echo "--- $log" >&2
+    cat "$log" >&2
+    die "$mnt was not mounted after 30 s (log above)"
+}
+
+# Waits up to $2 seconds for pid $1 to exit; fails if it does not.
+wait_exit() {
+    local pid=$1 secs=$2 i
+    for ((i = 0; i < secs * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || {
+            wait "$pid" 2>/dev/null || true
+            return 0
+        }
+        sleep 0.1
+    done
+    return 1
+}
+
+TROUBLE=()  # problems met on the way (go into the doc too)
+
+# Stops the current FUSE mount: `sluice unmount` (drains) or fusermount3 -u,
+# then waits for the daemon; kill and fusermount3 -u on trouble.
+stop_mount() {
+    local sys=$1 log=$2 what=$3 ok=1
+    if [ "${sys%%-*}" = sluice ]; then
+        timeout 300 "$SLUICE" unmount "$MNT" >>"$log" 2>&1 || ok=0
+    else
+        fusermount3 -u "$MNT" >>"$log" 2>&1 || ok=0
+    fi
+    if [ "$ok" = 1 ] && wait_exit "$PID" 120; then
+        PID=""
+        MNT=""
+        return 0
+    fi
+    TROUBLE+=("$what: the unmount failed or the daemon did not exit (log: $log)")
+    echo "bench-mount.sh: WARNING: $what: unmount trouble, killing pid $PID; log $log:" >&2
+    tail -n 20 "$log" >&2 || true
+    kill "$PID" 2>/dev/null || true
+    wait_exit "$PID" 10 || kill -9 "$PID" 2>/dev/null || true
+    mountpoint -q "$MNT" && { fusermount3 -u "$MNT" || fusermount3 -uz "$MNT" || true; }
+    PID=""
+    MNT=""
+}
+
+fio_args() { # row -> fio options (without directory and output)
+    local rw bs jobs
+    case "$1" in
+        seq-1M-1job) rw=write bs=1M jobs=1 ;;
+        seq-1M-4jobs) rw=write bs=1M jobs=4 ;;
+        rand-256K-1job) rw=randwrite bs=256k jobs=1 ;;
+        rand-256K-4jobs) rw=randwrite bs=256k jobs=4 ;;
+        *) die "unknown row $1" ;;
+    esac
+    # fallocate=none: sluice answers EOPNOTSUPP to fallocate; all systems
+    # write into sparse files alike.
+    echo "--name=$1 --rw=$rw --bs=$bs --numjobs=$jobs $FIO_COMMON"
+}
+
+# --- preparation -------------------------------------------------------------
+mkdir -p "$BENCH_DIR"
+if mountpoint -q "$RUN_DIR/mnt" 2>/dev/null; then # left by an interrupted run
+    fusermount3 -u "$RUN_DIR/mnt" || die "$RUN_DIR/mnt is still mounted; unmount it first"
+fi
+rm -rf "$RUN_DIR" "$RESULTS"
+mkdir -p "$RESULTS"
+read -ra SYS <<<"$SYSTEMS"
+need=$((size_bytes * 4 * 3))  # the 4-job rows: log + capacity, with room
+avail=$(($(df -P -k "$BENCH_DIR" | awk 'NR==2 {print $4}') * 1024))
+[ "$avail" -ge "$need" ] ||
+    die "$BENCH_DIR has $((avail >> 20)) MiB free, needs about $((need >> 20)) MiB for SIZE=$SIZE"
+
+total=$((RUNS * ${#ROWS[@]} * ${#SYS[@]}))
+n=0
+started=$(date +%s)
+echo "== $total fio runs: SIZE=$SIZE per job, RUNS=$RUNS, systems: ${SYS[*]}, in $BENCH_DIR" >&2
+printf 'system\trow\trun\tunmount_s\n' >"$RESULTS/unmount.tsv"
+
+for ((run = 1; run <= RUNS; run++)); do
+    for row in "${ROWS[@]}"; do
+        # Rotate the order of the systems from run to run, so none is always
+        # first (or last) after a given row.
+        for ((k = 0; k < ${#SYS[@]}; k++)); do
+            sys=${SYS[$(((k + run - 1) % ${#SYS[@]}))]}
+            n=$((n + 1))
+            what="$sys $row run $run"
+            out=$RESULTS/${sys}__${row}__r${run}.json
+            log=$RESULTS/${sys}__${row}__r${run}.log
+            rm -rf "$RUN_DIR"
+            mkdir -p "$RUN_DIR/raw" "$RUN_DIR/fast" "$RUN_DIR/cap" "$RUN_DIR/mnt"
+            : >"$log"
+            case "$sys" in
+                raw) dir=$RUN_DIR/raw ;;
+                mergerfs)
+                    MNT=$RUN_DIR/mnt
+                    mergerfs -f -o "$MERGERFS_OPTS" "$RUN_DIR/raw" "$MNT" >>"$log" 2>&1 &
+                    PID=$!
+                    wait_mounted "$MNT" "$PID" "$log"
+                    dir=$MNT
+                    ;;
+                sluice | sluice-fast-all)
+                    policy=ssdup+
+                    [ "$sys" = sluice-fast-all ] && policy=fast-all
+                    MNT=$RUN_DIR/mnt
+                    "$SLUICE" mount --fast "$RUN_DIR/fast" --capacity "$RUN_DIR/cap" \
+                        --policy "$policy" "$MNT" >>"$log" 2>&1 &
+                    PID=$!
+                    wait_mounted "$MNT" "$PID" "$log"
+                    dir=$MNT
+                    ;;
+            esac
+            sync
+            read -ra opts <<<"$(fio_args "$row")"
+            if ! fio "${opts[@]}" --directory="$dir" --output="$out" >>"$log" 2>&1; then
+                echo "--- $log" >&2
+                tail -n 40 "$log" >&2
+                echo "--- $out" >&2
+                tail -n 40 "$out" >&2 || true
+                die "fio failed: $what (fio ${opts[*]} --directory=$dir)"
+            fi
+            mbs=$(python3 -c 'import json,sys
+t=open(sys.argv[1]).read(); d=json.loads(t[t.find("{"):])
+print("%.0f" % (sum(j["write"]["bw_bytes"] for j in d["jobs"]) / 1e6))' "$out")
+            note=""
+            if [ "${sys%%-*}" = sluice ]; then # where the bytes went (log or files)
+                "$SLUICE" status "$MNT" >"${out%.json}.status" 2>&1 || true
+                routed=$(sed -n 's/^routed *//p' "${out%.json}.status")
+                note=" [${routed:-no status}]"
+            fi
+            if [ -n "$MNT" ]; then
+                t0=$(date +%s.%N)
+                stop_mount "$sys" "$log" "$what"
+                t1=$(date +%s.%N)
+                secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+                printf '%s\t%s\t%s\t%s\n' "$sys" "$row" "$run" "$secs" >>"$RESULTS/unmount.tsv"
+                note=" (unmount ${secs} s)$note"
+            fi
+            printf '[%d/%d] %-16s %-16s run %d: %6s MB/s%s\n' \
+                "$n" "$total" "$sys" "$row" "$run" "$mbs" "$note" >&2
+            rm -rf "$RUN_DIR"
+        done
+    done
+done
+elapsed=$(($(date +%s) - started))
+echo "== done in ${elapsed} s; fio JSON and logs in $RESULTS" >&2
+
+# --- the table -------------------------------------------------------------------
+meta=$RESULTS/meta.md
+cmd="SIZE=$SIZE RUNS=$RUNS BENCH_DIR=$BENCH_DIR"
+[ "$SYSTEMS" = "raw mergerfs sluice sluice-fast-all" ] || cmd+=" SYSTEMS=\"$SYSTEMS\""
+cmd+=" scripts/bench-mount.sh${ARGS[*]:+ ${ARGS[*]}}"
+commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git -C "$ROOT" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null)" ]; then
+    commit+=" (with uncommitted changes under crates/)"
+fi
+fstype=$(df -P -T "$BENCH_DIR" | awk 'NR==2 {print $2 " on " $1}')
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null || true)
+{
+    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') in ${elapsed} s with"
+    echo
+    echo '```sh'
+    echo "$cmd"
+    echo '```'
+    echo
+    echo "- machine: $(nproc) CPUs${cpu:+ ($cpu)}, ${mem:-? GiB} RAM, kernel $(uname -r);" \
+        "$(fio --version), $(mergerfs --version 2>&1 | head -n 1), sluice $commit"
+    echo "- work directory: $BENCH_DIR ($fstype); every system and row in fresh directories there"
+    echo "- fio: \`fio --name=ROW --rw=RW --bs=BS --numjobs=N $FIO_COMMON --directory=DIR --output=FILE\`;" \
+        "seq rows \`--rw=write --bs=1M\`, rand rows \`--rw=randwrite --bs=256k\`, N = 1 or 4 (one file per job);" \
+        "\`sync\` before every run"
+    echo "- raw dir: fio into a plain directory; mergerfs: \`mergerfs -o $MERGERFS_OPTS RAWDIR MNT\`;" \
+        "sluice: \`sluice mount --fast F --capacity C [--policy fast-all] MNT\` (defaults otherwise), stopped with \`sluice unmount\` (drain) after each run"
+    echo "- MB/s = 10^6 bytes/s, fio's \`write.bw_bytes\` summed over the jobs; the fsync at the end is inside fio's time"
+    if [ ${#TROUBLE[@]} -gt 0 ]; then
+        echo "- **trouble during the run:**"
+        for t in "${TROUBLE[@]}"; do echo "  - $t"; done
+    fi
+} >"$meta"
+case "$DOC" in
+    /*) ;;
+    *) DOC=$ROOT/$DOC ;;
+esac
+update=()
+[ "$WRITE_DOC" = 1 ] && update=(--update "$DOC" --meta "$meta")
+python3 "$ROOT/scripts/fio_table.py" "${update[@]}" "$RESULTS"/*__*__r*.json
+[ "$WRITE_DOC" = 1 ] && echo "== written into $DOC" >&2
+exit 0

@@ -189,6 +189,10 @@ pub struct MountConfig {
     pub drain_on_unmount: bool,
     /// Largest write the kernel sends in one request.
     pub max_write: ByteSize,
+    /// Open files in direct-I/O mode: every read and write comes to sluice
+    /// without a copy in the kernel's page cache (sluice decides where the
+    /// bytes live; the tiers have their own caches).
+    pub direct_io: bool,
 }
 
 /// `metrics` section.
@@ -251,6 +255,7 @@ impl Default for MountConfig {
             default_permissions: false,
             drain_on_unmount: true,
             max_write: ByteSize(1 << 20),
+            direct_io: true,
         }
     }
 }

@@ -74,6 +74,8 @@ pub struct SluiceFs {
     /// The control socket's path, served as [`CONTROL_XATTR`].
     control: Option<String>,
     max_write: u32,
+    /// Open files with `FOPEN_DIRECT_IO`: no kernel page-cache copy.
+    open_flags: FopenFlags,
     /// This process's effective uid: files are created by it, then given
     /// to the caller when they differ.
     euid: u32,
@@ -111,6 +113,7 @@ impl SluiceFs {
         counters: Arc<OpCounters>,
         control: Option<String>,
         max_write: u32,
+        direct_io: bool,
     ) -> SluiceFs {
         SluiceFs {
             engine,
@@ -121,6 +124,11 @@ impl SluiceFs {
             counters,
             control,
             max_write,
+            open_flags: if direct_io {
+                FopenFlags::FOPEN_DIRECT_IO
+            } else {
+                FopenFlags::empty()
+            },
             euid: rustix::process::geteuid().as_raw(),
         }
     }
@@ -222,6 +230,11 @@ impl Filesystem for SluiceFs {
         // them, up to this size); the default would split them at 128 KiB.
         if let Err(nearest) = config.set_max_write(self.max_write) {
             let _ = config.set_max_write(nearest);
+        }
+        // With direct I/O, shared mmap still works where the kernel allows
+        // it (Linux 6.6+); without the flag mmap of such files fails.
+        if !self.open_flags.is_empty() {
+            let _ = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         }
         Ok(())
     }
@@ -499,7 +512,7 @@ impl Filesystem for SluiceFs {
             Err(e) => return reply.error(e),
         };
         match self.engine.open_file(&path) {
-            Ok(id) => reply.opened(FileHandle(id.0), FopenFlags::empty()),
+            Ok(id) => reply.opened(FileHandle(id.0), self.open_flags),
             Err(e) => reply.error(self.fail(&e)),
         }
     }
@@ -853,7 +866,7 @@ impl Filesystem for SluiceFs {
                 &attr,
                 Generation(0),
                 FileHandle(id.0),
-                FopenFlags::empty(),
+                self.open_flags,
             ),
             Err(e) => reply.error(self.fail(&e)),
         }

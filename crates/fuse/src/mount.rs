@@ -107,6 +107,7 @@ impl Mount {
             Arc::clone(&counters),
             control.as_ref().map(|p| p.display().to_string()),
             u32::try_from(config.mount.max_write.0).unwrap_or(1 << 20),
+            config.mount.direct_io,
         );
         let mut options = vec![
             MountOption::FSName("sluice".to_string()),

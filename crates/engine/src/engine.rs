@@ -198,7 +198,12 @@ struct Shared {
 }
 
 struct LogRegion {
-    file: RegionFile,
+    /// Shared so a data record's payload can be written outside the lock.
+    file: Arc<RegionFile>,
+    /// Data records reserved in this region whose payload is being written
+    /// outside the lock: syncs and flushes of the region wait for 0, so a
+    /// synced region never has a hole before a synced record.
+    in_flight: u32,
     /// Data records: payload offset -> (length, payload checksum).
     records: BTreeMap<u64, (u32, u32)>,
     /// Files with a path record in this region.
@@ -219,6 +224,12 @@ struct OpenFile {
     /// `create`/`open_file` calls not yet matched by `release`. A released
     /// file is forgotten once nothing of it is buffered.
     opens: u32,
+    /// Data records of this file being written outside the lock.
+    appending: u32,
+    /// Truncations (sequence, size) made while records of the file were in
+    /// flight: a record older than one is clipped to its size when it is
+    /// indexed, as recovery's replay in sequence order would do.
+    truncations: Vec<(u64, u64)>,
 }
 
 struct State {
@@ -372,7 +383,8 @@ impl Engine {
                 region
             };
             regions.push(LogRegion {
-                file: region,
+                file: Arc::new(region),
+                in_flight: 0,
                 records: BTreeMap::new(),
                 paths: HashSet::new(),
                 dirty: false,
@@ -749,6 +761,7 @@ impl Engine {
             shared.capacity.sync_dir(&parent).map_err(context(&what))?;
             state.unsynced_creates.remove(&path);
         }
+        let mut state = wait_appends(shared, state);
         let synced = sync_log(shared, &mut state).map_err(context(&what))?;
         commit(shared, &mut state, &synced).map_err(context(&what))?;
         if let Some(open) = state.files.get_mut(&file) {
@@ -761,7 +774,8 @@ impl Engine {
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = wait_not_busy(shared, lock(shared), file)?;
-        if state.index.file(&file).is_some() {
+        let appending = state.files.get(&file).is_some_and(|o| o.appending > 0);
+        if state.index.file(&file).is_some() || appending {
             let (s, appended) = append_required(
                 shared,
                 state,
@@ -770,9 +784,18 @@ impl Engine {
                 None,
             );
             state = s;
-            appended?;
-            sync_log(shared, &mut state)?;
+            let seq = appended?;
+            // Applied at once, under the same hold of the lock as the
+            // record: records still being written are older and are clipped
+            // when indexed; newer ones are not touched.
             state.index.truncate(file, size);
+            if let Some(open) = state.files.get_mut(&file) {
+                if open.appending > 0 {
+                    open.truncations.push((seq, size));
+                }
+            }
+            state = wait_appends(shared, state);
+            sync_log(shared, &mut state)?;
         }
         let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
         open.handle
@@ -852,6 +875,7 @@ impl Engine {
             }
         }
         if logged {
+            state = wait_appends(shared, state);
             sync_log(shared, &mut state)?;
         }
         shared
@@ -1021,6 +1045,8 @@ fn attach(
             busy: false,
             created_unsynced,
             opens: 0,
+            appending: 0,
+            truncations: Vec::new(),
         },
     );
 }
@@ -1037,7 +1063,7 @@ fn forget_if_unused(state: &mut State, id: FileId) {
     let unused = state
         .files
         .get(&id)
-        .is_some_and(|o| o.opens == 0 && !o.busy)
+        .is_some_and(|o| o.opens == 0 && !o.busy && o.appending == 0)
         && state.index.file(&id).is_none();
     if unused {
         if let Some(open) = state.files.remove(&id) {
@@ -1195,15 +1221,32 @@ fn append_data<'a>(
         state = s;
         match appended {
             Ok(Some((location, seq))) => {
-                state.index.insert(
-                    file,
-                    Extent {
-                        file_offset: part_offset,
-                        len: part.len() as u32,
-                        location,
-                        seq,
-                    },
-                );
+                // A truncation newer than this record, made while it was
+                // being written, clips it (as replay in sequence order
+                // would); an unlinked file takes nothing.
+                let limit = state.files.get(&file).map(|open| {
+                    open.truncations
+                        .iter()
+                        .filter(|(t, _)| *t > seq)
+                        .map(|(_, size)| *size)
+                        .min()
+                        .unwrap_or(u64::MAX)
+                });
+                let len = match limit {
+                    Some(limit) => limit.saturating_sub(part_offset).min(part.len() as u64),
+                    None => 0,
+                };
+                if len > 0 {
+                    state.index.insert(
+                        file,
+                        Extent {
+                            file_offset: part_offset,
+                            len: len as u32,
+                            location,
+                            seq,
+                        },
+                    );
+                }
                 if !forced {
                     state.stats.fast_bytes += part.len() as u64;
                 }
@@ -1231,16 +1274,16 @@ fn append_data<'a>(
 }
 
 /// Append a record that must reach the log (truncate, unlink, path for a
-/// rename), waiting for space.
+/// rename), waiting for space; returns its sequence number.
 fn append_required<'a>(
     shared: &'a Shared,
     state: MutexGuard<'a, State>,
     header: RecordHeader,
     payload: &[u8],
     file: Option<FileId>,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
+) -> (MutexGuard<'a, State>, io::Result<u64>) {
     let (state, result) = reserve_and_append(shared, state, header, payload, file, true);
-    (state, result.map(|_| ()))
+    (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
 }
 
 /// Reserve room and append `header` + `payload`, preceded by a path record
@@ -1316,9 +1359,37 @@ fn reserve_and_append<'a>(
                 }
                 header.seq = next_seq(&mut state);
                 let log_region = &mut state.regions[region.0 as usize];
-                if let Err(e) = log_region.file.append_at(at, &header, payload) {
+                if header.kind == RecordKind::Data {
+                    // The payload is written outside the lock; the index
+                    // learns of it only once it is there (append_data).
+                    log_region.in_flight += 1;
+                    log_region.dirty = true;
+                    let region_file = Arc::clone(&log_region.file);
+                    if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
+                        open.appending += 1;
+                    }
+                    drop(state);
+                    let written = region_file.append_at(at, &header, payload);
+                    state = lock(shared);
+                    let log_region = &mut state.regions[region.0 as usize];
+                    log_region.in_flight -= 1;
+                    let idle = log_region.in_flight == 0;
+                    if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
+                        open.appending -= 1;
+                        if open.appending == 0 {
+                            open.truncations.clear();
+                        }
+                    }
+                    if idle {
+                        shared.changed.notify_all();
+                    }
+                    if let Err(e) = written {
+                        return (state, Err(append_error(shared, e)));
+                    }
+                } else if let Err(e) = log_region.file.append_at(at, &header, payload) {
                     return (state, Err(append_error(shared, e)));
                 }
+                let log_region = &mut state.regions[region.0 as usize];
                 log_region.dirty = true;
                 let payload_offset = at + crate::log::RECORD_HEADER_BYTES;
                 if header.kind == RecordKind::Data {
@@ -1393,7 +1464,20 @@ fn append_error(shared: &Shared, e: io::Error) -> io::Error {
     )
 }
 
-/// Sync every log region appended to since its last sync.
+/// Wait until no data record is being written outside the lock, so a
+/// sync covers a hole-free prefix of every region.
+fn wait_appends<'a>(shared: &'a Shared, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    while state.regions.iter().any(|r| r.in_flight > 0) {
+        state = shared
+            .changed
+            .wait(state)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+    state
+}
+
+/// Sync every log region appended to since its last sync. Callers first
+/// [`wait_appends`].
 fn sync_log(shared: &Shared, state: &mut State) -> io::Result<Vec<RegionId>> {
     let mut synced = Vec::new();
     for region in state.regions.iter_mut().filter(|r| r.dirty) {
@@ -1451,10 +1535,13 @@ fn drop_file<'a>(
     mut state: MutexGuard<'a, State>,
     id: FileId,
 ) -> (MutexGuard<'a, State>, io::Result<()>) {
-    if state.index.file(&id).is_some() {
+    // A record of the file still being written needs the unlink record
+    // too, or recovery would bring the file back with it.
+    let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
+    if state.index.file(&id).is_some() || appending {
         let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
-        state = s;
-        if let Err(e) = result.and_then(|()| sync_log(shared, &mut state)) {
+        state = wait_appends(shared, s);
+        if let Err(e) = result.and_then(|_| sync_log(shared, &mut state)) {
             return (state, Err(e));
         }
         state.index.remove_file(id);
@@ -1514,6 +1601,10 @@ fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
     let Some(region) = state.pipeline.poll_flush() else {
         return Ok(Some(Step::Idle(Duration::from_millis(100))));
     };
+    if state.regions[region.0 as usize].in_flight > 0 {
+        // A record is still being written into it; its end notifies.
+        return Ok(Some(Step::Idle(Duration::from_millis(10))));
+    }
     let has_empty = state.pipeline.has_empty();
     if let GateDecision::Pause { recheck_at } = state.gate.poll(now, has_empty) {
         let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));

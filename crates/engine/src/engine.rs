@@ -10,8 +10,10 @@
 //! buffered extents over capacity bytes. A background flusher drives the
 //! region pipeline and the traffic-aware flush gate.
 //!
-//! Concurrency (v1): one mutex guards the policies, the index and the log;
-//! foreground operations run under it, log appends included. The flusher
+//! Concurrency: one mutex guards the policies, the index and the log;
+//! foreground operations run under it, except the payload write of a data
+//! record, which happens outside it between its reservation and its index
+//! insert (in flight; syncs and flushes wait for in-flight records). The flusher
 //! takes it to pick the next piece, marks the file busy, and writes to the
 //! capacity tier outside it; truncate, unlink and rename wait for a busy
 //! file. Before each piece is written the flusher looks it up again, so it

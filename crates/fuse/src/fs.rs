@@ -146,6 +146,15 @@ impl SluiceFs {
         lock(&self.inodes).path(ino.0).ok_or(Errno::ENOENT)
     }
 
+    /// The path of `ino` and an xattr `name` as UTF-8.
+    fn path_and_name<'n>(
+        &self,
+        ino: INodeNo,
+        name: &'n OsStr,
+    ) -> Result<(RelPath, &'n str), Errno> {
+        Ok((self.path(ino)?, name_str(name)?))
+    }
+
     fn child(&self, parent: INodeNo, name: &OsStr) -> Result<RelPath, Errno> {
         let parent = self.path(parent)?;
         parent.join(name_str(name)?).map_err(|_| Errno::EINVAL)
@@ -729,9 +738,9 @@ impl Filesystem for SluiceFs {
         reply: ReplyEmpty,
     ) {
         self.meta();
-        let (path, name) = match (self.path(ino), name_str(name)) {
-            (Ok(p), Ok(n)) => (p, n),
-            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        let (path, name) = match self.path_and_name(ino, name) {
+            Ok(pn) => pn,
+            Err(e) => return reply.error(e),
         };
         if ino.0 == ROOT && name == CONTROL_XATTR {
             return reply.error(Errno::EPERM);
@@ -756,9 +765,9 @@ impl Filesystem for SluiceFs {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.meta();
-        let (path, name) = match (self.path(ino), name_str(name)) {
-            (Ok(p), Ok(n)) => (p, n),
-            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        let (path, name) = match self.path_and_name(ino, name) {
+            Ok(pn) => pn,
+            Err(e) => return reply.error(e),
         };
         if ino.0 == ROOT && name == CONTROL_XATTR {
             return match &self.control {
@@ -793,9 +802,9 @@ impl Filesystem for SluiceFs {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.meta();
-        let (path, name) = match (self.path(ino), name_str(name)) {
-            (Ok(p), Ok(n)) => (p, n),
-            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        let (path, name) = match self.path_and_name(ino, name) {
+            Ok(pn) => pn,
+            Err(e) => return reply.error(e),
         };
         match self.engine.capacity_tier().remove_xattr(&path, name) {
             Ok(()) => reply.ok(),

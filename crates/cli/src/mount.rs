@@ -3,8 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -149,12 +147,10 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         .clone()
         .ok_or("no mount point: give MOUNTPOINT or mount.point in the config")?;
     let mut running = Mount::start(&config, &point).map_err(|e| e.to_string())?;
-    let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
+        signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| format!("installing the signal handler: {e}"))?;
     }
-    let flag = running.stop_flag();
     let status = running.status();
     eprintln!(
         "sluice: mounted {} (fast: {}, capacity: {}, policy {}; recovered {} records){}",
@@ -167,14 +163,7 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
             .metrics_addr()
             .map_or_else(String::new, |a| format!("; metrics at http://{a}/metrics"))
     );
-    let watcher = std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        flag.store(true, Ordering::Relaxed);
-    });
     running.wait();
-    drop(watcher);
     eprintln!("sluice: unmounting {}", point.display());
     let drained = running.finish().map_err(|e| e.to_string())?;
     eprintln!(

@@ -170,8 +170,6 @@ pub struct EngineStatus {
     pub last_percentage: Option<f64>,
     /// The threshold the last stream was judged against.
     pub threshold: f64,
-    /// Streams classified so far.
-    pub streams: u64,
     /// Each region's state and used record bytes.
     pub regions: Vec<(RegionState, u64)>,
     /// Record bytes per region.
@@ -560,7 +558,6 @@ impl Engine {
             last_percentage: last.map(|r| r.percentage),
             threshold: last
                 .map_or_else(|| state.redirector.threshold().threshold(), |r| r.threshold),
-            streams: state.stats.streams,
             regions: state
                 .pipeline
                 .states()
@@ -847,20 +844,10 @@ impl Engine {
         }
         // The files that move: `from` itself, or every open file under a
         // renamed directory.
-        let prefix = format!("{}/", from.as_str());
         let moved: Vec<(FileId, RelPath)> = state
             .ids
             .iter()
-            .filter_map(|(path, &id)| {
-                if path == from {
-                    Some((id, to.clone()))
-                } else {
-                    let rest = path.as_str().strip_prefix(&prefix)?;
-                    RelPath::new(&format!("{}/{rest}", to.as_str()))
-                        .ok()
-                        .map(|p| (id, p))
-                }
-            })
+            .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (id, p)))
             .collect();
         let mut logged = false;
         for (id, new_path) in &moved {
@@ -891,18 +878,14 @@ impl Engine {
                 state.ids.insert(new_path.clone(), id);
             }
         }
-        let unsynced: Vec<RelPath> = state
+        let unsynced: Vec<(RelPath, RelPath)> = state
             .unsynced_creates
             .iter()
-            .filter(|p| *p == from || p.as_str().starts_with(&prefix))
-            .cloned()
+            .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
             .collect();
-        for old_path in unsynced {
+        for (old_path, new_path) in unsynced {
             state.unsynced_creates.remove(&old_path);
-            let rest = &old_path.as_str()[from.as_str().len()..];
-            if let Ok(p) = RelPath::new(&format!("{}{rest}", to.as_str())) {
-                state.unsynced_creates.insert(p);
-            }
+            state.unsynced_creates.insert(new_path);
         }
         Ok(())
     }
@@ -1365,7 +1348,6 @@ fn reserve_and_append<'a>(
                     // The payload is written outside the lock; the index
                     // learns of it only once it is there (append_data).
                     log_region.in_flight += 1;
-                    log_region.dirty = true;
                     let region_file = Arc::clone(&log_region.file);
                     if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
                         open.appending += 1;
@@ -1766,8 +1748,8 @@ fn flush_run(
 }
 
 /// Wait until the flush bandwidth cap lets `bytes` more go to the capacity
-/// tier (at once when there is no cap). A shutdown stops the wait: the
-/// bytes stay in the log, so nothing is lost by not flushing them.
+/// tier (at once when there is no cap). A shutdown ends the wait early, so
+/// closing never sleeps out the cap; that one run then goes unthrottled.
 fn take_flush_tokens(shared: &Shared, bytes: u64) {
     loop {
         let now = shared.clock.now();

@@ -113,6 +113,26 @@ impl RelPath {
         })
     }
 
+    /// This path after `from` was renamed to `to`: `to` itself if this is
+    /// `from`, `to/rest` if this is `from/rest`, `None` if this path is not
+    /// `from` nor under it (whole components only: `ab` is not under `a`).
+    pub fn rebase(&self, from: &RelPath, to: &RelPath) -> Option<RelPath> {
+        if self == from {
+            return Some(to.clone());
+        }
+        let rest = if from.is_root() {
+            self.as_str()
+        } else {
+            self.as_str()
+                .strip_prefix(from.as_str())?
+                .strip_prefix('/')?
+        };
+        if to.is_root() {
+            return RelPath::new(rest).ok();
+        }
+        RelPath::new(&format!("{}/{rest}", to.as_str())).ok()
+    }
+
     /// The last component (empty for the root).
     pub fn file_name(&self) -> &str {
         self.0.rsplit('/').next().unwrap_or("")
@@ -549,6 +569,18 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rebase_moves_a_path_and_everything_under_it() {
+        let p = |s: &str| RelPath::new(s).unwrap();
+        let (from, to) = (p("a/b"), p("x"));
+        assert_eq!(p("a/b").rebase(&from, &to), Some(p("x")));
+        assert_eq!(p("a/b/c/d").rebase(&from, &to), Some(p("x/c/d")));
+        assert_eq!(p("a/bc").rebase(&from, &to), None, "whole components only");
+        assert_eq!(p("a").rebase(&from, &to), None);
+        assert_eq!(p("a/b/c").rebase(&from, &RelPath::root()), Some(p("c")));
+        assert_eq!(p("c").rebase(&RelPath::root(), &p("y")), Some(p("y/c")));
+    }
 
     #[test]
     fn rel_paths_refuse_escapes() {

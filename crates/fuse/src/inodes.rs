@@ -108,19 +108,13 @@ impl Inodes {
     /// `from` and every path under it move.
     pub fn rename(&mut self, from: &RelPath, to: &RelPath) {
         self.detach(to);
-        let prefix = format!("{}/", from.as_str());
-        let moved: Vec<(RelPath, u64)> = self
+        let moved: Vec<(RelPath, RelPath, u64)> = self
             .by_path
             .iter()
-            .filter(|(p, _)| *p == from || p.as_str().starts_with(&prefix))
-            .map(|(p, &i)| (p.clone(), i))
+            .filter_map(|(p, &i)| p.rebase(from, to).map(|new| (p.clone(), new, i)))
             .collect();
-        for (old, ino) in moved {
+        for (old, new, ino) in moved {
             self.by_path.remove(&old);
-            let rest = &old.as_str()[from.as_str().len()..];
-            let Ok(new) = RelPath::new(&format!("{}{rest}", to.as_str())) else {
-                continue;
-            };
             if let Some(node) = self.nodes.get_mut(&ino) {
                 node.path = Some(new.clone());
             }

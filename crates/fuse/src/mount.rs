@@ -37,7 +37,7 @@ struct Shared {
     counters: Arc<OpCounters>,
     mountpoint: String,
     flush_rate: AtomicU64,
-    stop: AtomicBool,
+    stop: Arc<AtomicBool>,
     end: AtomicU8,
 }
 
@@ -142,7 +142,7 @@ impl Mount {
             counters,
             mountpoint: mountpoint.display().to_string(),
             flush_rate: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
+            stop: Arc::new(AtomicBool::new(false)),
             end: AtomicU8::new(END_UNSET),
         });
         let mut mount = Mount {
@@ -178,20 +178,10 @@ impl Mount {
         self.metrics
     }
 
-    /// Ask the mount to end (from a signal handler thread or the demo).
+    /// The flag [`Mount::wait`] polls: setting it (a signal handler does)
+    /// ends the wait, as [`Mount::stop`] does.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        // A separate flag the caller may set; polled with the internal one.
-        let flag = Arc::new(AtomicBool::new(false));
-        let shared = Arc::clone(&self.shared);
-        let watched = Arc::clone(&flag);
-        std::thread::spawn(move || loop {
-            if watched.load(Ordering::Relaxed) {
-                shared.stop.store(true, Ordering::Relaxed);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        });
-        flag
+        Arc::clone(&self.shared.stop)
     }
 
     /// Block until the mount is unmounted from outside or asked to stop.

@@ -18,6 +18,7 @@ pub mod extent_index;
 pub mod flush_gate;
 pub mod pipeline;
 pub mod redirector;
+pub mod segments;
 pub mod threshold;
 pub mod token_bucket;
 mod types;

@@ -514,6 +514,9 @@ impl SegmentBuffer {
         entry.len = entry.len.max(segment_len);
         mark(entry, self.config.grain_bytes, start, len);
         self.stack.insert(stamp, key);
+        if kind == Kind::Ghost {
+            self.promote_if_strong(key);
+        }
         if matches!(serve, Serve::Load { .. }) {
             let mut evicted = false;
             while self.regular.len() as u64 > self.capacity {
@@ -592,6 +595,74 @@ impl SegmentBuffer {
             self.remove_bottom_ghost();
         }
         dropped
+    }
+
+    /// Bytes `[start, end)` of `file` were written to the capacity tier by
+    /// the application (`segment_len`: bytes of a segment that exist, as in
+    /// [`access`](Self::access)): [`invalidate`](Self::invalidate), then
+    /// count the bytes as requested in ghost entries, so data written whole
+    /// is wanted on its first read (the paper's LiU learns from writes too:
+    /// they pass through its buffer). Returns the regular segments dropped.
+    pub fn written(
+        &mut self,
+        file: FileId,
+        start: u64,
+        end: u64,
+        segment_len: u64,
+    ) -> Vec<SegmentKey> {
+        let dropped = self.invalidate(file, start, end);
+        let geometry = self.config.geometry;
+        for slice in geometry.split(start, end.saturating_sub(start)) {
+            let key = SegmentKey {
+                file,
+                index: slice.index,
+            };
+            let stamp = self.bump();
+            let grains = self.grains as usize;
+            let len = segment_len.clamp(1, geometry.segment_bytes());
+            let entry = self.entries.entry(key).or_insert_with(|| Entry {
+                stamp,
+                kind: Kind::Ghost,
+                touched: vec![0; grains.div_ceil(64)],
+                touched_count: 0,
+                len,
+            });
+            if entry.stamp != stamp {
+                self.stack.remove(&entry.stamp);
+            } else {
+                self.ghosts += 1;
+            }
+            entry.stamp = stamp;
+            entry.len = entry.len.max(len).max(slice.start + slice.len);
+            mark(entry, self.config.grain_bytes, slice.start, slice.len);
+            self.stack.insert(stamp, key);
+            self.promote_if_strong(key);
+        }
+        while self.ghosts > u64::from(self.config.max_ghosts) {
+            self.remove_bottom_ghost();
+        }
+        dropped
+    }
+
+    /// A ghost whose requested fraction already reaches `lift_locality` is
+    /// wanted at once: its locality can only grow until it is removed, and
+    /// without this no segment would ever be wanted while nothing is
+    /// buffered (ghosts are removed after evictions of regular segments).
+    fn promote_if_strong(&mut self, key: SegmentKey) {
+        let Some(entry) = self.entries.get(&key) else {
+            return;
+        };
+        if self.heads.contains_key(&key) || self.config.max_wanted == 0 {
+            return;
+        }
+        let grains = entry.len.div_ceil(self.config.grain_bytes).max(1);
+        let locality = f64::from(entry.touched_count) / grains as f64;
+        if locality >= self.config.lift_locality && !self.wanted.contains_key(&key) {
+            if self.wanted.len() as u64 >= u64::from(self.config.max_wanted) {
+                self.wanted.pop_first();
+            }
+            self.wanted.insert(key, locality.min(1.0));
+        }
     }
 
     /// Forget every segment of `file` (removed): no locality is recorded.
@@ -1008,6 +1079,24 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_written_whole_is_wanted_on_its_first_read() {
+        let mut b = small(2, 4, 64);
+        b.written(F, 0, 16 * KIB, 16 * KIB);
+        b.written(F, 16 * KIB, 20 * KIB, 16 * KIB);
+        assert_eq!(
+            b.access(key(0), 0, KIB, 16 * KIB),
+            Serve::Load {
+                head_from_fast: false
+            }
+        );
+        assert_eq!(
+            b.access(key(1), 0, KIB, 16 * KIB),
+            Serve::Direct { from_head: false },
+            "a quarter written is not enough"
+        );
+    }
+
+    #[test]
     fn forgetting_a_file_records_nothing_and_de_lifts() {
         let mut b = small(2, 4, 8);
         b.heads.insert(
@@ -1065,6 +1154,7 @@ mod tests {
             let mut loaded = std::collections::BTreeSet::new();
             for op in ops {
                 let mut evicting = false;
+                let evictions_before = b.counters().evictions;
                 match op {
                     Op::Read { index, start, len } => {
                         let start = start.min(16 * 1024 - 1);
@@ -1087,7 +1177,7 @@ mod tests {
                     }
                     Op::Write { index, start, len } => {
                         let from = index * 16 * 1024 + start;
-                        for k in b.invalidate(F, from, from + len) {
+                        for k in b.written(F, from, from + len, 16 * 1024) {
                             prop_assert!(loaded.remove(&k.index));
                         }
                         for i in 0..12 {
@@ -1124,7 +1214,7 @@ mod tests {
                 prop_assert!(b.heads_count() <= heads);
                 prop_assert!(b.ghost_count() <= u64::from(max_ghosts));
                 // After an eviction the bottom of the stack is regular.
-                if evicting && b.regular_count() > 0 && b.counters().evictions > 0 {
+                if evicting && b.regular_count() > 0 && b.counters().evictions > evictions_before {
                     let bottom = *b.stack.values().next().unwrap();
                     prop_assert!(b.is_regular(bottom), "a ghost stayed below the LRU regular");
                 }

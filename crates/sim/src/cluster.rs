@@ -44,6 +44,7 @@ use sluice_policy::extent_index::{Extent, ExtentIndex};
 use sluice_policy::flush_gate::{FlushGate, FlushGateConfig, GateDecision};
 use sluice_policy::pipeline::{Admission, PipelineConfig, RegionPipeline, WhenFull};
 use sluice_policy::redirector::{RedirectPolicy, Redirector, RedirectorConfig};
+use sluice_policy::segments::{Action, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve};
 use sluice_policy::threshold::ThresholdConfig;
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 
@@ -146,6 +147,17 @@ pub struct ClusterConfig {
     pub client_overhead_mean: Duration,
     /// Seed of every random choice (disk rotation, client jitter).
     pub seed: u64,
+    /// LiU's segment layer on every I/O node's read path (seed 001): `None`
+    /// serves each read piece from the HDD as it comes (the baseline).
+    pub liu: Option<LiuConfig>,
+    /// Sections a segment body is read in (LiU's default 4).
+    pub liu_sections: u32,
+    /// Page-cache read-ahead of the I/O nodes without LiU: a read piece
+    /// that starts less than this past the end of the previous read of its
+    /// file on that node (a sequential reader; concurrent pieces arrive out
+    /// of order) fetches this much from its start; later pieces inside the
+    /// window are served from memory. 0 = off.
+    pub read_ahead_bytes: u64,
 }
 
 impl Default for ClusterConfig {
@@ -170,6 +182,9 @@ impl Default for ClusterConfig {
             flush_depth: 2,
             client_overhead_mean: Duration::from_micros(200),
             seed: 1,
+            liu: None,
+            liu_sections: 4,
+            read_ahead_bytes: 512 * KIB,
         }
     }
 }
@@ -192,12 +207,33 @@ impl std::error::Error for SimError {}
 pub struct JobResult {
     /// The job's name.
     pub name: String,
-    /// Bytes the job wrote.
+    /// Bytes the job wrote and read.
     pub bytes: u64,
     /// When its processes started.
     pub start_ns: u64,
     /// When its last process finished.
     pub end_ns: u64,
+    /// Every barrier release of the job, in order (reports measure a
+    /// phase of a job from one of them).
+    #[serde(skip)]
+    pub barriers: Vec<Mark>,
+    /// The disks' totals when the last process finished.
+    #[serde(skip)]
+    pub end_mark: Mark,
+    /// Every read piece of the job: (done, latency at the I/O node), ns.
+    #[serde(skip)]
+    pub read_latencies: Vec<(u64, u64)>,
+}
+
+/// A point in a job's run with the I/O nodes' disk totals at that time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mark {
+    /// Virtual time.
+    pub ns: u64,
+    /// Sum over the I/O nodes of the disks' seek distances so far.
+    pub seek_bytes: u64,
+    /// Sum over the I/O nodes of the disks' services so far.
+    pub services: u64,
 }
 
 impl JobResult {
@@ -261,6 +297,44 @@ pub struct RunResult {
     pub events: u64,
     /// Virtual time at the end.
     pub end_ns: u64,
+    /// LiU's counters summed over the I/O nodes (`None` without LiU).
+    pub liu: Option<LiuTotals>,
+}
+
+/// [`LiuCounters`] summed over the I/O nodes, for reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LiuTotals {
+    /// Reads of segments in the buffer.
+    pub buffer_hits: u64,
+    /// Loads with the head from the SSD.
+    pub lifted_loads: u64,
+    /// Loads of whole segments from the HDD.
+    pub whole_loads: u64,
+    /// Direct reads from a lifted head.
+    pub head_reads: u64,
+    /// Direct reads from the HDD.
+    pub capacity_reads: u64,
+    /// Heads lifted.
+    pub lifts: u64,
+    /// Heads de-lifted.
+    pub delifts: u64,
+    /// Recorded localities in tenths (bucket 10 = 1.0).
+    pub locality_histogram: [u64; 11],
+}
+
+impl LiuTotals {
+    fn add(&mut self, c: &LiuCounters) {
+        self.buffer_hits += c.buffer_hits;
+        self.lifted_loads += c.lifted_loads;
+        self.whole_loads += c.whole_loads;
+        self.head_reads += c.head_reads;
+        self.capacity_reads += c.capacity_reads;
+        self.lifts += c.lifts;
+        self.delifts += c.delifts;
+        for (t, c) in self.locality_histogram.iter_mut().zip(c.locality_histogram) {
+            *t += c;
+        }
+    }
 }
 
 impl RunResult {
@@ -328,6 +402,10 @@ enum Event {
         offset: u64,
         len: u64,
     },
+    LiuSsdDone {
+        server: u32,
+        what: LiuSsd,
+    },
     Retry {
         server: u32,
     },
@@ -346,6 +424,10 @@ struct Piece {
     offset: u64,
     len: u64,
     waiting_since: Option<Time>,
+    /// When it reached its I/O node.
+    arrived: Time,
+    /// Parts still outstanding (a LiU read spanning segments has several).
+    parts: u32,
 }
 
 struct Process<'a> {
@@ -364,6 +446,9 @@ struct JobState {
     bytes: u64,
     start: Time,
     end: Time,
+    barriers: Vec<Mark>,
+    end_mark: Mark,
+    read_latencies: Vec<(u64, u64)>,
 }
 
 /// Who is told when an HDD request completes.
@@ -376,6 +461,52 @@ enum Owner {
     Flush { len: u64 },
     /// Cached bytes written back: free them from the dirty budget.
     Dirty { len: u64 },
+    /// Part `part` of LiU segment load `load` (0 = head, k = section k).
+    LiuPart { load: u64, part: u32 },
+    /// A read served from the HDD: one part of the piece.
+    ReadPart { piece: u32 },
+    /// A read-ahead window of the page cache arrived.
+    ReadAhead { window: u64 },
+}
+
+/// What a LiU SSD request was for.
+#[derive(Clone, Copy, Debug)]
+enum LiuSsd {
+    /// The head of load `load` arrived from the SSD.
+    Head { load: u64 },
+    /// A read of a lifted head: one part of the piece.
+    Direct { piece: u32 },
+    /// A head copy to the SSD finished.
+    Lifted { key: SegmentKey },
+}
+
+/// One file's read-ahead on an I/O node: cached `[lo, hi)`, windows in
+/// flight (start, end, id).
+#[derive(Default)]
+struct PageCache {
+    lo: u64,
+    hi: u64,
+    last_end: u64,
+    inflight: Vec<(u64, u64, u64)>,
+}
+
+/// A segment being loaded into (or held in) an I/O node's LiU buffer.
+struct Load {
+    /// Head, then the body sections.
+    ready: Vec<bool>,
+    /// Piece parts waiting: (piece, start, end) inside the segment.
+    waiters: Vec<(u32, u64, u64)>,
+    /// Left the buffer (evicted or invalidated); kept until its parts land.
+    evicted: bool,
+}
+
+/// LiU's state on one I/O node: the policy and the loads it holds.
+struct LiuNode {
+    buffer: SegmentBuffer,
+    /// The load holding each regular segment's data.
+    current: HashMap<SegmentKey, u64>,
+    loads: HashMap<u64, Load>,
+    next_load: u64,
 }
 
 /// A write waiting for room in the dirty budget.
@@ -412,6 +543,12 @@ struct Server {
     retry_at: Option<Time>,
     recheck_at: Option<Time>,
     flush: FlushState,
+    liu: Option<LiuNode>,
+    /// Per file: the page cache's read-ahead state.
+    read_ahead: HashMap<FileId, PageCache>,
+    /// Read-ahead windows in flight: pieces waiting for them.
+    windows: HashMap<u64, Vec<u32>>,
+    next_window: u64,
 }
 
 struct Sim<'a> {
@@ -435,6 +572,7 @@ struct Sim<'a> {
     flushed_bytes: u64,
     regions_flushed: u64,
     streams: Vec<StreamPoint>,
+    bytes_written: u64,
 }
 
 impl<'a> Sim<'a> {
@@ -514,6 +652,18 @@ impl<'a> Sim<'a> {
                 retry_at: None,
                 recheck_at: None,
                 flush: FlushState::default(),
+                read_ahead: HashMap::new(),
+                windows: HashMap::new(),
+                next_window: 0,
+                liu: match config.liu {
+                    None => None,
+                    Some(liu) => Some(LiuNode {
+                        buffer: SegmentBuffer::new(liu).map_err(|e| SimError(e.to_string()))?,
+                        current: HashMap::new(),
+                        loads: HashMap::new(),
+                        next_load: 0,
+                    }),
+                },
             });
         }
         let clients = (0..config.clients)
@@ -539,9 +689,12 @@ impl<'a> Sim<'a> {
                 processes: job.processes.len() as u32,
                 remaining: job.processes.len() as u32,
                 barrier_waiting: Vec::new(),
-                bytes: job.bytes_written(),
+                bytes: job.bytes_written().saturating_add(job.bytes_read()),
                 start: Time::ZERO,
                 end: Time::ZERO,
+                barriers: Vec::new(),
+                end_mark: Mark::default(),
+                read_latencies: Vec::new(),
             });
         }
         let object_base = layout_objects(config, jobs)?;
@@ -565,6 +718,7 @@ impl<'a> Sim<'a> {
             flushed_bytes: 0,
             regions_flushed: 0,
             streams: Vec::new(),
+            bytes_written: jobs.iter().map(Job::bytes_written).sum(),
         })
     }
 
@@ -632,6 +786,15 @@ impl<'a> Sim<'a> {
                 }
             }
             Event::HddDone { server } => self.hdd_done(now, server),
+            Event::LiuSsdDone { server, what } => match what {
+                LiuSsd::Head { load } => self.liu_part_ready(now, server, load, 0),
+                LiuSsd::Direct { piece } => self.part_done(now, piece),
+                LiuSsd::Lifted { key } => {
+                    if let Some(liu) = self.servers[server as usize].liu.as_mut() {
+                        liu.buffer.lift_done(key, true);
+                    }
+                }
+            },
             Event::FlushRead {
                 server,
                 file,
@@ -669,6 +832,8 @@ impl<'a> Sim<'a> {
             if state.remaining == 0 {
                 state.end = now;
                 self.jobs_remaining -= 1;
+                let mark = self.mark(now);
+                self.jobs[job].end_mark = mark;
             }
             // A finished process no longer holds back a barrier.
             return self.release_barrier(now, job);
@@ -697,9 +862,26 @@ impl<'a> Sim<'a> {
         {
             return;
         }
-        for waiter in std::mem::take(&mut state.barrier_waiting) {
+        let waiters = std::mem::take(&mut state.barrier_waiting);
+        let mark = self.mark(now);
+        self.jobs[job].barriers.push(mark);
+        for waiter in waiters {
             self.queue.schedule(now, Event::Next { process: waiter });
         }
+    }
+
+    /// The time and the disks' totals now.
+    fn mark(&self, now: Time) -> Mark {
+        let mut mark = Mark {
+            ns: now.as_nanos(),
+            ..Mark::default()
+        };
+        for s in &self.servers {
+            let stats = s.hdd.stats();
+            mark.seek_bytes += stats.seek_distance_bytes_total;
+            mark.services += stats.services;
+        }
+        mark
     }
 
     /// Split a request over the I/O nodes and send each piece on its way.
@@ -721,6 +903,8 @@ impl<'a> Sim<'a> {
                 offset,
                 len,
                 waiting_since: None,
+                arrived: now,
+                parts: 1,
             });
             let sent = self.clients[client].transfer(now, len);
             self.queue.schedule(sent, Event::AtSwitch { piece });
@@ -741,13 +925,30 @@ impl<'a> Sim<'a> {
     }
 
     fn at_server(&mut self, now: Time, piece: u32) {
+        self.pieces[piece as usize].arrived = now;
         let p = self.pieces[piece as usize];
         let server = p.server as usize;
         if p.kind == IoKind::Read {
-            // Reads are not part of the SSDUP+ experiments: served by the HDD.
-            let request = self.disk_request(p.server, IoKind::Read, p.file, p.offset, p.len);
-            self.hdd_submit(now, p.server, request, Owner::Piece(piece));
-            return;
+            if self.servers[server].liu.is_some() {
+                return self.liu_read(now, piece);
+            }
+            return self.cached_read(now, piece);
+        }
+        if let Some(liu) = self.servers[server].liu.as_mut() {
+            // The capacity copy changes: no buffered segment or lifted head
+            // over it may be served again; the bytes count as requested.
+            let segment = liu.buffer.config().geometry.segment_bytes();
+            for key in liu
+                .buffer
+                .written(p.file, p.offset, p.offset + p.len, segment)
+            {
+                if let Some(load) = liu.current.remove(&key) {
+                    if let Some(l) = liu.loads.get_mut(&load) {
+                        l.evicted = true;
+                    }
+                }
+            }
+            self.liu_actions(now, p.server);
         }
         let routing = self.servers[server].redirector.handle_write(WriteRequest {
             file: p.file,
@@ -950,6 +1151,8 @@ impl<'a> Sim<'a> {
         let s = &mut self.servers[server as usize];
         s.hdd.complete();
         let done = std::mem::take(&mut s.hdd_current);
+        let mut liu_parts = Vec::new();
+        let mut liu_direct = Vec::new();
         let mut flushed = false;
         let mut freed = false;
         for request in &done {
@@ -960,6 +1163,14 @@ impl<'a> Sim<'a> {
                 .expect("HDD request without an owner")
             {
                 Owner::Piece(piece) => schedule_ack(&mut self.queue, self.config, now, piece),
+                Owner::LiuPart { load, part } => liu_parts.push((load, part)),
+                Owner::ReadPart { piece } => liu_direct.push(piece),
+                Owner::ReadAhead { window } => {
+                    liu_direct.extend(s.windows.remove(&window).unwrap_or_default());
+                    for cache in s.read_ahead.values_mut() {
+                        cache.inflight.retain(|w| w.2 != window);
+                    }
+                }
                 Owner::Flush { len } => {
                     self.flushed_bytes += len;
                     s.flush.in_flight -= 1;
@@ -978,6 +1189,12 @@ impl<'a> Sim<'a> {
             }
         }
         self.hdd_kick(now, server);
+        for (load, part) in liu_parts {
+            self.liu_part_ready(now, server, load, part);
+        }
+        for piece in liu_direct {
+            self.part_done(now, piece);
+        }
         if freed {
             flushed |= self.admit_dirty_waiters(now, server);
         }
@@ -988,6 +1205,286 @@ impl<'a> Sim<'a> {
 
     fn acknowledge(&mut self, now: Time, piece: u32) {
         schedule_ack(&mut self.queue, self.config, now, piece);
+    }
+
+    /// One part of a read piece is served; the piece is acknowledged with
+    /// its last part, and its latency at the I/O node recorded.
+    fn part_done(&mut self, now: Time, piece: u32) {
+        let p = &mut self.pieces[piece as usize];
+        p.parts -= 1;
+        if p.parts > 0 {
+            return;
+        }
+        let job = self.processes[p.process as usize].job as usize;
+        let latency = now.as_nanos().saturating_sub(p.arrived.as_nanos());
+        self.jobs[job]
+            .read_latencies
+            .push((now.as_nanos(), latency));
+        schedule_ack(&mut self.queue, self.config, now, piece);
+    }
+
+    /// A read piece at an I/O node without LiU, through the page cache's
+    /// read-ahead (see [`ClusterConfig::read_ahead_bytes`]). Per file and
+    /// node the cache holds one contiguous range `[lo, hi)` (the last few
+    /// windows) plus the windows in flight.
+    fn cached_read(&mut self, now: Time, piece: u32) {
+        let p = self.pieces[piece as usize];
+        let ra = self.config.read_ahead_bytes;
+        let s = &mut self.servers[p.server as usize];
+        let end = p.offset + p.len;
+        let cache = s.read_ahead.entry(p.file).or_default();
+        if let Some(&(_, _, id)) = cache
+            .inflight
+            .iter()
+            .find(|w| p.offset >= w.0 && end <= w.1)
+        {
+            if let Some(waiters) = s.windows.get_mut(&id) {
+                waiters.push(piece);
+                return;
+            }
+        }
+        if p.offset >= cache.lo && end <= cache.hi {
+            // Asynchronous read-ahead, as Linux's PG_readahead marker: a
+            // hit in the last window fetches the next one before it is
+            // needed.
+            if ra > 0 && end + ra > cache.hi && cache.inflight.is_empty() {
+                let (from, stop) = (cache.hi, cache.hi + ra);
+                cache.hi = stop;
+                cache.lo = cache.lo.max(stop.saturating_sub(8 * ra));
+                let id = s.next_window;
+                s.next_window += 1;
+                cache.inflight.push((from, stop, id));
+                s.windows.insert(id, Vec::new());
+                let request = self.disk_request(p.server, IoKind::Read, p.file, from, ra);
+                self.hdd_submit(now, p.server, request, Owner::ReadAhead { window: id });
+            }
+            return self.part_done(now, piece);
+        }
+        // A new sequential run (the first read, or one continuing the
+        // previous read away from the cached range) restarts the cache.
+        let first = cache.hi == 0
+            || (p.offset.abs_diff(cache.last_end) < ra
+                && (p.offset.saturating_add(ra) < cache.hi
+                    || p.offset >= cache.hi.saturating_add(ra)));
+        cache.last_end = end;
+        let near = ra > 0
+            && (first
+                || (p.offset.saturating_add(ra) >= cache.hi
+                    && p.offset < cache.hi.saturating_add(ra)));
+        if near {
+            // A sequential reader near the cached frontier: read ahead from
+            // the frontier (or from the piece, past a gap).
+            let from = if p.offset <= cache.hi && !first {
+                cache.hi
+            } else {
+                p.offset
+            };
+            let stop = end.max(from + ra);
+            if p.offset > cache.hi || first {
+                cache.lo = p.offset;
+            }
+            cache.hi = stop;
+            cache.lo = cache.lo.max(stop.saturating_sub(8 * ra));
+            let id = s.next_window;
+            s.next_window += 1;
+            cache.inflight.push((from, stop, id));
+            s.windows.insert(id, vec![piece]);
+            let request = self.disk_request(p.server, IoKind::Read, p.file, from, stop - from);
+            return self.hdd_submit(now, p.server, request, Owner::ReadAhead { window: id });
+        }
+        let request = self.disk_request(p.server, IoKind::Read, p.file, p.offset, p.len);
+        self.hdd_submit(now, p.server, request, Owner::ReadPart { piece });
+    }
+
+    /// A read piece at an I/O node running LiU: each segment it touches is
+    /// served as the segment buffer decides (DESIGN §5).
+    fn liu_read(&mut self, now: Time, piece: u32) {
+        let p = self.pieces[piece as usize];
+        let server = p.server as usize;
+        // INVARIANT: called only for I/O nodes with LiU.
+        let geometry = self.servers[server]
+            .liu
+            .as_ref()
+            .expect("LiU node")
+            .buffer
+            .config()
+            .geometry;
+        let slices: Vec<_> = geometry.split(p.offset, p.len).collect();
+        self.pieces[piece as usize].parts = slices.len() as u32;
+        for slice in slices {
+            let key = SegmentKey {
+                file: p.file,
+                index: slice.index,
+            };
+            let (start, end) = (slice.start, slice.start + slice.len);
+            let liu = self.servers[server].liu.as_mut().expect("LiU node");
+            let serve = liu
+                .buffer
+                .access(key, start, slice.len, geometry.segment_bytes());
+            match serve {
+                Serve::Buffer => {
+                    // INVARIANT: a regular segment has a current load.
+                    let load = liu.current[&key];
+                    self.liu_wait(now, p.server, load, piece, start, end);
+                }
+                Serve::Load { head_from_fast } => {
+                    let load = liu.next_load;
+                    liu.next_load += 1;
+                    let sections: Vec<(u64, u64)> =
+                        geometry.body_sections(self.config.liu_sections).collect();
+                    liu.loads.insert(
+                        load,
+                        Load {
+                            ready: vec![false; sections.len() + 1],
+                            waiters: Vec::new(),
+                            evicted: false,
+                        },
+                    );
+                    liu.current.insert(key, load);
+                    let base = geometry.start(slice.index);
+                    if head_from_fast {
+                        // The head streams from the SSD while the disk seeks.
+                        let s = &mut self.servers[server];
+                        let done = s.ssd.schedule(now, IoKind::Read, geometry.head_bytes());
+                        self.queue.schedule(
+                            done,
+                            Event::LiuSsdDone {
+                                server: p.server,
+                                what: LiuSsd::Head { load },
+                            },
+                        );
+                    } else {
+                        let request = self.disk_request(
+                            p.server,
+                            IoKind::Read,
+                            p.file,
+                            base,
+                            geometry.head_bytes(),
+                        );
+                        self.hdd_submit(now, p.server, request, Owner::LiuPart { load, part: 0 });
+                    }
+                    for (k, (offset, len)) in sections.into_iter().enumerate() {
+                        let request =
+                            self.disk_request(p.server, IoKind::Read, p.file, base + offset, len);
+                        let part = k as u32 + 1;
+                        self.hdd_submit(now, p.server, request, Owner::LiuPart { load, part });
+                    }
+                    self.liu_wait(now, p.server, load, piece, start, end);
+                }
+                Serve::Direct { from_head: true } => {
+                    let done = self.servers[server]
+                        .ssd
+                        .schedule(now, IoKind::Read, slice.len);
+                    self.queue.schedule(
+                        done,
+                        Event::LiuSsdDone {
+                            server: p.server,
+                            what: LiuSsd::Direct { piece },
+                        },
+                    );
+                }
+                Serve::Direct { from_head: false } => {
+                    let offset = geometry.start(slice.index) + start;
+                    let request =
+                        self.disk_request(p.server, IoKind::Read, p.file, offset, slice.len);
+                    self.hdd_submit(now, p.server, request, Owner::ReadPart { piece });
+                }
+            }
+            self.liu_actions(now, p.server);
+        }
+    }
+
+    /// Serve `[start, end)` of load `load` to `piece` now if its parts are
+    /// there, else when they arrive.
+    fn liu_wait(&mut self, now: Time, server: u32, load: u64, piece: u32, start: u64, end: u64) {
+        let liu = self.servers[server as usize]
+            .liu
+            .as_mut()
+            .expect("LiU node");
+        let parts = liu_parts_of(
+            liu.buffer.config().geometry,
+            self.config.liu_sections,
+            start,
+            end,
+        );
+        // INVARIANT: loads stay until their last waiter is served.
+        let l = liu.loads.get_mut(&load).expect("load");
+        if parts.clone().all(|k| l.ready[k]) {
+            self.part_done(now, piece);
+        } else {
+            l.waiters.push((piece, start, end));
+        }
+    }
+
+    /// Part `part` of load `load` arrived: serve the waiters it completes.
+    fn liu_part_ready(&mut self, now: Time, server: u32, load: u64, part: u32) {
+        let sections = self.config.liu_sections;
+        let liu = self.servers[server as usize]
+            .liu
+            .as_mut()
+            .expect("LiU node");
+        let geometry = liu.buffer.config().geometry;
+        let Some(l) = liu.loads.get_mut(&load) else {
+            return;
+        };
+        l.ready[part as usize] = true;
+        let mut served = Vec::new();
+        l.waiters.retain(|&(piece, start, end)| {
+            let ready = liu_parts_of(geometry, sections, start, end).all(|k| l.ready[k]);
+            if ready {
+                served.push(piece);
+            }
+            !ready
+        });
+        if l.evicted && l.ready.iter().all(|&r| r) && l.waiters.is_empty() {
+            liu.loads.remove(&load);
+        }
+        for piece in served {
+            self.part_done(now, piece);
+        }
+    }
+
+    /// Carry out the segment buffer's evictions and lifts.
+    fn liu_actions(&mut self, now: Time, server: u32) {
+        loop {
+            let s = &mut self.servers[server as usize];
+            let liu = s.liu.as_mut().expect("LiU node");
+            let Some(action) = liu.buffer.poll_action() else {
+                return;
+            };
+            let Action::Evict { key, lift, .. } = action else {
+                // De-lifting frees SSD space: nothing to simulate.
+                continue;
+            };
+            let load = liu.current.remove(&key);
+            let head_ready = load
+                .and_then(|id| liu.loads.get(&id))
+                .is_some_and(|l| l.ready[0]);
+            if let Some(id) = load {
+                if let Some(l) = liu.loads.get_mut(&id) {
+                    l.evicted = true;
+                    if l.ready.iter().all(|&r| r) && l.waiters.is_empty() {
+                        liu.loads.remove(&id);
+                    }
+                }
+            }
+            if lift {
+                if head_ready {
+                    // The head is copied from the buffer to the SSD.
+                    let head = liu.buffer.config().geometry.head_bytes();
+                    let done = s.ssd.schedule(now, IoKind::Write, head);
+                    self.queue.schedule(
+                        done,
+                        Event::LiuSsdDone {
+                            server,
+                            what: LiuSsd::Lifted { key },
+                        },
+                    );
+                } else {
+                    liu.buffer.lift_done(key, false);
+                }
+            }
+        }
     }
 
     /// Whether the flusher of `server` may issue I/O now; schedules a
@@ -1097,7 +1594,12 @@ impl<'a> Sim<'a> {
         let mut waits = 0;
         let mut merged = 0;
         let mut buffered = 0;
+        let mut liu: Option<LiuTotals> = None;
         for s in &self.servers {
+            if let Some(node) = &s.liu {
+                liu.get_or_insert_with(LiuTotals::default)
+                    .add(node.buffer.counters());
+            }
             if let Some(p) = &s.pipeline {
                 waits += p.counters().waits;
             }
@@ -1115,9 +1617,12 @@ impl<'a> Sim<'a> {
                     bytes: j.bytes,
                     start_ns: j.start.as_nanos(),
                     end_ns: j.end.as_nanos(),
+                    barriers: j.barriers.clone(),
+                    end_mark: j.end_mark,
+                    read_latencies: j.read_latencies.clone(),
                 })
                 .collect(),
-            bytes_written: self.jobs.iter().map(|j| j.bytes).sum(),
+            bytes_written: self.bytes_written,
             fast_bytes: self.fast_bytes,
             capacity_bytes: self.capacity_bytes,
             write_through_bytes: self.write_through_bytes,
@@ -1129,6 +1634,7 @@ impl<'a> Sim<'a> {
             hdd_requests_merged: merged,
             events: self.queue.delivered(),
             end_ns: self.queue.now().as_nanos(),
+            liu,
         }
     }
 }
@@ -1139,6 +1645,29 @@ impl<'a> Sim<'a> {
 fn schedule_ack(queue: &mut EventQueue<Event>, config: &ClusterConfig, now: Time, piece: u32) {
     let ack = now.saturating_add(config.server_link.latency + config.client_link.latency);
     queue.schedule(ack, Event::Acked { piece });
+}
+
+/// The parts of a LiU load (0 = head, k = body section k) that hold
+/// `[start, end)` of the segment.
+fn liu_parts_of(
+    geometry: sluice_policy::segments::Geometry,
+    sections: u32,
+    start: u64,
+    end: u64,
+) -> std::ops::RangeInclusive<usize> {
+    let part = |offset: u64| -> usize {
+        if offset < geometry.head_bytes() {
+            return 0;
+        }
+        let mut k = 0;
+        for (i, (s, _)) in geometry.body_sections(sections).enumerate() {
+            if offset >= s {
+                k = i + 1;
+            }
+        }
+        k
+    };
+    part(start)..=part(end.saturating_sub(1).max(start))
 }
 
 /// Pieces of `request` per I/O node: (server, server-local offset, length).

@@ -1,4 +1,5 @@
-//! The SSDUP+ evaluation (seed 002 §2–3) as simulator experiments.
+//! The SSDUP+ evaluation (seed 002 §2–3) as simulator experiments; the
+//! LiU evaluation (seed 001) is in the `liu` submodule.
 //!
 //! Each experiment builds its workloads with [`crate::workload`], runs them
 //! on the simulated cluster of [`crate::cluster`] under the systems it
@@ -90,7 +91,29 @@ pub const EXPERIMENTS: &[Experiment] = &[
         title: "SSDUP+ Table 1: detector + index cost against run time",
         run: table1,
     },
+    Experiment {
+        name: "liu-fig4",
+        title: "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU",
+        run: liu::fig4,
+    },
+    Experiment {
+        name: "liu-table2",
+        title: "LiU Tables II/III: mpi-io-test alone and interfered (throughput, seek, latency)",
+        run: liu::table2,
+    },
+    Experiment {
+        name: "liu-fig8",
+        title: "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes",
+        run: liu::fig8,
+    },
+    Experiment {
+        name: "liu-fig9",
+        title: "LiU Fig. 9: buffer size 32-512 MiB",
+        run: liu::fig9,
+    },
 ];
+
+mod liu;
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Option<&'static Experiment> {

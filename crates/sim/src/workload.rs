@@ -318,6 +318,26 @@ impl Job {
             .count() as u64
     }
 
+    /// The same job reading instead of writing: every [`Op::Write`]
+    /// becomes an [`Op::Read`] of the same range (the read side of the
+    /// MPI-IO benchmarks, which are configured as read or write).
+    pub fn as_reads(mut self) -> Job {
+        for op in self.processes.iter_mut().flatten() {
+            if let Op::Write(r) = *op {
+                *op = Op::Read(r);
+            }
+        }
+        self
+    }
+
+    /// Barriers process 0 passes: a job built with [`Job::then`] starts
+    /// its next part at the job's barrier release number `barriers() + 1`.
+    pub fn barriers(&self) -> usize {
+        self.processes.first().map_or(0, |ops| {
+            ops.iter().filter(|op| matches!(op, Op::Barrier)).count()
+        })
+    }
+
     /// Run `other` on the same processes after this job, `gap` of compute
     /// apart: two IOR runs separated by compute time, as one job.
     ///
@@ -523,6 +543,100 @@ impl IorMpiIo {
                         })
                     })
                     .collect()
+            })
+            .collect();
+        Ok(Job::starting_now(name, processes))
+    }
+}
+
+/// BTIO-like (NAS BT-IO, non-collective "simple" I/O, as the LiU paper ran
+/// it): the solution of an `n`³ grid, 5 doubles (40 B) per cell, is
+/// written `steps` times, one file region of `n`³ × 40 B per step. The
+/// processes form a `q × q` grid over the (y, z) planes (`processes` must
+/// be a square: 9, 16, 25), and each writes, per step, one contiguous run
+/// of `n` cells (x is fastest) for every (y, z) row it owns: many small
+/// non-contiguous writes. Then the whole file is read back in the same
+/// pattern (the paper: "all the data are read back for result sanity
+/// tests"). Class B is n = 102, class C n = 162.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Btio {
+    /// File written then read.
+    pub file: FileId,
+    /// Number of processes (a square).
+    pub processes: u32,
+    /// Grid points per dimension.
+    pub n: u64,
+    /// Solution dumps.
+    pub steps: u64,
+}
+
+impl Btio {
+    /// Bytes of one cell: 5 doubles.
+    pub const CELL_BYTES: u64 = 40;
+
+    /// Bytes of the file.
+    pub fn file_bytes(&self) -> u64 {
+        self.n
+            .saturating_mul(self.n)
+            .saturating_mul(self.n)
+            .saturating_mul(Self::CELL_BYTES)
+            .saturating_mul(self.steps)
+    }
+
+    /// The benchmark as a job: per process, every step's runs as writes
+    /// and a barrier, then every step's runs as reads and a barrier.
+    pub fn job(&self, name: &str) -> Result<Job, WorkloadError> {
+        const WHAT: &str = "BTIO";
+        positive(WHAT, "the process count", u64::from(self.processes))?;
+        positive(WHAT, "the grid size", self.n)?;
+        positive(WHAT, "the step count", self.steps)?;
+        let q = (1..=u64::from(self.processes))
+            .find(|q| q * q >= u64::from(self.processes))
+            .unwrap_or(1);
+        if q * q != u64::from(self.processes) {
+            return Err(WorkloadError(format!(
+                "{WHAT}: {} processes is not a square (BT runs on 9, 16, 25, ...)",
+                self.processes
+            )));
+        }
+        if self.n < q {
+            return Err(WorkloadError(format!(
+                "{WHAT}: a {}³ grid cannot be split over {q} × {q} processes",
+                self.n
+            )));
+        }
+        product(WHAT, &[self.file_bytes().max(1)])?;
+        let rows = self.n * self.n * self.steps;
+        check_ops(
+            WHAT,
+            rows.saturating_mul(2)
+                .saturating_add(2 * u64::from(self.processes)),
+        )?;
+        let run = self.n * Self::CELL_BYTES;
+        let step_bytes = self.n * self.n * run;
+        // Owned row span of coordinate block `b` of q over n.
+        let span = |b: u64| (b * self.n / q, (b + 1) * self.n / q);
+        let processes = (0..u64::from(self.processes))
+            .map(|rank| {
+                let (y0, y1) = span(rank % q);
+                let (z0, z1) = span(rank / q);
+                let mut writes = Vec::new();
+                for t in 0..self.steps {
+                    for z in z0..z1 {
+                        for y in y0..y1 {
+                            writes.push(WriteRequest {
+                                file: self.file,
+                                offset: t * step_bytes + (z * self.n + y) * run,
+                                len: run,
+                            });
+                        }
+                    }
+                }
+                let mut ops: Vec<Op> = writes.iter().map(|r| Op::Write(*r)).collect();
+                ops.push(Op::Barrier);
+                ops.extend(writes.iter().map(|r| Op::Read(*r)));
+                ops.push(Op::Barrier);
+                ops
             })
             .collect();
         Ok(Job::starting_now(name, processes))

@@ -3,6 +3,7 @@
 
 mod demo;
 mod mount;
+mod profile;
 mod report;
 mod sim;
 
@@ -53,6 +54,10 @@ enum Command {
     /// emulated HDD), run sequential and random writers, read back, drain,
     /// verify every byte, unmount, print a summary.
     Demo(DemoArgs),
+    /// Measure a capacity device and recommend LiU's segment sizes: peak
+    /// sequential bandwidth B, t80 of 1-byte random reads, throughput per
+    /// request size; head = B × t80, body = the knee of the curve.
+    Profile(profile::ProfileArgs),
 }
 
 #[derive(Args, Debug)]
@@ -210,6 +215,7 @@ fn main() -> ExitCode {
         Some(Command::Drain(args)) => mount::drain(&args.mountpoint),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
         Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
+        Some(Command::Profile(args)) => profile::profile(&args),
         None => run_analyse(&cli.analyse),
     };
     match result {

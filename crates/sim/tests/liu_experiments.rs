@@ -1,0 +1,67 @@
+//! The LiU experiments at a reduced scale, with the results the simulator
+//! reproduces asserted (docs/results/liu.md discusses the ones it does
+//! not). The same assertions hold at the paper's scale:
+//! `SLUICE_SIM_TEST_SCALE=1 cargo test --release -p sluice-sim --test liu_experiments`.
+
+use sluice_sim::experiments::{find, RunConfig};
+use sluice_sim::output::Report;
+
+fn run(name: &str) -> Report {
+    let scale = std::env::var("SLUICE_SIM_TEST_SCALE")
+        .ok()
+        .map(|s| s.parse().expect("SLUICE_SIM_TEST_SCALE is a number"))
+        .unwrap_or(0.1);
+    let experiment = find(name).unwrap_or_else(|| panic!("experiment {name}"));
+    (experiment.run)(&RunConfig { scale, seed: 1 }).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The number in a cell like "1.46×" or "335.8".
+fn number(text: &str) -> f64 {
+    text.trim_end_matches('×')
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {text:?}"))
+}
+
+fn cell(report: &Report, table: usize, row: &str, column: &str) -> f64 {
+    let t = &report.tables[table];
+    let c = t.headers.iter().position(|h| h == column).expect("column");
+    let r = t.rows.iter().find(|r| r[0] == row).expect("row");
+    number(&r[c])
+}
+
+#[test]
+fn table2_interference_is_where_liu_pays_off() {
+    let r = run("liu-table2");
+    let alone = cell(&r, 0, "none", "ratio");
+    let sequential = cell(&r, 0, "by mpi-io-test", "ratio");
+    let random = cell(&r, 0, "by ior-mpi-io", "ratio");
+    assert!((0.8..1.4).contains(&alone), "alone {alone}: LiU neither helps nor hurts much");
+    assert!(sequential > alone, "sequential interference {sequential} vs alone {alone}");
+    assert!(random >= 2.0, "random interference {random}: the issue's target is at least 2×");
+    assert!(random > sequential, "random interference hurts the baseline most");
+    // The interferer ran through the whole measured pass in every run.
+    for row in &r.tables[0].rows[1..] {
+        assert_eq!(row[5], "100% / 100%", "{row:?}");
+    }
+}
+
+#[test]
+fn fig9_random_reads_need_the_buffer_sequential_ones_do_not() {
+    let r = run("liu-fig9");
+    let seq32 = cell(&r, 0, "mpi-io-test", "LiU 32 MiB");
+    let seq512 = cell(&r, 0, "mpi-io-test", "LiU 512 MiB");
+    assert!((seq32 / seq512 - 1.0).abs() < 0.1, "mpi-io-test {seq32} vs {seq512}");
+    let rnd32 = cell(&r, 0, "ior-mpi-io", "LiU 32 MiB");
+    let rnd128 = cell(&r, 0, "ior-mpi-io", "LiU 128 MiB");
+    assert!(rnd32 < 0.6 * rnd128, "ior-mpi-io 32 MiB {rnd32} vs 128 MiB {rnd128}");
+}
+
+#[test]
+fn fig4_liu_raises_random_reads_and_leaves_writes_alone() {
+    let r = run("liu-fig4");
+    assert!(cell(&r, 0, "ior-mpi-io", "read ratio") > 2.0);
+    for b in ["mpi-io-test", "mpi-tile-io", "ior-mpi-io"] {
+        let w = cell(&r, 0, b, "write ratio");
+        assert!((0.9..1.1).contains(&w), "{b} write ratio {w}");
+    }
+}

@@ -35,10 +35,22 @@ fn table2_interference_is_where_liu_pays_off() {
     let alone = cell(&r, 0, "none", "ratio");
     let sequential = cell(&r, 0, "by mpi-io-test", "ratio");
     let random = cell(&r, 0, "by ior-mpi-io", "ratio");
-    assert!((0.8..1.4).contains(&alone), "alone {alone}: LiU neither helps nor hurts much");
-    assert!(sequential > alone, "sequential interference {sequential} vs alone {alone}");
-    assert!(random >= 2.0, "random interference {random}: the issue's target is at least 2×");
-    assert!(random > sequential, "random interference hurts the baseline most");
+    assert!(
+        (0.8..1.4).contains(&alone),
+        "alone {alone}: LiU neither helps nor hurts much"
+    );
+    assert!(
+        sequential > alone,
+        "sequential interference {sequential} vs alone {alone}"
+    );
+    assert!(
+        random >= 2.0,
+        "random interference {random}: the issue's target is at least 2×"
+    );
+    assert!(
+        random > sequential,
+        "random interference hurts the baseline most"
+    );
     // The interferer ran through the whole measured pass in every run.
     for row in &r.tables[0].rows[1..] {
         assert_eq!(row[5], "100% / 100%", "{row:?}");
@@ -50,10 +62,16 @@ fn fig9_random_reads_need_the_buffer_sequential_ones_do_not() {
     let r = run("liu-fig9");
     let seq32 = cell(&r, 0, "mpi-io-test", "LiU 32 MiB");
     let seq512 = cell(&r, 0, "mpi-io-test", "LiU 512 MiB");
-    assert!((seq32 / seq512 - 1.0).abs() < 0.1, "mpi-io-test {seq32} vs {seq512}");
+    assert!(
+        (seq32 / seq512 - 1.0).abs() < 0.1,
+        "mpi-io-test {seq32} vs {seq512}"
+    );
     let rnd32 = cell(&r, 0, "ior-mpi-io", "LiU 32 MiB");
     let rnd128 = cell(&r, 0, "ior-mpi-io", "LiU 128 MiB");
-    assert!(rnd32 < 0.6 * rnd128, "ior-mpi-io 32 MiB {rnd32} vs 128 MiB {rnd128}");
+    assert!(
+        rnd32 < 0.6 * rnd128,
+        "ior-mpi-io 32 MiB {rnd32} vs 128 MiB {rnd128}"
+    );
 }
 
 #[test]

@@ -55,6 +55,25 @@ fn cluster(rc: &RunConfig, liu: bool, buffer: Option<u64>) -> ClusterConfig {
     }
 }
 
+/// The same jobs under PVFS2 and under LiU, in that order.
+fn pvfs2_and_liu(rc: &RunConfig, jobs: Vec<Job>) -> [Task; 2] {
+    [false, true].map(|liu| Task {
+        cluster: cluster(rc, liu, None),
+        system: System::Baseline,
+        jobs: jobs.clone(),
+    })
+}
+
+/// Empty plot series "PVFS2" and "LiU", names followed by `suffix`.
+fn pvfs2_and_liu_series(suffix: &str) -> Vec<Series> {
+    ["PVFS2", "LiU"]
+        .map(|name| Series {
+            name: format!("{name}{suffix}"),
+            points: Vec::new(),
+        })
+        .to_vec()
+}
+
 fn parameters(rc: &RunConfig, extra: &[(&str, String)]) -> Vec<(String, String)> {
     let mut p = vec![
         ("scale".to_string(), format!("{}", rc.scale)),
@@ -184,26 +203,11 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
     for (name, writes) in &benchmarks {
         let (job, before) = three_passes(name, writes.clone())?;
         meta.push((*name, writes.barriers(), before, pass_bytes(writes)));
-        for liu in [false, true] {
-            tasks.push(Task {
-                cluster: cluster(rc, liu, None),
-                system: System::Baseline,
-                jobs: vec![job.clone()],
-            });
-        }
+        tasks.extend(pvfs2_and_liu(rc, vec![job.clone()]));
     }
     let results = run_all(tasks)?;
     let mut rows = Vec::new();
-    let mut series = vec![
-        Series {
-            name: "PVFS2 read".into(),
-            points: Vec::new(),
-        },
-        Series {
-            name: "LiU read".into(),
-            points: Vec::new(),
-        },
-    ];
+    let mut series = pvfs2_and_liu_series(" read");
     let paper = ["1.15×", "-", "5.5×"];
     let paper_write = ["1.06×", "1.03×", "1.45×"];
     for (b, (name, write_barriers, before, bytes)) in meta.iter().enumerate() {
@@ -333,13 +337,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
     ];
     let mut tasks = Vec::new();
     for (_, jobs) in &cases {
-        for liu in [false, true] {
-            tasks.push(Task {
-                cluster: cluster(rc, liu, None),
-                system: System::Baseline,
-                jobs: jobs.clone(),
-            });
-        }
+        tasks.extend(pvfs2_and_liu(rc, jobs.clone()));
     }
     let results = run_all(tasks)?;
     let paper2 = [
@@ -354,16 +352,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
     ];
     let mut t2 = Vec::new();
     let mut t3 = Vec::new();
-    let mut series = vec![
-        Series {
-            name: "PVFS2".into(),
-            points: Vec::new(),
-        },
-        Series {
-            name: "LiU".into(),
-            points: Vec::new(),
-        },
-    ];
+    let mut series = pvfs2_and_liu_series("");
     for (c, (name, _)) in cases.iter().enumerate() {
         let base = &results[2 * c].jobs[0];
         let liu = &results[2 * c + 1].jobs[0];
@@ -494,27 +483,12 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             .job("BTIO")
             .map_err(|e| SimError(e.to_string()))?;
             meta.push((class, p, job.bytes_written() + job.bytes_read()));
-            for liu in [false, true] {
-                tasks.push(Task {
-                    cluster: cluster(rc, liu, None),
-                    system: System::Baseline,
-                    jobs: vec![job.clone()],
-                });
-            }
+            tasks.extend(pvfs2_and_liu(rc, vec![job.clone()]));
         }
     }
     let results = run_all(tasks)?;
     let mut rows = Vec::new();
-    let mut series = vec![
-        Series {
-            name: "PVFS2".into(),
-            points: Vec::new(),
-        },
-        Series {
-            name: "LiU".into(),
-            points: Vec::new(),
-        },
-    ];
+    let mut series = pvfs2_and_liu_series("");
     let paper = [("B", 9, "+20%"), ("B", 16, "+31%"), ("B", 25, "+42%")];
     for (k, (class, p, bytes)) in meta.iter().enumerate() {
         let base = &results[2 * k].jobs[0];

@@ -501,14 +501,11 @@ impl SegmentBuffer {
         } else {
             Kind::Regular
         };
-        let grains = self.grains as usize;
-        let entry = self.entries.entry(key).or_insert_with(|| Entry {
-            stamp,
-            kind,
-            touched: vec![0; grains.div_ceil(64)],
-            touched_count: 0,
-            len: segment_len,
-        });
+        let grains = self.grains;
+        let entry = self
+            .entries
+            .entry(key)
+            .or_insert_with(|| Entry::new(stamp, kind, grains, segment_len));
         entry.stamp = stamp;
         entry.kind = kind;
         entry.len = entry.len.max(segment_len);
@@ -618,15 +615,12 @@ impl SegmentBuffer {
                 index: slice.index,
             };
             let stamp = self.bump();
-            let grains = self.grains as usize;
+            let grains = self.grains;
             let len = segment_len.clamp(1, geometry.segment_bytes());
-            let entry = self.entries.entry(key).or_insert_with(|| Entry {
-                stamp,
-                kind: Kind::Ghost,
-                touched: vec![0; grains.div_ceil(64)],
-                touched_count: 0,
-                len,
-            });
+            let entry = self
+                .entries
+                .entry(key)
+                .or_insert_with(|| Entry::new(stamp, Kind::Ghost, grains, len));
             if entry.stamp != stamp {
                 self.stack.remove(&entry.stamp);
             } else {
@@ -652,17 +646,27 @@ impl SegmentBuffer {
         let Some(entry) = self.entries.get(&key) else {
             return;
         };
-        if self.heads.contains_key(&key) || self.config.max_wanted == 0 {
+        let locality = entry.locality(self.config.grain_bytes);
+        if !self.heads.contains_key(&key)
+            && locality >= self.config.lift_locality
+            && !self.wanted.contains_key(&key)
+        {
+            self.want(key, locality);
+        }
+    }
+
+    /// Remember `key` as wanted with `locality`; bounded memory: when
+    /// `max_wanted` wishes are held, a new one forgets the oldest-keyed.
+    fn want(&mut self, key: SegmentKey, locality: f64) {
+        if self.config.max_wanted == 0 {
             return;
         }
-        let grains = entry.len.div_ceil(self.config.grain_bytes).max(1);
-        let locality = f64::from(entry.touched_count) / grains as f64;
-        if locality >= self.config.lift_locality && !self.wanted.contains_key(&key) {
-            if self.wanted.len() as u64 >= u64::from(self.config.max_wanted) {
-                self.wanted.pop_first();
-            }
-            self.wanted.insert(key, locality.min(1.0));
+        if !self.wanted.contains_key(&key)
+            && self.wanted.len() as u64 >= u64::from(self.config.max_wanted)
+        {
+            self.wanted.pop_first();
         }
+        self.wanted.insert(key, locality);
     }
 
     /// Forget every segment of `file` (removed): no locality is recorded.
@@ -769,13 +773,7 @@ impl SegmentBuffer {
         let locality = self.record(key, &entry);
         if !self.heads.contains_key(&key) {
             if locality >= self.config.lift_locality {
-                if self.wanted.len() as u64 >= u64::from(self.config.max_wanted) {
-                    // Bounded memory: forget the oldest-keyed wish.
-                    self.wanted.pop_first();
-                }
-                if self.config.max_wanted > 0 {
-                    self.wanted.insert(key, locality);
-                }
+                self.want(key, locality);
             } else {
                 self.wanted.remove(&key);
             }
@@ -784,8 +782,7 @@ impl SegmentBuffer {
 
     /// Record a segment's locality: histogram, and the lifted head's value.
     fn record(&mut self, key: SegmentKey, entry: &Entry) -> f64 {
-        let grains = entry.len.div_ceil(self.config.grain_bytes).max(1);
-        let locality = (f64::from(entry.touched_count) / grains as f64).clamp(0.0, 1.0);
+        let locality = entry.locality(self.config.grain_bytes);
         let bucket = ((locality * 10.0) as usize).min(10);
         self.counters.locality_histogram[bucket] += 1;
         if let Some(head) = self.heads.get_mut(&key) {
@@ -835,6 +832,25 @@ impl SegmentBuffer {
             }
             None => {}
         }
+    }
+}
+
+impl Entry {
+    /// An entry of `grains` unflagged grains, `len` bytes existing.
+    fn new(stamp: u64, kind: Kind, grains: u64, len: u64) -> Entry {
+        Entry {
+            stamp,
+            kind,
+            touched: vec![0; (grains as usize).div_ceil(64)],
+            touched_count: 0,
+            len,
+        }
+    }
+
+    /// Fraction of the existing bytes' grains requested, in [0, 1].
+    fn locality(&self, grain_bytes: u64) -> f64 {
+        let grains = self.len.div_ceil(grain_bytes).max(1);
+        (f64::from(self.touched_count) / grains as f64).clamp(0.0, 1.0)
     }
 }
 

@@ -466,7 +466,7 @@ enum Owner {
     /// A read served from the HDD: one part of the piece.
     ReadPart { piece: u32 },
     /// A read-ahead window of the page cache arrived.
-    ReadAhead { window: u64 },
+    ReadAhead { file: FileId, window: u64 },
 }
 
 /// What a LiU SSD request was for.
@@ -480,14 +480,27 @@ enum LiuSsd {
     Lifted { key: SegmentKey },
 }
 
+/// Read-ahead windows (of [`ClusterConfig::read_ahead_bytes`]) one file's
+/// page cache keeps behind its frontier.
+const CACHED_WINDOWS: u64 = 8;
+
 /// One file's read-ahead on an I/O node: cached `[lo, hi)`, windows in
-/// flight (start, end, id).
+/// flight.
 #[derive(Default)]
 struct PageCache {
     lo: u64,
     hi: u64,
     last_end: u64,
-    inflight: Vec<(u64, u64, u64)>,
+    inflight: Vec<Window>,
+}
+
+/// A read-ahead window being read from the disk, and the pieces waiting
+/// for it.
+struct Window {
+    id: u64,
+    from: u64,
+    stop: u64,
+    waiters: Vec<u32>,
 }
 
 /// A segment being loaded into (or held in) an I/O node's LiU buffer.
@@ -546,8 +559,6 @@ struct Server {
     liu: Option<LiuNode>,
     /// Per file: the page cache's read-ahead state.
     read_ahead: HashMap<FileId, PageCache>,
-    /// Read-ahead windows in flight: pieces waiting for them.
-    windows: HashMap<u64, Vec<u32>>,
     next_window: u64,
 }
 
@@ -653,7 +664,6 @@ impl<'a> Sim<'a> {
                 recheck_at: None,
                 flush: FlushState::default(),
                 read_ahead: HashMap::new(),
-                windows: HashMap::new(),
                 next_window: 0,
                 liu: match config.liu {
                     None => None,
@@ -1152,7 +1162,7 @@ impl<'a> Sim<'a> {
         s.hdd.complete();
         let done = std::mem::take(&mut s.hdd_current);
         let mut liu_parts = Vec::new();
-        let mut liu_direct = Vec::new();
+        let mut read_parts = Vec::new();
         let mut flushed = false;
         let mut freed = false;
         for request in &done {
@@ -1164,12 +1174,17 @@ impl<'a> Sim<'a> {
             {
                 Owner::Piece(piece) => schedule_ack(&mut self.queue, self.config, now, piece),
                 Owner::LiuPart { load, part } => liu_parts.push((load, part)),
-                Owner::ReadPart { piece } => liu_direct.push(piece),
-                Owner::ReadAhead { window } => {
-                    liu_direct.extend(s.windows.remove(&window).unwrap_or_default());
-                    for cache in s.read_ahead.values_mut() {
-                        cache.inflight.retain(|w| w.2 != window);
-                    }
+                Owner::ReadPart { piece } => read_parts.push(piece),
+                Owner::ReadAhead { file, window } => {
+                    // INVARIANT: a window stays in its file's cache until
+                    // its request completes.
+                    let cache = s.read_ahead.get_mut(&file).expect("read-ahead cache");
+                    let at = cache
+                        .inflight
+                        .iter()
+                        .position(|w| w.id == window)
+                        .expect("window in flight");
+                    read_parts.extend(cache.inflight.remove(at).waiters);
                 }
                 Owner::Flush { len } => {
                     self.flushed_bytes += len;
@@ -1192,7 +1207,7 @@ impl<'a> Sim<'a> {
         for (load, part) in liu_parts {
             self.liu_part_ready(now, server, load, part);
         }
-        for piece in liu_direct {
+        for piece in read_parts {
             self.part_done(now, piece);
         }
         if freed {
@@ -1230,33 +1245,25 @@ impl<'a> Sim<'a> {
     fn cached_read(&mut self, now: Time, piece: u32) {
         let p = self.pieces[piece as usize];
         let ra = self.config.read_ahead_bytes;
-        let s = &mut self.servers[p.server as usize];
         let end = p.offset + p.len;
-        let cache = s.read_ahead.entry(p.file).or_default();
-        if let Some(&(_, _, id)) = cache
+        let cache = self.servers[p.server as usize]
+            .read_ahead
+            .entry(p.file)
+            .or_default();
+        if let Some(window) = cache
             .inflight
-            .iter()
-            .find(|w| p.offset >= w.0 && end <= w.1)
+            .iter_mut()
+            .find(|w| p.offset >= w.from && end <= w.stop)
         {
-            if let Some(waiters) = s.windows.get_mut(&id) {
-                waiters.push(piece);
-                return;
-            }
+            return window.waiters.push(piece);
         }
         if p.offset >= cache.lo && end <= cache.hi {
             // Asynchronous read-ahead, as Linux's PG_readahead marker: a
             // hit in the last window fetches the next one before it is
             // needed.
             if ra > 0 && end + ra > cache.hi && cache.inflight.is_empty() {
-                let (from, stop) = (cache.hi, cache.hi + ra);
-                cache.hi = stop;
-                cache.lo = cache.lo.max(stop.saturating_sub(8 * ra));
-                let id = s.next_window;
-                s.next_window += 1;
-                cache.inflight.push((from, stop, id));
-                s.windows.insert(id, Vec::new());
-                let request = self.disk_request(p.server, IoKind::Read, p.file, from, ra);
-                self.hdd_submit(now, p.server, request, Owner::ReadAhead { window: id });
+                let from = cache.hi;
+                self.read_ahead(now, p.server, p.file, from, from + ra, Vec::new());
             }
             return self.part_done(now, piece);
         }
@@ -1279,21 +1286,44 @@ impl<'a> Sim<'a> {
             } else {
                 p.offset
             };
-            let stop = end.max(from + ra);
             if p.offset > cache.hi || first {
                 cache.lo = p.offset;
             }
-            cache.hi = stop;
-            cache.lo = cache.lo.max(stop.saturating_sub(8 * ra));
-            let id = s.next_window;
-            s.next_window += 1;
-            cache.inflight.push((from, stop, id));
-            s.windows.insert(id, vec![piece]);
-            let request = self.disk_request(p.server, IoKind::Read, p.file, from, stop - from);
-            return self.hdd_submit(now, p.server, request, Owner::ReadAhead { window: id });
+            let stop = end.max(from + ra);
+            return self.read_ahead(now, p.server, p.file, from, stop, vec![piece]);
         }
         let request = self.disk_request(p.server, IoKind::Read, p.file, p.offset, p.len);
         self.hdd_submit(now, p.server, request, Owner::ReadPart { piece });
+    }
+
+    /// Read `[from, stop)` of `file` into its page cache on `server`: the
+    /// cached range ends at `stop` (keeping [`CACHED_WINDOWS`] windows) and
+    /// `waiters` are served when the disk delivers it.
+    fn read_ahead(
+        &mut self,
+        now: Time,
+        server: u32,
+        file: FileId,
+        from: u64,
+        stop: u64,
+        waiters: Vec<u32>,
+    ) {
+        let ra = self.config.read_ahead_bytes;
+        let s = &mut self.servers[server as usize];
+        let id = s.next_window;
+        s.next_window += 1;
+        // INVARIANT: callers looked the file's cache up first.
+        let cache = s.read_ahead.get_mut(&file).expect("read-ahead cache");
+        cache.hi = stop;
+        cache.lo = cache.lo.max(stop.saturating_sub(CACHED_WINDOWS * ra));
+        cache.inflight.push(Window {
+            id,
+            from,
+            stop,
+            waiters,
+        });
+        let request = self.disk_request(server, IoKind::Read, file, from, stop - from);
+        self.hdd_submit(now, server, request, Owner::ReadAhead { file, window: id });
     }
 
     /// A read piece at an I/O node running LiU: each segment it touches is

@@ -305,8 +305,9 @@ fn liu_counters_note(r: &RunResult) -> String {
 /// mpi-io-test, interfered by ior-mpi-io.
 pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
     let target_bytes = 5_100_000_000;
-    let (target, before) = three_passes("mpi-io-test", mpi_io_test(1, target_bytes, rc)?)?;
-    let bytes = pass_bytes(&mpi_io_test(1, target_bytes, rc)?);
+    let target_writes = mpi_io_test(1, target_bytes, rc)?;
+    let bytes = pass_bytes(&target_writes);
+    let (target, before) = three_passes("mpi-io-test", target_writes)?;
     // The interferer must outlast the target: a write pass, then reads.
     let interferer = |writes: Job, name: &str| -> Result<Job, SimError> {
         let reads = writes.clone().as_reads();

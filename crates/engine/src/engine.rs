@@ -710,6 +710,12 @@ impl Engine {
     }
 
     /// Read up to `len` bytes at `offset`: buffered bytes over capacity bytes.
+    ///
+    /// Buffered pieces are copied under the engine lock (a flush may reuse
+    /// their region once it is released); capacity pieces are read after it
+    /// is released, so concurrent readers reach the capacity tier together
+    /// instead of one at a time. A write racing with the read may or may not
+    /// be seen in those pieces, as with any concurrent read and write.
     pub fn read(&self, file: FileId, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         let shared = &*self.shared;
         let mut state = lock(shared);
@@ -723,16 +729,12 @@ impl Engine {
         let handle = Arc::clone(&open.handle);
         let path = open.path.clone();
         let pieces: Vec<Piece> = state.index.lookup(file, offset, len).collect();
+        let mut holes = Vec::new();
         for piece in pieces {
             let start = (piece.file_offset() - offset) as usize;
             let out = &mut buf[start..start + piece.len() as usize];
             match piece {
-                Piece::Hole { file_offset, .. } => {
-                    read_fully(handle.as_ref(), out, file_offset).map_err(context(format!(
-                        "capacity tier {}: read {path}",
-                        shared.capacity.describe()
-                    )))?;
-                }
+                Piece::Hole { file_offset, len } => holes.push((start, len as usize, file_offset)),
                 Piece::Buffered { location, .. } => {
                     if let Err(e) = read_buffered(&state, location, out) {
                         if e.kind() == io::ErrorKind::InvalidData {
@@ -742,6 +744,15 @@ impl Engine {
                     }
                 }
             }
+        }
+        drop(state);
+        for (start, len, file_offset) in holes {
+            read_fully(handle.as_ref(), &mut buf[start..start + len], file_offset).map_err(
+                context(format!(
+                    "capacity tier {}: read {path}",
+                    shared.capacity.describe()
+                )),
+            )?;
         }
         Ok(buf)
     }

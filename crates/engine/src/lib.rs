@@ -5,10 +5,14 @@
 //! * [`engine`] — the engine: the SSDUP+ write path, the merged read path,
 //!   the flusher, drain, fsync and recovery, driving the `sluice-policy`
 //!   state machines over two `sluice-env` backends;
+//! * [`liu`] — LiU's read path: the segment buffer, lifted heads and
+//!   sectioned loads as a wrapper around the capacity backend;
 //! * [`kill_writer`] — what the SIGKILL test and its writer process share.
 
 pub mod engine;
 pub mod kill_writer;
+pub mod liu;
 pub mod log;
 
 pub use engine::{Engine, EngineConfig, EngineStats, EngineStatus};
+pub use liu::{LiuBackend, LiuOptions, LiuStatus};

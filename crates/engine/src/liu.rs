@@ -1,0 +1,1000 @@
+//! [`LiuBackend`]: LiU's read path (seed 001; DESIGN §5) as a wrapper
+//! around the capacity backend, so every capacity read and write passes
+//! through it: the application's direct writes, the flusher's writes,
+//! truncations, removals and renames (docs/liu.md, "Engine and mount").
+//!
+//! The decisions are [`SegmentBuffer`]'s; this module holds the data:
+//! * **Cache ids.** A capacity path gets a cache id the first time it is
+//!   opened; every open of the path shares it; a rename moves it (a
+//!   directory rename, every path under it); removing or replacing the file
+//!   forgets it and everything cached for it.
+//! * **Reads** are split at segment boundaries and each piece asks
+//!   [`SegmentBuffer::access`]: `Buffer` waits for the parts of the segment
+//!   it needs and copies them; `Load` creates the segment in the DRAM buffer
+//!   and queues its parts on the worker threads at once — the head (from the
+//!   fast tier when lifted, else from the capacity tier) and the body in
+//!   `body_sections` capacity reads — then waits only for the parts its
+//!   range needs; `Direct` reads the lifted head on the fast tier or the
+//!   capacity tier.
+//! * **Lifting.** An evicted segment whose head is to be lifted has the
+//!   head's DRAM copy written to a slot of the heads file on the fast tier
+//!   (`liu-heads`, `heads_bytes / head_bytes` slots) by a worker; it is
+//!   served from there only after [`SegmentBuffer::lift_done`] accepts it.
+//!   A slot that a reader is using (pinned) is not reused until released.
+//! * **Coherence.** Writes and truncations call [`SegmentBuffer::written`]
+//!   / [`SegmentBuffer::invalidate`] **before and after** the capacity
+//!   write. The first call stops new readers from being served old bytes
+//!   from the buffer or a head; the second drops any load that started in
+//!   between (and read old bytes). A dropped segment still serves the
+//!   readers already waiting on it: they started before the write ended.
+//!   Lifts racing with a write are refused by `lift_done`.
+//! * **Restart.** Heads are a cache keyed by cache ids that live only in
+//!   this process, so the heads file is removed and recreated when the
+//!   backend opens: a restart (clean or a crash) never serves a head that
+//!   the capacity tier has overwritten since. The cost is re-learning the
+//!   locality after a restart.
+//! * **Errors.** A failed part read fails the readers waiting on it, drops
+//!   the segment, and those readers retry the capacity tier directly; a
+//!   failed lift is refused. Both are counted with the last error message.
+//!
+//! Lock order: `Inner::state`, then a segment's `parts`, then
+//! `Inner::jobs`. No lock is held across device I/O.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use sluice_env::{
+    Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo, Stat,
+    StatKind, XattrFlags,
+};
+use sluice_policy::segments::{
+    Action, Geometry, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve,
+};
+use sluice_policy::FileId;
+
+/// Name of the heads file on the fast tier.
+pub const HEADS_FILE: &str = "liu-heads";
+
+/// Parameters of the LiU read path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LiuOptions {
+    /// The segment buffer's policy parameters.
+    pub policy: LiuConfig,
+    /// Capacity reads a segment body is loaded in, at once (default 4).
+    pub body_sections: u32,
+    /// Worker threads doing loads and lifts (default 16).
+    pub workers: u32,
+}
+
+impl Default for LiuOptions {
+    fn default() -> Self {
+        LiuOptions {
+            policy: LiuConfig::default(),
+            body_sections: 4,
+            workers: 16,
+        }
+    }
+}
+
+/// A snapshot for status displays and metrics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiuStatus {
+    /// The policy's counters.
+    pub counters: LiuCounters,
+    /// Regular segments in the DRAM buffer.
+    pub buffered_segments: u64,
+    /// Ghost segments.
+    pub ghost_segments: u64,
+    /// Heads served from the fast tier.
+    pub lifted_segments: u64,
+    /// Bytes read from lifted heads (loads and direct reads).
+    pub head_bytes_read: u64,
+    /// Part reads and lifts that failed.
+    pub errors: u64,
+    /// The last of those errors.
+    pub last_error: Option<String>,
+}
+
+/// The LiU read path over a capacity backend; see the module docs.
+pub struct LiuBackend {
+    inner: Arc<Inner>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+struct Inner {
+    capacity: Arc<dyn Backend>,
+    heads: Arc<dyn BackendFile>,
+    geometry: Geometry,
+    body_sections: u32,
+    state: Mutex<State>,
+    jobs: Mutex<Jobs>,
+    job_ready: Condvar,
+}
+
+struct State {
+    buffer: SegmentBuffer,
+    /// Data of the regular segments, by key.
+    loaded: HashMap<SegmentKey, Arc<Segment>>,
+    ids: HashMap<RelPath, FileId>,
+    next_id: u64,
+    slots: Slots,
+    head_bytes_read: u64,
+    errors: u64,
+    last_error: Option<String>,
+}
+
+#[derive(Default)]
+struct Jobs {
+    queue: VecDeque<Job>,
+    shutdown: bool,
+}
+
+enum Job {
+    /// Read part `part` of `segment` from `source`.
+    Part {
+        segment: Arc<Segment>,
+        part: usize,
+        source: Source,
+    },
+    /// Copy `bytes` (a head) to `slot` of the heads file.
+    Lift {
+        key: SegmentKey,
+        slot: u32,
+        bytes: Arc<[u8]>,
+    },
+}
+
+enum Source {
+    /// The lifted head in this slot of the heads file.
+    Head(u32),
+    /// The capacity file, from the segment's start.
+    Capacity(Arc<dyn BackendFile>),
+}
+
+/// A segment in the DRAM buffer: its parts (head, then body sections) and
+/// their data as they arrive.
+struct Segment {
+    key: SegmentKey,
+    /// File offset of the segment's first byte.
+    start: u64,
+    /// Bytes of the segment that existed when it was loaded.
+    len: u64,
+    /// (offset in segment, length) of each part; part 0 is the head.
+    parts: Vec<(u64, u64)>,
+    state: Mutex<Vec<Part>>,
+    arrived: Condvar,
+}
+
+#[derive(Clone)]
+enum Part {
+    Pending,
+    Ready(Arc<[u8]>),
+    Failed(io::ErrorKind, String),
+}
+
+/// Slots of the heads file.
+#[derive(Default)]
+struct Slots {
+    of: HashMap<SegmentKey, u32>,
+    free: Vec<u32>,
+    /// Readers using each slot.
+    pins: Vec<u32>,
+    /// Slots released while pinned: free once unpinned.
+    retired: HashSet<u32>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn invalid(e: impl fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("liu: {e}"))
+}
+
+/// Read `buf.len()` bytes at `offset`; bytes past the end read as zeros.
+fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
+        if n == 0 {
+            buf[done..].fill(0);
+            break;
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+impl LiuBackend {
+    /// The LiU read path over `capacity`, with lifted heads in
+    /// `fast/liu-heads` (removed and recreated: see "Restart" in the module
+    /// docs).
+    pub fn new(
+        capacity: Arc<dyn Backend>,
+        fast: &Arc<dyn Backend>,
+        options: LiuOptions,
+    ) -> io::Result<LiuBackend> {
+        if options.body_sections == 0 || options.body_sections > 64 {
+            return Err(invalid(format!(
+                "body_sections = {}: must be 1 to 64",
+                options.body_sections
+            )));
+        }
+        if options.workers == 0 || options.workers > 256 {
+            return Err(invalid(format!(
+                "workers = {}: must be 1 to 256",
+                options.workers
+            )));
+        }
+        let buffer = SegmentBuffer::new(options.policy).map_err(invalid)?;
+        let geometry = options.policy.geometry;
+        let slot_count = options.policy.heads_bytes / geometry.head_bytes();
+        let slot_count = u32::try_from(slot_count)
+            .map_err(|_| invalid(format!("{slot_count} head slots: at most 2^32 - 1")))?;
+        let path = RelPath::new(HEADS_FILE)?;
+        let what = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("fast tier {}: {HEADS_FILE}: {e}", fast.describe()),
+            )
+        };
+        match fast.remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(what(e)),
+            _ => {}
+        }
+        let heads = fast
+            .open(
+                &path,
+                OpenOptions {
+                    create: true,
+                    truncate: true,
+                    ..OpenOptions::default()
+                },
+            )
+            .map_err(what)?;
+        let inner = Arc::new(Inner {
+            capacity,
+            heads,
+            geometry,
+            body_sections: options.body_sections,
+            state: Mutex::new(State {
+                buffer,
+                loaded: HashMap::new(),
+                ids: HashMap::new(),
+                next_id: 1,
+                slots: Slots {
+                    free: (0..slot_count).rev().collect(),
+                    pins: vec![0; slot_count as usize],
+                    ..Slots::default()
+                },
+                head_bytes_read: 0,
+                errors: 0,
+                last_error: None,
+            }),
+            jobs: Mutex::new(Jobs::default()),
+            job_ready: Condvar::new(),
+        });
+        let mut workers = Vec::new();
+        for n in 0..options.workers {
+            let shared = Arc::clone(&inner);
+            let spawned = std::thread::Builder::new()
+                .name(format!("sluice-liu-{n}"))
+                .spawn(move || worker(&shared));
+            match spawned {
+                Ok(handle) => workers.push(handle),
+                Err(e) => {
+                    let backend = LiuBackend { inner, workers };
+                    drop(backend);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(LiuBackend { inner, workers })
+    }
+
+    /// A snapshot for status displays and metrics.
+    pub fn status(&self) -> LiuStatus {
+        let state = lock(&self.inner.state);
+        LiuStatus {
+            counters: *state.buffer.counters(),
+            buffered_segments: state.buffer.regular_count(),
+            ghost_segments: state.buffer.ghost_count(),
+            lifted_segments: state.buffer.lifted_count(),
+            head_bytes_read: state.head_bytes_read,
+            errors: state.errors,
+            last_error: state.last_error.clone(),
+        }
+    }
+
+    /// The segment geometry.
+    pub fn geometry(&self) -> Geometry {
+        self.inner.geometry
+    }
+}
+
+impl Drop for LiuBackend {
+    fn drop(&mut self) {
+        lock(&self.inner.jobs).shutdown = true;
+        self.inner.job_ready.notify_all();
+        for worker in self.workers.drain(..) {
+            // A worker panic is a bug already reported on stderr.
+            let _ = worker.join();
+        }
+    }
+}
+
+impl fmt::Debug for LiuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiuBackend")
+            .field("capacity", &self.inner.capacity.describe())
+            .field("geometry", &self.inner.geometry)
+            .finish()
+    }
+}
+
+fn worker(inner: &Inner) {
+    loop {
+        let job = {
+            let mut jobs = lock(&inner.jobs);
+            loop {
+                if let Some(job) = jobs.queue.pop_front() {
+                    break job;
+                }
+                if jobs.shutdown {
+                    return;
+                }
+                jobs = inner
+                    .job_ready
+                    .wait(jobs)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        match job {
+            Job::Part {
+                segment,
+                part,
+                source,
+            } => inner.load_part(&segment, part, source),
+            Job::Lift { key, slot, bytes } => inner.lift(key, slot, &bytes),
+        }
+    }
+}
+
+impl Inner {
+    fn submit(&self, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let mut queue = lock(&self.jobs);
+        if queue.shutdown {
+            // Nobody will run them: fail the parts so their readers go to
+            // the capacity tier, refuse the lifts.
+            drop(queue);
+            for job in jobs {
+                match job {
+                    Job::Part { segment, part, .. } => segment.set(
+                        part,
+                        Part::Failed(io::ErrorKind::Other, "liu: shutting down".into()),
+                    ),
+                    Job::Lift { key, .. } => self.lift_finished(key, false),
+                }
+            }
+            return;
+        }
+        queue.queue.extend(jobs);
+        drop(queue);
+        self.job_ready.notify_all();
+    }
+
+    fn load_part(&self, segment: &Segment, part: usize, source: Source) {
+        let (offset, len) = segment.parts[part];
+        let mut bytes = vec![0u8; len as usize];
+        let result = match &source {
+            Source::Head(slot) => read_fully(
+                self.heads.as_ref(),
+                &mut bytes,
+                u64::from(*slot) * self.geometry.head_bytes() + offset,
+            ),
+            Source::Capacity(file) => read_fully(file.as_ref(), &mut bytes, segment.start + offset),
+        };
+        let mut state = lock(&self.state);
+        if let Source::Head(slot) = source {
+            state.slots.unpin(slot);
+            if result.is_ok() {
+                state.head_bytes_read += len;
+            }
+        }
+        match result {
+            Ok(()) => {
+                drop(state);
+                segment.set(part, Part::Ready(bytes.into()));
+            }
+            Err(e) => {
+                let what = match source {
+                    Source::Head(_) => "fast tier (lifted head)",
+                    Source::Capacity(_) => "capacity tier",
+                };
+                state.errors += 1;
+                state.last_error = Some(format!("liu: load from the {what}: {e}"));
+                // The segment is dropped so the next access reloads it.
+                drop_if_current(&mut state, segment);
+                let jobs = run_actions(&mut state);
+                drop(state);
+                segment.set(part, Part::Failed(e.kind(), e.to_string()));
+                self.submit(jobs);
+            }
+        }
+    }
+
+    fn lift(&self, key: SegmentKey, slot: u32, bytes: &[u8]) {
+        let offset = u64::from(slot) * self.geometry.head_bytes();
+        let result = self.heads.write_at(bytes, offset);
+        if let Err(e) = &result {
+            let mut state = lock(&self.state);
+            state.errors += 1;
+            state.last_error = Some(format!("liu: lift a head to the fast tier: {e}"));
+        }
+        self.lift_finished(key, result.is_ok());
+    }
+
+    fn lift_finished(&self, key: SegmentKey, copied: bool) {
+        let mut state = lock(&self.state);
+        if !state.buffer.lift_done(key, copied) {
+            state.slots.release(key);
+        }
+    }
+
+    /// Serve `out` = bytes `[slice_start, slice_start + out.len())` of
+    /// segment `index` of `file`, of which `segment_len` bytes exist.
+    fn read_piece(
+        &self,
+        id: FileId,
+        file: &Arc<dyn BackendFile>,
+        index: u64,
+        slice_start: u64,
+        segment_len: u64,
+        out: &mut [u8],
+    ) -> io::Result<()> {
+        let key = SegmentKey { file: id, index };
+        let segment_start = self.geometry.start(index);
+        let len = out.len() as u64;
+        let mut state = lock(&self.state);
+        let mut jobs = Vec::new();
+        let plan = match state.buffer.access(key, slice_start, len, segment_len) {
+            Serve::Buffer => match state.loaded.get(&key) {
+                Some(segment) if segment.len >= slice_start + len => {
+                    Plan::Wait(Arc::clone(segment))
+                }
+                // The data does not match (a bug, or a file grown without a
+                // write through this backend): the capacity tier is right.
+                _ => Plan::Capacity,
+            },
+            Serve::Load { head_from_fast } => {
+                let slot = if head_from_fast {
+                    state.slots.of.get(&key).copied()
+                } else {
+                    None
+                };
+                let parts = parts(self.geometry, segment_len, self.body_sections);
+                let segment = Arc::new(Segment {
+                    key,
+                    start: segment_start,
+                    len: segment_len,
+                    state: Mutex::new(vec![Part::Pending; parts.len()]),
+                    parts,
+                    arrived: Condvar::new(),
+                });
+                for part in 0..segment.parts.len() {
+                    let source = match slot {
+                        Some(slot) if part == 0 => {
+                            state.slots.pin(slot);
+                            Source::Head(slot)
+                        }
+                        _ => Source::Capacity(Arc::clone(file)),
+                    };
+                    jobs.push(Job::Part {
+                        segment: Arc::clone(&segment),
+                        part,
+                        source,
+                    });
+                }
+                state.loaded.insert(key, Arc::clone(&segment));
+                Plan::Wait(segment)
+            }
+            Serve::Direct { from_head: true } => match state.slots.of.get(&key).copied() {
+                Some(slot) => {
+                    state.slots.pin(slot);
+                    state.head_bytes_read += len;
+                    Plan::Head(slot)
+                }
+                None => Plan::Capacity,
+            },
+            Serve::Direct { from_head: false } => Plan::Capacity,
+        };
+        jobs.extend(run_actions(&mut state));
+        drop(state);
+        self.submit(jobs);
+        match plan {
+            Plan::Wait(segment) => {
+                if segment.copy(slice_start, out).is_ok() {
+                    return Ok(());
+                }
+                // The part failed (counted by the loader): the capacity tier
+                // answers instead.
+                read_fully(file.as_ref(), out, segment_start + slice_start)
+            }
+            Plan::Head(slot) => {
+                let result = read_fully(
+                    self.heads.as_ref(),
+                    out,
+                    u64::from(slot) * self.geometry.head_bytes() + slice_start,
+                );
+                let mut state = lock(&self.state);
+                state.slots.unpin(slot);
+                match result {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        state.errors += 1;
+                        state.last_error = Some(format!("liu: read a lifted head: {e}"));
+                        drop(state);
+                        read_fully(file.as_ref(), out, segment_start + slice_start)
+                    }
+                }
+            }
+            Plan::Capacity => read_fully(file.as_ref(), out, segment_start + slice_start),
+        }
+    }
+
+    /// Bytes `[start, end)` of `id` were (or are about to be) written on
+    /// the capacity tier, the file `old_len` bytes long before and
+    /// `file_len` after. A write past the end also changes
+    /// `[old_len, start)`: those bytes now exist, as zeros (a segment cached
+    /// or lifted while shorter must not serve them).
+    fn written(&self, id: FileId, old_len: u64, start: u64, end: u64, file_len: u64) {
+        let mut state = lock(&self.state);
+        if old_len < start {
+            let dropped = state.buffer.invalidate(id, old_len, start);
+            forget_segments(&mut state, &dropped);
+        }
+        for slice in self.geometry.split(start, end.saturating_sub(start)) {
+            let segment_start = self.geometry.start(slice.index);
+            let from = segment_start + slice.start;
+            let segment_len = file_len
+                .saturating_sub(segment_start)
+                .min(self.geometry.segment_bytes());
+            let dropped = state
+                .buffer
+                .written(id, from, from + slice.len, segment_len);
+            forget_segments(&mut state, &dropped);
+        }
+        let jobs = run_actions(&mut state);
+        drop(state);
+        self.submit(jobs);
+    }
+
+    /// Bytes from `start` on of `id` changed (a truncation).
+    fn invalidate_from(&self, id: FileId, start: u64) {
+        let mut state = lock(&self.state);
+        let dropped = state.buffer.invalidate(id, start, u64::MAX);
+        forget_segments(&mut state, &dropped);
+        let jobs = run_actions(&mut state);
+        drop(state);
+        self.submit(jobs);
+    }
+
+    /// Forget `path`'s cache id and everything cached for it.
+    fn forget_path(&self, path: &RelPath) {
+        let mut state = lock(&self.state);
+        if let Some(id) = state.ids.remove(path) {
+            let dropped = state.buffer.forget_file(id);
+            forget_segments(&mut state, &dropped);
+            let jobs = run_actions(&mut state);
+            drop(state);
+            self.submit(jobs);
+        }
+    }
+}
+
+enum Plan {
+    Wait(Arc<Segment>),
+    Head(u32),
+    Capacity,
+}
+
+/// The parts a segment of `segment_len` bytes is loaded in: the head, then
+/// the body in `sections`, cut at the segment's end.
+fn parts(geometry: Geometry, segment_len: u64, sections: u32) -> Vec<(u64, u64)> {
+    std::iter::once((0, geometry.head_bytes()))
+        .chain(geometry.body_sections(sections))
+        .filter_map(|(offset, len)| {
+            let len = len.min(segment_len.saturating_sub(offset));
+            (len > 0).then_some((offset, len))
+        })
+        .collect()
+}
+
+fn forget_segments(state: &mut State, keys: &[SegmentKey]) {
+    for key in keys {
+        state.loaded.remove(key);
+    }
+}
+
+/// Drop `segment` from the buffer if it is still the loaded copy of its
+/// key (its load failed).
+fn drop_if_current(state: &mut State, segment: &Segment) {
+    let current = state
+        .loaded
+        .get(&segment.key)
+        .is_some_and(|s| std::ptr::eq(Arc::as_ptr(s), segment));
+    if current {
+        let end = segment.start + 1;
+        let dropped = state
+            .buffer
+            .invalidate(segment.key.file, segment.start, end);
+        forget_segments(state, &dropped);
+    }
+}
+
+/// Do the policy's queued actions: free evicted data (starting lifts from
+/// it), free de-lifted slots. Returns the lift jobs.
+fn run_actions(state: &mut State) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    while let Some(action) = state.buffer.poll_action() {
+        match action {
+            Action::Evict { key, lift, .. } => {
+                let segment = state.loaded.remove(&key);
+                if !lift {
+                    continue;
+                }
+                let head = segment.as_ref().and_then(|s| s.ready_head());
+                let slot = head.as_ref().and_then(|_| state.slots.take(key));
+                match (head, slot) {
+                    (Some(bytes), Some(slot)) => jobs.push(Job::Lift { key, slot, bytes }),
+                    // The head was still loading, or every free slot is
+                    // being read: no lift this time.
+                    _ => {
+                        state.buffer.lift_done(key, false);
+                    }
+                }
+            }
+            Action::DeLift { key } => state.slots.release(key),
+        }
+    }
+    jobs
+}
+
+impl Segment {
+    fn set(&self, part: usize, value: Part) {
+        lock(&self.state)[part] = value;
+        self.arrived.notify_all();
+    }
+
+    /// The head's bytes if they have arrived.
+    fn ready_head(&self) -> Option<Arc<[u8]>> {
+        match lock(&self.state).first() {
+            Some(Part::Ready(bytes)) => Some(Arc::clone(bytes)),
+            _ => None,
+        }
+    }
+
+    /// Copy `[start, start + out.len())` of the segment into `out`, waiting
+    /// for the parts that hold it.
+    fn copy(&self, start: u64, out: &mut [u8]) -> io::Result<()> {
+        let end = start + out.len() as u64;
+        for (n, &(offset, len)) in self.parts.iter().enumerate() {
+            let (from, to) = (start.max(offset), end.min(offset + len));
+            if from >= to {
+                continue;
+            }
+            let mut parts = lock(&self.state);
+            loop {
+                match &parts[n] {
+                    Part::Pending => {
+                        parts = self
+                            .arrived
+                            .wait(parts)
+                            .unwrap_or_else(PoisonError::into_inner)
+                    }
+                    Part::Ready(bytes) => {
+                        out[(from - start) as usize..(to - start) as usize].copy_from_slice(
+                            &bytes[(from - offset) as usize..(to - offset) as usize],
+                        );
+                        break;
+                    }
+                    Part::Failed(kind, message) => {
+                        return Err(io::Error::new(*kind, message.clone()))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Slots {
+    fn take(&mut self, key: SegmentKey) -> Option<u32> {
+        let slot = self.free.pop()?;
+        self.of.insert(key, slot);
+        Some(slot)
+    }
+
+    fn release(&mut self, key: SegmentKey) {
+        if let Some(slot) = self.of.remove(&key) {
+            if self.pins[slot as usize] == 0 {
+                self.free.push(slot);
+            } else {
+                self.retired.insert(slot);
+            }
+        }
+    }
+
+    fn pin(&mut self, slot: u32) {
+        self.pins[slot as usize] += 1;
+    }
+
+    fn unpin(&mut self, slot: u32) {
+        let pins = &mut self.pins[slot as usize];
+        *pins -= 1;
+        if *pins == 0 && self.retired.remove(&slot) {
+            self.free.push(slot);
+        }
+    }
+}
+
+/// A capacity file seen through [`LiuBackend`].
+struct LiuFile {
+    id: FileId,
+    file: Arc<dyn BackendFile>,
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for LiuFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiuFile")
+            .field("id", &self.id.0)
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+impl LiuFile {
+    /// Run `write` (which leaves the file at least `end` long) between the
+    /// two coherence calls for `[start, end)`.
+    fn around_write(
+        &self,
+        start: u64,
+        end: u64,
+        write: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
+        if start >= end {
+            return write();
+        }
+        let old_len = self.file.len()?;
+        let len = old_len.max(end);
+        self.inner.written(self.id, old_len, start, end, len);
+        let result = write();
+        // Even after a failed write: some of it may have landed.
+        let len = self.file.len().unwrap_or(len).max(end);
+        self.inner.written(self.id, old_len, start, end, len);
+        result
+    }
+}
+
+impl BackendFile for LiuFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let file_len = self.file.len()?;
+        if buf.is_empty() || offset >= file_len {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(file_len - offset) as usize;
+        let geometry = self.inner.geometry;
+        let mut done = 0usize;
+        for slice in geometry.split(offset, n as u64) {
+            let segment_len =
+                (file_len - geometry.start(slice.index)).min(geometry.segment_bytes());
+            let out = &mut buf[done..done + slice.len as usize];
+            self.inner.read_piece(
+                self.id,
+                &self.file,
+                slice.index,
+                slice.start,
+                segment_len,
+                out,
+            )?;
+            done += slice.len as usize;
+        }
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let end = offset.saturating_add(buf.len() as u64);
+        self.around_write(offset, end, || self.file.write_at(buf, offset))
+    }
+
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let end = offset.saturating_add(len);
+        self.around_write(offset, end, || self.file.write_vectored_at(bufs, offset))
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.file.len()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let from = self.file.len()?.min(len);
+        self.inner.invalidate_from(self.id, from);
+        let result = self.file.set_len(len);
+        self.inner.invalidate_from(self.id, from);
+        result
+    }
+}
+
+impl Backend for LiuBackend {
+    fn describe(&self) -> String {
+        format!("{} (LiU)", self.inner.capacity.describe())
+    }
+
+    fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {
+        let inner = &self.inner;
+        let id = {
+            let mut state = lock(&inner.state);
+            match state.ids.get(path) {
+                Some(&id) => id,
+                None => {
+                    let id = FileId(state.next_id);
+                    state.next_id += 1;
+                    state.ids.insert(path.clone(), id);
+                    id
+                }
+            }
+        };
+        if options.truncate {
+            inner.invalidate_from(id, 0);
+        }
+        let opened = inner.capacity.open(path, options);
+        if options.truncate {
+            inner.invalidate_from(id, 0);
+        }
+        Ok(Arc::new(LiuFile {
+            id,
+            file: opened?,
+            inner: Arc::clone(inner),
+        }))
+    }
+
+    fn metadata(&self, path: &RelPath) -> io::Result<Metadata> {
+        self.inner.capacity.metadata(path)
+    }
+
+    fn remove_file(&self, path: &RelPath) -> io::Result<()> {
+        self.inner.forget_path(path);
+        self.inner.capacity.remove_file(path)
+    }
+
+    fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
+        if from == to {
+            return self.inner.capacity.rename(from, to);
+        }
+        // What `to` named is replaced: free what was cached for it (its
+        // cache id is unreachable once `to` maps to `from`'s).
+        self.inner.forget_path(to);
+        self.inner.capacity.rename(from, to)?;
+        let mut state = lock(&self.inner.state);
+        let moved: Vec<(RelPath, RelPath)> = state
+            .ids
+            .keys()
+            .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
+            .collect();
+        let ids: Vec<(RelPath, FileId)> = moved
+            .into_iter()
+            .filter_map(|(old, new)| state.ids.remove(&old).map(|id| (new, id)))
+            .collect();
+        state.ids.extend(ids);
+        Ok(())
+    }
+
+    fn create_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.inner.capacity.create_dir(path)
+    }
+
+    fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.inner.capacity.remove_dir(path)
+    }
+
+    fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
+        self.inner.capacity.read_dir(path)
+    }
+
+    fn sync_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.inner.capacity.sync_dir(path)
+    }
+
+    fn space(&self) -> io::Result<SpaceInfo> {
+        self.inner.capacity.space()
+    }
+
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        self.inner.capacity.stat(path)
+    }
+
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
+        self.inner.capacity.set_attr(path, attr)
+    }
+
+    fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
+        self.inner.capacity.symlink(target, link)
+    }
+
+    fn read_link(&self, path: &RelPath) -> io::Result<String> {
+        self.inner.capacity.read_link(path)
+    }
+
+    fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
+        self.inner.capacity.read_dir_all(path)
+    }
+
+    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
+        self.inner.capacity.get_xattr(path, name)
+    }
+
+    fn set_xattr(
+        &self,
+        path: &RelPath,
+        name: &str,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> io::Result<()> {
+        self.inner.capacity.set_xattr(path, name, value, flags)
+    }
+
+    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
+        self.inner.capacity.list_xattr(path)
+    }
+
+    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
+        self.inner.capacity.remove_xattr(path, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_the_head_then_the_body_sections_cut_at_the_end() {
+        let g = Geometry::new(4, 12).unwrap();
+        assert_eq!(
+            parts(g, 16, 4),
+            vec![(0, 4), (4, 3), (7, 3), (10, 3), (13, 3)]
+        );
+        assert_eq!(parts(g, 9, 4), vec![(0, 4), (4, 3), (7, 2)]);
+        assert_eq!(parts(g, 3, 4), vec![(0, 3)]);
+    }
+
+    #[test]
+    fn a_pinned_slot_is_reused_only_once_unpinned() {
+        let key = |index| SegmentKey {
+            file: FileId(1),
+            index,
+        };
+        let mut slots = Slots {
+            free: vec![0],
+            pins: vec![0],
+            ..Slots::default()
+        };
+        let slot = slots.take(key(0)).unwrap();
+        slots.pin(slot);
+        slots.release(key(0));
+        assert_eq!(slots.take(key(1)), None, "pinned: not free yet");
+        slots.unpin(slot);
+        assert_eq!(slots.take(key(1)), Some(slot));
+    }
+}

@@ -1,0 +1,474 @@
+//! The LiU read path ([`LiuBackend`]) over real backends: reads always
+//! equal a model of the file whatever was lifted or buffered (a property
+//! test over reads, writes, truncations, renames and removals), lifting and
+//! head loads happen, a write never leaves a stale head or buffer behind
+//! (single-threaded and with concurrent readers), heads are dropped on a
+//! restart, fast-tier errors fall back to the capacity tier, and the
+//! engine's flusher writes through it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use sluice_engine::liu::HEADS_FILE;
+use sluice_engine::{Engine, EngineConfig, LiuBackend, LiuOptions};
+use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
+use sluice_env::memory::MemBackend;
+use sluice_env::posix::PosixBackend;
+use sluice_env::{Backend, BackendFile, OpenOptions, RelPath, SystemClock};
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::segments::{Geometry, LiuConfig};
+
+const HEAD: u64 = 4096;
+const BODY: u64 = 12 * 1024;
+const SEGMENT: u64 = HEAD + BODY;
+
+/// Tiny segments: a 2-segment buffer, room for 3 heads.
+fn options() -> LiuOptions {
+    LiuOptions {
+        policy: LiuConfig {
+            geometry: Geometry::new(HEAD, BODY).unwrap(),
+            buffer_bytes: 2 * SEGMENT,
+            heads_bytes: 3 * HEAD,
+            lift_locality: 0.5,
+            grain_bytes: 1024,
+            ..LiuConfig::default()
+        },
+        body_sections: 3,
+        workers: 4,
+    }
+}
+
+fn liu_over(capacity: &Arc<dyn Backend>, fast: &Arc<dyn Backend>) -> Arc<LiuBackend> {
+    Arc::new(LiuBackend::new(Arc::clone(capacity), fast, options()).unwrap())
+}
+
+fn create() -> OpenOptions {
+    OpenOptions {
+        create: true,
+        ..OpenOptions::default()
+    }
+}
+
+fn path(name: &str) -> RelPath {
+    RelPath::new(name).unwrap()
+}
+
+fn read(file: &dyn BackendFile, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let n = file.read_at(&mut buf, offset).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// Read the whole of `file` `rounds` times, one segment at a time, so its
+/// segments become wanted, load whole, are evicted and lifted.
+fn sweep(file: &dyn BackendFile, segments: u64, rounds: u32) {
+    for _ in 0..rounds {
+        for s in 0..segments {
+            for piece in 0..4 {
+                read(
+                    file,
+                    s * SEGMENT + piece * (SEGMENT / 4),
+                    (SEGMENT / 4) as usize,
+                );
+            }
+        }
+    }
+}
+
+fn pattern(seed: u8, len: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_mul(31).wrapping_add((i % 251) as u8))
+        .collect()
+}
+
+#[test]
+fn lifted_heads_are_loaded_and_a_write_never_leaves_them_stale() {
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let liu = liu_over(&capacity, &fast);
+    let file = liu.open(&path("f"), create()).unwrap();
+    let data = pattern(1, 6 * SEGMENT);
+    file.write_at(&data, 0).unwrap();
+    sweep(file.as_ref(), 6, 3);
+    let status = liu.status();
+    assert!(status.counters.lifts >= 2, "{status:?}");
+    assert!(status.counters.lifted_loads >= 1, "{status:?}");
+    assert!(status.head_bytes_read > 0, "{status:?}");
+    assert!(status.lifted_segments <= 3, "at most the heads budget");
+    assert_eq!(status.errors, 0, "{status:?}");
+
+    // Overwrite the head of every segment, then read it back whole and
+    // as head-only reads: never the lifted or buffered old bytes.
+    let lifted_before = status.lifted_segments;
+    assert!(lifted_before > 0);
+    for s in 0..6 {
+        file.write_at(&pattern(100 + s as u8, 100), s * SEGMENT + 10)
+            .unwrap();
+    }
+    let mut expected = data.clone();
+    for s in 0..6u64 {
+        let at = (s * SEGMENT + 10) as usize;
+        expected[at..at + 100].copy_from_slice(&pattern(100 + s as u8, 100));
+    }
+    assert_eq!(liu.status().lifted_segments, 0, "every head de-lifted");
+    for s in 0..6 {
+        assert_eq!(
+            read(file.as_ref(), s * SEGMENT, 512),
+            expected[(s * SEGMENT) as usize..(s * SEGMENT + 512) as usize]
+        );
+    }
+    sweep(file.as_ref(), 6, 3);
+    assert_eq!(read(file.as_ref(), 0, expected.len()), expected);
+    assert!(liu.status().counters.invalidations > 0);
+}
+
+#[test]
+fn truncation_rename_and_removal_forget_what_was_cached() {
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let liu = liu_over(&capacity, &fast);
+    let a = liu.open(&path("a"), create()).unwrap();
+    a.write_at(&pattern(1, 4 * SEGMENT), 0).unwrap();
+    sweep(a.as_ref(), 4, 3);
+    assert!(liu.status().lifted_segments > 0);
+
+    // A truncation then regrowth by a write: no old byte comes back.
+    a.set_len(HEAD / 2).unwrap();
+    a.write_at(&[9u8; 8], 2 * SEGMENT).unwrap();
+    let mut expected = pattern(1, HEAD / 2);
+    expected.resize((2 * SEGMENT) as usize, 0);
+    expected.extend_from_slice(&[9u8; 8]);
+    assert_eq!(read(a.as_ref(), 0, (3 * SEGMENT) as usize), expected);
+
+    // `b` replaced by a rename of `a`: reads of `b` are `a`'s bytes.
+    let b = liu.open(&path("b"), create()).unwrap();
+    b.write_at(&pattern(2, 4 * SEGMENT), 0).unwrap();
+    sweep(b.as_ref(), 4, 3);
+    liu.rename(&path("a"), &path("b")).unwrap();
+    let b = liu.open(&path("b"), OpenOptions::default()).unwrap();
+    assert_eq!(read(b.as_ref(), 0, (3 * SEGMENT) as usize), expected);
+
+    // A new file under a removed name starts with nothing cached.
+    liu.remove_file(&path("b")).unwrap();
+    let b = liu.open(&path("b"), create()).unwrap();
+    assert_eq!(read(b.as_ref(), 0, 100), Vec::<u8>::new());
+    b.write_at(&[7u8; 100], 0).unwrap();
+    assert_eq!(read(b.as_ref(), 0, 200), vec![7u8; 100]);
+}
+
+#[test]
+fn concurrent_readers_never_see_bytes_older_than_a_finished_write() {
+    const SEGMENTS: u64 = 6;
+    const VERSIONS: u8 = 40;
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let liu = liu_over(&capacity, &fast);
+    let file = liu.open(&path("f"), create()).unwrap();
+    file.write_at(&vec![0u8; (SEGMENTS * SEGMENT) as usize], 0)
+        .unwrap();
+    // done[s]: the newest version whose write of segment s has returned.
+    let done: Vec<AtomicU8> = (0..SEGMENTS).map(|_| AtomicU8::new(0)).collect();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for reader in 0..3u64 {
+            let (file, done, stop) = (&file, &done, &stop);
+            scope.spawn(move || {
+                let mut n = reader;
+                while !stop.load(Ordering::SeqCst) {
+                    n = n
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let s = (n >> 33) % SEGMENTS;
+                    // Head-only reads (served by a lifted head) and whole
+                    // segments (served by loads) alternate.
+                    let (offset, len) = if n >> 62 == 0 {
+                        (0, SEGMENT)
+                    } else {
+                        ((n >> 40) % (HEAD - 64), 64)
+                    };
+                    let floor = done[s as usize].load(Ordering::SeqCst);
+                    let got = read(file.as_ref(), s * SEGMENT + offset, len as usize);
+                    assert_eq!(got.len(), len as usize);
+                    let oldest = *got.iter().min().unwrap();
+                    assert!(
+                        oldest >= floor,
+                        "segment {s}: read version {oldest} after version {floor} was written"
+                    );
+                }
+            });
+        }
+        for v in 1..=VERSIONS {
+            for s in 0..SEGMENTS {
+                file.write_at(&vec![v; SEGMENT as usize], s * SEGMENT)
+                    .unwrap();
+                done[s as usize].store(v, Ordering::SeqCst);
+            }
+            // Let the readers lift between writes.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    let status = liu.status();
+    assert!(
+        status.counters.lifts > 0 && status.counters.invalidations > 0,
+        "the race was not exercised: {status:?}"
+    );
+}
+
+#[test]
+fn heads_are_dropped_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("fast")).unwrap();
+    std::fs::create_dir_all(dir.path().join("capacity")).unwrap();
+    let fast: Arc<dyn Backend> = Arc::new(PosixBackend::new(dir.path().join("fast")).unwrap());
+    let capacity: Arc<dyn Backend> =
+        Arc::new(PosixBackend::new(dir.path().join("capacity")).unwrap());
+    {
+        let liu = liu_over(&capacity, &fast);
+        let file = liu.open(&path("f"), create()).unwrap();
+        file.write_at(&pattern(1, 4 * SEGMENT), 0).unwrap();
+        sweep(file.as_ref(), 4, 3);
+        assert!(liu.status().lifted_segments > 0);
+        // A crash: the heads file stays as it is; then the capacity tier
+        // changes behind sluice's back (another writer, or a recovery).
+    }
+    let heads = dir.path().join("fast").join(HEADS_FILE);
+    assert!(std::fs::metadata(&heads).unwrap().len() > 0);
+    capacity
+        .open(&path("f"), OpenOptions::default())
+        .unwrap()
+        .write_at(&pattern(2, 4 * SEGMENT), 0)
+        .unwrap();
+    let liu = liu_over(&capacity, &fast);
+    assert_eq!(std::fs::metadata(&heads).unwrap().len(), 0, "heads dropped");
+    let file = liu.open(&path("f"), OpenOptions::default()).unwrap();
+    sweep(file.as_ref(), 4, 3);
+    assert_eq!(
+        read(file.as_ref(), 0, (4 * SEGMENT) as usize),
+        pattern(2, 4 * SEGMENT)
+    );
+}
+
+#[test]
+fn fast_tier_errors_fall_back_to_the_capacity_tier() {
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let fast: Arc<dyn Backend> = faulty.clone();
+    let liu = liu_over(&capacity, &fast);
+    let file = liu.open(&path("f"), create()).unwrap();
+    let data = pattern(3, 6 * SEGMENT);
+    file.write_at(&data, 0).unwrap();
+    sweep(file.as_ref(), 6, 2);
+    assert!(liu.status().lifted_segments > 0);
+    faulty.inject(FaultRule::new(FaultOp::Read, 5));
+    faulty.inject(FaultRule::new(FaultOp::Write, 5));
+    sweep(file.as_ref(), 6, 2);
+    assert_eq!(read(file.as_ref(), 0, data.len()), data);
+    let status = liu.status();
+    assert!(status.errors > 0, "{status:?}");
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("fast tier"),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn the_engine_flushes_through_it_and_reads_see_the_flushed_bytes() {
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let liu = liu_over(&capacity, &fast);
+    let tier: Arc<dyn Backend> = liu.clone();
+    let engine = Engine::open(
+        Arc::clone(&fast),
+        tier,
+        Arc::new(SystemClock::new()),
+        EngineConfig {
+            redirector: RedirectorConfig {
+                policy: RedirectPolicy::FastAll,
+                ..RedirectorConfig::default()
+            },
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let f = path("f");
+    let id = engine.create(&f).unwrap();
+    let data = pattern(4, 6 * SEGMENT);
+    engine.write(id, 0, &data).unwrap();
+    engine.drain().unwrap();
+    for _ in 0..3 {
+        for s in 0..6 {
+            engine.read(id, s * SEGMENT, SEGMENT).unwrap();
+        }
+    }
+    assert!(liu.status().lifted_segments > 0);
+    // Buffered in the log, then flushed to the capacity tier through the
+    // LiU layer: the lifted heads must not survive it.
+    engine
+        .write(id, 0, &vec![0xEE; (6 * SEGMENT) as usize])
+        .unwrap();
+    engine.drain().unwrap();
+    assert_eq!(liu.status().lifted_segments, 0);
+    let raw = capacity.open(&f, OpenOptions::default()).unwrap();
+    assert_eq!(read(raw.as_ref(), 0, 16), vec![0xEE; 16]);
+    for s in 0..6 {
+        assert_eq!(
+            engine.read(id, s * SEGMENT, SEGMENT).unwrap(),
+            vec![0xEE; SEGMENT as usize]
+        );
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Read {
+        file: usize,
+        offset: u64,
+        len: u64,
+    },
+    Write {
+        file: usize,
+        offset: u64,
+        len: u64,
+        seed: u8,
+    },
+    Truncate {
+        file: usize,
+        len: u64,
+    },
+    Rename {
+        from: usize,
+        to: usize,
+    },
+    Remove {
+        file: usize,
+    },
+}
+
+const NAMES: [&str; 3] = ["x", "y", "z"];
+const SPAN: u64 = 5 * SEGMENT;
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..3usize, 0..SPAN, 1..2 * SEGMENT)
+            .prop_map(|(file, offset, len)| Op::Read { file, offset, len }),
+        // Whole-segment reads make segments wanted and lifted.
+        4 => (0..3usize, 0..5u64).prop_map(|(file, s)| Op::Read {
+            file,
+            offset: s * SEGMENT,
+            len: SEGMENT
+        }),
+        3 => (0..3usize, 0..SPAN, 1..SEGMENT, any::<u8>())
+            .prop_map(|(file, offset, len, seed)| Op::Write { file, offset, len, seed }),
+        1 => (0..3usize, 0..SPAN).prop_map(|(file, len)| Op::Truncate { file, len }),
+        1 => (0..3usize, 0..3usize).prop_map(|(from, to)| Op::Rename { from, to }),
+        1 => (0..3usize).prop_map(|file| Op::Remove { file }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every read equals the model, whatever the buffer and heads hold.
+    #[test]
+    fn reads_always_equal_the_model(ops in proptest::collection::vec(op(), 1..120)) {
+        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let liu = liu_over(&capacity, &fast);
+        let mut model: HashMap<&str, Vec<u8>> = HashMap::new();
+        for name in NAMES {
+            let f = liu.open(&path(name), create()).unwrap();
+            let data = pattern(name.as_bytes()[0], SPAN);
+            f.write_at(&data, 0).unwrap();
+            model.insert(name, data);
+        }
+        for op in ops {
+            match op {
+                Op::Read { file, offset, len } => {
+                    let name = NAMES[file];
+                    let Some(data) = model.get(name) else { continue };
+                    let f = liu.open(&path(name), OpenOptions::default()).unwrap();
+                    let end = (offset + len).min(data.len() as u64).max(offset);
+                    let want = data.get(offset as usize..end as usize).unwrap_or(&[]);
+                    prop_assert_eq!(read(f.as_ref(), offset, len as usize), want);
+                }
+                Op::Write { file, offset, len, seed } => {
+                    let name = NAMES[file];
+                    let f = liu.open(&path(name), create()).unwrap();
+                    let bytes = pattern(seed, len);
+                    f.write_at(&bytes, offset).unwrap();
+                    let data = model.entry(name).or_default();
+                    let end = (offset + len) as usize;
+                    if data.len() < end {
+                        data.resize(end, 0);
+                    }
+                    data[offset as usize..end].copy_from_slice(&bytes);
+                }
+                Op::Truncate { file, len } => {
+                    let name = NAMES[file];
+                    let Some(data) = model.get_mut(name) else { continue };
+                    liu.open(&path(name), OpenOptions::default()).unwrap().set_len(len).unwrap();
+                    data.resize(len as usize, 0);
+                }
+                Op::Rename { from, to } => {
+                    let (from, to) = (NAMES[from], NAMES[to]);
+                    let Some(data) = model.get(from).cloned() else { continue };
+                    liu.rename(&path(from), &path(to)).unwrap();
+                    if from != to {
+                        model.remove(from);
+                        model.insert(to, data);
+                    }
+                }
+                Op::Remove { file } => {
+                    let name = NAMES[file];
+                    if model.remove(name).is_some() {
+                        liu.remove_file(&path(name)).unwrap();
+                    }
+                }
+            }
+        }
+        prop_assert_eq!(liu.status().errors, 0);
+    }
+}
+
+#[test]
+/// Found by the property test: a segment cached or lifted while the file
+/// ended inside it must not serve the bytes a later write past the end
+/// turned into zeros.
+fn a_write_past_the_end_invalidates_the_segments_it_grew() {
+    {
+        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let liu = liu_over(&capacity, &fast);
+        for name in NAMES {
+            let f = liu.open(&path(name), create()).unwrap();
+            f.write_at(&pattern(name.as_bytes()[0], SPAN), 0).unwrap();
+        }
+        let y = liu.open(&path("y"), OpenOptions::default()).unwrap();
+        read(y.as_ref(), 0, 16385);
+        read(y.as_ref(), 32768, 16384);
+        liu.rename(&path("x"), &path("y")).unwrap();
+        let x = liu.open(&path("x"), create()).unwrap();
+        x.write_at(&pattern(0, 1850), 14535).unwrap();
+        let mut model = vec![0u8; 14535];
+        model.extend(pattern(0, 1850));
+        assert_eq!(read(x.as_ref(), 0, 16397), model);
+        x.write_at(&[1], 32768).unwrap();
+        model.resize(32768, 0);
+        model.push(1);
+        let z = liu.open(&path("z"), OpenOptions::default()).unwrap();
+        read(z.as_ref(), 53015, 19083);
+        let got = read(x.as_ref(), 13611, 25978);
+        assert_eq!(got.len(), model.len() - 13611);
+        for (i, (a, b)) in got.iter().zip(&model[13611..]).enumerate() {
+            assert_eq!(a, b, "at {}", i + 13611);
+        }
+    }
+}

@@ -48,6 +48,10 @@ pub struct ConfigArgs {
     /// Threads serving FUSE requests.
     #[arg(long)]
     pub threads: Option<u32>,
+    /// Turn on LiU's read path (segment buffer, lifted heads) over the
+    /// capacity tier; the `[liu]` section sets its sizes.
+    #[arg(long)]
+    pub liu: bool,
 }
 
 fn parse_device(s: &str) -> Result<Device, String> {
@@ -101,6 +105,7 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
     if let Some(t) = args.threads {
         config.mount.threads = t;
     }
+    config.liu.enabled |= args.liu;
     config
 }
 

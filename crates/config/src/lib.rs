@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sluice_devices::hdd::HddConfig;
 use sluice_devices::ssd::SsdConfig;
-use sluice_engine::EngineConfig;
+use sluice_engine::{EngineConfig, LiuBackend, LiuOptions};
 use sluice_env::emulated::EmulatedBackend;
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
@@ -27,6 +27,7 @@ use sluice_policy::detector::DetectorConfig;
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::WhenFull;
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::segments::{Geometry, LiuConfig, SegmentBuffer};
 use sluice_policy::threshold::ThresholdConfig;
 
 pub use units::{ByteSize, Span};
@@ -61,6 +62,8 @@ pub struct Config {
     pub mount: MountConfig,
     /// The Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// LiU's read path over the capacity tier.
+    pub liu: LiuSection,
 }
 
 /// What stands in front of a tier's directory.
@@ -205,6 +208,45 @@ pub struct MetricsConfig {
     pub listen: Option<SocketAddr>,
 }
 
+/// `liu` section: LiU's segment buffer and lifted heads (docs/liu.md).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiuSection {
+    /// Wrap the capacity tier in LiU's read path.
+    pub enabled: bool,
+    /// Segment head: the part lifted to the fast tier.
+    pub head: ByteSize,
+    /// Segment body.
+    pub body: ByteSize,
+    /// DRAM segment buffer.
+    pub buffer: ByteSize,
+    /// Fast-tier space for lifted heads (the file `FAST/liu-heads`).
+    pub heads: ByteSize,
+    /// Locality from which a segment is loaded whole and lifted, in [0, 1].
+    pub lift_locality: f64,
+    /// Capacity reads a segment body is loaded in, at once (1 to 64).
+    pub body_sections: u32,
+    /// Threads doing loads and lifts (1 to 256).
+    pub workers: u32,
+}
+
+impl Default for LiuSection {
+    fn default() -> Self {
+        let options = LiuOptions::default();
+        let policy = options.policy;
+        LiuSection {
+            enabled: false,
+            head: ByteSize(policy.geometry.head_bytes()),
+            body: ByteSize(policy.geometry.body_bytes()),
+            buffer: ByteSize(policy.buffer_bytes),
+            heads: ByteSize(policy.heads_bytes),
+            lift_locality: policy.lift_locality,
+            body_sections: options.body_sections,
+            workers: options.workers,
+        }
+    }
+}
+
 impl Default for LogConfig {
     fn default() -> Self {
         let engine = EngineConfig::default();
@@ -311,9 +353,57 @@ impl Config {
                 self.mount.max_write
             )));
         }
+        self.liu_options()?;
         self.engine_config()?
             .validate()
             .map_err(|e| ConfigError(e.to_string()))
+    }
+
+    /// LiU's options (checked whether or not `liu.enabled`).
+    pub fn liu_options(&self) -> Result<LiuOptions, ConfigError> {
+        let l = &self.liu;
+        let defaults = LiuOptions::default();
+        let geometry = Geometry::new(l.head.0, l.body.0).map_err(|e| {
+            ConfigError(format!("liu.head = {}, liu.body = {}: {e}", l.head, l.body))
+        })?;
+        let options = LiuOptions {
+            policy: LiuConfig {
+                geometry,
+                buffer_bytes: l.buffer.0,
+                heads_bytes: l.heads.0,
+                lift_locality: l.lift_locality,
+                ..defaults.policy
+            },
+            body_sections: l.body_sections,
+            workers: l.workers,
+        };
+        if l.buffer.0 < geometry.segment_bytes() {
+            return Err(ConfigError(format!(
+                "liu.buffer = {}: must hold one segment (head + body = {})",
+                l.buffer,
+                ByteSize(geometry.segment_bytes())
+            )));
+        }
+        if !(0.0..=1.0).contains(&l.lift_locality) {
+            return Err(ConfigError(format!(
+                "liu.lift_locality = {}: must be within [0, 1]",
+                l.lift_locality
+            )));
+        }
+        if !(1..=64).contains(&l.body_sections) {
+            return Err(ConfigError(format!(
+                "liu.body_sections = {}: must be 1 to 64",
+                l.body_sections
+            )));
+        }
+        if !(1..=256).contains(&l.workers) {
+            return Err(ConfigError(format!(
+                "liu.workers = {}: must be 1 to 256",
+                l.workers
+            )));
+        }
+        SegmentBuffer::new(options.policy).map_err(|e| ConfigError(format!("liu: {e}")))?;
+        Ok(options)
     }
 
     /// The engine's configuration.
@@ -364,11 +454,26 @@ impl Config {
         })
     }
 
-    /// Open both tiers (creating their directories if missing).
+    /// Open both tiers (creating their directories if missing); with
+    /// `liu.enabled` the capacity tier is wrapped in LiU's read path, its
+    /// heads on the fast tier.
     pub fn open_tiers(&self, clock: &Arc<dyn Clock>) -> Result<Tiers, ConfigError> {
+        let fast = open_tier("fast", &self.fast, clock)?;
+        let mut capacity = open_tier("capacity", &self.capacity, clock)?;
+        let liu = if self.liu.enabled {
+            let liu = Arc::new(
+                LiuBackend::new(capacity, &fast, self.liu_options()?)
+                    .map_err(|e| ConfigError(format!("liu: {e}")))?,
+            );
+            capacity = Arc::clone(&liu) as Arc<dyn Backend>;
+            Some(liu)
+        } else {
+            None
+        };
         Ok(Tiers {
-            fast: open_tier("fast", &self.fast, clock)?,
-            capacity: open_tier("capacity", &self.capacity, clock)?,
+            fast,
+            capacity,
+            liu,
         })
     }
 }
@@ -378,8 +483,10 @@ impl Config {
 pub struct Tiers {
     /// Holds the log.
     pub fast: Arc<dyn Backend>,
-    /// Holds the files.
+    /// Holds the files (through `liu` when it is on).
     pub capacity: Arc<dyn Backend>,
+    /// LiU's read path, for its status.
+    pub liu: Option<Arc<LiuBackend>>,
 }
 
 /// One tier's backend from its section.
@@ -458,6 +565,49 @@ mod tests {
         config.validate().unwrap();
         config.capacity.path = config.fast.path.clone();
         assert!(config.validate().unwrap_err().0.contains("same directory"));
+    }
+
+    #[test]
+    fn liu_values_are_checked_whether_or_not_it_is_on() {
+        let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n[liu]\n";
+        for (keys, fragment) in [
+            ("head = 0\n", "liu.head"),
+            ("buffer = \"1MiB\"\n", "liu.buffer"),
+            ("lift_locality = 1.5\n", "liu.lift_locality"),
+            ("body_sections = 0\n", "liu.body_sections"),
+            ("workers = 1000\n", "liu.workers"),
+        ] {
+            let config = Config::from_toml(&format!("{base}{keys}")).unwrap();
+            let err = config.validate().unwrap_err();
+            assert!(err.0.contains(fragment), "{keys:?}: {err}");
+        }
+        let err = Config::from_toml(&format!("{base}lift = true\n")).unwrap_err();
+        assert!(err.0.contains("lift"), "{err}");
+        let config = Config::from_toml(&format!(
+            "{base}enabled = true\nhead = \"2MiB\"\nbody = \"4MiB\"\nbuffer = \"64MiB\"\n"
+        ))
+        .unwrap();
+        let options = config.liu_options().unwrap();
+        assert_eq!(options.policy.geometry.segment_bytes(), 6 << 20);
+        assert_eq!(options.policy.buffer_bytes, 64 << 20);
+        assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);
+    }
+
+    #[test]
+    fn liu_wraps_the_capacity_tier_when_enabled() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        let mut config = Config::default();
+        config.fast.path = Some(dir.path().join("fast"));
+        config.capacity.path = Some(dir.path().join("capacity"));
+        let tiers = config.open_tiers(&clock).unwrap();
+        assert!(tiers.liu.is_none());
+        assert!(!tiers.capacity.describe().contains("LiU"));
+        config.liu.enabled = true;
+        let tiers = config.open_tiers(&clock).unwrap();
+        assert!(tiers.liu.is_some());
+        assert!(tiers.capacity.describe().contains("LiU"));
+        assert!(dir.path().join("fast").join("liu-heads").exists());
     }
 
     #[test]

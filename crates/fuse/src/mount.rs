@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fuser::{BackgroundSession, MountOption, SessionACL};
 use sluice_config::Config;
-use sluice_engine::Engine;
+use sluice_engine::{Engine, LiuBackend};
 use sluice_env::{Clock, SystemClock};
 
 use crate::fs::{OpCounters, SluiceFs};
@@ -34,6 +34,7 @@ const REQUEST_MAX: u64 = 8192;
 
 struct Shared {
     engine: Arc<Engine>,
+    liu: Option<Arc<LiuBackend>>,
     counters: Arc<OpCounters>,
     mountpoint: String,
     flush_rate: AtomicU64,
@@ -45,6 +46,7 @@ impl Shared {
     fn status(&self) -> Status {
         Status::take(
             &self.engine,
+            self.liu.as_deref(),
             &self.counters,
             &self.mountpoint,
             self.flush_rate.load(Ordering::Relaxed),
@@ -91,6 +93,7 @@ impl Mount {
         let engine_config = config
             .engine_config()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let liu = tiers.liu;
         let engine = Arc::new(Engine::open(
             tiers.fast,
             tiers.capacity,
@@ -139,6 +142,7 @@ impl Mount {
         })?;
         let shared = Arc::new(Shared {
             engine,
+            liu,
             counters,
             mountpoint: mountpoint.display().to_string(),
             flush_rate: AtomicU64::new(0),

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
-use sluice_engine::Engine;
+use sluice_engine::{Engine, LiuBackend};
 use sluice_policy::Tier;
 
 use crate::fs::OpCounters;
@@ -60,6 +60,85 @@ pub mod names {
     pub const FUSE_ERRORS: &str = "sluice_fuse_errors_total";
     /// Records recovered at mount.
     pub const RECOVERED_RECORDS: &str = "sluice_recovered_records";
+    /// LiU: heads served from the fast tier now.
+    pub const LIU_LIFTED: &str = "sluice_liu_lifted_segments";
+    /// LiU: regular segments in the DRAM buffer now.
+    pub const LIU_BUFFERED: &str = "sluice_liu_buffered_segments";
+    /// LiU: reads served by the DRAM buffer.
+    pub const LIU_BUFFER_HITS: &str = "sluice_liu_buffer_hits_total";
+    /// LiU: segment loads, `head="fast|capacity"`.
+    pub const LIU_LOADS: &str = "sluice_liu_loads_total";
+    /// LiU: reads not through the buffer, `from="head|capacity"`.
+    pub const LIU_DIRECT_READS: &str = "sluice_liu_direct_reads_total";
+    /// LiU: heads lifted / de-lifted.
+    pub const LIU_LIFTS: &str = "sluice_liu_lifts_total";
+    /// LiU: heads de-lifted.
+    pub const LIU_DELIFTS: &str = "sluice_liu_delifts_total";
+    /// LiU: buffered segments or heads dropped by a capacity write.
+    pub const LIU_INVALIDATIONS: &str = "sluice_liu_invalidations_total";
+    /// LiU: recorded localities by tenth, `bucket="0.0-0.1"` ... `"1.0"`.
+    pub const LIU_LOCALITY: &str = "sluice_liu_locality_total";
+    /// LiU: failed part loads and lifts (served from the capacity tier).
+    pub const LIU_ERRORS: &str = "sluice_liu_errors_total";
+}
+
+/// LiU's read path, when on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiuStatusView {
+    /// Regular segments in the DRAM buffer.
+    pub buffered_segments: u64,
+    /// Ghost segments.
+    pub ghost_segments: u64,
+    /// Heads served from the fast tier.
+    pub lifted_segments: u64,
+    /// Reads served by the buffer.
+    pub buffer_hits: u64,
+    /// Loads with the head from the fast tier.
+    pub lifted_loads: u64,
+    /// Loads whole from the capacity tier.
+    pub whole_loads: u64,
+    /// Direct reads from a lifted head.
+    pub head_reads: u64,
+    /// Direct reads from the capacity tier.
+    pub capacity_reads: u64,
+    /// Heads lifted.
+    pub lifts: u64,
+    /// Heads de-lifted.
+    pub delifts: u64,
+    /// Segments or heads dropped by capacity writes.
+    pub invalidations: u64,
+    /// Bytes read from lifted heads.
+    pub head_bytes_read: u64,
+    /// Recorded localities by tenth (11 buckets, the last exactly 1.0).
+    pub locality_histogram: Vec<u64>,
+    /// Failed part loads and lifts.
+    pub errors: u64,
+    /// The last of those.
+    pub last_error: Option<String>,
+}
+
+impl LiuStatusView {
+    fn take(liu: &LiuBackend) -> LiuStatusView {
+        let s = liu.status();
+        let c = s.counters;
+        LiuStatusView {
+            buffered_segments: s.buffered_segments,
+            ghost_segments: s.ghost_segments,
+            lifted_segments: s.lifted_segments,
+            buffer_hits: c.buffer_hits,
+            lifted_loads: c.lifted_loads,
+            whole_loads: c.whole_loads,
+            head_reads: c.head_reads,
+            capacity_reads: c.capacity_reads,
+            lifts: c.lifts,
+            delifts: c.delifts,
+            invalidations: c.invalidations,
+            head_bytes_read: s.head_bytes_read,
+            locality_histogram: c.locality_histogram.to_vec(),
+            errors: s.errors,
+            last_error: s.last_error,
+        }
+    }
 }
 
 /// One tier's description and space.
@@ -146,12 +225,16 @@ pub struct Status {
     pub fuse_metadata_ops: u64,
     /// Requests answered with an error.
     pub fuse_errors: u64,
+    /// LiU's read path, when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liu: Option<LiuStatusView>,
 }
 
 impl Status {
     /// Take a snapshot.
     pub fn take(
         engine: &Engine,
+        liu: Option<&LiuBackend>,
         counters: &OpCounters,
         mountpoint: &str,
         flush_rate: u64,
@@ -210,6 +293,7 @@ impl Status {
             fuse_fsyncs: c(&counters.fsyncs),
             fuse_metadata_ops: c(&counters.metadata_ops),
             fuse_errors: c(&counters.errors),
+            liu: liu.map(LiuStatusView::take),
         }
     }
 
@@ -311,6 +395,27 @@ impl Status {
             self.corrupt_payloads,
             self.recovered_records
         );
+        if let Some(l) = &self.liu {
+            let _ = writeln!(
+                out,
+                "liu         {} buffered, {} lifted ({} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads; {} errors{}",
+                l.buffered_segments,
+                l.lifted_segments,
+                l.lifts,
+                l.delifts,
+                l.invalidations,
+                l.buffer_hits,
+                l.lifted_loads,
+                l.whole_loads,
+                l.head_reads,
+                l.capacity_reads,
+                mib(l.head_bytes_read),
+                l.errors,
+                l.last_error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!(" (last: {e})")),
+            );
+        }
         out
     }
 
@@ -490,6 +595,92 @@ impl Status {
             "Log records recovered at mount.",
             &[("", f(self.recovered_records))],
         );
+        if let Some(l) = &self.liu {
+            metric(
+                LIU_LIFTED,
+                "gauge",
+                "LiU: segment heads served from the fast tier.",
+                &[("", f(l.lifted_segments))],
+            );
+            metric(
+                LIU_BUFFERED,
+                "gauge",
+                "LiU: segments in the DRAM buffer.",
+                &[("", f(l.buffered_segments))],
+            );
+            metric(
+                LIU_BUFFER_HITS,
+                "counter",
+                "LiU: reads served by the DRAM segment buffer.",
+                &[("", f(l.buffer_hits))],
+            );
+            metric(
+                LIU_LOADS,
+                "counter",
+                "LiU: segments loaded into the buffer, by where the head came from.",
+                &[
+                    ("head=\"fast\"", f(l.lifted_loads)),
+                    ("head=\"capacity\"", f(l.whole_loads)),
+                ],
+            );
+            metric(
+                LIU_DIRECT_READS,
+                "counter",
+                "LiU: reads not through the buffer, by tier.",
+                &[
+                    ("from=\"head\"", f(l.head_reads)),
+                    ("from=\"capacity\"", f(l.capacity_reads)),
+                ],
+            );
+            metric(
+                LIU_LIFTS,
+                "counter",
+                "LiU: heads lifted to the fast tier.",
+                &[("", f(l.lifts))],
+            );
+            metric(
+                LIU_DELIFTS,
+                "counter",
+                "LiU: heads de-lifted (room for a warmer one, or a write).",
+                &[("", f(l.delifts))],
+            );
+            metric(
+                LIU_INVALIDATIONS,
+                "counter",
+                "LiU: buffered segments or heads dropped by capacity-tier writes.",
+                &[("", f(l.invalidations))],
+            );
+            let buckets: Vec<(String, f64)> = l
+                .locality_histogram
+                .iter()
+                .enumerate()
+                .map(|(k, n)| {
+                    let label = if k == 10 {
+                        "bucket=\"1.0\"".to_string()
+                    } else {
+                        format!(
+                            "bucket=\"{:.1}-{:.1}\"",
+                            k as f64 / 10.0,
+                            (k + 1) as f64 / 10.0
+                        )
+                    };
+                    (label, f(*n))
+                })
+                .collect();
+            let samples: Vec<(&str, f64)> = buckets.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+            metric(
+                LIU_LOCALITY,
+                "counter",
+                "LiU: recorded segment localities (fraction of a segment read while it was tracked), by tenth.",
+                &samples,
+            );
+            metric(
+                LIU_ERRORS,
+                "counter",
+                "LiU: failed part loads and lifts (the capacity tier answered instead).",
+                &[("", f(l.errors))],
+            );
+        }
         out
     }
 }

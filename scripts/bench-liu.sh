@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# LiU through the mount (issue 6, item 5): the LiU paper's Table II cases as
+# real threads reading real files through `sluice mount`, capacity tier an
+# emulated 7200 rpm HDD (--capacity-device hdd), fast tier an emulated SATA
+# SSD, LiU off vs on, one Markdown table on stdout and in
+# docs/results/liu-mount.md (with date, machine and command).
+#
+# Cases (sluice-readers, crates/cli/src/bin/sluice-readers.rs): the target
+# mpi-io-test (14 ranks, 64 KiB requests, a barrier per iteration) reads
+# BYTES alone, while a second mpi-io-test reads its own file, or while
+# ior-mpi-io (14 ranks, each a contiguous 1/14) reads a file of
+# INTERFERER_BYTES. The files are written straight into the capacity
+# directory before the reads (--prepare-in), so LiU learns only from reads.
+# PASSES read passes of the target; the last is the measured one. Every
+# case and system gets a fresh mount over fresh tiers.
+#
+# LiU settings: the defaults (1 MiB head, 4 MiB body, 4 sections) with a
+# BUFFER-byte DRAM buffer; policy capacity-only (the write path is not
+# under test); mount.threads = 32.
+#
+# Usage: scripts/bench-liu.sh [--no-build] [--no-doc] [-h]
+# Environment (defaults): BYTES=128M INTERFERER_BYTES=512M BUFFER=64MiB
+#   PASSES=2 BENCH_DIR=/tmp/sluice-bench-liu DOC=docs/results/liu-mount.md
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ARGS=("$@")
+BUILD=1
+WRITE_DOC=1
+for a in "$@"; do
+    case "$a" in
+        --no-build) BUILD=0 ;;
+        --no-doc) WRITE_DOC=0 ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+            exit 0
+            ;;
+        *)
+            echo "bench-liu.sh: unknown argument '$a' (try --help)" >&2
+            exit 2
+            ;;
+    esac
+done
+BYTES=${BYTES:-128M}
+INTERFERER_BYTES=${INTERFERER_BYTES:-512M}
+BUFFER=${BUFFER:-64MiB}
+PASSES=${PASSES:-2}
+BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-liu}
+DOC=${DOC:-docs/results/liu-mount.md}
+SLUICE=$ROOT/target/release/sluice
+READERS=$ROOT/target/release/sluice-readers
+
+die() {
+    echo "bench-liu.sh: $*" >&2
+    exit 1
+}
+for tool in fusermount3 mountpoint python3; do
+    command -v "$tool" >/dev/null 2>&1 || die "missing: $tool (apt-get install fuse3 python3)"
+done
+[ -e /dev/fuse ] || die "/dev/fuse is missing: FUSE is not available here"
+if [ "$BUILD" = 1 ]; then
+    cargo build --release -q -p sluice-cli
+fi
+[ -x "$SLUICE" ] && [ -x "$READERS" ] || die "build first (cargo build --release -p sluice-cli)"
+
+rm -rf "$BENCH_DIR"
+mkdir -p "$BENCH_DIR/results"
+printf '[liu]\nbuffer = "%s"\n' "$BUFFER" >"$BENCH_DIR/liu.toml"
+MNT=$BENCH_DIR/mnt
+MOUNT_PID=
+cleanup() {
+    if [ -n "$MOUNT_PID" ] && kill -0 "$MOUNT_PID" 2>/dev/null; then
+        kill "$MOUNT_PID" 2>/dev/null || true
+        wait "$MOUNT_PID" 2>/dev/null || true
+    fi
+    mountpoint -q "$MNT" 2>/dev/null && fusermount3 -u -z "$MNT" || true
+}
+trap cleanup EXIT
+
+started=$(date +%s)
+for case in none mpi-io-test ior-mpi-io; do
+    for system in off on; do
+        run=$BENCH_DIR/run-$case-$system
+        mkdir -p "$run/fast" "$run/capacity" "$MNT"
+        flag=()
+        [ "$system" = on ] && flag=(--liu)
+        "$SLUICE" mount --config "$BENCH_DIR/liu.toml" --fast "$run/fast" --capacity "$run/capacity" \
+            --fast-device ssd --capacity-device hdd --policy capacity-only --threads 32 \
+            "${flag[@]}" "$MNT" >"$run/mount.log" 2>&1 &
+        MOUNT_PID=$!
+        for _ in $(seq 100); do
+            mountpoint -q "$MNT" && break
+            sleep 0.1
+        done
+        mountpoint -q "$MNT" || die "mount failed: $(cat "$run/mount.log")"
+        "$READERS" "$MNT" --prepare-in "$run/capacity" --interferer "$case" \
+            --bytes "$BYTES" --interferer-bytes "$INTERFERER_BYTES" --passes "$PASSES" \
+            >"$BENCH_DIR/results/$case-$system.json"
+        "$SLUICE" status --json "$MNT" >"$BENCH_DIR/results/$case-$system.status.json"
+        "$SLUICE" unmount "$MNT" >/dev/null
+        wait "$MOUNT_PID"
+        MOUNT_PID=
+        rm -rf "$run"
+        echo "bench-liu.sh: $case, LiU $system done" >&2
+    done
+done
+elapsed=$(($(date +%s) - started))
+
+table=$(python3 - "$BENCH_DIR/results" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+names = {"none": "alone", "mpi-io-test": "interfered by mpi-io-test", "ior-mpi-io": "interfered by ior-mpi-io"}
+paper = {"none": "264.7 / 304.5 (1.15×)", "mpi-io-test": "130.3 / 273.6 (2.10×)", "ior-mpi-io": "66.7 / 230.2 (3.45×)"}
+print("| mpi-io-test read (measured pass) | MB/s LiU off | MB/s LiU on | on/off | mean latency ms off / on | interferer MB/s off / on | paper MB/s w/o / w/ LiU |")
+print("|---|---:|---:|---:|---:|---:|---|")
+details = []
+for case in ["none", "mpi-io-test", "ior-mpi-io"]:
+    r = {s: json.load(open(os.path.join(d, f"{case}-{s}.json"))) for s in ["off", "on"]}
+    last = {s: r[s]["passes"][-1] for s in r}
+    ratio = last["on"]["target_mb_s"] / max(last["off"]["target_mb_s"], 1e-9)
+    inter = "–" if case == "none" else f'{last["off"]["interferer_mb_s"]:.1f} / {last["on"]["interferer_mb_s"]:.1f}'
+    print(f'| {names[case]} | {last["off"]["target_mb_s"]:.1f} | {last["on"]["target_mb_s"]:.1f} | {ratio:.2f}× | '
+          f'{last["off"]["latency_ms_mean"]:.1f} / {last["on"]["latency_ms_mean"]:.1f} | {inter} | {paper[case]} |')
+    st = json.load(open(os.path.join(d, f"{case}-on.status.json")))["liu"]
+    first = [p["target_mb_s"] for p in r["on"]["passes"]]
+    details.append(f'| {names[case]} | {" → ".join(f"{x:.1f}" for x in first)} | {st["lifts"]} | {st["lifted_loads"]} / {st["whole_loads"]} | {st["buffer_hits"]} | {st["head_reads"]} / {st["capacity_reads"]} | {st["errors"]} |')
+print()
+print("LiU's counters at the end of each LiU-on case (`sluice status --json`):")
+print()
+print("| case | target MB/s per pass (LiU on) | lifts | loads head-from-fast / whole | buffer hits | direct reads head / capacity | errors |")
+print("|---|---|---:|---:|---:|---:|---:|")
+print("\n".join(details))
+PY
+)
+echo "$table"
+if [ "$WRITE_DOC" = 1 ]; then
+    python3 - "$DOC" "$table" "$elapsed" "BYTES=$BYTES INTERFERER_BYTES=$INTERFERER_BYTES BUFFER=$BUFFER PASSES=$PASSES scripts/bench-liu.sh ${ARGS[*]}" <<'PY'
+import sys, os, re, subprocess, datetime
+doc, table, elapsed, command = sys.argv[1:5]
+begin, end = "<!-- bench-liu:begin -->", "<!-- bench-liu:end -->"
+cpus = os.cpu_count()
+rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+block = f"""{begin}
+Measured {now} in {elapsed} s on {cpus} CPUs, sluice {rev}, with
+
+```sh
+{command}
+```
+
+{table}
+{end}"""
+text = open(doc).read() if os.path.exists(doc) else "# LiU through the mount\n\n" + begin + "\n" + end + "\n"
+text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+open(doc, "w").write(text)
+PY
+fi

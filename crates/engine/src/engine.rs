@@ -1141,7 +1141,8 @@ fn wait_not_busy<'a>(
     Ok(state)
 }
 
-fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
+/// Read `buf.len()` bytes at `offset`; bytes past the end read as zeros.
+pub(crate) fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
         let n = file.read_at(&mut buf[done..], offset + done as u64)?;

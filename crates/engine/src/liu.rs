@@ -55,6 +55,8 @@ use sluice_policy::segments::{
 };
 use sluice_policy::FileId;
 
+use crate::engine::read_fully;
+
 /// Name of the heads file on the fast tier.
 pub const HEADS_FILE: &str = "liu-heads";
 
@@ -192,20 +194,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn invalid(e: impl fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("liu: {e}"))
-}
-
-/// Read `buf.len()` bytes at `offset`; bytes past the end read as zeros.
-fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
-        if n == 0 {
-            buf[done..].fill(0);
-            break;
-        }
-        done += n;
-    }
-    Ok(())
 }
 
 impl LiuBackend {

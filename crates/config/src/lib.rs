@@ -390,18 +390,9 @@ impl Config {
                 l.lift_locality
             )));
         }
-        if !(1..=64).contains(&l.body_sections) {
-            return Err(ConfigError(format!(
-                "liu.body_sections = {}: must be 1 to 64",
-                l.body_sections
-            )));
-        }
-        if !(1..=256).contains(&l.workers) {
-            return Err(ConfigError(format!(
-                "liu.workers = {}: must be 1 to 256",
-                l.workers
-            )));
-        }
+        options
+            .check()
+            .map_err(|e| ConfigError(format!("liu.{e}")))?;
         SegmentBuffer::new(options.policy).map_err(|e| ConfigError(format!("liu: {e}")))?;
         Ok(options)
     }

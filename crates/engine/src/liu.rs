@@ -71,6 +71,34 @@ pub struct LiuOptions {
     pub workers: u32,
 }
 
+impl LiuOptions {
+    /// Refuse options that cannot work (beyond [`SegmentBuffer::new`]'s
+    /// checks of the policy); the message names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=64).contains(&self.body_sections) {
+            return Err(format!(
+                "body_sections = {}: must be 1 to 64",
+                self.body_sections
+            ));
+        }
+        if !(1..=256).contains(&self.workers) {
+            return Err(format!("workers = {}: must be 1 to 256", self.workers));
+        }
+        self.slot_count().map(|_| ())
+    }
+
+    /// Slots of the heads file: `heads_bytes / head_bytes`.
+    fn slot_count(&self) -> Result<u32, String> {
+        let slots = self.policy.heads_bytes / self.policy.geometry.head_bytes();
+        u32::try_from(slots).map_err(|_| {
+            format!(
+                "heads = {} B: {slots} head slots, at most 2^32 - 1",
+                self.policy.heads_bytes
+            )
+        })
+    }
+}
+
 impl Default for LiuOptions {
     fn default() -> Self {
         LiuOptions {
@@ -205,23 +233,10 @@ impl LiuBackend {
         fast: &Arc<dyn Backend>,
         options: LiuOptions,
     ) -> io::Result<LiuBackend> {
-        if options.body_sections == 0 || options.body_sections > 64 {
-            return Err(invalid(format!(
-                "body_sections = {}: must be 1 to 64",
-                options.body_sections
-            )));
-        }
-        if options.workers == 0 || options.workers > 256 {
-            return Err(invalid(format!(
-                "workers = {}: must be 1 to 256",
-                options.workers
-            )));
-        }
+        options.check().map_err(invalid)?;
+        let slot_count = options.slot_count().map_err(invalid)?;
         let buffer = SegmentBuffer::new(options.policy).map_err(invalid)?;
         let geometry = options.policy.geometry;
-        let slot_count = options.policy.heads_bytes / geometry.head_bytes();
-        let slot_count = u32::try_from(slot_count)
-            .map_err(|_| invalid(format!("{slot_count} head slots: at most 2^32 - 1")))?;
         let path = RelPath::new(HEADS_FILE)?;
         let what = |e: io::Error| {
             io::Error::new(
@@ -296,11 +311,6 @@ impl LiuBackend {
             last_error: state.last_error.clone(),
         }
     }
-
-    /// The segment geometry.
-    pub fn geometry(&self) -> Geometry {
-        self.inner.geometry
-    }
 }
 
 impl Drop for LiuBackend {
@@ -351,7 +361,27 @@ fn worker(inner: &Inner) {
     }
 }
 
+impl State {
+    fn record_error(&mut self, message: String) {
+        self.errors += 1;
+        self.last_error = Some(message);
+    }
+}
+
 impl Inner {
+    /// Where `slot` starts in the heads file.
+    fn slot_offset(&self, slot: u32) -> u64 {
+        u64::from(slot) * self.geometry.head_bytes()
+    }
+
+    /// Do the policy's queued actions, release the lock, then queue `jobs`
+    /// and the actions' lifts.
+    fn settle(&self, mut state: MutexGuard<'_, State>, mut jobs: Vec<Job>) {
+        jobs.extend(run_actions(&mut state));
+        drop(state);
+        self.submit(jobs);
+    }
+
     fn submit(&self, jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
@@ -384,7 +414,7 @@ impl Inner {
             Source::Head(slot) => read_fully(
                 self.heads.as_ref(),
                 &mut bytes,
-                u64::from(*slot) * self.geometry.head_bytes() + offset,
+                self.slot_offset(*slot) + offset,
             ),
             Source::Capacity(file) => read_fully(file.as_ref(), &mut bytes, segment.start + offset),
         };
@@ -405,25 +435,19 @@ impl Inner {
                     Source::Head(_) => "fast tier (lifted head)",
                     Source::Capacity(_) => "capacity tier",
                 };
-                state.errors += 1;
-                state.last_error = Some(format!("liu: load from the {what}: {e}"));
+                state.record_error(format!("liu: load from the {what}: {e}"));
                 // The segment is dropped so the next access reloads it.
                 drop_if_current(&mut state, segment);
-                let jobs = run_actions(&mut state);
-                drop(state);
+                self.settle(state, Vec::new());
                 segment.set(part, Part::Failed(e.kind(), e.to_string()));
-                self.submit(jobs);
             }
         }
     }
 
     fn lift(&self, key: SegmentKey, slot: u32, bytes: &[u8]) {
-        let offset = u64::from(slot) * self.geometry.head_bytes();
-        let result = self.heads.write_at(bytes, offset);
+        let result = self.heads.write_at(bytes, self.slot_offset(slot));
         if let Err(e) = &result {
-            let mut state = lock(&self.state);
-            state.errors += 1;
-            state.last_error = Some(format!("liu: lift a head to the fast tier: {e}"));
+            lock(&self.state).record_error(format!("liu: lift a head to the fast tier: {e}"));
         }
         self.lift_finished(key, result.is_ok());
     }
@@ -502,9 +526,7 @@ impl Inner {
             },
             Serve::Direct { from_head: false } => Plan::Capacity,
         };
-        jobs.extend(run_actions(&mut state));
-        drop(state);
-        self.submit(jobs);
+        self.settle(state, jobs);
         match plan {
             Plan::Wait(segment) => {
                 if segment.copy(slice_start, out).is_ok() {
@@ -518,15 +540,14 @@ impl Inner {
                 let result = read_fully(
                     self.heads.as_ref(),
                     out,
-                    u64::from(slot) * self.geometry.head_bytes() + slice_start,
+                    self.slot_offset(slot) + slice_start,
                 );
                 let mut state = lock(&self.state);
                 state.slots.unpin(slot);
                 match result {
                     Ok(()) => Ok(()),
                     Err(e) => {
-                        state.errors += 1;
-                        state.last_error = Some(format!("liu: read a lifted head: {e}"));
+                        state.record_error(format!("liu: read a lifted head: {e}"));
                         drop(state);
                         read_fully(file.as_ref(), out, segment_start + slice_start)
                     }
@@ -558,9 +579,7 @@ impl Inner {
                 .written(id, from, from + slice.len, segment_len);
             forget_segments(&mut state, &dropped);
         }
-        let jobs = run_actions(&mut state);
-        drop(state);
-        self.submit(jobs);
+        self.settle(state, Vec::new());
     }
 
     /// Bytes from `start` on of `id` changed (a truncation).
@@ -568,9 +587,7 @@ impl Inner {
         let mut state = lock(&self.state);
         let dropped = state.buffer.invalidate(id, start, u64::MAX);
         forget_segments(&mut state, &dropped);
-        let jobs = run_actions(&mut state);
-        drop(state);
-        self.submit(jobs);
+        self.settle(state, Vec::new());
     }
 
     /// Forget `path`'s cache id and everything cached for it.
@@ -579,9 +596,7 @@ impl Inner {
         if let Some(id) = state.ids.remove(path) {
             let dropped = state.buffer.forget_file(id);
             forget_segments(&mut state, &dropped);
-            let jobs = run_actions(&mut state);
-            drop(state);
-            self.submit(jobs);
+            self.settle(state, Vec::new());
         }
     }
 }

@@ -519,7 +519,6 @@ impl Inner {
             Serve::Direct { from_head: true } => match state.slots.of.get(&key).copied() {
                 Some(slot) => {
                     state.slots.pin(slot);
-                    state.head_bytes_read += len;
                     Plan::Head(slot)
                 }
                 None => Plan::Capacity,
@@ -545,7 +544,10 @@ impl Inner {
                 let mut state = lock(&self.state);
                 state.slots.unpin(slot);
                 match result {
-                    Ok(()) => Ok(()),
+                    Ok(()) => {
+                        state.head_bytes_read += len;
+                        Ok(())
+                    }
                     Err(e) => {
                         state.record_error(format!("liu: read a lifted head: {e}"));
                         drop(state);

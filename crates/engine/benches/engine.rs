@@ -55,15 +55,7 @@ fn raw_directory(dir: &std::path::Path, slots: &[u64], data: &[u8]) -> f64 {
     let backend = PosixBackend::new(dir.to_path_buf()).unwrap();
     let path = RelPath::new("raw").unwrap();
     let _ = backend.remove_file(&path);
-    let file = backend
-        .open(
-            &path,
-            OpenOptions {
-                create: true,
-                ..OpenOptions::default()
-            },
-        )
-        .unwrap();
+    let file = backend.open(&path, OpenOptions::CREATE).unwrap();
     let start = Instant::now();
     for &slot in slots {
         file.write_at(data, slot * data.len() as u64).unwrap();

@@ -58,10 +58,7 @@ fn build(
     let mut bytes = 0u64;
     while written < records {
         let path = RelPath::new(&format!("{name}-{}", files.len())).expect("valid path");
-        let options = OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        };
+        let options = OpenOptions::CREATE;
         let file = backend.open(&path, options).expect("memory backend opens");
         let region =
             RegionFile::create(file.clone(), RegionId(files.len() as u32), region_bytes, 1)

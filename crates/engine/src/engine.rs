@@ -310,13 +310,7 @@ impl Engine {
             let path = region_path(r)?;
             let what = format!("fast tier {}: {path}", fast.describe());
             let file = fast
-                .open(
-                    &path,
-                    OpenOptions {
-                        create: true,
-                        ..OpenOptions::default()
-                    },
-                )
+                .open(&path, OpenOptions::CREATE)
                 .map_err(context(&what))?;
             let len = file.len().map_err(context(&what))?;
             let region = if len <= REGION_HEADER_BYTES {
@@ -1095,13 +1089,7 @@ fn open_creating_parents(
     for d in missing.into_iter().rev() {
         backend.create_dir(&d)?;
     }
-    backend.open(
-        path,
-        OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        },
-    )
+    backend.open(path, OpenOptions::CREATE)
 }
 
 /// The log names `path` as the file's newest name but the capacity tier has

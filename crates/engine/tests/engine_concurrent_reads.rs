@@ -119,15 +119,7 @@ fn capacity_reads_of_three_files_overlap() {
         .iter()
         .map(|name| {
             let path = RelPath::new(name).unwrap();
-            let f = capacity
-                .open(
-                    &path,
-                    OpenOptions {
-                        create: true,
-                        ..OpenOptions::default()
-                    },
-                )
-                .unwrap();
+            let f = capacity.open(&path, OpenOptions::CREATE).unwrap();
             f.write_at(name.as_bytes(), 0).unwrap();
             engine.open_file(&path).unwrap()
         })

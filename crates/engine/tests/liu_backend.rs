@@ -44,13 +44,6 @@ fn liu_over(capacity: &Arc<dyn Backend>, fast: &Arc<dyn Backend>) -> Arc<LiuBack
     Arc::new(LiuBackend::new(Arc::clone(capacity), fast, options()).unwrap())
 }
 
-fn create() -> OpenOptions {
-    OpenOptions {
-        create: true,
-        ..OpenOptions::default()
-    }
-}
-
 fn path(name: &str) -> RelPath {
     RelPath::new(name).unwrap()
 }
@@ -89,7 +82,7 @@ fn lifted_heads_are_loaded_and_a_write_never_leaves_them_stale() {
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let liu = liu_over(&capacity, &fast);
-    let file = liu.open(&path("f"), create()).unwrap();
+    let file = liu.open(&path("f"), OpenOptions::CREATE).unwrap();
     let data = pattern(1, 6 * SEGMENT);
     file.write_at(&data, 0).unwrap();
     sweep(file.as_ref(), 6, 3);
@@ -130,7 +123,7 @@ fn truncation_rename_and_removal_forget_what_was_cached() {
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let liu = liu_over(&capacity, &fast);
-    let a = liu.open(&path("a"), create()).unwrap();
+    let a = liu.open(&path("a"), OpenOptions::CREATE).unwrap();
     a.write_at(&pattern(1, 4 * SEGMENT), 0).unwrap();
     sweep(a.as_ref(), 4, 3);
     assert!(liu.status().lifted_segments > 0);
@@ -144,7 +137,7 @@ fn truncation_rename_and_removal_forget_what_was_cached() {
     assert_eq!(read(a.as_ref(), 0, (3 * SEGMENT) as usize), expected);
 
     // `b` replaced by a rename of `a`: reads of `b` are `a`'s bytes.
-    let b = liu.open(&path("b"), create()).unwrap();
+    let b = liu.open(&path("b"), OpenOptions::CREATE).unwrap();
     b.write_at(&pattern(2, 4 * SEGMENT), 0).unwrap();
     sweep(b.as_ref(), 4, 3);
     liu.rename(&path("a"), &path("b")).unwrap();
@@ -153,7 +146,7 @@ fn truncation_rename_and_removal_forget_what_was_cached() {
 
     // A new file under a removed name starts with nothing cached.
     liu.remove_file(&path("b")).unwrap();
-    let b = liu.open(&path("b"), create()).unwrap();
+    let b = liu.open(&path("b"), OpenOptions::CREATE).unwrap();
     assert_eq!(read(b.as_ref(), 0, 100), Vec::<u8>::new());
     b.write_at(&[7u8; 100], 0).unwrap();
     assert_eq!(read(b.as_ref(), 0, 200), vec![7u8; 100]);
@@ -166,7 +159,7 @@ fn concurrent_readers_never_see_bytes_older_than_a_finished_write() {
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let liu = liu_over(&capacity, &fast);
-    let file = liu.open(&path("f"), create()).unwrap();
+    let file = liu.open(&path("f"), OpenOptions::CREATE).unwrap();
     file.write_at(&vec![0u8; (SEGMENTS * SEGMENT) as usize], 0)
         .unwrap();
     // done[s]: the newest version whose write of segment s has returned.
@@ -228,7 +221,7 @@ fn heads_are_dropped_on_restart() {
         Arc::new(PosixBackend::new(dir.path().join("capacity")).unwrap());
     {
         let liu = liu_over(&capacity, &fast);
-        let file = liu.open(&path("f"), create()).unwrap();
+        let file = liu.open(&path("f"), OpenOptions::CREATE).unwrap();
         file.write_at(&pattern(1, 4 * SEGMENT), 0).unwrap();
         sweep(file.as_ref(), 4, 3);
         assert!(liu.status().lifted_segments > 0);
@@ -258,7 +251,7 @@ fn fast_tier_errors_fall_back_to_the_capacity_tier() {
     let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
     let fast: Arc<dyn Backend> = faulty.clone();
     let liu = liu_over(&capacity, &fast);
-    let file = liu.open(&path("f"), create()).unwrap();
+    let file = liu.open(&path("f"), OpenOptions::CREATE).unwrap();
     let data = pattern(3, 6 * SEGMENT);
     file.write_at(&data, 0).unwrap();
     sweep(file.as_ref(), 6, 2);
@@ -384,7 +377,7 @@ proptest! {
         let liu = liu_over(&capacity, &fast);
         let mut model: HashMap<&str, Vec<u8>> = HashMap::new();
         for name in NAMES {
-            let f = liu.open(&path(name), create()).unwrap();
+            let f = liu.open(&path(name), OpenOptions::CREATE).unwrap();
             let data = pattern(name.as_bytes()[0], SPAN);
             f.write_at(&data, 0).unwrap();
             model.insert(name, data);
@@ -401,7 +394,7 @@ proptest! {
                 }
                 Op::Write { file, offset, len, seed } => {
                     let name = NAMES[file];
-                    let f = liu.open(&path(name), create()).unwrap();
+                    let f = liu.open(&path(name), OpenOptions::CREATE).unwrap();
                     let bytes = pattern(seed, len);
                     f.write_at(&bytes, offset).unwrap();
                     let data = model.entry(name).or_default();
@@ -448,14 +441,14 @@ fn a_write_past_the_end_invalidates_the_segments_it_grew() {
         let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
         let liu = liu_over(&capacity, &fast);
         for name in NAMES {
-            let f = liu.open(&path(name), create()).unwrap();
+            let f = liu.open(&path(name), OpenOptions::CREATE).unwrap();
             f.write_at(&pattern(name.as_bytes()[0], SPAN), 0).unwrap();
         }
         let y = liu.open(&path("y"), OpenOptions::default()).unwrap();
         read(y.as_ref(), 0, 16385);
         read(y.as_ref(), 32768, 16384);
         liu.rename(&path("x"), &path("y")).unwrap();
-        let x = liu.open(&path("x"), create()).unwrap();
+        let x = liu.open(&path("x"), OpenOptions::CREATE).unwrap();
         x.write_at(&pattern(0, 1850), 14535).unwrap();
         let mut model = vec![0u8; 14535];
         model.extend(pattern(0, 1850));

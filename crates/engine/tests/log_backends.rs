@@ -18,12 +18,6 @@ use support::{append_all, assert_records, random_records, Planned, Rng, Written}
 
 const REGION_BYTES: u64 = 1 << 20;
 
-const CREATE: OpenOptions = OpenOptions {
-    create: true,
-    create_new: false,
-    truncate: false,
-};
-
 fn region_path() -> RelPath {
     RelPath::new("log/region-0000").unwrap()
 }
@@ -31,7 +25,7 @@ fn region_path() -> RelPath {
 /// `log/region-0000` created, its header and name synced.
 fn create_region(backend: &dyn Backend) -> (Arc<dyn BackendFile>, RegionFile) {
     backend.create_dir(&RelPath::new("log").unwrap()).unwrap();
-    let file = backend.open(&region_path(), CREATE).unwrap();
+    let file = backend.open(&region_path(), OpenOptions::CREATE).unwrap();
     let region = RegionFile::create(file.clone(), RegionId(0), REGION_BYTES, 1).unwrap();
     region.sync().unwrap();
     backend.sync_dir(&RelPath::new("log").unwrap()).unwrap();

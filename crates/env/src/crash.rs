@@ -766,16 +766,10 @@ mod tests {
         RelPath::new(path).unwrap()
     }
 
-    const CREATE: OpenOptions = OpenOptions {
-        create: true,
-        create_new: false,
-        truncate: false,
-    };
-
     #[test]
     fn sync_replays_changes_to_equal_current() {
         let backend = CrashBackend::new();
-        let file = backend.open(&p("f"), CREATE).unwrap();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
         file.write_at(b"hello world", 0).unwrap();
         file.set_len(5).unwrap();
         file.write_at(b"!", 8).unwrap();
@@ -790,7 +784,7 @@ mod tests {
     #[test]
     fn unlinked_files_are_collected_once_closed_and_unnamed() {
         let backend = CrashBackend::new();
-        let file = backend.open(&p("f"), CREATE).unwrap();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
         backend.sync_dir(&RelPath::root()).unwrap();
         backend.remove_file(&p("f")).unwrap();
         drop(file);

@@ -160,6 +160,15 @@ pub struct OpenOptions {
     pub truncate: bool,
 }
 
+impl OpenOptions {
+    /// Open, creating the file if it does not exist; keep its bytes.
+    pub const CREATE: OpenOptions = OpenOptions {
+        create: true,
+        create_new: false,
+        truncate: false,
+    };
+}
+
 /// What a path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FileKind {

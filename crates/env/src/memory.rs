@@ -531,16 +531,10 @@ mod tests {
         RelPath::new(path).unwrap()
     }
 
-    const CREATE: OpenOptions = OpenOptions {
-        create: true,
-        create_new: false,
-        truncate: false,
-    };
-
     #[test]
     fn full_backend_refuses_growth_and_keeps_bytes() {
         let backend = MemBackend::with_capacity(100);
-        let file = backend.open(&p("f"), CREATE).unwrap();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
         file.write_at(&[1; 60], 0).unwrap();
         let error = file.write_at(&[2; 50], 60).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::StorageFull);
@@ -570,7 +564,7 @@ mod tests {
     #[test]
     fn huge_offsets_are_errors_not_panics() {
         let backend = MemBackend::new();
-        let file = backend.open(&p("f"), CREATE).unwrap();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
         let error = file.write_at(&[1], u64::MAX).unwrap_err();
         assert!(error.to_string().contains("write \"f\""), "{error}");
         assert_eq!(

@@ -269,12 +269,6 @@ mod tests {
         RelPath::new(path).unwrap()
     }
 
-    const CREATE: OpenOptions = OpenOptions {
-        create: true,
-        create_new: false,
-        truncate: false,
-    };
-
     #[test]
     fn rename_refuses_moving_a_directory_into_itself_and_changes_nothing() {
         let mut tree: Tree<u32> = Tree::new();
@@ -285,7 +279,7 @@ mod tests {
         assert!(tree.dir(&p("a/b")).is_ok());
         // Replacing a non-empty directory is refused, an empty one allowed.
         tree.create_dir(&p("c")).unwrap();
-        tree.open(&p("c/f"), CREATE, || 1).unwrap();
+        tree.open(&p("c/f"), OpenOptions::CREATE, || 1).unwrap();
         assert_eq!(tree.rename(&p("a"), &p("c")).unwrap_err(), Errno::NOTEMPTY);
         tree.create_dir(&p("d")).unwrap();
         assert!(tree.rename(&p("a"), &p("d")).unwrap().is_some());

@@ -33,12 +33,6 @@ fn p(path: &str) -> RelPath {
     RelPath::new(path).unwrap()
 }
 
-const CREATE: OpenOptions = OpenOptions {
-    create: true,
-    create_new: false,
-    truncate: false,
-};
-
 /// A tempdir with a POSIX backend on `<tmp>/tier` and a directory
 /// `<tmp>/outside` next to it.
 fn posix() -> (tempfile::TempDir, PosixBackend) {
@@ -70,7 +64,7 @@ fn stat_reports_files_directories_links_and_others_as_themselves() {
     let (top, backend) = posix();
     let tier = top.path().join("tier");
     backend.create_dir(&p("d")).unwrap();
-    let file = backend.open(&p("d/f"), CREATE).unwrap();
+    let file = backend.open(&p("d/f"), OpenOptions::CREATE).unwrap();
     file.write_at(b"12345", 0).unwrap();
     symlink("/etc/passwd", tier.join("link")).unwrap();
     rustix::fs::mknodat(
@@ -176,7 +170,7 @@ fn symlinks_round_trip_and_are_never_followed() {
     let error = backend.symlink("/elsewhere", &p("link")).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::AlreadyExists);
     assert_eq!(backend.read_link(&p("link")).unwrap(), "/etc/passwd");
-    backend.open(&p("file"), CREATE).unwrap();
+    backend.open(&p("file"), OpenOptions::CREATE).unwrap();
     let error = backend.read_link(&p("file")).unwrap_err();
     assert_eq!(raw_os_error(&error), Some(EINVAL), "{error:?}");
     assert!(backend.read_link(&RelPath::root()).is_err());
@@ -200,7 +194,7 @@ fn symlinks_round_trip_and_are_never_followed() {
 fn modes_and_owners_are_set_on_the_entry_itself() {
     let (top, backend) = posix();
     let tier = top.path().join("tier");
-    backend.open(&p("f"), CREATE).unwrap();
+    backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     backend.create_dir(&p("d")).unwrap();
 
     backend.set_attr(&p("f"), &mode(0o600)).unwrap();
@@ -278,7 +272,7 @@ fn a_mode_change_on_a_link_is_refused_and_its_target_untouched() {
     fs::write(&outside, b"secret").unwrap();
     fs::set_permissions(&outside, fs::Permissions::from_mode(0o600)).unwrap();
     symlink(&outside, tier.join("out")).unwrap();
-    backend.open(&p("inside"), CREATE).unwrap();
+    backend.open(&p("inside"), OpenOptions::CREATE).unwrap();
     symlink("inside", tier.join("in")).unwrap();
 
     for (link, target, before) in [
@@ -313,7 +307,7 @@ fn a_mode_change_on_a_link_is_refused_and_its_target_untouched() {
 fn times_are_set_to_the_nanosecond_or_to_now() {
     let (top, backend) = posix();
     let tier = top.path().join("tier");
-    backend.open(&p("f"), CREATE).unwrap();
+    backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     let atime = at(1_000_000_000, 123_456_789);
     let mtime = at(1_234_567_890, 987_654_321);
     let both = SetAttr {
@@ -362,7 +356,7 @@ fn extended_attributes_round_trip_without_following_links() {
     let (top, backend) = posix();
     let tier = top.path().join("tier");
     backend.create_dir(&p("d")).unwrap();
-    backend.open(&p("d/f"), CREATE).unwrap();
+    backend.open(&p("d/f"), OpenOptions::CREATE).unwrap();
     let f = p("d/f");
 
     backend
@@ -472,7 +466,7 @@ fn the_emulated_device_forwards_attributes_to_the_inner_directory() {
         Arc::new(SystemClock::new()),
     )
     .unwrap();
-    backend.open(&p("f"), CREATE).unwrap();
+    backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     backend.set_attr(&p("f"), &mode(0o640)).unwrap();
     assert_eq!(mode_of(&tier.join("f")), 0o640);
     let stat = backend.stat(&p("f")).unwrap();
@@ -502,7 +496,7 @@ fn the_fault_backend_forwards_attributes_and_can_fail_them() {
     let (top, inner) = posix();
     let tier = top.path().join("tier");
     let backend = FaultBackend::new(Arc::new(inner));
-    backend.open(&p("f"), CREATE).unwrap();
+    backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     backend.set_attr(&p("f"), &mode(0o604)).unwrap();
     assert_eq!(mode_of(&tier.join("f")), 0o604);
     assert_eq!(backend.stat(&p("f")).unwrap().mode, 0o604);
@@ -540,7 +534,7 @@ fn the_fault_backend_forwards_attributes_and_can_fail_them() {
 fn memory_keeps_modes_and_times_and_refuses_links() {
     let backend = MemBackend::new();
     backend.create_dir(&p("d")).unwrap();
-    let file = backend.open(&p("d/f"), CREATE).unwrap();
+    let file = backend.open(&p("d/f"), OpenOptions::CREATE).unwrap();
     file.write_at(b"1234567", 0).unwrap();
 
     let stat = backend.stat(&p("d/f")).unwrap();
@@ -603,7 +597,7 @@ fn memory_keeps_modes_and_times_and_refuses_links() {
 #[test]
 fn the_crash_backend_does_not_model_attributes() {
     let backend = CrashBackend::new();
-    backend.open(&p("f"), CREATE).unwrap();
+    backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     let error = backend.stat(&p("f")).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unsupported);
     assert_eq!(raw_os_error(&error), Some(EOPNOTSUPP));

@@ -27,11 +27,6 @@ const EXISTING: OpenOptions = OpenOptions {
     create_new: false,
     truncate: false,
 };
-const CREATE: OpenOptions = OpenOptions {
-    create: true,
-    create_new: false,
-    truncate: false,
-};
 const CREATE_NEW: OpenOptions = OpenOptions {
     create: true,
     create_new: true,
@@ -53,7 +48,7 @@ fn read_all(file: &dyn BackendFile) -> Vec<u8> {
 }
 
 fn write_file(backend: &dyn Backend, path: &str, bytes: &[u8]) {
-    let file = backend.open(&p(path), CREATE).unwrap();
+    let file = backend.open(&p(path), OpenOptions::CREATE).unwrap();
     file.set_len(0).unwrap();
     file.write_at(bytes, 0).unwrap();
 }
@@ -89,17 +84,17 @@ fn conformance(backend: &dyn Backend) {
         ErrorKind::NotFound
     );
     assert_eq!(
-        kind_of(backend.open(&p("no_dir/file"), CREATE)),
+        kind_of(backend.open(&p("no_dir/file"), OpenOptions::CREATE)),
         ErrorKind::NotFound
     );
 
     // Positional writes and reads.
-    let file = backend.open(&p("a"), CREATE).unwrap();
+    let file = backend.open(&p("a"), OpenOptions::CREATE).unwrap();
     assert_eq!(file.len().unwrap(), 0);
     assert!(file.is_empty().unwrap());
     file.write_at(b"hello world", 0).unwrap();
     // Vectored writes land back to back, empty slices included.
-    let vectored = backend.open(&p("v"), CREATE).unwrap();
+    let vectored = backend.open(&p("v"), OpenOptions::CREATE).unwrap();
     vectored
         .write_vectored_at(&[b"ab", b"", b"cdef", &[0u8; 3]], 2)
         .unwrap();
@@ -209,7 +204,7 @@ fn conformance(backend: &dyn Backend) {
         "{what}: a path through a file"
     );
     assert_eq!(
-        kind_of(backend.open(&p("d"), CREATE)),
+        kind_of(backend.open(&p("d"), OpenOptions::CREATE)),
         ErrorKind::IsADirectory
     );
 
@@ -282,7 +277,7 @@ fn conformance(backend: &dyn Backend) {
     assert_eq!(kind_of(backend.metadata(&p("e2"))), ErrorKind::NotFound);
 
     // Unlink while open: the handle keeps working, the name is gone.
-    let open = backend.open(&p("u"), CREATE).unwrap();
+    let open = backend.open(&p("u"), OpenOptions::CREATE).unwrap();
     open.write_at(b"before", 0).unwrap();
     backend.remove_file(&p("u")).unwrap();
     assert_eq!(kind_of(backend.metadata(&p("u"))), ErrorKind::NotFound);
@@ -298,7 +293,7 @@ fn conformance(backend: &dyn Backend) {
     drop(open);
 
     // Concurrent writers on one handle, disjoint blocks.
-    let shared = backend.open(&p("concurrent"), CREATE).unwrap();
+    let shared = backend.open(&p("concurrent"), OpenOptions::CREATE).unwrap();
     std::thread::scope(|scope| {
         for t in 0..4u8 {
             let shared = &shared;
@@ -332,7 +327,7 @@ fn conformance(backend: &dyn Backend) {
 
     // Bad paths are errors, never panics.
     assert_eq!(
-        kind_of(backend.open(&RelPath::root(), CREATE)),
+        kind_of(backend.open(&RelPath::root(), OpenOptions::CREATE)),
         ErrorKind::IsADirectory
     );
     assert!(backend.remove_dir(&RelPath::root()).is_err());

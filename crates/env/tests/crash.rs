@@ -14,11 +14,6 @@ fn p(path: &str) -> RelPath {
     RelPath::new(path).unwrap()
 }
 
-const CREATE: OpenOptions = OpenOptions {
-    create: true,
-    create_new: false,
-    truncate: false,
-};
 const EXISTING: OpenOptions = OpenOptions {
     create: false,
     create_new: false,
@@ -39,7 +34,7 @@ fn contents(backend: &dyn Backend, path: &str) -> Option<Vec<u8>> {
 #[test]
 fn unsynced_writes_vanish_synced_ones_stay() {
     let backend = CrashBackend::new();
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
     file.write_at(b"synced", 0).unwrap();
     file.sync_data().unwrap();
@@ -59,7 +54,7 @@ fn unsynced_writes_vanish_synced_ones_stay() {
 #[test]
 fn unsynced_length_changes_revert() {
     let backend = CrashBackend::new();
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
     file.write_at(b"0123456789", 0).unwrap();
     file.sync_data().unwrap();
@@ -74,14 +69,14 @@ fn names_need_a_directory_sync() {
     backend.create_dir(&p("d")).unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
     // Names made durable by syncing d (and d/sub for x).
-    let empty = backend.open(&p("d/empty"), CREATE).unwrap();
+    let empty = backend.open(&p("d/empty"), OpenOptions::CREATE).unwrap();
     backend.create_dir(&p("d/sub")).unwrap();
-    backend.open(&p("d/sub/x"), CREATE).unwrap();
+    backend.open(&p("d/sub/x"), OpenOptions::CREATE).unwrap();
     backend.sync_dir(&p("d/sub")).unwrap();
     backend.sync_dir(&p("d")).unwrap();
     // Data synced, name not (syncing another directory does not help): the
     // file vanishes.
-    let lost = backend.open(&p("d/lost"), CREATE).unwrap();
+    let lost = backend.open(&p("d/lost"), OpenOptions::CREATE).unwrap();
     lost.write_at(b"data", 0).unwrap();
     lost.sync_data().unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
@@ -102,13 +97,13 @@ fn names_need_a_directory_sync() {
 #[test]
 fn unsynced_create_remove_rename_and_mkdir_revert() {
     let backend = CrashBackend::new();
-    let keep = backend.open(&p("keep"), CREATE).unwrap();
+    let keep = backend.open(&p("keep"), OpenOptions::CREATE).unwrap();
     keep.write_at(b"kept", 0).unwrap();
     keep.sync_data().unwrap();
     backend.create_dir(&p("dir")).unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
     backend.remove_file(&p("keep")).unwrap();
-    backend.open(&p("new"), CREATE).unwrap();
+    backend.open(&p("new"), OpenOptions::CREATE).unwrap();
     backend.create_dir(&p("newdir")).unwrap();
     backend.rename(&p("dir"), &p("dir2")).unwrap();
     backend.crash();
@@ -127,7 +122,7 @@ fn unsynced_create_remove_rename_and_mkdir_revert() {
 fn a_synced_directory_rename_keeps_the_directory_contents() {
     let backend = CrashBackend::new();
     backend.create_dir(&p("a")).unwrap();
-    let file = backend.open(&p("a/f"), CREATE).unwrap();
+    let file = backend.open(&p("a/f"), OpenOptions::CREATE).unwrap();
     file.write_at(b"x", 0).unwrap();
     file.sync_data().unwrap();
     backend.sync_dir(&p("a")).unwrap();
@@ -142,7 +137,7 @@ fn a_synced_directory_rename_keeps_the_directory_contents() {
 #[test]
 fn unlinked_open_file_keeps_its_data_until_the_crash() {
     let backend = CrashBackend::new();
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
     file.write_at(b"abc", 0).unwrap();
     file.sync_data().unwrap();
@@ -157,7 +152,7 @@ fn unlinked_open_file_keeps_its_data_until_the_crash() {
 
 /// The workload of the sync-point tests; returns the first error.
 fn workload(backend: &CrashBackend) -> std::io::Result<()> {
-    let file = backend.open(&p("f"), CREATE)?;
+    let file = backend.open(&p("f"), OpenOptions::CREATE)?;
     file.write_at(b"one", 0)?;
     backend.sync_dir(&RelPath::root())?; // 1: name "f"
     file.sync_data()?; // 2: "one"
@@ -201,7 +196,7 @@ fn crash_at_every_sync_point() {
             assert_eq!(backend.sync_points(), n, "the crash stops at point {n}");
             assert_eq!(backend.crashed_at(), Some(n));
             // Down until restarted: nothing can change the crashed state.
-            let down = backend.open(&p("other"), CREATE).unwrap_err();
+            let down = backend.open(&p("other"), OpenOptions::CREATE).unwrap_err();
             assert!(down.to_string().contains("restart"), "{down}");
             backend.restart();
             let synced = if after { n } else { n - 1 };
@@ -222,7 +217,7 @@ fn crash_at_every_sync_point() {
 #[test]
 fn stale_handles_fail_after_an_armed_crash_and_restart() {
     let backend = CrashBackend::new();
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     backend.crash_at(1);
     assert!(file.sync_data().is_err());
     backend.restart();
@@ -231,7 +226,7 @@ fn stale_handles_fail_after_an_armed_crash_and_restart() {
     // The backend works again; no file, as its name was never synced.
     assert_eq!(contents(&backend, "f"), None);
     backend
-        .open(&p("f"), CREATE)
+        .open(&p("f"), OpenOptions::CREATE)
         .unwrap()
         .write_at(b"y", 0)
         .unwrap();
@@ -246,7 +241,7 @@ fn stale_handles_fail_after_an_armed_crash_and_restart() {
 /// torn writes on; returns what survived.
 fn torn_run(seed: u64) -> Vec<u8> {
     let backend = CrashBackend::new();
-    let file = backend.open(&p("log"), CREATE).unwrap();
+    let file = backend.open(&p("log"), OpenOptions::CREATE).unwrap();
     file.write_at(b"HEADER", 0).unwrap();
     file.sync_data().unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
@@ -287,7 +282,7 @@ fn torn_writes_keep_a_prefix_of_the_unsynced_tail() {
 
     // Off by default: the unsynced tail is gone entirely.
     let backend = CrashBackend::new();
-    let file = backend.open(&p("log"), CREATE).unwrap();
+    let file = backend.open(&p("log"), OpenOptions::CREATE).unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
     file.write_at(&[1; 100], 0).unwrap();
     backend.crash();
@@ -297,7 +292,7 @@ fn torn_writes_keep_a_prefix_of_the_unsynced_tail() {
 #[test]
 fn torn_writes_tear_in_place_writes_of_preallocated_files() {
     let backend = CrashBackend::new();
-    let file: Arc<dyn BackendFile> = backend.open(&p("region"), CREATE).unwrap();
+    let file: Arc<dyn BackendFile> = backend.open(&p("region"), OpenOptions::CREATE).unwrap();
     file.set_len(1000).unwrap();
     file.sync_data().unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();
@@ -315,7 +310,7 @@ fn torn_writes_tear_in_place_writes_of_preallocated_files() {
 #[test]
 fn full_crash_backend_refuses_growth() {
     let backend = CrashBackend::with_capacity(10);
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     file.write_at(&[1; 10], 0).unwrap();
     let error = file.write_at(&[1], 10).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::StorageFull);
@@ -344,7 +339,7 @@ proptest! {
     #[test]
     fn a_crash_leaves_the_last_synced_bytes(ops in prop::collection::vec(op(), 1..30)) {
         let backend = CrashBackend::new();
-        let file = backend.open(&p("f"), CREATE).unwrap();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
         backend.sync_dir(&RelPath::root()).unwrap();
         let mut current: Vec<u8> = Vec::new();
         let mut synced: Vec<u8> = Vec::new();

@@ -17,12 +17,6 @@ fn p(path: &str) -> RelPath {
     RelPath::new(path).unwrap()
 }
 
-const CREATE: OpenOptions = OpenOptions {
-    create: true,
-    create_new: false,
-    truncate: false,
-};
-
 fn clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock::new())
 }
@@ -43,7 +37,7 @@ fn random_reads_on_a_default_disk_take_seek_plus_rotation() {
     let backend = EmulatedBackend::hdd(Arc::new(MemBackend::new()), config, clock(), 1).unwrap();
     // One file at disk address 0, read at random offsets over the whole
     // disk (past its end, so the memory backend allocates nothing).
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     let requests = 64u32;
     let mut rng = 42;
     let mut buf = vec![0u8; 4096];
@@ -82,7 +76,7 @@ fn a_sequential_16_mib_write_streams_at_the_media_rate() {
         2,
     )
     .unwrap();
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     let chunk = vec![0x5Au8; 256 * 1024];
     let start = Instant::now();
     for i in 0..64u64 {
@@ -119,7 +113,11 @@ fn concurrent_callers_share_a_shallow_queue() {
         .unwrap()
         .with_file_reservation(1 << 20);
     let files: Vec<_> = (0..8)
-        .map(|i| backend.open(&p(&format!("f{i}")), CREATE).unwrap())
+        .map(|i| {
+            backend
+                .open(&p(&format!("f{i}")), OpenOptions::CREATE)
+                .unwrap()
+        })
         .collect();
     assert_eq!(backend.file_base_address(&p("f3")), Some(3 << 20));
     std::thread::scope(|scope| {
@@ -154,7 +152,7 @@ fn dropping_the_backend_stops_the_device_and_open_files_bypass_it() {
         4,
     )
     .unwrap();
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     file.write_at(b"x", 0).unwrap();
     drop(backend);
     // 100 reads 1 GiB apart would take about a second on the model.
@@ -176,7 +174,7 @@ fn ssd_requests_queue_behind_each_other() {
         channels: 1,
     };
     let backend = EmulatedBackend::ssd(Arc::new(MemBackend::new()), config, clock()).unwrap();
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     let chunk = vec![1u8; 1_000_000];
     let start = Instant::now();
     std::thread::scope(|scope| {
@@ -235,7 +233,7 @@ fn syncs_cost_the_sync_latency() {
     let backend = EmulatedBackend::ssd(Arc::new(MemBackend::new()), SsdConfig::default(), clock())
         .unwrap()
         .with_sync_latency(Duration::from_millis(5));
-    let file = backend.open(&p("f"), CREATE).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
     let start = Instant::now();
     file.sync_data().unwrap();
     backend.sync_dir(&RelPath::root()).unwrap();

@@ -15,12 +15,6 @@ fn p(path: &str) -> RelPath {
     RelPath::new(path).unwrap()
 }
 
-const CREATE: OpenOptions = OpenOptions {
-    create: true,
-    create_new: false,
-    truncate: false,
-};
-
 fn backend() -> FaultBackend {
     let inner = MemBackend::new();
     inner.create_dir(&p("log")).unwrap();
@@ -32,8 +26,10 @@ fn backend() -> FaultBackend {
 fn a_counted_rule_fires_exactly_that_often_then_passes_through() {
     let backend = backend();
     // Opened before the rule: rules apply at call time.
-    let log = backend.open(&p("log/region-0"), CREATE).unwrap();
-    let data = backend.open(&p("data/file"), CREATE).unwrap();
+    let log = backend
+        .open(&p("log/region-0"), OpenOptions::CREATE)
+        .unwrap();
+    let data = backend.open(&p("data/file"), OpenOptions::CREATE).unwrap();
     backend.inject(FaultRule {
         op: FaultOp::Write,
         path_prefix: Some("log/".to_string()),
@@ -64,7 +60,7 @@ fn a_counted_rule_fires_exactly_that_often_then_passes_through() {
 fn forever_rules_and_op_classes() {
     let backend = backend();
     backend.inject(FaultRule::new(FaultOp::Sync, ENOSPC));
-    let file = backend.open(&p("data/f"), CREATE).unwrap();
+    let file = backend.open(&p("data/f"), OpenOptions::CREATE).unwrap();
     for _ in 0..3 {
         let error = file.sync_data().unwrap_err();
         assert_eq!(error.kind(), ErrorKind::StorageFull);
@@ -103,7 +99,7 @@ fn forever_rules_and_op_classes() {
         (FaultOp::ReadDir, 5),
         (FaultOp::Any, 1),
     ] {
-        let file = backend.open(&p("data/g"), CREATE).unwrap();
+        let file = backend.open(&p("data/g"), OpenOptions::CREATE).unwrap();
         backend.inject(FaultRule {
             op,
             path_prefix: None,
@@ -111,7 +107,7 @@ fn forever_rules_and_op_classes() {
             remaining: Some(1),
         });
         let result = match call {
-            0 => backend.open(&p("data/g"), CREATE).map(|_| ()),
+            0 => backend.open(&p("data/g"), OpenOptions::CREATE).map(|_| ()),
             1 => file.read_at(&mut [0u8; 1], 0).map(|_| ()),
             2 => file.set_len(0),
             3 => backend.metadata(&p("data/g")).map(|_| ()),

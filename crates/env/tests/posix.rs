@@ -12,11 +12,6 @@ fn p(path: &str) -> RelPath {
     RelPath::new(path).unwrap()
 }
 
-const CREATE: OpenOptions = OpenOptions {
-    create: true,
-    create_new: false,
-    truncate: false,
-};
 const EXISTING: OpenOptions = OpenOptions {
     create: false,
     create_new: false,
@@ -40,9 +35,11 @@ fn symlinks_out_of_the_root_are_refused() {
     let error = backend.open(&p("link/secret"), EXISTING).unwrap_err();
     assert!(error.to_string().contains("symbolic link"), "{error}");
     assert!(error.to_string().contains("link/secret"), "{error}");
-    assert!(backend.open(&p("link/new"), CREATE).is_err());
+    assert!(backend.open(&p("link/new"), OpenOptions::CREATE).is_err());
     assert!(!outside.join("new").exists(), "created outside the root");
-    assert!(backend.open(&p("tmp/sluice-escape"), CREATE).is_err());
+    assert!(backend
+        .open(&p("tmp/sluice-escape"), OpenOptions::CREATE)
+        .is_err());
     assert!(backend.create_dir(&p("link/dir")).is_err());
     assert!(!outside.join("dir").exists());
     assert!(backend.read_dir(&p("link")).is_err());
@@ -53,13 +50,13 @@ fn symlinks_out_of_the_root_are_refused() {
     assert!(backend.sync_dir(&p("link")).is_err());
 
     // A link to a file.
-    let error = backend.open(&p("flink"), CREATE).unwrap_err();
+    let error = backend.open(&p("flink"), OpenOptions::CREATE).unwrap_err();
     assert_eq!(raw_os_error(&error), Some(40), "ELOOP: {error:?}");
     assert!(backend.metadata(&p("flink")).is_err());
     assert_eq!(fs::read(outside.join("secret")).unwrap(), b"secret");
 
     // Links are not listed.
-    backend.open(&p("real"), CREATE).unwrap();
+    backend.open(&p("real"), OpenOptions::CREATE).unwrap();
     assert_eq!(
         backend.read_dir(&RelPath::root()).unwrap(),
         vec![DirEntry {
@@ -89,7 +86,7 @@ fn data_lands_in_real_files_and_space_is_reported() {
     let top = tempfile::tempdir().unwrap();
     let backend = PosixBackend::new(top.path().to_path_buf()).unwrap();
     backend.create_dir(&p("d")).unwrap();
-    let file = backend.open(&p("d/f"), CREATE).unwrap();
+    let file = backend.open(&p("d/f"), OpenOptions::CREATE).unwrap();
     file.write_at(b"bytes", 3).unwrap();
     file.sync_data().unwrap();
     backend.sync_dir(&p("d")).unwrap();

@@ -26,22 +26,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 ARGS=("$@")
-BUILD=1
-WRITE_DOC=1
-for a in "$@"; do
-    case "$a" in
-        --no-build) BUILD=0 ;;
-        --no-doc) WRITE_DOC=0 ;;
-        -h | --help)
-            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-            exit 0
-            ;;
-        *)
-            echo "bench-liu.sh: unknown argument '$a' (try --help)" >&2
-            exit 2
-            ;;
-    esac
-done
+# shellcheck source=bench-args.sh
+source "$ROOT/scripts/bench-args.sh"
 BYTES=${BYTES:-128M}
 INTERFERER_BYTES=${INTERFERER_BYTES:-512M}
 BUFFER=${BUFFER:-64MiB}
@@ -51,10 +37,6 @@ DOC=${DOC:-docs/results/liu-mount.md}
 SLUICE=$ROOT/target/release/sluice
 READERS=$ROOT/target/release/sluice-readers
 
-die() {
-    echo "bench-liu.sh: $*" >&2
-    exit 1
-}
 for tool in fusermount3 mountpoint python3; do
     command -v "$tool" >/dev/null 2>&1 || die "missing: $tool (apt-get install fuse3 python3)"
 done
@@ -62,7 +44,7 @@ done
 if [ "$BUILD" = 1 ]; then
     cargo build --release -q -p sluice-cli
 fi
-[ -x "$SLUICE" ] && [ -x "$READERS" ] || die "build first (cargo build --release -p sluice-cli)"
+{ [ -x "$SLUICE" ] && [ -x "$READERS" ]; } || die "build first (cargo build --release -p sluice-cli)"
 
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/results"

@@ -30,22 +30,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 ARGS=("$@")
 
-BUILD=1
-WRITE_DOC=1
-for a in "$@"; do
-    case "$a" in
-        --no-build) BUILD=0 ;;
-        --no-doc) WRITE_DOC=0 ;;
-        -h | --help)
-            sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-            exit 0
-            ;;
-        *)
-            echo "bench-mount.sh: unknown argument '$a' (try --help)" >&2
-            exit 2
-            ;;
-    esac
-done
+# shellcheck source=bench-args.sh
+source "$ROOT/scripts/bench-args.sh"
 
 SIZE=${SIZE:-256M}
 RUNS=${RUNS:-5}
@@ -57,10 +43,6 @@ MERGERFS_OPTS=cache.files=off,func.getattr=newest,category.create=ff
 ROWS=(seq-1M-1job seq-1M-4jobs rand-256K-1job rand-256K-4jobs)
 FIO_COMMON="--size=$SIZE --ioengine=psync --direct=0 --end_fsync=1 --fallocate=none --group_reporting --output-format=json"
 
-die() {
-    echo "bench-mount.sh: $*" >&2
-    exit 1
-}
 
 # --- what is needed -------------------------------------------------------
 missing=()

@@ -19,7 +19,7 @@
 # under test); mount.threads = 32.
 #
 # Usage: scripts/bench-liu.sh [--no-build] [--no-doc] [-h]
-# Environment (defaults): BYTES=128M INTERFERER_BYTES=512M BUFFER=64MiB
+# Environment (defaults): BYTES=128MiB INTERFERER_BYTES=512MiB BUFFER=64MiB
 #   PASSES=2 BENCH_DIR=/tmp/sluice-bench-liu DOC=docs/results/liu-mount.md
 set -euo pipefail
 
@@ -28,8 +28,8 @@ ROOT=$PWD
 ARGS=("$@")
 # shellcheck source=bench-args.sh
 source "$ROOT/scripts/bench-args.sh"
-BYTES=${BYTES:-128M}
-INTERFERER_BYTES=${INTERFERER_BYTES:-512M}
+BYTES=${BYTES:-128MiB}
+INTERFERER_BYTES=${INTERFERER_BYTES:-512MiB}
 BUFFER=${BUFFER:-64MiB}
 PASSES=${PASSES:-2}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-liu}

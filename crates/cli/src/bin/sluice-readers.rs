@@ -23,6 +23,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
+use sluice_config::ByteSize;
 
 /// Run one case of the LiU read benchmarks in DIR and print JSON.
 #[derive(Parser, Debug)]
@@ -34,8 +35,8 @@ struct Args {
     #[arg(long, value_enum, default_value = "none")]
     interferer: Interferer,
     /// Bytes of each file (rounded down to a multiple of processes ×
-    /// request), with a unit: 256M, 1G.
-    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    /// request), with a unit: 256MiB, 1GiB.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     bytes: u64,
     /// Bytes of the interferer's file (default: --bytes). A file much larger
     /// than a cache keeps the looping interferer from being served by it.
@@ -50,7 +51,7 @@ struct Args {
     #[arg(long, default_value_t = 14)]
     processes: u32,
     /// Bytes per request.
-    #[arg(long, default_value = "64K", value_parser = parse_size)]
+    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
     request: u64,
     /// Read passes of the target after the write (the last is the
     /// measured one; earlier ones let a cache learn).
@@ -75,21 +76,13 @@ enum Pattern {
     IorMpiIo,
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
-    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?}: a size such as 64K, 256M, 1G"))?;
-    let shift = match unit {
-        "" => 0,
-        "K" | "k" | "KiB" => 10,
-        "M" | "MiB" => 20,
-        "G" | "GiB" => 30,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (K, M, G)")),
-    };
-    n.checked_mul(1 << shift)
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{s:?}: must be above 0 and below 2^64"))
+/// A size in the config's units (`64KiB`, `256MiB`, `1GiB`; docs/config.md),
+/// above 0.
+fn parse_size(text: &str) -> Result<u64, String> {
+    match text.parse::<ByteSize>()? {
+        ByteSize(0) => Err(format!("{text:?}: must be above 0")),
+        ByteSize(n) => Ok(n),
+    }
 }
 
 /// The offsets rank `rank` reads, in order, and whether ranks meet at a
@@ -393,8 +386,8 @@ mod tests {
 
     #[test]
     fn sizes_parse_with_units() {
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("3G"), Ok(3 << 30));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("3GiB"), Ok(3 << 30));
         assert!(parse_size("0").is_err());
         assert!(parse_size("12 parsecs").is_err());
     }

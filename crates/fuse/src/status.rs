@@ -70,7 +70,7 @@ pub mod names {
     pub const LIU_LOADS: &str = "sluice_liu_loads_total";
     /// LiU: reads not through the buffer, `from="head|capacity"`.
     pub const LIU_DIRECT_READS: &str = "sluice_liu_direct_reads_total";
-    /// LiU: heads lifted / de-lifted.
+    /// LiU: heads lifted.
     pub const LIU_LIFTS: &str = "sluice_liu_lifts_total";
     /// LiU: heads de-lifted.
     pub const LIU_DELIFTS: &str = "sluice_liu_delifts_total";

@@ -15,8 +15,9 @@ as_root() {
 # linker, pkg-config, the font the simulator's plots are drawn with, fuse3
 # for the mount (fusermount3), and for the end-to-end tests and the mount
 # benchmark: fio, mergerfs (the peer), attr (setfattr/getfattr) and
-# util-linux (setpriv, fallocate). (redis-server, glusterfs arrive with the
-# issues that use them.)
+# util-linux (setpriv, fallocate); redis-server for the Redis catalogue
+# tests (scripts/redis.sh starts it on 127.0.0.1). (glusterfs arrives with
+# the issue that uses it.)
 want=()
 command -v cc >/dev/null || want+=(build-essential)
 command -v pkg-config >/dev/null || want+=(pkg-config)
@@ -27,6 +28,7 @@ command -v mergerfs >/dev/null || want+=(mergerfs)
 command -v setfattr >/dev/null || want+=(attr)
 command -v setpriv >/dev/null || want+=(util-linux)
 command -v python3 >/dev/null || want+=(python3)
+command -v redis-server >/dev/null || want+=(redis-server)
 if [ "${#want[@]}" -gt 0 ]; then
   say "installing Debian packages: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive

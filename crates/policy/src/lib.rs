@@ -13,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod bbos;
 pub mod detector;
 pub mod extent_index;
 pub mod flush_gate;

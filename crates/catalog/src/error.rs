@@ -1,0 +1,111 @@
+//! The catalogue's one error type.
+//!
+//! Every message says what failed and where: the spec string, the redb file,
+//! the Redis URL, or the store and key of a corrupt value. Lower-level errors
+//! are part of the message (and kept as text or `io::Error`, so no storage
+//! crate's types leak into the public API).
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a catalogue operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// A metadata store spec (`redb:PATH`, a path, or a `redis://` URL) could
+    /// not be parsed.
+    #[error("bad catalogue spec {spec:?}: {reason}")]
+    Spec {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong with it and what is expected.
+        reason: String,
+    },
+    /// A record handed to the catalogue is invalid.
+    #[error("invalid {what}: field `{field}` {reason}")]
+    Invalid {
+        /// Which kind of record ("job", "checkpoint record").
+        what: &'static str,
+        /// The offending field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The redb file could not be opened or created.
+    #[error("cannot open redb catalogue {path}: {reason}")]
+    RedbOpen {
+        /// The file.
+        path: PathBuf,
+        /// redb's error.
+        reason: String,
+    },
+    /// A redb transaction, table or storage operation failed.
+    #[error("redb catalogue {path}: {reason}")]
+    Redb {
+        /// The file.
+        path: PathBuf,
+        /// redb's error.
+        reason: String,
+    },
+    /// No connection to the Redis server could be made.
+    #[error("cannot reach Redis at {url}: {error}")]
+    RedisConnect {
+        /// The server's URL.
+        url: String,
+        /// The resolver's or socket's error.
+        error: io::Error,
+    },
+    /// The connection failed during a command (and, if the connection had
+    /// dropped, once more after reconnecting).
+    #[error("Redis at {url}: {command} failed: {error}")]
+    RedisIo {
+        /// The server's URL.
+        url: String,
+        /// The command (its name only, never its arguments).
+        command: &'static str,
+        /// The socket's error (a timeout shows as `WouldBlock`/`TimedOut`).
+        error: io::Error,
+    },
+    /// The server answered a command with an error reply.
+    #[error("Redis at {url} refused {command}: {message}")]
+    RedisReply {
+        /// The server's URL.
+        url: String,
+        /// The command (its name only).
+        command: &'static str,
+        /// The server's error reply.
+        message: String,
+    },
+    /// The server's reply did not follow RESP2 or was not what the command
+    /// returns.
+    #[error("Redis at {url}: unexpected reply to {command}: {reason}")]
+    RedisProtocol {
+        /// The server's URL.
+        url: String,
+        /// The command (its name only).
+        command: &'static str,
+        /// What was wrong with the reply.
+        reason: String,
+    },
+    /// A rename kept racing with concurrent writers of the same record.
+    #[error("Redis at {url}: rename of {from:?} kept conflicting with concurrent writes ({attempts} attempts)")]
+    RenameContended {
+        /// The server's URL.
+        url: String,
+        /// The record being renamed.
+        from: String,
+        /// How many compare-and-swap attempts were made.
+        attempts: u32,
+    },
+    /// A stored value could not be decoded or is inconsistent.
+    #[error("corrupt value in {store} at key {key:?}: {reason}")]
+    Corrupt {
+        /// The store and table or hash (e.g. `redb /x/catalog.redb table
+        /// ckpts`, `redis redis://127.0.0.1:6390 hash sluice:ckpts`).
+        store: String,
+        /// The key within it.
+        key: String,
+        /// What is wrong with the value.
+        reason: String,
+    },
+}

@@ -1,0 +1,89 @@
+//! The BBOS checkpoint catalogue: what the burst buffer knows about
+//! checkpointing jobs, their checkpoint files, version counters and the bytes
+//! written per planner period — behind one trait, [`Catalog`], with two
+//! stores:
+//! * [`RedbCatalog`] — an embedded redb file (the default);
+//! * [`RedisCatalog`] — a Redis server, shared by several sluice instances
+//!   under different key prefixes.
+//!
+//! [`open`] picks the store from a [`MetaSpec`] (`redb:PATH`, a path, or
+//! `redis://HOST:PORT[/DB][?prefix=NAME]`). Design, key layouts and how to
+//! run the tests against Redis: `docs/catalog.md`.
+//!
+//! Invariants every store keeps (one test suite, `tests/suite.rs`, checks
+//! both):
+//! * every write is durable when the call returns `Ok`;
+//! * listings are sorted by key (job id, checkpoint path, period index);
+//! * `next_version` is atomic across threads and processes and never
+//!   returns a value twice for a job, also across restarts;
+//! * `rename_ckpt` moves a record atomically: no reader sees it at both or
+//!   neither path;
+//! * a stored value that cannot be decoded is an error naming the store and
+//!   key, never a panic and never silently skipped.
+
+mod error;
+mod model;
+mod redb_store;
+mod redis_store;
+mod resp;
+mod spec;
+
+pub use error::CatalogError;
+pub use model::{CkptRecord, Failure, JobSpec, Location, PeriodStats};
+pub use redb_store::RedbCatalog;
+pub use redis_store::{
+    RedisCatalog, CONNECT_TIMEOUT, IDLE_CONNECTIONS_MAX, IO_TIMEOUT, RENAME_ATTEMPTS_MAX,
+};
+pub use spec::{MetaSpec, RedisSpec, DEFAULT_PREFIX, DEFAULT_REDIS_PORT, PREFIX_LEN_MAX};
+
+/// A store of checkpoint metadata. Implementations are shared between
+/// threads; every method is one atomic, durable operation.
+pub trait Catalog: Send + Sync {
+    /// Inserts `job`, or replaces the job with the same id. Fails with
+    /// [`CatalogError::Invalid`] if [`JobSpec::check`] does.
+    fn put_job(&self, job: &JobSpec) -> Result<(), CatalogError>;
+    /// Removes the job `id`; `false` if there was none. Its version counter
+    /// stays, so a re-added job never reuses a version.
+    fn remove_job(&self, id: &str) -> Result<bool, CatalogError>;
+    /// The job `id`, if there is one.
+    fn job(&self, id: &str) -> Result<Option<JobSpec>, CatalogError>;
+    /// All jobs, sorted by id.
+    fn jobs(&self) -> Result<Vec<JobSpec>, CatalogError>;
+    /// The next checkpoint version of `job`: 1 the first time, then
+    /// increasing; atomic across threads, never repeated, kept across
+    /// restarts. (Redis: a reconnect may skip one, see `docs/catalog.md`.)
+    fn next_version(&self, job: &str) -> Result<u64, CatalogError>;
+    /// Inserts `rec`, or replaces the record with the same path. Fails with
+    /// [`CatalogError::Invalid`] if [`CkptRecord::check`] does.
+    fn put_ckpt(&self, rec: &CkptRecord) -> Result<(), CatalogError>;
+    /// The record of checkpoint `path`, if there is one.
+    fn ckpt(&self, path: &str) -> Result<Option<CkptRecord>, CatalogError>;
+    /// Removes the record of `path`; `false` if there was none.
+    fn remove_ckpt(&self, path: &str) -> Result<bool, CatalogError>;
+    /// Atomically moves the record at `from` to `to` (updating its `path`),
+    /// replacing any record at `to`; `false`, changing nothing, if there is
+    /// no record at `from`.
+    fn rename_ckpt(&self, from: &str, to: &str) -> Result<bool, CatalogError>;
+    /// All checkpoint records, sorted by path.
+    fn ckpts(&self) -> Result<Vec<CkptRecord>, CatalogError>;
+    /// Inserts the statistics of period `p.index`, or replaces them.
+    fn put_period(&self, p: &PeriodStats) -> Result<(), CatalogError>;
+    /// The `last` periods with the highest indexes, in ascending order.
+    fn periods(&self, last: usize) -> Result<Vec<PeriodStats>, CatalogError>;
+    /// Removes all periods but the `keep` with the highest indexes.
+    fn trim_periods(&self, keep: usize) -> Result<(), CatalogError>;
+    /// The store and its location, for logs and status:
+    /// `redb /path/catalog.redb` or
+    /// `redis redis://127.0.0.1:6390 prefix sluice`.
+    fn describe(&self) -> String;
+}
+
+/// Opens the catalogue `spec` names: a redb file (created if missing) or a
+/// connection to a Redis server (which must answer within
+/// [`CONNECT_TIMEOUT`]).
+pub fn open(spec: &MetaSpec) -> Result<Box<dyn Catalog>, CatalogError> {
+    Ok(match spec {
+        MetaSpec::Redb { path } => Box::new(RedbCatalog::open(path)?),
+        MetaSpec::Redis(redis) => Box::new(RedisCatalog::open(redis)?),
+    })
+}

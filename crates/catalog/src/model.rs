@@ -1,0 +1,264 @@
+//! The catalogue's records: jobs, checkpoints and per-period write totals.
+//!
+//! Every type is serde-serialisable and stored as JSON (one value per key;
+//! `docs/catalog.md` has the key layout). Enums use snake_case names
+//! (`{"nodes":64}`, `"cached"`), so the stored form is readable with
+//! `redis-cli` and stable across Rust renames. Unknown fields are ignored
+//! when reading, so a newer sluice can add a field without breaking an
+//! older reader.
+//!
+//! INVARIANT: every record stored by a [`crate::Catalog`] passed its
+//! `check()`; a stored value that does not is reported as corrupt.
+
+use serde::{Deserialize, Serialize};
+
+use crate::CatalogError;
+
+/// One checkpointing job the BBOS planner schedules.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Unique name of the job (the catalogue's key for it); not empty.
+    pub id: String,
+    /// Checkpoint period in seconds; at least 1.
+    pub period_s: u64,
+    /// Size of one checkpoint in bytes.
+    pub ckpt_bytes: u64,
+    /// How the job's failure rate is given.
+    pub failure: Failure,
+    /// How many checkpoint versions to keep; at least 1.
+    pub versions: u32,
+    /// Glob (relative to the mount) matching the job's checkpoint files; not
+    /// empty.
+    pub glob: String,
+}
+
+/// How a job's failure rate is given to the planner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// The job runs on this many nodes; the planner derives the job's mean
+    /// time between failures from a per-node rate. At least 1.
+    Nodes(u32),
+    /// The job's mean time between failures, in seconds. At least 1.
+    MtbfSecs(u64),
+}
+
+/// Metadata of one checkpoint file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CkptRecord {
+    /// Path of the checkpoint file (the catalogue's key for it); not empty.
+    pub path: String,
+    /// Id of the job that wrote it; not empty.
+    pub job: String,
+    /// Version number from [`crate::Catalog::next_version`].
+    pub version: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Which tiers hold it.
+    pub location: Location,
+    /// Id of the staged copy on the fast tier, while there is one.
+    pub staged_id: Option<u64>,
+    /// When it was created, in nanoseconds since the Unix epoch.
+    pub created_unix_ns: u64,
+}
+
+/// Which tiers hold a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Location {
+    /// On the fast tier only: written, not yet demoted.
+    Staged,
+    /// On both tiers: demoted, the fast copy kept as a restart cache.
+    Cached,
+    /// On the capacity tier only.
+    Capacity,
+}
+
+/// Bytes written in one planner period.
+///
+/// For a closed period this is the paper's DWPP (data written in the
+/// previous period); for the current one it is DWSF (data written so far).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeriodStats {
+    /// Index of the planner period (the catalogue's key for it).
+    pub index: u64,
+    /// Bytes written in that period.
+    pub written_bytes: u64,
+}
+
+fn invalid(what: &'static str, field: &'static str, reason: &str) -> CatalogError {
+    CatalogError::Invalid {
+        what,
+        field,
+        reason: reason.to_owned(),
+    }
+}
+
+impl JobSpec {
+    /// Checks the fields a catalogue relies on: a non-empty `id` and `glob`,
+    /// `period_s` and `versions` at least 1, and a non-zero failure rate.
+    pub fn check(&self) -> Result<(), CatalogError> {
+        const WHAT: &str = "job";
+        if self.id.is_empty() {
+            return Err(invalid(WHAT, "id", "must not be empty"));
+        }
+        if self.period_s == 0 {
+            return Err(invalid(WHAT, "period_s", "must be at least 1 second"));
+        }
+        if self.versions == 0 {
+            return Err(invalid(WHAT, "versions", "must be at least 1"));
+        }
+        if self.glob.is_empty() {
+            return Err(invalid(WHAT, "glob", "must not be empty"));
+        }
+        match self.failure {
+            Failure::Nodes(0) => Err(invalid(WHAT, "failure", "nodes must be at least 1")),
+            Failure::MtbfSecs(0) => Err(invalid(WHAT, "failure", "mtbf_secs must be at least 1")),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl CkptRecord {
+    /// Checks the fields a catalogue relies on: a non-empty `path` and `job`.
+    pub fn check(&self) -> Result<(), CatalogError> {
+        const WHAT: &str = "checkpoint record";
+        if self.path.is_empty() {
+            return Err(invalid(WHAT, "path", "must not be empty"));
+        }
+        if self.job.is_empty() {
+            return Err(invalid(WHAT, "job", "must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+/// Encodes a record as the JSON stored for it.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // INVARIANT: these types have only string, integer and enum fields and
+    // derive Serialize, so serialisation to a Vec cannot fail.
+    serde_json::to_vec(value).expect("catalogue records always serialise")
+}
+
+/// Decodes a stored JSON value, reporting any failure as corruption of
+/// `key` in `store`.
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(
+    store: &str,
+    key: &str,
+    bytes: &[u8],
+) -> Result<T, CatalogError> {
+    serde_json::from_slice(bytes).map_err(|e| CatalogError::Corrupt {
+        store: store.to_owned(),
+        key: key.to_owned(),
+        reason: format!("not a valid stored value ({e})"),
+    })
+}
+
+/// Decodes a stored job and checks it is valid and stored under its own id.
+pub(crate) fn decode_job(store: &str, key: &str, bytes: &[u8]) -> Result<JobSpec, CatalogError> {
+    let job: JobSpec = decode(store, key, bytes)?;
+    let corrupt = |reason: String| CatalogError::Corrupt {
+        store: store.to_owned(),
+        key: key.to_owned(),
+        reason,
+    };
+    job.check().map_err(|e| corrupt(e.to_string()))?;
+    if job.id != key {
+        return Err(corrupt(format!("stored under another id ({:?})", job.id)));
+    }
+    Ok(job)
+}
+
+/// Decodes a stored checkpoint record and checks it is valid and stored
+/// under its own path.
+pub(crate) fn decode_ckpt(
+    store: &str,
+    key: &str,
+    bytes: &[u8],
+) -> Result<CkptRecord, CatalogError> {
+    let rec: CkptRecord = decode(store, key, bytes)?;
+    let corrupt = |reason: String| CatalogError::Corrupt {
+        store: store.to_owned(),
+        key: key.to_owned(),
+        reason,
+    };
+    rec.check().map_err(|e| corrupt(e.to_string()))?;
+    if rec.path != key {
+        return Err(corrupt(format!(
+            "stored under another path ({:?})",
+            rec.path
+        )));
+    }
+    Ok(rec)
+}
+
+/// Decodes a stored period and checks it is stored under its own index.
+pub(crate) fn decode_period(
+    store: &str,
+    index: u64,
+    bytes: &[u8],
+) -> Result<PeriodStats, CatalogError> {
+    let key = index.to_string();
+    let p: PeriodStats = decode(store, &key, bytes)?;
+    if p.index != index {
+        return Err(CatalogError::Corrupt {
+            store: store.to_owned(),
+            key,
+            reason: format!("stored under another index ({})", p.index),
+        });
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobSpec {
+        JobSpec {
+            id: "lammps".into(),
+            period_s: 600,
+            ckpt_bytes: 1 << 30,
+            failure: Failure::Nodes(64),
+            versions: 2,
+            glob: "ckpt/*.h5".into(),
+        }
+    }
+
+    #[test]
+    fn job_check_names_the_field() {
+        job().check().unwrap();
+        type Break = fn(&mut JobSpec);
+        let cases: [(Break, &str); 6] = [
+            (|j| j.id.clear(), "`id`"),
+            (|j| j.period_s = 0, "`period_s`"),
+            (|j| j.versions = 0, "`versions`"),
+            (|j| j.glob.clear(), "`glob`"),
+            (|j| j.failure = Failure::Nodes(0), "`failure`"),
+            (|j| j.failure = Failure::MtbfSecs(0), "`failure`"),
+        ];
+        for (break_it, field) in cases {
+            let mut j = job();
+            break_it(&mut j);
+            let msg = j.check().unwrap_err().to_string();
+            assert!(msg.contains(field), "{msg}");
+        }
+    }
+
+    #[test]
+    fn stored_form_is_snake_case_json() {
+        let s = String::from_utf8(encode(&job())).unwrap();
+        assert!(s.contains(r#""failure":{"nodes":64}"#), "{s}");
+        let loc = String::from_utf8(encode(&Location::Cached)).unwrap();
+        assert_eq!(loc, r#""cached""#);
+    }
+
+    #[test]
+    fn record_under_another_key_is_corrupt() {
+        let bytes = encode(&job());
+        let err = decode_job("test", "other", &bytes).unwrap_err().to_string();
+        assert!(err.contains("another id"), "{err}");
+        let err = decode_period("test", 3, br#"{"index":4,"written_bytes":1}"#).unwrap_err();
+        assert!(err.to_string().contains("another index"), "{err}");
+    }
+}

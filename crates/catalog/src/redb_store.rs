@@ -1,0 +1,294 @@
+//! The embedded catalogue: one redb database file.
+//!
+//! Tables (all keys and values as documented in `docs/catalog.md`):
+//! * `jobs`: job id (`&str`) → JSON [`JobSpec`];
+//! * `ckpts`: checkpoint path (`&str`) → JSON [`CkptRecord`];
+//! * `versions`: job id (`&str`) → last version issued (`u64`);
+//! * `periods`: period index (`u64`) → JSON [`PeriodStats`].
+//!
+//! Every write is one redb write transaction committed with redb's default
+//! `Durability::Immediate` (fsync before `commit` returns), so a call that
+//! returned `Ok` survives a crash. redb serialises write transactions, which
+//! makes `next_version` and `rename_ckpt` atomic across threads; readers see
+//! the last committed state. An operation that decides to change nothing
+//! (rename of an absent record) aborts its transaction.
+//!
+//! redb allows one open `Database` per file; a second `open` of the same file
+//! (in this or another process) fails with a message naming the file.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, DatabaseError, ReadableTable, TableDefinition, WriteTransaction};
+
+use crate::model::{decode_ckpt, decode_job, decode_period, encode};
+use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats};
+
+const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+const CKPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("ckpts");
+const VERSIONS: TableDefinition<&str, u64> = TableDefinition::new("versions");
+const PERIODS: TableDefinition<u64, &[u8]> = TableDefinition::new("periods");
+
+/// A catalogue in a redb database file.
+pub struct RedbCatalog {
+    db: Database,
+    path: PathBuf,
+}
+
+impl RedbCatalog {
+    /// Opens the database file at `path`, creating it (and its tables) if it
+    /// does not exist. The directory must exist.
+    pub fn open(path: impl AsRef<Path>) -> Result<RedbCatalog, CatalogError> {
+        let path = path.as_ref().to_path_buf();
+        let db = Database::create(&path).map_err(|e| CatalogError::RedbOpen {
+            path: path.clone(),
+            reason: match e {
+                DatabaseError::DatabaseAlreadyOpen => {
+                    "already open (by another sluice process, or another catalogue in this one)"
+                        .to_owned()
+                }
+                e => e.to_string(),
+            },
+        })?;
+        let catalog = RedbCatalog { db, path };
+        catalog
+            .write(|txn| {
+                txn.open_table(JOBS)?;
+                txn.open_table(CKPTS)?;
+                txn.open_table(VERSIONS)?;
+                txn.open_table(PERIODS)?;
+                Ok(())
+            })
+            .map_err(|e| CatalogError::RedbOpen {
+                path: catalog.path.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(catalog)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn error(&self, e: impl Display) -> CatalogError {
+        CatalogError::Redb {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    fn store(&self, table: &str) -> String {
+        format!("redb {} table {table}", self.path.display())
+    }
+
+    /// Runs `f` in a write transaction and commits it if `f` returns `Ok`.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, TxnError>,
+    ) -> Result<T, CatalogError> {
+        let txn = self.db.begin_write().map_err(|e| self.error(e))?;
+        match f(&txn) {
+            Ok(value) => {
+                txn.commit().map_err(|e| self.error(e))?;
+                Ok(value)
+            }
+            Err(e) => {
+                // Dropping would abort too; aborting explicitly reports
+                // nothing we could act on beyond the error we already have.
+                let _ = txn.abort();
+                Err(e.into_catalog(self))
+            }
+        }
+    }
+
+    /// Reads the bytes stored under `key` in `table`.
+    fn get_bytes(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, CatalogError> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let t = txn.open_table(table).map_err(|e| self.error(e))?;
+        let value = t.get(key).map_err(|e| self.error(e))?;
+        Ok(value.map(|v| v.value().to_vec()))
+    }
+
+    /// All (key, bytes) pairs of `table`, in key order.
+    fn all_bytes(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+    ) -> Result<Vec<(String, Vec<u8>)>, CatalogError> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let t = txn.open_table(table).map_err(|e| self.error(e))?;
+        let mut out = Vec::new();
+        for entry in t.iter().map_err(|e| self.error(e))? {
+            let (k, v) = entry.map_err(|e| self.error(e))?;
+            out.push((k.value().to_owned(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+}
+
+/// An error inside a write transaction: redb's own or the catalogue's.
+enum TxnError {
+    Redb(Box<redb::Error>),
+    Catalog(CatalogError),
+}
+
+impl TxnError {
+    fn into_catalog(self, store: &RedbCatalog) -> CatalogError {
+        match self {
+            TxnError::Redb(e) => store.error(e),
+            TxnError::Catalog(e) => e,
+        }
+    }
+}
+
+impl<E: Into<redb::Error>> From<E> for TxnError {
+    fn from(e: E) -> TxnError {
+        TxnError::Redb(Box::new(e.into()))
+    }
+}
+
+impl Catalog for RedbCatalog {
+    fn put_job(&self, job: &JobSpec) -> Result<(), CatalogError> {
+        job.check()?;
+        let bytes = encode(job);
+        self.write(|txn| {
+            txn.open_table(JOBS)?
+                .insert(job.id.as_str(), bytes.as_slice())?;
+            Ok(())
+        })
+    }
+
+    fn remove_job(&self, id: &str) -> Result<bool, CatalogError> {
+        self.write(|txn| Ok(txn.open_table(JOBS)?.remove(id)?.is_some()))
+    }
+
+    fn job(&self, id: &str) -> Result<Option<JobSpec>, CatalogError> {
+        self.get_bytes(JOBS, id)?
+            .map(|b| decode_job(&self.store("jobs"), id, &b))
+            .transpose()
+    }
+
+    fn jobs(&self) -> Result<Vec<JobSpec>, CatalogError> {
+        let store = self.store("jobs");
+        self.all_bytes(JOBS)?
+            .into_iter()
+            .map(|(k, b)| decode_job(&store, &k, &b))
+            .collect()
+    }
+
+    fn next_version(&self, job: &str) -> Result<u64, CatalogError> {
+        if job.is_empty() {
+            return Err(CatalogError::Invalid {
+                what: "version counter",
+                field: "job",
+                reason: "must not be empty".into(),
+            });
+        }
+        self.write(|txn| {
+            let mut t = txn.open_table(VERSIONS)?;
+            let last = t.get(job)?.map_or(0, |v| v.value());
+            let next = last.checked_add(1).ok_or_else(|| {
+                TxnError::Catalog(CatalogError::Corrupt {
+                    store: self.store("versions"),
+                    key: job.to_owned(),
+                    reason: "version counter at u64::MAX".into(),
+                })
+            })?;
+            t.insert(job, next)?;
+            Ok(next)
+        })
+    }
+
+    fn put_ckpt(&self, rec: &CkptRecord) -> Result<(), CatalogError> {
+        rec.check()?;
+        let bytes = encode(rec);
+        self.write(|txn| {
+            txn.open_table(CKPTS)?
+                .insert(rec.path.as_str(), bytes.as_slice())?;
+            Ok(())
+        })
+    }
+
+    fn ckpt(&self, path: &str) -> Result<Option<CkptRecord>, CatalogError> {
+        self.get_bytes(CKPTS, path)?
+            .map(|b| decode_ckpt(&self.store("ckpts"), path, &b))
+            .transpose()
+    }
+
+    fn remove_ckpt(&self, path: &str) -> Result<bool, CatalogError> {
+        self.write(|txn| Ok(txn.open_table(CKPTS)?.remove(path)?.is_some()))
+    }
+
+    fn rename_ckpt(&self, from: &str, to: &str) -> Result<bool, CatalogError> {
+        if to.is_empty() {
+            return Err(CatalogError::Invalid {
+                what: "checkpoint rename",
+                field: "to",
+                reason: "must not be empty".into(),
+            });
+        }
+        let store = self.store("ckpts");
+        let renamed = self.write(|txn| {
+            let mut t = txn.open_table(CKPTS)?;
+            let Some(old) = t.get(from)?.map(|v| v.value().to_vec()) else {
+                return Ok(false);
+            };
+            let mut rec = decode_ckpt(&store, from, &old).map_err(TxnError::Catalog)?;
+            rec.path = to.to_owned();
+            t.remove(from)?;
+            t.insert(to, encode(&rec).as_slice())?;
+            Ok(true)
+        })?;
+        Ok(renamed)
+    }
+
+    fn ckpts(&self) -> Result<Vec<CkptRecord>, CatalogError> {
+        let store = self.store("ckpts");
+        self.all_bytes(CKPTS)?
+            .into_iter()
+            .map(|(k, b)| decode_ckpt(&store, &k, &b))
+            .collect()
+    }
+
+    fn put_period(&self, p: &PeriodStats) -> Result<(), CatalogError> {
+        let bytes = encode(p);
+        self.write(|txn| {
+            txn.open_table(PERIODS)?.insert(p.index, bytes.as_slice())?;
+            Ok(())
+        })
+    }
+
+    fn periods(&self, last: usize) -> Result<Vec<PeriodStats>, CatalogError> {
+        let store = self.store("periods");
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let t = txn.open_table(PERIODS).map_err(|e| self.error(e))?;
+        let mut out = Vec::with_capacity(last.min(1024));
+        for entry in t.iter().map_err(|e| self.error(e))?.rev().take(last) {
+            let (k, v) = entry.map_err(|e| self.error(e))?;
+            out.push(decode_period(&store, k.value(), v.value())?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    fn trim_periods(&self, keep: usize) -> Result<(), CatalogError> {
+        self.write(|txn| {
+            let mut t = txn.open_table(PERIODS)?;
+            // The highest index that goes: the (keep+1)-th from the top.
+            let first_dropped = match t.iter()?.rev().nth(keep) {
+                Some(entry) => entry?.0.value(),
+                None => return Ok(()),
+            };
+            t.retain_in(..=first_dropped, |_, _| false)?;
+            Ok(())
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("redb {}", self.path.display())
+    }
+}

@@ -1,0 +1,1071 @@
+//! One behavioural suite for every catalogue store, run against redb (a file
+//! in a temp dir) and against a real redis-server (started per test by
+//! `scripts/redis.sh` on 127.0.0.1 and a free port, stopped by pid when the
+//! test ends, also when it panics), plus tests only one store can have
+//! (server killed with SIGKILL, unreachable server, redb open errors) and
+//! the spec parser's table.
+//!
+//! Without redis-server the Redis tests fail under `CI` and are skipped with
+//! a message otherwise (`scripts/setup.sh` installs it).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sluice_catalog::{
+    open, Catalog, CatalogError, CkptRecord, Failure, JobSpec, Location, MetaSpec, PeriodStats,
+    RedisSpec,
+};
+
+// ---------------------------------------------------------------------------
+// The stores under test
+
+/// A store the suite can open, restart and tamper with.
+trait Store {
+    /// Opens a catalogue on the store (through `sluice_catalog::open`).
+    fn open(&self) -> Box<dyn Catalog>;
+    /// Restarts the store keeping its data. For redb the caller must have
+    /// dropped every catalogue first (redb allows one open per file).
+    fn restart(&mut self);
+    /// Writes `value` at `key` of table/hash `table` behind the catalogue's
+    /// back. redb: no catalogue may be open.
+    fn write_raw(&self, table: &str, key: &str, value: &[u8]);
+}
+
+struct RedbStore {
+    dir: tempfile::TempDir,
+}
+
+impl RedbStore {
+    fn new() -> RedbStore {
+        RedbStore {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("catalog.redb")
+    }
+}
+
+impl Store for RedbStore {
+    fn open(&self) -> Box<dyn Catalog> {
+        let spec = MetaSpec::parse(&format!("redb:{}", self.path().display())).unwrap();
+        open(&spec).unwrap()
+    }
+    fn restart(&mut self) {}
+    fn write_raw(&self, table: &str, key: &str, value: &[u8]) {
+        let db = redb::Database::create(self.path()).unwrap();
+        let txn = db.begin_write().unwrap();
+        if table == "periods" {
+            let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("periods");
+            let index: u64 = key.parse().unwrap();
+            txn.open_table(def).unwrap().insert(index, value).unwrap();
+        } else {
+            let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(table);
+            txn.open_table(def).unwrap().insert(key, value).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+}
+
+const REDIS_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/redis.sh");
+
+fn redis_available() -> bool {
+    let ok = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: redis-server is required (scripts/setup.sh installs it)"
+        );
+        eprintln!("skipped: no redis-server (install redis-server)");
+    }
+    ok
+}
+
+/// A private redis-server in a temp dir, stopped (by the pid in its
+/// pidfile) when dropped.
+struct RedisServer {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+fn redis_sh(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(REDIS_SH)
+        .args(args)
+        .output()
+        .expect("run scripts/redis.sh");
+    assert!(
+        out.status.success(),
+        "scripts/redis.sh {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+impl RedisServer {
+    fn start() -> Option<RedisServer> {
+        if !redis_available() {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = redis_sh(&["start", dir.path().to_str().unwrap()])
+            .trim()
+            .parse()
+            .expect("scripts/redis.sh prints the port");
+        Some(RedisServer { dir, port })
+    }
+    fn dir(&self) -> &str {
+        self.dir.path().to_str().unwrap()
+    }
+    fn pid(&self) -> u32 {
+        std::fs::read_to_string(self.dir.path().join("redis.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+    fn stop(&self) {
+        redis_sh(&["stop", self.dir()]);
+    }
+    fn start_again(&self) {
+        let port = redis_sh(&["start", self.dir(), &self.port.to_string()]);
+        assert_eq!(port.trim(), self.port.to_string());
+    }
+    /// SIGKILL, then waits until the process is gone (or a zombie).
+    fn kill9(&self) {
+        let pid = self.pid();
+        let status = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+            if matches!(state, None | Some('Z' | 'X')) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server {pid} survived SIGKILL"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+    fn spec(&self, prefix: &str) -> MetaSpec {
+        MetaSpec::parse(&format!("redis://127.0.0.1:{}?prefix={prefix}", self.port)).unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if !self.dir.path().join("redis.pid").exists() {
+            return; // stopped by the test
+        }
+        // Never panic in drop (it may run while unwinding).
+        let _ = Command::new("bash")
+            .arg(REDIS_SH)
+            .args(["stop", self.dir()])
+            .status();
+    }
+}
+
+struct RedisStore {
+    server: RedisServer,
+}
+
+impl RedisStore {
+    fn new() -> Option<RedisStore> {
+        RedisServer::start().map(|server| RedisStore { server })
+    }
+}
+
+impl Store for RedisStore {
+    fn open(&self) -> Box<dyn Catalog> {
+        open(&self.server.spec("suite")).unwrap()
+    }
+    fn restart(&mut self) {
+        self.server.stop();
+        self.server.start_again();
+    }
+    fn write_raw(&self, table: &str, key: &str, value: &[u8]) {
+        let hash = format!("suite:{table}");
+        let reply = raw_redis(
+            self.server.port,
+            &[b"HSET", hash.as_bytes(), key.as_bytes(), value],
+        );
+        assert!(matches!(reply, Raw::Int(0 | 1)), "{reply:?}");
+    }
+}
+
+/// A reply from [`raw_redis`].
+#[derive(Debug)]
+enum Raw {
+    Line(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Raw>),
+}
+
+/// One command on a fresh connection, bypassing the crate's client.
+fn raw_redis(port: u16, args: &[&[u8]]) -> Raw {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut msg = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        msg.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        msg.extend_from_slice(a);
+        msg.extend_from_slice(b"\r\n");
+    }
+    stream.write_all(&msg).unwrap();
+    fn read(r: &mut BufReader<TcpStream>) -> Raw {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end().to_owned();
+        let (kind, rest) = line.split_at(1);
+        match kind {
+            "+" | "-" => Raw::Line(line),
+            ":" => Raw::Int(rest.parse().unwrap()),
+            "$" => {
+                let n: i64 = rest.parse().unwrap();
+                if n < 0 {
+                    return Raw::Bulk(None);
+                }
+                let mut buf = vec![0; n as usize + 2];
+                r.read_exact(&mut buf).unwrap();
+                buf.truncate(n as usize);
+                Raw::Bulk(Some(buf))
+            }
+            "*" => Raw::Array(
+                (0..rest.parse::<usize>().unwrap())
+                    .map(|_| read(r))
+                    .collect(),
+            ),
+            _ => panic!("bad reply {line:?}"),
+        }
+    }
+    read(&mut BufReader::new(stream))
+}
+
+// ---------------------------------------------------------------------------
+// Fixtures
+
+fn job(id: &str) -> JobSpec {
+    JobSpec {
+        id: id.to_owned(),
+        period_s: 600,
+        ckpt_bytes: 3 << 30,
+        failure: Failure::Nodes(128),
+        versions: 2,
+        glob: format!("{id}/ckpt-*.h5"),
+    }
+}
+
+fn ckpt(path: &str, version: u64) -> CkptRecord {
+    CkptRecord {
+        path: path.to_owned(),
+        job: "lammps".to_owned(),
+        version,
+        bytes: 1 << 30,
+        location: Location::Staged,
+        staged_id: Some(version * 10),
+        // Above 2^53: must survive JSON and Redis without rounding.
+        created_unix_ns: 1_763_000_000_123_456_789,
+    }
+}
+
+fn period(index: u64, written_bytes: u64) -> PeriodStats {
+    PeriodStats {
+        index,
+        written_bytes,
+    }
+}
+
+fn period_indexes(c: &dyn Catalog, last: usize) -> Vec<u64> {
+    c.periods(last).unwrap().iter().map(|p| p.index).collect()
+}
+
+// ---------------------------------------------------------------------------
+// The suite: each function runs on every store (see the macro at the end).
+
+fn round_trip_every_type(store: &mut dyn Store) {
+    let c = store.open();
+    let jobs = [
+        job("lammps"),
+        JobSpec {
+            failure: Failure::MtbfSecs(86_400),
+            period_s: u64::MAX,
+            ckpt_bytes: 0,
+            versions: u32::MAX,
+            ..job("vpic")
+        },
+        job("unicode ✓ job\r\nwith\0bytes"),
+    ];
+    for j in &jobs {
+        c.put_job(j).unwrap();
+        assert_eq!(c.job(&j.id).unwrap().as_ref(), Some(j));
+    }
+    let mut recs = Vec::new();
+    for (i, location) in [Location::Staged, Location::Cached, Location::Capacity]
+        .into_iter()
+        .enumerate()
+    {
+        for staged_id in [None, Some(0), Some(u64::MAX)] {
+            recs.push(CkptRecord {
+                location,
+                staged_id,
+                version: u64::MAX - i as u64,
+                bytes: u64::MAX,
+                created_unix_ns: u64::MAX,
+                ..ckpt(&format!("/ckpt/{i}/{staged_id:?} ✓"), 1)
+            });
+        }
+    }
+    for r in &recs {
+        c.put_ckpt(r).unwrap();
+        assert_eq!(c.ckpt(&r.path).unwrap().as_ref(), Some(r));
+    }
+    for p in [period(0, 0), period(7, 1 << 40), period(u64::MAX, u64::MAX)] {
+        c.put_period(&p).unwrap();
+        assert!(c.periods(usize::MAX).unwrap().contains(&p));
+    }
+    assert_eq!(c.job("absent").unwrap(), None);
+    assert_eq!(c.ckpt("absent").unwrap(), None);
+    assert_eq!(c.jobs().unwrap().len(), jobs.len());
+    assert_eq!(c.ckpts().unwrap().len(), recs.len());
+    let describe = c.describe();
+    assert!(
+        describe.starts_with("redb /") || describe.starts_with("redis redis://127.0.0.1:"),
+        "{describe}"
+    );
+}
+
+fn listings_are_sorted(store: &mut dyn Store) {
+    let c = store.open();
+    let ids = ["m", "b", "a/b", "a", "Z", "aa", "é", "10", "2"];
+    for id in ids {
+        c.put_job(&job(id)).unwrap();
+        c.put_ckpt(&ckpt(&format!("/x/{id}"), 1)).unwrap();
+    }
+    let mut sorted: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    sorted.sort();
+    let got: Vec<String> = c.jobs().unwrap().into_iter().map(|j| j.id).collect();
+    assert_eq!(got, sorted);
+    let paths: Vec<String> = c.ckpts().unwrap().into_iter().map(|r| r.path).collect();
+    let want: Vec<String> = sorted.iter().map(|id| format!("/x/{id}")).collect();
+    assert_eq!(paths, want);
+}
+
+fn puts_replace_and_removes_report(store: &mut dyn Store) {
+    let c = store.open();
+    c.put_job(&job("a")).unwrap();
+    let changed = JobSpec {
+        period_s: 60,
+        failure: Failure::MtbfSecs(3600),
+        ..job("a")
+    };
+    c.put_job(&changed).unwrap();
+    assert_eq!(c.jobs().unwrap(), vec![changed.clone()]);
+    assert_eq!(c.job("a").unwrap(), Some(changed));
+
+    c.put_ckpt(&ckpt("/c", 1)).unwrap();
+    let demoted = CkptRecord {
+        location: Location::Cached,
+        staged_id: None,
+        ..ckpt("/c", 1)
+    };
+    c.put_ckpt(&demoted).unwrap();
+    assert_eq!(c.ckpts().unwrap(), vec![demoted.clone()]);
+
+    c.put_period(&period(3, 10)).unwrap();
+    c.put_period(&period(3, 25)).unwrap();
+    assert_eq!(c.periods(10).unwrap(), vec![period(3, 25)]);
+
+    assert!(c.remove_job("a").unwrap());
+    assert!(!c.remove_job("a").unwrap());
+    assert_eq!(c.job("a").unwrap(), None);
+    assert!(c.remove_ckpt("/c").unwrap());
+    assert!(!c.remove_ckpt("/c").unwrap());
+    assert_eq!(c.ckpt("/c").unwrap(), None);
+    assert!(c.ckpts().unwrap().is_empty());
+}
+
+fn invalid_records_are_rejected(store: &mut dyn Store) {
+    let c = store.open();
+    let cases = [
+        (
+            JobSpec {
+                id: String::new(),
+                ..job("x")
+            },
+            "`id`",
+        ),
+        (
+            JobSpec {
+                period_s: 0,
+                ..job("x")
+            },
+            "`period_s`",
+        ),
+        (
+            JobSpec {
+                versions: 0,
+                ..job("x")
+            },
+            "`versions`",
+        ),
+    ];
+    for (bad, field) in cases {
+        let err = c.put_job(&bad).unwrap_err();
+        assert!(matches!(err, CatalogError::Invalid { .. }), "{err}");
+        assert!(err.to_string().contains(field), "{err}");
+    }
+    let err = c
+        .put_ckpt(&CkptRecord {
+            path: String::new(),
+            ..ckpt("x", 1)
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("`path`"), "{err}");
+    assert!(c.next_version("").is_err());
+    assert!(c.jobs().unwrap().is_empty());
+    assert!(c.ckpts().unwrap().is_empty());
+}
+
+fn next_version_persists_across_restart(store: &mut dyn Store) {
+    let c = store.open();
+    assert_eq!(
+        (1..=3)
+            .map(|_| c.next_version("a").unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(c.next_version("b").unwrap(), 1);
+    c.put_job(&job("a")).unwrap();
+    c.put_ckpt(&ckpt("/a/3", 3)).unwrap();
+    c.put_period(&period(9, 99)).unwrap();
+    // A removed job keeps its counter: no version is ever reused.
+    assert!(c.remove_job("a").unwrap());
+    c.put_job(&job("a")).unwrap();
+    drop(c);
+    store.restart();
+    let c = store.open();
+    assert_eq!(c.next_version("a").unwrap(), 4);
+    assert_eq!(c.next_version("b").unwrap(), 2);
+    assert_eq!(c.job("a").unwrap(), Some(job("a")));
+    assert_eq!(c.ckpt("/a/3").unwrap(), Some(ckpt("/a/3", 3)));
+    assert_eq!(c.periods(5).unwrap(), vec![period(9, 99)]);
+}
+
+fn next_version_is_atomic_across_threads(store: &mut dyn Store) {
+    const THREADS: usize = 8;
+    const EACH: usize = 25;
+    let c: Arc<dyn Catalog> = Arc::from(store.open());
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let c = Arc::clone(&c);
+            thread::spawn(move || {
+                (0..EACH)
+                    .map(|_| c.next_version("job").unwrap())
+                    .collect::<Vec<u64>>()
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for h in handles {
+        let mine = h.join().unwrap();
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "not increasing per thread: {mine:?}"
+        );
+        all.extend(mine);
+    }
+    let distinct: BTreeSet<u64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), THREADS * EACH, "duplicates handed out");
+    assert_eq!(distinct, (1..=(THREADS * EACH) as u64).collect());
+    assert_eq!(c.next_version("job").unwrap(), (THREADS * EACH) as u64 + 1);
+}
+
+fn rename_moves_and_replaces(store: &mut dyn Store) {
+    let c = store.open();
+    c.put_ckpt(&ckpt("/tmp/a.part", 5)).unwrap();
+    c.put_ckpt(&ckpt("/final/a", 4)).unwrap();
+    c.put_ckpt(&ckpt("/other", 1)).unwrap();
+
+    assert!(c.rename_ckpt("/tmp/a.part", "/final/a").unwrap());
+    assert_eq!(c.ckpt("/tmp/a.part").unwrap(), None);
+    assert_eq!(c.ckpt("/final/a").unwrap(), Some(ckpt("/final/a", 5)));
+    assert_eq!(
+        c.ckpts().unwrap(),
+        vec![ckpt("/final/a", 5), ckpt("/other", 1)]
+    );
+
+    // Absent source: false, nothing changes (also not the target).
+    assert!(!c.rename_ckpt("/tmp/a.part", "/other").unwrap());
+    assert_eq!(c.ckpt("/other").unwrap(), Some(ckpt("/other", 1)));
+    // Onto itself: true, unchanged.
+    assert!(c.rename_ckpt("/other", "/other").unwrap());
+    assert_eq!(c.ckpt("/other").unwrap(), Some(ckpt("/other", 1)));
+    // To a new path.
+    assert!(c.rename_ckpt("/other", "/new").unwrap());
+    assert_eq!(c.ckpt("/new").unwrap(), Some(ckpt("/new", 1)));
+    assert_eq!(c.ckpts().unwrap().len(), 2);
+}
+
+/// While one thread renames a record back and forth, every listing shows it
+/// at exactly one of its two paths.
+fn rename_is_atomic_to_readers(store: &mut dyn Store) {
+    const RENAMES: usize = 100;
+    let c: Arc<dyn Catalog> = Arc::from(store.open());
+    c.put_ckpt(&ckpt("/p0", 1)).unwrap();
+    let renamer = {
+        let c = Arc::clone(&c);
+        thread::spawn(move || {
+            for i in 0..RENAMES {
+                let (from, to) = if i % 2 == 0 {
+                    ("/p0", "/p1")
+                } else {
+                    ("/p1", "/p0")
+                };
+                assert!(
+                    c.rename_ckpt(from, to).unwrap(),
+                    "rename {i} lost the record"
+                );
+            }
+        })
+    };
+    let mut seen = 0;
+    while !renamer.is_finished() || seen == 0 {
+        let all = c.ckpts().unwrap();
+        assert_eq!(all.len(), 1, "record at both or neither path: {all:?}");
+        assert!(all[0].path == "/p0" || all[0].path == "/p1");
+        seen += 1;
+    }
+    renamer.join().unwrap();
+    assert_eq!(c.ckpts().unwrap(), vec![ckpt("/p0", 1)]);
+}
+
+fn periods_are_ordered_and_trimmed(store: &mut dyn Store) {
+    let c = store.open();
+    c.trim_periods(3).unwrap();
+    assert!(c.periods(10).unwrap().is_empty());
+    // 10 and 2 catch a string order; u64::MAX catches a float one.
+    for i in [5, 10, 1, 2, 9, u64::MAX, 7, 3] {
+        c.put_period(&period(i, i.wrapping_mul(100))).unwrap();
+    }
+    assert_eq!(period_indexes(&*c, 3), [9, 10, u64::MAX]);
+    assert_eq!(period_indexes(&*c, 100), [1, 2, 3, 5, 7, 9, 10, u64::MAX]);
+    assert_eq!(period_indexes(&*c, 0), Vec::<u64>::new());
+    assert_eq!(
+        c.periods(1).unwrap(),
+        vec![period(u64::MAX, u64::MAX.wrapping_mul(100))]
+    );
+    c.trim_periods(100).unwrap();
+    assert_eq!(period_indexes(&*c, 100).len(), 8);
+    c.trim_periods(3).unwrap();
+    assert_eq!(period_indexes(&*c, 100), [9, 10, u64::MAX]);
+    // A lower index may still be put after a trim; trim drops it again.
+    c.put_period(&period(4, 4)).unwrap();
+    assert_eq!(period_indexes(&*c, 100), [4, 9, 10, u64::MAX]);
+    c.trim_periods(2).unwrap();
+    assert_eq!(period_indexes(&*c, 100), [10, u64::MAX]);
+    c.trim_periods(0).unwrap();
+    assert!(c.periods(100).unwrap().is_empty());
+}
+
+fn corrupt_values_are_errors(store: &mut dyn Store) {
+    let c = store.open();
+    c.put_ckpt(&ckpt("/good", 1)).unwrap();
+    c.put_job(&job("good")).unwrap();
+    drop(c);
+    let record_elsewhere = serde_json::to_vec(&ckpt("/elsewhere", 1)).unwrap();
+    store.write_raw("ckpts", "/bad", b"\xff garbage {");
+    store.write_raw("ckpts", "/moved", &record_elsewhere);
+    store.write_raw("jobs", "bad", br#"{"id":"bad","period_s":0}"#);
+    store.write_raw("periods", "3", b"[]");
+    let c = store.open();
+
+    let check = |result: Result<(), CatalogError>, key: &str| {
+        let err = result.unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, CatalogError::Corrupt { .. }), "{msg}");
+        assert!(msg.contains(&format!("{key:?}")), "key missing: {msg}");
+        assert!(
+            msg.contains("redb /") || msg.contains("redis redis://"),
+            "store missing: {msg}"
+        );
+    };
+    check(c.ckpt("/bad").map(drop), "/bad");
+    check(c.ckpt("/moved").map(drop), "/moved");
+    check(c.ckpts().map(drop), "/bad");
+    check(c.rename_ckpt("/bad", "/x").map(drop), "/bad");
+    check(c.job("bad").map(drop), "bad");
+    check(c.jobs().map(drop), "bad");
+    check(c.periods(10).map(drop), "3");
+    // Good records stay readable, and corrupt ones can be overwritten or
+    // removed.
+    assert_eq!(c.ckpt("/good").unwrap(), Some(ckpt("/good", 1)));
+    assert_eq!(c.job("good").unwrap(), Some(job("good")));
+    c.put_ckpt(&ckpt("/bad", 2)).unwrap();
+    assert!(c.remove_ckpt("/moved").unwrap());
+    assert_eq!(c.ckpts().unwrap().len(), 2);
+    assert!(c.remove_job("bad").unwrap());
+    c.trim_periods(0).unwrap();
+    assert!(c.periods(10).unwrap().is_empty());
+}
+
+macro_rules! suite {
+    ($($test:ident),* $(,)?) => {
+        mod on_redb {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(&mut super::RedbStore::new());
+                }
+            )*
+        }
+        mod on_redis {
+            $(
+                #[test]
+                fn $test() {
+                    if let Some(mut store) = super::RedisStore::new() {
+                        super::$test(&mut store);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    round_trip_every_type,
+    listings_are_sorted,
+    puts_replace_and_removes_report,
+    invalid_records_are_rejected,
+    next_version_persists_across_restart,
+    next_version_is_atomic_across_threads,
+    rename_moves_and_replaces,
+    rename_is_atomic_to_readers,
+    periods_are_ordered_and_trimmed,
+    corrupt_values_are_errors,
+);
+
+// ---------------------------------------------------------------------------
+// Redis only
+
+#[test]
+fn redis_acknowledged_put_survives_sigkill() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // The server runs as scripts/redis.sh promises.
+    assert!(matches!(raw_redis(server.port, &[b"PING"]), Raw::Line(l) if l == "+PONG"));
+    for (name, want) in [
+        ("appendonly", "yes"),
+        ("appendfsync", "always"),
+        ("bind", "127.0.0.1"),
+    ] {
+        let reply = raw_redis(server.port, &[b"CONFIG", b"GET", name.as_bytes()]);
+        let Raw::Array(pair) = &reply else {
+            panic!("{reply:?}")
+        };
+        assert!(
+            matches!(&pair[1], Raw::Bulk(Some(v)) if v == want.as_bytes()),
+            "{reply:?}"
+        );
+    }
+    let c = open(&server.spec("suite")).unwrap();
+    assert_eq!(c.next_version("lammps").unwrap(), 1);
+    c.put_job(&job("lammps")).unwrap();
+    c.put_ckpt(&ckpt("/ckpt/1", 1)).unwrap();
+    assert!(c.rename_ckpt("/ckpt/1", "/ckpt/final").unwrap());
+    c.put_period(&period(1, 4096)).unwrap();
+    // No SHUTDOWN, no SAVE: only appendfsync always keeps these.
+    server.kill9();
+    server.start_again();
+    let c = open(&server.spec("suite")).unwrap();
+    assert_eq!(c.job("lammps").unwrap(), Some(job("lammps")));
+    assert_eq!(c.ckpts().unwrap(), vec![ckpt("/ckpt/final", 1)]);
+    assert_eq!(c.periods(1).unwrap(), vec![period(1, 4096)]);
+    assert_eq!(c.next_version("lammps").unwrap(), 2);
+}
+
+#[test]
+fn redis_reconnects_after_server_restart() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let c = open(&server.spec("suite")).unwrap();
+    c.put_ckpt(&ckpt("/a", 1)).unwrap();
+    // Several idle pooled connections, all broken by the restart.
+    let c: Arc<dyn Catalog> = Arc::from(c);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let c = Arc::clone(&c);
+            thread::spawn(move || c.next_version("j").unwrap())
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    server.stop();
+    server.start_again();
+    // The same catalogue object: its first call reconnects.
+    assert_eq!(c.ckpt("/a").unwrap(), Some(ckpt("/a", 1)));
+    c.put_ckpt(&ckpt("/b", 1)).unwrap();
+    assert_eq!(c.next_version("j").unwrap(), 5);
+    // Server gone: a clear error naming the URL, soon.
+    server.stop();
+    let started = Instant::now();
+    let err = c.ckpt("/a").unwrap_err().to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    assert!(err.contains(&url), "{err}");
+}
+
+#[test]
+fn redis_unreachable_is_a_quick_error_naming_the_url() {
+    // A port nothing listens on: bind one, then let it go.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let spec = MetaSpec::parse(&format!("redis://127.0.0.1:{port}")).unwrap();
+    let started = Instant::now();
+    let err = open(&spec).err().expect("nothing listens there");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    let msg = err.to_string();
+    assert!(matches!(err, CatalogError::RedisConnect { .. }), "{msg}");
+    assert!(
+        msg.starts_with(&format!("cannot reach Redis at redis://127.0.0.1:{port}: ")),
+        "{msg}"
+    );
+    assert!(msg.contains("refused"), "{msg}");
+}
+
+#[test]
+fn redis_prefixes_keep_instances_apart() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let one = open(&server.spec("one")).unwrap();
+    let two = open(&server.spec("two")).unwrap();
+    assert_eq!(
+        one.describe(),
+        format!("redis redis://127.0.0.1:{} prefix one", server.port)
+    );
+    one.put_job(&job("a")).unwrap();
+    one.put_ckpt(&ckpt("/a", 1)).unwrap();
+    one.put_period(&period(1, 1)).unwrap();
+    assert_eq!(one.next_version("a").unwrap(), 1);
+    assert!(two.jobs().unwrap().is_empty());
+    assert!(two.ckpts().unwrap().is_empty());
+    assert!(two.periods(10).unwrap().is_empty());
+    assert_eq!(two.next_version("a").unwrap(), 1);
+    let Raw::Array(keys) = raw_redis(server.port, &[b"KEYS", b"*"]) else {
+        panic!()
+    };
+    let mut keys: Vec<String> = keys
+        .into_iter()
+        .map(|k| match k {
+            Raw::Bulk(Some(k)) => String::from_utf8(k).unwrap(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "one:ckpts",
+            "one:jobs",
+            "one:periods",
+            "one:versions",
+            "two:versions"
+        ]
+    );
+}
+
+#[test]
+fn redis_corrupt_version_counter_is_an_error() {
+    let Some(store) = RedisStore::new() else {
+        return;
+    };
+    store.write_raw("versions", "j", b"three");
+    store.write_raw(
+        "periods",
+        "not-a-number",
+        br#"{"index":1,"written_bytes":1}"#,
+    );
+    let c = store.open();
+    let err = c.next_version("j").unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, CatalogError::Corrupt { .. }), "{msg}");
+    assert!(
+        msg.contains("hash suite:versions") && msg.contains("\"j\""),
+        "{msg}"
+    );
+    let msg = c.periods(1).unwrap_err().to_string();
+    assert!(msg.contains("\"not-a-number\""), "{msg}");
+    let msg = c.trim_periods(0).unwrap_err().to_string();
+    assert!(msg.contains("\"not-a-number\""), "{msg}");
+}
+
+#[test]
+fn redis_database_number_is_selected() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let spec = MetaSpec::parse(&format!("redis://127.0.0.1:{}/3", server.port)).unwrap();
+    let c = open(&spec).unwrap();
+    c.put_job(&job("a")).unwrap();
+    assert_eq!(
+        c.describe(),
+        format!("redis redis://127.0.0.1:{}/3 prefix sluice", server.port)
+    );
+    let db0 = open(&server.spec("sluice")).unwrap();
+    assert!(db0.jobs().unwrap().is_empty());
+    let bad = MetaSpec::parse(&format!("redis://127.0.0.1:{}/99", server.port)).unwrap();
+    let msg = open(&bad).err().unwrap().to_string();
+    assert!(msg.contains("SELECT") && msg.contains("/99"), "{msg}");
+}
+
+// ---------------------------------------------------------------------------
+// redb only
+
+#[test]
+fn redb_open_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing_dir = dir.path().join("no/such/dir/catalog.redb");
+    let msg = open(&MetaSpec::Redb {
+        path: missing_dir.clone(),
+    })
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(msg.contains(&missing_dir.display().to_string()), "{msg}");
+
+    let garbage = dir.path().join("garbage.redb");
+    std::fs::write(&garbage, vec![0x5a; 64 * 1024]).unwrap();
+    let msg = open(&MetaSpec::Redb {
+        path: garbage.clone(),
+    })
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        msg.starts_with(&format!("cannot open redb catalogue {}", garbage.display())),
+        "{msg}"
+    );
+
+    let good = dir.path().join("catalog.redb");
+    let first = open(&MetaSpec::Redb { path: good.clone() }).unwrap();
+    let msg = open(&MetaSpec::Redb { path: good.clone() })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains(&good.display().to_string()), "{msg}");
+    drop(first);
+    open(&MetaSpec::Redb { path: good }).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Spec parsing
+
+#[test]
+fn meta_spec_parse_table() {
+    let redis = |host: &str, port: u16, db: u32, prefix: &str| {
+        MetaSpec::Redis(RedisSpec {
+            host: host.into(),
+            port,
+            db,
+            prefix: prefix.into(),
+        })
+    };
+    let redb = |p: &str| MetaSpec::Redb {
+        path: Path::new(p).into(),
+    };
+    let good = [
+        (
+            "redb:/var/lib/sluice/catalog.redb",
+            redb("/var/lib/sluice/catalog.redb"),
+        ),
+        ("redb:relative.redb", redb("relative.redb")),
+        ("redb:odd:name", redb("odd:name")),
+        ("/abs/catalog.redb", redb("/abs/catalog.redb")),
+        ("catalog.redb", redb("catalog.redb")),
+        ("./x:y", redb("./x:y")),
+        ("a:b", redb("a:b")), // one letter before ':' is no scheme
+        (
+            "redis://127.0.0.1:6390",
+            redis("127.0.0.1", 6390, 0, "sluice"),
+        ),
+        ("redis://localhost", redis("localhost", 6379, 0, "sluice")),
+        ("redis://h:1/", redis("h", 1, 0, "sluice")),
+        ("redis://h:65535/15", redis("h", 65535, 15, "sluice")),
+        ("redis://h:7?prefix=bb-1.x_y", redis("h", 7, 0, "bb-1.x_y")),
+        ("redis://h:7/2?prefix=p", redis("h", 7, 2, "p")),
+        ("redis://[::1]:6390", redis("::1", 6390, 0, "sluice")),
+        ("redis://[::1]", redis("::1", 6379, 0, "sluice")),
+        (
+            "redis://redis-0.svc.local:6379",
+            redis("redis-0.svc.local", 6379, 0, "sluice"),
+        ),
+    ];
+    for (text, want) in good {
+        let got = MetaSpec::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(got, want, "{text}");
+        // Display is canonical and parses back.
+        assert_eq!(
+            MetaSpec::parse(&got.to_string()).unwrap(),
+            got,
+            "{text} -> {got}"
+        );
+    }
+    assert_eq!(
+        MetaSpec::parse("redis://h:7/0?prefix=sluice")
+            .unwrap()
+            .to_string(),
+        "redis://h:7"
+    );
+
+    let bad = [
+        ("", "empty"),
+        (" redb:x", "white space"),
+        ("redb:", "needs a file path"),
+        ("redb://x", "without //"),
+        ("rediss://h:6379", "TLS"),
+        ("redis:h:6379", "starts with redis://"),
+        ("postgres://h/db", "unsupported scheme \"postgres\""),
+        ("sqlite:cat.db", "unsupported scheme \"sqlite\""),
+        ("http://h", "unsupported scheme"),
+        ("redis://", "missing host"),
+        ("redis://:6379", "missing host"),
+        ("redis://h:", "bad port"),
+        ("redis://h:0", "bad port"),
+        ("redis://h:65536", "bad port"),
+        ("redis://h:+1", "bad port"),
+        ("redis://h:x", "bad port"),
+        ("redis://h:1:2", "bad port"),
+        ("redis://h:1/x", "database must be a number"),
+        ("redis://h:1/-1", "database must be a number"),
+        ("redis://h:1/99999999999", "too large"),
+        ("redis://h:1/1/2", "database must be a number"),
+        ("redis://user:pw@h:1", "credentials"),
+        ("redis://h:1?prefix=", "bad prefix"),
+        ("redis://h:1?prefix=a:b", "bad prefix"),
+        ("redis://h:1?prefix=a b", "bad prefix"),
+        ("redis://h:1?prefix=a&prefix=b", "twice"),
+        ("redis://h:1?db=2", "unknown query parameter"),
+        ("redis://h:1?prefix", "unknown query parameter"),
+        ("redis://h h:1", "bad host"),
+        ("redis://[::1:1", "unclosed"),
+        ("redis://[zz]:1", "bad IPv6"),
+        ("redis://[::1]x", "after the IPv6"),
+    ];
+    let long_prefix = format!("redis://h:1?prefix={}", "p".repeat(65));
+    for (text, want) in bad
+        .iter()
+        .copied()
+        .chain([(long_prefix.as_str(), "bad prefix")])
+    {
+        let err = MetaSpec::parse(text).expect_err(text);
+        let msg = err.to_string();
+        assert!(matches!(err, CatalogError::Spec { .. }), "{text}: {msg}");
+        assert!(msg.contains(want), "{text}: {msg}");
+        assert!(
+            msg.contains(&format!("{text:?}")),
+            "{text}: spec missing in {msg}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A misbehaving server (a thread on 127.0.0.1): each connection gets the
+// canned `replies`, one per command, then silence until the client hangs up.
+
+fn fake_redis(replies: &'static [&'static [u8]]) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut replies = replies.iter();
+                // One read per command is enough for these small commands.
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {
+                    if let Some(reply) = replies.next() {
+                        if stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+// Named to sort first: libtest starts tests in name order, and this one
+// waits out the 5 s read timeout while the others run.
+#[test]
+fn hung_redis_times_out_naming_the_url() {
+    let port = fake_redis(&[b"+PONG\r\n"]);
+    let c = open(&MetaSpec::parse(&format!("redis://127.0.0.1:{port}")).unwrap()).unwrap();
+    let started = Instant::now();
+    let msg = c.ckpt("/x").unwrap_err().to_string();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(8),
+        "took {took:?}"
+    );
+    assert_eq!(
+        msg,
+        format!("Redis at redis://127.0.0.1:{port}: HGET failed: no reply within 5 s")
+    );
+}
+
+#[test]
+fn redis_malformed_replies_are_errors() {
+    let cases: [(&'static [&'static [u8]], &str); 4] = [
+        (&[b"+PONG\r\n", b"?what\r\n"], "unknown reply type"),
+        (&[b"+PONG\r\n", b"$999999999999\r\n"], "exceeds the limit"),
+        (&[b"+PONG\r\n", b":12\r\n"], "unexpected reply to HGET"),
+        (&[b"+PONG\r\n", b"-ERR nope\r\n"], "refused HGET: ERR nope"),
+    ];
+    for (replies, want) in cases {
+        let port = fake_redis(replies);
+        let c = open(&MetaSpec::parse(&format!("redis://127.0.0.1:{port}")).unwrap()).unwrap();
+        let msg = c.ckpt("/x").unwrap_err().to_string();
+        assert!(msg.contains(want), "{want}: {msg}");
+        assert!(msg.contains(&format!("redis://127.0.0.1:{port}")), "{msg}");
+    }
+    // Not a Redis server at all.
+    let port = fake_redis(&[b"HTTP/1.1 400 Bad Request\r\n\r\n"]);
+    let err = open(&MetaSpec::parse(&format!("redis://127.0.0.1:{port}")).unwrap()).err();
+    assert!(
+        matches!(err, Some(CatalogError::RedisProtocol { .. })),
+        "{err:?}"
+    );
+}

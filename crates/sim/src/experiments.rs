@@ -1,5 +1,6 @@
 //! The SSDUP+ evaluation (seed 002 §2–3) as simulator experiments; the
-//! LiU evaluation (seed 001) is in the `liu` submodule.
+//! LiU evaluation (seed 001) is in the `liu` submodule, the BBOS evaluation
+//! (seed 004) in `bbos`.
 //!
 //! Each experiment builds its workloads with [`crate::workload`], runs them
 //! on the simulated cluster of [`crate::cluster`] under the systems it
@@ -111,8 +112,44 @@ pub const EXPERIMENTS: &[Experiment] = &[
         title: "LiU Fig. 9: buffer size 32-512 MiB",
         run: liu::fig9,
     },
+    Experiment {
+        name: "bbos-fig1",
+        title: "BBOS Fig. 1: static 90% threshold, checkpoint throughput over time at DWPP 1.3-1.9 S",
+        run: bbos::fig1,
+    },
+    Experiment {
+        name: "bbos-fig2",
+        title: "BBOS Fig. 2: static 90% threshold under Low/Med/High arrivals at 1.9 S",
+        run: bbos::fig2,
+    },
+    Experiment {
+        name: "bbos-fig5",
+        title: "BBOS Fig. 5: throughput and latency, DataWarp / MaxBW / MaxEff / BBOS",
+        run: bbos::fig5,
+    },
+    Experiment {
+        name: "bbos-utilisation",
+        title: "BBOS §VI-B: burst-buffer utilisation per scheme",
+        run: bbos::utilisation,
+    },
+    Experiment {
+        name: "bbos-fig7",
+        title: "BBOS Fig. 7: cold checkpoints straight to the capacity tier",
+        run: bbos::fig7,
+    },
+    Experiment {
+        name: "bbos-fig8",
+        title: "BBOS Fig. 8: restart hit ratio, BBOS vs LRU vs FIFO",
+        run: bbos::fig8,
+    },
+    Experiment {
+        name: "bbos-fig9",
+        title: "BBOS Fig. 9: version-aware eviction",
+        run: bbos::fig9,
+    },
 ];
 
+mod bbos;
 mod liu;
 
 /// The experiment called `name`.

@@ -5,6 +5,8 @@
 //! * [`rng`] — the seeded generator every random choice comes from;
 //! * [`workload`] — IOR, mpi-io-test, ior-mpi-io, MPI-Tile-IO and HPIO
 //!   generators, as traces (server view) and as per-process scripts;
+//! * [`checkpoint`] — a fluid model of an over-subscribed burst buffer
+//!   under checkpoint traffic, running the BBOS policies;
 //! * [`cluster`] — clients, links and I/O nodes with an HDD and an SSD each,
 //!   running OrangeFS, OrangeFS-BB, SSDUP or SSDUP+ built from the policies;
 //! * [`experiments`] — the SSDUP+ paper's figures as runnable experiments;
@@ -15,6 +17,7 @@
 //! emulated tiers.
 
 pub mod analyse;
+pub mod checkpoint;
 pub mod cluster;
 pub mod event;
 pub mod experiments;

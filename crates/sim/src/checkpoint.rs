@@ -247,9 +247,14 @@ pub fn run(cfg: &CkptConfig) -> Result<CkptResult, SimError> {
     );
     let tracker = DwppTracker::new(period, 3, prior).map_err(|e| SimError(e.to_string()))?;
     // A checkpoint is demoted only once complete, so the one being written
-    // holds its space undemotable: plan for S less the largest checkpoint.
+    // holds its space undemotable: BBOS plans for S less the largest
+    // checkpoint. (The other schemes' plans do not depend on S, except the
+    // static threshold, which is a share of the real S.)
     let largest = cfg.jobs.iter().map(|j| j.bytes).max().unwrap_or(0);
-    let planned = cfg.capacity.saturating_sub(largest).max(1);
+    let planned = match cfg.scheme {
+        Scheme::Bbos => cfg.capacity.saturating_sub(largest).max(1),
+        _ => cfg.capacity,
+    };
     let mut planner =
         Planner::new(cfg.scheme, cfg.bw, planned, tracker).map_err(|e| SimError(e.to_string()))?;
     let horizon = f64::from(cfg.periods) * cfg.planner_period_s;

@@ -134,6 +134,18 @@ impl CkptRecord {
 }
 
 /// Encodes a record as the JSON stored for it.
+/// A version counter's job name must not be empty (both stores).
+pub(crate) fn check_counter_job(job: &str) -> Result<(), CatalogError> {
+    if job.is_empty() {
+        return Err(CatalogError::Invalid {
+            what: "version counter",
+            field: "job",
+            reason: "must not be empty".into(),
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // INVARIANT: these types have only string, integer and enum fields and
     // derive Serialize, so serialisation to a Vec cannot fail.

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, DatabaseError, ReadableTable, TableDefinition, WriteTransaction};
 
-use crate::model::{decode_ckpt, decode_job, decode_period, encode};
+use crate::model::{check_counter_job, decode_ckpt, decode_job, decode_period, encode};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats};
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -181,13 +181,7 @@ impl Catalog for RedbCatalog {
     }
 
     fn next_version(&self, job: &str) -> Result<u64, CatalogError> {
-        if job.is_empty() {
-            return Err(CatalogError::Invalid {
-                what: "version counter",
-                field: "job",
-                reason: "must not be empty".into(),
-            });
-        }
+        check_counter_job(job)?;
         self.write(|txn| {
             let mut t = txn.open_table(VERSIONS)?;
             let last = t.get(job)?.map_or(0, |v| v.value());

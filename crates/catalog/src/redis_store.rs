@@ -34,7 +34,7 @@ use std::io;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::model::{decode_ckpt, decode_job, decode_period, encode};
+use crate::model::{check_counter_job, decode_ckpt, decode_job, decode_period, encode};
 use crate::resp::{CallError, Connection, Reply};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats, RedisSpec};
 
@@ -313,13 +313,7 @@ impl Catalog for RedisCatalog {
     }
 
     fn next_version(&self, job: &str) -> Result<u64, CatalogError> {
-        if job.is_empty() {
-            return Err(CatalogError::Invalid {
-                what: "version counter",
-                field: "job",
-                reason: "must not be empty".into(),
-            });
-        }
+        check_counter_job(job)?;
         let corrupt = |reason: String| CatalogError::Corrupt {
             store: self.store(&self.versions_key),
             key: job.to_owned(),

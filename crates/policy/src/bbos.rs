@@ -601,9 +601,6 @@ pub fn expected_dwpp(jobs: impl IntoIterator<Item = (u64, Duration)>, planner: D
 #[derive(Clone, Debug)]
 pub struct Planner {
     tracker: DwppTracker,
-    scheme: Scheme,
-    bw: Bandwidths,
-    capacity: f64,
     plan: Plan,
 }
 
@@ -615,32 +612,28 @@ impl Planner {
         capacity: u64,
         tracker: DwppTracker,
     ) -> Result<Planner, BbosError> {
-        let period = tracker.period.as_secs_f64();
         let plan = Plan::new(
             scheme,
             bw,
             capacity as f64,
             tracker.predict() as f64,
-            period,
+            tracker.period.as_secs_f64(),
         )?;
-        Ok(Planner {
-            tracker,
-            scheme,
-            bw,
-            capacity: capacity as f64,
-            plan,
-        })
+        Ok(Planner { tracker, plan })
     }
 
+    /// Re-plans for the current prediction; scheme, bandwidths and
+    /// capacity are the current plan's.
     fn replan(&mut self) {
-        let period = self.tracker.period.as_secs_f64();
-        // Cannot fail: the inputs were checked when the planner was made.
+        let p = &self.plan;
+        // Cannot fail: the same inputs made the current plan, and the
+        // prediction and period are valid.
         if let Ok(plan) = Plan::new(
-            self.scheme,
-            self.bw,
-            self.capacity,
+            p.scheme,
+            p.bw,
+            p.capacity,
             self.tracker.predict() as f64,
-            period,
+            self.tracker.period.as_secs_f64(),
         ) {
             self.plan = plan;
         }

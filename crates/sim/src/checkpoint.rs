@@ -432,6 +432,8 @@ pub fn run(cfg: &CkptConfig) -> Result<CkptResult, SimError> {
             .filter(|&i| files[ios[i].file].direct)
             .collect();
 
+        // Versions change only at arrivals, above: one ranking basis per step.
+        let newest = newest_everywhere(&files);
         // Deleters: make room for the next step's writes, coldest first.
         let mut used = used;
         if !fast_writers.is_empty() {
@@ -440,13 +442,10 @@ pub fn run(cfg: &CkptConfig) -> Result<CkptResult, SimError> {
                 let evictable: Vec<usize> = (0..files.len())
                     .filter(|&k| files[k].on_fast && files[k].is_demoted())
                     .collect();
-                let res: Vec<Resident> = evictable.iter().map(|&k| resident(&files[k])).collect();
-                let newest = newest_versions(&res, versions_everywhere(&files));
-                for idx in cold_order(cfg.eviction, &res, &newest) {
+                for k in coldest_first(cfg.eviction, &files, evictable, &newest) {
                     if cap - used >= want {
                         break;
                     }
-                    let k = evictable[idx];
                     files[k].on_fast = false;
                     used -= files[k].resident_bytes();
                 }
@@ -461,13 +460,9 @@ pub fn run(cfg: &CkptConfig) -> Result<CkptResult, SimError> {
                 f.on_fast && f.complete && !f.direct && !f.is_demoted()
             })
             .collect();
-        let demote_file = if candidates.is_empty() {
-            None
-        } else {
-            let res: Vec<Resident> = candidates.iter().map(|&k| resident(&files[k])).collect();
-            let newest = newest_versions(&res, versions_everywhere(&files));
-            Some(candidates[cold_order(cfg.eviction, &res, &newest)[0]])
-        };
+        let demote_file = coldest_first(cfg.eviction, &files, candidates, &newest)
+            .first()
+            .copied();
 
         // Rates.
         let stalled = !fast_writers.is_empty() && free <= 1.0;
@@ -668,11 +663,25 @@ fn resident(f: &File) -> Resident {
 
 /// Each job's newest version anywhere (fast or capacity tier, complete or
 /// being written): a file is superseded once a newer one exists.
-fn versions_everywhere(files: &[File]) -> Vec<(u64, u64)> {
-    files
+fn newest_everywhere(files: &[File]) -> BTreeMap<u64, u64> {
+    let pairs = files
         .iter()
         .filter(|f| !f.deleted)
-        .map(|f| (f.job, f.version))
+        .map(|f| (f.job, f.version));
+    newest_versions(&[], pairs)
+}
+
+/// The files at `picks`, coldest first under `eviction`.
+fn coldest_first(
+    eviction: Eviction,
+    files: &[File],
+    picks: Vec<usize>,
+    newest: &BTreeMap<u64, u64>,
+) -> Vec<usize> {
+    let residents: Vec<Resident> = picks.iter().map(|&k| resident(&files[k])).collect();
+    cold_order(eviction, &residents, newest)
+        .into_iter()
+        .map(|i| picks[i])
         .collect()
 }
 

@@ -306,7 +306,7 @@ pub fn fig5(_rc: &RunConfig) -> Result<Report, SimError> {
         .iter()
         .map(|&(s, k, c)| {
             // Dedicated allocation never grants more than S.
-            let n = if s == Scheme::DataWarp {
+            let n = if !s.oversubscribes() {
                 S / CKPT
             } else {
                 jobs_for(k)
@@ -432,7 +432,7 @@ fn max_jobs_simulated(scheme: Scheme, capacity: u64, steps: &mut u64) -> Result<
         let no_stall = r.ios.iter().all(|io| io.stalled_s == 0.0);
         Ok(r.unfinished == 0 && in_period && drained && no_stall && r.spilled_bytes == 0.0)
     };
-    let limit = if scheme == Scheme::DataWarp {
+    let limit = if !scheme.oversubscribes() {
         capacity / CKPT
     } else {
         4 * capacity / CKPT
@@ -660,7 +660,7 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
                 format!("{:.1}%", 100.0 * ratios[0]),
                 format!("{:.1}%", 100.0 * ratios[1]),
                 format!("{:.1}%", 100.0 * ratios[2]),
-                format!("{:.2}×", ratios[0] / ratios[1].min(ratios[2]).max(1e-9)),
+                format!("{:.2}×", ratios[0] / worst_peer),
                 restarts.to_string(),
             ]);
             i += 3;

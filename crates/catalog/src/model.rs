@@ -94,23 +94,32 @@ fn invalid(what: &'static str, field: &'static str, reason: &str) -> CatalogErro
     }
 }
 
+/// `value` of `what`'s `field` must not be empty (records, version
+/// counters and rename targets, in both stores).
+pub(crate) fn non_empty(
+    what: &'static str,
+    field: &'static str,
+    value: &str,
+) -> Result<(), CatalogError> {
+    if value.is_empty() {
+        return Err(invalid(what, field, "must not be empty"));
+    }
+    Ok(())
+}
+
 impl JobSpec {
     /// Checks the fields a catalogue relies on: a non-empty `id` and `glob`,
     /// `period_s` and `versions` at least 1, and a non-zero failure rate.
     pub fn check(&self) -> Result<(), CatalogError> {
         const WHAT: &str = "job";
-        if self.id.is_empty() {
-            return Err(invalid(WHAT, "id", "must not be empty"));
-        }
+        non_empty(WHAT, "id", &self.id)?;
         if self.period_s == 0 {
             return Err(invalid(WHAT, "period_s", "must be at least 1 second"));
         }
         if self.versions == 0 {
             return Err(invalid(WHAT, "versions", "must be at least 1"));
         }
-        if self.glob.is_empty() {
-            return Err(invalid(WHAT, "glob", "must not be empty"));
-        }
+        non_empty(WHAT, "glob", &self.glob)?;
         match self.failure {
             Failure::Nodes(0) => Err(invalid(WHAT, "failure", "nodes must be at least 1")),
             Failure::MtbfSecs(0) => Err(invalid(WHAT, "failure", "mtbf_secs must be at least 1")),
@@ -123,29 +132,12 @@ impl CkptRecord {
     /// Checks the fields a catalogue relies on: a non-empty `path` and `job`.
     pub fn check(&self) -> Result<(), CatalogError> {
         const WHAT: &str = "checkpoint record";
-        if self.path.is_empty() {
-            return Err(invalid(WHAT, "path", "must not be empty"));
-        }
-        if self.job.is_empty() {
-            return Err(invalid(WHAT, "job", "must not be empty"));
-        }
-        Ok(())
+        non_empty(WHAT, "path", &self.path)?;
+        non_empty(WHAT, "job", &self.job)
     }
 }
 
 /// Encodes a record as the JSON stored for it.
-/// A version counter's job name must not be empty (both stores).
-pub(crate) fn check_counter_job(job: &str) -> Result<(), CatalogError> {
-    if job.is_empty() {
-        return Err(CatalogError::Invalid {
-            what: "version counter",
-            field: "job",
-            reason: "must not be empty".into(),
-        });
-    }
-    Ok(())
-}
-
 pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // INVARIANT: these types have only string, integer and enum fields and
     // derive Serialize, so serialisation to a Vec cannot fail.

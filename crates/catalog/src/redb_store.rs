@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, DatabaseError, ReadableTable, TableDefinition, WriteTransaction};
 
-use crate::model::{check_counter_job, decode_ckpt, decode_job, decode_period, encode};
+use crate::model::{decode_ckpt, decode_job, decode_period, encode, non_empty};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats};
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -181,7 +181,7 @@ impl Catalog for RedbCatalog {
     }
 
     fn next_version(&self, job: &str) -> Result<u64, CatalogError> {
-        check_counter_job(job)?;
+        non_empty("version counter", "job", job)?;
         self.write(|txn| {
             let mut t = txn.open_table(VERSIONS)?;
             let last = t.get(job)?.map_or(0, |v| v.value());
@@ -218,13 +218,7 @@ impl Catalog for RedbCatalog {
     }
 
     fn rename_ckpt(&self, from: &str, to: &str) -> Result<bool, CatalogError> {
-        if to.is_empty() {
-            return Err(CatalogError::Invalid {
-                what: "checkpoint rename",
-                field: "to",
-                reason: "must not be empty".into(),
-            });
-        }
+        non_empty("checkpoint rename", "to", to)?;
         let store = self.store("ckpts");
         let renamed = self.write(|txn| {
             let mut t = txn.open_table(CKPTS)?;

@@ -34,7 +34,7 @@ use std::io;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::model::{check_counter_job, decode_ckpt, decode_job, decode_period, encode};
+use crate::model::{decode_ckpt, decode_job, decode_period, encode, non_empty};
 use crate::resp::{CallError, Connection, Reply};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats, RedisSpec};
 
@@ -313,7 +313,7 @@ impl Catalog for RedisCatalog {
     }
 
     fn next_version(&self, job: &str) -> Result<u64, CatalogError> {
-        check_counter_job(job)?;
+        non_empty("version counter", "job", job)?;
         let corrupt = |reason: String| CatalogError::Corrupt {
             store: self.store(&self.versions_key),
             key: job.to_owned(),
@@ -357,13 +357,7 @@ impl Catalog for RedisCatalog {
     }
 
     fn rename_ckpt(&self, from: &str, to: &str) -> Result<bool, CatalogError> {
-        if to.is_empty() {
-            return Err(CatalogError::Invalid {
-                what: "checkpoint rename",
-                field: "to",
-                reason: "must not be empty".into(),
-            });
-        }
+        non_empty("checkpoint rename", "to", to)?;
         let store = self.store(&self.ckpts_key);
         for _ in 0..RENAME_ATTEMPTS_MAX {
             let Some(old) = self.hget(&self.ckpts_key, from)? else {

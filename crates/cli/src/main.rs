@@ -1,6 +1,7 @@
 //! The `sluice` command: parses flags, wires the crates, maps errors to an
 //! exit status. Formatting of reports lives in `report.rs`.
 
+mod ckpt;
 mod demo;
 mod mount;
 mod profile;
@@ -58,6 +59,9 @@ enum Command {
     /// sequential bandwidth B, t80 of 1-byte random reads, throughput per
     /// request size; head = B × t80, body = the knee of the curve.
     Profile(profile::ProfileArgs),
+    /// BBOS checkpoint jobs: register, list, unregister.
+    #[command(subcommand)]
+    Ckpt(ckpt::CkptCommand),
 }
 
 #[derive(Args, Debug)]
@@ -216,6 +220,7 @@ fn main() -> ExitCode {
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
         Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
         Some(Command::Profile(args)) => profile::profile(&args),
+        Some(Command::Ckpt(command)) => ckpt::run(&command),
         None => run_analyse(&cli.analyse),
     };
     match result {

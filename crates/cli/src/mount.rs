@@ -52,6 +52,10 @@ pub struct ConfigArgs {
     /// capacity tier; the `[liu]` section sets its sizes.
     #[arg(long)]
     pub liu: bool,
+    /// BBOS's catalogue: `redb:PATH`, a path, or `redis://127.0.0.1:PORT`
+    /// (default FAST/catalog.redb).
+    #[arg(long = "meta", id = "bbos_meta")]
+    pub meta: Option<String>,
 }
 
 fn parse_device(s: &str) -> Result<Device, String> {
@@ -106,6 +110,9 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
         config.mount.threads = t;
     }
     config.liu.enabled |= args.liu;
+    if let Some(m) = &args.meta {
+        config.bbos.meta = Some(m.clone());
+    }
     config
 }
 

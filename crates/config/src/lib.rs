@@ -16,13 +16,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use sluice_catalog::MetaSpec;
 use sluice_devices::hdd::HddConfig;
 use sluice_devices::ssd::SsdConfig;
-use sluice_engine::{EngineConfig, LiuBackend, LiuOptions};
+use sluice_engine::{CkptOptions, EngineConfig, LiuBackend, LiuOptions};
 use sluice_env::emulated::EmulatedBackend;
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
 use sluice_env::{Backend, Clock};
+use sluice_policy::bbos::{Bandwidths, Eviction, Scheme};
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::WhenFull;
@@ -64,6 +66,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// LiU's read path over the capacity tier.
     pub liu: LiuSection,
+    /// BBOS: checkpoint files staged on the fast tier.
+    pub bbos: BbosSection,
 }
 
 /// What stands in front of a tier's directory.
@@ -206,6 +210,105 @@ pub struct MetricsConfig {
     /// none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
+}
+
+/// `bbos` section: checkpoint staging (docs/bbos.md). Bandwidths are bytes
+/// per second and should be the fast tier's own (Eq. 1 of the paper).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BbosSection {
+    /// Stage checkpoint files of registered jobs. Off without a catalogue:
+    /// a `memory` fast tier has no directory for the default one.
+    pub enabled: bool,
+    /// The catalogue: `redb:PATH`, a path, or `redis://127.0.0.1:PORT`;
+    /// `FAST/catalog.redb` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<String>,
+    /// `bbos`, `maxbw`, `maxeff`, `datawarp` or `static`.
+    pub scheme: SchemeName,
+    /// Fill percentage of the `static` scheme (1 to 100).
+    pub static_percent: u8,
+    /// `bbos`, `bbos-unversioned`, `lru` or `fifo`.
+    pub eviction: EvictionName,
+    /// `S`: fast-tier bytes for checkpoint copies.
+    pub capacity: ByteSize,
+    /// The planner period.
+    pub period: Span,
+    /// Closed periods the DWPP prediction averages (1 to 64).
+    pub window: u32,
+    /// MTBF of one node, for jobs registered by node count.
+    pub node_mtbf: Span,
+    /// Longest wait of a new checkpoint for its job's turn.
+    pub admit_wait: Span,
+    /// Bytes per demotion step.
+    pub chunk: ByteSize,
+    /// Bwmax: checkpoint writes with no demotion beside them.
+    pub write_max: ByteSize,
+    /// Bwmin: checkpoint writes while demoting at `demote_max`.
+    pub write_min: ByteSize,
+    /// Brmax: the fastest demotion.
+    pub demote_max: ByteSize,
+    /// Brmin: demotion while writing at `write_max`.
+    pub demote_min: ByteSize,
+    /// Bdmax: demotion while nothing is written.
+    pub idle_demote: ByteSize,
+}
+
+/// `bbos.scheme`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchemeName {
+    /// The DWPP planner.
+    #[default]
+    Bbos,
+    /// Harmonia MaxBW.
+    Maxbw,
+    /// Harmonia MaxEff.
+    Maxeff,
+    /// Dedicated allocation.
+    Datawarp,
+    /// A fixed fill threshold.
+    Static,
+}
+
+/// `bbos.eviction`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionName {
+    /// Superseded versions, then lowest failure rate.
+    #[default]
+    Bbos,
+    /// Lowest failure rate only.
+    BbosUnversioned,
+    /// Least recently used.
+    Lru,
+    /// First in, first out.
+    Fifo,
+}
+
+impl Default for BbosSection {
+    fn default() -> Self {
+        let o = CkptOptions::default();
+        let bw = o.bandwidths;
+        BbosSection {
+            enabled: true,
+            meta: None,
+            scheme: SchemeName::Bbos,
+            static_percent: 90,
+            eviction: EvictionName::Bbos,
+            capacity: ByteSize(o.capacity),
+            period: Span(o.period),
+            window: o.window as u32,
+            node_mtbf: Span(o.node_mtbf),
+            admit_wait: Span(o.admit_wait),
+            chunk: ByteSize(o.chunk_bytes),
+            write_max: ByteSize(bw.write_max as u64),
+            write_min: ByteSize(bw.write_min as u64),
+            demote_max: ByteSize(bw.demote_max as u64),
+            demote_min: ByteSize(bw.demote_min as u64),
+            idle_demote: ByteSize(bw.idle_demote as u64),
+        }
+    }
 }
 
 /// `liu` section: LiU's segment buffer and lifted heads (docs/liu.md).
@@ -354,9 +457,96 @@ impl Config {
             )));
         }
         self.liu_options()?;
+        self.bbos_options()?;
         self.engine_config()?
             .validate()
             .map_err(|e| ConfigError(e.to_string()))
+    }
+
+    /// BBOS's options (checked whether or not `bbos.enabled`).
+    pub fn bbos_options(&self) -> Result<CkptOptions, ConfigError> {
+        let b = &self.bbos;
+        if !(1..=100).contains(&b.static_percent) {
+            return Err(ConfigError(format!(
+                "bbos.static_percent = {}: must be 1 to 100",
+                b.static_percent
+            )));
+        }
+        if !(1..=64).contains(&b.window) {
+            return Err(ConfigError(format!(
+                "bbos.window = {}: must be 1 to 64",
+                b.window
+            )));
+        }
+        for (key, v) in [("capacity", b.capacity), ("chunk", b.chunk)] {
+            if v.0 == 0 {
+                return Err(ConfigError(format!("bbos.{key} must be above 0")));
+            }
+        }
+        for (key, v) in [("period", b.period), ("node_mtbf", b.node_mtbf)] {
+            if v.0.is_zero() {
+                return Err(ConfigError(format!("bbos.{key} must be above 0")));
+            }
+        }
+        let bandwidths = Bandwidths {
+            write_max: b.write_max.0 as f64,
+            write_min: b.write_min.0 as f64,
+            demote_max: b.demote_max.0 as f64,
+            demote_min: b.demote_min.0 as f64,
+            idle_demote: b.idle_demote.0 as f64,
+        };
+        bandwidths.check().map_err(|e| {
+            ConfigError(format!(
+                "bbos bandwidths (write_max, write_min, demote_max, demote_min, idle_demote): {e}"
+            ))
+        })?;
+        Ok(CkptOptions {
+            scheme: match b.scheme {
+                SchemeName::Bbos => Scheme::Bbos,
+                SchemeName::Maxbw => Scheme::MaxBw,
+                SchemeName::Maxeff => Scheme::MaxEff,
+                SchemeName::Datawarp => Scheme::DataWarp,
+                SchemeName::Static => Scheme::Static {
+                    percent: b.static_percent,
+                },
+            },
+            eviction: match b.eviction {
+                EvictionName::Bbos => Eviction::Bbos {
+                    version_aware: true,
+                },
+                EvictionName::BbosUnversioned => Eviction::Bbos {
+                    version_aware: false,
+                },
+                EvictionName::Lru => Eviction::Lru,
+                EvictionName::Fifo => Eviction::Fifo,
+            },
+            bandwidths,
+            capacity: b.capacity.0,
+            period: b.period.0,
+            window: b.window as usize,
+            node_mtbf: b.node_mtbf.0,
+            admit_wait: b.admit_wait.0,
+            chunk_bytes: b.chunk.0,
+            background: true,
+        })
+    }
+
+    /// The catalogue BBOS uses: `bbos.meta`, else `FAST/catalog.redb`;
+    /// `None` when BBOS is off or the fast tier has no directory and no
+    /// `bbos.meta` is given.
+    pub fn meta_spec(&self) -> Result<Option<MetaSpec>, ConfigError> {
+        if !self.bbos.enabled {
+            return Ok(None);
+        }
+        match (&self.bbos.meta, &self.fast.path) {
+            (Some(m), _) => MetaSpec::parse(m)
+                .map(Some)
+                .map_err(|e| ConfigError(format!("bbos.meta: {e}"))),
+            (None, Some(fast)) if self.fast.device != Device::Memory => Ok(Some(MetaSpec::Redb {
+                path: fast.join("catalog.redb"),
+            })),
+            (None, _) => Ok(None),
+        }
     }
 
     /// LiU's options (checked whether or not `liu.enabled`).

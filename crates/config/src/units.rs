@@ -20,7 +20,9 @@ const SIZE_UNITS: [(&str, u64); 9] = [
     ("B", 1),
 ];
 
-const TIME_UNITS: [(&str, u64); 5] = [
+const TIME_UNITS: [(&str, u64); 7] = [
+    ("d", 86_400_000_000_000),
+    ("h", 3_600_000_000_000),
     ("min", 60_000_000_000),
     ("ms", 1_000_000),
     ("us", 1_000),
@@ -108,6 +110,8 @@ impl fmt::Display for Span {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nanos = u64::try_from(self.0.as_nanos()).unwrap_or(u64::MAX);
         let order = [
+            ("d", 86_400_000_000_000),
+            ("h", 3_600_000_000_000),
             ("min", 60_000_000_000),
             ("s", 1_000_000_000),
             ("ms", 1_000_000),

@@ -7,12 +7,16 @@
 //!   state machines over two `sluice-env` backends;
 //! * [`liu`] — LiU's read path: the segment buffer, lifted heads and
 //!   sectioned loads as a wrapper around the capacity backend;
+//! * [`ckpt`] — BBOS: checkpoint files staged on the fast tier, admitted
+//!   per job, throttled, demoted, cached for restarts and evicted cold-first;
 //! * [`kill_writer`] — what the SIGKILL test and its writer process share.
 
+pub mod ckpt;
 pub mod engine;
 pub mod kill_writer;
 pub mod liu;
 pub mod log;
 
+pub use ckpt::{Checkpoints, CkptOptions, CkptStats, CkptStatus};
 pub use engine::{Engine, EngineConfig, EngineStats, EngineStatus};
 pub use liu::{LiuBackend, LiuOptions, LiuStatus};

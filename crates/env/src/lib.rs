@@ -35,6 +35,63 @@ use std::time::{Duration, SystemTime};
 
 use sluice_policy::Time;
 
+/// How [`copy_range`] moved the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyHow {
+    /// `copy_file_range(2)`: in the kernel, no user-space copy.
+    Kernel,
+    /// Read into a buffer and written back out through the backends.
+    Buffered,
+}
+
+/// Copy `len` bytes at `offset` of `src` to the same offset of `dst`
+/// (stopping early at the end of `src`); returns the bytes copied and how.
+/// Uses `copy_file_range` when both handles expose a kernel file, and falls
+/// back to read/write through `buf` when they do not or when the kernel
+/// refuses (EXDEV across file system types, EINVAL, ENOSYS, EOPNOTSUPP).
+pub fn copy_range(
+    src: &dyn BackendFile,
+    dst: &dyn BackendFile,
+    offset: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<(u64, CopyHow)> {
+    if let (Some(from), Some(to)) = (src.as_fd(), dst.as_fd()) {
+        let (mut off_in, mut off_out, mut done) = (offset, offset, 0u64);
+        loop {
+            if done == len {
+                return Ok((done, CopyHow::Kernel));
+            }
+            let want = usize::try_from(len - done).unwrap_or(usize::MAX);
+            match rustix::fs::copy_file_range(from, Some(&mut off_in), to, Some(&mut off_out), want)
+            {
+                Ok(0) => return Ok((done, CopyHow::Kernel)),
+                Ok(n) => done += n as u64,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(
+                    rustix::io::Errno::XDEV
+                    | rustix::io::Errno::INVAL
+                    | rustix::io::Errno::NOSYS
+                    | rustix::io::Errno::OPNOTSUPP,
+                ) if done == 0 => break,
+                Err(e) => return Err(io::Error::from(e)),
+            }
+        }
+    }
+    let mut done = 0u64;
+    while done < len {
+        let chunk = usize::try_from((len - done).min(1 << 20)).unwrap_or(1 << 20);
+        buf.resize(chunk, 0);
+        let n = src.read_at(&mut buf[..chunk], offset + done)?;
+        if n == 0 {
+            break;
+        }
+        dst.write_at(&buf[..n], offset + done)?;
+        done += n as u64;
+    }
+    Ok((done, CopyHow::Buffered))
+}
+
 pub mod crash;
 pub mod emulated;
 pub mod fault;
@@ -333,6 +390,13 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
     }
     /// Truncate or extend (with zeros) to `len`.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// The kernel file behind this handle, for copies the kernel does
+    /// itself ([`copy_range`]). `None` (the default) when there is none or
+    /// when every byte must pass through the backend (emulated devices
+    /// charge for them, fault injection fails them, LiU tracks writes).
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// A tier: a namespace of files under a root.

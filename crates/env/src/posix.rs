@@ -832,6 +832,10 @@ impl BackendFile for PosixFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len).map_err(|e| self.error(e, "set_len"))
     }
+
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(&self.file))
+    }
 }
 
 #[cfg(test)]

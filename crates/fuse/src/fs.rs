@@ -24,7 +24,7 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
     Request, TimeOrNow, WriteFlags,
 };
-use sluice_engine::Engine;
+use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{RelPath, SetAttr, Stat, StatKind, TimeSet, XattrFlags};
 use sluice_policy::FileId;
 
@@ -63,6 +63,9 @@ pub struct OpCounters {
 /// The mounted file system.
 pub struct SluiceFs {
     engine: Arc<Engine>,
+    /// BBOS: checkpoint-class files go here instead of the engine; its
+    /// handles carry [`sluice_engine::ckpt::HANDLE_BIT`].
+    ckpt: Option<Arc<Checkpoints>>,
     inodes: Mutex<Inodes>,
     /// Directory handles: a snapshot of the entries taken at opendir.
     dirs: Mutex<HashMap<u64, Arc<DirSnapshot>>>,
@@ -110,6 +113,7 @@ impl SluiceFs {
     /// A file system over `engine`.
     pub fn new(
         engine: Arc<Engine>,
+        ckpt: Option<Arc<Checkpoints>>,
         counters: Arc<OpCounters>,
         control: Option<String>,
         max_write: u32,
@@ -117,6 +121,7 @@ impl SluiceFs {
     ) -> SluiceFs {
         SluiceFs {
             engine,
+            ckpt,
             inodes: Mutex::new(Inodes::default()),
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
@@ -131,6 +136,17 @@ impl SluiceFs {
             },
             euid: rustix::process::geteuid().as_raw(),
         }
+    }
+
+    /// The stager, if it takes `path` (a registered glob matches it or it
+    /// has a fast-tier copy).
+    fn ckpt_for(&self, path: &RelPath) -> Option<&Checkpoints> {
+        self.ckpt.as_deref().filter(|c| c.handles(path))
+    }
+
+    /// The stager, if `fh` is one of its handles.
+    fn ckpt_handle(&self, fh: FileHandle) -> Option<&Checkpoints> {
+        self.ckpt.as_deref().filter(|_| Checkpoints::owns(fh.0))
     }
 
     fn fail(&self, e: &io::Error) -> Errno {
@@ -167,7 +183,8 @@ impl SluiceFs {
         let mut size = st.len;
         let mut blocks = st.blocks;
         if st.kind == StatKind::File {
-            if let Some(logical) = self.engine.open_size(path) {
+            let staged = self.ckpt.as_ref().and_then(|c| c.size(path));
+            if let Some(logical) = staged.or_else(|| self.engine.open_size(path)) {
                 size = logical;
                 blocks = blocks.max(logical.div_ceil(512));
             }
@@ -304,7 +321,16 @@ impl Filesystem for SluiceFs {
         };
         let result = (|| -> io::Result<()> {
             if let Some(size) = size {
+                let staged = match (fh, self.ckpt.as_deref()) {
+                    (Some(fh), Some(c)) if Checkpoints::owns(fh.0) => {
+                        c.truncate(fh.0, size)?;
+                        true
+                    }
+                    (None, Some(c)) => c.truncate_path(&path, size)?,
+                    _ => false,
+                };
                 match fh {
+                    _ if staged => {}
                     Some(fh) => self.engine.truncate(FileId(fh.0), size)?,
                     None => {
                         let id = self.engine.open_file(&path)?;
@@ -400,6 +426,11 @@ impl Filesystem for SluiceFs {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
+        if let Some(c) = self.ckpt.as_deref() {
+            if let Err(e) = c.unlink(&path) {
+                return reply.error(self.fail(&e));
+            }
+        }
         // A symbolic link is not an engine file: remove it directly.
         let result = match self.engine.capacity_tier().stat(&path) {
             Ok(st) if st.kind != StatKind::File => self.engine.capacity_tier().remove_file(&path),
@@ -486,6 +517,11 @@ impl Filesystem for SluiceFs {
         if flags.contains(RenameFlags::RENAME_NOREPLACE) && tier.stat(&to).is_ok() {
             return reply.error(Errno::EEXIST);
         }
+        if let Some(c) = self.ckpt.as_deref() {
+            if let Err(e) = c.rename(&from, &to) {
+                return reply.error(self.fail(&e));
+            }
+        }
         let result = match tier.stat(&from) {
             // Links and other non-files are not engine files.
             Ok(st) if st.kind == StatKind::Symlink || st.kind == StatKind::Other => {
@@ -514,13 +550,21 @@ impl Filesystem for SluiceFs {
         reply.error(Errno::EOPNOTSUPP);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.meta();
         let path = match self.path(ino) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
-        match self.engine.open_file(&path) {
+        let opened = match self.ckpt_for(&path) {
+            Some(c) => {
+                let bits = rustix::fs::OFlags::from_bits_retain(flags.0 as u32);
+                let write = bits & rustix::fs::OFlags::ACCMODE != rustix::fs::OFlags::RDONLY;
+                c.open_file(&path, write, bits.contains(rustix::fs::OFlags::TRUNC))
+            }
+            None => self.engine.open_file(&path).map(|id| id.0),
+        };
+        match opened.map(FileId) {
             Ok(id) => reply.opened(FileHandle(id.0), self.open_flags),
             Err(e) => reply.error(self.fail(&e)),
         }
@@ -538,7 +582,11 @@ impl Filesystem for SluiceFs {
         reply: ReplyData,
     ) {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        match self.engine.read(FileId(fh.0), offset, u64::from(size)) {
+        let data = match self.ckpt_handle(fh) {
+            Some(c) => c.read(fh.0, offset, u64::from(size)),
+            None => self.engine.read(FileId(fh.0), offset, u64::from(size)),
+        };
+        match data {
             Ok(data) => {
                 self.counters
                     .read_bytes
@@ -562,7 +610,11 @@ impl Filesystem for SluiceFs {
         reply: ReplyWrite,
     ) {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        match self.engine.write(FileId(fh.0), offset, data) {
+        let written = match self.ckpt_handle(fh) {
+            Some(c) => c.write(fh.0, offset, data),
+            None => self.engine.write(FileId(fh.0), offset, data),
+        };
+        match written {
             Ok(()) => {
                 self.counters
                     .write_bytes
@@ -595,7 +647,10 @@ impl Filesystem for SluiceFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.engine.release(FileId(fh.0));
+        match self.ckpt_handle(fh) {
+            Some(c) => c.release(fh.0),
+            None => self.engine.release(FileId(fh.0)),
+        }
         reply.ok();
     }
 
@@ -608,7 +663,11 @@ impl Filesystem for SluiceFs {
         reply: ReplyEmpty,
     ) {
         self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-        match self.engine.fsync(FileId(fh.0)) {
+        let synced = match self.ckpt_handle(fh) {
+            Some(c) => c.fsync(fh.0),
+            None => self.engine.fsync(FileId(fh.0)),
+        };
+        match synced {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(self.fail(&e)),
         }
@@ -860,12 +919,19 @@ impl Filesystem for SluiceFs {
             Err(e) => return reply.error(e),
         };
         let result = (|| {
-            let id = self.engine.create(&path)?;
+            let ckpt = self.ckpt_for(&path);
+            let id = match ckpt {
+                Some(c) => FileId(c.create(&path)?),
+                None => self.engine.create(&path)?,
+            };
             let attr = self
                 .own(req, &path, mode, umask)
                 .and_then(|()| self.entry(&path));
             if attr.is_err() {
-                self.engine.release(id);
+                match ckpt {
+                    Some(c) => c.release(id.0),
+                    None => self.engine.release(id),
+                }
             }
             attr.map(|a| (id, a))
         })();

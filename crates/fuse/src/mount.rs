@@ -17,8 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fuser::{BackgroundSession, MountOption, SessionACL};
+use sluice_catalog::JobSpec;
 use sluice_config::Config;
-use sluice_engine::{Engine, LiuBackend};
+use sluice_engine::{Checkpoints, Engine, LiuBackend};
 use sluice_env::{Clock, SystemClock};
 
 use crate::fs::{OpCounters, SluiceFs};
@@ -35,6 +36,7 @@ const REQUEST_MAX: u64 = 8192;
 struct Shared {
     engine: Arc<Engine>,
     liu: Option<Arc<LiuBackend>>,
+    ckpt: Option<Arc<Checkpoints>>,
     counters: Arc<OpCounters>,
     mountpoint: String,
     flush_rate: AtomicU64,
@@ -43,10 +45,43 @@ struct Shared {
 }
 
 impl Shared {
+    /// Drain the log and demote every closed checkpoint copy.
+    fn drain(&self) -> io::Result<()> {
+        self.engine.drain()?;
+        match &self.ckpt {
+            Some(c) => c.drain(),
+            None => Ok(()),
+        }
+    }
+
+    /// `ckpt list | register JSON | unregister ID`: the answer line.
+    fn ckpt_request(&self, args: &str) -> String {
+        let Some(c) = &self.ckpt else {
+            return "error: BBOS is off on this mount (bbos.enabled = false, or a memory fast tier without bbos.meta)".to_string();
+        };
+        let (verb, rest) = args.split_once(' ').unwrap_or((args, ""));
+        let result = match verb {
+            "list" => serde_json::to_string(&c.jobs()).map_err(io::Error::other),
+            "register" => serde_json::from_str::<JobSpec>(rest)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("job: {e}")))
+                .and_then(|job| c.register(job))
+                .map(|()| "ok".to_string()),
+            "unregister" => c
+                .unregister(rest.trim())
+                .map(|removed| if removed { "ok" } else { "absent" }.to_string()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "expected ckpt list, ckpt register JSON or ckpt unregister ID",
+            )),
+        };
+        result.unwrap_or_else(|e| format!("error: {e}"))
+    }
+
     fn status(&self) -> Status {
         Status::take(
             &self.engine,
             self.liu.as_deref(),
+            self.ckpt.as_deref(),
             &self.counters,
             &self.mountpoint,
             self.flush_rate.load(Ordering::Relaxed),
@@ -94,6 +129,25 @@ impl Mount {
             .engine_config()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let liu = tiers.liu;
+        let invalid = |e: sluice_config::ConfigError| {
+            io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+        };
+        // BBOS first: its recovery must not race the engine's flusher for
+        // nothing, and a bad catalogue should stop the mount early.
+        let ckpt = match config.meta_spec().map_err(invalid)? {
+            Some(spec) => {
+                let catalog =
+                    sluice_catalog::open(&spec).map_err(|e| io::Error::other(e.to_string()))?;
+                Some(Arc::new(Checkpoints::open(
+                    Arc::clone(&tiers.fast),
+                    Arc::clone(&tiers.capacity),
+                    catalog,
+                    Arc::clone(&clock),
+                    config.bbos_options().map_err(invalid)?,
+                )?))
+            }
+            None => None,
+        };
         let engine = Arc::new(Engine::open(
             tiers.fast,
             tiers.capacity,
@@ -107,6 +161,7 @@ impl Mount {
         });
         let fs = SluiceFs::new(
             Arc::clone(&engine),
+            ckpt.clone(),
             Arc::clone(&counters),
             control.as_ref().map(|p| p.display().to_string()),
             u32::try_from(config.mount.max_write.0).unwrap_or(1 << 20),
@@ -143,6 +198,7 @@ impl Mount {
         let shared = Arc::new(Shared {
             engine,
             liu,
+            ckpt,
             counters,
             mountpoint: mountpoint.display().to_string(),
             flush_rate: AtomicU64::new(0),
@@ -222,11 +278,7 @@ impl Mount {
         // Drain while still mounted, so `sluice unmount` returns only once
         // the capacity tier holds every byte; again after the unmount for
         // writes that raced with the first drain.
-        let first = if drain {
-            self.shared.engine.drain()
-        } else {
-            Ok(())
-        };
+        let first = if drain { self.shared.drain() } else { Ok(()) };
         if let Some(session) = self.session.take() {
             if session.guard.is_finished() {
                 let _ = session.join();
@@ -239,7 +291,7 @@ impl Mount {
         }
         first?;
         if drain {
-            self.shared.engine.drain()?;
+            self.shared.drain()?;
         }
         Ok(drain)
     }
@@ -323,7 +375,7 @@ fn serve_control(shared: &Shared, stream: UnixStream) {
         "status" => {
             serde_json::to_string(&shared.status()).unwrap_or_else(|e| format!("error: {e}"))
         }
-        "drain" => match shared.engine.drain() {
+        "drain" => match shared.drain() {
             Ok(()) => "ok".to_string(),
             Err(e) => format!("error: {e}"),
         },
@@ -337,8 +389,9 @@ fn serve_control(shared: &Shared, stream: UnixStream) {
             shared.stop.store(true, Ordering::Relaxed);
             "ok".to_string()
         }
+        l if l.starts_with("ckpt ") => shared.ckpt_request(&l[5..]),
         other => format!(
-            "error: unknown request {:?}; expected status, drain or unmount [drain|keep]",
+            "error: unknown request {:?}; expected status, drain, unmount [drain|keep] or ckpt ...",
             other.chars().take(64).collect::<String>()
         ),
     };

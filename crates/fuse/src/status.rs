@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
-use sluice_engine::{Engine, LiuBackend};
+use sluice_engine::{Checkpoints, Engine, LiuBackend};
 use sluice_policy::Tier;
 
 use crate::fs::OpCounters;
@@ -80,6 +80,161 @@ pub mod names {
     pub const LIU_LOCALITY: &str = "sluice_liu_locality_total";
     /// LiU: failed part loads and lifts (served from the capacity tier).
     pub const LIU_ERRORS: &str = "sluice_liu_errors_total";
+    /// BBOS: checkpoint copies on the fast tier, `state="staged|cached"`.
+    pub const CKPT_COPIES: &str = "sluice_ckpt_copies";
+    /// BBOS: bytes of those copies, `state="staged|cached"`.
+    pub const CKPT_COPY_BYTES: &str = "sluice_ckpt_copy_bytes";
+    /// BBOS: checkpoints started, `placement="staged|cold_direct|spilled"`.
+    pub const CKPT_CHECKPOINTS: &str = "sluice_ckpt_checkpoints_total";
+    /// BBOS: checkpoint bytes written, `tier="fast|capacity"`.
+    pub const CKPT_WRITTEN_BYTES: &str = "sluice_ckpt_written_bytes_total";
+    /// BBOS: copies demoted and their bytes.
+    pub const CKPT_DEMOTIONS: &str = "sluice_ckpt_demotions_total";
+    /// BBOS: bytes demoted.
+    pub const CKPT_DEMOTED_BYTES: &str = "sluice_ckpt_demoted_bytes_total";
+    /// BBOS: cached copies evicted.
+    pub const CKPT_EVICTIONS: &str = "sluice_ckpt_evictions_total";
+    /// BBOS: restart reads, `result="hit|miss"` (opens for reading).
+    pub const CKPT_RESTARTS: &str = "sluice_ckpt_restart_opens_total";
+    /// BBOS: restart read bytes, `result="hit|miss"`.
+    pub const CKPT_RESTART_BYTES: &str = "sluice_ckpt_restart_bytes_total";
+    /// BBOS: new checkpoints that waited for their job's turn, and how many
+    /// waits ran out.
+    pub const CKPT_ADMISSION_WAITS: &str = "sluice_ckpt_admission_waits_total";
+    /// BBOS: admission waits that ran out.
+    pub const CKPT_ADMISSION_TIMEOUTS: &str = "sluice_ckpt_admission_timeouts_total";
+    /// BBOS: seconds writers waited for the write throttle.
+    pub const CKPT_THROTTLE_SECONDS: &str = "sluice_ckpt_throttle_seconds_total";
+    /// BBOS: the throttle now, bytes/s, `kind="write|demote"` (write 0: none).
+    pub const CKPT_RATE: &str = "sluice_ckpt_rate_bytes_per_second";
+    /// BBOS: data written so far this planner period, and the DWPP planned.
+    pub const CKPT_DWSF: &str = "sluice_ckpt_dwsf_bytes";
+    /// BBOS: the DWPP the current plan is for.
+    pub const CKPT_DWPP: &str = "sluice_ckpt_dwpp_bytes";
+    /// BBOS: failed demotions and catalogue updates, `what="demotion|catalogue"`.
+    pub const CKPT_ERRORS: &str = "sluice_ckpt_errors_total";
+}
+
+/// BBOS's checkpoint stager, when on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CkptStatusView {
+    /// The scheme (`BBOS`, `MaxBW`, ...).
+    pub scheme: String,
+    /// The eviction policy.
+    pub eviction: String,
+    /// The catalogue.
+    pub catalog: String,
+    /// Registered jobs.
+    pub jobs: usize,
+    /// `S`.
+    pub capacity_bytes: u64,
+    /// Copies not yet demoted.
+    pub staged_files: u64,
+    /// Their bytes.
+    pub staged_bytes: u64,
+    /// Copies kept as a restart cache.
+    pub cached_files: u64,
+    /// Their bytes.
+    pub cached_bytes: u64,
+    /// Checkpoint files open for writing.
+    pub writers: u64,
+    /// Data written so far this planner period.
+    pub dwsf_bytes: u64,
+    /// The DWPP planned for.
+    pub dwpp_bytes: u64,
+    /// The plan's pattern (1, 2, 3; 0 for the static threshold).
+    pub pattern: u8,
+    /// Write cap now, bytes/s (0: none).
+    pub write_rate: u64,
+    /// Demotion rate now, bytes/s.
+    pub demote_rate: u64,
+    /// Checkpoints started.
+    pub checkpoints: u64,
+    /// Bytes written to staged copies.
+    pub staged_written_bytes: u64,
+    /// Checkpoints sent straight to the capacity tier as cold.
+    pub cold_direct: u64,
+    /// Checkpoints sent there because no room could be made.
+    pub spills: u64,
+    /// Bytes written to checkpoint files on the capacity tier.
+    pub direct_bytes: u64,
+    /// Copies demoted.
+    pub demotions: u64,
+    /// Bytes demoted.
+    pub demoted_bytes: u64,
+    /// Demotion steps done by copy_file_range.
+    pub kernel_copies: u64,
+    /// Cached copies evicted.
+    pub evictions: u64,
+    /// Restart opens served by the fast tier.
+    pub restart_hits: u64,
+    /// Restart opens served by the capacity tier.
+    pub restart_misses: u64,
+    /// Bytes read from fast-tier copies.
+    pub hit_bytes: u64,
+    /// Bytes of checkpoint files read from the capacity tier.
+    pub miss_bytes: u64,
+    /// Checkpoints that waited for their job's turn.
+    pub admission_waits: u64,
+    /// Waits that ran out.
+    pub admission_timeouts: u64,
+    /// Seconds spent waiting for admission.
+    pub admission_wait_s: f64,
+    /// Seconds writers waited for the throttle.
+    pub throttle_s: f64,
+    /// Failed demotions.
+    pub demotion_errors: u64,
+    /// Failed catalogue updates.
+    pub catalog_errors: u64,
+    /// The last of those errors.
+    pub last_error: Option<String>,
+    /// Copies found in the staging directory at mount.
+    pub recovered: u64,
+}
+
+impl CkptStatusView {
+    fn take(c: &Checkpoints) -> CkptStatusView {
+        let s = c.status();
+        let t = s.stats;
+        CkptStatusView {
+            scheme: s.scheme.to_string(),
+            eviction: s.eviction.to_string(),
+            catalog: s.catalog,
+            jobs: s.jobs,
+            capacity_bytes: s.capacity_bytes,
+            staged_files: s.staged.0,
+            staged_bytes: s.staged.1,
+            cached_files: s.cached.0,
+            cached_bytes: s.cached.1,
+            writers: s.writers,
+            dwsf_bytes: s.dwsf_bytes,
+            dwpp_bytes: s.dwpp_bytes,
+            pattern: s.pattern,
+            write_rate: s.write_rate,
+            demote_rate: s.demote_rate,
+            checkpoints: t.checkpoints,
+            staged_written_bytes: t.staged_bytes,
+            cold_direct: t.cold_direct,
+            spills: t.spills,
+            direct_bytes: t.direct_bytes,
+            demotions: t.demotions,
+            demoted_bytes: t.demoted_bytes,
+            kernel_copies: t.kernel_copies,
+            evictions: t.evictions,
+            restart_hits: t.restart_hits,
+            restart_misses: t.restart_misses,
+            hit_bytes: t.hit_bytes,
+            miss_bytes: t.miss_bytes,
+            admission_waits: t.admission_waits,
+            admission_timeouts: t.admission_timeouts,
+            admission_wait_s: t.admission_wait_ns as f64 / 1e9,
+            throttle_s: t.throttle_ns as f64 / 1e9,
+            demotion_errors: t.demotion_errors,
+            catalog_errors: t.catalog_errors,
+            last_error: t.last_error,
+            recovered: t.recovered,
+        }
+    }
 }
 
 /// LiU's read path, when on.
@@ -228,6 +383,9 @@ pub struct Status {
     /// LiU's read path, when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liu: Option<LiuStatusView>,
+    /// BBOS's checkpoint stager, when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bbos: Option<CkptStatusView>,
 }
 
 impl Status {
@@ -235,6 +393,7 @@ impl Status {
     pub fn take(
         engine: &Engine,
         liu: Option<&LiuBackend>,
+        ckpt: Option<&Checkpoints>,
         counters: &OpCounters,
         mountpoint: &str,
         flush_rate: u64,
@@ -294,6 +453,7 @@ impl Status {
             fuse_metadata_ops: c(&counters.metadata_ops),
             fuse_errors: c(&counters.errors),
             liu: liu.map(LiuStatusView::take),
+            bbos: ckpt.map(CkptStatusView::take),
         }
     }
 
@@ -412,6 +572,38 @@ impl Status {
                 mib(l.head_bytes_read),
                 l.errors,
                 l.last_error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!(" (last: {e})")),
+            );
+        }
+        if let Some(b) = &self.bbos {
+            let _ = writeln!(
+                out,
+                "bbos        {} ({} eviction), {} jobs, catalogue {}; S {}: {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
+                b.scheme,
+                b.eviction,
+                b.jobs,
+                b.catalog,
+                mib(b.capacity_bytes),
+                b.staged_files,
+                mib(b.staged_bytes),
+                b.cached_files,
+                mib(b.cached_bytes),
+                b.pattern,
+                mib(b.dwsf_bytes),
+                mib(b.dwpp_bytes),
+                b.checkpoints,
+                b.cold_direct,
+                b.spills,
+                b.demotions,
+                mib(b.demoted_bytes),
+                b.evictions,
+                b.restart_hits,
+                b.restart_misses,
+                b.admission_waits,
+                b.admission_timeouts,
+                b.demotion_errors + b.catalog_errors,
+                b.last_error
                     .as_ref()
                     .map_or_else(String::new, |e| format!(" (last: {e})")),
             );
@@ -679,6 +871,130 @@ impl Status {
                 "counter",
                 "LiU: failed part loads and lifts (the capacity tier answered instead).",
                 &[("", f(l.errors))],
+            );
+        }
+        if let Some(b) = &self.bbos {
+            let states = |staged: u64, cached: u64| {
+                [
+                    ("state=\"staged\"", f(staged)),
+                    ("state=\"cached\"", f(cached)),
+                ]
+            };
+            metric(
+                CKPT_COPIES,
+                "gauge",
+                "BBOS: checkpoint copies on the fast tier.",
+                &states(b.staged_files, b.cached_files),
+            );
+            metric(
+                CKPT_COPY_BYTES,
+                "gauge",
+                "BBOS: bytes of checkpoint copies on the fast tier.",
+                &states(b.staged_bytes, b.cached_bytes),
+            );
+            let staged = b.checkpoints.saturating_sub(b.cold_direct + b.spills);
+            metric(
+                CKPT_CHECKPOINTS,
+                "counter",
+                "BBOS: checkpoints started, by placement.",
+                &[
+                    ("placement=\"staged\"", f(staged)),
+                    ("placement=\"cold_direct\"", f(b.cold_direct)),
+                    ("placement=\"spilled\"", f(b.spills)),
+                ],
+            );
+            metric(
+                CKPT_WRITTEN_BYTES,
+                "counter",
+                "BBOS: checkpoint bytes written, by tier.",
+                &[
+                    ("tier=\"fast\"", f(b.staged_written_bytes)),
+                    ("tier=\"capacity\"", f(b.direct_bytes)),
+                ],
+            );
+            metric(
+                CKPT_DEMOTIONS,
+                "counter",
+                "BBOS: checkpoint copies demoted to the capacity tier.",
+                &[("", f(b.demotions))],
+            );
+            metric(
+                CKPT_DEMOTED_BYTES,
+                "counter",
+                "BBOS: bytes demoted.",
+                &[("", f(b.demoted_bytes))],
+            );
+            metric(
+                CKPT_EVICTIONS,
+                "counter",
+                "BBOS: cached checkpoint copies evicted.",
+                &[("", f(b.evictions))],
+            );
+            metric(
+                CKPT_RESTARTS,
+                "counter",
+                "BBOS: opens of checkpoint files for reading, by whether the fast tier served them.",
+                &[
+                    ("result=\"hit\"", f(b.restart_hits)),
+                    ("result=\"miss\"", f(b.restart_misses)),
+                ],
+            );
+            metric(
+                CKPT_RESTART_BYTES,
+                "counter",
+                "BBOS: checkpoint bytes read, by whether the fast tier served them.",
+                &[
+                    ("result=\"hit\"", f(b.hit_bytes)),
+                    ("result=\"miss\"", f(b.miss_bytes)),
+                ],
+            );
+            metric(
+                CKPT_ADMISSION_WAITS,
+                "counter",
+                "BBOS: new checkpoints that waited for their job's turn.",
+                &[("", f(b.admission_waits))],
+            );
+            metric(
+                CKPT_ADMISSION_TIMEOUTS,
+                "counter",
+                "BBOS: admission waits that ran out (the checkpoint went ahead).",
+                &[("", f(b.admission_timeouts))],
+            );
+            metric(
+                CKPT_THROTTLE_SECONDS,
+                "counter",
+                "BBOS: seconds checkpoint writers waited for the write throttle.",
+                &[("", b.throttle_s)],
+            );
+            metric(
+                CKPT_RATE,
+                "gauge",
+                "BBOS: throttle now, bytes per second (write 0: no cap).",
+                &[
+                    ("kind=\"write\"", f(b.write_rate)),
+                    ("kind=\"demote\"", f(b.demote_rate)),
+                ],
+            );
+            metric(
+                CKPT_DWSF,
+                "gauge",
+                "BBOS: checkpoint bytes written so far this planner period.",
+                &[("", f(b.dwsf_bytes))],
+            );
+            metric(
+                CKPT_DWPP,
+                "gauge",
+                "BBOS: data written per period the current plan is for.",
+                &[("", f(b.dwpp_bytes))],
+            );
+            metric(
+                CKPT_ERRORS,
+                "counter",
+                "BBOS: failed demotions (retried) and catalogue updates.",
+                &[
+                    ("what=\"demotion\"", f(b.demotion_errors)),
+                    ("what=\"catalogue\"", f(b.catalog_errors)),
+                ],
             );
         }
         out

@@ -1,0 +1,195 @@
+//! `sluice ckpt register | list | unregister`: BBOS's jobs in the
+//! catalogue, through a running mount (`--mount`, takes effect at once) or
+//! straight into the store (`--meta`, or the config's catalogue) when no
+//! mount has it open.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use sluice_catalog::{Catalog, Failure, JobSpec, MetaSpec};
+use sluice_config::{ByteSize, Span};
+use sluice_fuse::control_request;
+
+use crate::mount::ConfigArgs;
+
+/// `sluice ckpt ...`.
+#[derive(Subcommand, Debug)]
+pub enum CkptCommand {
+    /// Register (or replace) a checkpointing job.
+    Register(RegisterArgs),
+    /// List the registered jobs.
+    List(ListArgs),
+    /// Remove a job (its files stay; new ones are ordinary files).
+    Unregister(UnregisterArgs),
+}
+
+/// Which catalogue: a running mount's, or a store.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Target {
+    /// A running sluice mount: the change takes effect at once. Without
+    /// it the store is opened directly: `--meta SPEC`, or the config's
+    /// catalogue (FAST/catalog.redb), which no mount may have open.
+    #[arg(long)]
+    mount: Option<PathBuf>,
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+/// `sluice ckpt register`.
+#[derive(Args, Debug)]
+pub struct RegisterArgs {
+    /// Job id (unique).
+    #[arg(long)]
+    id: String,
+    /// Checkpoint period, e.g. `600s` or `10min`.
+    #[arg(long, value_parser = parse_span)]
+    period: Span,
+    /// Size of one checkpoint, e.g. `64GiB`.
+    #[arg(long, value_parser = parse_size)]
+    size: ByteSize,
+    /// Nodes the job runs on (its failure rate is nodes / bbos.node_mtbf).
+    #[arg(long, conflicts_with = "mtbf", required_unless_present = "mtbf")]
+    nodes: Option<u32>,
+    /// The job's own mean time between failures, e.g. `24h`.
+    #[arg(long, value_parser = parse_span)]
+    mtbf: Option<Span>,
+    /// Checkpoint versions kept on the fast tier.
+    #[arg(long, default_value_t = 2)]
+    versions: u32,
+    /// Glob of the job's checkpoint files, relative to the mount
+    /// (`*` and `?` within a component, `**` across).
+    #[arg(long)]
+    glob: String,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// `sluice ckpt list`.
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// `sluice ckpt unregister`.
+#[derive(Args, Debug)]
+pub struct UnregisterArgs {
+    /// Job id.
+    id: String,
+    #[command(flatten)]
+    target: Target,
+}
+
+fn parse_span(s: &str) -> Result<Span, String> {
+    s.parse::<Span>().map_err(|e| e.to_string())
+}
+
+fn parse_size(s: &str) -> Result<ByteSize, String> {
+    s.parse::<ByteSize>().map_err(|e| e.to_string())
+}
+
+impl Target {
+    fn store(&self) -> Result<Box<dyn Catalog>, String> {
+        let spec: MetaSpec = self
+            .config
+            .resolve()?
+            .meta_spec()
+            .map_err(|e| e.to_string())?
+            .ok_or("no catalogue: give --mount MNT, --meta SPEC, or --fast DIR (or a config) for FAST/catalog.redb")?;
+        if let MetaSpec::Redb { path } = &spec {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+        }
+        sluice_catalog::open(&spec).map_err(|e| e.to_string())
+    }
+
+    fn request(&self, line: &str) -> Option<Result<String, String>> {
+        self.mount
+            .as_ref()
+            .map(|m| control_request(m, line).map_err(|e| e.to_string()))
+    }
+}
+
+/// Run `sluice ckpt ...`.
+pub fn run(command: &CkptCommand) -> Result<(), String> {
+    match command {
+        CkptCommand::Register(a) => {
+            let secs = |s: Span| s.0.as_secs();
+            let job = JobSpec {
+                id: a.id.clone(),
+                period_s: secs(a.period),
+                ckpt_bytes: a.size.0,
+                failure: match (a.nodes, a.mtbf) {
+                    (Some(n), _) => Failure::Nodes(n),
+                    (None, Some(m)) => Failure::MtbfSecs(secs(m)),
+                    (None, None) => return Err("give --nodes or --mtbf".into()),
+                },
+                versions: a.versions,
+                glob: a.glob.clone(),
+            };
+            job.check().map_err(|e| e.to_string())?;
+            let json = serde_json::to_string(&job).map_err(|e| e.to_string())?;
+            match a.target.request(&format!("ckpt register {json}")) {
+                Some(answer) => answer.map(|_| ()),
+                None => a.target.store()?.put_job(&job).map_err(|e| e.to_string()),
+            }?;
+            println!("registered {}", a.id);
+            Ok(())
+        }
+        CkptCommand::List(a) => {
+            let jobs: Vec<JobSpec> = match a.target.request("ckpt list") {
+                Some(answer) => serde_json::from_str(&answer?)
+                    .map_err(|e| format!("the mount's answer: {e}"))?,
+                None => a.target.store()?.jobs().map_err(|e| e.to_string())?,
+            };
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&jobs).map_err(|e| e.to_string())?
+                );
+                return Ok(());
+            }
+            println!(
+                "{:<16} {:>10} {:>12} {:>14} {:>8}  glob",
+                "job", "period", "checkpoint", "failure", "versions"
+            );
+            for j in jobs {
+                let failure = match j.failure {
+                    Failure::Nodes(n) => format!("{n} nodes"),
+                    Failure::MtbfSecs(s) => format!("MTBF {s}s"),
+                };
+                println!(
+                    "{:<16} {:>9}s {:>12} {:>14} {:>8}  {}",
+                    j.id,
+                    j.period_s,
+                    ByteSize(j.ckpt_bytes).to_string(),
+                    failure,
+                    j.versions,
+                    j.glob
+                );
+            }
+            Ok(())
+        }
+        CkptCommand::Unregister(a) => {
+            let removed = match a.target.request(&format!("ckpt unregister {}", a.id)) {
+                Some(answer) => answer? == "ok",
+                None => a
+                    .target
+                    .store()?
+                    .remove_job(&a.id)
+                    .map_err(|e| e.to_string())?,
+            };
+            if removed {
+                println!("unregistered {}", a.id);
+                Ok(())
+            } else {
+                Err(format!("no job {:?}", a.id))
+            }
+        }
+    }
+}

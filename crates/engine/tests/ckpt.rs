@@ -1,0 +1,485 @@
+//! BBOS's checkpoint stager (`sluice_engine::ckpt`): placement, admission,
+//! demotion, restart hits, eviction, and crash safety at every sync point.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_catalog::{Catalog, Failure, JobSpec, Location, MetaSpec};
+use sluice_engine::{Checkpoints, CkptOptions};
+use sluice_env::crash::CrashBackend;
+use sluice_env::posix::PosixBackend;
+use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
+use sluice_policy::bbos::{Eviction, Scheme};
+
+const KIB: u64 = 1024;
+
+fn job(id: &str, bytes: u64, glob: &str, failure: Failure, versions: u32) -> JobSpec {
+    JobSpec {
+        id: id.into(),
+        period_s: 60,
+        ckpt_bytes: bytes,
+        failure,
+        versions,
+        glob: glob.into(),
+    }
+}
+
+fn options(capacity: u64) -> CkptOptions {
+    CkptOptions {
+        capacity,
+        chunk_bytes: 16 * KIB,
+        background: false,
+        admit_wait: Duration::from_secs(20),
+        ..CkptOptions::default()
+    }
+}
+
+fn catalog(dir: &Path) -> Box<dyn Catalog> {
+    sluice_catalog::open(&MetaSpec::Redb {
+        path: dir.join("catalog.redb"),
+    })
+    .unwrap()
+}
+
+fn open(
+    fast: &Arc<dyn Backend>,
+    capacity: &Arc<dyn Backend>,
+    dir: &Path,
+    options: CkptOptions,
+) -> std::io::Result<Checkpoints> {
+    Checkpoints::open(
+        Arc::clone(fast),
+        Arc::clone(capacity),
+        catalog(dir),
+        Arc::new(SystemClock::new()),
+        options,
+    )
+}
+
+fn p(s: &str) -> RelPath {
+    RelPath::new(s).unwrap()
+}
+
+fn bytes(seed: u8, len: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn read_all(ck: &Checkpoints, path: &RelPath) -> Vec<u8> {
+    let fh = ck.open_file(path, false, false).unwrap();
+    let data = ck.read(fh, 0, 1 << 30).unwrap();
+    ck.release(fh);
+    data
+}
+
+fn capacity_bytes(capacity: &Arc<dyn Backend>, path: &RelPath) -> Vec<u8> {
+    let f = capacity.open(path, OpenOptions::default()).unwrap();
+    let mut buf = vec![0u8; f.len().unwrap() as usize];
+    let n = f.read_at(&mut buf, 0).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn write_file(ck: &Checkpoints, path: &RelPath, data: &[u8]) {
+    let fh = ck.create(path).unwrap();
+    ck.write(fh, 0, data).unwrap();
+    ck.fsync(fh).unwrap();
+    ck.release(fh);
+}
+
+/// Both tiers as crash backends, and as the trait objects the stager takes.
+type Tiers = (
+    Arc<CrashBackend>,
+    Arc<CrashBackend>,
+    Arc<dyn Backend>,
+    Arc<dyn Backend>,
+);
+
+fn mem() -> Tiers {
+    let fast = Arc::new(CrashBackend::new());
+    let capacity = Arc::new(CrashBackend::new());
+    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
+    // The directories the jobs write in, durable before the workload.
+    for d in ["ck", "a", "b", "hot", "cold"] {
+        c.create_dir(&p(d)).unwrap();
+    }
+    c.sync_dir(&RelPath::root()).unwrap();
+    (fast, capacity, f, c)
+}
+
+#[test]
+fn staged_demoted_cached_then_evicted_by_a_newer_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(100 * KIB)).unwrap();
+    ck.register(job("j", 60 * KIB, "ck/*", Failure::Nodes(4), 1))
+        .unwrap();
+    assert!(ck.handles(&p("ck/v1")));
+    assert!(!ck.handles(&p("other/v1")));
+    let v1 = bytes(1, 60 * KIB);
+    write_file(&ck, &p("ck/v1"), &v1);
+    // Staged: the capacity tier has only the (empty) name.
+    assert_eq!(ck.size(&p("ck/v1")), Some(60 * KIB));
+    assert_eq!(capacity_bytes(&c, &p("ck/v1")).len(), 0);
+    let rec = ck.catalog().ckpt("ck/v1").unwrap().unwrap();
+    assert_eq!(rec.location, Location::Staged);
+    assert!(ck.demote_next().unwrap());
+    assert!(!ck.demote_next().unwrap());
+    assert_eq!(capacity_bytes(&c, &p("ck/v1")), v1);
+    let s = ck.status();
+    assert_eq!((s.staged.0, s.cached.0), (0, 1));
+    assert_eq!(s.stats.demoted_bytes, 60 * KIB);
+    // A restart read is served by the cached copy.
+    assert_eq!(read_all(&ck, &p("ck/v1")), v1);
+    assert_eq!(ck.status().stats.restart_hits, 1);
+    assert_eq!(ck.status().stats.hit_bytes, 60 * KIB);
+    // Version 2 does not fit beside version 1 (S = 100 KiB): v1 is evicted.
+    let v2 = bytes(2, 60 * KIB);
+    write_file(&ck, &p("ck/v2"), &v2);
+    let s = ck.status();
+    assert_eq!(s.stats.evictions, 1, "{s:?}");
+    assert_eq!(ck.size(&p("ck/v1")), None);
+    let rec = ck.catalog().ckpt("ck/v1").unwrap().unwrap();
+    assert_eq!(rec.location, Location::Capacity);
+    // Now a restart of v1 misses and reads the capacity tier.
+    assert_eq!(read_all(&ck, &p("ck/v1")), v1);
+    assert_eq!(ck.status().stats.restart_misses, 1);
+    assert_eq!(read_all(&ck, &p("ck/v2")), v2);
+    assert_eq!(ck.status().stats.restart_hits, 2);
+}
+
+#[test]
+fn one_job_at_a_time_others_wait_for_their_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let ck = Arc::new(open(&f, &c, dir.path(), options(1 << 20)).unwrap());
+    ck.register(job("a", 10 * KIB, "a/*", Failure::Nodes(1), 2))
+        .unwrap();
+    ck.register(job("b", 10 * KIB, "b/*", Failure::Nodes(1), 2))
+        .unwrap();
+    let a1 = ck.create(&p("a/1")).unwrap();
+    // The same job joins at once.
+    let a2 = ck.create(&p("a/2")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ck2 = Arc::clone(&ck);
+    let waiter = std::thread::spawn(move || {
+        let fh = ck2.create(&p("b/1")).unwrap();
+        tx.send(()).unwrap();
+        ck2.release(fh);
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "job b must wait while job a writes"
+    );
+    ck.release(a1);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "job a still has a file open"
+    );
+    ck.release(a2);
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("job b runs once job a is done");
+    waiter.join().unwrap();
+    let s = ck.status().stats;
+    assert_eq!((s.admission_waits, s.admission_timeouts), (1, 0));
+}
+
+#[test]
+fn a_wait_that_runs_out_goes_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let mut o = options(1 << 20);
+    o.admit_wait = Duration::from_millis(100);
+    let ck = open(&f, &c, dir.path(), o).unwrap();
+    ck.register(job("a", KIB, "a/*", Failure::Nodes(1), 2))
+        .unwrap();
+    ck.register(job("b", KIB, "b/*", Failure::Nodes(1), 2))
+        .unwrap();
+    let a = ck.create(&p("a/1")).unwrap();
+    let b = ck.create(&p("b/1")).unwrap();
+    let s = ck.status().stats;
+    assert_eq!((s.admission_waits, s.admission_timeouts), (1, 1));
+    ck.release(a);
+    ck.release(b);
+    // The scheduler is free again: a third checkpoint runs at once.
+    let b2 = ck.create(&p("b/2")).unwrap();
+    ck.release(b2);
+    assert_eq!(ck.status().stats.admission_waits, 1);
+}
+
+#[test]
+fn cold_checkpoints_go_straight_to_capacity_and_full_ones_spill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(100 * KIB)).unwrap();
+    // "hot" fails often (many nodes), "cold" rarely (a long MTBF).
+    ck.register(job("hot", 60 * KIB, "hot/*", Failure::Nodes(1000), 2))
+        .unwrap();
+    ck.register(job(
+        "cold",
+        60 * KIB,
+        "cold/*",
+        Failure::MtbfSecs(10_000_000),
+        2,
+    ))
+    .unwrap();
+    write_file(&ck, &p("hot/1"), &bytes(3, 60 * KIB));
+    // Staged, not demoted: the cold job's checkpoint would be the first to
+    // go, so it bypasses the fast tier.
+    let cold = bytes(4, 60 * KIB);
+    write_file(&ck, &p("cold/1"), &cold);
+    let s = ck.status();
+    assert_eq!(s.stats.cold_direct, 1, "{s:?}");
+    assert_eq!(ck.size(&p("cold/1")), None);
+    assert_eq!(capacity_bytes(&c, &p("cold/1")), cold);
+    assert_eq!(s.stats.direct_bytes, 60 * KIB);
+    // A second hot checkpoint is hotter than the staged one (same rate,
+    // newer), but nothing is evictable yet (not demoted): it spills.
+    let hot2 = bytes(5, 60 * KIB);
+    write_file(&ck, &p("hot/2"), &hot2);
+    assert_eq!(ck.status().stats.spills, 1);
+    assert_eq!(capacity_bytes(&c, &p("hot/2")), hot2);
+}
+
+#[test]
+fn rename_and_unlink_follow_the_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(1 << 20)).unwrap();
+    ck.register(job("j", 10 * KIB, "ck/**", Failure::Nodes(1), 2))
+        .unwrap();
+    let data = bytes(6, 10 * KIB);
+    write_file(&ck, &p("ck/tmp"), &data);
+    ck.rename(&p("ck/tmp"), &p("ck/final")).unwrap();
+    c.rename(&p("ck/tmp"), &p("ck/final")).unwrap();
+    assert_eq!(ck.size(&p("ck/final")), Some(10 * KIB));
+    assert!(ck.catalog().ckpt("ck/final").unwrap().is_some());
+    assert!(ck.catalog().ckpt("ck/tmp").unwrap().is_none());
+    ck.drain().unwrap();
+    assert_eq!(capacity_bytes(&c, &p("ck/final")), data);
+    ck.unlink(&p("ck/final")).unwrap();
+    assert_eq!(ck.size(&p("ck/final")), None);
+    assert!(ck.catalog().ckpt("ck/final").unwrap().is_none());
+    assert_eq!(f.read_dir(&p("ckpt")).unwrap(), vec![]);
+}
+
+#[test]
+fn demotion_uses_copy_file_range_between_plain_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("fast")).unwrap();
+    std::fs::create_dir_all(dir.path().join("cap/ck")).unwrap();
+    let f: Arc<dyn Backend> = Arc::new(PosixBackend::new(dir.path().join("fast")).unwrap());
+    let c: Arc<dyn Backend> = Arc::new(PosixBackend::new(dir.path().join("cap")).unwrap());
+    let ck = open(&f, &c, dir.path(), options(1 << 20)).unwrap();
+    ck.register(job("j", 100 * KIB, "ck/*", Failure::Nodes(1), 2))
+        .unwrap();
+    let data = bytes(7, 100 * KIB + 5);
+    write_file(&ck, &p("ck/1"), &data);
+    ck.drain().unwrap();
+    assert_eq!(
+        std::fs::read(dir.path().join("cap/ck/1")).unwrap(),
+        data,
+        "demoted bytes"
+    );
+    let s = ck.status().stats;
+    assert!(s.kernel_copies >= 7, "{s:?}");
+}
+
+#[test]
+fn a_write_to_a_cached_copy_makes_it_staged_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(1 << 20)).unwrap();
+    ck.register(job("j", 10 * KIB, "ck/*", Failure::Nodes(1), 2))
+        .unwrap();
+    let mut data = bytes(8, 10 * KIB);
+    write_file(&ck, &p("ck/1"), &data);
+    ck.drain().unwrap();
+    let fh = ck.open_file(&p("ck/1"), true, false).unwrap();
+    let more = bytes(9, 3 * KIB);
+    ck.write(fh, data.len() as u64, &more).unwrap();
+    data.extend_from_slice(&more);
+    ck.fsync(fh).unwrap();
+    assert_eq!(ck.status().staged.0, 1);
+    // Not demoted while open for writing.
+    assert!(!ck.demote_next().unwrap());
+    ck.release(fh);
+    ck.drain().unwrap();
+    assert_eq!(capacity_bytes(&c, &p("ck/1")), data);
+}
+
+/// A file, the bytes written to it in order, and how many an fsync acked.
+struct Written {
+    path: RelPath,
+    full: Vec<u8>,
+    acked: usize,
+}
+
+/// Appends in chunks, fsyncs some, demotes between files and reopens a
+/// demoted file to append to it. Stops at the first error (a crash).
+fn workload(ck: &Checkpoints) -> Vec<Written> {
+    let mut out = vec![];
+    let _ = (|| -> std::io::Result<()> {
+        ck.register(job("j", 64 * KIB, "ck/*", Failure::Nodes(2), 2))?;
+        for (k, name) in ["ck/a", "ck/b"].iter().enumerate() {
+            out.push(Written {
+                path: p(name),
+                full: vec![],
+                acked: 0,
+            });
+            let w = out.last_mut().unwrap();
+            let fh = ck.create(&w.path)?;
+            for i in 0..4u8 {
+                let chunk = bytes(10 * k as u8 + i, 16 * KIB);
+                ck.write(fh, w.full.len() as u64, &chunk)?;
+                w.full.extend_from_slice(&chunk);
+                if i % 2 == 1 {
+                    ck.fsync(fh)?;
+                    w.acked = w.full.len();
+                }
+            }
+            ck.release(fh);
+            ck.demote_next()?;
+        }
+        // Append to the demoted file a: it must become staged again first.
+        let w = &mut out[0];
+        let fh = ck.open_file(&w.path, true, false)?;
+        let chunk = bytes(99, 8 * KIB);
+        ck.write(fh, w.full.len() as u64, &chunk)?;
+        w.full.extend_from_slice(&chunk);
+        ck.fsync(fh)?;
+        w.acked = w.full.len();
+        ck.release(fh);
+        ck.drain()?;
+        Ok(())
+    })();
+    out
+}
+
+fn check(ck: &Checkpoints, capacity: &Arc<dyn Backend>, written: &[Written], what: &str) {
+    for w in written {
+        if w.acked == 0 && ck.size(&w.path).is_none() && capacity.metadata(&w.path).is_err() {
+            continue;
+        }
+        assert!(
+            ck.size(&w.path).is_some() || capacity.metadata(&w.path).is_ok(),
+            "{what}: {} ({} bytes acked) is gone",
+            w.path,
+            w.acked
+        );
+        let got = read_all(ck, &w.path);
+        assert!(
+            got.len() >= w.acked && w.full.starts_with(&got),
+            "{what}: {} has {} bytes, {} acked, not a prefix of what was written",
+            w.path,
+            got.len(),
+            w.acked
+        );
+    }
+    ck.drain()
+        .unwrap_or_else(|e| panic!("{what}: drain after recovery: {e}"));
+    assert_eq!(ck.status().staged.0, 0, "{what}: all demoted");
+    for w in written {
+        if w.acked == 0 {
+            continue;
+        }
+        let got = capacity_bytes(capacity, &w.path);
+        assert!(
+            got.len() >= w.acked && w.full.starts_with(&got),
+            "{what}: capacity copy of {} has {} bytes, {} acked",
+            w.path,
+            got.len(),
+            w.acked
+        );
+    }
+}
+
+#[test]
+fn an_acknowledged_checkpoint_survives_a_crash_at_every_sync_point() {
+    let (fast_points, cap_points) = {
+        let dir = tempfile::tempdir().unwrap();
+        let (fast, cap, f, c) = mem();
+        let ck = open(&f, &c, dir.path(), options(1 << 20)).unwrap();
+        let written = workload(&ck);
+        assert!(written.iter().all(|w| w.acked == w.full.len()));
+        assert_eq!(ck.status().stats.demotions, 3);
+        (fast.sync_points(), cap.sync_points())
+    };
+    assert!(
+        fast_points >= 10 && cap_points >= 3,
+        "{fast_points} {cap_points}"
+    );
+    let mut cases = vec![];
+    for n in 1..=fast_points {
+        cases.push((true, n, false));
+    }
+    for n in 1..=cap_points {
+        cases.push((false, n, false));
+        cases.push((false, n, true));
+    }
+    for (on_fast, n, after) in cases {
+        for torn in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let (fast, cap, f, c) = mem();
+            fast.set_torn_writes(torn);
+            cap.set_torn_writes(torn);
+            let (crashing, other) = if on_fast {
+                (&fast, &cap)
+            } else {
+                (&cap, &fast)
+            };
+            if after {
+                crashing.crash_after(n);
+            } else {
+                crashing.crash_at(n);
+            }
+            let written = match open(&f, &c, dir.path(), options(1 << 20)) {
+                Ok(ck) => {
+                    let w = workload(&ck);
+                    // Power cut: the other tier loses its unsynced state.
+                    other.crash();
+                    w
+                }
+                Err(_) => {
+                    other.crash();
+                    vec![]
+                }
+            };
+            fast.restart();
+            cap.restart();
+            let what = format!(
+                "crash at {} sync {n} (after {after}, torn {torn})",
+                if on_fast { "fast" } else { "capacity" }
+            );
+            let ck = open(&f, &c, dir.path(), options(1 << 20))
+                .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+            check(&ck, &c, &written, &what);
+        }
+    }
+}
+
+#[test]
+fn maxbw_never_demotes_while_a_checkpoint_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let mut o = options(1 << 20);
+    o.scheme = Scheme::MaxBw;
+    o.eviction = Eviction::Lru;
+    let ck = open(&f, &c, dir.path(), o).unwrap();
+    ck.register(job("a", 10 * KIB, "a/*", Failure::Nodes(1), 2))
+        .unwrap();
+    write_file(&ck, &p("a/1"), &bytes(1, 10 * KIB));
+    let fh = ck.create(&p("a/2")).unwrap();
+    ck.write(fh, 0, &bytes(2, KIB)).unwrap();
+    assert_eq!(
+        ck.status().demote_rate,
+        0,
+        "MaxBW: no demotion under writes"
+    );
+    ck.release(fh);
+    assert!(ck.status().demote_rate > 0);
+    ck.drain().unwrap();
+    assert_eq!(ck.status().cached.0, 2);
+}

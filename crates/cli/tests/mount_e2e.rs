@@ -778,3 +778,82 @@ fn liu_lifts_heads_through_the_mount_and_never_serves_stale_bytes() {
     assert!(text.contains("liu ") && text.contains("lifted"), "{text}");
     m.unmount(false);
 }
+
+#[test]
+fn bbos_checkpoints_are_staged_survive_kill_9_and_serve_restarts() {
+    if !fuse_available() {
+        return;
+    }
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let tmp = tempfile::tempdir().unwrap();
+    let config = config_file(
+        tmp.path(),
+        "[bbos]\ncapacity = \"64MiB\"\nadmit_wait = \"5s\"\n",
+    );
+    let mut m = Mounted::new(&["--config", &config, "--metrics", &addr]);
+    let point = m.point.to_str().unwrap().to_string();
+    let out = m.sluice(&[
+        "ckpt", "register", "--mount", &point, "--id", "sim", "--period", "10s", "--size", "8MiB",
+        "--nodes", "16", "--glob", "ckpt/*",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::create_dir(m.path("ckpt")).unwrap();
+    let data = |seed: u8| -> Vec<u8> {
+        (0..8 << 20)
+            .map(|i: u32| (i as u8).wrapping_mul(13) ^ seed)
+            .collect()
+    };
+    for (name, seed) in [("ckpt/1", 1u8), ("ckpt/2", 2)] {
+        let mut f = File::create(m.path(name)).unwrap();
+        f.write_all(&data(seed)).unwrap();
+        f.sync_all().unwrap();
+    }
+    // An ordinary file beside them goes through the engine, not BBOS.
+    fs::write(m.path("notes.txt"), b"not a checkpoint").unwrap();
+    let staged: u64 = fs::read_dir(m.fast().join("ckpt"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".data"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert_eq!(staged, 16 << 20, "both checkpoints staged on the fast tier");
+    assert_eq!(fs::metadata(m.path("ckpt/2")).unwrap().len(), 8 << 20);
+    // Power cut: acknowledged checkpoints survive, demoted or not.
+    m.kill9();
+    m.start();
+    for (name, seed) in [("ckpt/1", 1u8), ("ckpt/2", 2)] {
+        assert!(
+            fs::read(m.path(name)).unwrap() == data(seed),
+            "{name} after kill -9"
+        );
+    }
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    s.read_to_string(&mut metrics).unwrap();
+    assert!(
+        metrics.contains("sluice_ckpt_restart_opens_total{result=\"hit\"} 2"),
+        "{metrics}"
+    );
+    let list = m.sluice(&["ckpt", "list", "--mount", &point]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("ckpt/*"));
+    m.unmount(false);
+    for (name, seed) in [("ckpt/1", 1u8), ("ckpt/2", 2)] {
+        assert!(
+            fs::read(m.capacity().join(name)).unwrap() == data(seed),
+            "{name} demoted to the capacity tier by the unmount's drain"
+        );
+    }
+    assert_eq!(
+        fs::read(m.capacity().join("notes.txt")).unwrap(),
+        b"not a checkpoint"
+    );
+}

@@ -146,24 +146,6 @@ PY
 )
 echo "$table"
 if [ "$WRITE_DOC" = 1 ]; then
-    python3 - "$DOC" "$table" "$elapsed" "OVERS='$OVERS' DURATION=$DURATION PERIOD=$PERIOD DEMOTE=$DEMOTE JOBS='$JOBS' scripts/bench-bbos.sh ${ARGS[*]}" <<'PY'
-import sys, os, re, subprocess, datetime
-doc, table, elapsed, command = sys.argv[1:5]
-begin, end = "<!-- bench-bbos:begin -->", "<!-- bench-bbos:end -->"
-cpus = os.cpu_count()
-rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-block = f"""{begin}
-Measured {now} in {elapsed} s on {cpus} CPUs, sluice {rev}, with
-
-```sh
-{command}
-```
-
-{table}
-{end}"""
-text = open(doc).read() if os.path.exists(doc) else "# BBOS through the mount\n\n" + begin + "\n" + end + "\n"
-text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
-open(doc, "w").write(text)
-PY
+    python3 "$ROOT/scripts/bench-doc.py" bench-bbos "$DOC" "$table" "$elapsed" \
+        "OVERS='$OVERS' DURATION=$DURATION PERIOD=$PERIOD DEMOTE=$DEMOTE JOBS='$JOBS' scripts/bench-bbos.sh ${ARGS[*]}"
 fi

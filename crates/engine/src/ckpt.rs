@@ -23,7 +23,7 @@
 //! - `fsync` of a staged file syncs its data file, whose name and record
 //!   were made durable when it was created: an acknowledged checkpoint
 //!   survives a crash whether or not its demotion finished;
-//! - only `cached` copies with no writer are evicted;
+//! - only `cached` copies no handle writes or reads are evicted;
 //! - `used` is the sum of the lengths of all copies.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -190,11 +190,20 @@ struct Copy {
     len: u64,
     /// Handles writing it.
     writers: u32,
+    /// Handles reading it (a restart): it is not evicted under them.
+    readers: u32,
     /// Bumped by every change; a demotion that saw another value restarts.
     generation: u64,
     demoting: bool,
     written: Time,
     accessed: Time,
+}
+
+impl Copy {
+    /// Neither written, read nor being demoted: it may be evicted.
+    fn unused(&self) -> bool {
+        self.writers == 0 && self.readers == 0 && !self.demoting
+    }
 }
 
 enum Target {
@@ -471,9 +480,7 @@ impl Shared {
         let candidates: Vec<(u64, Resident)> = state
             .copies
             .iter()
-            .filter(|(_, c)| {
-                c.rec.location == Location::Cached && c.writers == 0 && !c.demoting && allow(c)
-            })
+            .filter(|(_, c)| c.rec.location == Location::Cached && c.unused() && allow(c))
             .map(|(&id, c)| (id, self.resident(state, c)))
             .collect();
         let residents: Vec<Resident> = candidates.iter().map(|(_, r)| *r).collect();
@@ -686,6 +693,8 @@ impl Checkpoints {
                 if write {
                     c.writers += 1;
                     c.generation += 1;
+                } else {
+                    c.readers += 1;
                 }
                 Target::Copy(id)
             }
@@ -803,8 +812,7 @@ impl Checkpoints {
             .filter(|(_, c)| {
                 c.rec.job == job.id
                     && c.rec.location == Location::Cached
-                    && c.writers == 0
-                    && !c.demoting
+                    && c.unused()
                     && c.rec.version + u64::from(job.versions) <= version
             })
             .map(|(&id, _)| id)
@@ -940,6 +948,7 @@ impl Checkpoints {
                         file,
                         len: 0,
                         writers: 1,
+                        readers: 0,
                         generation: 0,
                         demoting: false,
                         written: now,
@@ -1126,8 +1135,8 @@ impl Checkpoints {
         let Some(h) = state.handles.remove(&fh) else {
             return;
         };
-        if h.writing {
-            if let Target::Copy(id) = h.target {
+        if let Target::Copy(id) = h.target {
+            if h.writing {
                 if let Some(c) = state.copies.get_mut(&id) {
                     c.writers = c.writers.saturating_sub(1);
                     let rec = c.rec.clone();
@@ -1135,6 +1144,8 @@ impl Checkpoints {
                     shared.note_catalog(&mut state, r);
                 }
                 state.writers = state.writers.saturating_sub(1);
+            } else if let Some(c) = state.copies.get_mut(&id) {
+                c.readers = c.readers.saturating_sub(1);
             }
         }
         if let Some(t) = h.ticket {
@@ -1367,6 +1378,7 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
                 file: data,
                 len,
                 writers: 0,
+                readers: 0,
                 generation: 0,
                 demoting: false,
                 written: now,

@@ -483,3 +483,25 @@ fn maxbw_never_demotes_while_a_checkpoint_is_written() {
     ck.drain().unwrap();
     assert_eq!(ck.status().cached.0, 2);
 }
+
+#[test]
+fn a_copy_being_read_for_a_restart_is_not_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(100 * KIB)).unwrap();
+    ck.register(job("j", 60 * KIB, "ck/*", Failure::Nodes(4), 1))
+        .unwrap();
+    let v1 = bytes(1, 60 * KIB);
+    write_file(&ck, &p("ck/v1"), &v1);
+    ck.drain().unwrap();
+    let reader = ck.open_file(&p("ck/v1"), false, false).unwrap();
+    // v2 would evict v1, but a restart is reading it: v2 spills instead.
+    write_file(&ck, &p("ck/v2"), &bytes(2, 60 * KIB));
+    let s = ck.status().stats;
+    assert_eq!((s.evictions, s.spills), (0, 1), "{s:?}");
+    assert_eq!(ck.read(reader, 0, 1 << 20).unwrap(), v1);
+    ck.release(reader);
+    // Released, it is evictable again.
+    write_file(&ck, &p("ck/v3"), &bytes(3, 60 * KIB));
+    assert_eq!(ck.status().stats.evictions, 1);
+}

@@ -152,7 +152,11 @@ fn a_corrupt_payload_is_never_served_and_later_records_survive() {
     let id = engine.open_file(&path).unwrap();
     let err = engine.read(id, 0, SLOT).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
-    assert_eq!(engine.stats().corrupt_payloads, 1);
+    // This read found it; the flusher, which starts at open, may have met
+    // it too, once per attempt (it refuses to flush it and retries, counting
+    // it each time): timing decides how often.
+    let found = engine.stats().corrupt_payloads;
+    assert!(found >= 1, "corrupt payloads counted: {found}");
     // Everything else, including records written after it, reads back.
     for i in 1..16 {
         assert!(

@@ -2,7 +2,11 @@
 //! engine (writes classified, buffered or written through; reads merged);
 //! metadata that does not touch file data (modes, owners, times, symbolic
 //! links, xattrs, directories) is passed to the capacity tier, where the
-//! files live. The file handle the kernel holds is the engine's file id.
+//! files live. The file handle the kernel holds is the engine's file id,
+//! or, for a checkpoint-class file (a registered BBOS job's glob matches
+//! it, or it has a staged copy), a handle of [`Checkpoints`] with
+//! `HANDLE_BIT` set: those files' data goes to the stager instead
+//! (docs/bbos.md); unlink and rename tell both.
 //!
 //! Refused rather than done wrong: hard links (EOPNOTSUPP: the log maps a
 //! file id to one path, and a second name would miss buffered bytes),

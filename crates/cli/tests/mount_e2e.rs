@@ -181,6 +181,21 @@ impl Rng {
     }
 }
 
+/// A loopback address with a port free right now (for `--metrics`).
+fn free_local_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+/// Send one raw HTTP request to `addr` and return the whole answer.
+fn http(addr: &str, request: &[u8]) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
 fn config_file(dir: &Path, text: &str) -> String {
     let path = dir.join("sluice.toml");
     fs::write(&path, text).unwrap();
@@ -589,20 +604,10 @@ fn metrics_endpoint_and_status_report_the_mount() {
     if !fuse_available() {
         return;
     }
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let mut m = Mounted::new(&["--metrics", &addr, "--policy", "fast-all"]);
     fs::write(m.path("f"), vec![7u8; 100_000]).unwrap();
-    let get = |request: &[u8]| {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        s.write_all(request).unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    };
+    let get = |request: &[u8]| http(&addr, request);
     let metrics = get(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
     for name in [
@@ -717,11 +722,7 @@ fn liu_lifts_heads_through_the_mount_and_never_serves_stale_bytes() {
         "[liu]\nenabled = true\nhead = \"64KiB\"\nbody = \"192KiB\"\nbuffer = \"512KiB\"\n\
          heads = \"256KiB\"\nlift_locality = 0.5\n",
     );
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let mut m = Mounted::new(&["--config", &conf, "--metrics", &addr]);
     const SEGMENT: usize = 256 * 1024;
     let data: Vec<u8> = (0..8 * SEGMENT).map(|i| (i % 253) as u8).collect();
@@ -729,13 +730,7 @@ fn liu_lifts_heads_through_the_mount_and_never_serves_stale_bytes() {
     for _ in 0..3 {
         assert!(fs::read(m.path("f")).unwrap() == data, "read differs");
     }
-    let metrics = || {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    };
+    let metrics = || http(&addr, b"GET /metrics HTTP/1.0\r\n\r\n");
     let value = |text: &str, name: &str| -> f64 {
         text.lines()
             .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
@@ -784,11 +779,7 @@ fn bbos_checkpoints_are_staged_survive_kill_9_and_serve_restarts() {
     if !fuse_available() {
         return;
     }
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_local_addr();
     let tmp = tempfile::tempdir().unwrap();
     let config = config_file(
         tmp.path(),
@@ -835,10 +826,7 @@ fn bbos_checkpoints_are_staged_survive_kill_9_and_serve_restarts() {
             "{name} after kill -9"
         );
     }
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    s.read_to_string(&mut metrics).unwrap();
+    let metrics = http(&addr, b"GET /metrics HTTP/1.0\r\n\r\n");
     assert!(
         metrics.contains("sluice_ckpt_restart_opens_total{result=\"hit\"} 2"),
         "{metrics}"

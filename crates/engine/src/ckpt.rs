@@ -433,6 +433,16 @@ impl Shared {
     fn remove_copy(&self, state: &mut State, id: u64) -> io::Result<()> {
         if let Some(c) = state.copies.remove(&id) {
             state.by_path.remove(&RelPath::new(&c.rec.path)?);
+            // Handles still open keep the (now unnamed) file, as POSIX
+            // keeps an unlinked file for its open descriptors.
+            let mut writers = 0;
+            for h in state.handles.values_mut() {
+                if matches!(h.target, Target::Copy(t) if t == id) {
+                    h.target = Target::Capacity(Arc::clone(&c.file));
+                    writers += u32::from(h.writing);
+                }
+            }
+            state.writers = state.writers.saturating_sub(writers);
         }
         for path in [data_path(id), rec_path(id)] {
             match self.fast.remove_file(&path) {

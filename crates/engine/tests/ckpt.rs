@@ -505,3 +505,26 @@ fn a_copy_being_read_for_a_restart_is_not_evicted() {
     write_file(&ck, &p("ck/v3"), &bytes(3, 60 * KIB));
     assert_eq!(ck.status().stats.evictions, 1);
 }
+
+#[test]
+fn an_open_copy_stays_readable_after_unlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(1 << 20)).unwrap();
+    ck.register(job("j", 10 * KIB, "ck/*", Failure::Nodes(1), 2))
+        .unwrap();
+    let data = bytes(5, 10 * KIB);
+    write_file(&ck, &p("ck/1"), &data);
+    let reader = ck.open_file(&p("ck/1"), false, false).unwrap();
+    let writer = ck.create(&p("ck/2")).unwrap();
+    ck.write(writer, 0, &data).unwrap();
+    ck.unlink(&p("ck/1")).unwrap();
+    ck.unlink(&p("ck/2")).unwrap();
+    assert_eq!(ck.read(reader, 0, 1 << 20).unwrap(), data);
+    // The unlinked file being written no longer counts as a writer.
+    assert_eq!(ck.status().writers, 0);
+    ck.write(writer, data.len() as u64, b"tail").unwrap();
+    ck.release(reader);
+    ck.release(writer);
+    assert_eq!(ck.status().staged.0, 0);
+}

@@ -283,15 +283,18 @@ impl Mount {
             if session.guard.is_finished() {
                 let _ = session.join();
             } else {
-                session.umount_and_join()?;
+                session
+                    .umount_and_join()
+                    .map_err(|e| io::Error::new(e.kind(), format!("unmount: {e}")))?;
             }
         }
         if let Some(path) = self.control.take() {
             let _ = std::fs::remove_file(path);
         }
-        first?;
+        let drain_error = |e: io::Error| io::Error::new(e.kind(), format!("drain: {e}"));
+        first.map_err(drain_error)?;
         if drain {
-            self.shared.drain()?;
+            self.shared.drain().map_err(drain_error)?;
         }
         Ok(drain)
     }

@@ -42,16 +42,16 @@ pub struct RegisterArgs {
     #[arg(long)]
     id: String,
     /// Checkpoint period, e.g. `600s` or `10min`.
-    #[arg(long, value_parser = parse_span)]
+    #[arg(long)]
     period: Span,
     /// Size of one checkpoint, e.g. `64GiB`.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long)]
     size: ByteSize,
     /// Nodes the job runs on (its failure rate is nodes / bbos.node_mtbf).
     #[arg(long, conflicts_with = "mtbf", required_unless_present = "mtbf")]
     nodes: Option<u32>,
     /// The job's own mean time between failures, e.g. `24h`.
-    #[arg(long, value_parser = parse_span)]
+    #[arg(long)]
     mtbf: Option<Span>,
     /// Checkpoint versions kept on the fast tier.
     #[arg(long, default_value_t = 2)]
@@ -81,14 +81,6 @@ pub struct UnregisterArgs {
     id: String,
     #[command(flatten)]
     target: Target,
-}
-
-fn parse_span(s: &str) -> Result<Span, String> {
-    s.parse::<Span>().map_err(|e| e.to_string())
-}
-
-fn parse_size(s: &str) -> Result<ByteSize, String> {
-    s.parse::<ByteSize>().map_err(|e| e.to_string())
 }
 
 impl Target {

@@ -572,7 +572,18 @@ impl Checkpoints {
             admitted: HashSet::new(),
             planner,
             period_base,
-            write_bucket: TokenBucket::unlimited(),
+            // Limited (full, with a chunk of burst) whenever a checkpoint is
+            // written; unlimited otherwise.
+            write_bucket: {
+                let mut b = TokenBucket::new(
+                    NonZeroU64::new(options.bandwidths.write_max.max(1.0) as u64)
+                        .unwrap_or(NonZeroU64::MIN),
+                    options.chunk_bytes,
+                    now,
+                );
+                b.set_unlimited();
+                b
+            },
             demote_bucket: TokenBucket::new(
                 NonZeroU64::new(options.bandwidths.idle_demote.max(1.0) as u64)
                     .unwrap_or(NonZeroU64::MIN),
@@ -1040,18 +1051,13 @@ impl Checkpoints {
             let now = shared.clock.now();
             let (cap, _) = shared.rates(&state);
             match cap.and_then(|c| NonZeroU64::new(c as u64)) {
-                Some(rate) => {
-                    if state.write_bucket.is_unlimited() {
-                        state.write_bucket =
-                            TokenBucket::new(rate, shared.options.chunk_bytes, now);
-                    } else {
-                        state.write_bucket.set_rate(now, rate);
-                    }
-                }
+                Some(rate) => state.write_bucket.set_rate(now, rate),
                 None => state.write_bucket.set_unlimited(),
             }
             match state.write_bucket.try_take(now, bytes) {
                 Ok(()) => {
+                    // Under the lock before the bytes change: a demotion
+                    // finishing after this sees the change.
                     let c = state.copies.get_mut(&id).ok_or_else(|| bad_handle(fh))?;
                     c.generation += 1;
                     break (id, Arc::clone(&c.file));
@@ -1071,7 +1077,6 @@ impl Checkpoints {
         if let Some(c) = state.copies.get_mut(&id) {
             c.len = c.len.max(end);
             c.rec.bytes = c.len;
-            c.generation += 1;
             c.accessed = now;
         }
         state.stats.staged_bytes += bytes;
@@ -1364,8 +1369,7 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
         }
         let file = fast.open(path, OpenOptions::default())?;
         let mut buf = vec![0u8; usize::try_from(file.len()?).unwrap_or(0)];
-        let n = file.read_at(&mut buf, 0)?;
-        buf.truncate(n);
+        crate::engine::read_fully(file.as_ref(), &mut buf, 0)?;
         let rec: CkptRecord = serde_json::from_slice(&buf).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,

@@ -106,9 +106,10 @@ pub fn control_socket_path(fast: &Path) -> PathBuf {
 impl Mount {
     /// Recover the log, open the engine and mount at `mountpoint`.
     pub fn start(config: &Config, mountpoint: &Path) -> io::Result<Mount> {
-        config
-            .validate()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let invalid = |e: sluice_config::ConfigError| {
+            io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+        };
+        config.validate().map_err(invalid)?;
         let meta = std::fs::metadata(mountpoint).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -122,16 +123,9 @@ impl Mount {
             ));
         }
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        let tiers = config
-            .open_tiers(&clock)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let engine_config = config
-            .engine_config()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let tiers = config.open_tiers(&clock).map_err(invalid)?;
+        let engine_config = config.engine_config().map_err(invalid)?;
         let liu = tiers.liu;
-        let invalid = |e: sluice_config::ConfigError| {
-            io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
-        };
         // BBOS first: its recovery must not race the engine's flusher for
         // nothing, and a bad catalogue should stop the mount early.
         let ckpt = match config.meta_spec().map_err(invalid)? {

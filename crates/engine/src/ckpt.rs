@@ -24,7 +24,9 @@
 //!   were made durable when it was created: an acknowledged checkpoint
 //!   survives a crash whether or not its demotion finished;
 //! - only `cached` copies no handle writes or reads are evicted;
-//! - `used` is the sum of the lengths of all copies.
+//! - `used` is the sum of the lengths of all copies;
+//! - every copy's job has a key in `job_keys` (given at `begin` or at
+//!   recovery), so the cold ranking never takes two jobs for one.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -414,6 +416,7 @@ impl Shared {
             .find(|j| j.id == c.rec.job)
             .map_or(0.0, |j| job_rate(j, self.options.node_mtbf));
         Resident {
+            // INVARIANT: every copy's job has a key (module docs).
             job: state.job_keys.get(&c.rec.job).copied().unwrap_or(u64::MAX),
             version: c.rec.version,
             bytes: c.len,
@@ -1382,6 +1385,8 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
         rec.bytes = len;
         rec.staged_id = Some(id);
         let rpath = RelPath::new(&rec.path)?;
+        // Every copy's job has a scheduler/ranking key (see `resident`).
+        Shared::job_key(state, &rec.job);
         let r = shared.catalog.put_ckpt(&rec);
         shared.note_catalog(state, r);
         state.by_path.insert(rpath, id);

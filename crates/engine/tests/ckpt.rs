@@ -528,3 +528,39 @@ fn an_open_copy_stays_readable_after_unlink() {
     ck.release(writer);
     assert_eq!(ck.status().staged.0, 0);
 }
+
+#[test]
+fn copies_recovered_at_open_keep_their_jobs_apart_in_the_cold_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fast, _cap, f, c) = mem();
+    {
+        let ck = open(&f, &c, dir.path(), options(130 * KIB)).unwrap();
+        ck.register(job("hot", 60 * KIB, "a/*", Failure::Nodes(1000), 5))
+            .unwrap();
+        ck.register(job(
+            "cold",
+            60 * KIB,
+            "b/*",
+            Failure::MtbfSecs(10_000_000),
+            5,
+        ))
+        .unwrap();
+        ck.register(job("x", 60 * KIB, "ck/*", Failure::Nodes(500), 5))
+            .unwrap();
+        // cold's copy is its version 2, hot's its version 1.
+        write_file(&ck, &p("b/1"), &bytes(1, 60 * KIB));
+        ck.drain().unwrap();
+        write_file(&ck, &p("b/2"), &bytes(2, 60 * KIB));
+        ck.unlink(&p("b/1")).unwrap();
+        c.remove_file(&p("b/1")).unwrap();
+        write_file(&ck, &p("a/1"), &bytes(3, 60 * KIB));
+        ck.drain().unwrap();
+    }
+    let ck = open(&f, &c, dir.path(), options(130 * KIB)).unwrap();
+    assert_eq!(ck.status().cached.0, 2);
+    // Room for x: the coldest goes, which is cold's copy (lowest failure
+    // rate). hot's version 1 is not superseded by cold's version 2.
+    write_file(&ck, &p("ck/1"), &bytes(4, 60 * KIB));
+    assert_eq!(ck.size(&p("b/2")), None, "cold's copy evicted");
+    assert_eq!(ck.size(&p("a/1")), Some(60 * KIB), "hot's copy kept");
+}

@@ -42,10 +42,7 @@ DOC=${DOC:-docs/results/bbos-mount.md}
 SLUICE=$ROOT/target/release/sluice
 LOAD=$ROOT/target/release/sluice-ckpt-load
 
-for tool in fusermount3 mountpoint python3; do
-    command -v "$tool" >/dev/null 2>&1 || die "missing: $tool (apt-get install fuse3 python3)"
-done
-[ -e /dev/fuse ] || die "/dev/fuse is missing: FUSE is not available here"
+require_fuse
 if [ "$BUILD" = 1 ]; then
     cargo build --release -q -p sluice-cli
 fi
@@ -54,15 +51,7 @@ fi
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/results"
 MNT=$BENCH_DIR/mnt
-MOUNT_PID=
-cleanup() {
-    if [ -n "$MOUNT_PID" ] && kill -0 "$MOUNT_PID" 2>/dev/null; then
-        kill "$MOUNT_PID" 2>/dev/null || true
-        wait "$MOUNT_PID" 2>/dev/null || true
-    fi
-    mountpoint -q "$MNT" 2>/dev/null && fusermount3 -u -z "$MNT" || true
-}
-trap cleanup EXIT
+trap cleanup_mount EXIT
 
 # DWPP per planner period from the jobs: sum of size × period / job period.
 period_s=${PERIOD%s}
@@ -97,11 +86,7 @@ TOML
         "$SLUICE" mount --config "$run/sluice.toml" --fast "$run/fast" --capacity "$run/capacity" \
             --fast-device ssd --capacity-device hdd --threads 32 --no-drain "$MNT" >"$run/mount.log" 2>&1 &
         MOUNT_PID=$!
-        for _ in $(seq 100); do
-            mountpoint -q "$MNT" && break
-            sleep 0.1
-        done
-        mountpoint -q "$MNT" || die "mount failed: $(cat "$run/mount.log")"
+        wait_mounted "$run/mount.log"
         for j in $JOBS; do
             IFS=: read -r id period size mtbf versions <<<"$j"
             "$SLUICE" ckpt register --mount "$MNT" --id "$id" --period "${period}s" \

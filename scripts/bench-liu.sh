@@ -37,10 +37,7 @@ DOC=${DOC:-docs/results/liu-mount.md}
 SLUICE=$ROOT/target/release/sluice
 READERS=$ROOT/target/release/sluice-readers
 
-for tool in fusermount3 mountpoint python3; do
-    command -v "$tool" >/dev/null 2>&1 || die "missing: $tool (apt-get install fuse3 python3)"
-done
-[ -e /dev/fuse ] || die "/dev/fuse is missing: FUSE is not available here"
+require_fuse
 if [ "$BUILD" = 1 ]; then
     cargo build --release -q -p sluice-cli
 fi
@@ -50,15 +47,7 @@ rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/results"
 printf '[liu]\nbuffer = "%s"\n' "$BUFFER" >"$BENCH_DIR/liu.toml"
 MNT=$BENCH_DIR/mnt
-MOUNT_PID=
-cleanup() {
-    if [ -n "$MOUNT_PID" ] && kill -0 "$MOUNT_PID" 2>/dev/null; then
-        kill "$MOUNT_PID" 2>/dev/null || true
-        wait "$MOUNT_PID" 2>/dev/null || true
-    fi
-    mountpoint -q "$MNT" 2>/dev/null && fusermount3 -u -z "$MNT" || true
-}
-trap cleanup EXIT
+trap cleanup_mount EXIT
 
 started=$(date +%s)
 for case in none mpi-io-test ior-mpi-io; do
@@ -71,11 +60,7 @@ for case in none mpi-io-test ior-mpi-io; do
             --fast-device ssd --capacity-device hdd --policy capacity-only --threads 32 \
             "${flag[@]}" "$MNT" >"$run/mount.log" 2>&1 &
         MOUNT_PID=$!
-        for _ in $(seq 100); do
-            mountpoint -q "$MNT" && break
-            sleep 0.1
-        done
-        mountpoint -q "$MNT" || die "mount failed: $(cat "$run/mount.log")"
+        wait_mounted "$run/mount.log"
         "$READERS" "$MNT" --prepare-in "$run/capacity" --interferer "$case" \
             --bytes "$BYTES" --interferer-bytes "$INTERFERER_BYTES" --passes "$PASSES" \
             >"$BENCH_DIR/results/$case-$system.json"

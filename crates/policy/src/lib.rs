@@ -17,6 +17,7 @@ pub mod bbos;
 pub mod detector;
 pub mod extent_index;
 pub mod flush_gate;
+pub mod lads;
 pub mod pipeline;
 pub mod redirector;
 pub mod segments;

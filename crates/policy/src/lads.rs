@@ -7,7 +7,7 @@
 //!   Layout providers that are not plain stripes (CephFS with a stripe unit
 //!   smaller than its objects, say) build [`Object`]s themselves.
 //! * [`Scheduler`] keeps one FIFO queue per target. I/O threads ask
-//!   [`Scheduler::next`] for work and report back with
+//!   [`Scheduler::dispatch`] for work and report back with
 //!   [`Scheduler::complete`]. Three [`Mode`]s:
 //!   - [`Mode::RoundRobin`]: visit the targets round-robin from a shared
 //!     cursor and take the head of the first queue that has work and is not
@@ -19,7 +19,7 @@
 //!     marked congested and the next `M` visits skip it (each skipped visit
 //!     spends one). A thread serves a congested target only when every
 //!     target that has work is congested; while a non-congested target with
-//!     work is merely busy, the thread waits instead (`next` returns `None`)
+//!     work is merely busy, the thread waits instead (`dispatch` returns `None`)
 //!     rather than pile onto a slow target.
 //!   - [`Mode::FileAtATime`]: the bbcp model, for comparison. One FIFO in
 //!     the order objects were pushed (file by file, offset order); threads
@@ -30,7 +30,7 @@
 //! Nothing here reads a clock: every call that needs time takes it. The same
 //! scheduler runs in `sluice xfer` (wall clock) and in the simulator.
 //!
-//! INVARIANTS: an object handed out by `next` is in no queue; the busy count
+//! INVARIANTS: an object handed out by `dispatch` is in no queue; the busy count
 //! of a target is the number of objects handed out for it and not yet
 //! completed, and never exceeds `target_depth` except for objects handed out
 //! in file-at-a-time mode; the sample window only holds completions newer
@@ -316,7 +316,7 @@ impl Scheduler {
     /// The next object for an idle thread, or `None` if there is nothing it
     /// should serve now (everything is in flight, or the only work left is
     /// on busy targets). Call [`Scheduler::complete`] when it is served.
-    pub fn next(&mut self) -> Option<Object> {
+    pub fn dispatch(&mut self) -> Option<Object> {
         let object = match self.config.mode {
             Mode::FileAtATime => self.fifo.pop_front()?,
             Mode::RoundRobin | Mode::CongestionAware => {
@@ -525,15 +525,15 @@ mod tests {
             s.push(obj(1, k, 0));
             s.push(obj(2, k, 1));
         }
-        let a = s.next().unwrap();
-        let b = s.next().unwrap();
+        let a = s.dispatch().unwrap();
+        let b = s.dispatch().unwrap();
         assert_eq!((a.target, b.target), (TargetId(0), TargetId(1)));
-        assert_eq!(s.next(), None, "both targets are busy");
+        assert_eq!(s.dispatch(), None, "both targets are busy");
         assert!(s.stats().busy_skips >= 2);
         s.complete(&b, ms(0), ms(1));
-        assert_eq!(s.next().unwrap(), obj(2, 1, 1));
+        assert_eq!(s.dispatch().unwrap(), obj(2, 1, 1));
         s.complete(&a, ms(0), ms(1));
-        assert_eq!(s.next().unwrap(), obj(1, 1, 0));
+        assert_eq!(s.dispatch().unwrap(), obj(1, 1, 0));
         assert_eq!((s.pending(), s.in_flight()), (2, 2));
     }
 
@@ -548,7 +548,7 @@ mod tests {
             }
         }
         let mut order = Vec::new();
-        while let Some(o) = s.next() {
+        while let Some(o) = s.dispatch() {
             order.push(o.file.0);
             s.complete(&o, ms(0), ms(1));
         }
@@ -565,9 +565,9 @@ mod tests {
         for k in 0..3 {
             s.push(obj(1, k, 0));
         }
-        assert!(s.next().is_some());
-        assert!(s.next().is_some());
-        assert_eq!(s.next(), None);
+        assert!(s.dispatch().is_some());
+        assert!(s.dispatch().is_some());
+        assert_eq!(s.dispatch(), None);
     }
 
     #[test]
@@ -576,7 +576,7 @@ mod tests {
         s.push(obj(1, 0, 0));
         s.push(obj(1, 1, 0));
         s.push(obj(2, 0, 1));
-        let got: Vec<_> = core::iter::from_fn(|| s.next()).collect();
+        let got: Vec<_> = core::iter::from_fn(|| s.dispatch()).collect();
         assert_eq!(got, vec![obj(1, 0, 0), obj(1, 1, 0), obj(2, 0, 1)]);
         assert_eq!(s.in_flight(), 3);
     }
@@ -589,7 +589,7 @@ mod tests {
             s.push(obj(2, k, 1));
         }
         // Target 0 serves an object in 200 ms (> T = 50 ms): congested.
-        let a = s.next().unwrap();
+        let a = s.dispatch().unwrap();
         assert_eq!(a.target, TargetId(0));
         s.complete(&a, ms(0), ms(200));
         assert!(s.is_congested(TargetId(0)));
@@ -597,7 +597,7 @@ mod tests {
         // Visits pass it and take target 1 until its three skips are spent.
         let mut picks = 0;
         while s.is_congested(TargetId(0)) {
-            let b = s.next().unwrap();
+            let b = s.dispatch().unwrap();
             assert_eq!(b.target, TargetId(1));
             s.complete(&b, ms(200), ms(201));
             picks += 1;
@@ -605,7 +605,7 @@ mod tests {
         assert_eq!(s.stats().congested_skips, 3);
         assert!(picks >= 3);
         // Skips spent: target 0 is visited again.
-        assert_eq!(s.next().unwrap().target, TargetId(0));
+        assert_eq!(s.dispatch().unwrap().target, TargetId(0));
     }
 
     #[test]
@@ -616,18 +616,18 @@ mod tests {
         s.push(obj(1, 2, 0));
         s.push(obj(2, 0, 1));
         s.push(obj(2, 1, 1));
-        let a = s.next().unwrap();
+        let a = s.dispatch().unwrap();
         s.complete(&a, ms(0), ms(500)); // target 0 congested
-        let b = s.next().unwrap();
+        let b = s.dispatch().unwrap();
         assert_eq!(b.target, TargetId(1));
         // Target 1 is busy and healthy: wait rather than go to target 0.
-        assert_eq!(s.next(), None);
+        assert_eq!(s.dispatch(), None);
         s.complete(&b, ms(500), ms(501));
-        let c = s.next().unwrap();
+        let c = s.dispatch().unwrap();
         assert_eq!(c.target, TargetId(1));
         s.complete(&c, ms(501), ms(502));
         // Only congested work is left: serve it rather than idle.
-        let d = s.next().unwrap();
+        let d = s.dispatch().unwrap();
         assert_eq!(d.target, TargetId(0));
         assert!(s.stats().congested_served >= 1);
     }
@@ -637,10 +637,10 @@ mod tests {
         let mut s = Scheduler::new(config(Mode::RoundRobin));
         s.push(obj(1, 0, 0));
         s.push(obj(1, 1, 0));
-        let a = s.next().unwrap();
+        let a = s.dispatch().unwrap();
         s.complete(&a, ms(0), ms(10_000));
         assert!(!s.is_congested(TargetId(0)));
-        assert!(s.next().is_some());
+        assert!(s.dispatch().is_some());
     }
 
     #[test]
@@ -652,13 +652,13 @@ mod tests {
         for k in 0..3 {
             s.push(obj(1, k, 0));
         }
-        let a = s.next().unwrap();
+        let a = s.dispatch().unwrap();
         s.complete(&a, ms(0), ms(400));
         assert_eq!(
             s.mean_service(TargetId(0)),
             Some(Duration::from_millis(400))
         );
-        let b = s.next().unwrap();
+        let b = s.dispatch().unwrap();
         // 2 s later: the 400 ms sample is outside W = 1 s.
         s.complete(&b, ms(2_399), ms(2_400));
         assert_eq!(s.mean_service(TargetId(0)), Some(Duration::from_millis(1)));
@@ -669,10 +669,10 @@ mod tests {
         let mut s = Scheduler::new(config(Mode::RoundRobin));
         s.push(obj(1, 0, 0));
         s.push(obj(1, 1, 0));
-        let a = s.next().unwrap();
+        let a = s.dispatch().unwrap();
         s.requeue(a);
         assert_eq!((s.pending(), s.in_flight()), (2, 0));
-        assert_eq!(s.next().unwrap(), a);
+        assert_eq!(s.dispatch().unwrap(), a);
     }
 
     #[test]
@@ -701,7 +701,7 @@ mod tests {
     proptest! {
         /// Whatever the mode and the order of completions, every object is
         /// handed out exactly once, busy never exceeds the depth outside
-        /// file-at-a-time mode, and `next` returns `None` only when no idle
+        /// file-at-a-time mode, and `dispatch` returns `None` only when no idle
         /// target has work (round-robin) or everything is in flight.
         #[test]
         fn every_object_is_served_once(
@@ -720,7 +720,7 @@ mod tests {
             let mut now = 0u64;
             let mut drive = |take: bool, which: usize, dur: u64, s: &mut Scheduler, out: &mut Vec<Object>, served: &mut Vec<Object>| {
                 if take || out.is_empty() {
-                    if let Some(o) = s.next() {
+                    if let Some(o) = s.dispatch() {
                         out.push(o);
                         if mode != Mode::FileAtATime {
                             let busy = out.iter().filter(|x| x.target == o.target).count();

@@ -1,3 +1,20 @@
-//! Placeholder: the LADS transfer source and sink, layout providers and wire
-//! protocol — arrive with the transfer issue (issue 8). The scheduler itself
-//! will live in `sluice-policy`. See ARCHITECTURE.md.
+//! LADS layout-aware bulk transfer for sluice (`sluice xfer`; DESIGN §7,
+//! seed 003; docs/lads.md).
+//!
+//! * [`wire`]: the versioned, length-prefixed protocol;
+//! * [`tls`]: rustls configuration, `keygen`, a TLS connection shared by a
+//!   reader and writers;
+//! * [`sink`]: `sluice xfer serve`, which writes partial copies and renames
+//!   them into place after a whole-file check;
+//! * [`source`]: `sluice xfer send`, which schedules objects per storage
+//!   target with `sluice_policy::lads`;
+//! * [`layout`]: where objects live (POSIX, emulated PFS, GlusterFS,
+//!   Lustre, CephFS);
+//! * [`journal`]: the source's resume journal.
+
+pub mod journal;
+pub mod layout;
+pub mod sink;
+pub mod source;
+pub mod tls;
+pub mod wire;

@@ -1,0 +1,153 @@
+//! Layout providers: where a file's objects live (DESIGN §7).
+//!
+//! A [`LayoutProvider`] answers, for one file, its [`FileLayout`]: the
+//! object size and which storage target holds each object. The scheduler
+//! (`sluice_policy::lads`) then queues objects per target.
+//!
+//! Providers: [`posix`] (one target per device), [`pfs`] (an emulated
+//! striped parallel file system with device models and a congestion
+//! schedule), [`gluster`] (`trusted.glusterfs.pathinfo`), [`lustre`]
+//! (`lfs getstripe` output) and [`ceph`] (`ceph.file.layout` xattrs).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use sluice_policy::lads::{Object, StripeLayout, TargetId};
+use sluice_policy::FileId;
+
+pub mod ceph;
+pub mod gluster;
+pub mod lustre;
+pub mod pfs;
+pub mod posix;
+
+/// One component of a composite (Lustre PFL) layout: bytes
+/// `start..end` of the file are striped by `stripe`, with object offsets
+/// counted from `start`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Component {
+    /// First byte covered.
+    pub start: u64,
+    /// One past the last byte covered (`u64::MAX` for "to end of file").
+    pub end: u64,
+    /// Striping of this component.
+    pub stripe: StripeLayout,
+}
+
+/// Where the objects of one file live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileLayout {
+    /// RAID-0 over targets: POSIX (one target), the emulated PFS, a plain
+    /// Lustre layout, GlusterFS distribute (one brick).
+    Stripe(StripeLayout),
+    /// Lustre progressive file layout: components in offset order.
+    Composite(Vec<Component>),
+    /// CephFS file layout. Stripe unit `k` goes to RADOS object
+    /// `(k / (count·per)) · count + k % count` where `per =
+    /// object_size / stripe_unit`; the target is that object number (which
+    /// OSD holds it is CRUSH's choice and not visible to a client).
+    Ceph {
+        /// Bytes per stripe unit.
+        stripe_unit: u64,
+        /// Objects a stripe spans.
+        stripe_count: u64,
+        /// Bytes per RADOS object (a multiple of `stripe_unit`).
+        object_size: u64,
+    },
+}
+
+impl FileLayout {
+    /// The objects of a file of `len` bytes, in offset order: the units the
+    /// transfer reads, checksums and sends.
+    pub fn objects(&self, file: FileId, len: u64) -> Vec<Object> {
+        match self {
+            FileLayout::Stripe(stripe) => stripe.objects(file, len).collect(),
+            FileLayout::Composite(components) => {
+                let mut out = Vec::new();
+                for c in components {
+                    if c.start >= len {
+                        break;
+                    }
+                    let end = c.end.min(len);
+                    let size = c.stripe.object_size;
+                    let mut offset = c.start;
+                    while offset < end {
+                        // Objects are aligned from the component's start.
+                        let rel = offset - c.start;
+                        let next = (rel / size + 1)
+                            .saturating_mul(size)
+                            .saturating_add(c.start);
+                        let stop = next.min(end);
+                        out.push(Object {
+                            file,
+                            offset,
+                            len: stop - offset,
+                            target: c.stripe.target_of(rel),
+                        });
+                        offset = stop;
+                    }
+                }
+                out
+            }
+            FileLayout::Ceph {
+                stripe_unit,
+                stripe_count,
+                object_size,
+            } => {
+                let (su, sc) = (*stripe_unit, (*stripe_count).max(1));
+                let per = (*object_size / su).max(1);
+                (0..len.div_ceil(su))
+                    .map(|k| {
+                        let offset = k * su;
+                        let objno = (k / (sc * per)) * sc + k % sc;
+                        Object {
+                            file,
+                            offset,
+                            len: su.min(len - offset),
+                            target: TargetId(u32::try_from(objno).unwrap_or(u32::MAX)),
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The largest object this layout makes (bounds a transfer slot).
+    pub fn max_object(&self) -> u64 {
+        match self {
+            FileLayout::Stripe(s) => s.object_size,
+            FileLayout::Composite(c) => c.iter().map(|c| c.stripe.object_size).max().unwrap_or(0),
+            FileLayout::Ceph { stripe_unit, .. } => *stripe_unit,
+        }
+    }
+}
+
+/// Finds the layout of files on one file system.
+pub trait LayoutProvider: Send + Sync {
+    /// Short name for reports (`posix`, `pfs`, `gluster`, `lustre`, `ceph`).
+    fn name(&self) -> &'static str;
+
+    /// The layout of the regular file at `path`, which is `len` bytes long.
+    fn layout(&self, path: &Path, len: u64) -> io::Result<FileLayout>;
+
+    /// Read `object` of the open file at `path` into `buf` (whose length is
+    /// the object's). The default is one positioned read; an emulated file
+    /// system adds its device time.
+    fn read_object(
+        &self,
+        path: &Path,
+        file: &File,
+        object: &Object,
+        buf: &mut [u8],
+    ) -> io::Result<()> {
+        let _ = path;
+        file.read_exact_at(buf, object.offset)
+    }
+
+    /// A human-readable name of a target (`OST0007`, a brick), for reports.
+    fn target_name(&self, target: TargetId) -> String {
+        format!("target{}", target.0)
+    }
+}

@@ -1,0 +1,726 @@
+//! The sink: `sluice xfer serve --root DIR --listen ADDR`.
+//!
+//! One thread per connection reads messages in order and answers each.
+//! Files are written to a partial copy `.NAME.sluice-part` beside their
+//! final name and renamed into place only after `FileDone` verified the
+//! whole file's crc32c and size, applied mode and mtime and synced the file;
+//! the directory is synced after the rename. A broken connection, a bad
+//! block or a failed verification never leaves a file under its final
+//! name: at worst a partial copy, which a resumed transfer continues
+//! (`NewFile` with `resume`) and any other transfer truncates.
+//!
+//! Paths: the destination and every file path are checked component by
+//! component (no empty, `.`, `..` or NUL components, never absolute), and
+//! the directories are then walked from the root's descriptor with
+//! `openat(O_NOFOLLOW | O_DIRECTORY)` one component at a time, so neither a
+//! `..` nor a symlink planted inside the root can lead outside it.
+//!
+//! Authentication: a connection must present the sink's token in `Hello`
+//! (compared in constant time) when one is configured, and a client
+//! certificate when `--client-ca` is configured (rustls refuses the
+//! handshake otherwise). A sink with neither refuses to start.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
+
+use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
+use rustls::ServerConfig;
+
+use crate::tls::{Channel, Writer};
+use crate::wire::{self, ErrorCode, Message};
+
+/// Suffix of partial copies.
+pub const PART_SUFFIX: &str = ".sluice-part";
+
+/// How a sink runs.
+#[derive(Clone)]
+pub struct SinkOptions {
+    /// Directory every received file lands under.
+    pub root: PathBuf,
+    /// TLS configuration (certificate, optional client CA).
+    pub tls: Arc<ServerConfig>,
+    /// Required token, if any.
+    pub token: Option<Vec<u8>>,
+    /// True when the TLS configuration requires client certificates.
+    pub mutual_tls: bool,
+}
+
+/// Counters of a running sink.
+#[derive(Debug, Default)]
+pub struct SinkStats {
+    /// Connections accepted past authentication.
+    pub connections: AtomicU64,
+    /// Connections refused (handshake, token, version, protocol).
+    pub refused: AtomicU64,
+    /// Files verified and renamed into place.
+    pub files: AtomicU64,
+    /// Files that failed verification.
+    pub failed: AtomicU64,
+    /// Block bytes written.
+    pub bytes: AtomicU64,
+}
+
+struct Shared {
+    root: OwnedFd,
+    options: SinkOptions,
+    sessions: Mutex<HashMap<u64, Weak<Session>>>,
+    next_session: AtomicU64,
+    stats: SinkStats,
+    stop: AtomicBool,
+}
+
+struct Session {
+    dest: Vec<String>,
+    files: Mutex<HashMap<u32, Arc<SinkFile>>>,
+    next_file: AtomicU32,
+}
+
+struct SinkFile {
+    dir: OwnedFd,
+    name: String,
+    part: String,
+    file: File,
+    size: u64,
+    mode: u32,
+    mtime: Timespec,
+    /// Bytes of the file that blocks covered so far (for logs).
+    written: AtomicU64,
+}
+
+/// A bound sink; [`Sink::run`] serves it.
+pub struct Sink {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+/// Stops a sink started with [`Sink::spawn`] when dropped.
+pub struct SinkHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl SinkHandle {
+    /// The address the sink listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &SinkStats {
+        &self.shared.stats
+    }
+}
+
+impl Drop for SinkHandle {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn other(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl Sink {
+    /// Open the root and bind the listener.
+    pub fn bind(addr: &str, options: SinkOptions) -> io::Result<Sink> {
+        if options.token.is_none() && !options.mutual_tls {
+            return Err(other(
+                "refusing to serve without authentication: give a token (--token-file) or a client CA (--client-ca)"
+                    .into(),
+            ));
+        }
+        let root = rustix::fs::open(
+            &options.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            io::Error::new(
+                io::Error::from(e).kind(),
+                format!("{}: {e}", options.root.display()),
+            )
+        })?;
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| io::Error::new(e.kind(), format!("listen on {addr}: {e}")))?;
+        Ok(Sink {
+            listener,
+            shared: Arc::new(Shared {
+                root,
+                options,
+                sessions: Mutex::new(HashMap::new()),
+                next_session: AtomicU64::new(1),
+                stats: SinkStats::default(),
+                stop: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve connections until the process ends (or the handle stops it).
+    pub fn run(self) {
+        for stream in self.listener.incoming() {
+            if self.shared.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let Ok(stream) = stream else { continue };
+            let shared = Arc::clone(&self.shared);
+            thread::spawn(move || {
+                let peer = stream.peer_addr().ok();
+                if let Err(e) = serve_connection(&shared, stream) {
+                    log(peer, &e);
+                }
+            });
+        }
+    }
+
+    /// Serve on a background thread; the handle stops it when dropped.
+    pub fn spawn(self) -> io::Result<SinkHandle> {
+        let addr = self.local_addr()?;
+        let shared = Arc::clone(&self.shared);
+        let thread = thread::spawn(move || self.run());
+        Ok(SinkHandle {
+            addr,
+            shared,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn log(peer: Option<SocketAddr>, e: &io::Error) {
+    let peer = peer.map_or_else(|| "?".to_owned(), |p| p.to_string());
+    eprintln!("sluice xfer serve: {peer}: {e}");
+}
+
+/// Check a `/`-separated relative path and split it into components.
+pub fn components(path: &str) -> Result<Vec<String>, String> {
+    if path.starts_with('/') {
+        return Err(format!("absolute path {path:?} refused"));
+    }
+    let mut out = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" if out.is_empty() && path.is_empty() => {}
+            "" => return Err(format!("empty component in {path:?}")),
+            "." | ".." => return Err(format!("{c:?} in {path:?} refused")),
+            c if c.contains('\0') => return Err(format!("NUL in {path:?}")),
+            c if c.ends_with(PART_SUFFIX) => {
+                return Err(format!(
+                    "{path:?}: names ending in {PART_SUFFIX} are reserved"
+                ))
+            }
+            c => out.push(c.to_owned()),
+        }
+    }
+    Ok(out)
+}
+
+/// Open (creating as needed) the directory `dirs` under `root`, one
+/// component at a time, never following a symlink.
+fn open_dirs(root: &OwnedFd, dirs: &[String]) -> io::Result<OwnedFd> {
+    let mut fd = rustix::fs::openat(
+        root,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    for d in dirs {
+        match rustix::fs::mkdirat(&fd, d.as_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        fd = rustix::fs::openat(
+            &fd,
+            d.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{d:?} is a symlink or not a directory"),
+            ),
+            e => e.into(),
+        })?;
+    }
+    Ok(fd)
+}
+
+struct Conn<'a> {
+    shared: &'a Shared,
+    writer: Writer,
+    session: Option<Arc<Session>>,
+}
+
+fn refuse(writer: &Writer, code: ErrorCode, message: String) -> io::Error {
+    let _ = writer.message(&Message::Error {
+        code: code as u16,
+        message: message.clone(),
+    });
+    writer.close();
+    io::Error::new(io::ErrorKind::PermissionDenied, message)
+}
+
+fn same_token(a: &[u8], b: &[u8]) -> bool {
+    // Constant time in the contents (the length is not secret).
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn serve_connection(shared: &Shared, tcp: TcpStream) -> io::Result<()> {
+    let channel = match Channel::server(tcp, Arc::clone(&shared.options.tls)) {
+        Ok(c) => c,
+        Err(e) => {
+            shared.stats.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::new(e.kind(), format!("TLS handshake: {e}")));
+        }
+    };
+    let Channel { mut reader, writer } = channel;
+    let mut conn = Conn {
+        shared,
+        writer,
+        session: None,
+    };
+    let mut buf = Vec::new();
+    let result = conn.hello(&mut reader, &mut buf).and_then(|()| {
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        conn.serve(&mut reader, &mut buf)
+    });
+    if result.is_err() {
+        conn.writer.abort();
+    }
+    result
+}
+
+impl Conn<'_> {
+    fn hello(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
+        let refused = |e| {
+            self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
+            e
+        };
+        let msg = wire::read_message(reader, buf)
+            .map_err(|e| refused(refuse(&self.writer, ErrorCode::Protocol, e.to_string())))?;
+        let Some(Message::Hello {
+            version,
+            token,
+            session,
+            dest,
+        }) = msg
+        else {
+            return Err(refused(refuse(
+                &self.writer,
+                ErrorCode::Protocol,
+                "expected Hello".into(),
+            )));
+        };
+        if version != wire::VERSION {
+            return Err(refused(refuse(
+                &self.writer,
+                ErrorCode::Version,
+                format!(
+                    "protocol version {version} not supported (this sink speaks {})",
+                    wire::VERSION
+                ),
+            )));
+        }
+        if let Some(want) = &self.shared.options.token {
+            if !same_token(want, &token) {
+                return Err(refused(refuse(
+                    &self.writer,
+                    ErrorCode::Unauthenticated,
+                    "bad token".into(),
+                )));
+            }
+        }
+        let dest =
+            components(&dest).map_err(|e| refused(refuse(&self.writer, ErrorCode::BadPath, e)))?;
+        let session = {
+            let mut sessions = self
+                .shared
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            sessions.retain(|_, s| s.strong_count() > 0);
+            if session == 0 {
+                let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
+                let s = Arc::new(Session {
+                    dest,
+                    files: Mutex::new(HashMap::new()),
+                    next_file: AtomicU32::new(1),
+                });
+                sessions.insert(id, Arc::downgrade(&s));
+                (id, s)
+            } else {
+                let s = sessions.get(&session).and_then(Weak::upgrade);
+                match s {
+                    Some(s) if s.dest == dest => (session, s),
+                    _ => {
+                        drop(sessions);
+                        return Err(refused(refuse(
+                            &self.writer,
+                            ErrorCode::Protocol,
+                            format!("no session {session} for this destination"),
+                        )));
+                    }
+                }
+            }
+        };
+        self.session = Some(session.1);
+        self.writer.message(&Message::Welcome {
+            version: wire::VERSION,
+            session: session.0,
+        })
+    }
+
+    fn serve(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
+        loop {
+            let msg = match wire::read_message(reader, buf) {
+                Ok(Some(m)) => m,
+                Ok(None) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    return Err(refuse(&self.writer, ErrorCode::Protocol, e.to_string()));
+                }
+                Err(e) => return Err(e),
+            };
+            match msg {
+                Message::NewFile {
+                    req,
+                    path,
+                    size,
+                    mode,
+                    mtime_sec,
+                    mtime_nsec,
+                    resume,
+                } => {
+                    let mtime = Timespec {
+                        tv_sec: mtime_sec,
+                        tv_nsec: i64::from(mtime_nsec.min(999_999_999)) as _,
+                    };
+                    match self.new_file(&path, size, mode, mtime, resume) {
+                        Ok((file, resumed)) => {
+                            self.writer
+                                .message(&Message::FileId { req, file, resumed })?
+                        }
+                        Err(e)
+                            if e.kind() == io::ErrorKind::InvalidInput
+                                || e.kind() == io::ErrorKind::PermissionDenied =>
+                        {
+                            return Err(refuse(
+                                &self.writer,
+                                ErrorCode::BadPath,
+                                format!("{path:?}: {e}"),
+                            ));
+                        }
+                        Err(e) => {
+                            return Err(refuse(
+                                &self.writer,
+                                ErrorCode::Io,
+                                format!("{path:?}: {e}"),
+                            ))
+                        }
+                    }
+                }
+                Message::NewBlock {
+                    file,
+                    offset,
+                    crc,
+                    data,
+                } => {
+                    let f = self.file(file)?;
+                    let end = offset.checked_add(data.len() as u64);
+                    if end.is_none_or(|end| end > f.size) {
+                        return Err(refuse(
+                            &self.writer,
+                            ErrorCode::Protocol,
+                            format!(
+                                "block at {offset}+{} is past the end of file {file} ({} bytes)",
+                                data.len(),
+                                f.size
+                            ),
+                        ));
+                    }
+                    if crc32c::crc32c(&data) != crc {
+                        return Err(refuse(
+                            &self.writer,
+                            ErrorCode::Checksum,
+                            format!("block at {offset} of file {file}: crc32c mismatch"),
+                        ));
+                    }
+                    if let Err(e) = f.file.write_all_at(&data, offset) {
+                        return Err(refuse(
+                            &self.writer,
+                            ErrorCode::Io,
+                            format!("{}: {e}", f.name),
+                        ));
+                    }
+                    f.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+                    self.shared
+                        .stats
+                        .bytes
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    self.writer.message(&Message::BlockDone { file, offset })?;
+                }
+                Message::FileDone { file, size, crc } => {
+                    let f = self.take_file(file)?;
+                    let reply = match finish(&f, size, crc) {
+                        Ok(()) => {
+                            self.shared.stats.files.fetch_add(1, Ordering::Relaxed);
+                            Message::FileOk { file }
+                        }
+                        Err(e) => {
+                            self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+                            let _ = rustix::fs::unlinkat(
+                                &f.dir,
+                                f.part.as_str(),
+                                rustix::fs::AtFlags::empty(),
+                            );
+                            Message::FileFailed {
+                                file,
+                                reason: format!("{}: {e}", f.name),
+                            }
+                        }
+                    };
+                    self.writer.message(&reply)?;
+                }
+                Message::Bye => {
+                    self.writer.close();
+                    return Ok(());
+                }
+                Message::Error { code, message } => {
+                    return Err(io::Error::other(format!("peer error {code}: {message}")));
+                }
+                other => {
+                    return Err(refuse(
+                        &self.writer,
+                        ErrorCode::Protocol,
+                        format!("unexpected {} from a source", other.name()),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn session(&self) -> &Session {
+        self.session.as_deref().expect("hello sets the session")
+    }
+
+    fn new_file(
+        &self,
+        path: &str,
+        size: u64,
+        mode: u32,
+        mtime: Timespec,
+        resume: bool,
+    ) -> io::Result<(u32, bool)> {
+        let session = self.session();
+        let mut parts = session.dest.clone();
+        let rel = components(path).map_err(other)?;
+        if rel.is_empty() {
+            return Err(other("empty file path".into()));
+        }
+        parts.extend(rel);
+        let name = parts.pop().expect("not empty");
+        let dir = open_dirs(&self.shared.root, &parts)?;
+        let part = format!(".{name}{PART_SUFFIX}");
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let (fd, resumed) = match resume {
+            true => match rustix::fs::openat(
+                &dir,
+                part.as_str(),
+                OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => (fd, true),
+                Err(rustix::io::Errno::NOENT) => (
+                    rustix::fs::openat(
+                        &dir,
+                        part.as_str(),
+                        flags | OFlags::TRUNC,
+                        Mode::from_raw_mode(0o600),
+                    )?,
+                    false,
+                ),
+                Err(e) => return Err(e.into()),
+            },
+            false => (
+                rustix::fs::openat(
+                    &dir,
+                    part.as_str(),
+                    flags | OFlags::TRUNC,
+                    Mode::from_raw_mode(0o600),
+                )?,
+                false,
+            ),
+        };
+        let file = File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(other(format!("{part} is not a regular file")));
+        }
+        if resumed && file.metadata()?.len() > size {
+            file.set_len(size)?;
+        }
+        let id = session.next_file.fetch_add(1, Ordering::Relaxed);
+        let f = Arc::new(SinkFile {
+            dir,
+            name,
+            part,
+            file,
+            size,
+            mode,
+            mtime,
+            written: AtomicU64::new(0),
+        });
+        session
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, f);
+        Ok((id, resumed))
+    }
+
+    fn file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+        let files = self
+            .session()
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match files.get(&id) {
+            Some(f) => Ok(Arc::clone(f)),
+            None => {
+                drop(files);
+                Err(refuse(
+                    &self.writer,
+                    ErrorCode::Protocol,
+                    format!("unknown file id {id}"),
+                ))
+            }
+        }
+    }
+
+    fn take_file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+        let f = self.file(id)?;
+        self.session()
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        Ok(f)
+    }
+}
+
+/// Verify a file against the source's size and crc32c, apply its mode and
+/// mtime, sync it and rename it into place.
+fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
+    if size != f.size {
+        return Err(other(format!(
+            "size {size} differs from the announced {}",
+            f.size
+        )));
+    }
+    let len = f.file.metadata()?.len();
+    if len != size {
+        f.file.set_len(size)?;
+    }
+    let mut got = 0u32;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        f.file.read_exact_at(&mut buf[..n], offset)?;
+        got = crc32c::crc32c_append(got, &buf[..n]);
+        offset += n as u64;
+    }
+    if got != crc {
+        return Err(other(format!(
+            "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes received this run)",
+            f.written.load(Ordering::Relaxed)
+        )));
+    }
+    rustix::fs::fchmod(&f.file, Mode::from_raw_mode(f.mode & 0o7777))?;
+    rustix::fs::futimens(
+        &f.file,
+        &Timestamps {
+            last_access: f.mtime,
+            last_modification: f.mtime,
+        },
+    )?;
+    f.file.sync_all()?;
+    rustix::fs::renameat(&f.dir, f.part.as_str(), &f.dir, f.name.as_str())?;
+    rustix::fs::fsync(&f.dir)?;
+    Ok(())
+}
+
+/// A partial copy's final name, if `name` is one.
+pub fn part_target(name: &Path) -> Option<String> {
+    let n = name.file_name()?.to_str()?;
+    n.strip_prefix('.')?
+        .strip_suffix(PART_SUFFIX)
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_refuse_escapes() {
+        assert_eq!(components("a/b").unwrap(), vec!["a", "b"]);
+        assert_eq!(components("").unwrap(), Vec::<String>::new());
+        for bad in [
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            "./a",
+            "a//b",
+            "a/",
+            "a\0b",
+            "x/.f.sluice-part",
+        ] {
+            assert!(components(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn open_dirs_refuses_symlinks_inside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let root = rustix::fs::open(
+            dir.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let e = open_dirs(&root, &["link".into(), "x".into()]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        assert!(!outside.path().join("x").exists());
+        open_dirs(&root, &["a".into(), "b".into()]).unwrap();
+        assert!(dir.path().join("a/b").is_dir());
+    }
+
+    #[test]
+    fn part_names_map_back() {
+        assert_eq!(
+            part_target(Path::new("d/.f.dat.sluice-part")).as_deref(),
+            Some("f.dat")
+        );
+        assert_eq!(part_target(Path::new("d/f.dat")), None);
+    }
+}

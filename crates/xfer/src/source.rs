@@ -1,0 +1,1024 @@
+//! The source: `sluice xfer send SRC... sluice://HOST:PORT/DEST`.
+//!
+//! Threads (LADS §3, with TCP+TLS connections in place of CCI):
+//! * the **announcer** (the calling thread) walks the sources, asks the
+//!   layout provider for each file's objects and sends `NewFile` on the
+//!   first connection, keeping at most `files_in_flight` files open;
+//! * one **reader** per connection handles the sink's answers: `FileId`
+//!   queues the file's objects in the [`Scheduler`] (minus those the
+//!   journal says the sink already has), `BlockDone` frees the object's
+//!   buffer slot and journals it, and when a file's last block is
+//!   acknowledged the reader sends `FileDone` with the crc32c of the whole
+//!   file (combined from the objects' crcs); `FileOk`/`FileFailed` close
+//!   the file;
+//! * `threads` **I/O threads** take a buffer slot ([`SlotPool`]: memory,
+//!   else spill, else wait), ask the scheduler for an object, read it
+//!   through the layout provider, checksum it, report its service time and
+//!   queue it for sending (or write it to the spill file);
+//! * the **spill mover** (with `--spill`) copies spilled objects into
+//!   memory slots as they free up, like the paper's SSD thread;
+//! * one **sender** per connection writes queued blocks.
+//!
+//! A memory slot is held from the read until the sink acknowledges the
+//! block, so the in-memory buffer bounds the data read ahead and in flight
+//! (the paper's RMA buffer). All shared state is one mutex with one
+//! condition variable; no I/O happens under the lock.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, IsTerminal, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rustls::ClientConfig;
+use serde::Serialize;
+use sluice_policy::lads::{Object, Scheduler, SchedulerConfig, Slot, SlotPool};
+use sluice_policy::{FileId, Time};
+
+use crate::journal::{self, Journal, Progress};
+use crate::layout::LayoutProvider;
+use crate::tls::{self, Channel, Writer};
+use crate::wire::{self, Message, MAX_OBJECT};
+
+/// `sluice://HOST:PORT/DEST`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    /// Host name or IP address (IPv6 without brackets).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Directory under the sink's root (may be empty).
+    pub dest: String,
+}
+
+impl FromStr for Destination {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Destination, String> {
+        let rest = s
+            .strip_prefix("sluice://")
+            .ok_or_else(|| format!("{s:?}: expected sluice://HOST:PORT/DEST"))?;
+        let (hostport, dest) = rest.split_once('/').unwrap_or((rest, ""));
+        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+            let (h, p) = v6
+                .split_once("]:")
+                .ok_or_else(|| format!("{s:?}: expected [ADDR]:PORT"))?;
+            (h, p)
+        } else {
+            hostport
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{s:?}: missing :PORT"))?
+        };
+        if host.is_empty() {
+            return Err(format!("{s:?}: missing host"));
+        }
+        let port = port
+            .parse()
+            .map_err(|_| format!("{s:?}: bad port {port:?}"))?;
+        let dest = dest.trim_end_matches('/').to_owned();
+        crate::sink::components(&dest).map_err(|e| format!("{s:?}: {e}"))?;
+        Ok(Destination {
+            host: host.to_owned(),
+            port,
+            dest,
+        })
+    }
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "sluice://[{}]:{}/{}", self.host, self.port, self.dest)
+        } else {
+            write!(f, "sluice://{}:{}/{}", self.host, self.port, self.dest)
+        }
+    }
+}
+
+/// How to send.
+pub struct SendOptions {
+    /// Files and directories to send; each lands under `DEST` by its name.
+    pub sources: Vec<PathBuf>,
+    /// Where to.
+    pub destination: Destination,
+    /// TLS client configuration.
+    pub tls: Arc<ClientConfig>,
+    /// Token for `Hello` (empty with mutual TLS only).
+    pub token: Vec<u8>,
+    /// I/O threads.
+    pub threads: usize,
+    /// TCP connections.
+    pub connections: usize,
+    /// Slot size: the nominal object size (1 MiB by default).
+    pub slot_size: u64,
+    /// In-memory buffer in bytes (slots = buffer / slot size, at least 1).
+    pub buffer: u64,
+    /// Spill directory and size on the fast tier.
+    pub spill: Option<(PathBuf, u64)>,
+    /// Where objects live.
+    pub layout: Arc<dyn LayoutProvider>,
+    /// Scheduling mode and congestion settings.
+    pub scheduler: SchedulerConfig,
+    /// Resume journal, if any.
+    pub journal: Option<PathBuf>,
+    /// Files announced and not yet finished, at most.
+    pub files_in_flight: usize,
+    /// Draw a progress line on stderr.
+    pub progress: bool,
+}
+
+/// What a transfer did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    /// Files verified and in place this run.
+    pub files: u64,
+    /// Files the journal showed complete from an earlier run.
+    pub files_already_done: u64,
+    /// Files that failed (path and reason).
+    pub failed: Vec<String>,
+    /// Symlinks and special files not sent.
+    pub skipped_not_regular: u64,
+    /// Bytes sent and acknowledged this run.
+    pub bytes: u64,
+    /// Objects sent this run.
+    pub objects: u64,
+    /// Objects the journal showed already at the sink.
+    pub objects_resumed: u64,
+    /// Wall time from the first connection to the last file's verification.
+    pub seconds: f64,
+    /// `bytes / seconds`, in MB/s (10^6).
+    pub mb_per_s: f64,
+    /// Scheduling mode.
+    pub mode: String,
+    /// Layout provider.
+    pub layout: String,
+    /// I/O threads.
+    pub threads: usize,
+    /// Connections.
+    pub connections: usize,
+    /// Visits that skipped a busy target.
+    pub busy_skips: u64,
+    /// Visits that skipped a congested target.
+    pub congested_skips: u64,
+    /// Times a target was marked congested.
+    pub congested_marks: u64,
+    /// Objects read into the spill buffer.
+    pub spilled: u64,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "sent {} files, {:.1} MB in {:.2} s: {:.1} MB/s ({} mode, {} layout, {} threads, {} connections)",
+            self.files,
+            self.bytes as f64 / 1e6,
+            self.seconds,
+            self.mb_per_s,
+            self.mode,
+            self.layout,
+            self.threads,
+            self.connections
+        )?;
+        writeln!(
+            f,
+            "objects {} sent, {} resumed; files {} already done; skips: {} busy, {} congested ({} marks); {} spilled",
+            self.objects,
+            self.objects_resumed,
+            self.files_already_done,
+            self.busy_skips,
+            self.congested_skips,
+            self.congested_marks,
+            self.spilled
+        )?;
+        if self.skipped_not_regular > 0 {
+            writeln!(
+                f,
+                "{} symlinks or special files not sent",
+                self.skipped_not_regular
+            )?;
+        }
+        for fail in &self.failed {
+            writeln!(f, "FAILED {fail}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One regular file to send.
+#[derive(Clone, Debug)]
+struct Entry {
+    src: PathBuf,
+    rel: String,
+    size: u64,
+    mode: u32,
+    mtime_sec: i64,
+    mtime_nsec: u32,
+    key: String,
+}
+
+fn walk(sources: &[PathBuf]) -> io::Result<(Vec<Entry>, u64)> {
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for src in sources {
+        let name = match src.file_name() {
+            Some(n) => n.to_owned(),
+            None => fs::canonicalize(src)?
+                .file_name()
+                .map(|n| n.to_owned())
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{}: cannot send a root", src.display()),
+                    )
+                })?,
+        };
+        let name = name.into_string().map_err(|n| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{n:?}: not UTF-8"))
+        })?;
+        walk_one(src, name, &mut out, &mut skipped)?;
+    }
+    Ok((out, skipped))
+}
+
+fn walk_one(path: &Path, rel: String, out: &mut Vec<Entry>, skipped: &mut u64) -> io::Result<()> {
+    let meta = fs::symlink_metadata(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    if meta.is_dir() {
+        let mut names: Vec<_> = fs::read_dir(path)?.collect::<Result<Vec<_>, _>>()?;
+        names.sort_by_key(|e| e.file_name());
+        for e in names {
+            let name = e.file_name().into_string().map_err(|n| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("{n:?}: not UTF-8"))
+            })?;
+            walk_one(&e.path(), format!("{rel}/{name}"), out, skipped)?;
+        }
+    } else if meta.is_file() {
+        let (size, mtime_sec, mtime_nsec) = (meta.len(), meta.mtime(), meta.mtime_nsec() as u32);
+        out.push(Entry {
+            src: path.to_owned(),
+            key: journal::key(&rel, size, mtime_sec, mtime_nsec),
+            rel,
+            size,
+            mode: meta.permissions().mode() & 0o7777,
+            mtime_sec,
+            mtime_nsec,
+        });
+    } else {
+        *skipped += 1;
+    }
+    Ok(())
+}
+
+struct Ready {
+    file: u32,
+    offset: u64,
+    len: u64,
+    crc: u32,
+    buf: Vec<u8>,
+}
+
+struct Spilled {
+    file: u32,
+    offset: u64,
+    len: u64,
+    crc: u32,
+    slot: u32,
+}
+
+struct Live {
+    entry: usize,
+    file: Arc<File>,
+    /// Objects not yet acknowledged.
+    left: usize,
+    crcs: BTreeMap<u64, (u64, u32)>,
+}
+
+struct Announced {
+    entry: usize,
+    file: Arc<File>,
+    objects: Vec<Object>,
+}
+
+#[derive(Default)]
+struct State {
+    sched: Option<Scheduler>,
+    pool: Option<SlotPool>,
+    bufs: Vec<Vec<u8>>,
+    spill_free: Vec<u32>,
+    send_q: VecDeque<Ready>,
+    spill_q: VecDeque<Spilled>,
+    inflight: HashMap<(u32, u64), (u64, u32)>,
+    live: HashMap<u32, Live>,
+    waiting: HashMap<u32, Announced>,
+    open: usize,
+    finished: usize,
+    fatal: Option<String>,
+    closing: bool,
+    summary: Summary,
+}
+
+struct Core {
+    state: Mutex<State>,
+    cv: Condvar,
+    entries: Vec<Entry>,
+    journal: Option<Journal>,
+    progress: Progress,
+    layout: Arc<dyn LayoutProvider>,
+    spill: Option<File>,
+    start: Instant,
+}
+
+impl Core {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.cv.wait(g).unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> Time {
+        Time::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn fail(&self, why: String) {
+        let mut st = self.lock();
+        st.fatal.get_or_insert(why);
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    fn stopped(st: &State) -> bool {
+        st.fatal.is_some() || st.closing
+    }
+}
+
+fn sched(st: &mut State) -> &mut Scheduler {
+    st.sched.as_mut().expect("set at start")
+}
+
+fn pool(st: &mut State) -> &mut SlotPool {
+    st.pool.as_mut().expect("set at start")
+}
+
+/// Cut objects longer than the wire's bound into pieces on the same target.
+fn bounded(objects: Vec<Object>) -> Vec<Object> {
+    let max = MAX_OBJECT as u64;
+    if objects.iter().all(|o| o.len <= max) {
+        return objects;
+    }
+    let mut out = Vec::new();
+    for o in objects {
+        let mut off = 0;
+        while off < o.len {
+            let len = (o.len - off).min(max);
+            out.push(Object {
+                offset: o.offset + off,
+                len,
+                ..o
+            });
+            off += len;
+        }
+    }
+    out
+}
+
+fn connect(options: &SendOptions, session: u64) -> io::Result<(Channel, u64)> {
+    let d = &options.destination;
+    let tcp = TcpStream::connect((d.host.as_str(), d.port))
+        .map_err(|e| io::Error::new(e.kind(), format!("connect to {d}: {e}")))?;
+    let mut ch = Channel::client(tcp, Arc::clone(&options.tls), tls::server_name(&d.host)?)
+        .map_err(|e| io::Error::new(e.kind(), format!("TLS with {d}: {e}")))?;
+    ch.writer.message(&Message::Hello {
+        version: wire::VERSION,
+        token: options.token.clone(),
+        session,
+        dest: d.dest.clone(),
+    })?;
+    let mut buf = Vec::new();
+    match wire::read_message(&mut ch.reader, &mut buf) {
+        Ok(Some(Message::Welcome { version, session })) if version == wire::VERSION => {
+            Ok((ch, session))
+        }
+        Ok(Some(Message::Error { message, .. })) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{d} refused: {message}"),
+        )),
+        Ok(other) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{d}: unexpected answer to Hello: {other:?}"),
+        )),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{d}: {e}"))),
+    }
+}
+
+/// Send the sources; returns the summary (which lists files that failed),
+/// or an error that stopped the whole transfer.
+pub fn send(options: SendOptions) -> io::Result<Summary> {
+    let (entries, skipped) = walk(&options.sources)?;
+    let (journal, progress) = match &options.journal {
+        Some(p) => {
+            let (j, p) = Journal::open(p)?;
+            (Some(j), p)
+        }
+        None => (None, Progress::default()),
+    };
+    let spill = match &options.spill {
+        Some((dir, _)) => {
+            fs::create_dir_all(dir)?;
+            // An unnamed file: nothing to clean up after a crash.
+            let f = rustix::fs::open(
+                dir,
+                rustix::fs::OFlags::TMPFILE
+                    | rustix::fs::OFlags::RDWR
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::from_raw_mode(0o600),
+            )
+            .map_err(|e| {
+                io::Error::new(
+                    io::Error::from(e).kind(),
+                    format!("spill directory {}: {e}", dir.display()),
+                )
+            })?;
+            Some(File::from(f))
+        }
+        None => None,
+    };
+    let slot = options.slot_size.clamp(1, MAX_OBJECT as u64);
+    let memory_slots = u32::try_from((options.buffer / slot).max(1)).unwrap_or(u32::MAX);
+    let spill_slots = options.spill.as_ref().map_or(0, |(_, bytes)| {
+        u32::try_from(bytes / slot).unwrap_or(u32::MAX)
+    });
+    let core = Arc::new(Core {
+        state: Mutex::new(State {
+            sched: Some(Scheduler::new(options.scheduler)),
+            pool: Some(SlotPool::new(memory_slots, spill_slots)),
+            spill_free: (0..spill_slots).rev().collect(),
+            summary: Summary {
+                skipped_not_regular: skipped,
+                mode: options.scheduler.mode.name().to_owned(),
+                layout: options.layout.name().to_owned(),
+                threads: options.threads.max(1),
+                connections: options.connections.max(1),
+                ..Summary::default()
+            },
+            ..State::default()
+        }),
+        cv: Condvar::new(),
+        entries,
+        journal,
+        progress,
+        layout: Arc::clone(&options.layout),
+        spill,
+        start: Instant::now(),
+    });
+
+    let mut writers = Vec::new();
+    let mut readers = Vec::new();
+    let mut session = 0;
+    for _ in 0..options.connections.max(1) {
+        let (ch, s) = connect(&options, session)?;
+        session = s;
+        writers.push(ch.writer);
+        readers.push(ch.reader);
+    }
+
+    let mut threads = Vec::new();
+    for (reader, writer) in readers.into_iter().zip(writers.iter().cloned()) {
+        let core = Arc::clone(&core);
+        threads.push(thread::spawn(move || read_loop(&core, reader, &writer)));
+    }
+    for writer in &writers {
+        let (core, writer) = (Arc::clone(&core), writer.clone());
+        threads.push(thread::spawn(move || send_loop(&core, &writer)));
+    }
+    for _ in 0..options.threads.max(1) {
+        let core = Arc::clone(&core);
+        threads.push(thread::spawn(move || io_loop(&core)));
+    }
+    if core.spill.is_some() {
+        let core = Arc::clone(&core);
+        threads.push(thread::spawn(move || spill_loop(&core)));
+    }
+    let progress_thread = options.progress.then(|| {
+        let core = Arc::clone(&core);
+        thread::spawn(move || progress_loop(&core))
+    });
+
+    let to_send = announce(&core, &writers[0], options.files_in_flight.max(1));
+
+    // Wait for every announced file to finish, or for a fatal error.
+    let mut st = core.lock();
+    while st.fatal.is_none() && st.finished < to_send {
+        st = core.wait(st);
+    }
+    st.closing = true;
+    let fatal = st.fatal.clone();
+    drop(st);
+    core.cv.notify_all();
+    for w in &writers {
+        if fatal.is_none() {
+            let _ = w.message(&Message::Bye);
+            w.close();
+        } else {
+            w.abort();
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    if let Some(t) = progress_thread {
+        let _ = t.join();
+        eprintln!();
+    }
+    let mut st = core.lock();
+    let stats = sched(&mut st).stats();
+    let spilled = pool(&mut st).spilled();
+    let mut summary = std::mem::take(&mut st.summary);
+    drop(st);
+    summary.seconds = core.start.elapsed().as_secs_f64();
+    summary.mb_per_s = if summary.seconds > 0.0 {
+        summary.bytes as f64 / 1e6 / summary.seconds
+    } else {
+        0.0
+    };
+    summary.busy_skips = stats.busy_skips;
+    summary.congested_skips = stats.congested_skips;
+    summary.congested_marks = stats.congested_marks;
+    summary.spilled = spilled;
+    if let Some(why) = fatal {
+        return Err(io::Error::other(format!(
+            "{why} (after {} files; rerun the same command to resume)",
+            summary.files
+        )));
+    }
+    let core = Arc::into_inner(core).expect("threads joined");
+    if let Some(j) = core.journal {
+        if summary.failed.is_empty() {
+            j.remove()?;
+        }
+    }
+    Ok(summary)
+}
+
+/// Announce every file not already done; returns how many were announced
+/// or failed before announcement (what the caller waits for).
+fn announce(core: &Core, writer: &Writer, files_in_flight: usize) -> usize {
+    let mut count = 0;
+    for (idx, e) in core.entries.iter().enumerate() {
+        if core.progress.files.contains(&e.key) {
+            core.lock().summary.files_already_done += 1;
+            continue;
+        }
+        count += 1;
+        let prepared = File::open(&e.src)
+            .map_err(|err| format!("{}: {err}", e.src.display()))
+            .and_then(|f| {
+                core.layout
+                    .layout(&e.src, e.size)
+                    .map(|l| (f, bounded(l.objects(FileId(0), e.size))))
+                    .map_err(|err| format!("{}: layout: {err}", e.src.display()))
+            });
+        let (file, objects) = match prepared {
+            Ok(p) => p,
+            Err(why) => {
+                let mut st = core.lock();
+                st.summary.failed.push(why);
+                st.finished += 1;
+                drop(st);
+                core.cv.notify_all();
+                continue;
+            }
+        };
+        let mut st = core.lock();
+        while st.fatal.is_none() && st.open >= files_in_flight {
+            st = core.wait(st);
+        }
+        if st.fatal.is_some() {
+            return count;
+        }
+        st.open += 1;
+        let req = idx as u32;
+        st.waiting.insert(
+            req,
+            Announced {
+                entry: idx,
+                file: Arc::new(file),
+                objects,
+            },
+        );
+        drop(st);
+        let msg = Message::NewFile {
+            req,
+            path: e.rel.clone(),
+            size: e.size,
+            mode: e.mode,
+            mtime_sec: e.mtime_sec,
+            mtime_nsec: e.mtime_nsec,
+            resume: core.progress.objects.contains_key(&e.key),
+        };
+        if let Err(err) = writer.message(&msg) {
+            core.fail(format!("send: {err}"));
+            return count;
+        }
+    }
+    count
+}
+
+fn journal_note(core: &Core, r: io::Result<()>) {
+    if let Err(e) = r {
+        core.fail(format!("journal: {e}"));
+    }
+}
+
+fn read_loop(core: &Core, mut reader: tls::Reader, writer: &Writer) {
+    let mut buf = Vec::new();
+    loop {
+        let msg = match wire::read_message(&mut reader, &mut buf) {
+            Ok(Some(m)) => m,
+            Ok(None) | Err(_) if core.lock().closing => return,
+            Ok(None) => return core.fail("the sink closed the connection".into()),
+            Err(e) => return core.fail(format!("receive: {e}")),
+        };
+        match msg {
+            Message::FileId { req, file, resumed } => file_id(core, writer, req, file, resumed),
+            Message::BlockDone { file, offset } => block_done(core, writer, file, offset),
+            Message::FileOk { file } => file_finished(core, file, None),
+            Message::FileFailed { file, reason } => file_finished(core, file, Some(reason)),
+            Message::Error { message, .. } => {
+                return core.fail(format!("the sink stopped the transfer: {message}"))
+            }
+            other => return core.fail(format!("unexpected {} from the sink", other.name())),
+        }
+    }
+}
+
+fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: bool) {
+    let mut st = core.lock();
+    let Some(a) = st.waiting.remove(&req) else {
+        drop(st);
+        return core.fail(format!("FileId for unknown request {req}"));
+    };
+    if st.live.contains_key(&id) {
+        drop(st);
+        return core.fail(format!("the sink reused file id {id}"));
+    }
+    let entry = &core.entries[a.entry];
+    let mut crcs = BTreeMap::new();
+    let earlier = core.progress.objects.get(&entry.key);
+    let mut queued = 0;
+    for mut o in a.objects {
+        if resumed {
+            if let Some(&(len, crc)) = earlier.and_then(|m| m.get(&o.offset)) {
+                if len == o.len {
+                    crcs.insert(o.offset, (len, crc));
+                    st.summary.objects_resumed += 1;
+                    continue;
+                }
+            }
+        }
+        o.file = FileId(u64::from(id));
+        sched(&mut st).push(o);
+        queued += 1;
+    }
+    st.live.insert(
+        id,
+        Live {
+            entry: a.entry,
+            file: a.file,
+            left: queued,
+            crcs,
+        },
+    );
+    drop(st);
+    if !resumed && earlier.is_some() {
+        if let Some(j) = &core.journal {
+            journal_note(core, j.forget(&entry.key));
+        }
+    }
+    core.cv.notify_all();
+    if queued == 0 {
+        file_done(core, writer, id);
+    }
+}
+
+fn block_done(core: &Core, writer: &Writer, id: u32, offset: u64) {
+    let mut st = core.lock();
+    let Some((len, crc)) = st.inflight.remove(&(id, offset)) else {
+        drop(st);
+        return core.fail(format!(
+            "BlockDone for a block not in flight ({id}, {offset})"
+        ));
+    };
+    pool(&mut st).release(Slot::Memory);
+    st.summary.bytes += len;
+    st.summary.objects += 1;
+    let Some(live) = st.live.get_mut(&id) else {
+        drop(st);
+        return core.fail(format!("BlockDone for unknown file {id}"));
+    };
+    live.crcs.insert(offset, (len, crc));
+    live.left -= 1;
+    let (last, key) = (live.left == 0, core.entries[live.entry].key.clone());
+    drop(st);
+    core.cv.notify_all();
+    if let Some(j) = &core.journal {
+        journal_note(core, j.object(&key, offset, len, crc));
+    }
+    if last {
+        file_done(core, writer, id);
+    }
+}
+
+fn file_done(core: &Core, writer: &Writer, id: u32) {
+    let st = core.lock();
+    let Some(live) = st.live.get(&id) else { return };
+    let mut crc = 0u32;
+    let mut expect = 0u64;
+    for (&off, &(len, c)) in &live.crcs {
+        if off != expect {
+            let why = format!(
+                "{}: objects do not tile the file at {expect}",
+                core.entries[live.entry].src.display()
+            );
+            drop(st);
+            return core.fail(why);
+        }
+        crc = crc32c::crc32c_combine(crc, c, len as usize);
+        expect += len;
+    }
+    let size = core.entries[live.entry].size;
+    drop(st);
+    if let Err(e) = writer.message(&Message::FileDone {
+        file: id,
+        size,
+        crc,
+    }) {
+        core.fail(format!("send: {e}"));
+    }
+}
+
+fn file_finished(core: &Core, id: u32, failure: Option<String>) {
+    let mut st = core.lock();
+    let Some(live) = st.live.remove(&id) else {
+        drop(st);
+        return core.fail(format!("result for unknown file {id}"));
+    };
+    st.open -= 1;
+    st.finished += 1;
+    let key = core.entries[live.entry].key.clone();
+    match &failure {
+        None => st.summary.files += 1,
+        Some(reason) => st.summary.failed.push(reason.clone()),
+    }
+    drop(st);
+    core.cv.notify_all();
+    if let Some(j) = &core.journal {
+        journal_note(
+            core,
+            if failure.is_none() {
+                j.file(&key)
+            } else {
+                j.forget(&key)
+            },
+        );
+    }
+}
+
+fn io_loop(core: &Core) {
+    let mut scratch = Vec::new();
+    loop {
+        let mut st = core.lock();
+        let (object, slot) = loop {
+            if Core::stopped(&st) {
+                return;
+            }
+            if let Some(object) = sched(&mut st).dispatch() {
+                if let Some(slot) = pool(&mut st).reserve() {
+                    break (object, slot);
+                }
+                sched(&mut st).requeue(object);
+            }
+            st = core.wait(st);
+        };
+        let id = object.file.0 as u32;
+        let Some(live) = st.live.get(&id) else {
+            drop(st);
+            return core.fail(format!("object of unknown file {id}"));
+        };
+        let (file, path) = (Arc::clone(&live.file), core.entries[live.entry].src.clone());
+        let mut buf = match slot {
+            Slot::Memory => st.bufs.pop().unwrap_or_default(),
+            Slot::Spill => std::mem::take(&mut scratch),
+        };
+        drop(st);
+        buf.resize(object.len as usize, 0);
+        let started = core.now();
+        let read = core.layout.read_object(&path, &file, &object, &mut buf);
+        let finished = core.now();
+        if let Err(e) = read {
+            return core.fail(format!(
+                "{}: read at {}: {e}",
+                path.display(),
+                object.offset
+            ));
+        }
+        let crc = crc32c::crc32c(&buf);
+        let mut st = core.lock();
+        sched(&mut st).complete(&object, started, finished);
+        match slot {
+            Slot::Memory => st.send_q.push_back(Ready {
+                file: id,
+                offset: object.offset,
+                len: object.len,
+                crc,
+                buf,
+            }),
+            Slot::Spill => {
+                let idx = st.spill_free.pop().expect("a spill slot per reservation");
+                drop(st);
+                let spill = core
+                    .spill
+                    .as_ref()
+                    .expect("spill slots only with a spill file");
+                if let Err(e) = spill.write_all_at(&buf, u64::from(idx) * MAX_OBJECT as u64) {
+                    return core.fail(format!("spill: {e}"));
+                }
+                scratch = buf;
+                st = core.lock();
+                st.spill_q.push_back(Spilled {
+                    file: id,
+                    offset: object.offset,
+                    len: object.len,
+                    crc,
+                    slot: idx,
+                });
+            }
+        }
+        drop(st);
+        core.cv.notify_all();
+    }
+}
+
+fn spill_loop(core: &Core) {
+    let spill = core
+        .spill
+        .as_ref()
+        .expect("spill thread only with a spill file");
+    loop {
+        let mut st = core.lock();
+        let item = loop {
+            if Core::stopped(&st) {
+                return;
+            }
+            if !st.spill_q.is_empty() && pool(&mut st).reserve_memory() {
+                break st.spill_q.pop_front().expect("not empty");
+            }
+            st = core.wait(st);
+        };
+        let mut buf = st.bufs.pop().unwrap_or_default();
+        drop(st);
+        buf.resize(item.len as usize, 0);
+        if let Err(e) = spill.read_exact_at(&mut buf, u64::from(item.slot) * MAX_OBJECT as u64) {
+            return core.fail(format!("spill: {e}"));
+        }
+        let mut st = core.lock();
+        pool(&mut st).release(Slot::Spill);
+        st.spill_free.push(item.slot);
+        st.send_q.push_back(Ready {
+            file: item.file,
+            offset: item.offset,
+            len: item.len,
+            crc: item.crc,
+            buf,
+        });
+        drop(st);
+        core.cv.notify_all();
+    }
+}
+
+fn send_loop(core: &Core, writer: &Writer) {
+    loop {
+        let mut st = core.lock();
+        let ready = loop {
+            if Core::stopped(&st) {
+                return;
+            }
+            if let Some(r) = st.send_q.pop_front() {
+                break r;
+            }
+            st = core.wait(st);
+        };
+        st.inflight
+            .insert((ready.file, ready.offset), (ready.len, ready.crc));
+        drop(st);
+        let header = wire::block_header(ready.file, ready.offset, ready.crc, ready.buf.len());
+        if let Err(e) = writer.send(&[&header, &ready.buf]) {
+            return core.fail(format!("send: {e}"));
+        }
+        core.lock().bufs.push(ready.buf);
+    }
+}
+
+fn progress_loop(core: &Core) {
+    let total: u64 = core.entries.iter().map(|e| e.size).sum();
+    let files = core.entries.len();
+    let mut err = io::stderr();
+    let tty = err.is_terminal();
+    loop {
+        let st = core.lock();
+        let (bytes, done, stop) = (st.summary.bytes, st.finished, Core::stopped(&st));
+        drop(st);
+        let secs = core.start.elapsed().as_secs_f64().max(1e-9);
+        let line = format!(
+            "{:>9.1} / {:.1} MB  {:>7.1} MB/s  files {done}/{files}",
+            bytes as f64 / 1e6,
+            total as f64 / 1e6,
+            bytes as f64 / 1e6 / secs
+        );
+        let _ = if tty {
+            write!(err, "\r{line}\x1b[K")
+        } else {
+            writeln!(err, "{line}")
+        };
+        if stop {
+            return;
+        }
+        let _ = err.flush();
+        thread::sleep(Duration::from_millis(if tty { 250 } else { 2000 }));
+    }
+}
+
+/// The default journal path for a transfer: under
+/// `$XDG_STATE_HOME/sluice/xfer` (or `~/.local/state/sluice/xfer`), named
+/// by a hash of the destination and the sources.
+pub fn default_journal(destination: &Destination, sources: &[PathBuf]) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    // FNV-1a over the destination and the absolute sources.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            h ^= u64::from(x);
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        h ^= 0xff;
+    };
+    eat(destination.to_string().as_bytes());
+    for s in sources {
+        let abs = fs::canonicalize(s).unwrap_or_else(|_| s.clone());
+        eat(abs.as_os_str().as_encoded_bytes());
+    }
+    Some(base.join("sluice/xfer").join(format!("{h:016x}.journal")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_parse() {
+        let d: Destination = "sluice://127.0.0.1:7000/runs/a/".parse().unwrap();
+        assert_eq!(
+            (d.host.as_str(), d.port, d.dest.as_str()),
+            ("127.0.0.1", 7000, "runs/a")
+        );
+        let d: Destination = "sluice://[::1]:7000".parse().unwrap();
+        assert_eq!((d.host.as_str(), d.dest.as_str()), ("::1", ""));
+        assert_eq!(d.to_string(), "sluice://[::1]:7000/");
+        for bad in [
+            "http://h:1/x",
+            "sluice://h/x",
+            "sluice://:1/x",
+            "sluice://h:99999/x",
+            "sluice://h:1/../x",
+            "sluice://h:1//x",
+        ] {
+            assert!(bad.parse::<Destination>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn long_objects_are_cut_to_the_wire_bound() {
+        let o = Object {
+            file: FileId(0),
+            offset: 0,
+            len: MAX_OBJECT as u64 * 2 + 5,
+            target: sluice_policy::lads::TargetId(3),
+        };
+        let cut = bounded(vec![o]);
+        assert_eq!(cut.len(), 3);
+        assert!(cut
+            .iter()
+            .all(|c| c.len <= MAX_OBJECT as u64 && c.target == o.target));
+        assert_eq!(cut.iter().map(|c| c.len).sum::<u64>(), o.len);
+    }
+}

@@ -1,0 +1,491 @@
+//! Real transfers over loopback TCP + TLS between a sink and a source in
+//! this process: content, metadata, authentication, hostile peers, spill,
+//! the emulated PFS and every scheduling mode.
+
+use std::fs;
+use std::io::Write;
+use std::net::TcpStream;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_policy::lads::{Mode, SchedulerConfig};
+use sluice_xfer::layout::pfs::{EmulatedPfs, PfsConfig};
+use sluice_xfer::layout::posix::PosixLayout;
+use sluice_xfer::layout::LayoutProvider;
+use sluice_xfer::sink::{Sink, SinkHandle, SinkOptions};
+use sluice_xfer::source::{send, Destination, SendOptions, Summary};
+use sluice_xfer::tls::{self, Channel};
+use sluice_xfer::wire::{self, Message};
+
+struct Keys {
+    _dir: tempfile::TempDir,
+    server: (PathBuf, PathBuf),
+    client: (PathBuf, PathBuf),
+}
+
+fn keys() -> Keys {
+    let dir = tempfile::tempdir().unwrap();
+    let names = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+    let server = tls::keygen(dir.path(), "server", &names).unwrap();
+    let client = tls::keygen(dir.path(), "client", &["sluice-client".to_owned()]).unwrap();
+    Keys {
+        _dir: dir,
+        server,
+        client,
+    }
+}
+
+fn sink(keys: &Keys, root: &Path, token: Option<&[u8]>, mutual: bool) -> SinkHandle {
+    let client_ca = mutual.then_some(keys.client.0.as_path());
+    let options = SinkOptions {
+        root: root.to_owned(),
+        tls: tls::server_config(&keys.server.0, &keys.server.1, client_ca).unwrap(),
+        token: token.map(<[u8]>::to_vec),
+        mutual_tls: mutual,
+    };
+    Sink::bind("127.0.0.1:0", options).unwrap().spawn().unwrap()
+}
+
+fn options(keys: &Keys, sink: &SinkHandle, dest: &str, sources: Vec<PathBuf>) -> SendOptions {
+    SendOptions {
+        sources,
+        destination: format!("sluice://127.0.0.1:{}/{dest}", sink.addr().port())
+            .parse::<Destination>()
+            .unwrap(),
+        tls: tls::client_config(&keys.server.0, None).unwrap(),
+        token: b"sesame".to_vec(),
+        threads: 4,
+        connections: 2,
+        slot_size: 64 << 10,
+        buffer: 1 << 20,
+        spill: None,
+        layout: Arc::new(PosixLayout::new(64 << 10)),
+        scheduler: SchedulerConfig {
+            mode: Mode::RoundRobin,
+            ..SchedulerConfig::default()
+        },
+        journal: None,
+        files_in_flight: 8,
+        progress: false,
+    }
+}
+
+/// A tree of files with varied sizes (empty, sub-object, multi-object,
+/// unaligned), modes and mtimes.
+fn tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let sizes = [0usize, 1, 1000, 64 << 10, (64 << 10) + 1, 300_000, 1 << 20];
+    for (i, &size) in sizes.iter().enumerate() {
+        let rel = PathBuf::from(format!("set/d{}/f{i}.bin", i % 3));
+        let path = root.join(&rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let data: Vec<u8> = (0..size).map(|k| (k * 31 + i * 7) as u8).collect();
+        fs::write(&path, &data).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600 + i as u32)).unwrap();
+        let mtime = rustix::fs::Timespec {
+            tv_sec: 1_600_000_000 + i as i64,
+            tv_nsec: 123_456_789,
+        };
+        let f = fs::File::open(&path).unwrap();
+        rustix::fs::futimens(
+            &f,
+            &rustix::fs::Timestamps {
+                last_access: mtime,
+                last_modification: mtime,
+            },
+        )
+        .unwrap();
+        out.push((rel, data));
+    }
+    out
+}
+
+fn check_tree(src: &Path, dst: &Path, files: &[(PathBuf, Vec<u8>)]) {
+    for (rel, data) in files {
+        let got = fs::read(dst.join(rel)).unwrap_or_else(|e| panic!("{}: {e}", rel.display()));
+        assert!(got == *data, "{} differs", rel.display());
+        let (a, b) = (
+            fs::metadata(src.join(rel)).unwrap(),
+            fs::metadata(dst.join(rel)).unwrap(),
+        );
+        assert_eq!(
+            a.permissions().mode() & 0o7777,
+            b.permissions().mode() & 0o7777,
+            "{}",
+            rel.display()
+        );
+        assert_eq!(
+            (a.mtime(), a.mtime_nsec()),
+            (b.mtime(), b.mtime_nsec()),
+            "{}",
+            rel.display()
+        );
+    }
+    let leftovers: Vec<_> = walk(dst)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".sluice-part"))
+        .collect();
+    assert!(leftovers.is_empty(), "partial copies left: {leftovers:?}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn run(opts: SendOptions) -> Summary {
+    let s = send(opts).unwrap();
+    assert!(s.failed.is_empty(), "{s}");
+    s
+}
+
+#[test]
+fn every_mode_moves_a_tree_with_content_mode_and_mtime() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let files = tree(src.path());
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    for mode in Mode::ALL {
+        let dest = format!("out-{}", mode.name());
+        let mut o = options(&keys, &sink, &dest, vec![src.path().join("set")]);
+        o.scheduler.mode = mode;
+        let s = run(o);
+        assert_eq!(s.files, files.len() as u64);
+        assert_eq!(s.bytes, files.iter().map(|f| f.1.len() as u64).sum::<u64>());
+        check_tree(src.path(), &dst.path().join(&dest), &files);
+    }
+    assert_eq!(
+        sink.stats()
+            .failed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[test]
+fn a_tiny_buffer_spills_to_the_fast_tier_and_still_delivers() {
+    let keys = keys();
+    let (src, dst, spill) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let files = tree(src.path());
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.buffer = 64 << 10; // one memory slot
+    o.spill = Some((spill.path().to_owned(), 8 << 20));
+    let s = run(o);
+    assert!(s.spilled > 0, "{s}");
+    check_tree(src.path(), dst.path(), &files);
+    // The spill file is unnamed: nothing is left in the directory.
+    assert_eq!(fs::read_dir(spill.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn congestion_aware_mode_skips_a_congested_emulated_target() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    fs::create_dir(src.path().join("set")).unwrap();
+    for i in 0..8 {
+        fs::write(
+            src.path().join(format!("set/f{i}")),
+            vec![i as u8; 256 << 10],
+        )
+        .unwrap();
+    }
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let pfs = EmulatedPfs::new(PfsConfig {
+        targets: 4,
+        stripe_count: 2,
+        object_size: 64 << 10,
+        congested: vec![1],
+        factor: 20.0,
+        ..PfsConfig::default()
+    })
+    .unwrap();
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.layout = Arc::new(pfs) as Arc<dyn LayoutProvider>;
+    o.scheduler = SchedulerConfig {
+        mode: Mode::CongestionAware,
+        threshold: Duration::from_millis(30),
+        ..SchedulerConfig::default()
+    };
+    let s = run(o);
+    assert_eq!(s.files, 8);
+    assert!(s.congested_marks > 0 && s.congested_skips > 0, "{s}");
+    for i in 0..8 {
+        assert_eq!(
+            fs::read(dst.path().join(format!("set/f{i}"))).unwrap(),
+            vec![i as u8; 256 << 10]
+        );
+    }
+}
+
+#[test]
+fn a_wrong_token_is_refused_and_nothing_lands() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    tree(src.path());
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.token = b"guess".to_vec();
+    let e = send(o).unwrap_err();
+    assert!(e.to_string().contains("bad token"), "{e}");
+    assert_eq!(fs::read_dir(dst.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_source_that_does_not_trust_the_sink_certificate_refuses_it() {
+    let keys = keys();
+    let other = keys_other();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    tree(src.path());
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.tls = tls::client_config(&other.server.0, None).unwrap();
+    let e = send(o).unwrap_err();
+    assert!(e.to_string().contains("TLS"), "{e}");
+}
+
+fn keys_other() -> Keys {
+    keys()
+}
+
+#[test]
+fn mutual_tls_admits_the_client_certificate_and_refuses_its_absence() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let files = tree(src.path());
+    let sink = sink(&keys, dst.path(), None, true);
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.token = Vec::new();
+    o.tls = tls::client_config(&keys.server.0, None).unwrap();
+    assert!(send(o).is_err(), "a client without a certificate got in");
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.token = Vec::new();
+    o.tls = tls::client_config(&keys.server.0, Some((&keys.client.0, &keys.client.1))).unwrap();
+    run(o);
+    check_tree(src.path(), dst.path(), &files);
+}
+
+#[test]
+fn a_sink_without_authentication_refuses_to_start() {
+    let keys = keys();
+    let dst = tempfile::tempdir().unwrap();
+    let options = SinkOptions {
+        root: dst.path().to_owned(),
+        tls: tls::server_config(&keys.server.0, &keys.server.1, None).unwrap(),
+        token: None,
+        mutual_tls: false,
+    };
+    let e = Sink::bind("127.0.0.1:0", options).err().expect("refused");
+    assert!(e.to_string().contains("authentication"), "{e}");
+}
+
+/// A raw client that speaks the protocol by hand.
+fn raw(keys: &Keys, sink: &SinkHandle) -> Channel {
+    let tcp = TcpStream::connect(sink.addr()).unwrap();
+    let mut ch = Channel::client(
+        tcp,
+        tls::client_config(&keys.server.0, None).unwrap(),
+        tls::server_name("127.0.0.1").unwrap(),
+    )
+    .unwrap();
+    ch.writer
+        .message(&Message::Hello {
+            version: wire::VERSION,
+            token: b"sesame".to_vec(),
+            session: 0,
+            dest: String::new(),
+        })
+        .unwrap();
+    let mut buf = Vec::new();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut buf).unwrap(),
+        Some(Message::Welcome { .. })
+    ));
+    ch
+}
+
+fn new_file(ch: &mut Channel, path: &str, size: u64) -> Option<Message> {
+    ch.writer
+        .message(&Message::NewFile {
+            req: 1,
+            path: path.into(),
+            size,
+            mode: 0o644,
+            mtime_sec: 0,
+            mtime_nsec: 0,
+            resume: false,
+        })
+        .unwrap();
+    wire::read_message(&mut ch.reader, &mut Vec::new())
+        .ok()
+        .flatten()
+}
+
+#[test]
+fn escaping_paths_are_refused() {
+    let keys = keys();
+    let (dst, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::os::unix::fs::symlink(outside.path(), dst.path().join("link")).unwrap();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    for bad in ["../x", "/etc/x", "a/../../x", "link/x", "a//b"] {
+        let mut ch = raw(&keys, &sink);
+        match new_file(&mut ch, bad, 1) {
+            Some(Message::Error { code, .. }) => {
+                assert_eq!(code, wire::ErrorCode::BadPath as u16, "{bad}")
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    // A destination that escapes is refused at Hello.
+    let tcp = TcpStream::connect(sink.addr()).unwrap();
+    let mut ch = Channel::client(
+        tcp,
+        tls::client_config(&keys.server.0, None).unwrap(),
+        tls::server_name("127.0.0.1").unwrap(),
+    )
+    .unwrap();
+    ch.writer
+        .message(&Message::Hello {
+            version: wire::VERSION,
+            token: b"sesame".to_vec(),
+            session: 0,
+            dest: "../up".into(),
+        })
+        .unwrap();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
+        Some(Message::Error { .. })
+    ));
+}
+
+#[test]
+fn garbled_truncated_and_lying_peers_never_leave_a_complete_looking_file() {
+    let keys = keys();
+    let dst = tempfile::tempdir().unwrap();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let data = vec![7u8; 1000];
+    let crc = crc32c::crc32c(&data);
+
+    // A block with a wrong crc.
+    let mut ch = raw(&keys, &sink);
+    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "bad-crc", 1000) else {
+        panic!()
+    };
+    ch.writer
+        .message(&Message::NewBlock {
+            file,
+            offset: 0,
+            crc: crc ^ 1,
+            data: data.clone(),
+        })
+        .unwrap();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
+        Some(Message::Error { code, .. }) if code == wire::ErrorCode::Checksum as u16
+    ));
+
+    // A block past the announced size.
+    let mut ch = raw(&keys, &sink);
+    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "past-end", 10) else {
+        panic!()
+    };
+    ch.writer
+        .message(&Message::NewBlock {
+            file,
+            offset: 0,
+            crc,
+            data: data.clone(),
+        })
+        .unwrap();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
+        Some(Message::Error { .. })
+    ));
+
+    // FileDone with a crc that the data does not match: FileFailed.
+    let mut ch = raw(&keys, &sink);
+    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "lie", 2000) else {
+        panic!()
+    };
+    ch.writer
+        .message(&Message::NewBlock {
+            file,
+            offset: 0,
+            crc,
+            data: data.clone(),
+        })
+        .unwrap();
+    let mut buf = Vec::new();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut buf).unwrap(),
+        Some(Message::BlockDone { .. })
+    ));
+    ch.writer
+        .message(&Message::FileDone {
+            file,
+            size: 2000,
+            crc,
+        })
+        .unwrap();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut buf).unwrap(),
+        Some(Message::FileFailed { .. })
+    ));
+
+    // An oversized frame length, garbage bytes, and a connection cut in the
+    // middle of a block.
+    let mut ch = raw(&keys, &sink);
+    ch.writer.send(&[&u32::MAX.to_be_bytes()]).unwrap();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
+        Some(Message::Error { code, .. }) if code == wire::ErrorCode::Protocol as u16
+    ));
+    let mut ch = raw(&keys, &sink);
+    ch.writer.send(&[&[0, 0, 0, 3, 99, 1, 2]]).unwrap();
+    assert!(matches!(
+        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
+        Some(Message::Error { .. })
+    ));
+    let mut ch = raw(&keys, &sink);
+    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "cut", 1000) else {
+        panic!()
+    };
+    let header = wire::block_header(file, 0, crc, 1000);
+    ch.writer.send(&[&header, &data[..500]]).unwrap();
+    ch.writer.abort();
+    drop(ch);
+
+    // An unauthenticated plain-TCP peer: garbage instead of a handshake.
+    let mut tcp = TcpStream::connect(sink.addr()).unwrap();
+    tcp.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    drop(tcp);
+
+    std::thread::sleep(Duration::from_millis(300));
+    for name in ["bad-crc", "past-end", "lie", "cut"] {
+        assert!(
+            !dst.path().join(name).exists(),
+            "{name} presented as complete"
+        );
+    }
+    assert!(
+        sink.stats()
+            .refused
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+}

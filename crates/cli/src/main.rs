@@ -7,6 +7,7 @@ mod mount;
 mod profile;
 mod report;
 mod sim;
+mod xfer;
 
 use std::process::ExitCode;
 
@@ -62,6 +63,9 @@ enum Command {
     /// BBOS checkpoint jobs: register, list, unregister.
     #[command(subcommand)]
     Ckpt(ckpt::CkptCommand),
+    /// LADS bulk transfer: serve (sink), send (source), keygen.
+    #[command(subcommand)]
+    Xfer(xfer::XferCommand),
 }
 
 #[derive(Args, Debug)]
@@ -221,6 +225,7 @@ fn main() -> ExitCode {
         Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
         Some(Command::Profile(args)) => profile::profile(&args),
         Some(Command::Ckpt(command)) => ckpt::run(&command),
+        Some(Command::Xfer(command)) => xfer::run(command),
         None => run_analyse(&cli.analyse),
     };
     match result {

@@ -151,3 +151,34 @@ pub trait LayoutProvider: Send + Sync {
         format!("target{}", target.0)
     }
 }
+
+/// `statfs` magic numbers of the file systems with a provider.
+const LUSTRE_MAGIC: i64 = 0x0BD0_0BD0;
+const CEPH_MAGIC: i64 = 0x00C3_6400;
+const FUSE_MAGIC: i64 = 0x6573_5546;
+
+/// Pick the provider for the file system holding `path`: Lustre and CephFS
+/// by their `statfs` magic, GlusterFS as a FUSE mount that answers
+/// `trusted.glusterfs.pathinfo`, anything else POSIX with objects of
+/// `object_size`.
+pub fn detect(path: &Path, object_size: u64) -> io::Result<std::sync::Arc<dyn LayoutProvider>> {
+    let fs = rustix::fs::statfs(path).map_err(|e| {
+        io::Error::new(
+            io::Error::from(e).kind(),
+            format!("{}: {e}", path.display()),
+        )
+    })?;
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
+    let magic = fs.f_type as i64;
+    Ok(match magic {
+        LUSTRE_MAGIC => std::sync::Arc::new(lustre::LustreLayout::new()),
+        CEPH_MAGIC => std::sync::Arc::new(ceph::CephLayout::new()),
+        FUSE_MAGIC
+            if rustix::fs::lgetxattr(path, "trusted.glusterfs.pathinfo", &mut [0u8; 0][..])
+                .is_ok() =>
+        {
+            std::sync::Arc::new(gluster::GlusterLayout::with_object_size(object_size)?)
+        }
+        _ => std::sync::Arc::new(posix::PosixLayout::new(object_size)),
+    })
+}

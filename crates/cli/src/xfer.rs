@@ -1,0 +1,363 @@
+//! `sluice xfer serve | send | keygen`: the LADS bulk transfer tool
+//! (crates/xfer; docs/lads.md).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand, ValueEnum};
+use sluice_config::{ByteSize, Span};
+use sluice_policy::lads::{Mode, SchedulerConfig};
+use sluice_xfer::layout::pfs::{EmulatedPfs, PfsConfig};
+use sluice_xfer::layout::posix::PosixLayout;
+use sluice_xfer::layout::{self, LayoutProvider};
+use sluice_xfer::sink::{Sink, SinkOptions};
+use sluice_xfer::source::{self, Destination, SendOptions};
+use sluice_xfer::tls;
+
+/// `sluice xfer ...`.
+#[derive(Subcommand, Debug)]
+pub enum XferCommand {
+    /// Receive transfers into a directory (the sink).
+    Serve(ServeArgs),
+    /// Send files and directories to a sink (the source).
+    Send(Box<SendArgs>),
+    /// Make a self-signed certificate and key (NAME.crt, NAME.key).
+    Keygen(KeygenArgs),
+}
+
+/// `sluice xfer serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Directory every received file lands under.
+    #[arg(long)]
+    root: PathBuf,
+    /// Address to listen on, e.g. 127.0.0.1:7300.
+    #[arg(long)]
+    listen: String,
+    /// The sink's certificate (PEM).
+    #[arg(long)]
+    cert: PathBuf,
+    /// The sink's private key (PEM).
+    #[arg(long)]
+    key: PathBuf,
+    /// File holding the shared token sources must present.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Require client certificates issued by (or equal to) these (PEM).
+    #[arg(long)]
+    client_ca: Option<PathBuf>,
+}
+
+/// Scheduling mode on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    /// Whole files in order (the bbcp model).
+    File,
+    /// Per-target queues, round-robin, skip busy targets.
+    Rr,
+    /// Round-robin and skip congested targets (LADS).
+    Ca,
+}
+
+/// Layout provider on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LayoutArg {
+    /// Detect from the file system (Lustre, CephFS, GlusterFS, else POSIX).
+    Auto,
+    /// One target per device.
+    Posix,
+    /// The emulated striped PFS (`--pfs-*`).
+    Pfs,
+    /// GlusterFS (`trusted.glusterfs.pathinfo`).
+    Gluster,
+    /// Lustre (`lfs getstripe`).
+    Lustre,
+    /// CephFS (`ceph.file.layout`).
+    Ceph,
+}
+
+/// `sluice xfer send`.
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    /// Files and directories to send, then the destination
+    /// `sluice://HOST:PORT/DEST`.
+    #[arg(required = true, num_args = 2..)]
+    paths: Vec<String>,
+    /// Certificates to trust for the sink (PEM; its keygen .crt).
+    #[arg(long)]
+    ca: PathBuf,
+    /// File holding the sink's token.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Our certificate, for mutual TLS.
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// Our private key, for mutual TLS.
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// I/O threads.
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    /// TCP connections.
+    #[arg(long, default_value_t = 2)]
+    connections: usize,
+    /// Scheduling mode.
+    #[arg(long, value_enum, default_value_t = ModeArg::Ca)]
+    mode: ModeArg,
+    /// Congestion window W.
+    #[arg(long, default_value = "1s")]
+    window: Span,
+    /// Congestion threshold T (mean object service time).
+    #[arg(long, default_value = "50ms")]
+    threshold: Span,
+    /// Skips M of a congested target.
+    #[arg(long, default_value_t = 8)]
+    skips: u32,
+    /// Threads allowed on one target at once.
+    #[arg(long, default_value_t = 1)]
+    target_depth: u32,
+    /// Object size for layouts without one (POSIX) and the buffer slot.
+    #[arg(long, default_value = "1MiB")]
+    object_size: ByteSize,
+    /// In-memory send buffer.
+    #[arg(long, default_value = "256MiB")]
+    buffer: ByteSize,
+    /// Spill directory on the fast tier, used when the buffer is full.
+    #[arg(long)]
+    spill: Option<PathBuf>,
+    /// Spill buffer size.
+    #[arg(long, default_value = "1GiB")]
+    spill_size: ByteSize,
+    /// Files open at once.
+    #[arg(long, default_value_t = 64)]
+    files_in_flight: usize,
+    /// Resume journal (default under ~/.local/state/sluice/xfer).
+    #[arg(long, conflicts_with = "no_journal")]
+    journal: Option<PathBuf>,
+    /// Keep no journal (a rerun sends everything).
+    #[arg(long)]
+    no_journal: bool,
+    /// Layout provider.
+    #[arg(long, value_enum, default_value_t = LayoutArg::Auto)]
+    layout: LayoutArg,
+    /// Emulated PFS: targets.
+    #[arg(long, default_value_t = 16)]
+    pfs_targets: u32,
+    /// Emulated PFS: stripe count.
+    #[arg(long, default_value_t = 1)]
+    pfs_stripe: u32,
+    /// Emulated PFS: congested targets, e.g. 0,1,2 or 0-3.
+    #[arg(long, default_value = "")]
+    pfs_congested: String,
+    /// Emulated PFS: service-time factor while congested.
+    #[arg(long, default_value_t = 8.0)]
+    pfs_factor: f64,
+    /// Emulated PFS: congested phase.
+    #[arg(long, default_value = "5s")]
+    pfs_on: Span,
+    /// Emulated PFS: quiet phase (0s: always congested).
+    #[arg(long, default_value = "0s")]
+    pfs_off: Span,
+    /// Draw a progress line on stderr (default: when it is a terminal).
+    #[arg(long)]
+    progress: Option<bool>,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `sluice xfer keygen`.
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Directory for NAME.crt and NAME.key.
+    #[arg(long)]
+    out: PathBuf,
+    /// File name stem.
+    #[arg(long, default_value = "sluice")]
+    name: String,
+    /// Host names and addresses the certificate is valid for.
+    #[arg(long = "host", default_values_t = ["127.0.0.1".to_owned(), "localhost".to_owned()])]
+    hosts: Vec<String>,
+}
+
+/// Run a `sluice xfer` command.
+pub fn run(command: XferCommand) -> Result<(), String> {
+    match command {
+        XferCommand::Serve(a) => serve(&a),
+        XferCommand::Send(a) => send(&a),
+        XferCommand::Keygen(a) => {
+            let (crt, key) = tls::keygen(&a.out, &a.name, &a.hosts).map_err(|e| e.to_string())?;
+            println!("{}\n{}", crt.display(), key.display());
+            Ok(())
+        }
+    }
+}
+
+fn read_token(path: &PathBuf) -> Result<Vec<u8>, String> {
+    let t = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let t = t.trim_ascii().to_vec();
+    if t.is_empty() {
+        return Err(format!("{}: empty token", path.display()));
+    }
+    if t.len() > sluice_xfer::wire::MAX_TOKEN {
+        return Err(format!(
+            "{}: token longer than {} bytes",
+            path.display(),
+            sluice_xfer::wire::MAX_TOKEN
+        ));
+    }
+    Ok(t)
+}
+
+fn serve(a: &ServeArgs) -> Result<(), String> {
+    let token = a.token_file.as_ref().map(read_token).transpose()?;
+    let tls =
+        tls::server_config(&a.cert, &a.key, a.client_ca.as_deref()).map_err(|e| e.to_string())?;
+    let sink = Sink::bind(
+        &a.listen,
+        SinkOptions {
+            root: a.root.clone(),
+            tls,
+            token,
+            mutual_tls: a.client_ca.is_some(),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let addr = sink.local_addr().map_err(|e| e.to_string())?;
+    eprintln!("sluice xfer: serving {} on {addr}", a.root.display());
+    sink.run();
+    Ok(())
+}
+
+/// Parse `0,1,5-7`.
+fn targets(spec: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("bad target list {spec:?} (expected e.g. 0,1,4-7)");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b || b - a > 65_536 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(out)
+}
+
+fn provider(
+    a: &SendArgs,
+    first_source: &std::path::Path,
+) -> Result<Arc<dyn LayoutProvider>, String> {
+    let object = a.object_size.0;
+    Ok(match a.layout {
+        LayoutArg::Posix => Arc::new(PosixLayout::new(object)),
+        LayoutArg::Pfs => Arc::new(
+            EmulatedPfs::new(PfsConfig {
+                targets: a.pfs_targets,
+                stripe_count: a.pfs_stripe,
+                object_size: object,
+                congested: targets(&a.pfs_congested)?,
+                factor: a.pfs_factor,
+                on: a.pfs_on.0,
+                off: a.pfs_off.0,
+                ..PfsConfig::default()
+            })
+            .map_err(|e| e.to_string())?,
+        ),
+        LayoutArg::Gluster => Arc::new(
+            layout::gluster::GlusterLayout::with_object_size(object).map_err(|e| e.to_string())?,
+        ),
+        LayoutArg::Lustre => Arc::new(layout::lustre::LustreLayout::new()),
+        LayoutArg::Ceph => Arc::new(layout::ceph::CephLayout::new()),
+        LayoutArg::Auto => layout::detect(first_source, object).map_err(|e| e.to_string())?,
+    })
+}
+
+fn send(a: &SendArgs) -> Result<(), String> {
+    let (dest, sources) = a.paths.split_last().expect("clap requires two");
+    let destination: Destination = dest.parse()?;
+    let sources: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
+    let token = a
+        .token_file
+        .as_ref()
+        .map(read_token)
+        .transpose()?
+        .unwrap_or_default();
+    let identity = a.cert.as_deref().zip(a.key.as_deref());
+    if token.is_empty() && identity.is_none() {
+        return Err(
+            "give --token-file or --cert/--key: the sink refuses unauthenticated sources".into(),
+        );
+    }
+    let tls = tls::client_config(&a.ca, identity).map_err(|e| e.to_string())?;
+    let journal = match (&a.journal, a.no_journal) {
+        (_, true) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, false) => source::default_journal(&destination, &sources),
+    };
+    let mode = match a.mode {
+        ModeArg::File => Mode::FileAtATime,
+        ModeArg::Rr => Mode::RoundRobin,
+        ModeArg::Ca => Mode::CongestionAware,
+    };
+    let summary = source::send(SendOptions {
+        layout: provider(a, &sources[0])?,
+        sources,
+        destination,
+        tls,
+        token,
+        threads: a.threads,
+        connections: a.connections,
+        slot_size: a.object_size.0,
+        buffer: a.buffer.0,
+        spill: a.spill.clone().map(|d| (d, a.spill_size.0)),
+        scheduler: SchedulerConfig {
+            mode,
+            window: a.window.0,
+            threshold: a.threshold.0,
+            skips: a.skips,
+            target_depth: a.target_depth,
+        },
+        journal,
+        files_in_flight: a.files_in_flight,
+        progress: a
+            .progress
+            .unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
+    })
+    .map_err(|e| e.to_string())?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{summary}");
+    }
+    if summary.failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} files failed verification; rerun to resend them",
+            summary.failed.len()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_lists_parse() {
+        assert_eq!(targets("0,2-4, 9").unwrap(), vec![0, 2, 3, 4, 9]);
+        assert_eq!(targets("").unwrap(), Vec::<u32>::new());
+        assert!(targets("3-1").is_err());
+        assert!(targets("x").is_err());
+        assert!(targets("0-4294967295").is_err());
+    }
+}

@@ -16,8 +16,9 @@ as_root() {
 # for the mount (fusermount3), and for the end-to-end tests and the mount
 # benchmark: fio, mergerfs (the peer), attr (setfattr/getfattr) and
 # util-linux (setpriv, fallocate); redis-server for the Redis catalogue
-# tests (scripts/redis.sh starts it on 127.0.0.1). (glusterfs arrives with
-# the issue that uses it.)
+# tests (scripts/redis.sh starts it on 127.0.0.1), glusterfs for
+# the GlusterFS layout test (scripts/gluster.sh starts a loopback volume),
+# rsync and rclone, the peers of the transfer benchmark (bench-xfer.sh).
 want=()
 command -v cc >/dev/null || want+=(build-essential)
 command -v pkg-config >/dev/null || want+=(pkg-config)
@@ -29,6 +30,9 @@ command -v setfattr >/dev/null || want+=(attr)
 command -v setpriv >/dev/null || want+=(util-linux)
 command -v python3 >/dev/null || want+=(python3)
 command -v redis-server >/dev/null || want+=(redis-server)
+[ -x /usr/sbin/glusterd ] && [ -x /sbin/mount.glusterfs ] || want+=(glusterfs-server glusterfs-client)
+command -v rsync >/dev/null || want+=(rsync)
+command -v rclone >/dev/null || want+=(rclone)
 if [ "${#want[@]}" -gt 0 ]; then
   say "installing Debian packages: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -113,9 +113,11 @@ pub struct SendArgs {
     /// Skips M of a congested target.
     #[arg(long, default_value_t = 8)]
     skips: u32,
-    /// Threads allowed on one target at once.
-    #[arg(long, default_value_t = 1)]
-    target_depth: u32,
+    /// Threads allowed on one target at once (default: 1, the paper's
+    /// skip-busy, on a parallel file system; all threads on a POSIX device,
+    /// which has its own queue).
+    #[arg(long)]
+    target_depth: Option<u32>,
     /// Object size for layouts without one (POSIX) and the buffer slot.
     #[arg(long, default_value = "1MiB")]
     object_size: ByteSize,
@@ -305,8 +307,13 @@ fn send(a: &SendArgs) -> Result<(), String> {
         ModeArg::Rr => Mode::RoundRobin,
         ModeArg::Ca => Mode::CongestionAware,
     };
+    let layout = provider(a, &sources[0])?;
+    let depth = a.target_depth.unwrap_or(match layout.name() {
+        "posix" => u32::try_from(a.threads).unwrap_or(u32::MAX),
+        _ => 1,
+    });
     let summary = source::send(SendOptions {
-        layout: provider(a, &sources[0])?,
+        layout,
         sources,
         destination,
         tls,
@@ -321,7 +328,7 @@ fn send(a: &SendArgs) -> Result<(), String> {
             window: a.window.0,
             threshold: a.threshold.0,
             skips: a.skips,
-            target_depth: a.target_depth,
+            target_depth: depth,
         },
         journal,
         files_in_flight: a.files_in_flight,
@@ -330,14 +337,13 @@ fn send(a: &SendArgs) -> Result<(), String> {
             .unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
     })
     .map_err(|e| e.to_string())?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
-        );
+    let text = if a.json {
+        serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())? + "\n"
     } else {
-        print!("{summary}");
-    }
+        summary.to_string()
+    };
+    // A closed stdout (`| head`) must not turn a finished transfer into a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     if summary.failed.is_empty() {
         Ok(())
     } else {

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Benchmark `sluice xfer` (LADS) on loopback, side by side with its peers:
+#
+# 1. Loopback, two sets: SMALL files of 1 MB (2,000) and BIG files of
+#    256 MB (8). sluice xfer in congestion-aware mode (ca) and in its own
+#    file-at-a-time mode (file, the bbcp model), rsync to an rsync daemon
+#    (no encryption), rclone to `rclone serve sftp` (encrypted, like
+#    sluice's TLS). Every tool starts from the page cache and writes a
+#    fresh directory; wall time is measured by this script around each
+#    command, and every copy is checked (file count and bytes).
+# 2. An emulated 16-target PFS at the source (`--layout pfs`: a 7200 rpm
+#    disk model per target, one request at a time) holding the BIG set
+#    striped over 4 targets, with PFS_CONGESTED targets slowed PFS_FACTOR×:
+#    round-robin vs congestion-aware vs file-at-a-time, PFS_THREADS threads.
+#
+# Writes the table into docs/results/lads-bench.md (unless --no-doc).
+# Env: WORK (scratch dir, default /tmp/sluice-bench-xfer; needs ~5 GB),
+# SMALL (2000), BIG (8), THREADS (8), PFS_THREADS (8), PFS_CONGESTED (0-3),
+# PFS_FACTOR (8), PFS_STRIPE (4), PORT (base port, 7400).
+# Flags: --no-build, --no-doc, -h.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench-args.sh
+. scripts/bench-args.sh
+
+WORK=${WORK:-/tmp/sluice-bench-xfer}
+SMALL=${SMALL:-2000}
+BIG=${BIG:-8}
+THREADS=${THREADS:-8}
+PFS_THREADS=${PFS_THREADS:-8}
+PFS_CONGESTED=${PFS_CONGESTED:-0-3}
+PFS_FACTOR=${PFS_FACTOR:-8}
+PFS_STRIPE=${PFS_STRIPE:-4}
+PORT=${PORT:-7400}
+
+for tool in rsync rclone python3; do
+    command -v "$tool" >/dev/null 2>&1 || die "missing: $tool (scripts/setup.sh installs it)"
+done
+if [ "$BUILD" = 1 ]; then cargo build --release -q -p sluice-cli; fi
+SLUICE=$PWD/target/release/sluice
+[ -x "$SLUICE" ] || die "no $SLUICE (build it or drop --no-build)"
+
+START=$(date +%s)
+rm -rf "$WORK"
+mkdir -p "$WORK/src/small" "$WORK/src/big" "$WORK/keys"
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+echo "making the sets in $WORK/src" >&2
+python3 - "$WORK/src" "$SMALL" "$BIG" <<'EOF'
+import os, sys
+root, small, big = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(small):
+    with open(f"{root}/small/f{i:05}", "wb") as f:
+        f.write(os.urandom(1_000_000))
+for i in range(big):
+    with open(f"{root}/big/b{i}", "wb") as f:
+        for _ in range(256):
+            f.write(os.urandom(1 << 20))
+EOF
+sync
+
+# --- servers ---------------------------------------------------------------
+"$SLUICE" xfer keygen --out "$WORK/keys" >/dev/null
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
+mkdir -p "$WORK/dst-sluice" "$WORK/dst-rsync" "$WORK/dst-rclone"
+"$SLUICE" xfer serve --root "$WORK/dst-sluice" --listen "127.0.0.1:$PORT" \
+    --cert "$WORK/keys/sluice.crt" --key "$WORK/keys/sluice.key" --token-file "$WORK/token" 2>"$WORK/serve.log" &
+PIDS+=($!)
+cat >"$WORK/rsyncd.conf" <<EOF
+pid file = $WORK/rsyncd.pid
+use chroot = false
+uid = $(id -un)
+gid = $(id -gn)
+[dst]
+path = $WORK/dst-rsync
+read only = false
+EOF
+rsync --daemon --no-detach --address=127.0.0.1 --port=$((PORT + 1)) --config="$WORK/rsyncd.conf" &
+PIDS+=($!)
+export RCLONE_CONFIG=$WORK/rclone.conf
+: >"$RCLONE_CONFIG"
+rclone serve sftp "$WORK/dst-rclone" --addr "127.0.0.1:$((PORT + 2))" --user bench --pass bench \
+    --cache-dir "$WORK/rclone-cache" 2>"$WORK/rclone.log" &
+PIDS+=($!)
+RCLONE_PASS=$(rclone obscure bench)
+sleep 2
+
+# run NAME SET DSTDIR COMMAND...: time COMMAND, check DSTDIR/SET, print a row.
+ROWS=()
+run() {
+    local name=$1 set=$2 dst=$3
+    shift 3
+    rm -rf "${dst:?}/$set"
+    sync
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" >"$WORK/last.out" 2>"$WORK/last.err" || {
+        cat "$WORK/last.err" >&2
+        die "$name on $set failed"
+    }
+    t1=$(date +%s.%N)
+    local want got nwant ngot
+    want=$(du -sb --apparent-size "$WORK/src/$set" | cut -f1)
+    got=$(du -sb --apparent-size "$dst/$set" | cut -f1)
+    nwant=$(find "$WORK/src/$set" -type f | wc -l)
+    ngot=$(find "$dst/$set" -type f | wc -l)
+    [ "$want" = "$got" ] && [ "$nwant" = "$ngot" ] || die "$name on $set: copied $ngot files / $got bytes, want $nwant / $want"
+    local secs mbs
+    secs=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+    mbs=$(python3 -c "print(f'{$want / 1e6 / ($t1 - $t0):.1f}')")
+    echo "$name $set: $secs s, $mbs MB/s" >&2
+    ROWS+=("| $set | $name | $secs | $mbs | $(extra "$name") |")
+    rm -rf "${dst:?}/$set"
+}
+extra() {
+    case "$1" in
+        sluice*) python3 -c "import json,sys; s=json.load(open('$WORK/last.out')); print(f\"{s['busy_skips']} busy / {s['congested_skips']} congested skips, {s['congested_marks']} marks\")" ;;
+        *) echo "" ;;
+    esac
+}
+sluice_send() {
+    local set=$1
+    shift
+    "$SLUICE" xfer send "$WORK/src/$set" "sluice://127.0.0.1:$PORT/" --ca "$WORK/keys/sluice.crt" \
+        --token-file "$WORK/token" --no-journal --progress false --json "$@"
+}
+
+# One untimed transfer of each set first: the first run after making the
+# sets pays for writeback and cold caches (seen as 2-3x slower).
+for set in small big; do
+    sluice_send $set >/dev/null
+    rm -rf "$WORK/dst-sluice/$set"
+done
+
+# --- 1. loopback -----------------------------------------------------------
+for set in small big; do
+    run "sluice xfer ca" $set "$WORK/dst-sluice" sluice_send $set --mode ca --threads "$THREADS"
+    run "sluice xfer file" $set "$WORK/dst-sluice" sluice_send $set --mode file --threads "$THREADS"
+    run "rsync (daemon)" $set "$WORK/dst-rsync" rsync -a "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
+    run "rclone (sftp)" $set "$WORK/dst-rclone" rclone copy "$WORK/src/$set" \
+        ":sftp,host=127.0.0.1,port=$((PORT + 2)),user=bench,pass=$RCLONE_PASS:$set" --transfers "$THREADS"
+done
+LOOP=("${ROWS[@]}")
+ROWS=()
+
+# --- 2. emulated PFS with congested targets ---------------------------------
+PFS=(--layout pfs --pfs-targets 16 --pfs-stripe "$PFS_STRIPE" --pfs-congested "$PFS_CONGESTED"
+    --pfs-factor "$PFS_FACTOR" --threads "$PFS_THREADS")
+for mode in rr ca file; do
+    run "sluice xfer $mode" big "$WORK/dst-sluice" sluice_send big --mode "$mode" "${PFS[@]}"
+done
+PFSROWS=("${ROWS[@]}")
+
+ELAPSED=$(($(date +%s) - START))
+TABLE="Loopback (TLS for sluice and rclone/sftp, none for the rsync daemon), $THREADS threads/transfers,
+sets: small = $SMALL × 1 MB, big = $BIG × 256 MiB:
+
+| set | tool | seconds | MB/s | scheduler |
+|---|---|---:|---:|---|
+$(printf '%s\n' "${LOOP[@]}")
+
+Emulated PFS at the source: 16 targets (7200 rpm model each), big set striped over $PFS_STRIPE,
+targets $PFS_CONGESTED congested ${PFS_FACTOR}× throughout, $PFS_THREADS I/O threads:
+
+| set | mode | seconds | MB/s | scheduler |
+|---|---|---:|---:|---|
+$(printf '%s\n' "${PFSROWS[@]}")"
+echo "$TABLE"
+if [ "$WRITE_DOC" = 1 ]; then
+    python3 scripts/bench-doc.py lads-bench docs/results/lads-bench.md "$TABLE" "$ELAPSED" \
+        "SMALL=$SMALL BIG=$BIG THREADS=$THREADS PFS_THREADS=$PFS_THREADS PFS_CONGESTED=$PFS_CONGESTED PFS_FACTOR=$PFS_FACTOR PFS_STRIPE=$PFS_STRIPE scripts/bench-xfer.sh"
+fi

@@ -1,0 +1,236 @@
+//! `sluice xfer` end to end: the real binary as sink and source over
+//! loopback TLS; kill -9 of the sender midway and a resumed rerun.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(dir: &Path, root: &Path, port: u16) -> Serve {
+    let child = sluice()
+        .args(["xfer", "serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--root")
+        .arg(root)
+        .arg("--cert")
+        .arg(dir.join("keys/sluice.crt"))
+        .arg("--key")
+        .arg(dir.join("keys/sluice.key"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sink did not start");
+        sleep(Duration::from_millis(50));
+    }
+    Serve(child)
+}
+
+fn send(dir: &Path, src: &Path, port: u16, extra: &[&str]) -> Command {
+    send_with(dir, src, port, "token", extra)
+}
+
+fn send_with(dir: &Path, src: &Path, port: u16, token: &str, extra: &[&str]) -> Command {
+    let mut c = sluice();
+    c.args(["xfer", "send"])
+        .arg(src)
+        .arg(format!("sluice://127.0.0.1:{port}/in"))
+        .arg("--ca")
+        .arg(dir.join("keys/sluice.crt"))
+        .arg("--token-file")
+        .arg(dir.join(token))
+        .arg("--journal")
+        .arg(dir.join("journal"))
+        .args(["--progress", "false", "--json"])
+        .args(extra);
+    c
+}
+
+fn setup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sluice()
+        .args(["xfer", "keygen", "--out"])
+        .arg(dir.path().join("keys"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::write(dir.path().join("token"), "e2e-token\n").unwrap();
+    dir
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "send failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_killed_sender_resumes_and_moves_only_missing_objects() {
+    let dir = setup();
+    let (src, dst) = (dir.path().join("src/set"), dir.path().join("dst"));
+    fs::create_dir_all(&src).unwrap();
+    fs::create_dir_all(&dst).unwrap();
+    for i in 0..6 {
+        let data: Vec<u8> = (0..(8usize << 20))
+            .map(|k| (k / 4099 + i * 13) as u8)
+            .collect();
+        fs::write(src.join(format!("f{i}")), data).unwrap();
+    }
+    let port = free_port();
+    let _sink = serve(dir.path(), &dst, port);
+    // A slow source: an emulated PFS of 2 congested disks, 256 KiB objects.
+    let slow = [
+        "--layout",
+        "pfs",
+        "--pfs-targets",
+        "2",
+        "--pfs-congested",
+        "0-1",
+        "--pfs-factor",
+        "4",
+        "--object-size",
+        "256KiB",
+        "--threads",
+        "2",
+    ];
+    let mut child = send(dir.path(), &src, port, &slow)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once the journal shows acknowledged objects.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = fs::read_to_string(dir.path().join("journal")).map_or(0, |j| j.lines().count());
+        if lines >= 20 {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the sender finished before it could be killed"
+        );
+        assert!(Instant::now() < deadline, "no progress in the journal");
+        sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Nothing under a final name is incomplete.
+    for e in fs::read_dir(dst.join("in/set")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if !name.ends_with(".sluice-part") {
+            assert_eq!(
+                fs::read(e.path()).unwrap(),
+                fs::read(src.join(&name)).unwrap(),
+                "{name}"
+            );
+        }
+    }
+    let out = send(dir.path(), &src, port, &["--object-size", "256KiB"])
+        .output()
+        .unwrap();
+    let s = json(&out);
+    let total = 6 * 32;
+    let resumed = s["objects_resumed"].as_u64().unwrap();
+    let sent = s["objects"].as_u64().unwrap();
+    let done_before = s["files_already_done"].as_u64().unwrap();
+    // Killed after ~20 of 192 objects: no file was complete, some were partial.
+    assert!(resumed > 0, "{s}");
+    assert_eq!(sent + resumed + done_before * 32, total, "{s}");
+    for i in 0..6 {
+        let name = format!("f{i}");
+        assert_eq!(
+            fs::read(dst.join("in/set").join(&name)).unwrap(),
+            fs::read(src.join(&name)).unwrap()
+        );
+    }
+    assert!(
+        !dir.path().join("journal").exists(),
+        "journal kept after success"
+    );
+    let leftovers = fs::read_dir(dst.join("in/set")).unwrap().count();
+    assert_eq!(leftovers, 6);
+}
+
+#[test]
+fn bad_credentials_and_a_sink_without_authentication_are_refused() {
+    let dir = setup();
+    let src = dir.path().join("f");
+    fs::write(&src, b"x").unwrap();
+    let dst = dir.path().join("dst");
+    fs::create_dir(&dst).unwrap();
+    // No authentication configured: the sink will not start.
+    let out = sluice()
+        .args(["xfer", "serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(&dst)
+        .arg("--cert")
+        .arg(dir.path().join("keys/sluice.crt"))
+        .arg("--key")
+        .arg(dir.path().join("keys/sluice.key"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("authentication"));
+
+    let port = free_port();
+    let _sink = serve(dir.path(), &dst, port);
+    fs::write(dir.path().join("wrong"), "guess").unwrap();
+    let out = send_with(dir.path(), &src, port, "wrong", &[])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read_dir(&dst).unwrap().count(), 0);
+    // A destination outside the root.
+    let out = sluice()
+        .args(["xfer", "send"])
+        .arg(&src)
+        .arg(format!("sluice://127.0.0.1:{port}/../up"))
+        .arg("--ca")
+        .arg(dir.path().join("keys/sluice.crt"))
+        .arg("--token-file")
+        .arg(dir.path().join("token"))
+        .arg("--no-journal")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // The right token works.
+    let s = json(&send(dir.path(), &src, port, &[]).output().unwrap());
+    assert_eq!(s["files"], 1);
+    assert_eq!(fs::read(dst.join("in/f")).unwrap(), b"x");
+}

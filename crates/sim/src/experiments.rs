@@ -1,6 +1,6 @@
 //! The SSDUP+ evaluation (seed 002 §2–3) as simulator experiments; the
 //! LiU evaluation (seed 001) is in the `liu` submodule, the BBOS evaluation
-//! (seed 004) in `bbos`.
+//! (seed 004) in `bbos`, the LADS evaluation (seed 003) in `lads`.
 //!
 //! Each experiment builds its workloads with [`crate::workload`], runs them
 //! on the simulated cluster of [`crate::cluster`] under the systems it
@@ -147,9 +147,30 @@ pub const EXPERIMENTS: &[Experiment] = &[
         title: "BBOS Fig. 9: version-aware eviction",
         run: bbos::fig9,
     },
+    Experiment {
+        name: "lads-fig7",
+        title: "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp), small and big sets",
+        run: lads::fig7,
+    },
+    Experiment {
+        name: "lads-fig9",
+        title: "LADS Fig. 9: throughput vs source and sink buffer sizes",
+        run: lads::fig9,
+    },
+    Experiment {
+        name: "lads-fig10",
+        title: "LADS Fig. 10 / Table 1: RR vs congestion-aware under source and sink congestion",
+        run: lads::fig10,
+    },
+    Experiment {
+        name: "lads-fig11",
+        title: "LADS Fig. 11: SSD spill at the source, sink congested with idle gaps",
+        run: lads::fig11,
+    },
 ];
 
 mod bbos;
+mod lads;
 mod liu;
 
 /// The experiment called `name`.

@@ -11,7 +11,9 @@
 //!   running OrangeFS, OrangeFS-BB, SSDUP or SSDUP+ built from the policies;
 //! * [`experiments`] — the SSDUP+ paper's figures as runnable experiments;
 //! * [`output`] — reports as Markdown, JSON and PNG plots;
-//! * [`analyse`] — a trace through every redirection policy (no devices).
+//! * [`analyse`] — a trace through every redirection policy (no devices);
+//! * [`transfer`] — one LADS bulk transfer (source PFS, buffers, network,
+//!   sink PFS with a page cache) running the LADS scheduler.
 //!
 //! Device models live in `sluice-devices`, shared with the engine's
 //! emulated tiers.
@@ -23,4 +25,5 @@ pub mod event;
 pub mod experiments;
 pub mod output;
 pub mod rng;
+pub mod transfer;
 pub mod workload;

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ClientConfig;
 use serde::Serialize;
-use sluice_policy::lads::{Object, Scheduler, SchedulerConfig, Slot, SlotPool};
+use sluice_policy::lads::{Mode, Object, Scheduler, SchedulerConfig, Slot, SlotPool};
 use sluice_policy::{FileId, Time};
 
 use crate::journal::{self, Journal, Progress};
@@ -127,7 +127,8 @@ pub struct SendOptions {
     pub scheduler: SchedulerConfig,
     /// Resume journal, if any.
     pub journal: Option<PathBuf>,
-    /// Files announced and not yet finished, at most.
+    /// Files announced and not yet finished, at most (1 in file-at-a-time
+    /// mode, whatever this says).
     pub files_in_flight: usize,
     /// Draw a progress line on stderr.
     pub progress: bool,
@@ -512,7 +513,13 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
         thread::spawn(move || progress_loop(&core))
     });
 
-    let to_send = announce(&core, &writers[0], options.files_in_flight.max(1));
+    // The bbcp model moves one file at a time: the next file is announced
+    // only when the previous one is in place.
+    let in_flight = match options.scheduler.mode {
+        Mode::FileAtATime => 1,
+        Mode::RoundRobin | Mode::CongestionAware => options.files_in_flight.max(1),
+    };
+    let to_send = announce(&core, &writers[0], in_flight);
 
     // Wait for every announced file to finish, or for a fatal error.
     let mut st = core.lock();

@@ -10,13 +10,16 @@
 #    command, and every copy is checked (file count and bytes).
 # 2. An emulated 16-target PFS at the source (`--layout pfs`: a 7200 rpm
 #    disk model per target, one request at a time) holding the BIG set
-#    striped over 4 targets, with PFS_CONGESTED targets slowed PFS_FACTOR×:
+#    striped over PFS_STRIPE targets, with PFS_CONGESTED targets slowed
+#    PFS_FACTOR×, the congested set moving PFS_ROTATE targets on every
+#    PFS_PERIOD (congestion that wanders, as in the paper's Fig. 10):
 #    round-robin vs congestion-aware vs file-at-a-time, PFS_THREADS threads.
 #
 # Writes the table into docs/results/lads-bench.md (unless --no-doc).
 # Env: WORK (scratch dir, default /tmp/sluice-bench-xfer; needs ~5 GB),
 # SMALL (2000), BIG (8), THREADS (8), PFS_THREADS (8), PFS_CONGESTED (0-3),
-# PFS_FACTOR (8), PFS_STRIPE (4), PORT (base port, 7400).
+# PFS_FACTOR (8), PFS_PERIOD (2s), PFS_ROTATE (4), PFS_STRIPE (4), PORT (base
+# port, 7400), PARTS (loop,pfs: which parts to run).
 # Flags: --no-build, --no-doc, -h.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +33,9 @@ THREADS=${THREADS:-8}
 PFS_THREADS=${PFS_THREADS:-8}
 PFS_CONGESTED=${PFS_CONGESTED:-0-3}
 PFS_FACTOR=${PFS_FACTOR:-8}
+PFS_PERIOD=${PFS_PERIOD:-2s}
+PFS_ROTATE=${PFS_ROTATE:-4}
+PARTS=${PARTS:-loop,pfs}
 PFS_STRIPE=${PFS_STRIPE:-4}
 PORT=${PORT:-7400}
 
@@ -105,8 +111,8 @@ run() {
     }
     t1=$(date +%s.%N)
     local want got nwant ngot
-    want=$(du -sb --apparent-size "$WORK/src/$set" | cut -f1)
-    got=$(du -sb --apparent-size "$dst/$set" | cut -f1)
+    want=$(find "$WORK/src/$set" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+    got=$(find "$dst/$set" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
     nwant=$(find "$WORK/src/$set" -type f | wc -l)
     ngot=$(find "$dst/$set" -type f | wc -l)
     [ "$want" = "$got" ] && [ "$nwant" = "$ngot" ] || die "$name on $set: copied $ngot files / $got bytes, want $nwant / $want"
@@ -138,23 +144,25 @@ for set in small big; do
 done
 
 # --- 1. loopback -----------------------------------------------------------
-for set in small big; do
+case ",$PARTS," in *,loop,*) LOOP_SETS="small big" ;; *) LOOP_SETS="" ;; esac
+for set in $LOOP_SETS; do
     run "sluice xfer ca" $set "$WORK/dst-sluice" sluice_send $set --mode ca --threads "$THREADS"
     run "sluice xfer file" $set "$WORK/dst-sluice" sluice_send $set --mode file --threads "$THREADS"
     run "rsync (daemon)" $set "$WORK/dst-rsync" rsync -a "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
     run "rclone (sftp)" $set "$WORK/dst-rclone" rclone copy "$WORK/src/$set" \
         ":sftp,host=127.0.0.1,port=$((PORT + 2)),user=bench,pass=$RCLONE_PASS:$set" --transfers "$THREADS"
 done
-LOOP=("${ROWS[@]}")
+LOOP=("${ROWS[@]+"${ROWS[@]}"}")
 ROWS=()
 
 # --- 2. emulated PFS with congested targets ---------------------------------
 PFS=(--layout pfs --pfs-targets 16 --pfs-stripe "$PFS_STRIPE" --pfs-congested "$PFS_CONGESTED"
-    --pfs-factor "$PFS_FACTOR" --threads "$PFS_THREADS")
-for mode in rr ca file; do
+    --pfs-factor "$PFS_FACTOR" --pfs-on "$PFS_PERIOD" --pfs-rotate "$PFS_ROTATE" --threads "$PFS_THREADS")
+case ",$PARTS," in *,pfs,*) PFS_MODES="rr ca file" ;; *) PFS_MODES="" ;; esac
+for mode in $PFS_MODES; do
     run "sluice xfer $mode" big "$WORK/dst-sluice" sluice_send big --mode "$mode" "${PFS[@]}"
 done
-PFSROWS=("${ROWS[@]}")
+PFSROWS=("${ROWS[@]+"${ROWS[@]}"}")
 
 ELAPSED=$(($(date +%s) - START))
 TABLE="Loopback (TLS for sluice and rclone/sftp, none for the rsync daemon), $THREADS threads/transfers,
@@ -165,7 +173,7 @@ sets: small = $SMALL × 1 MB, big = $BIG × 256 MiB:
 $(printf '%s\n' "${LOOP[@]}")
 
 Emulated PFS at the source: 16 targets (7200 rpm model each), big set striped over $PFS_STRIPE,
-targets $PFS_CONGESTED congested ${PFS_FACTOR}× throughout, $PFS_THREADS I/O threads:
+targets $PFS_CONGESTED congested ${PFS_FACTOR}×, the set moving $PFS_ROTATE targets on every $PFS_PERIOD, $PFS_THREADS I/O threads:
 
 | set | mode | seconds | MB/s | scheduler |
 |---|---|---:|---:|---|
@@ -173,5 +181,5 @@ $(printf '%s\n' "${PFSROWS[@]}")"
 echo "$TABLE"
 if [ "$WRITE_DOC" = 1 ]; then
     python3 scripts/bench-doc.py lads-bench docs/results/lads-bench.md "$TABLE" "$ELAPSED" \
-        "SMALL=$SMALL BIG=$BIG THREADS=$THREADS PFS_THREADS=$PFS_THREADS PFS_CONGESTED=$PFS_CONGESTED PFS_FACTOR=$PFS_FACTOR PFS_STRIPE=$PFS_STRIPE scripts/bench-xfer.sh"
+        "SMALL=$SMALL BIG=$BIG THREADS=$THREADS PFS_THREADS=$PFS_THREADS PFS_CONGESTED=$PFS_CONGESTED PFS_FACTOR=$PFS_FACTOR PFS_PERIOD=$PFS_PERIOD PFS_ROTATE=$PFS_ROTATE PFS_STRIPE=$PFS_STRIPE PARTS=$PARTS scripts/bench-xfer.sh"
 fi

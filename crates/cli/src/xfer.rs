@@ -160,6 +160,9 @@ pub struct SendArgs {
     /// Emulated PFS: quiet phase (0s: always congested).
     #[arg(long, default_value = "0s")]
     pfs_off: Span,
+    /// Emulated PFS: targets the congested set moves by each period.
+    #[arg(long, default_value_t = 0)]
+    pfs_rotate: u32,
     /// Draw a progress line on stderr (default: when it is a terminal).
     #[arg(long)]
     progress: Option<bool>,
@@ -267,6 +270,7 @@ fn provider(
                 factor: a.pfs_factor,
                 on: a.pfs_on.0,
                 off: a.pfs_off.0,
+                rotate: a.pfs_rotate,
                 ..PfsConfig::default()
             })
             .map_err(|e| e.to_string())?,

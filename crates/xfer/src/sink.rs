@@ -539,35 +539,31 @@ impl Conn<'_> {
         let name = parts.pop().expect("not empty");
         let dir = open_dirs(&self.shared.root, &parts)?;
         let part = format!(".{name}{PART_SUFFIX}");
-        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let (fd, resumed) = match resume {
-            true => match rustix::fs::openat(
+        // Resume keeps an existing partial copy; otherwise (or when there
+        // is none) start a fresh, empty one.
+        let existing = if resume {
+            match rustix::fs::openat(
                 &dir,
                 part.as_str(),
                 OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::empty(),
             ) {
-                Ok(fd) => (fd, true),
-                Err(rustix::io::Errno::NOENT) => (
-                    rustix::fs::openat(
-                        &dir,
-                        part.as_str(),
-                        flags | OFlags::TRUNC,
-                        Mode::from_raw_mode(0o600),
-                    )?,
-                    false,
-                ),
+                Ok(fd) => Some(fd),
+                Err(rustix::io::Errno::NOENT) => None,
                 Err(e) => return Err(e.into()),
-            },
-            false => (
-                rustix::fs::openat(
-                    &dir,
-                    part.as_str(),
-                    flags | OFlags::TRUNC,
-                    Mode::from_raw_mode(0o600),
-                )?,
-                false,
-            ),
+            }
+        } else {
+            None
+        };
+        let resumed = existing.is_some();
+        let fd = match existing {
+            Some(fd) => fd,
+            None => rustix::fs::openat(
+                &dir,
+                part.as_str(),
+                OFlags::RDWR | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )?,
         };
         let file = File::from(fd);
         if !file.metadata()?.is_file() {

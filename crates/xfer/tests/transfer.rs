@@ -293,8 +293,9 @@ fn a_sink_without_authentication_refuses_to_start() {
     assert!(e.to_string().contains("authentication"), "{e}");
 }
 
-/// A raw client that speaks the protocol by hand.
-fn raw(keys: &Keys, sink: &SinkHandle) -> Channel {
+/// A raw client that speaks the protocol by hand: TLS, then `Hello` with
+/// `dest`; returns the channel and the sink's answer.
+fn hello(keys: &Keys, sink: &SinkHandle, dest: &str) -> (Channel, Option<Message>) {
     let tcp = TcpStream::connect(sink.addr()).unwrap();
     let mut ch = Channel::client(
         tcp,
@@ -307,14 +308,17 @@ fn raw(keys: &Keys, sink: &SinkHandle) -> Channel {
             version: wire::VERSION,
             token: b"sesame".to_vec(),
             session: 0,
-            dest: String::new(),
+            dest: dest.into(),
         })
         .unwrap();
-    let mut buf = Vec::new();
-    assert!(matches!(
-        wire::read_message(&mut ch.reader, &mut buf).unwrap(),
-        Some(Message::Welcome { .. })
-    ));
+    let answer = wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap();
+    (ch, answer)
+}
+
+/// A raw client past `Hello`.
+fn raw(keys: &Keys, sink: &SinkHandle) -> Channel {
+    let (ch, answer) = hello(keys, sink, "");
+    assert!(matches!(answer, Some(Message::Welcome { .. })));
     ch
 }
 
@@ -352,25 +356,8 @@ fn escaping_paths_are_refused() {
     }
     assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
     // A destination that escapes is refused at Hello.
-    let tcp = TcpStream::connect(sink.addr()).unwrap();
-    let mut ch = Channel::client(
-        tcp,
-        tls::client_config(&keys.server.0, None).unwrap(),
-        tls::server_name("127.0.0.1").unwrap(),
-    )
-    .unwrap();
-    ch.writer
-        .message(&Message::Hello {
-            version: wire::VERSION,
-            token: b"sesame".to_vec(),
-            session: 0,
-            dest: "../up".into(),
-        })
-        .unwrap();
-    assert!(matches!(
-        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
-        Some(Message::Error { .. })
-    ));
+    let (_ch, answer) = hello(&keys, &sink, "../up");
+    assert!(matches!(answer, Some(Message::Error { .. })));
 }
 
 #[test]

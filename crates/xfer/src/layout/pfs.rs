@@ -15,7 +15,8 @@
 //! congested, sleeps that long, then reads the real bytes. A target is
 //! congested when it is listed in `congested` and the time since the
 //! emulation started, modulo `on + off`, is below `on` (`off = 0` means
-//! always congested).
+//! always congested). With `rotate = r`, the congested set moves `r`
+//! targets on at each new period, so congestion wanders.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -50,6 +51,10 @@ pub struct PfsConfig {
     pub on: Duration,
     /// Quiet phase length (0: congested throughout).
     pub off: Duration,
+    /// Targets the congested set moves by at each new period (0: the same
+    /// targets every period), so congestion wanders over the system as in
+    /// the paper's Fig. 10.
+    pub rotate: u32,
 }
 
 impl Default for PfsConfig {
@@ -63,6 +68,7 @@ impl Default for PfsConfig {
             factor: 8.0,
             on: Duration::from_secs(5),
             off: Duration::ZERO,
+            rotate: 0,
         }
     }
 }
@@ -153,15 +159,17 @@ impl EmulatedPfs {
 
     /// Whether `target` is congested `at` after the emulation started.
     pub fn congested_at(&self, target: u32, at: Duration) -> bool {
-        if !self.config.congested.contains(&target) {
+        let c = &self.config;
+        let period = (c.on + c.off).as_nanos().max(1);
+        let phase = at.as_nanos() % period;
+        if !c.off.is_zero() && phase >= c.on.as_nanos() {
             return false;
         }
-        let period = self.config.on + self.config.off;
-        if self.config.off.is_zero() || period.is_zero() {
-            return true;
-        }
-        let phase = at.as_nanos() % period.as_nanos();
-        phase < self.config.on.as_nanos()
+        let n = u128::from(c.targets);
+        let shift = (at.as_nanos() / period * u128::from(c.rotate)) % n;
+        // The target that sat where `target` is before `shift` moves.
+        let origin = ((u128::from(target) + n - shift) % n) as u32;
+        c.congested.contains(&origin)
     }
 
     /// Emulated busy time of each target so far.
@@ -261,5 +269,36 @@ impl LayoutProvider for EmulatedPfs {
         std::thread::sleep(service);
         drop(target);
         file.read_exact_at(buf, object.offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn congestion_follows_its_schedule_and_rotates() {
+        let s = |secs: f64| Duration::from_secs_f64(secs);
+        let pfs = |off, rotate| {
+            EmulatedPfs::new(PfsConfig {
+                targets: 8,
+                congested: vec![0, 1],
+                on: s(2.0),
+                off,
+                rotate,
+                ..PfsConfig::default()
+            })
+            .unwrap()
+        };
+        let fixed = pfs(Duration::ZERO, 0);
+        assert!(fixed.congested_at(1, s(0.5)) && fixed.congested_at(0, s(99.0)));
+        assert!(!fixed.congested_at(2, s(0.5)));
+        let blinking = pfs(s(1.0), 0);
+        assert!(blinking.congested_at(0, s(1.9)) && !blinking.congested_at(0, s(2.5)));
+        let wandering = pfs(Duration::ZERO, 2);
+        assert!(wandering.congested_at(0, s(1.0)) && !wandering.congested_at(2, s(1.0)));
+        assert!(wandering.congested_at(2, s(3.0)) && wandering.congested_at(3, s(3.0)));
+        assert!(!wandering.congested_at(0, s(3.0)));
+        assert!(wandering.congested_at(0, s(8.5)), "wraps after 4 periods");
     }
 }

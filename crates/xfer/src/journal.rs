@@ -157,11 +157,6 @@ impl Journal {
         drop(self.out);
         fs::remove_file(&self.path)
     }
-
-    /// Where the journal is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 #[cfg(test)]

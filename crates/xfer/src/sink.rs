@@ -26,7 +26,7 @@ use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread;
@@ -663,14 +663,6 @@ fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// A partial copy's final name, if `name` is one.
-pub fn part_target(name: &Path) -> Option<String> {
-    let n = name.file_name()?.to_str()?;
-    n.strip_prefix('.')?
-        .strip_suffix(PART_SUFFIX)
-        .map(str::to_owned)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -709,14 +701,5 @@ mod tests {
         assert!(!outside.path().join("x").exists());
         open_dirs(&root, &["a".into(), "b".into()]).unwrap();
         assert!(dir.path().join("a/b").is_dir());
-    }
-
-    #[test]
-    fn part_names_map_back() {
-        assert_eq!(
-            part_target(Path::new("d/.f.dat.sluice-part")).as_deref(),
-            Some("f.dat")
-        );
-        assert_eq!(part_target(Path::new("d/f.dat")), None);
     }
 }

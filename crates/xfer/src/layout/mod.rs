@@ -113,15 +113,6 @@ impl FileLayout {
             }
         }
     }
-
-    /// The largest object this layout makes (bounds a transfer slot).
-    pub fn max_object(&self) -> u64 {
-        match self {
-            FileLayout::Stripe(s) => s.object_size,
-            FileLayout::Composite(c) => c.iter().map(|c| c.stripe.object_size).max().unwrap_or(0),
-            FileLayout::Ceph { stripe_unit, .. } => *stripe_unit,
-        }
-    }
 }
 
 /// Finds the layout of files on one file system.

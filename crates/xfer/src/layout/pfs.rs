@@ -77,7 +77,6 @@ struct Target {
     disk: Hdd,
     /// Next free disk address.
     next: u64,
-    busy: Duration,
 }
 
 /// A file's first target and its disk base on each of its targets.
@@ -141,7 +140,6 @@ impl EmulatedPfs {
             targets.push(Mutex::new(Target {
                 disk,
                 next: 0,
-                busy: Duration::ZERO,
             }));
         }
         Ok(EmulatedPfs {
@@ -172,13 +170,6 @@ impl EmulatedPfs {
         c.congested.contains(&origin)
     }
 
-    /// Emulated busy time of each target so far.
-    pub fn busy(&self) -> Vec<Duration> {
-        self.targets
-            .iter()
-            .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).busy)
-            .collect()
-    }
 
     fn placement(&self, path: &Path, len: u64) -> Placement {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
@@ -264,7 +255,6 @@ impl LayoutProvider for EmulatedPfs {
         if self.congested_at(t, start.duration_since(self.epoch)) {
             service = service.mul_f64(self.config.factor);
         }
-        target.busy += service;
         // Hold the target while it "serves": one request at a time.
         std::thread::sleep(service);
         drop(target);

@@ -137,10 +137,7 @@ impl EmulatedPfs {
         for t in 0..config.targets {
             let disk =
                 Hdd::new(config.disk.clone(), u64::from(t) + 1).map_err(|e| bad(e.to_string()))?;
-            targets.push(Mutex::new(Target {
-                disk,
-                next: 0,
-            }));
+            targets.push(Mutex::new(Target { disk, next: 0 }));
         }
         Ok(EmulatedPfs {
             config,
@@ -169,7 +166,6 @@ impl EmulatedPfs {
         let origin = ((u128::from(target) + n - shift) % n) as u32;
         c.congested.contains(&origin)
     }
-
 
     fn placement(&self, path: &Path, len: u64) -> Placement {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());

@@ -224,6 +224,12 @@ struct Entry {
     key: String,
 }
 
+/// A file name as UTF-8 (the wire's paths are), or a clear error.
+fn utf8(name: std::ffi::OsString) -> io::Result<String> {
+    name.into_string()
+        .map_err(|n| io::Error::new(io::ErrorKind::InvalidInput, format!("{n:?}: not UTF-8")))
+}
+
 fn walk(sources: &[PathBuf]) -> io::Result<(Vec<Entry>, u64)> {
     let mut out = Vec::new();
     let mut skipped = 0;
@@ -240,10 +246,7 @@ fn walk(sources: &[PathBuf]) -> io::Result<(Vec<Entry>, u64)> {
                     )
                 })?,
         };
-        let name = name.into_string().map_err(|n| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("{n:?}: not UTF-8"))
-        })?;
-        walk_one(src, name, &mut out, &mut skipped)?;
+        walk_one(src, utf8(name)?, &mut out, &mut skipped)?;
     }
     Ok((out, skipped))
 }
@@ -255,9 +258,7 @@ fn walk_one(path: &Path, rel: String, out: &mut Vec<Entry>, skipped: &mut u64) -
         let mut names: Vec<_> = fs::read_dir(path)?.collect::<Result<Vec<_>, _>>()?;
         names.sort_by_key(|e| e.file_name());
         for e in names {
-            let name = e.file_name().into_string().map_err(|n| {
-                io::Error::new(io::ErrorKind::InvalidInput, format!("{n:?}: not UTF-8"))
-            })?;
+            let name = utf8(e.file_name())?;
             walk_one(&e.path(), format!("{rel}/{name}"), out, skipped)?;
         }
     } else if meta.is_file() {
@@ -277,19 +278,24 @@ fn walk_one(path: &Path, rel: String, out: &mut Vec<Entry>, skipped: &mut u64) -
     Ok(())
 }
 
-struct Ready {
+/// What identifies and checks one object on the wire.
+#[derive(Clone, Copy)]
+struct Block {
     file: u32,
     offset: u64,
     len: u64,
     crc: u32,
+}
+
+/// A block in a memory slot, ready to send.
+struct Ready {
+    block: Block,
     buf: Vec<u8>,
 }
 
+/// A block in a spill slot, waiting for a memory slot.
 struct Spilled {
-    file: u32,
-    offset: u64,
-    len: u64,
-    crc: u32,
+    block: Block,
     slot: u32,
 }
 
@@ -307,15 +313,14 @@ struct Announced {
     objects: Vec<Object>,
 }
 
-#[derive(Default)]
 struct State {
-    sched: Option<Scheduler>,
-    pool: Option<SlotPool>,
+    sched: Scheduler,
+    pool: SlotPool,
     bufs: Vec<Vec<u8>>,
     spill_free: Vec<u32>,
     send_q: VecDeque<Ready>,
     spill_q: VecDeque<Spilled>,
-    inflight: HashMap<(u32, u64), (u64, u32)>,
+    inflight: HashMap<(u32, u64), Block>,
     live: HashMap<u32, Live>,
     waiting: HashMap<u32, Announced>,
     open: usize,
@@ -359,14 +364,6 @@ impl Core {
     fn stopped(st: &State) -> bool {
         st.fatal.is_some() || st.closing
     }
-}
-
-fn sched(st: &mut State) -> &mut Scheduler {
-    st.sched.as_mut().expect("set at start")
-}
-
-fn pool(st: &mut State) -> &mut SlotPool {
-    st.pool.as_mut().expect("set at start")
 }
 
 /// Cut objects longer than the wire's bound into pieces on the same target.
@@ -459,9 +456,19 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     });
     let core = Arc::new(Core {
         state: Mutex::new(State {
-            sched: Some(Scheduler::new(options.scheduler)),
-            pool: Some(SlotPool::new(memory_slots, spill_slots)),
+            sched: Scheduler::new(options.scheduler),
+            pool: SlotPool::new(memory_slots, spill_slots),
+            bufs: Vec::new(),
             spill_free: (0..spill_slots).rev().collect(),
+            send_q: VecDeque::new(),
+            spill_q: VecDeque::new(),
+            inflight: HashMap::new(),
+            live: HashMap::new(),
+            waiting: HashMap::new(),
+            open: 0,
+            finished: 0,
+            fatal: None,
+            closing: false,
             summary: Summary {
                 skipped_not_regular: skipped,
                 mode: options.scheduler.mode.name().to_owned(),
@@ -470,7 +477,6 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
                 connections: options.connections.max(1),
                 ..Summary::default()
             },
-            ..State::default()
         }),
         cv: Condvar::new(),
         entries,
@@ -546,8 +552,8 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
         eprintln!();
     }
     let mut st = core.lock();
-    let stats = sched(&mut st).stats();
-    let spilled = pool(&mut st).spilled();
+    let stats = st.sched.stats();
+    let spilled = st.pool.spilled();
     let mut summary = std::mem::take(&mut st.summary);
     drop(st);
     summary.seconds = core.start.elapsed().as_secs_f64();
@@ -692,7 +698,7 @@ fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: bool) {
             }
         }
         o.file = FileId(u64::from(id));
-        sched(&mut st).push(o);
+        st.sched.push(o);
         queued += 1;
     }
     st.live.insert(
@@ -718,13 +724,13 @@ fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: bool) {
 
 fn block_done(core: &Core, writer: &Writer, id: u32, offset: u64) {
     let mut st = core.lock();
-    let Some((len, crc)) = st.inflight.remove(&(id, offset)) else {
+    let Some(Block { len, crc, .. }) = st.inflight.remove(&(id, offset)) else {
         drop(st);
         return core.fail(format!(
             "BlockDone for a block not in flight ({id}, {offset})"
         ));
     };
-    pool(&mut st).release(Slot::Memory);
+    st.pool.release(Slot::Memory);
     st.summary.bytes += len;
     st.summary.objects += 1;
     let Some(live) = st.live.get_mut(&id) else {
@@ -807,11 +813,11 @@ fn io_loop(core: &Core) {
             if Core::stopped(&st) {
                 return;
             }
-            if let Some(object) = sched(&mut st).dispatch() {
-                if let Some(slot) = pool(&mut st).reserve() {
+            if let Some(object) = st.sched.dispatch() {
+                if let Some(slot) = st.pool.reserve() {
                     break (object, slot);
                 }
-                sched(&mut st).requeue(object);
+                st.sched.requeue(object);
             }
             st = core.wait(st);
         };
@@ -839,15 +845,15 @@ fn io_loop(core: &Core) {
         }
         let crc = crc32c::crc32c(&buf);
         let mut st = core.lock();
-        sched(&mut st).complete(&object, started, finished);
+        st.sched.complete(&object, started, finished);
+        let block = Block {
+            file: id,
+            offset: object.offset,
+            len: object.len,
+            crc,
+        };
         match slot {
-            Slot::Memory => st.send_q.push_back(Ready {
-                file: id,
-                offset: object.offset,
-                len: object.len,
-                crc,
-                buf,
-            }),
+            Slot::Memory => st.send_q.push_back(Ready { block, buf }),
             Slot::Spill => {
                 let idx = st.spill_free.pop().expect("a spill slot per reservation");
                 drop(st);
@@ -860,13 +866,7 @@ fn io_loop(core: &Core) {
                 }
                 scratch = buf;
                 st = core.lock();
-                st.spill_q.push_back(Spilled {
-                    file: id,
-                    offset: object.offset,
-                    len: object.len,
-                    crc,
-                    slot: idx,
-                });
+                st.spill_q.push_back(Spilled { block, slot: idx });
             }
         }
         drop(st);
@@ -885,25 +885,22 @@ fn spill_loop(core: &Core) {
             if Core::stopped(&st) {
                 return;
             }
-            if !st.spill_q.is_empty() && pool(&mut st).reserve_memory() {
+            if !st.spill_q.is_empty() && st.pool.reserve_memory() {
                 break st.spill_q.pop_front().expect("not empty");
             }
             st = core.wait(st);
         };
         let mut buf = st.bufs.pop().unwrap_or_default();
         drop(st);
-        buf.resize(item.len as usize, 0);
+        buf.resize(item.block.len as usize, 0);
         if let Err(e) = spill.read_exact_at(&mut buf, u64::from(item.slot) * MAX_OBJECT as u64) {
             return core.fail(format!("spill: {e}"));
         }
         let mut st = core.lock();
-        pool(&mut st).release(Slot::Spill);
+        st.pool.release(Slot::Spill);
         st.spill_free.push(item.slot);
         st.send_q.push_back(Ready {
-            file: item.file,
-            offset: item.offset,
-            len: item.len,
-            crc: item.crc,
+            block: item.block,
             buf,
         });
         drop(st);
@@ -923,10 +920,10 @@ fn send_loop(core: &Core, writer: &Writer) {
             }
             st = core.wait(st);
         };
-        st.inflight
-            .insert((ready.file, ready.offset), (ready.len, ready.crc));
+        let b = ready.block;
+        st.inflight.insert((b.file, b.offset), b);
         drop(st);
-        let header = wire::block_header(ready.file, ready.offset, ready.crc, ready.buf.len());
+        let header = wire::block_header(b.file, b.offset, b.crc, ready.buf.len());
         if let Err(e) = writer.send(&[&header, &ready.buf]) {
             return core.fail(format!("send: {e}"));
         }

@@ -583,41 +583,35 @@ impl Conn<'_> {
             mtime,
             written: AtomicU64::new(0),
         });
-        session
-            .files
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, f);
+        self.files().insert(id, f);
         Ok((id, resumed))
     }
 
-    fn file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
-        let files = self
-            .session()
-            .files
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        match files.get(&id) {
-            Some(f) => Ok(Arc::clone(f)),
-            None => {
-                drop(files);
-                Err(refuse(
-                    &self.writer,
-                    ErrorCode::Protocol,
-                    format!("unknown file id {id}"),
-                ))
-            }
-        }
-    }
-
-    fn take_file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
-        let f = self.file(id)?;
+    fn files(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<SinkFile>>> {
         self.session()
             .files
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
-        Ok(f)
+    }
+
+    fn unknown(&self, id: u32) -> io::Error {
+        refuse(
+            &self.writer,
+            ErrorCode::Protocol,
+            format!("unknown file id {id}"),
+        )
+    }
+
+    /// The open file `id`.
+    fn file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+        let found = self.files().get(&id).cloned();
+        found.ok_or_else(|| self.unknown(id))
+    }
+
+    /// The open file `id`, forgotten (its `FileDone` arrived).
+    fn take_file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+        let found = self.files().remove(&id);
+        found.ok_or_else(|| self.unknown(id))
     }
 }
 

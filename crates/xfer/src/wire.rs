@@ -28,7 +28,7 @@
 //! 5. `Bye` ends a connection cleanly. `Error` from either side ends it
 //!    with a reason.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 /// Protocol version spoken by this build.
 pub const VERSION: u16 = 1;
@@ -539,13 +539,6 @@ pub fn read_message(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<Option<M
     Message::decode(buf)
         .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-}
-
-/// Encode and write one message.
-pub fn write_message(w: &mut impl Write, msg: &Message) -> io::Result<()> {
-    let mut out = Vec::new();
-    msg.encode(&mut out);
-    w.write_all(&out)
 }
 
 #[cfg(test)]

@@ -312,10 +312,9 @@ fn send(a: &SendArgs) -> Result<(), String> {
         ModeArg::Ca => Mode::CongestionAware,
     };
     let layout = provider(a, &sources[0])?;
-    let depth = a.target_depth.unwrap_or(match layout.name() {
-        "posix" => u32::try_from(a.threads).unwrap_or(u32::MAX),
-        _ => 1,
-    });
+    let depth = a
+        .target_depth
+        .unwrap_or_else(|| layout.default_depth(u32::try_from(a.threads).unwrap_or(u32::MAX)));
     let summary = source::send(SendOptions {
         layout,
         sources,

@@ -137,6 +137,15 @@ pub trait LayoutProvider: Send + Sync {
         file.read_exact_at(buf, object.offset)
     }
 
+    /// Threads to allow on one target at once when the user does not say:
+    /// 1, the paper's skip-busy, for a file system's storage targets.
+    /// Providers whose target is a device with its own request queue
+    /// return `threads`.
+    fn default_depth(&self, threads: u32) -> u32 {
+        let _ = threads;
+        1
+    }
+
     /// A human-readable name of a target (`OST0007`, a brick), for reports.
     fn target_name(&self, target: TargetId) -> String {
         format!("target{}", target.0)

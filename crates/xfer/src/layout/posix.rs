@@ -47,6 +47,12 @@ impl LayoutProvider for PosixLayout {
         Ok(FileLayout::Stripe(stripe))
     }
 
+    /// A local device queues requests itself: one slot per thread, or a
+    /// disk would get a single reader.
+    fn default_depth(&self, threads: u32) -> u32 {
+        threads
+    }
+
     fn target_name(&self, target: TargetId) -> String {
         let devices = self.devices.lock().unwrap_or_else(|p| p.into_inner());
         devices.iter().find(|(_, &id)| id == target.0).map_or_else(

@@ -44,12 +44,8 @@ usage() { die "usage: $0 start DIR | $0 stop DIR"; }
 cmd=$1
 dir=$2
 
-# True if PID is a live (not zombie) process.
-alive() {
-  local state
-  state=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
+# shellcheck source-path=SCRIPTDIR source=proc.sh
+. "$(dirname "$0")/proc.sh"
 
 # The command line of PID with NULs as spaces (and a trailing space).
 cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null || true; }

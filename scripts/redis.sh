@@ -23,14 +23,8 @@ usage() { die "usage: $0 start DIR [PORT] | $0 stop DIR"; }
 cmd=$1
 dir=$2
 
-# True if PID is a live (not zombie) process. Under some init processes an
-# exited daemon stays a zombie, which `kill -0` would still report.
-alive() {
-  local state
-  # The state follows the last ')' (the command name may hold spaces).
-  state=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
+# shellcheck source-path=SCRIPTDIR source=proc.sh
+. "$(dirname "$0")/proc.sh"
 
 # True if PID is a redis-server running in directory $dir.
 ours() {

@@ -339,6 +339,31 @@ fn new_file(ch: &mut Channel, path: &str, size: u64) -> Option<Message> {
         .flatten()
 }
 
+/// Send `msg` and read the sink's answer.
+fn ask(ch: &mut Channel, msg: &Message) -> Option<Message> {
+    ch.writer.message(msg).unwrap();
+    wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap()
+}
+
+/// A raw client with file `name` of `size` bytes announced; its file id.
+fn opened(keys: &Keys, sink: &SinkHandle, name: &str, size: u64) -> (Channel, u32) {
+    let mut ch = raw(keys, sink);
+    let Some(Message::FileId { file, .. }) = new_file(&mut ch, name, size) else {
+        panic!("{name}: no FileId")
+    };
+    (ch, file)
+}
+
+/// A block at offset 0 carrying `crc`.
+fn block(file: u32, crc: u32, data: &[u8]) -> Message {
+    Message::NewBlock {
+        file,
+        offset: 0,
+        crc,
+        data: data.to_vec(),
+    }
+}
+
 #[test]
 fn escaping_paths_are_refused() {
     let keys = keys();
@@ -369,68 +394,33 @@ fn garbled_truncated_and_lying_peers_never_leave_a_complete_looking_file() {
     let crc = crc32c::crc32c(&data);
 
     // A block with a wrong crc.
-    let mut ch = raw(&keys, &sink);
-    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "bad-crc", 1000) else {
-        panic!()
-    };
-    ch.writer
-        .message(&Message::NewBlock {
-            file,
-            offset: 0,
-            crc: crc ^ 1,
-            data: data.clone(),
-        })
-        .unwrap();
+    let (mut ch, file) = opened(&keys, &sink, "bad-crc", 1000);
+    let answer = ask(&mut ch, &block(file, crc ^ 1, &data));
     assert!(matches!(
-        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
+        answer,
         Some(Message::Error { code, .. }) if code == wire::ErrorCode::Checksum as u16
     ));
 
     // A block past the announced size.
-    let mut ch = raw(&keys, &sink);
-    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "past-end", 10) else {
-        panic!()
-    };
-    ch.writer
-        .message(&Message::NewBlock {
-            file,
-            offset: 0,
-            crc,
-            data: data.clone(),
-        })
-        .unwrap();
+    let (mut ch, file) = opened(&keys, &sink, "past-end", 10);
     assert!(matches!(
-        wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
+        ask(&mut ch, &block(file, crc, &data)),
         Some(Message::Error { .. })
     ));
 
     // FileDone with a crc that the data does not match: FileFailed.
-    let mut ch = raw(&keys, &sink);
-    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "lie", 2000) else {
-        panic!()
-    };
-    ch.writer
-        .message(&Message::NewBlock {
-            file,
-            offset: 0,
-            crc,
-            data: data.clone(),
-        })
-        .unwrap();
-    let mut buf = Vec::new();
+    let (mut ch, file) = opened(&keys, &sink, "lie", 2000);
     assert!(matches!(
-        wire::read_message(&mut ch.reader, &mut buf).unwrap(),
+        ask(&mut ch, &block(file, crc, &data)),
         Some(Message::BlockDone { .. })
     ));
-    ch.writer
-        .message(&Message::FileDone {
-            file,
-            size: 2000,
-            crc,
-        })
-        .unwrap();
+    let done = Message::FileDone {
+        file,
+        size: 2000,
+        crc,
+    };
     assert!(matches!(
-        wire::read_message(&mut ch.reader, &mut buf).unwrap(),
+        ask(&mut ch, &done),
         Some(Message::FileFailed { .. })
     ));
 
@@ -448,10 +438,7 @@ fn garbled_truncated_and_lying_peers_never_leave_a_complete_looking_file() {
         wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap(),
         Some(Message::Error { .. })
     ));
-    let mut ch = raw(&keys, &sink);
-    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "cut", 1000) else {
-        panic!()
-    };
+    let (ch, file) = opened(&keys, &sink, "cut", 1000);
     let header = wire::block_header(file, 0, crc, 1000);
     ch.writer.send(&[&header, &data[..500]]).unwrap();
     ch.writer.abort();

@@ -24,5 +24,6 @@ pub mod segments;
 pub mod threshold;
 pub mod token_bucket;
 mod types;
+pub mod write_buffer;
 
 pub use types::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};

@@ -51,6 +51,11 @@ pub const REGIONS_MAX: u32 = 65_536;
 /// write goes through to the capacity tier.
 pub const WAIT_MAX_DEFAULT: Duration = Duration::from_secs(1);
 
+/// How long a record that must reach the log
+/// ([`RegionPipeline::reserve_required`]) waits before it polls again, if no
+/// finished flush wakes it first.
+pub const REQUIRED_RETRY: Duration = Duration::from_millis(100);
+
 /// What to do with a write when no region has room for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WhenFull {
@@ -522,6 +527,28 @@ impl RegionPipeline {
     /// opening the oldest empty region if none is filling (the engine's
     /// records carry a header, so it never asks for 0).
     pub fn reserve(&mut self, now: Time, len: u64, waiting_since: Time) -> Admission {
+        self.reserve_as(now, len, waiting_since, false)
+    }
+
+    /// Reserves `len` bytes for a record that must reach the log whatever
+    /// `when_full` says: a truncation, an unlink, a rename's path, or a
+    /// write over buffered bytes (writing those through would leave the
+    /// older buffered bytes to shadow it). The answer is
+    /// [`Admission::Append`], [`Admission::Wait`] (retry at the latest at
+    /// `retry_at_latest`; it never turns into a write-through) or
+    /// [`Admission::TooLarge`]. Waits are counted as for
+    /// [`RegionPipeline::reserve`].
+    pub fn reserve_required(&mut self, now: Time, len: u64, waiting_since: Time) -> Admission {
+        self.reserve_as(now, len, waiting_since, true)
+    }
+
+    fn reserve_as(
+        &mut self,
+        now: Time,
+        len: u64,
+        waiting_since: Time,
+        required: bool,
+    ) -> Admission {
         debug_assert!(
             waiting_since <= now,
             "a writer cannot have started waiting in the future"
@@ -555,6 +582,14 @@ impl RegionPipeline {
                     self.close_filling();
                 }
                 Admission::Append { region, offset }
+            }
+            None if required => {
+                if now == waiting_since {
+                    self.counters.waits += 1;
+                }
+                Admission::Wait {
+                    retry_at_latest: now.saturating_add(REQUIRED_RETRY),
+                }
             }
             None => self.admit_when_full(now, waiting_since),
         };

@@ -1,0 +1,541 @@
+//! The write buffer: SSDUP+'s write side as one sans-IO object (DESIGN
+//! §4.3–4.6).
+//!
+//! [`WriteBuffer`] composes the [`Redirector`], the [`RegionPipeline`], the
+//! [`FlushGate`], the [`ExtentIndex`] and the log's record sequence numbers.
+//! The engine (real tiers, wall-clock time) and the simulator (device
+//! models, virtual time) both drive this one object, in quinn-proto's
+//! style: a write goes in through [`WriteBuffer::handle_write`] and
+//! [`WriteBuffer::place_write`], a [`Placement`] comes out, and the caller
+//! does the I/O and reports back ([`WriteBuffer::insert`] once a record's
+//! payload is in the log). Flushing is polled ([`WriteBuffer::poll_flush`])
+//! and reported ([`WriteBuffer::start_flush`],
+//! [`WriteBuffer::finish_flush`], [`WriteBuffer::abort_flush`]).
+//!
+//! # The overlap rule
+//! A write is "over buffered bytes" when any of its bytes is buffered for
+//! the same file. Such a write always goes to the log, whatever the
+//! redirector's route and whatever `when_full` says: it waits for room
+//! ([`Placement::Wait`]) instead of going to the capacity tier. Sending it
+//! to the capacity tier would leave the older buffered bytes indexed, so
+//! reads would return them and the later flush would write them over the
+//! new bytes (the data loss of a full log under `write-through`). Making the
+//! older bytes unreachable first is the other correct choice, but it needs a
+//! durable invalidation record (DESIGN §4.6, invariant 3) — so room in the
+//! log all the same — plus a sync of the capacity file before that record,
+//! on every such write. Waiting costs nothing when the log has room and is
+//! what the paper does when it has none, so it is the one rule here. Records
+//! that must reach the log for other reasons (truncate, unlink, a rename's
+//! path) wait the same way ([`WriteBuffer::place_required`]).
+//!
+//! # Descriptions
+//! Regions are self-describing: before the first record of a file in a
+//! region, the log holds a description of the file (the engine's path
+//! record). The write buffer knows which files each region describes and
+//! says in the [`Reservation`] when a description must be written first.
+//!
+//! INVARIANTS:
+//! - sequence numbers are handed out in reservation order, so log order is
+//!   sequence order in every region;
+//! - a region's described files are forgotten exactly when the region is
+//!   emptied by a finished flush;
+//! - no byte of a write that overlapped buffered bytes is ever placed on
+//!   the capacity tier.
+
+use alloc::collections::BTreeSet;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::detector;
+use crate::extent_index::{Extent, ExtentIndex, Piece};
+use crate::flush_gate::{FlushGate, FlushGateConfig, FlushReason, GateDecision};
+use crate::pipeline::{
+    Admission, PipelineConfig, PipelineError, RegionPipeline, RegionState, RestoreError,
+};
+use crate::redirector::{Redirector, RedirectorConfig, Routing};
+use crate::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
+
+/// Configuration of the parts the write buffer composes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WriteBufferConfig {
+    /// Traffic detection and redirection.
+    pub redirector: RedirectorConfig,
+    /// Log regions and `when_full`.
+    pub pipeline: PipelineConfig,
+    /// When flushing may run.
+    pub gate: FlushGateConfig,
+}
+
+/// Why a [`WriteBuffer`] could not be made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigError {
+    /// The redirector's configuration is invalid.
+    Redirector(detector::ConfigError),
+    /// The pipeline's configuration, or the recovered region states, are
+    /// invalid.
+    Pipeline(RestoreError),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Redirector(e) => e.fmt(f),
+            ConfigError::Pipeline(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Room in the log for one record, and its sequence numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reservation {
+    /// The region to append to.
+    pub region: RegionId,
+    /// Where the description (if any) and then the record start, as a byte
+    /// position inside the region's record area.
+    pub offset: u64,
+    /// The sequence number of a description of the file to write at
+    /// `offset` first (`describe_len` bytes), or `None` when the region
+    /// already describes the file.
+    pub describe: Option<u64>,
+    /// Where the record itself starts: `offset`, or `offset + describe_len`.
+    pub record_offset: u64,
+    /// The record's sequence number.
+    pub seq: u64,
+}
+
+/// Where one write (or one record) goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Append it to the log at the reservation; for a data record, call
+    /// [`WriteBuffer::insert`] once its payload is written.
+    Log(Reservation),
+    /// Write it to the capacity tier: no buffered byte overlaps it.
+    Capacity,
+    /// No room now: retry when a flush finishes, and at the latest at
+    /// `retry_at_latest`, passing the same `waiting_since`.
+    Wait {
+        /// The latest time to retry.
+        retry_at_latest: Time,
+    },
+    /// The record is longer than a region and must reach the log: the
+    /// caller must split it. Nothing was reserved.
+    TooLarge,
+}
+
+/// Byte counters of placed writes, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WriteBufferCounters {
+    /// Bytes of writes routed to the fast tier and placed in the log.
+    pub fast_bytes: u64,
+    /// Bytes placed on the capacity tier (routed there, or written through).
+    pub capacity_bytes: u64,
+    /// The part of `capacity_bytes` routed to the fast tier that found the
+    /// log full and was written through.
+    pub write_through_bytes: u64,
+    /// Bytes placed in the log although routed to the capacity tier,
+    /// because they overlapped buffered bytes (the overlap rule).
+    pub forced_to_log_bytes: u64,
+}
+
+/// What the flusher should do now; see [`WriteBuffer::poll_flush`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlushPoll {
+    /// No region is full.
+    Idle,
+    /// A region is full but the gate holds flushing back until
+    /// `recheck_at` (or any route change, drain or newly full region).
+    Pause {
+        /// When the gate could next allow a flush.
+        recheck_at: Option<Time>,
+    },
+    /// Flush this region.
+    Flush {
+        /// The oldest full region.
+        region: RegionId,
+        /// Why the gate allows it.
+        reason: FlushReason,
+    },
+}
+
+/// One run of file-contiguous buffered bytes of a region to flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlushRunRef {
+    /// The file.
+    pub file: FileId,
+    /// First file byte.
+    pub file_offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// SSDUP+'s write side; see the module docs.
+#[derive(Debug)]
+pub struct WriteBuffer {
+    redirector: Redirector,
+    pipeline: RegionPipeline,
+    gate: FlushGate,
+    index: ExtentIndex,
+    /// Per region: the files it describes.
+    described: Vec<BTreeSet<FileId>>,
+    next_seq: u64,
+    counters: WriteBufferCounters,
+}
+
+impl WriteBuffer {
+    /// A write buffer with an empty log; sequence numbers start at 1.
+    pub fn new(config: WriteBufferConfig) -> Result<WriteBuffer, ConfigError> {
+        let states = alloc::vec![(RegionState::Empty, 0); config.pipeline.regions as usize];
+        WriteBuffer::restore(config, &states, ExtentIndex::new(), 1)
+    }
+
+    /// A write buffer over a recovered log: `states[i]` is region `i`'s
+    /// state and used bytes (see [`RegionPipeline::restore`]), `index` the
+    /// replayed extents, `next_seq` one past the highest sequence number
+    /// seen. Tell it which files each region describes with
+    /// [`WriteBuffer::mark_described`].
+    pub fn restore(
+        config: WriteBufferConfig,
+        states: &[(RegionState, u64)],
+        index: ExtentIndex,
+        next_seq: u64,
+    ) -> Result<WriteBuffer, ConfigError> {
+        let pipeline =
+            RegionPipeline::restore(config.pipeline, states).map_err(ConfigError::Pipeline)?;
+        let redirector = Redirector::new(config.redirector).map_err(ConfigError::Redirector)?;
+        Ok(WriteBuffer {
+            redirector,
+            pipeline,
+            gate: FlushGate::new(config.gate),
+            index,
+            described: alloc::vec![BTreeSet::new(); states.len()],
+            next_seq: next_seq.max(1),
+            counters: WriteBufferCounters::default(),
+        })
+    }
+
+    /// Recovery found a description of `file` in `region`.
+    pub fn mark_described(&mut self, region: RegionId, file: FileId) {
+        if let Some(files) = self.described.get_mut(region.0 as usize) {
+            files.insert(file);
+        }
+    }
+
+    /// Classify one write request (Algorithm 1): the tier its stream goes
+    /// to. A completed stream that changes the route tells the gate. Call
+    /// once per write, not on retries.
+    pub fn handle_write(&mut self, now: Time, request: WriteRequest) -> Routing {
+        let routing = self.redirector.handle_write(request);
+        if let Some(report) = routing.completed {
+            if report.next_route != report.route {
+                self.gate.handle_route(now, report.next_route);
+            }
+        }
+        routing
+    }
+
+    /// Place one data record: `len` bytes of `file` at `offset`, routed to
+    /// `tier`, taking `record_len` bytes of log (header included) plus
+    /// `describe_len` if the region must describe the file first.
+    /// `waiting_since` is the time of the first attempt (`now` then).
+    /// Applies the overlap rule (module docs).
+    #[allow(clippy::too_many_arguments)]
+    pub fn place_write(
+        &mut self,
+        now: Time,
+        file: FileId,
+        offset: u64,
+        len: u64,
+        record_len: u64,
+        describe_len: u64,
+        tier: Tier,
+        waiting_since: Time,
+    ) -> Placement {
+        let overlaps = self.index.covered_bytes(file, offset, len) > 0;
+        if tier == Tier::Capacity && !overlaps {
+            self.count_capacity(now, len, false);
+            return Placement::Capacity;
+        }
+        match self.reserve(
+            now,
+            Some(file),
+            record_len,
+            describe_len,
+            waiting_since,
+            overlaps,
+        ) {
+            Placement::Capacity => {
+                self.count_capacity(now, len, true);
+                Placement::Capacity
+            }
+            Placement::Log(r) => {
+                if tier == Tier::Fast {
+                    self.counters.fast_bytes += len;
+                } else {
+                    self.counters.forced_to_log_bytes += len;
+                }
+                Placement::Log(r)
+            }
+            other => other,
+        }
+    }
+
+    /// Place a record that must reach the log (truncate, unlink, a path):
+    /// [`Placement::Log`], [`Placement::Wait`] or [`Placement::TooLarge`],
+    /// never [`Placement::Capacity`]. `file` is the file it describes, if
+    /// the region must describe it first.
+    pub fn place_required(
+        &mut self,
+        now: Time,
+        file: Option<FileId>,
+        record_len: u64,
+        describe_len: u64,
+        waiting_since: Time,
+    ) -> Placement {
+        self.reserve(now, file, record_len, describe_len, waiting_since, true)
+    }
+
+    /// Place a record that is worth writing only if the filling region has
+    /// room for it now (the engine's commit marker): never waits, never
+    /// opens a new region.
+    pub fn place_optional(&mut self, now: Time, record_len: u64) -> Option<Reservation> {
+        let region = self.pipeline.filling()?;
+        let used = self.pipeline.used_bytes(region)?;
+        if used.saturating_add(record_len) > self.pipeline.config().region_bytes {
+            return None;
+        }
+        match self.reserve(now, None, record_len, 0, now, true) {
+            Placement::Log(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn reserve(
+        &mut self,
+        now: Time,
+        file: Option<FileId>,
+        record_len: u64,
+        describe_len: u64,
+        waiting_since: Time,
+        required: bool,
+    ) -> Placement {
+        // A description is needed unless the filling region describes the
+        // file and the record fits there (the pipeline then appends there).
+        let describe = match (file, self.pipeline.filling()) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(id), Some(region)) => {
+                let used = self.pipeline.used_bytes(region).unwrap_or(u64::MAX);
+                !(self.described[region.0 as usize].contains(&id)
+                    && used.saturating_add(record_len) <= self.pipeline.config().region_bytes)
+            }
+        };
+        let extra = if describe { describe_len } else { 0 };
+        let total = record_len.saturating_add(extra);
+        let admission = if required {
+            self.pipeline.reserve_required(now, total, waiting_since)
+        } else {
+            self.pipeline.reserve(now, total, waiting_since)
+        };
+        match admission {
+            Admission::Append { region, offset } => {
+                let describe_seq = match (describe, file) {
+                    (true, Some(id)) => {
+                        self.described[region.0 as usize].insert(id);
+                        Some(self.take_seq())
+                    }
+                    _ => None,
+                };
+                Placement::Log(Reservation {
+                    region,
+                    offset,
+                    describe: describe_seq,
+                    record_offset: offset + extra,
+                    seq: self.take_seq(),
+                })
+            }
+            Admission::Wait { retry_at_latest } => Placement::Wait { retry_at_latest },
+            Admission::WriteThrough { .. } => Placement::Capacity,
+            Admission::TooLarge if required => Placement::TooLarge,
+            Admission::TooLarge => Placement::Capacity,
+        }
+    }
+
+    fn count_capacity(&mut self, now: Time, len: u64, written_through: bool) {
+        self.gate.handle_capacity_write(now);
+        self.counters.capacity_bytes += len;
+        if written_through {
+            self.counters.write_through_bytes += len;
+        }
+    }
+
+    /// A sequence number for a record placed outside the pipeline's books.
+    pub fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// A data record's payload is in the log: index it.
+    pub fn insert(&mut self, file: FileId, extent: Extent) {
+        self.index.insert(file, extent);
+    }
+
+    /// `file` was truncated to `size` (its record placed and written):
+    /// buffered bytes past it are dropped. Returns the bytes dropped.
+    pub fn truncate(&mut self, file: FileId, size: u64) -> u64 {
+        self.index.truncate(file, size)
+    }
+
+    /// `file` was removed (its record placed and written): its buffered
+    /// bytes are dropped. Returns whether it had any.
+    pub fn remove_file(&mut self, file: FileId) -> bool {
+        self.index.remove_file(file).is_some()
+    }
+
+    /// Buffered pieces and holes of `[offset, offset + len)` of `file`.
+    pub fn lookup(&self, file: FileId, offset: u64, len: u64) -> impl Iterator<Item = Piece> + '_ {
+        self.index.lookup(file, offset, len)
+    }
+
+    /// Whether `file` has buffered bytes.
+    pub fn has_buffered(&self, file: FileId) -> bool {
+        self.index.file(&file).is_some()
+    }
+
+    /// One past the last buffered byte of `file` (0 if none).
+    pub fn buffered_end(&self, file: FileId) -> u64 {
+        self.index
+            .file(&file)
+            .and_then(|f| f.extents().last().map(|e| e.end()))
+            .unwrap_or(0)
+    }
+
+    /// Files with buffered bytes.
+    pub fn buffered_files(&self) -> impl Iterator<Item = FileId> + '_ {
+        self.index.files().map(|(f, _)| f)
+    }
+
+    /// Bytes buffered in the log.
+    pub fn buffered_bytes(&self) -> u64 {
+        self.index.buffered_bytes()
+    }
+
+    /// Whether nothing is buffered and no region is full or flushing: a
+    /// drain is complete.
+    pub fn is_drained(&self) -> bool {
+        self.index.is_empty()
+            && !self
+                .pipeline
+                .states()
+                .any(|(_, s)| matches!(s, RegionState::Full | RegionState::Flushing))
+    }
+
+    /// Whether a region is full or flushing.
+    pub fn flush_pending(&self) -> bool {
+        self.pipeline.full_count() > 0 || self.pipeline.flushing_count() > 0
+    }
+
+    /// Close the filling region so a drain can flush it.
+    pub fn seal(&mut self) -> Option<RegionId> {
+        self.pipeline.seal()
+    }
+
+    /// A drain or unmount is (or is no longer) in progress: the gate lets
+    /// flushing run regardless of traffic while it is.
+    pub fn set_draining(&mut self, draining: bool) {
+        self.gate.set_draining(draining);
+    }
+
+    /// The gate's answer now (for a flusher that checks it between runs).
+    pub fn gate_poll(&self, now: Time) -> GateDecision {
+        self.gate.poll(now, self.pipeline.has_empty())
+    }
+
+    /// What the flusher should do now: the oldest full region, if the
+    /// gate allows flushing.
+    pub fn poll_flush(&self, now: Time) -> FlushPoll {
+        let Some(region) = self.pipeline.poll_flush() else {
+            return FlushPoll::Idle;
+        };
+        match self.gate_poll(now) {
+            GateDecision::Flush(reason) => FlushPoll::Flush { region, reason },
+            GateDecision::Pause { recheck_at } => FlushPoll::Pause { recheck_at },
+        }
+    }
+
+    /// Start flushing `region` (full): the runs of file-contiguous bytes
+    /// it holds, per file in offset order, each at most `run_max_bytes`.
+    /// Look each run up again with [`WriteBuffer::flush_pieces`] before
+    /// writing it: a newer write, truncate or unlink may have superseded it.
+    pub fn start_flush(
+        &mut self,
+        region: RegionId,
+        run_max_bytes: u64,
+    ) -> Result<Vec<FlushRunRef>, PipelineError> {
+        self.pipeline.start_flush(region)?;
+        let mut runs = Vec::new();
+        for (file, extents) in self.index.files() {
+            for run in extents.flush_runs(Some(region), run_max_bytes) {
+                runs.push(FlushRunRef {
+                    file,
+                    file_offset: run.file_offset,
+                    len: run.len,
+                });
+            }
+        }
+        Ok(runs)
+    }
+
+    /// The bytes of `run` still buffered in `region` now: `(file_offset,
+    /// len, location)` per piece.
+    pub fn flush_pieces(&self, region: RegionId, run: FlushRunRef) -> Vec<(u64, u64, LogLocation)> {
+        self.index
+            .lookup(run.file, run.file_offset, run.len)
+            .filter_map(|piece| match piece {
+                Piece::Buffered {
+                    file_offset,
+                    len,
+                    location,
+                    ..
+                } if location.region == region => Some((file_offset, len, location)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `region`'s bytes are durable on the capacity tier and the region was
+    /// reset durably: it is empty again.
+    pub fn finish_flush(&mut self, region: RegionId) -> Result<(), PipelineError> {
+        self.pipeline.finish_flush(region)?;
+        self.index.remove_region(region);
+        if let Some(files) = self.described.get_mut(region.0 as usize) {
+            files.clear();
+        }
+        Ok(())
+    }
+
+    /// The flush of `region` failed; it is retried later.
+    pub fn abort_flush(&mut self, region: RegionId) -> Result<(), PipelineError> {
+        self.pipeline.abort_flush(region)
+    }
+
+    /// The redirector (route, threshold, last stream), for status.
+    pub fn redirector(&self) -> &Redirector {
+        &self.redirector
+    }
+
+    /// The region pipeline, for status.
+    pub fn pipeline(&self) -> &RegionPipeline {
+        &self.pipeline
+    }
+
+    /// The extent index, for status and checks.
+    pub fn index(&self) -> &ExtentIndex {
+        &self.index
+    }
+
+    /// Byte counters of placed writes.
+    pub fn counters(&self) -> WriteBufferCounters {
+        self.counters
+    }
+}

@@ -1,14 +1,15 @@
 //! The burst-buffer engine: SSDUP+ write path, merged read path, flusher,
 //! drain and recovery over two [`Backend`]s (docs/engine.md).
 //!
-//! Writes are classified by the policy crate's [`Redirector`] over all
-//! files. Streams routed to the fast tier are appended as checksummed
-//! records to the region log and indexed; streams routed to the capacity
-//! tier are written there, except a write overlapping buffered bytes, which
-//! is appended to the log instead (it is newer, so newest-wins keeps reads
-//! and the flush right without an invalidation record). Reads merge
-//! buffered extents over capacity bytes. A background flusher drives the
-//! region pipeline and the traffic-aware flush gate.
+//! The policy side — redirector, region pipeline, flush gate, extent index,
+//! sequence numbers and the overlap rule — is one sans-IO [`WriteBuffer`];
+//! this module does its I/O. Records it places in the log are appended as
+//! checksummed records to the region log and indexed; writes it places on
+//! the capacity tier are written there (a write over buffered bytes is
+//! always placed in the log, waiting for room if need be: it is newer, so
+//! newest-wins keeps reads and the flush right without an invalidation
+//! record). Reads merge buffered extents over capacity bytes. A background
+//! flusher polls the write buffer for regions to flush.
 //!
 //! Concurrency: one mutex guards the policies, the index and the log;
 //! foreground operations run under it, except the payload write of a data
@@ -37,10 +38,13 @@ use std::time::{Duration, Instant};
 
 use sluice_env::{Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath};
 use sluice_policy::extent_index::{Extent, ExtentIndex, Piece};
-use sluice_policy::flush_gate::{FlushGate, FlushGateConfig, GateDecision};
-use sluice_policy::pipeline::{Admission, PipelineConfig, RegionPipeline, RegionState, WhenFull};
-use sluice_policy::redirector::{Redirector, RedirectorConfig};
+use sluice_policy::flush_gate::FlushGateConfig;
+use sluice_policy::pipeline::{PipelineConfig, RegionState, WhenFull};
+use sluice_policy::redirector::RedirectorConfig;
 use sluice_policy::token_bucket::TokenBucket;
+use sluice_policy::write_buffer::{
+    FlushPoll, FlushRunRef, Placement, WriteBuffer, WriteBufferConfig,
+};
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
@@ -206,8 +210,6 @@ struct LogRegion {
     in_flight: u32,
     /// Data records: payload offset -> (length, payload checksum).
     records: BTreeMap<u64, (u32, u32)>,
-    /// Files with a path record in this region.
-    paths: HashSet<FileId>,
     /// Appended since the last sync.
     dirty: bool,
 }
@@ -233,23 +235,36 @@ struct OpenFile {
 }
 
 struct State {
-    redirector: Redirector,
-    pipeline: RegionPipeline,
-    gate: FlushGate,
+    /// Redirector, region pipeline, flush gate, extent index and sequence
+    /// numbers: the policy side of every write, truncate and flush.
+    buffer: WriteBuffer,
     /// The flush bandwidth cap.
     flush_tokens: TokenBucket,
-    index: ExtentIndex,
     regions: Vec<LogRegion>,
     files: HashMap<FileId, OpenFile>,
     ids: HashMap<RelPath, FileId>,
     /// Files created by the engine, forgotten before an fsync synced their
     /// directory entry.
     unsynced_creates: HashSet<RelPath>,
-    next_seq: u64,
     next_file_id: u64,
     draining: u32,
     shutdown: bool,
     stats: EngineStats,
+}
+
+impl State {
+    /// The counters, with the byte and wait counts the write buffer keeps.
+    fn stats(&self) -> EngineStats {
+        let placed = self.buffer.counters();
+        EngineStats {
+            fast_bytes: placed.fast_bytes,
+            capacity_bytes: placed.capacity_bytes,
+            forced_to_log_bytes: placed.forced_to_log_bytes,
+            write_through_bytes: placed.write_through_bytes,
+            waits: self.buffer.pipeline().counters().waits,
+            ..self.stats.clone()
+        }
+    }
 }
 
 fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
@@ -380,7 +395,6 @@ impl Engine {
                 file: Arc::new(region),
                 in_flight: 0,
                 records: BTreeMap::new(),
-                paths: HashSet::new(),
                 dirty: false,
             });
         }
@@ -395,17 +409,6 @@ impl Engine {
             )))?;
         }
 
-        let pipeline_config = PipelineConfig {
-            regions: config.regions,
-            region_bytes: config.region_bytes,
-            when_full: config.when_full,
-            wait_max: config.wait_max,
-        };
-        let pipeline = RegionPipeline::restore(pipeline_config, &restore)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-        let redirector = Redirector::new(config.redirector)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-
         // Apply every recovered record in sequence order.
         recovered.sort_by_key(|(_, rec)| rec.header.seq);
         stats.recovered_records = recovered.len() as u64;
@@ -415,6 +418,9 @@ impl Engine {
         // capacity half a crash cut off.
         let mut names: HashMap<FileId, Vec<RelPath>> = HashMap::new();
         let mut next_file_id = 1u64;
+        // (region, file) of every path record: the regions that describe
+        // each file.
+        let mut described: Vec<(RegionId, FileId)> = Vec::new();
         for (region, rec) in &recovered {
             let h = rec.header;
             next_file_id = next_file_id.max(h.file_id.0 + 1);
@@ -427,7 +433,7 @@ impl Engine {
                         if history.last() != Some(path) {
                             history.push(path.clone());
                         }
-                        log_region.paths.insert(h.file_id);
+                        described.push((*region, h.file_id));
                     }
                 }
                 RecordKind::Data => {
@@ -460,29 +466,40 @@ impl Engine {
             stats.recovery_records_per_s = (recovered.len() as f64 / elapsed) as u64;
         }
 
+        let buffer_config = WriteBufferConfig {
+            redirector: config.redirector,
+            pipeline: PipelineConfig {
+                regions: config.regions,
+                region_bytes: config.region_bytes,
+                when_full: config.when_full,
+                wait_max: config.wait_max,
+            },
+            gate: config.flush_gate,
+        };
+        let mut buffer = WriteBuffer::restore(buffer_config, &restore, index, highest_seq + 1)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        for (region, file) in described {
+            buffer.mark_described(region, file);
+        }
         let mut state = State {
-            redirector,
-            pipeline,
-            gate: FlushGate::new(config.flush_gate),
+            buffer,
             flush_tokens: match config.flush_bandwidth {
                 // One merged run may go at once; a larger burst would let
                 // the flusher overshoot the cap after an idle spell.
                 Some(rate) => TokenBucket::new(rate, config.flush_run_max_bytes, Time::ZERO),
                 None => TokenBucket::unlimited(),
             },
-            index,
             regions,
             files: HashMap::new(),
             ids: HashMap::new(),
             unsynced_creates: HashSet::new(),
-            next_seq: highest_seq + 1,
             next_file_id,
             draining: 0,
             shutdown: false,
             stats,
         };
         // Reattach every file that still has buffered bytes.
-        let buffered: Vec<FileId> = state.index.files().map(|(f, _)| f).collect();
+        let buffered: Vec<FileId> = state.buffer.buffered_files().collect();
         for id in buffered {
             let Some(path) = paths.get(&id).cloned() else {
                 return Err(io::Error::new(
@@ -503,11 +520,7 @@ impl Engine {
             }
             let handle = open_creating_parents(capacity.as_ref(), &path)?;
             let capacity_len = handle.len()?;
-            let buffered_end = state
-                .index
-                .file(&id)
-                .and_then(|f| f.extents().last().map(|e| e.end()))
-                .unwrap_or(0);
+            let buffered_end = state.buffer.buffered_end(id);
             attach(
                 &mut state,
                 id,
@@ -538,27 +551,27 @@ impl Engine {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> EngineStats {
-        lock(&self.shared).stats.clone()
+        lock(&self.shared).stats()
     }
 
     /// A snapshot for status displays and metrics.
     pub fn status(&self) -> EngineStatus {
         let state = lock(&self.shared);
-        let last = state.redirector.last_report();
+        let redirector = state.buffer.redirector();
+        let pipeline = state.buffer.pipeline();
+        let last = redirector.last_report();
         EngineStatus {
-            stats: state.stats.clone(),
-            policy: state.redirector.policy().name(),
-            route: state.redirector.route(),
+            stats: state.stats(),
+            policy: redirector.policy().name(),
+            route: redirector.route(),
             last_percentage: last.map(|r| r.percentage),
-            threshold: last
-                .map_or_else(|| state.redirector.threshold().threshold(), |r| r.threshold),
-            regions: state
-                .pipeline
+            threshold: last.map_or_else(|| redirector.threshold().threshold(), |r| r.threshold),
+            regions: pipeline
                 .states()
-                .map(|(r, st)| (st, state.pipeline.used_bytes(r).unwrap_or(0)))
+                .map(|(r, st)| (st, pipeline.used_bytes(r).unwrap_or(0)))
                 .collect(),
             region_bytes: self.shared.config.region_bytes,
-            buffered_bytes: state.index.buffered_bytes(),
+            buffered_bytes: state.buffer.buffered_bytes(),
             open_files: state.files.len(),
             draining: state.draining > 0,
         }
@@ -577,7 +590,7 @@ impl Engine {
 
     /// Bytes buffered in the log (not yet on the capacity tier).
     pub fn buffered_bytes(&self) -> u64 {
-        lock(&self.shared).index.buffered_bytes()
+        lock(&self.shared).buffer.buffered_bytes()
     }
 
     /// Create a new regular file (error if it exists).
@@ -657,47 +670,27 @@ impl Engine {
         if !state.files.contains_key(&file) {
             return Err(unknown(file));
         }
-        let routing = state.redirector.handle_write(WriteRequest {
-            file,
-            offset,
-            len: data.len() as u64,
-        });
+        let routing = state.buffer.handle_write(
+            now,
+            WriteRequest {
+                file,
+                offset,
+                len: data.len() as u64,
+            },
+        );
         if let Some(report) = routing.completed {
             state.stats.streams += 1;
             if report.route == Tier::Fast {
                 state.stats.streams_to_fast += 1;
             }
             if report.next_route != report.route {
-                state.gate.handle_route(now, report.next_route);
+                // The gate heard of it; a paused flusher may go now.
                 shared.changed.notify_all();
             }
         }
-        let overlaps = state.index.covered_bytes(file, offset, data.len() as u64) > 0;
-        let (mut state, appended) = match (routing.tier, overlaps) {
-            (Tier::Fast, _) => {
-                let (state, appended) = append_data(shared, state, file, offset, data, false);
-                (state, appended?)
-            }
-            (Tier::Capacity, true) => {
-                // Newer than buffered bytes it overlaps: it goes to the log
-                // too, so newest-wins keeps reads and the flush right.
-                let (mut state, appended) = append_data(shared, state, file, offset, data, true);
-                appended?;
-                state.stats.forced_to_log_bytes += data.len() as u64;
-                (state, true)
-            }
-            (Tier::Capacity, false) => (state, false),
-        };
-        if !appended {
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            let path = open.path.clone();
-            open.handle.write_at(data, offset).map_err(context(format!(
-                "capacity tier {}: write {path}",
-                shared.capacity.describe()
-            )))?;
-            state.gate.handle_capacity_write(now);
-            state.stats.capacity_bytes += data.len() as u64;
-        }
+        let (s, written) = append_data(shared, state, file, offset, data, routing.tier);
+        let mut state = s;
+        written?;
         let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
         open.size = open.size.max(end);
         Ok(())
@@ -722,7 +715,7 @@ impl Engine {
             vec![0u8; usize::try_from(len).map_err(|_| io::Error::other("read too large"))?];
         let handle = Arc::clone(&open.handle);
         let path = open.path.clone();
-        let pieces: Vec<Piece> = state.index.lookup(file, offset, len).collect();
+        let pieces: Vec<Piece> = state.buffer.lookup(file, offset, len).collect();
         let mut holes = Vec::new();
         for piece in pieces {
             let start = (piece.file_offset() - offset) as usize;
@@ -779,7 +772,7 @@ impl Engine {
         let shared = &*self.shared;
         let mut state = wait_not_busy(shared, lock(shared), file)?;
         let appending = state.files.get(&file).is_some_and(|o| o.appending > 0);
-        if state.index.file(&file).is_some() || appending {
+        if state.buffer.has_buffered(file) || appending {
             let (s, appended) = append_required(
                 shared,
                 state,
@@ -792,7 +785,7 @@ impl Engine {
             // Applied at once, under the same hold of the lock as the
             // record: records still being written are older and are clipped
             // when indexed; newer ones are not touched.
-            state.index.truncate(file, size);
+            state.buffer.truncate(file, size);
             if let Some(open) = state.files.get_mut(&file) {
                 if open.appending > 0 {
                     open.truncations.push((seq, size));
@@ -856,7 +849,7 @@ impl Engine {
             .collect();
         let mut logged = false;
         for (id, new_path) in &moved {
-            if state.index.file(id).is_some() {
+            if state.buffer.has_buffered(*id) {
                 // The new path must be durable before the capacity rename,
                 // or a crash could flush buffered bytes to the old name.
                 let header = RecordHeader::path(*id, new_path, 0)
@@ -940,19 +933,15 @@ impl Engine {
         let shared = &*self.shared;
         let mut state = lock(shared);
         state.draining += 1;
-        state.gate.set_draining(true);
+        state.buffer.set_draining(true);
         shared.changed.notify_all();
         let errors_at_start = state.stats.flush_errors;
         let result = loop {
-            let busy_regions = state
-                .pipeline
-                .states()
-                .any(|(_, s)| matches!(s, RegionState::Full | RegionState::Flushing));
-            if state.index.is_empty() && !busy_regions {
+            if state.buffer.is_drained() {
                 break Ok(());
             }
-            if !busy_regions {
-                state.pipeline.seal();
+            if !state.buffer.flush_pending() {
+                state.buffer.seal();
                 shared.changed.notify_all();
             }
             if state.stats.flush_errors >= errors_at_start + 5 {
@@ -969,7 +958,7 @@ impl Engine {
         };
         state.draining -= 1;
         if state.draining == 0 {
-            state.gate.set_draining(false);
+            state.buffer.set_draining(false);
         }
         result
     }
@@ -1054,7 +1043,7 @@ fn forget_if_unused(state: &mut State, id: FileId) {
         .files
         .get(&id)
         .is_some_and(|o| o.opens == 0 && !o.busy && o.appending == 0)
-        && state.index.file(&id).is_none();
+        && !state.buffer.has_buffered(id);
     if unused {
         if let Some(open) = state.files.remove(&id) {
             state.ids.remove(&open.path);
@@ -1065,12 +1054,6 @@ fn forget_if_unused(state: &mut State, id: FileId) {
             }
         }
     }
-}
-
-fn next_seq(state: &mut State) -> u64 {
-    let seq = state.next_seq;
-    state.next_seq += 1;
-    seq
 }
 
 fn open_creating_parents(
@@ -1177,17 +1160,17 @@ fn read_buffered(state: &State, location: LogLocation, out: &mut [u8]) -> io::Re
     Ok(())
 }
 
-/// Append a write to the log as one or more data records. Returns false
-/// when the pipeline sent it through to the capacity tier instead (only
-/// for writes that are not `forced`; then nothing was appended).
+/// Write `data` at `offset` of `file`, routed to `tier`, record by record:
+/// the write buffer places each in the log (a data record, indexed once
+/// its payload is there) or on the capacity tier (written here).
 fn append_data<'a>(
     shared: &'a Shared,
     mut state: MutexGuard<'a, State>,
     file: FileId,
     offset: u64,
     data: &[u8],
-    forced: bool,
-) -> (MutexGuard<'a, State>, io::Result<bool>) {
+    tier: Tier,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
     let chunk = shared.config.record_max_bytes as usize;
     let mut done = 0usize;
     while done < data.len() {
@@ -1202,7 +1185,7 @@ fn append_data<'a>(
                 )
             }
         };
-        let (s, appended) = reserve_and_append(shared, state, header, part, Some(file), forced);
+        let (s, appended) = reserve_and_append(shared, state, header, part, Some(file), Some(tier));
         state = s;
         match appended {
             Ok(Some((location, seq))) => {
@@ -1222,7 +1205,7 @@ fn append_data<'a>(
                     None => 0,
                 };
                 if len > 0 {
-                    state.index.insert(
+                    state.buffer.insert(
                         file,
                         Extent {
                             file_offset: part_offset,
@@ -1232,30 +1215,30 @@ fn append_data<'a>(
                         },
                     );
                 }
-                if !forced {
-                    state.stats.fast_bytes += part.len() as u64;
-                }
-            }
-            Ok(None) if done == 0 => {
-                state.stats.write_through_bytes += data.len() as u64;
-                return (state, Ok(false));
             }
             Ok(None) => {
-                // The first chunks are in the log; the rest goes through.
-                let rest = &data[done..];
+                // Placed on the capacity tier: nothing buffered overlaps it.
                 let result = match state.files.get(&file) {
-                    Some(open) => open.handle.write_at(rest, offset + done as u64),
+                    Some(open) => {
+                        open.handle
+                            .write_at(part, part_offset)
+                            .map_err(context(format!(
+                                "capacity tier {}: write {}",
+                                shared.capacity.describe(),
+                                open.path
+                            )))
+                    }
                     None => Err(unknown(file)),
                 };
-                state.stats.write_through_bytes += rest.len() as u64;
-                state.stats.capacity_bytes += rest.len() as u64;
-                return (state, result.map(|()| true));
+                if let Err(e) = result {
+                    return (state, Err(e));
+                }
             }
             Err(e) => return (state, Err(e)),
         }
         done += part.len();
     }
-    (state, Ok(true))
+    (state, Ok(()))
 }
 
 /// Append a record that must reach the log (truncate, unlink, path for a
@@ -1267,62 +1250,66 @@ fn append_required<'a>(
     payload: &[u8],
     file: Option<FileId>,
 ) -> (MutexGuard<'a, State>, io::Result<u64>) {
-    let (state, result) = reserve_and_append(shared, state, header, payload, file, true);
+    let (state, result) = reserve_and_append(shared, state, header, payload, file, None);
     (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
 }
 
-/// Reserve room and append `header` + `payload`, preceded by a path record
-/// when `file`'s path is not yet in the region. Sequence numbers are taken
-/// here, under the lock, so log order is sequence order in every region.
-/// Returns the payload's location and the record's sequence number, or
-/// `None` when the pipeline says write through (never when `forced`).
+/// Place `header` + `payload` through the write buffer and append it,
+/// preceded by a path record of `file` when the region does not describe
+/// it yet. A data record (`tier` given: the route of its write) may be
+/// placed on the capacity tier instead: then `None` is returned and nothing
+/// was appended. Any other record must reach the log and waits for room.
+/// Returns the payload's location and the record's sequence number.
 fn reserve_and_append<'a>(
     shared: &'a Shared,
     mut state: MutexGuard<'a, State>,
     mut header: RecordHeader,
     payload: &[u8],
     file: Option<FileId>,
-    forced: bool,
+    tier: Option<Tier>,
 ) -> (
     MutexGuard<'a, State>,
     io::Result<Option<(LogLocation, u64)>>,
 ) {
     let record = record_len(header.len);
-    let first_attempt = shared.clock.now();
-    let mut counted_wait = false;
+    let mut first_attempt = None;
+    let path = match file {
+        Some(id) => match state.files.get(&id) {
+            Some(open) => Some((id, open.path.clone())),
+            None => return (state, Err(unknown(id))),
+        },
+        None => None,
+    };
+    let path_len = path
+        .as_ref()
+        .map_or(0, |(_, p)| record_len(p.as_str().len() as u32));
     loop {
         let now = shared.clock.now();
-        // The path record is needed unless the filling region has it and
-        // this record fits there (the pipeline then appends there).
-        let has_path = match (file, state.pipeline.filling()) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(id), Some(r)) => {
-                let used = state.pipeline.used_bytes(r).unwrap_or(u64::MAX);
-                state.regions[r.0 as usize].paths.contains(&id)
-                    && used.saturating_add(record) <= shared.config.region_bytes
-            }
+        // The same instant as `now` on the first try: the pipeline counts
+        // a wait when the two are equal.
+        let first_attempt = *first_attempt.get_or_insert(now);
+        let full_before = state.buffer.pipeline().full_count();
+        let placement = match (tier, file) {
+            (Some(tier), Some(id)) => state.buffer.place_write(
+                now,
+                id,
+                header.offset,
+                u64::from(header.len),
+                record,
+                path_len,
+                tier,
+                first_attempt,
+            ),
+            _ => state
+                .buffer
+                .place_required(now, file, record, path_len, first_attempt),
         };
-        let path = match (has_path, file) {
-            (false, Some(id)) => match state.files.get(&id) {
-                Some(open) => Some((id, open.path.clone())),
-                None => return (state, Err(unknown(id))),
-            },
-            _ => None,
-        };
-        let path_len = path
-            .as_ref()
-            .map_or(0, |(_, p)| record_len(p.as_str().len() as u32));
-        let total = record + path_len;
-        // A forced append never times out into a write-through.
-        let waiting_since = if forced { now } else { first_attempt };
-        let full_before = state.pipeline.full_count();
-        match state.pipeline.reserve(now, total, waiting_since) {
-            Admission::Append { region, offset } => {
-                let mut at = REGION_HEADER_BYTES + offset;
-                if let Some((id, path)) = path {
-                    let seq = next_seq(&mut state);
-                    let path_header = match RecordHeader::path(id, &path, seq) {
+        match placement {
+            Placement::Log(reservation) => {
+                let region = reservation.region;
+                let mut at = REGION_HEADER_BYTES + reservation.offset;
+                if let (Some(seq), Some((id, path))) = (reservation.describe, &path) {
+                    let path_header = match RecordHeader::path(*id, path, seq) {
                         Ok(h) => h,
                         Err(e) => {
                             return (
@@ -1339,10 +1326,10 @@ fn reserve_and_append<'a>(
                     {
                         return (state, Err(append_error(shared, e)));
                     }
-                    log_region.paths.insert(id);
                     at += path_header.record_len();
                 }
-                header.seq = next_seq(&mut state);
+                debug_assert_eq!(at, REGION_HEADER_BYTES + reservation.record_offset);
+                header.seq = reservation.seq;
                 let log_region = &mut state.regions[region.0 as usize];
                 if header.kind == RecordKind::Data {
                     // The payload is written outside the lock; the index
@@ -1384,7 +1371,7 @@ fn reserve_and_append<'a>(
                 // Wake the flusher only when a region filled: waking it at
                 // every append costs a context switch and lock contention
                 // per write (docs/benchmarks.md, absorption).
-                if state.pipeline.full_count() > full_before {
+                if state.buffer.pipeline().full_count() > full_before {
                     shared.changed.notify_all();
                 }
                 let location = LogLocation {
@@ -1393,12 +1380,11 @@ fn reserve_and_append<'a>(
                 };
                 return (state, Ok(Some((location, header.seq))));
             }
-            Admission::Wait { retry_at_latest } => {
-                if !counted_wait {
-                    state.stats.waits += 1;
-                    counted_wait = true;
-                }
-                if forced && now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
+            Placement::Capacity => return (state, Ok(None)),
+            Placement::Wait { retry_at_latest } => {
+                if now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
+                    // Only records that must reach the log wait this long;
+                    // others go through after `wait_max`.
                     let message = format!(
                         "fast tier {} is full and has not freed a region for {} s; is the capacity tier failing? ({})",
                         shared.fast.describe(),
@@ -1421,13 +1407,11 @@ fn reserve_and_append<'a>(
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
-            Admission::WriteThrough { .. } | Admission::TooLarge if !forced => {
-                return (state, Ok(None))
-            }
-            Admission::WriteThrough { .. } | Admission::TooLarge => {
+            Placement::TooLarge => {
                 let message = format!(
-                    "fast tier {}: no room for a {total} B record",
-                    shared.fast.describe()
+                    "fast tier {}: no room for a {} B record",
+                    shared.fast.describe(),
+                    record + path_len
                 );
                 return (
                     state,
@@ -1482,27 +1466,22 @@ fn sync_log(shared: &Shared, state: &mut State) -> io::Result<Vec<RegionId>> {
 /// scan goes on) instead of a torn tail (which would drop later records).
 /// The commit is an optimisation: when there is no room it is skipped.
 fn commit(shared: &Shared, state: &mut State, synced: &[RegionId]) -> io::Result<()> {
-    let Some(region) = state.pipeline.filling() else {
-        return Ok(());
-    };
-    let len = record_len(0);
-    let used = state.pipeline.used_bytes(region).unwrap_or(u64::MAX);
-    if !synced.contains(&region) || used.saturating_add(len) > shared.config.region_bytes {
-        return Ok(());
+    match state.buffer.pipeline().filling() {
+        Some(region) if synced.contains(&region) => {}
+        _ => return Ok(()),
     }
-    let now = shared.clock.now();
-    // INVARIANT: the filling region has room (checked), so the pipeline
-    // appends there.
-    let Admission::Append { region, offset } = state.pipeline.reserve(now, len, now) else {
-        unreachable!("a filling region with room admits the record");
+    let Some(reservation) = state
+        .buffer
+        .place_optional(shared.clock.now(), record_len(0))
+    else {
+        return Ok(());
     };
-    let seq = next_seq(state);
-    let log_region = &mut state.regions[region.0 as usize];
+    let log_region = &mut state.regions[reservation.region.0 as usize];
     log_region
         .file
         .append_at(
-            REGION_HEADER_BYTES + offset,
-            &RecordHeader::commit(seq),
+            REGION_HEADER_BYTES + reservation.offset,
+            &RecordHeader::commit(reservation.seq),
             &[],
         )
         .map_err(|e| append_error(shared, e))?;
@@ -1522,13 +1501,13 @@ fn drop_file<'a>(
     // A record of the file still being written needs the unlink record
     // too, or recovery would bring the file back with it.
     let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
-    if state.index.file(&id).is_some() || appending {
+    if state.buffer.has_buffered(id) || appending {
         let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
         state = wait_appends(shared, s);
         if let Err(e) = result.and_then(|_| sync_log(shared, &mut state)) {
             return (state, Err(e));
         }
-        state.index.remove_file(id);
+        state.buffer.remove_file(id);
     }
     if let Some(open) = state.files.remove(&id) {
         state.ids.remove(&open.path);
@@ -1582,43 +1561,30 @@ fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
         return Ok(Some(Step::Shutdown));
     }
     let now = shared.clock.now();
-    let Some(region) = state.pipeline.poll_flush() else {
-        return Ok(Some(Step::Idle(Duration::from_millis(100))));
+    let region = match state.buffer.poll_flush(now) {
+        FlushPoll::Idle => return Ok(Some(Step::Idle(Duration::from_millis(100)))),
+        FlushPoll::Pause { recheck_at } => {
+            let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));
+            return Ok(Some(Step::Idle(
+                wait.clamp(Duration::from_millis(1), Duration::from_millis(100)),
+            )));
+        }
+        FlushPoll::Flush { region, .. } => region,
     };
     if state.regions[region.0 as usize].in_flight > 0 {
         // A record is still being written into it; its end notifies.
         return Ok(Some(Step::Idle(Duration::from_millis(10))));
     }
-    let has_empty = state.pipeline.has_empty();
-    if let GateDecision::Pause { recheck_at } = state.gate.poll(now, has_empty) {
-        let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));
-        return Ok(Some(Step::Idle(
-            wait.clamp(Duration::from_millis(1), Duration::from_millis(100)),
-        )));
-    }
-    state
-        .pipeline
-        .start_flush(region)
+    let runs = state
+        .buffer
+        .start_flush(region, shared.config.flush_run_max_bytes)
         .map_err(|e| io::Error::other(e.to_string()))?;
-    let runs: Vec<(FileId, u64, u64)> = {
-        let files: Vec<FileId> = state.index.files().map(|(f, _)| f).collect();
-        let mut runs = Vec::new();
-        for file in files {
-            for run in state
-                .index
-                .flush_runs(file, Some(region), shared.config.flush_run_max_bytes)
-            {
-                runs.push((file, run.file_offset, run.len));
-            }
-        }
-        runs
-    };
     drop(state);
     let mut touched: HashMap<FileId, Arc<dyn BackendFile>> = HashMap::new();
-    for (file, offset, len) in runs {
-        if let Err(e) = flush_run(shared, region, file, offset, len, &mut touched) {
+    for run in runs {
+        if let Err(e) = flush_run(shared, region, run, &mut touched) {
             let mut state = lock(shared);
-            let _ = state.pipeline.abort_flush(region);
+            let _ = state.buffer.abort_flush(region);
             return Err(e);
         }
     }
@@ -1627,7 +1593,7 @@ fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
     for handle in touched.values() {
         if let Err(e) = handle.sync_data() {
             let mut state = lock(shared);
-            let _ = state.pipeline.abort_flush(region);
+            let _ = state.buffer.abort_flush(region);
             return Err(io::Error::new(
                 e.kind(),
                 format!(
@@ -1645,7 +1611,7 @@ fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
         .reset(generation)
         .and_then(|()| log_region.file.sync());
     if let Err(e) = reset {
-        let _ = state.pipeline.abort_flush(region);
+        let _ = state.buffer.abort_flush(region);
         return Err(io::Error::new(
             e.kind(),
             format!(
@@ -1656,55 +1622,39 @@ fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
         ));
     }
     log_region.records.clear();
-    log_region.paths.clear();
     log_region.dirty = false;
-    state.index.remove_region(region);
+    state
+        .buffer
+        .finish_flush(region)
+        .map_err(|e| io::Error::other(e.to_string()))?;
     let flushed: Vec<FileId> = state.files.keys().copied().collect();
     for id in flushed {
         forget_if_unused(&mut state, id);
     }
-    state
-        .pipeline
-        .finish_flush(region)
-        .map_err(|e| io::Error::other(e.to_string()))?;
     state.stats.regions_flushed += 1;
     shared.changed.notify_all();
     Ok(None)
 }
 
-/// Write the bytes of `[offset, offset + len)` of `file` that still live
-/// in `region` to the capacity tier, one piece at a time, looking each up
-/// again under the lock so superseded bytes are never written.
+/// Write the bytes of `run` that still live in `region` to the capacity
+/// tier, one piece at a time, looking them up again under the lock so
+/// superseded bytes are never written.
 fn flush_run(
     shared: &Shared,
     region: RegionId,
-    file: FileId,
-    offset: u64,
-    len: u64,
+    run: FlushRunRef,
     touched: &mut HashMap<FileId, Arc<dyn BackendFile>>,
 ) -> io::Result<()> {
+    let file = run.file;
     let mut state = lock(shared);
-    let pieces: Vec<Piece> = state
-        .index
-        .lookup(file, offset, len)
-        .filter(|p| matches!(p, Piece::Buffered { location, .. } if location.region == region))
-        .collect();
+    let pieces = state.buffer.flush_pieces(region, run);
     let Some(open) = state.files.get(&file) else {
         return Ok(());
     };
     let handle = Arc::clone(&open.handle);
     let path = open.path.clone();
     let mut writes = Vec::with_capacity(pieces.len());
-    for piece in pieces {
-        let Piece::Buffered {
-            file_offset,
-            len,
-            location,
-            ..
-        } = piece
-        else {
-            continue;
-        };
+    for (file_offset, len, location) in pieces {
         let mut buf = vec![0u8; len as usize];
         if let Err(e) = read_buffered(&state, location, &mut buf) {
             if e.kind() == io::ErrorKind::InvalidData {

@@ -239,3 +239,89 @@ fn a_full_fast_tier_waits_then_writes_through_and_loses_nothing() {
         check_slots(&engine, id, 64);
     }
 }
+
+/// The fast tier under `write_through` is full and its flush cannot finish
+/// (the capacity tier's sync fails) until `unblock` clears the fault.
+fn full_log_under_write_through() -> (Arc<FaultBackend>, Engine, FileId, FileId) {
+    use sluice_policy::pipeline::WhenFull;
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    faulty.inject(FaultRule::new(FaultOp::Sync, EIO));
+    let capacity: Arc<dyn Backend> = faulty.clone();
+    let engine = Engine::open(
+        fast,
+        capacity,
+        Arc::new(SystemClock::new()),
+        EngineConfig {
+            when_full: WhenFull::WriteThrough,
+            ..config()
+        },
+    )
+    .unwrap();
+    let g = engine.create(&RelPath::new("g").unwrap()).unwrap();
+    let f = engine.create(&RelPath::new("f").unwrap()).unwrap();
+    // The issue's repro: 1 MiB of G, A × 64 KiB at 0 of F, 1.5 MiB more of
+    // G: both 1 MiB regions are full, and the rest of G went through.
+    engine.write(g, 0, &vec![b'G'; 1024 * 1024]).unwrap();
+    engine.write(f, 0, &vec![b'A'; 64 * 1024]).unwrap();
+    engine
+        .write(g, 1024 * 1024, &vec![b'G'; 1536 * 1024])
+        .unwrap();
+    assert!(engine.stats().write_through_bytes > 0, "the log is full");
+    (faulty, engine, g, f)
+}
+
+/// Clear the capacity tier's fault after a while, from another thread, so
+/// a writer waiting for room is let in by a finished flush.
+fn unblock_later(faulty: &Arc<FaultBackend>) -> std::thread::JoinHandle<()> {
+    let faulty = Arc::clone(faulty);
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        faulty.clear();
+    })
+}
+
+/// Regression (data-path issue): with a full log under `write_through`, a
+/// write over buffered bytes went to the capacity tier and left the older
+/// buffered bytes indexed: reads returned `A…` and the drain wrote `A…`
+/// over `B…`. It must wait for room and go to the log instead.
+#[test]
+fn full_log_write_through_over_buffered_bytes_is_not_lost() {
+    let (faulty, engine, _g, f) = full_log_under_write_through();
+    let unblock = unblock_later(&faulty);
+    engine.write(f, 0, &vec![b'B'; 64 * 1024]).unwrap();
+    unblock.join().unwrap();
+    assert!(engine.read(f, 0, 64 * 1024).unwrap() == vec![b'B'; 64 * 1024]);
+    engine.drain().unwrap();
+    assert!(engine.read(f, 0, 64 * 1024).unwrap() == vec![b'B'; 64 * 1024]);
+    let file = faulty
+        .open(&RelPath::new("f").unwrap(), OpenOptions::default())
+        .unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    file.read_at(&mut buf, 0).unwrap();
+    assert!(buf == vec![b'B'; 64 * 1024], "the capacity file holds B");
+}
+
+/// Regression (data-path issue): with the same full log, truncate and
+/// rename of a file with buffered bytes failed with ENOSPC at once; they
+/// wait for room instead.
+#[test]
+fn full_log_truncate_and_rename_wait_for_room() {
+    let (faulty, engine, _g, f) = full_log_under_write_through();
+    let unblock = unblock_later(&faulty);
+    engine.truncate(f, 1000).unwrap();
+    unblock.join().unwrap();
+    assert_eq!(engine.read(f, 0, 4096).unwrap(), vec![b'A'; 1000]);
+
+    let (faulty, engine, _g, f) = full_log_under_write_through();
+    let unblock = unblock_later(&faulty);
+    let (from, to) = (RelPath::new("f").unwrap(), RelPath::new("h").unwrap());
+    engine.rename(&from, &to).unwrap();
+    unblock.join().unwrap();
+    assert!(engine.read(f, 0, 64 * 1024).unwrap() == vec![b'A'; 64 * 1024]);
+    engine.drain().unwrap();
+    let file = faulty.open(&to, OpenOptions::default()).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    file.read_at(&mut buf, 0).unwrap();
+    assert!(buf == vec![b'A'; 64 * 1024]);
+}

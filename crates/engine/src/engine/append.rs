@@ -1,0 +1,339 @@
+//! Appending to the log: data records placed by the write buffer (or
+//! written to the capacity tier when it says so), records that must reach
+//! the log, log syncs and commit records.
+
+use super::*;
+
+/// Write `data` at `offset` of `file`, routed to `tier`, record by record:
+/// the write buffer places each in the log (a data record, indexed once
+/// its payload is there) or on the capacity tier (written here).
+pub(super) fn append_data<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    file: FileId,
+    offset: u64,
+    data: &[u8],
+    tier: Tier,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    let chunk = shared.config.record_max_bytes as usize;
+    let mut done = 0usize;
+    while done < data.len() {
+        let part = &data[done..(done + chunk).min(data.len())];
+        let part_offset = offset + done as u64;
+        let header = match RecordHeader::data(file, part_offset, part, 0) {
+            Ok(h) => h,
+            Err(e) => {
+                return (
+                    state,
+                    Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
+                )
+            }
+        };
+        let (s, appended) = reserve_and_append(shared, state, header, part, Some(file), Some(tier));
+        state = s;
+        match appended {
+            Ok(Some((location, seq))) => {
+                // A truncation newer than this record, made while it was
+                // being written, clips it (as replay in sequence order
+                // would); an unlinked file takes nothing.
+                let limit = state.files.get(&file).map(|open| {
+                    open.truncations
+                        .iter()
+                        .filter(|(t, _)| *t > seq)
+                        .map(|(_, size)| *size)
+                        .min()
+                        .unwrap_or(u64::MAX)
+                });
+                let len = match limit {
+                    Some(limit) => limit.saturating_sub(part_offset).min(part.len() as u64),
+                    None => 0,
+                };
+                if len > 0 {
+                    state.buffer.insert(
+                        file,
+                        Extent {
+                            file_offset: part_offset,
+                            len: len as u32,
+                            location,
+                            seq,
+                        },
+                    );
+                }
+            }
+            Ok(None) => {
+                // Placed on the capacity tier: nothing buffered overlaps it.
+                let result = match state.files.get(&file) {
+                    Some(open) => {
+                        open.handle
+                            .write_at(part, part_offset)
+                            .map_err(context(format!(
+                                "capacity tier {}: write {}",
+                                shared.capacity.describe(),
+                                open.path
+                            )))
+                    }
+                    None => Err(unknown(file)),
+                };
+                if let Err(e) = result {
+                    return (state, Err(e));
+                }
+            }
+            Err(e) => return (state, Err(e)),
+        }
+        done += part.len();
+    }
+    (state, Ok(()))
+}
+
+/// Append a record that must reach the log (truncate, unlink, path for a
+/// rename), waiting for space; returns its sequence number.
+pub(super) fn append_required<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    header: RecordHeader,
+    payload: &[u8],
+    file: Option<FileId>,
+) -> (MutexGuard<'a, State>, io::Result<u64>) {
+    let (state, result) = reserve_and_append(shared, state, header, payload, file, None);
+    (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
+}
+
+/// Place `header` + `payload` through the write buffer and append it,
+/// preceded by a path record of `file` when the region does not describe
+/// it yet. A data record (`tier` given: the route of its write) may be
+/// placed on the capacity tier instead: then `None` is returned and nothing
+/// was appended. Any other record must reach the log and waits for room.
+/// Returns the payload's location and the record's sequence number.
+pub(super) fn reserve_and_append<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    mut header: RecordHeader,
+    payload: &[u8],
+    file: Option<FileId>,
+    tier: Option<Tier>,
+) -> (
+    MutexGuard<'a, State>,
+    io::Result<Option<(LogLocation, u64)>>,
+) {
+    let record = record_len(header.len);
+    let mut first_attempt = None;
+    let path = match file {
+        Some(id) => match state.files.get(&id) {
+            Some(open) => Some((id, open.path.clone())),
+            None => return (state, Err(unknown(id))),
+        },
+        None => None,
+    };
+    let path_len = path
+        .as_ref()
+        .map_or(0, |(_, p)| record_len(p.as_str().len() as u32));
+    loop {
+        let now = shared.clock.now();
+        // The same instant as `now` on the first try: the pipeline counts
+        // a wait when the two are equal.
+        let first_attempt = *first_attempt.get_or_insert(now);
+        let full_before = state.buffer.pipeline().full_count();
+        let placement = match (tier, file) {
+            (Some(tier), Some(id)) => state.buffer.place_write(
+                now,
+                id,
+                header.offset,
+                u64::from(header.len),
+                record,
+                path_len,
+                tier,
+                first_attempt,
+            ),
+            _ => state
+                .buffer
+                .place_required(now, file, record, path_len, first_attempt),
+        };
+        match placement {
+            Placement::Log(reservation) => {
+                let region = reservation.region;
+                let mut at = REGION_HEADER_BYTES + reservation.offset;
+                if let (Some(seq), Some((id, path))) = (reservation.describe, &path) {
+                    let path_header = match RecordHeader::path(*id, path, seq) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            return (
+                                state,
+                                Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
+                            )
+                        }
+                    };
+                    let log_region = &mut state.regions[region.0 as usize];
+                    if let Err(e) =
+                        log_region
+                            .file
+                            .append_at(at, &path_header, path.as_str().as_bytes())
+                    {
+                        return (state, Err(append_error(shared, e)));
+                    }
+                    at += path_header.record_len();
+                }
+                debug_assert_eq!(at, REGION_HEADER_BYTES + reservation.record_offset);
+                header.seq = reservation.seq;
+                let log_region = &mut state.regions[region.0 as usize];
+                if header.kind == RecordKind::Data {
+                    // The payload is written outside the lock; the index
+                    // learns of it only once it is there (append_data).
+                    log_region.in_flight += 1;
+                    let region_file = Arc::clone(&log_region.file);
+                    if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
+                        open.appending += 1;
+                    }
+                    drop(state);
+                    let written = region_file.append_at(at, &header, payload);
+                    state = lock(shared);
+                    let log_region = &mut state.regions[region.0 as usize];
+                    log_region.in_flight -= 1;
+                    let idle = log_region.in_flight == 0;
+                    if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
+                        open.appending -= 1;
+                        if open.appending == 0 {
+                            open.truncations.clear();
+                        }
+                    }
+                    if idle {
+                        shared.changed.notify_all();
+                    }
+                    if let Err(e) = written {
+                        return (state, Err(append_error(shared, e)));
+                    }
+                } else if let Err(e) = log_region.file.append_at(at, &header, payload) {
+                    return (state, Err(append_error(shared, e)));
+                }
+                let log_region = &mut state.regions[region.0 as usize];
+                log_region.dirty = true;
+                let payload_offset = at + crate::log::RECORD_HEADER_BYTES;
+                if header.kind == RecordKind::Data {
+                    log_region
+                        .records
+                        .insert(payload_offset, (header.len, header.payload_crc));
+                }
+                // Wake the flusher only when a region filled: waking it at
+                // every append costs a context switch and lock contention
+                // per write (docs/benchmarks.md, absorption).
+                if state.buffer.pipeline().full_count() > full_before {
+                    shared.changed.notify_all();
+                }
+                let location = LogLocation {
+                    region,
+                    offset: payload_offset,
+                };
+                return (state, Ok(Some((location, header.seq))));
+            }
+            Placement::Capacity => return (state, Ok(None)),
+            Placement::Wait { retry_at_latest } => {
+                if now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
+                    // Only records that must reach the log wait this long;
+                    // others go through after `wait_max`.
+                    let message = format!(
+                        "fast tier {} is full and has not freed a region for {} s; is the capacity tier failing? ({})",
+                        shared.fast.describe(),
+                        FORCED_WAIT_MAX.as_secs(),
+                        state.stats.last_flush_error.clone().unwrap_or_default()
+                    );
+                    return (
+                        state,
+                        Err(io::Error::new(io::ErrorKind::StorageFull, message)),
+                    );
+                }
+                // Wake the flusher (the starvation guard lets it flush now).
+                shared.changed.notify_all();
+                let wait = retry_at_latest
+                    .saturating_since(now)
+                    .clamp(Duration::from_millis(1), Duration::from_millis(100));
+                state = shared
+                    .changed
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            Placement::TooLarge => {
+                let message = format!(
+                    "fast tier {}: no room for a {} B record",
+                    shared.fast.describe(),
+                    record + path_len
+                );
+                return (
+                    state,
+                    Err(io::Error::new(io::ErrorKind::StorageFull, message)),
+                );
+            }
+        }
+    }
+}
+
+pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "fast tier {}: append to the log: {e}",
+            shared.fast.describe()
+        ),
+    )
+}
+
+/// Wait until no data record is being written outside the lock, so a
+/// sync covers a hole-free prefix of every region.
+pub(super) fn wait_appends<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+) -> MutexGuard<'a, State> {
+    while state.regions.iter().any(|r| r.in_flight > 0) {
+        state = shared
+            .changed
+            .wait(state)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+    state
+}
+
+/// Sync every log region appended to since its last sync. Callers first
+/// [`wait_appends`].
+pub(super) fn sync_log(shared: &Shared, state: &mut State) -> io::Result<Vec<RegionId>> {
+    let mut synced = Vec::new();
+    for region in state.regions.iter_mut().filter(|r| r.dirty) {
+        region.file.sync().map_err(context(format!(
+            "fast tier {}: sync the log",
+            shared.fast.describe()
+        )))?;
+        region.dirty = false;
+        synced.push(region.file.region());
+    }
+    Ok(synced)
+}
+
+/// After `synced` regions were synced: append a commit record to the
+/// filling region if it is one of them and has room, and sync it. Records
+/// before a commit are known to be synced, so recovery checks only their
+/// headers and treats a failure among them as corruption (reported, the
+/// scan goes on) instead of a torn tail (which would drop later records).
+/// The commit is an optimisation: when there is no room it is skipped.
+pub(super) fn commit(shared: &Shared, state: &mut State, synced: &[RegionId]) -> io::Result<()> {
+    match state.buffer.pipeline().filling() {
+        Some(region) if synced.contains(&region) => {}
+        _ => return Ok(()),
+    }
+    let Some(reservation) = state
+        .buffer
+        .place_optional(shared.clock.now(), record_len(0))
+    else {
+        return Ok(());
+    };
+    let log_region = &mut state.regions[reservation.region.0 as usize];
+    log_region
+        .file
+        .append_at(
+            REGION_HEADER_BYTES + reservation.offset,
+            &RecordHeader::commit(reservation.seq),
+            &[],
+        )
+        .map_err(|e| append_error(shared, e))?;
+    log_region.file.sync().map_err(context(format!(
+        "fast tier {}: sync the log",
+        shared.fast.describe()
+    )))
+}

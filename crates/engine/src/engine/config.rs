@@ -1,0 +1,136 @@
+//! The engine's configuration, counters and status snapshot.
+
+use super::*;
+
+/// Engine configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Traffic detection and redirection.
+    pub redirector: RedirectorConfig,
+    /// Log regions (at least 2).
+    pub regions: u32,
+    /// Bytes of records per region (the region file is this plus its header).
+    pub region_bytes: u64,
+    /// What a write routed to a full fast tier does.
+    pub when_full: WhenFull,
+    /// Longest wait for a free region before writing through.
+    pub wait_max: Duration,
+    /// The traffic-aware flush gate.
+    pub flush_gate: FlushGateConfig,
+    /// Largest merged write of a flush.
+    pub flush_run_max_bytes: u64,
+    /// Writes larger than this are appended as several records.
+    pub record_max_bytes: u32,
+    /// Cap on the flusher's write rate to the capacity tier, bytes per
+    /// second (`None`: as fast as the tier takes them). Applies to drains
+    /// too: the cap protects a shared capacity tier, whoever asks.
+    pub flush_bandwidth: Option<NonZeroU64>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            redirector: RedirectorConfig::default(),
+            regions: 2,
+            region_bytes: 256 * 1024 * 1024,
+            when_full: WhenFull::Wait,
+            wait_max: Duration::from_secs(1),
+            flush_gate: FlushGateConfig::default(),
+            flush_run_max_bytes: 4 * 1024 * 1024,
+            record_max_bytes: 1024 * 1024,
+            flush_bandwidth: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Check the ranges; errors say which key and what it must be.
+    pub fn validate(&self) -> io::Result<()> {
+        let invalid = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        if self.regions < 2 {
+            return invalid(format!(
+                "regions = {}: at least 2, so one region fills while another flushes",
+                self.regions
+            ));
+        }
+        if self.record_max_bytes == 0 || self.flush_run_max_bytes == 0 {
+            return invalid("record_max_bytes and flush_run_max_bytes must be above 0".into());
+        }
+        // A record and the path record before it must fit in a region.
+        let largest =
+            record_len(self.record_max_bytes) + record_len(crate::log::MAX_PATH_BYTES as u32);
+        if self.region_bytes < largest {
+            return invalid(format!(
+                "region_bytes = {}: must hold the largest record and a path ({largest} B); \
+                 raise region_bytes or lower record_max_bytes",
+                self.region_bytes
+            ));
+        }
+        self.redirector
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+    }
+}
+
+/// Counters for `sluice status` and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes of writes appended to the log because the detector routed them there.
+    pub fast_bytes: u64,
+    /// Bytes written straight to the capacity tier.
+    pub capacity_bytes: u64,
+    /// Bytes routed to the capacity tier but appended to the log because
+    /// they overlapped buffered bytes.
+    pub forced_to_log_bytes: u64,
+    /// Bytes that waited too long for a region and went to the capacity tier.
+    pub write_through_bytes: u64,
+    /// Writes that waited for a free region.
+    pub waits: u64,
+    /// Regions flushed and reset.
+    pub regions_flushed: u64,
+    /// Bytes written to the capacity tier by the flusher.
+    pub flushed_bytes: u64,
+    /// Flush attempts that failed (the region stays buffered and is retried).
+    pub flush_errors: u64,
+    /// The last flush error, with the path.
+    pub last_flush_error: Option<String>,
+    /// Records recovered at start.
+    pub recovered_records: u64,
+    /// Recovery speed at start, records per second.
+    pub recovery_records_per_s: u64,
+    /// Regions whose log ended in a torn tail at start.
+    pub torn_tails: u64,
+    /// Corrupt byte ranges found at start (reported, never served).
+    pub corrupt_ranges: u64,
+    /// Payloads whose checksum failed on read or flush (never served).
+    pub corrupt_payloads: u64,
+    /// Write streams classified by the detector.
+    pub streams: u64,
+    /// Streams routed to the fast tier.
+    pub streams_to_fast: u64,
+}
+
+/// Where the engine stands now: for `sluice status` and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineStatus {
+    /// The counters.
+    pub stats: EngineStats,
+    /// The redirection policy's name.
+    pub policy: &'static str,
+    /// Where new streams go now.
+    pub route: Tier,
+    /// The last completed stream's random percentage (0–1).
+    pub last_percentage: Option<f64>,
+    /// The threshold the last stream was judged against.
+    pub threshold: f64,
+    /// Each region's state and used record bytes.
+    pub regions: Vec<(RegionState, u64)>,
+    /// Record bytes per region.
+    pub region_bytes: u64,
+    /// Bytes buffered in the log (live extents).
+    pub buffered_bytes: u64,
+    /// Files the engine holds open.
+    pub open_files: usize,
+    /// A drain is in progress.
+    pub draining: bool,
+}

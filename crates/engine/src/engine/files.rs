@@ -1,0 +1,113 @@
+//! The table of open files: registering, forgetting, waiting for the
+//! flusher, dropping a removed file's buffered bytes durably.
+
+use super::*;
+
+pub(super) fn unknown(file: FileId) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no open file with id {}", file.0),
+    )
+}
+
+pub(super) fn register(
+    state: &mut State,
+    path: RelPath,
+    handle: Arc<dyn BackendFile>,
+    size: u64,
+    created: bool,
+) -> FileId {
+    let id = FileId(state.next_file_id);
+    state.next_file_id += 1;
+    attach(state, id, path, handle, size, created);
+    id
+}
+
+/// Make `id` an open file at `path`.
+pub(super) fn attach(
+    state: &mut State,
+    id: FileId,
+    path: RelPath,
+    handle: Arc<dyn BackendFile>,
+    size: u64,
+    created_unsynced: bool,
+) {
+    state.ids.insert(path.clone(), id);
+    state.files.insert(
+        id,
+        OpenFile {
+            path,
+            handle,
+            size,
+            busy: false,
+            created_unsynced,
+            opens: 0,
+            appending: 0,
+            truncations: Vec::new(),
+        },
+    );
+}
+
+pub(super) fn opened(state: &mut State, id: FileId) {
+    if let Some(open) = state.files.get_mut(&id) {
+        open.opens += 1;
+    }
+}
+
+/// Drop `id` from the maps if no open is outstanding, the flusher is not
+/// writing it and nothing of it is buffered.
+pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
+    let unused = state
+        .files
+        .get(&id)
+        .is_some_and(|o| o.opens == 0 && !o.busy && o.appending == 0)
+        && !state.buffer.has_buffered(id);
+    if unused {
+        if let Some(open) = state.files.remove(&id) {
+            state.ids.remove(&open.path);
+            if open.created_unsynced {
+                // A later fsync of the file (opened again) still owes
+                // its directory entry a sync.
+                state.unsynced_creates.insert(open.path);
+            }
+        }
+    }
+}
+
+pub(super) fn wait_not_busy<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    file: FileId,
+) -> io::Result<MutexGuard<'a, State>> {
+    while state.files.get(&file).is_some_and(|f| f.busy) {
+        state = shared
+            .changed
+            .wait(state)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+    Ok(state)
+}
+
+/// Forget `id`: an unlink record (durable) if it has buffered bytes, then
+/// the index and the maps.
+pub(super) fn drop_file<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    id: FileId,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    // A record of the file still being written needs the unlink record
+    // too, or recovery would bring the file back with it.
+    let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
+    if state.buffer.has_buffered(id) || appending {
+        let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
+        state = wait_appends(shared, s);
+        if let Err(e) = result.and_then(|_| sync_log(shared, &mut state)) {
+            return (state, Err(e));
+        }
+        state.buffer.remove_file(id);
+    }
+    if let Some(open) = state.files.remove(&id) {
+        state.ids.remove(&open.path);
+    }
+    (state, Ok(()))
+}

@@ -1,0 +1,209 @@
+//! The flusher thread: polls the write buffer for a region to flush,
+//! writes its runs to the capacity tier (each looked up again under the
+//! lock), syncs the files, resets the region.
+
+use super::*;
+
+/// One region flush step's outcome.
+pub(super) enum Step {
+    /// Nothing to do now; wait this long or until notified.
+    Idle(Duration),
+    /// Stop the thread.
+    Shutdown,
+}
+
+pub(super) fn flusher_loop(shared: &Shared) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match flush_one_region(shared) {
+            Ok(Some(step)) => {
+                let state = lock(shared);
+                match step {
+                    Step::Shutdown => return,
+                    Step::Idle(d) => {
+                        let _ = shared.changed.wait_timeout(state, d);
+                    }
+                }
+            }
+            Ok(None) => backoff = Duration::from_millis(50),
+            Err(e) => {
+                let mut state = lock(shared);
+                state.stats.flush_errors += 1;
+                state.stats.last_flush_error = Some(e.to_string());
+                shared.changed.notify_all();
+                if state.shutdown {
+                    return;
+                }
+                let _ = shared.changed.wait_timeout(state, backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Flush the oldest full region if the gate allows: `Ok(None)` when a
+/// region was flushed and reset, `Ok(Some(step))` when there was nothing
+/// to do, `Err` when a flush failed (the region stays buffered).
+pub(super) fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
+    let mut state = lock(shared);
+    if state.shutdown {
+        return Ok(Some(Step::Shutdown));
+    }
+    let now = shared.clock.now();
+    let region = match state.buffer.poll_flush(now) {
+        FlushPoll::Idle => return Ok(Some(Step::Idle(Duration::from_millis(100)))),
+        FlushPoll::Pause { recheck_at } => {
+            let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));
+            return Ok(Some(Step::Idle(
+                wait.clamp(Duration::from_millis(1), Duration::from_millis(100)),
+            )));
+        }
+        FlushPoll::Flush { region, .. } => region,
+    };
+    if state.regions[region.0 as usize].in_flight > 0 {
+        // A record is still being written into it; its end notifies.
+        return Ok(Some(Step::Idle(Duration::from_millis(10))));
+    }
+    let runs = state
+        .buffer
+        .start_flush(region, shared.config.flush_run_max_bytes)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    drop(state);
+    let mut touched: HashMap<FileId, Arc<dyn BackendFile>> = HashMap::new();
+    for run in runs {
+        if let Err(e) = flush_run(shared, region, run, &mut touched) {
+            let mut state = lock(shared);
+            let _ = state.buffer.abort_flush(region);
+            return Err(e);
+        }
+    }
+    // Every capacity file the region's bytes went to is synced before the
+    // region can be reused (DESIGN §4.5).
+    for handle in touched.values() {
+        if let Err(e) = handle.sync_data() {
+            let mut state = lock(shared);
+            let _ = state.buffer.abort_flush(region);
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "capacity tier {}: sync after flush: {e}",
+                    shared.capacity.describe()
+                ),
+            ));
+        }
+    }
+    let mut state = lock(shared);
+    let log_region = &mut state.regions[region.0 as usize];
+    let generation = log_region.file.generation() + 1;
+    let reset = log_region
+        .file
+        .reset(generation)
+        .and_then(|()| log_region.file.sync());
+    if let Err(e) = reset {
+        let _ = state.buffer.abort_flush(region);
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "fast tier {}: reset region {}: {e}",
+                shared.fast.describe(),
+                region.0
+            ),
+        ));
+    }
+    log_region.records.clear();
+    log_region.dirty = false;
+    state
+        .buffer
+        .finish_flush(region)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let flushed: Vec<FileId> = state.files.keys().copied().collect();
+    for id in flushed {
+        forget_if_unused(&mut state, id);
+    }
+    state.stats.regions_flushed += 1;
+    shared.changed.notify_all();
+    Ok(None)
+}
+
+/// Write the bytes of `run` that still live in `region` to the capacity
+/// tier, one piece at a time, looking them up again under the lock so
+/// superseded bytes are never written.
+pub(super) fn flush_run(
+    shared: &Shared,
+    region: RegionId,
+    run: FlushRunRef,
+    touched: &mut HashMap<FileId, Arc<dyn BackendFile>>,
+) -> io::Result<()> {
+    let file = run.file;
+    let mut state = lock(shared);
+    let pieces = state.buffer.flush_pieces(region, run);
+    let Some(open) = state.files.get(&file) else {
+        return Ok(());
+    };
+    let handle = Arc::clone(&open.handle);
+    let path = open.path.clone();
+    let mut writes = Vec::with_capacity(pieces.len());
+    for (file_offset, len, location) in pieces {
+        let mut buf = vec![0u8; len as usize];
+        if let Err(e) = read_buffered(&state, location, &mut buf) {
+            if e.kind() == io::ErrorKind::InvalidData {
+                state.stats.corrupt_payloads += 1;
+            }
+            return Err(io::Error::new(e.kind(), format!("flush {path}: {e}")));
+        }
+        writes.push((file_offset, buf));
+    }
+    if writes.is_empty() {
+        return Ok(());
+    }
+    if let Some(open) = state.files.get_mut(&file) {
+        open.busy = true;
+    }
+    drop(state);
+    let mut result = Ok(());
+    let mut written = 0u64;
+    for (at, buf) in &writes {
+        take_flush_tokens(shared, buf.len() as u64);
+        if let Err(e) = handle.write_at(buf, *at) {
+            result = Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "capacity tier {}: flush {path}: {e}",
+                    shared.capacity.describe()
+                ),
+            ));
+            break;
+        }
+        written += buf.len() as u64;
+    }
+    let mut state = lock(shared);
+    if let Some(open) = state.files.get_mut(&file) {
+        open.busy = false;
+    }
+    state.stats.flushed_bytes += written;
+    shared.changed.notify_all();
+    touched.insert(file, handle);
+    result
+}
+
+/// Wait until the flush bandwidth cap lets `bytes` more go to the capacity
+/// tier (at once when there is no cap). A shutdown ends the wait early, so
+/// closing never sleeps out the cap; that one run then goes unthrottled.
+pub(super) fn take_flush_tokens(shared: &Shared, bytes: u64) {
+    loop {
+        let now = shared.clock.now();
+        let mut state = lock(shared);
+        if state.shutdown {
+            return;
+        }
+        match state.flush_tokens.try_take(now, bytes) {
+            Ok(()) => return,
+            Err(at) => {
+                drop(state);
+                shared
+                    .clock
+                    .sleep(at.saturating_since(now).min(Duration::from_millis(100)));
+            }
+        }
+    }
+}

@@ -1,0 +1,618 @@
+//! The burst-buffer engine: SSDUP+ write path, merged read path, flusher,
+//! drain and recovery over two [`Backend`]s (docs/engine.md).
+//!
+//! The policy side — redirector, region pipeline, flush gate, extent index,
+//! sequence numbers and the overlap rule — is one sans-IO [`WriteBuffer`];
+//! this module does its I/O. Records it places in the log are appended as
+//! checksummed records to the region log and indexed; writes it places on
+//! the capacity tier are written there (a write over buffered bytes is
+//! always placed in the log, waiting for room if need be: it is newer, so
+//! newest-wins keeps reads and the flush right without an invalidation
+//! record). Reads merge buffered extents over capacity bytes. A background
+//! flusher polls the write buffer for regions to flush.
+//!
+//! Layout: this file holds the shared state and the public API; `config`
+//! (configuration, counters, status), `recovery` (open), `files` (the
+//! open-file table), `append` (placing and appending records, log syncs),
+//! `read` (buffered and capacity reads) and `flush` (the flusher thread).
+//!
+//! Concurrency: one mutex guards the policies, the index and the log;
+//! foreground operations run under it, except the payload write of a data
+//! record, which happens outside it between its reservation and its index
+//! insert (in flight; syncs and flushes wait for in-flight records). The flusher
+//! takes it to pick the next piece, marks the file busy, and writes to the
+//! capacity tier outside it; truncate, unlink and rename wait for a busy
+//! file. Before each piece is written the flusher looks it up again, so it
+//! never writes bytes that a newer write, a truncate or an unlink has
+//! superseded.
+//!
+//! INVARIANTS:
+//! - every indexed extent points at a data record whose payload checksum is
+//!   in its region's record table;
+//! - every region holding a record of a file holds a path record of it
+//!   written before that record (regions are self-describing);
+//! - a region is reset only after every capacity file it was flushed to has
+//!   been synced, and only when it is the oldest region holding records.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io;
+use std::num::NonZeroU64;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sluice_env::{Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath};
+use sluice_policy::extent_index::{Extent, ExtentIndex, Piece};
+use sluice_policy::flush_gate::FlushGateConfig;
+use sluice_policy::pipeline::{PipelineConfig, RegionState, WhenFull};
+use sluice_policy::redirector::RedirectorConfig;
+use sluice_policy::token_bucket::TokenBucket;
+use sluice_policy::write_buffer::{
+    FlushPoll, FlushRunRef, Placement, WriteBuffer, WriteBufferConfig,
+};
+use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
+
+use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
+
+mod append;
+mod config;
+mod files;
+mod flush;
+mod read;
+mod recovery;
+
+use append::*;
+pub use config::{EngineConfig, EngineStats, EngineStatus};
+use files::*;
+use flush::*;
+pub(crate) use read::read_fully;
+use read::*;
+
+/// How long a write that must go to the log (it overlaps buffered bytes)
+/// waits for space before it fails with "storage full".
+const FORCED_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// The burst buffer over a fast and a capacity backend.
+pub struct Engine {
+    shared: Arc<Shared>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    fast: Arc<dyn Backend>,
+    capacity: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+struct LogRegion {
+    /// Shared so a data record's payload can be written outside the lock.
+    file: Arc<RegionFile>,
+    /// Data records reserved in this region whose payload is being written
+    /// outside the lock: syncs and flushes of the region wait for 0, so a
+    /// synced region never has a hole before a synced record.
+    in_flight: u32,
+    /// Data records: payload offset -> (length, payload checksum).
+    records: BTreeMap<u64, (u32, u32)>,
+    /// Appended since the last sync.
+    dirty: bool,
+}
+
+struct OpenFile {
+    path: RelPath,
+    handle: Arc<dyn BackendFile>,
+    /// Logical size: capacity bytes and buffered bytes together.
+    size: u64,
+    /// The flusher is writing this file outside the lock.
+    busy: bool,
+    /// Created by the engine and its directory not yet synced.
+    created_unsynced: bool,
+    /// `create`/`open_file` calls not yet matched by `release`. A released
+    /// file is forgotten once nothing of it is buffered.
+    opens: u32,
+    /// Data records of this file being written outside the lock.
+    appending: u32,
+    /// Truncations (sequence, size) made while records of the file were in
+    /// flight: a record older than one is clipped to its size when it is
+    /// indexed, as recovery's replay in sequence order would do.
+    truncations: Vec<(u64, u64)>,
+}
+
+struct State {
+    /// Redirector, region pipeline, flush gate, extent index and sequence
+    /// numbers: the policy side of every write, truncate and flush.
+    buffer: WriteBuffer,
+    /// The flush bandwidth cap.
+    flush_tokens: TokenBucket,
+    regions: Vec<LogRegion>,
+    files: HashMap<FileId, OpenFile>,
+    ids: HashMap<RelPath, FileId>,
+    /// Files created by the engine, forgotten before an fsync synced their
+    /// directory entry.
+    unsynced_creates: HashSet<RelPath>,
+    next_file_id: u64,
+    draining: u32,
+    shutdown: bool,
+    stats: EngineStats,
+}
+
+impl State {
+    /// The counters, with the byte and wait counts the write buffer keeps.
+    fn stats(&self) -> EngineStats {
+        let placed = self.buffer.counters();
+        EngineStats {
+            fast_bytes: placed.fast_bytes,
+            capacity_bytes: placed.capacity_bytes,
+            forced_to_log_bytes: placed.forced_to_log_bytes,
+            write_through_bytes: placed.write_through_bytes,
+            waits: self.buffer.pipeline().counters().waits,
+            ..self.stats.clone()
+        }
+    }
+}
+
+fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, State> {
+    // A panic while holding the lock is a bug; the state may be mid-update,
+    // but refusing every later call would lose the buffered data's chance
+    // to be drained, so the guard is recovered.
+    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn region_path(r: u32) -> io::Result<RelPath> {
+    RelPath::new(&format!("log/region-{r:04}"))
+}
+
+impl Engine {
+    /// Open the engine: create or recover the log on `fast`, then start the
+    /// flusher. Buffered data found in the log is indexed and will be
+    /// flushed.
+    pub fn open(
+        fast: Arc<dyn Backend>,
+        capacity: Arc<dyn Backend>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> io::Result<Engine> {
+        recovery::open(fast, capacity, clock, config)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> EngineStats {
+        lock(&self.shared).stats()
+    }
+
+    /// A snapshot for status displays and metrics.
+    pub fn status(&self) -> EngineStatus {
+        let state = lock(&self.shared);
+        let redirector = state.buffer.redirector();
+        let pipeline = state.buffer.pipeline();
+        let last = redirector.last_report();
+        EngineStatus {
+            stats: state.stats(),
+            policy: redirector.policy().name(),
+            route: redirector.route(),
+            last_percentage: last.map(|r| r.percentage),
+            threshold: last.map_or_else(|| redirector.threshold().threshold(), |r| r.threshold),
+            regions: pipeline
+                .states()
+                .map(|(r, st)| (st, pipeline.used_bytes(r).unwrap_or(0)))
+                .collect(),
+            region_bytes: self.shared.config.region_bytes,
+            buffered_bytes: state.buffer.buffered_bytes(),
+            open_files: state.files.len(),
+            draining: state.draining > 0,
+        }
+    }
+
+    /// The fast tier (for `statfs` and status).
+    pub fn fast_tier(&self) -> &Arc<dyn Backend> {
+        &self.shared.fast
+    }
+
+    /// The capacity tier, for metadata operations that do not touch file
+    /// data (attributes, links, xattrs): the mount passes them through.
+    pub fn capacity_tier(&self) -> &Arc<dyn Backend> {
+        &self.shared.capacity
+    }
+
+    /// Bytes buffered in the log (not yet on the capacity tier).
+    pub fn buffered_bytes(&self) -> u64 {
+        lock(&self.shared).buffer.buffered_bytes()
+    }
+
+    /// Create a new regular file (error if it exists).
+    pub fn create(&self, path: &RelPath) -> io::Result<FileId> {
+        let mut state = lock(&self.shared);
+        if state.ids.contains_key(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("create {path}: file exists"),
+            ));
+        }
+        let handle = self
+            .shared
+            .capacity
+            .open(
+                path,
+                OpenOptions {
+                    create: true,
+                    create_new: true,
+                    truncate: false,
+                },
+            )
+            .map_err(context(format!("create {path}")))?;
+        let id = register(&mut state, path.clone(), handle, 0, true);
+        opened(&mut state, id);
+        Ok(id)
+    }
+
+    /// Open an existing regular file.
+    pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
+        let mut state = lock(&self.shared);
+        if let Some(&id) = state.ids.get(path) {
+            opened(&mut state, id);
+            return Ok(id);
+        }
+        let handle = self
+            .shared
+            .capacity
+            .open(path, OpenOptions::default())
+            .map_err(context(format!("open {path}")))?;
+        let size = handle.len()?;
+        let id = register(&mut state, path.clone(), handle, size, false);
+        opened(&mut state, id);
+        Ok(id)
+    }
+
+    /// Match one `create`/`open_file`. When every open is released and
+    /// nothing of the file is buffered, the engine forgets it (closing its
+    /// capacity-tier handle); otherwise after the flush that empties it.
+    pub fn release(&self, file: FileId) {
+        let mut state = lock(&self.shared);
+        if let Some(open) = state.files.get_mut(&file) {
+            open.opens = open.opens.saturating_sub(1);
+        }
+        forget_if_unused(&mut state, file);
+    }
+
+    /// Files the engine holds open (for status and tests).
+    pub fn open_files(&self) -> usize {
+        lock(&self.shared).files.len()
+    }
+
+    /// Write `data` at `offset` of `file`.
+    pub fn write(&self, file: FileId, offset: u64, data: &[u8]) -> io::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let end = offset.checked_add(data.len() as u64).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "write past the largest file offset",
+            )
+        })?;
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        let now = shared.clock.now();
+        if !state.files.contains_key(&file) {
+            return Err(unknown(file));
+        }
+        let routing = state.buffer.handle_write(
+            now,
+            WriteRequest {
+                file,
+                offset,
+                len: data.len() as u64,
+            },
+        );
+        if let Some(report) = routing.completed {
+            state.stats.streams += 1;
+            if report.route == Tier::Fast {
+                state.stats.streams_to_fast += 1;
+            }
+            if report.next_route != report.route {
+                // The gate heard of it; a paused flusher may go now.
+                shared.changed.notify_all();
+            }
+        }
+        let (s, written) = append_data(shared, state, file, offset, data, routing.tier);
+        let mut state = s;
+        written?;
+        let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
+        open.size = open.size.max(end);
+        Ok(())
+    }
+
+    /// Read up to `len` bytes at `offset`: buffered bytes over capacity bytes.
+    ///
+    /// Buffered pieces are copied under the engine lock (a flush may reuse
+    /// their region once it is released); capacity pieces are read after it
+    /// is released, so concurrent readers reach the capacity tier together
+    /// instead of one at a time. A write racing with the read may or may not
+    /// be seen in those pieces, as with any concurrent read and write.
+    pub fn read(&self, file: FileId, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        if offset >= open.size {
+            return Ok(Vec::new());
+        }
+        let len = len.min(open.size - offset);
+        let mut buf =
+            vec![0u8; usize::try_from(len).map_err(|_| io::Error::other("read too large"))?];
+        let handle = Arc::clone(&open.handle);
+        let path = open.path.clone();
+        let pieces: Vec<Piece> = state.buffer.lookup(file, offset, len).collect();
+        let mut holes = Vec::new();
+        for piece in pieces {
+            let start = (piece.file_offset() - offset) as usize;
+            let out = &mut buf[start..start + piece.len() as usize];
+            match piece {
+                Piece::Hole { file_offset, len } => holes.push((start, len as usize, file_offset)),
+                Piece::Buffered { location, .. } => {
+                    if let Err(e) = read_buffered(&state, location, out) {
+                        if e.kind() == io::ErrorKind::InvalidData {
+                            state.stats.corrupt_payloads += 1;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        drop(state);
+        for (start, len, file_offset) in holes {
+            read_fully(handle.as_ref(), &mut buf[start..start + len], file_offset).map_err(
+                context(format!(
+                    "capacity tier {}: read {path}",
+                    shared.capacity.describe()
+                )),
+            )?;
+        }
+        Ok(buf)
+    }
+
+    /// Make `file`'s writes durable: its capacity file, the log regions
+    /// holding its records (with its path records), and its creation.
+    pub fn fsync(&self, file: FileId) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        let what = format!("fsync {}", open.path);
+        open.handle.sync_data().map_err(context(&what))?;
+        let path = open.path.clone();
+        if open.created_unsynced || state.unsynced_creates.contains(&path) {
+            let parent = path.parent().unwrap_or_else(RelPath::root);
+            shared.capacity.sync_dir(&parent).map_err(context(&what))?;
+            state.unsynced_creates.remove(&path);
+        }
+        let mut state = wait_appends(shared, state);
+        let synced = sync_log(shared, &mut state).map_err(context(&what))?;
+        commit(shared, &mut state, &synced).map_err(context(&what))?;
+        if let Some(open) = state.files.get_mut(&file) {
+            open.created_unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Set `file`'s size. Buffered bytes past it are dropped, durably first.
+    pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = wait_not_busy(shared, lock(shared), file)?;
+        let appending = state.files.get(&file).is_some_and(|o| o.appending > 0);
+        if state.buffer.has_buffered(file) || appending {
+            let (s, appended) = append_required(
+                shared,
+                state,
+                RecordHeader::truncate(file, size, 0),
+                &[],
+                None,
+            );
+            state = s;
+            let seq = appended?;
+            // Applied at once, under the same hold of the lock as the
+            // record: records still being written are older and are clipped
+            // when indexed; newer ones are not touched.
+            state.buffer.truncate(file, size);
+            if let Some(open) = state.files.get_mut(&file) {
+                if open.appending > 0 {
+                    open.truncations.push((seq, size));
+                }
+            }
+            state = wait_appends(shared, state);
+            sync_log(shared, &mut state)?;
+        }
+        let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
+        open.handle
+            .set_len(size)
+            .map_err(context(format!("truncate {}", open.path)))?;
+        open.size = size;
+        Ok(())
+    }
+
+    /// Remove a file. Its buffered bytes are dropped, durably first.
+    pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let state = lock(shared);
+        // The lock is held across the capacity unlink so no write to the
+        // file can slip in between.
+        let mut state = match state.ids.get(path).copied() {
+            Some(id) => {
+                let state = wait_not_busy(shared, state, id)?;
+                let (state, dropped) = drop_file(shared, state, id);
+                dropped?;
+                state
+            }
+            None => state,
+        };
+        shared
+            .capacity
+            .remove_file(path)
+            .map_err(context(format!("unlink {path}")))?;
+        state.unsynced_creates.remove(path);
+        Ok(())
+    }
+
+    /// Rename `from` to `to`, replacing a file at `to`.
+    pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        if let Some(&id) = state.ids.get(from) {
+            state = wait_not_busy(shared, state, id)?;
+        }
+        if let Some(&old) = state.ids.get(to) {
+            state = wait_not_busy(shared, state, old)?;
+            if Some(&old) != state.ids.get(from) {
+                let (s, dropped) = drop_file(shared, state, old);
+                state = s;
+                dropped?;
+            }
+        }
+        // The files that move: `from` itself, or every open file under a
+        // renamed directory.
+        let moved: Vec<(FileId, RelPath)> = state
+            .ids
+            .iter()
+            .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (id, p)))
+            .collect();
+        let mut logged = false;
+        for (id, new_path) in &moved {
+            if state.buffer.has_buffered(*id) {
+                // The new path must be durable before the capacity rename,
+                // or a crash could flush buffered bytes to the old name.
+                let header = RecordHeader::path(*id, new_path, 0)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                let (s, appended) =
+                    append_required(shared, state, header, new_path.as_str().as_bytes(), None);
+                state = s;
+                appended?;
+                logged = true;
+            }
+        }
+        if logged {
+            state = wait_appends(shared, state);
+            sync_log(shared, &mut state)?;
+        }
+        shared
+            .capacity
+            .rename(from, to)
+            .map_err(context(format!("rename {from} to {to}")))?;
+        for (id, new_path) in moved {
+            if let Some(open) = state.files.get_mut(&id) {
+                let old_path = std::mem::replace(&mut open.path, new_path.clone());
+                state.ids.remove(&old_path);
+                state.ids.insert(new_path.clone(), id);
+            }
+        }
+        let unsynced: Vec<(RelPath, RelPath)> = state
+            .unsynced_creates
+            .iter()
+            .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
+            .collect();
+        for (old_path, new_path) in unsynced {
+            state.unsynced_creates.remove(&old_path);
+            state.unsynced_creates.insert(new_path);
+        }
+        Ok(())
+    }
+
+    /// The logical size of `path` if the engine holds it open (buffered
+    /// bytes included); `None` means the capacity tier's size is current.
+    pub fn open_size(&self, path: &RelPath) -> Option<u64> {
+        let state = lock(&self.shared);
+        state
+            .ids
+            .get(path)
+            .and_then(|id| state.files.get(id))
+            .map(|open| open.size)
+    }
+
+    /// Attributes of a path; a file's size includes buffered bytes.
+    pub fn getattr(&self, path: &RelPath) -> io::Result<Metadata> {
+        let state = lock(&self.shared);
+        if let Some(open) = state.ids.get(path).and_then(|id| state.files.get(id)) {
+            return Ok(Metadata {
+                kind: FileKind::File,
+                len: open.size,
+            });
+        }
+        drop(state);
+        self.shared.capacity.metadata(path)
+    }
+
+    /// Entries of a directory.
+    pub fn readdir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
+        self.shared.capacity.read_dir(path)
+    }
+
+    /// Create a directory.
+    pub fn mkdir(&self, path: &RelPath) -> io::Result<()> {
+        self.shared.capacity.create_dir(path)
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir(&self, path: &RelPath) -> io::Result<()> {
+        self.shared.capacity.remove_dir(path)
+    }
+
+    /// Flush everything buffered and wait until the capacity tier holds
+    /// every byte (synced). Errors if the flusher keeps failing.
+    pub fn drain(&self) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        state.draining += 1;
+        state.buffer.set_draining(true);
+        shared.changed.notify_all();
+        let errors_at_start = state.stats.flush_errors;
+        let result = loop {
+            if state.buffer.is_drained() {
+                break Ok(());
+            }
+            if !state.buffer.flush_pending() {
+                state.buffer.seal();
+                shared.changed.notify_all();
+            }
+            if state.stats.flush_errors >= errors_at_start + 5 {
+                break Err(io::Error::other(format!(
+                    "drain: the flusher keeps failing: {}",
+                    state.stats.last_flush_error.clone().unwrap_or_default()
+                )));
+            }
+            state = shared
+                .changed
+                .wait_timeout(state, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        state.draining -= 1;
+        if state.draining == 0 {
+            state.buffer.set_draining(false);
+        }
+        result
+    }
+
+    /// Stop the flusher and close, leaving buffered data in the log (the
+    /// next open recovers it). `drain()` first to leave nothing buffered.
+    pub fn close(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        lock(&self.shared).shutdown = true;
+        self.shared.changed.notify_all();
+        if let Some(flusher) = self.flusher.take() {
+            // A flusher panic is a bug already reported on stderr.
+            let _ = flusher.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,318 @@
+//! Opening the engine: create or scan the log regions, replay every record
+//! in sequence order into a restored write buffer, reattach files with
+//! buffered bytes (redoing a rename a crash cut in half), start the
+//! flusher (docs/crash-consistency.md, recovery).
+
+use super::*;
+
+/// Open the engine: create or recover the log on `fast`, then start the
+/// flusher. Buffered data found in the log is indexed and will be
+/// flushed.
+pub(super) fn open(
+    fast: Arc<dyn Backend>,
+    capacity: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+) -> io::Result<Engine> {
+    config.validate()?;
+    let started = Instant::now();
+    let log_dir = RelPath::new("log")?;
+    match fast.metadata(&log_dir) {
+        Ok(m) if m.kind == FileKind::Dir => {}
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "fast tier {}: `log` exists and is not a directory",
+                    fast.describe()
+                ),
+            ))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fast.create_dir(&log_dir)
+                .map_err(context(format!("fast tier {}", fast.describe())))?;
+            fast.sync_dir(&RelPath::root())?;
+        }
+        Err(e) => return Err(e),
+    }
+
+    let mut regions = Vec::new();
+    let mut created_any = false;
+    let mut recovered: Vec<(RegionId, crate::log::ScannedRecord)> = Vec::new();
+    let mut restore = Vec::new();
+    let mut stats = EngineStats::default();
+    let mut highest_seq = 0u64;
+    let total_bytes = config.region_bytes + REGION_HEADER_BYTES;
+    for r in 0..config.regions {
+        let path = region_path(r)?;
+        let what = format!("fast tier {}: {path}", fast.describe());
+        let file = fast
+            .open(&path, OpenOptions::CREATE)
+            .map_err(context(&what))?;
+        let len = file.len().map_err(context(&what))?;
+        let region = if len <= REGION_HEADER_BYTES {
+            // New, or a header torn while it was being written: nothing
+            // was ever appended behind it.
+            let region = RegionFile::create(file, RegionId(r), total_bytes, 1)
+                .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+            region.sync().map_err(context(&what))?;
+            created_any |= len == 0;
+            restore.push((RegionState::Empty, 0));
+            region
+        } else {
+            let (region, header) = RegionFile::open(file).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{what}: {e}; the region holds data, so sluice will not overwrite it: move it aside to start anyway"),
+                )
+            })?;
+            if header.region_bytes != total_bytes || header.region != RegionId(r) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{what}: written for region {} of {} bytes, configured {r} of {total_bytes}; \
+                         drain with the old configuration first",
+                        header.region.0, header.region_bytes
+                    ),
+                ));
+            }
+            let report = region
+                .scan(ScanMode::Recovery)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{what}: {e}")))?;
+            if report.torn_tail_at.is_some() {
+                // Cut the torn tail so its leftovers can never line up
+                // with a later record (docs/engine.md, Recovery).
+                region
+                    .file()
+                    .set_len(report.end_offset)
+                    .map_err(context(&what))?;
+                region.sync().map_err(context(&what))?;
+                stats.torn_tails += 1;
+            }
+            stats.corrupt_ranges += report.corrupt.len() as u64;
+            highest_seq = highest_seq.max(report.highest_seq_seen.unwrap_or(0));
+            let used = report.end_offset.saturating_sub(REGION_HEADER_BYTES);
+            let holds_records = report.records.iter().any(|r| {
+                matches!(
+                    r.header.kind,
+                    RecordKind::Data | RecordKind::Truncate | RecordKind::Unlink
+                )
+            });
+            restore.push(if holds_records {
+                (RegionState::Full, used)
+            } else {
+                (RegionState::Empty, 0)
+            });
+            if !holds_records && used > 0 {
+                let generation = region.generation() + 1;
+                region.reset(generation).map_err(context(&what))?;
+                region.sync().map_err(context(&what))?;
+            }
+            if holds_records {
+                recovered.extend(report.records.into_iter().map(|rec| (RegionId(r), rec)));
+            }
+            region
+        };
+        regions.push(LogRegion {
+            file: Arc::new(region),
+            in_flight: 0,
+            records: BTreeMap::new(),
+            dirty: false,
+        });
+    }
+
+    if created_any {
+        // A new region file exists only once its directory entry is
+        // durable; without this a power cut loses the file and every
+        // record later synced into it.
+        fast.sync_dir(&log_dir).map_err(context(format!(
+            "fast tier {}: sync {log_dir}",
+            fast.describe()
+        )))?;
+    }
+
+    // Apply every recovered record in sequence order.
+    recovered.sort_by_key(|(_, rec)| rec.header.seq);
+    stats.recovered_records = recovered.len() as u64;
+    let mut index = ExtentIndex::new();
+    let mut paths: HashMap<FileId, RelPath> = HashMap::new();
+    // Every name each file had, oldest first, to redo a rename whose
+    // capacity half a crash cut off.
+    let mut names: HashMap<FileId, Vec<RelPath>> = HashMap::new();
+    let mut next_file_id = 1u64;
+    // (region, file) of every path record: the regions that describe
+    // each file.
+    let mut described: Vec<(RegionId, FileId)> = Vec::new();
+    for (region, rec) in &recovered {
+        let h = rec.header;
+        next_file_id = next_file_id.max(h.file_id.0 + 1);
+        let log_region = &mut regions[region.0 as usize];
+        match h.kind {
+            RecordKind::Path => {
+                if let Some(path) = &rec.path {
+                    paths.insert(h.file_id, path.clone());
+                    let history = names.entry(h.file_id).or_default();
+                    if history.last() != Some(path) {
+                        history.push(path.clone());
+                    }
+                    described.push((*region, h.file_id));
+                }
+            }
+            RecordKind::Data => {
+                log_region
+                    .records
+                    .insert(rec.payload_offset, (h.len, h.payload_crc));
+                index.insert(
+                    h.file_id,
+                    Extent {
+                        file_offset: h.offset,
+                        len: h.len,
+                        location: rec.location(*region),
+                        seq: h.seq,
+                    },
+                );
+            }
+            RecordKind::Truncate => {
+                index.truncate(h.file_id, h.offset);
+            }
+            RecordKind::Unlink => {
+                index.remove_file(h.file_id);
+                paths.remove(&h.file_id);
+                names.remove(&h.file_id);
+            }
+            RecordKind::Commit => {}
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    if elapsed > 0.0 {
+        stats.recovery_records_per_s = (recovered.len() as f64 / elapsed) as u64;
+    }
+
+    let buffer_config = WriteBufferConfig {
+        redirector: config.redirector,
+        pipeline: PipelineConfig {
+            regions: config.regions,
+            region_bytes: config.region_bytes,
+            when_full: config.when_full,
+            wait_max: config.wait_max,
+        },
+        gate: config.flush_gate,
+    };
+    let mut buffer = WriteBuffer::restore(buffer_config, &restore, index, highest_seq + 1)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    for (region, file) in described {
+        buffer.mark_described(region, file);
+    }
+    let mut state = State {
+        buffer,
+        flush_tokens: match config.flush_bandwidth {
+            // One merged run may go at once; a larger burst would let
+            // the flusher overshoot the cap after an idle spell.
+            Some(rate) => TokenBucket::new(rate, config.flush_run_max_bytes, Time::ZERO),
+            None => TokenBucket::unlimited(),
+        },
+        regions,
+        files: HashMap::new(),
+        ids: HashMap::new(),
+        unsynced_creates: HashSet::new(),
+        next_file_id,
+        draining: 0,
+        shutdown: false,
+        stats,
+    };
+    // Reattach every file that still has buffered bytes.
+    let buffered: Vec<FileId> = state.buffer.buffered_files().collect();
+    for id in buffered {
+        let Some(path) = paths.get(&id).cloned() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "fast tier {}: buffered data of file {} has no path record",
+                    fast.describe(),
+                    id.0
+                ),
+            ));
+        };
+        if capacity.metadata(&path).is_err() {
+            redo_rename(
+                capacity.as_ref(),
+                names.get(&id).map_or(&[][..], Vec::as_slice),
+                &path,
+            )?;
+        }
+        let handle = open_creating_parents(capacity.as_ref(), &path)?;
+        let capacity_len = handle.len()?;
+        let buffered_end = state.buffer.buffered_end(id);
+        attach(
+            &mut state,
+            id,
+            path,
+            handle,
+            capacity_len.max(buffered_end),
+            true,
+        );
+    }
+
+    let shared = Arc::new(Shared {
+        fast,
+        capacity,
+        clock,
+        config,
+        state: Mutex::new(state),
+        changed: Condvar::new(),
+    });
+    let flusher_shared = Arc::clone(&shared);
+    let flusher = std::thread::Builder::new()
+        .name("sluice-flusher".into())
+        .spawn(move || flusher_loop(&flusher_shared))?;
+    Ok(Engine {
+        shared,
+        flusher: Some(flusher),
+    })
+}
+
+pub(super) fn open_creating_parents(
+    backend: &dyn Backend,
+    path: &RelPath,
+) -> io::Result<Arc<dyn BackendFile>> {
+    let mut missing = Vec::new();
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d.is_root() || backend.metadata(&d).is_ok() {
+            break;
+        }
+        dir = d.parent();
+        missing.push(d);
+    }
+    for d in missing.into_iter().rev() {
+        backend.create_dir(&d)?;
+    }
+    backend.open(path, OpenOptions::CREATE)
+}
+
+/// The log names `path` as the file's newest name but the capacity tier has
+/// no such file: a crash fell between a rename's log sync and the capacity
+/// rename. Redo it from the newest older name that still exists.
+pub(super) fn redo_rename(
+    capacity: &dyn Backend,
+    history: &[RelPath],
+    path: &RelPath,
+) -> io::Result<()> {
+    let older = history
+        .iter()
+        .rev()
+        .skip(1)
+        .find(|p| capacity.metadata(p).is_ok());
+    if let Some(from) = older {
+        if let Some(parent) = path.parent() {
+            if !parent.is_root() && capacity.metadata(&parent).is_err() {
+                return Ok(()); // the destination directory is gone: nothing to redo into
+            }
+        }
+        capacity
+            .rename(from, path)
+            .map_err(context(format!("recovery: redo rename {from} to {path}")))?;
+        capacity.sync_dir(&path.parent().unwrap_or_else(RelPath::root))?;
+    }
+    Ok(())
+}

@@ -56,17 +56,23 @@ struct Mounted {
 
 impl Mounted {
     fn new(args: &[&str]) -> Mounted {
+        let mut m = Mounted::unstarted(args);
+        m.start();
+        m
+    }
+
+    /// Fresh tiers and a mount point, not mounted yet (to prepare the
+    /// tiers first; `start` mounts).
+    fn unstarted(args: &[&str]) -> Mounted {
         let dir = tempfile::tempdir().unwrap();
         let point = dir.path().join("mnt");
         fs::create_dir_all(&point).unwrap();
-        let mut m = Mounted {
+        Mounted {
             child: None,
             point,
             args: args.iter().map(|s| s.to_string()).collect(),
             dir,
-        };
-        m.start();
-        m
+        }
     }
 
     fn fast(&self) -> PathBuf {
@@ -485,19 +491,6 @@ fn allow_other_enforces_modes_for_a_second_uid() {
     fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
     // The temp dir above the mount point must be traversable by uid 65534.
     fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let as_nobody = |script: &str| {
-        Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-                script,
-            ])
-            .output()
-            .unwrap()
-    };
     let p = |n: &str| m.path(n).display().to_string();
     let out = as_nobody(&format!("cat {}", p("secret")));
     assert!(!out.status.success(), "uid 65534 read a 0600 root file");
@@ -528,6 +521,355 @@ fn allow_other_enforces_modes_for_a_second_uid() {
         65534,
         "on the capacity tier too"
     );
+    m.unmount(false);
+}
+
+/// Runs `script` with `sh -c` as uid/gid 65534 without supplementary
+/// groups or capabilities.
+fn as_nobody(script: &str) -> std::process::Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .output()
+        .unwrap()
+}
+
+/// The permission bits (`st_mode & 0o7777`) of `path`, not following a link.
+fn mode_of(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+/// Issue: SUID/SGID were kept on a write by a process without CAP_FSETID
+/// (ext4 clears them). Through an `--allow-other` mount, uid 65534 writes
+/// and truncates root's set-ID files, and writes its own; root's writes
+/// (it has CAP_FSETID) keep the bits.
+#[test]
+fn suid_sgid_kept_on_write_by_non_owner() {
+    if !fuse_available() {
+        return;
+    }
+    if rustix_is_not_root() {
+        eprintln!("skipped: needs root to switch uid");
+        return;
+    }
+    let mut m = Mounted::new(&["--allow-other"]);
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, mode) in [
+        ("suid", 0o4777),
+        ("sgid", 0o2777),
+        ("truncated", 0o6777),
+        ("root-writes", 0o6777),
+    ] {
+        fs::write(m.path(name), b"data").unwrap();
+        fs::set_permissions(m.path(name), fs::Permissions::from_mode(mode)).unwrap();
+        assert_eq!(mode_of(&m.path(name)), mode, "{name} set up");
+    }
+    fs::create_dir(m.path("shared")).unwrap();
+    fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
+    let p = |n: &str| m.path(n).display().to_string();
+    let out = as_nobody(&format!(
+        "printf x >> {} && printf x >> {} && truncate -s 1 {} && \
+         printf a > {own} && chmod 6755 {own} && printf b >> {own}",
+        p("suid"),
+        p("sgid"),
+        p("truncated"),
+        own = p("shared/own"),
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode_of(&m.path("suid")), 0o777, "write clears S_ISUID");
+    assert_eq!(
+        mode_of(&m.path("sgid")),
+        0o777,
+        "write clears S_ISGID of a group-executable file"
+    );
+    assert_eq!(mode_of(&m.path("truncated")), 0o777, "truncate clears both");
+    assert_eq!(
+        mode_of(&m.path("shared/own")),
+        0o755,
+        "the owner without CAP_FSETID loses them too, as on ext4"
+    );
+    assert_eq!(
+        mode_of(&m.capacity().join("suid")),
+        0o777,
+        "on the capacity tier too"
+    );
+    assert_eq!(fs::read(m.path("suid")).unwrap(), b"datax");
+    // Root has CAP_FSETID: its writes and truncates keep the bits.
+    {
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(m.path("root-writes"))
+            .unwrap();
+        f.write_all(b"more").unwrap();
+        f.set_len(2).unwrap();
+    }
+    assert_eq!(mode_of(&m.path("root-writes")), 0o6777);
+    m.unmount(false);
+}
+
+/// Issue: reopening an existing file failed with ENOENT now and then: a
+/// FORGET of the earlier lookups, handled on one mount thread while
+/// another was answering a new LOOKUP of the same path, dropped the node
+/// the LOOKUP then handed out, and the OPEN of it got ENOENT. Here the
+/// kernel is made to forget (dropping its dentry and inode caches) while
+/// threads keep reopening the same files.
+#[test]
+fn reopen_enoent_after_forget_races_a_lookup() {
+    if !fuse_available() {
+        return;
+    }
+    if rustix_is_not_root() {
+        eprintln!("skipped: needs root to drop the kernel's caches");
+        return;
+    }
+    let mut m = Mounted::new(&["--threads", "4"]);
+    let names = ["a", "b", "c", "d"];
+    for name in names {
+        fs::write(m.path(name), name.as_bytes()).unwrap();
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // 2: reclaim dentries and inodes, so the kernel FORGETs.
+                let _ = fs::write("/proc/sys/vm/drop_caches", "2");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        });
+        let workers: Vec<_> = (0..3)
+            .map(|t| {
+                let m = &m;
+                scope.spawn(move || {
+                    for i in 0..6000 {
+                        let name = names[(i + t) % names.len()];
+                        let got = fs::read(m.path(name))
+                            .unwrap_or_else(|e| panic!("reopen {i} of {name}: {e}"));
+                        assert_eq!(got, name.as_bytes());
+                    }
+                })
+            })
+            .collect();
+        let results: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for result in results {
+            if let Err(panic) = result {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    m.unmount(false);
+}
+
+/// Unmounts a file system this test mounted (lazily, so a busy one goes
+/// too), whatever happens in the test.
+struct MountGuard(PathBuf);
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn run(command: &mut Command) -> std::process::Output {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Issue: a create on a read-only capacity tier returned EIO (mkdir got
+/// EROFS). Every create-like operation must say EROFS.
+#[test]
+fn create_on_read_only_capacity_is_eio() {
+    if !fuse_available() {
+        return;
+    }
+    if rustix_is_not_root() {
+        eprintln!("skipped: needs root to mount a tmpfs");
+        return;
+    }
+    let mut m = Mounted::unstarted(&[]);
+    fs::create_dir_all(m.capacity()).unwrap();
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "sluice-test"])
+        .arg(m.capacity()));
+    let _tmpfs = MountGuard(m.capacity());
+    fs::write(m.capacity().join("existing"), b"old").unwrap();
+    m.start();
+    run(Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(m.capacity()));
+    const EROFS: i32 = 30;
+    let errno = |result: std::io::Result<()>, what: &str| {
+        let error = result.expect_err(what);
+        assert_eq!(error.raw_os_error(), Some(EROFS), "{what}: {error}");
+    };
+    errno(File::create(m.path("new")).map(drop), "create");
+    errno(
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(m.path("new2"))
+            .map(drop),
+        "open O_CREAT|O_EXCL",
+    );
+    errno(fs::create_dir(m.path("dir")), "mkdir");
+    errno(
+        std::os::unix::fs::symlink("existing", m.path("link")),
+        "symlink",
+    );
+    errno(
+        std::os::unix::net::UnixListener::bind(m.path("sock")).map(drop),
+        "bind (mknod of a socket)",
+    );
+    let out = Command::new("mkfifo").arg(m.path("fifo")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("Read-only file system"),
+        "mkfifo: {stderr}"
+    );
+    assert_eq!(
+        fs::read(m.capacity().join("existing")).unwrap(),
+        b"old",
+        "nothing changed"
+    );
+    m.unmount(false);
+}
+
+/// Issue: FIFOs, sockets and device nodes were refused through the mount,
+/// and a socket already on the capacity tier showed as a FIFO. They are
+/// made on the capacity tier with the caller's mode and owner, and stat
+/// and readdir report their real type.
+#[test]
+fn fifos_sockets_and_devices_refused_socket_shown_as_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    if !fuse_available() {
+        return;
+    }
+    if rustix_is_not_root() {
+        eprintln!("skipped: needs root for device nodes and a second uid");
+        return;
+    }
+    let mut m = Mounted::new(&["--allow-other"]);
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // A socket made on the capacity tier behind the mount's back.
+    let outside = std::os::unix::net::UnixListener::bind(m.capacity().join("outside")).unwrap();
+    run(Command::new("mkfifo")
+        .args(["-m", "0640"])
+        .arg(m.path("fifo")));
+    run(Command::new("mknod")
+        .args(["-m", "0600"])
+        .arg(m.path("null"))
+        .args(["c", "1", "3"]));
+    run(Command::new("mknod")
+        .arg(m.path("loop"))
+        .args(["b", "7", "0"]));
+    let inside = std::os::unix::net::UnixListener::bind(m.path("sock")).unwrap();
+    let kind = |name: &str| fs::symlink_metadata(m.path(name)).unwrap().file_type();
+    assert!(kind("outside").is_socket(), "{:?}", kind("outside"));
+    assert!(kind("fifo").is_fifo(), "{:?}", kind("fifo"));
+    assert!(kind("null").is_char_device(), "{:?}", kind("null"));
+    assert!(kind("loop").is_block_device(), "{:?}", kind("loop"));
+    assert!(kind("sock").is_socket(), "{:?}", kind("sock"));
+    let rdev = |path: PathBuf| fs::symlink_metadata(path).unwrap().rdev();
+    assert_eq!(rdev(m.path("null")), rdev(PathBuf::from("/dev/null")));
+    assert_eq!(
+        rdev(m.capacity().join("null")),
+        rdev(PathBuf::from("/dev/null"))
+    );
+    assert_eq!(rdev(m.path("loop")), 0x700, "block device 7:0");
+    assert_eq!(mode_of(&m.path("fifo")), 0o640);
+    assert_eq!(mode_of(&m.path("null")), 0o600);
+    let capacity_kind = |name: &str| {
+        fs::symlink_metadata(m.capacity().join(name))
+            .unwrap()
+            .file_type()
+    };
+    assert!(capacity_kind("fifo").is_fifo());
+    assert!(capacity_kind("null").is_char_device());
+    assert!(capacity_kind("sock").is_socket());
+    // readdir reports the types too.
+    let mut listed: Vec<(String, &str)> = fs::read_dir(&m.point)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let t = e.file_type().unwrap();
+            let kind = if t.is_fifo() {
+                "fifo"
+            } else if t.is_socket() {
+                "socket"
+            } else if t.is_char_device() {
+                "char"
+            } else if t.is_block_device() {
+                "block"
+            } else {
+                "other"
+            };
+            (e.file_name().to_string_lossy().into_owned(), kind)
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("fifo".to_string(), "fifo"),
+            ("loop".to_string(), "block"),
+            ("null".to_string(), "char"),
+            ("outside".to_string(), "socket"),
+            ("sock".to_string(), "socket"),
+        ]
+    );
+    // The FIFO is one: bytes pass from a writer to a reader.
+    let fifo = m.path("fifo");
+    let writer = std::thread::spawn(move || fs::write(fifo, b"through the pipe"));
+    assert_eq!(fs::read(m.path("fifo")).unwrap(), b"through the pipe");
+    writer.join().unwrap().unwrap();
+    // The device node is one: it reads as /dev/null (on the tier: the
+    // mount itself is `nodev`, as fusermount3 makes every FUSE mount).
+    assert_eq!(fs::read(m.capacity().join("null")).unwrap(), b"");
+    let error = fs::read(m.path("null")).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(13), "nodev: EACCES, {error}");
+    // A second uid's FIFO is its own.
+    fs::create_dir(m.path("shared")).unwrap();
+    fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
+    let out = as_nobody(&format!(
+        "umask 027 && mkfifo {}",
+        m.path("shared/theirs").display()
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = fs::symlink_metadata(m.path("shared/theirs")).unwrap();
+    assert_eq!((theirs.uid(), theirs.gid()), (65534, 65534));
+    assert_eq!(
+        theirs.mode() & 0o7777,
+        0o640,
+        "mode 0666 less the umask 027"
+    );
+    // Renamed and removed like any entry.
+    fs::rename(m.path("fifo"), m.path("fifo2")).unwrap();
+    assert!(kind("fifo2").is_fifo());
+    for name in ["fifo2", "null", "loop", "sock", "outside"] {
+        fs::remove_file(m.path(name)).unwrap();
+        assert!(!m.capacity().join(name).exists(), "{name} removed");
+    }
+    // A bound socket pins the mount (EBUSY): close them first.
+    drop((inside, outside));
     m.unmount(false);
 }
 

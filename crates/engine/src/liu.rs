@@ -47,8 +47,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use sluice_env::{
-    Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo, Stat,
-    StatKind, XattrFlags,
+    Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo,
+    SpecialFile, Stat, StatKind, XattrFlags,
 };
 use sluice_policy::segments::{
     Action, Geometry, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve,
@@ -936,6 +936,10 @@ impl Backend for LiuBackend {
 
     fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
         self.inner.capacity.symlink(target, link)
+    }
+
+    fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
+        self.inner.capacity.mknod(path, node, mode)
     }
 
     fn read_link(&self, path: &RelPath) -> io::Result<String> {

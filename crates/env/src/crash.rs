@@ -40,7 +40,7 @@
 //!   crashing at each point in turn.
 //! * **Attributes, symbolic links, extended attributes** are not modelled
 //!   (their durability is not what this backend tests): `stat`,
-//!   `set_attr`, `symlink`, `read_link` and the xattr calls keep the
+//!   `set_attr`, `symlink`, `mknod`, `read_link` and the xattr calls keep the
 //!   trait's default and fail with EOPNOTSUPP; `read_dir_all` is
 //!   `read_dir`'s entries.
 //!

@@ -59,7 +59,7 @@ use sluice_devices::IoKind;
 
 use crate::{
     lock, Backend, BackendFile, Clock, DirEntry, Metadata, OpenOptions, RelPath, SetAttr,
-    SpaceInfo, Stat, StatKind, XattrFlags,
+    SpaceInfo, SpecialFile, Stat, StatKind, XattrFlags,
 };
 
 /// Default disk span reserved per file: 1 GiB.
@@ -505,6 +505,10 @@ impl Backend for EmulatedBackend {
 
     fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
         self.inner.symlink(target, link)
+    }
+
+    fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
+        self.inner.mknod(path, node, mode)
     }
 
     fn read_link(&self, path: &RelPath) -> io::Result<String> {

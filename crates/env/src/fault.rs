@@ -16,7 +16,7 @@
 //! the path it was opened as. Operation classes: `Open`; `Read` (`read_at`);
 //! `Write` (`write_at`); `Sync` (`sync_data`, `sync_dir`); `SetLen`;
 //! `Rename`; `Remove` (`remove_file`, `remove_dir`); `CreateDir`;
-//! `Symlink`; `ReadDir` (`read_dir`, `read_dir_all`); `Metadata`
+//! `Symlink`; `Mknod`; `ReadDir` (`read_dir`, `read_dir_all`); `Metadata`
 //! (`metadata`, `stat`, `read_link`, `get_xattr`, `list_xattr`, a file's
 //! `len`, `space` — the last matched against the root path, the empty
 //! string); `SetAttr` (`set_attr`, `set_xattr`, `remove_xattr`); `Any`
@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::{
     lock, with_context, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr,
-    SpaceInfo, Stat, StatKind, XattrFlags,
+    SpaceInfo, SpecialFile, Stat, StatKind, XattrFlags,
 };
 
 /// Which calls a [`FaultRule`] applies to (see the module doc).
@@ -57,6 +57,8 @@ pub enum FaultOp {
     CreateDir,
     /// `symlink`.
     Symlink,
+    /// `mknod`.
+    Mknod,
     /// `read_dir` and `read_dir_all`.
     ReadDir,
     /// `metadata`, `stat`, `read_link`, `get_xattr`, `list_xattr`, a
@@ -255,6 +257,11 @@ impl Backend for FaultBackend {
     fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
         self.check(FaultOp::Symlink, &[link], &What("symlink", link))?;
         self.inner.symlink(target, link)
+    }
+
+    fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
+        self.check(FaultOp::Mknod, &[path], &What("mknod", path))?;
+        self.inner.mknod(path, node, mode)
     }
 
     fn read_link(&self, path: &RelPath) -> io::Result<String> {

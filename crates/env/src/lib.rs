@@ -18,11 +18,14 @@
 //! Beyond what the engine needs (regular files and directories), the trait
 //! carries the POSIX metadata a FUSE mount serves: full attributes
 //! ([`Backend::stat`], [`Backend::set_attr`]), symbolic links
-//! ([`Backend::symlink`], [`Backend::read_link`], [`Backend::read_dir_all`])
+//! ([`Backend::symlink`], [`Backend::read_link`], [`Backend::read_dir_all`]),
+//! special files (FIFOs, sockets, devices: [`Backend::mknod`])
 //! and extended attributes ([`Backend::get_xattr`] and friends). These have
 //! default implementations that fail with EOPNOTSUPP (`ErrorKind::
 //! Unsupported`), so a backend only implements what it can: the POSIX
 //! backend all of them, the memory backend attributes, the wrappers forward.
+//! The memory and crash-test backends refuse `mknod` (EOPNOTSUPP, saying
+//! which backend cannot hold special files).
 //! None of them ever follows a symbolic link that is the last component of
 //! the path (nor, as everywhere, one on the way to it).
 //!
@@ -263,8 +266,68 @@ pub enum StatKind {
     Dir,
     /// A symbolic link (never followed by a backend).
     Symlink,
-    /// Anything else: a FIFO, a socket, a character or block device.
-    Other,
+    /// A named pipe (FIFO).
+    Fifo,
+    /// A Unix domain socket.
+    Socket,
+    /// A character device node.
+    CharDevice,
+    /// A block device node.
+    BlockDevice,
+}
+
+impl StatKind {
+    /// Whether the engine handles this kind itself (regular files and
+    /// directories); the rest (links, FIFOs, sockets, devices) are entries
+    /// of the namespace only, created, renamed and removed on the tier.
+    pub fn is_file_or_dir(self) -> bool {
+        matches!(self, StatKind::File | StatKind::Dir)
+    }
+}
+
+/// A special file [`Backend::mknod`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SpecialFile {
+    /// A named pipe (FIFO).
+    Fifo,
+    /// A Unix domain socket (the entry only; nothing listens on it).
+    Socket,
+    /// A character device; `rdev` in the kernel's 32-bit encoding, as in
+    /// [`Stat::rdev`].
+    CharDevice {
+        /// Device number (`new_encode_dev`).
+        rdev: u32,
+    },
+    /// A block device; `rdev` as for [`SpecialFile::CharDevice`].
+    BlockDevice {
+        /// Device number (`new_encode_dev`).
+        rdev: u32,
+    },
+}
+
+impl SpecialFile {
+    /// The kind [`Backend::stat`] reports for it.
+    pub fn kind(self) -> StatKind {
+        match self {
+            SpecialFile::Fifo => StatKind::Fifo,
+            SpecialFile::Socket => StatKind::Socket,
+            SpecialFile::CharDevice { .. } => StatKind::CharDevice,
+            SpecialFile::BlockDevice { .. } => StatKind::BlockDevice,
+        }
+    }
+
+    /// The special file a `mknod(2)` mode (`S_IFMT` bits) and device
+    /// number ask for; `None` for a regular file, a directory, a link or
+    /// an unknown type (not special files).
+    pub fn from_mode(mode: u32, rdev: u32) -> Option<SpecialFile> {
+        match mode & 0o170_000 {
+            0o010_000 => Some(SpecialFile::Fifo),
+            0o140_000 => Some(SpecialFile::Socket),
+            0o020_000 => Some(SpecialFile::CharDevice { rdev }),
+            0o060_000 => Some(SpecialFile::BlockDevice { rdev }),
+            _ => None,
+        }
+    }
 }
 
 impl From<FileKind> for StatKind {
@@ -447,6 +510,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Err(unsupported(&self.describe(), "symlink", link))
     }
 
+    /// Creates the special file `node` at `path` with permission bits
+    /// `mode & 0o7777` (the process umask may still apply: set the mode
+    /// afterwards with [`Backend::set_attr`] when it must be exact);
+    /// AlreadyExists if `path` exists. A backend that cannot hold special
+    /// files fails with EOPNOTSUPP (`ErrorKind::Unsupported`) saying so.
+    fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
+        let _ = (node, mode);
+        Err(unsupported(&self.describe(), "mknod", path))
+    }
+
     /// The target of the symbolic link `path`; EINVAL if it is not a link,
     /// InvalidData if the target is not UTF-8.
     fn read_link(&self, path: &RelPath) -> io::Result<String> {
@@ -589,7 +662,7 @@ impl std::error::Error for ContextError {
 /// `cause` with `context` (e.g. `memory: open "a/b"`) in front of its
 /// message; the kind is kept and the cause stays the source (see
 /// [`raw_os_error`]).
-pub(crate) fn with_context(cause: io::Error, context: impl fmt::Display) -> io::Error {
+pub fn with_context(cause: io::Error, context: impl fmt::Display) -> io::Error {
     io::Error::new(
         cause.kind(),
         ContextError {

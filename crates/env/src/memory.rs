@@ -23,8 +23,8 @@
 //! size 4096, blocks the length in 512-byte units rounded up. Inode numbers
 //! are fixed at creation and kept across renames: `2·id + 1` for a
 //! directory (the root 1), even numbers for files, from a counter. There
-//! are no symbolic links or extended attributes: those calls fail with
-//! EOPNOTSUPP (the trait's defaults).
+//! are no symbolic links, special files (`mknod`) or extended attributes:
+//! those calls fail with EOPNOTSUPP (the trait's defaults).
 //!
 //! Invariants: the space account's `used` equals the sum of the lengths of
 //! the live `MemFile`s (each grows its vector only after reserving, and

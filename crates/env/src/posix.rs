@@ -21,7 +21,8 @@
 //! * `stat` is `fstatat(AT_SYMLINK_NOFOLLOW)` (a link reports itself) and
 //!   `read_dir_all` lists every entry with its kind;
 //! * `symlink` is `symlinkat` (the target is stored verbatim, never
-//!   resolved by the backend), `read_link` is `readlinkat`;
+//!   resolved by the backend), `read_link` is `readlinkat`; `mknod` is
+//!   `mknodat` (FIFOs, sockets, devices; the process umask applies);
 //! * `set_attr` changes the owner (`fchownat(AT_SYMLINK_NOFOLLOW)`), then
 //!   the mode, then the times (`utimensat(AT_SYMLINK_NOFOLLOW)`, with
 //!   `UTIME_NOW` for "now" and `UTIME_OMIT` for one left unchanged). The
@@ -73,7 +74,7 @@ use rustix::io::Errno;
 
 use crate::{
     errno_error, owner_id, with_context, Backend, BackendFile, DirEntry, FileKind, Metadata,
-    OpenOptions, RelPath, SetAttr, SpaceInfo, Stat, StatKind, TimeSet, XattrFlags,
+    OpenOptions, RelPath, SetAttr, SpaceInfo, SpecialFile, Stat, StatKind, TimeSet, XattrFlags,
 };
 
 /// Flags of every intermediate directory of a walk.
@@ -326,12 +327,12 @@ fn timespec(time: TimeSet) -> Option<Timespec> {
     Some(Timespec { tv_sec, tv_nsec })
 }
 
-/// A `Stat` from the kernel's `struct stat`.
-fn stat_from(stat: &rfs::Stat) -> Stat {
+/// A `Stat` from the kernel's `struct stat`; `None` for a file type this
+/// crate does not know (Linux has none).
+fn stat_from(stat: &rfs::Stat) -> Option<Stat> {
     let rdev = to_u64(stat.st_rdev);
-    let (major, minor) = (rfs::major(rdev), rfs::minor(rdev));
-    Stat {
-        kind: stat_kind_of(FileType::from_raw_mode(stat.st_mode)),
+    Some(Stat {
+        kind: stat_kind_of(FileType::from_raw_mode(stat.st_mode))?,
         len: to_u64(stat.st_size),
         blocks: to_u64(stat.st_blocks),
         mode: to_u32(stat.st_mode) & 0o7777,
@@ -343,19 +344,35 @@ fn stat_from(stat: &rfs::Stat) -> Stat {
         mtime: system_time(stat.st_mtime, stat.st_mtime_nsec),
         ctime: system_time(stat.st_ctime, stat.st_ctime_nsec),
         blksize: to_u32(stat.st_blksize),
-        // The kernel's `new_encode_dev`.
-        rdev: (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12),
-    }
+        rdev: encode_dev(rfs::major(rdev), rfs::minor(rdev)),
+    })
 }
 
-/// The kind of an entry of type `file_type`.
-fn stat_kind_of(file_type: FileType) -> StatKind {
-    match file_type {
+/// The kernel's `new_encode_dev`: a device number in the 32 bits FUSE
+/// carries (`fuse_attr.rdev`, `fuse_mknod_in.rdev`).
+fn encode_dev(major: u32, minor: u32) -> u32 {
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
+}
+
+/// The kernel's `new_decode_dev`: the device number of a 32-bit encoded one.
+fn decode_dev(dev: u32) -> rfs::Dev {
+    let major = (dev & 0xfff00) >> 8;
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
+    rfs::makedev(major, minor)
+}
+
+/// The kind of an entry of type `file_type`; `None` if unknown.
+fn stat_kind_of(file_type: FileType) -> Option<StatKind> {
+    Some(match file_type {
         FileType::RegularFile => StatKind::File,
         FileType::Directory => StatKind::Dir,
         FileType::Symlink => StatKind::Symlink,
-        _ => StatKind::Other,
-    }
+        FileType::Fifo => StatKind::Fifo,
+        FileType::Socket => StatKind::Socket,
+        FileType::CharacterDevice => StatKind::CharDevice,
+        FileType::BlockDevice => StatKind::BlockDevice,
+        FileType::Unknown => return None,
+    })
 }
 
 /// Calls `read` with a buffer grown until the answer fits: a first try
@@ -560,7 +577,17 @@ impl Backend for PosixBackend {
         let stat = self
             .lstat(path)
             .map_err(|errno| self.error(errno, "stat", path))?;
-        Ok(stat_from(&stat))
+        stat_from(&stat).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: stat {:?}: unknown file type (mode {:o})",
+                    self.label,
+                    path.as_str(),
+                    stat.st_mode
+                ),
+            )
+        })
     }
 
     fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
@@ -662,11 +689,33 @@ impl Backend for PosixBackend {
         })
     }
 
+    fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
+        let what = format!("mknod {:?} ({node:?})", path.as_str());
+        let fail = |errno| error(&self.label, errno, &what);
+        let (dir, name) = self.walk_parent(path, Errno::EXIST).map_err(fail)?;
+        let (file_type, dev) = match node {
+            SpecialFile::Fifo => (FileType::Fifo, 0),
+            SpecialFile::Socket => (FileType::Socket, 0),
+            SpecialFile::CharDevice { rdev } => (FileType::CharacterDevice, decode_dev(rdev)),
+            SpecialFile::BlockDevice { rdev } => (FileType::BlockDevice, decode_dev(rdev)),
+        };
+        rfs::mknodat(
+            &dir,
+            name,
+            file_type,
+            Mode::from_raw_mode(mode & 0o7777),
+            dev,
+        )
+        .map_err(fail)
+    }
+
     fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
         let mut entries: Vec<(String, StatKind)> = self
             .entries(path, "read_dir")?
             .into_iter()
-            .map(|(name, file_type)| (name, stat_kind_of(file_type)))
+            // A type this crate does not know (Linux has none) is not
+            // listed, as names that are not UTF-8 are not.
+            .filter_map(|(name, file_type)| Some((name, stat_kind_of(file_type)?)))
             .collect();
         entries.sort();
         Ok(entries)
@@ -910,9 +959,13 @@ mod tests {
         let mut stat = rfs::stat(".").unwrap();
         stat.st_mode = 0o020_644; // a character device
         stat.st_rdev = rfs::makedev(0x123, 0x45678);
-        let converted = stat_from(&stat);
-        assert_eq!(converted.kind, StatKind::Other);
+        let converted = stat_from(&stat).unwrap();
+        assert_eq!(converted.kind, StatKind::CharDevice);
         assert_eq!(converted.mode, 0o644);
         assert_eq!(converted.rdev, 0x78 | (0x123 << 8) | (0x45600 << 12));
+        assert_eq!(decode_dev(converted.rdev), stat.st_rdev, "and back");
+        assert_eq!(decode_dev(encode_dev(1, 3)), rfs::makedev(1, 3));
+        stat.st_mode = 0o170_644; // no such type
+        assert_eq!(stat_from(&stat), None);
     }
 }

@@ -107,7 +107,7 @@ fn stat_reports_files_directories_links_and_others_as_themselves() {
     assert_ne!(link.ino, fs::metadata("/etc/passwd").unwrap().ino());
 
     let fifo = backend.stat(&p("fifo")).unwrap();
-    assert_eq!((fifo.kind, fifo.mode), (StatKind::Other, 0o600));
+    assert_eq!((fifo.kind, fifo.mode), (StatKind::Fifo, 0o600));
 
     let missing = backend.stat(&p("d/missing")).unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound);
@@ -119,7 +119,7 @@ fn stat_reports_files_directories_links_and_others_as_themselves() {
         backend.read_dir_all(&RelPath::root()).unwrap(),
         vec![
             ("d".to_string(), StatKind::Dir),
-            ("fifo".to_string(), StatKind::Other),
+            ("fifo".to_string(), StatKind::Fifo),
             ("link".to_string(), StatKind::Symlink),
         ]
     );

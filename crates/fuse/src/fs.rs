@@ -8,11 +8,23 @@
 //! `HANDLE_BIT` set: those files' data goes to the stager instead
 //! (docs/bbos.md); unlink and rename tell both.
 //!
+//! FIFOs, sockets and device nodes are made on the capacity tier
+//! (`Backend::mknod`) and are entries of the namespace only: the kernel
+//! serves their opens itself, so no data of theirs passes through sluice.
+//!
+//! Set-ID bits: a write by a process without CAP_FSETID clears S_ISUID,
+//! and S_ISGID of a group-executable file, as ext4 does. With direct I/O
+//! the kernel only flags such writes (`FUSE_WRITE_KILL_SUIDGID`, sent
+//! whether or not `FUSE_HANDLE_KILLPRIV_V2` is negotiated, which sluice
+//! does not): the clearing is sluice's, before the write. Truncation,
+//! chown and cached writes need nothing here: without killpriv negotiated
+//! the kernel computes the mode itself and sends it in the SETATTR.
+//!
 //! Refused rather than done wrong: hard links (EOPNOTSUPP: the log maps a
 //! file id to one path, and a second name would miss buffered bytes),
 //! `fallocate` of every mode (EOPNOTSUPP: the log cannot promise the space;
 //! glibc's `posix_fallocate` then writes zeros through the normal path),
-//! device nodes and FIFOs, `RENAME_EXCHANGE` and `RENAME_WHITEOUT` (EINVAL).
+//! `RENAME_EXCHANGE` and `RENAME_WHITEOUT` (EINVAL).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -29,11 +41,11 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 use sluice_engine::{Checkpoints, Engine};
-use sluice_env::{RelPath, SetAttr, Stat, StatKind, TimeSet, XattrFlags};
+use sluice_env::{RelPath, SetAttr, SpecialFile, Stat, StatKind, TimeSet, XattrFlags};
 use sluice_policy::FileId;
 
 use crate::errno::errno;
-use crate::inodes::{Inodes, ROOT};
+use crate::inodes::{Inodes, ROOT, SETID_BITS};
 
 /// How long the kernel may cache attributes and entries. Short: every
 /// change goes through this mount, but the capacity tier may be shared.
@@ -109,8 +121,70 @@ fn file_type(kind: StatKind) -> FileType {
         StatKind::File => FileType::RegularFile,
         StatKind::Dir => FileType::Directory,
         StatKind::Symlink => FileType::Symlink,
-        StatKind::Other => FileType::NamedPipe,
+        StatKind::Fifo => FileType::NamedPipe,
+        StatKind::Socket => FileType::Socket,
+        StatKind::CharDevice => FileType::CharDevice,
+        StatKind::BlockDevice => FileType::BlockDevice,
     }
+}
+
+/// What a `mknod` request makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeToMake {
+    /// A regular file (through the engine, like `create`).
+    File,
+    /// A FIFO, socket or device, on the capacity tier.
+    Special(SpecialFile),
+}
+
+/// The node a `mknod` of `mode` (file type bits included) and `rdev`
+/// asks for; EINVAL for a type mknod does not make (directories, links).
+fn node_to_make(mode: u32, rdev: u32) -> Result<NodeToMake, Errno> {
+    const S_IFMT: u32 = 0o170_000;
+    const S_IFREG: u32 = 0o100_000;
+    match SpecialFile::from_mode(mode, rdev) {
+        Some(special) => Ok(NodeToMake::Special(special)),
+        // mknod(2): a zero file type means a regular file.
+        None if matches!(mode & S_IFMT, 0 | S_IFREG) => Ok(NodeToMake::File),
+        None => Err(Errno::EINVAL),
+    }
+}
+
+/// The permission bits a write or truncate by a process without
+/// CAP_FSETID leaves on a file with `mode`, if they change (the kernel's
+/// `setattr_should_drop_suidgid`, as ext4 applies it): S_ISUID always
+/// goes; S_ISGID goes when the file is group-executable. Without group
+/// execute S_ISGID grants nothing (it marks mandatory locking) and stays;
+/// the kernel would clear it for a writer outside the file's group, but
+/// the request names only the caller's primary group, not its
+/// supplementary ones.
+fn mode_after_unprivileged_write(mode: u32) -> Option<u32> {
+    const S_ISUID: u32 = 0o4000;
+    const S_ISGID: u32 = 0o2000;
+    const S_IXGRP: u32 = 0o010;
+    let mut kept = mode & 0o7777;
+    kept &= !S_ISUID;
+    if kept & S_IXGRP != 0 {
+        kept &= !S_ISGID;
+    }
+    (kept != mode & 0o7777).then_some(kept)
+}
+
+/// The inode of `path` for a reply that hands it to the kernel, with that
+/// reply's lookup counted, and what `attr` says of it.
+///
+/// The inode is taken and its lookup counted under one hold of the table:
+/// between two holds a FORGET of the kernel's earlier references, handled
+/// on another thread, would drop the node, and the reply would name an
+/// inode that no longer resolves (the next OPEN gets ENOENT). If `attr`
+/// fails nothing is handed out, so that one count is undone.
+fn counted_entry<T>(
+    inodes: &Mutex<Inodes>,
+    path: &RelPath,
+    attr: impl FnOnce(u64) -> io::Result<T>,
+) -> io::Result<T> {
+    let ino = lock(inodes).get(path, true);
+    attr(ino).inspect_err(|_| lock(inodes).forget(ino, 1))
 }
 
 impl SluiceFs {
@@ -184,6 +258,7 @@ impl SluiceFs {
     /// with the engine's logical size for a file it holds open.
     fn attr(&self, ino: u64, path: &RelPath) -> io::Result<FileAttr> {
         let st: Stat = self.engine.capacity_tier().stat(path)?;
+        lock(&self.inodes).note_mode(ino, st.mode);
         let mut size = st.len;
         let mut blocks = st.blocks;
         if st.kind == StatKind::File {
@@ -214,10 +289,7 @@ impl SluiceFs {
 
     /// Look `path` up for the kernel (one reference counted).
     fn entry(&self, path: &RelPath) -> io::Result<FileAttr> {
-        let ino = lock(&self.inodes).get(path, false);
-        let attr = self.attr(ino, path)?;
-        lock(&self.inodes).get(path, true);
-        Ok(attr)
+        counted_entry(&self.inodes, path, |ino| self.attr(ino, path))
     }
 
     /// A new node belongs to the caller: mode without the umask, and the
@@ -233,6 +305,40 @@ impl SluiceFs {
                 ..SetAttr::default()
             },
         )
+    }
+
+    /// Before a write the kernel flagged `FUSE_WRITE_KILL_SUIDGID` (the
+    /// writer lacks CAP_FSETID): clear the file's set-ID bits as ext4
+    /// would. Only files that may have some are stat'ed (the node's hint).
+    fn kill_setid(&self, ino: INodeNo) -> io::Result<()> {
+        let Some((path, epoch)) = lock(&self.inodes).setid_check(ino.0) else {
+            return Ok(());
+        };
+        let tier = self.engine.capacity_tier();
+        let st = match tier.stat(&path) {
+            Ok(st) => st,
+            // Gone from the tier meanwhile: no bits to clear; the write
+            // itself says what became of the file.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mode = match mode_after_unprivileged_write(st.mode) {
+            Some(mode) => {
+                tier.set_attr(
+                    &path,
+                    &SetAttr {
+                        mode: Some(mode),
+                        ..SetAttr::default()
+                    },
+                )?;
+                mode
+            }
+            None => st.mode,
+        };
+        if mode & SETID_BITS == 0 {
+            lock(&self.inodes).setid_cleared(ino.0, epoch);
+        }
+        Ok(())
     }
 
     /// Answer a request that made a new entry.
@@ -381,21 +487,30 @@ impl Filesystem for SluiceFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         self.meta();
-        // Regular files only: the tiers hold files, directories and links.
-        if mode & 0o170000 != 0o100000 {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
+        let node = match node_to_make(mode, rdev) {
+            Ok(node) => node,
+            Err(e) => return reply.error(e),
+        };
         let path = match self.child(parent, name) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         let result = (|| {
-            let id = self.engine.create(&path)?;
-            self.engine.release(id);
+            match node {
+                NodeToMake::File => {
+                    let id = self.engine.create(&path)?;
+                    self.engine.release(id);
+                }
+                NodeToMake::Special(special) => {
+                    self.engine
+                        .capacity_tier()
+                        .mknod(&path, special, mode & !umask)?;
+                }
+            }
             self.own(req, &path, mode, umask)?;
             self.entry(&path)
         })();
@@ -527,10 +642,8 @@ impl Filesystem for SluiceFs {
             }
         }
         let result = match tier.stat(&from) {
-            // Links and other non-files are not engine files.
-            Ok(st) if st.kind == StatKind::Symlink || st.kind == StatKind::Other => {
-                tier.rename(&from, &to)
-            }
+            // Links, FIFOs, sockets and devices are not engine files.
+            Ok(st) if !st.kind.is_file_or_dir() => tier.rename(&from, &to),
             _ => self.engine.rename(&from, &to),
         };
         match result {
@@ -604,16 +717,22 @@ impl Filesystem for SluiceFs {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        // Before the data, as ext4 does: a failure leaves the file as it was.
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Err(e) = self.kill_setid(ino) {
+                return reply.error(self.fail(&e));
+            }
+        }
         let written = match self.ckpt_handle(fh) {
             Some(c) => c.write(fh.0, offset, data),
             None => self.engine.write(FileId(fh.0), offset, data),
@@ -962,5 +1081,154 @@ impl Filesystem for SluiceFs {
         reply: ReplyEmpty,
     ) {
         reply.error(Errno::EOPNOTSUPP);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> RelPath {
+        RelPath::new(s).unwrap()
+    }
+
+    /// Issue: reopening an existing file failed with ENOENT. The kernel's
+    /// FORGET of the earlier lookups, handled on another thread while a
+    /// new LOOKUP of the same path was between taking the inode number and
+    /// counting its reference, dropped the node: the reply named an inode
+    /// that no longer resolved, and the OPEN that followed got ENOENT.
+    #[test]
+    fn reopen_enoent_forget_between_lookup_steps_keeps_the_node() {
+        let inodes = Mutex::new(Inodes::default());
+        let path = p("dir/file");
+        // Two earlier lookups the kernel holds.
+        let first = lock(&inodes).get(&path, true);
+        assert_eq!(lock(&inodes).get(&path, true), first);
+        let ino = counted_entry(&inodes, &path, |ino| {
+            // The stat is in progress; another thread handles the kernel's
+            // FORGET of both earlier references now.
+            lock(&inodes).forget(first, 2);
+            Ok(ino)
+        })
+        .unwrap();
+        assert_eq!(ino, first, "the reply names the node that was looked up");
+        assert_eq!(
+            lock(&inodes).path(ino),
+            Some(path.clone()),
+            "the inode handed to the kernel still resolves (OPEN must not get ENOENT)"
+        );
+        // The reply's reference is the only one left: one FORGET drops it.
+        lock(&inodes).forget(ino, 1);
+        assert_eq!(lock(&inodes).path(ino), None);
+    }
+
+    /// Issue: SUID/SGID were kept on a write by a process without
+    /// CAP_FSETID (ext4 clears them).
+    #[test]
+    fn suid_sgid_kept_on_write_the_unprivileged_write_clears_them() {
+        assert_eq!(mode_after_unprivileged_write(0o4755), Some(0o755));
+        assert_eq!(mode_after_unprivileged_write(0o2775), Some(0o775));
+        assert_eq!(mode_after_unprivileged_write(0o6777), Some(0o777));
+        assert_eq!(mode_after_unprivileged_write(0o7777), Some(0o1777));
+        // S_ISGID without group execute grants nothing and stays.
+        assert_eq!(mode_after_unprivileged_write(0o2765), None);
+        assert_eq!(mode_after_unprivileged_write(0o6765), Some(0o2765));
+        assert_eq!(mode_after_unprivileged_write(0o755), None);
+        assert_eq!(mode_after_unprivileged_write(0o1777), None, "sticky stays");
+        // File type bits are ignored.
+        assert_eq!(mode_after_unprivileged_write(0o104_755), Some(0o755));
+    }
+
+    /// Issue: FIFOs, sockets and devices were refused (EOPNOTSUPP).
+    #[test]
+    fn fifos_sockets_and_devices_refused_mknod_makes_each_kind() {
+        assert_eq!(
+            node_to_make(0o010_644, 0),
+            Ok(NodeToMake::Special(SpecialFile::Fifo))
+        );
+        assert_eq!(
+            node_to_make(0o140_755, 0),
+            Ok(NodeToMake::Special(SpecialFile::Socket))
+        );
+        assert_eq!(
+            node_to_make(0o020_600, 0x103),
+            Ok(NodeToMake::Special(SpecialFile::CharDevice { rdev: 0x103 }))
+        );
+        assert_eq!(
+            node_to_make(0o060_600, 0x700),
+            Ok(NodeToMake::Special(SpecialFile::BlockDevice {
+                rdev: 0x700
+            }))
+        );
+        assert_eq!(node_to_make(0o100_644, 0), Ok(NodeToMake::File));
+        assert_eq!(node_to_make(0o644, 0), Ok(NodeToMake::File));
+        assert_eq!(node_to_make(0o040_755, 0), Err(Errno::EINVAL));
+        assert_eq!(node_to_make(0o120_777, 0), Err(Errno::EINVAL));
+    }
+
+    /// Issue: a socket on the capacity tier showed as a FIFO.
+    #[test]
+    fn socket_shown_as_fifo_every_kind_keeps_its_type() {
+        assert_eq!(file_type(StatKind::Socket), FileType::Socket);
+        assert_eq!(file_type(StatKind::Fifo), FileType::NamedPipe);
+        assert_eq!(file_type(StatKind::CharDevice), FileType::CharDevice);
+        assert_eq!(file_type(StatKind::BlockDevice), FileType::BlockDevice);
+    }
+
+    /// A failed stat hands nothing to the kernel, so it must count nothing:
+    /// the node of a fresh path is not left behind.
+    #[test]
+    fn a_failed_entry_counts_no_lookup() {
+        let inodes = Mutex::new(Inodes::default());
+        let path = p("gone");
+        let known = lock(&inodes).get(&path, true);
+        let result: io::Result<()> = counted_entry(&inodes, &path, |_| {
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        });
+        assert!(result.is_err());
+        lock(&inodes).forget(known, 1);
+        assert_eq!(
+            lock(&inodes).path(known),
+            None,
+            "only the earlier lookup was counted"
+        );
+        let fresh = p("fresh");
+        let result: io::Result<()> = counted_entry(&inodes, &fresh, |_| {
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        });
+        assert!(result.is_err());
+        assert!(
+            lock(&inodes).is_empty(),
+            "no node left for a path never handed out"
+        );
+    }
+
+    /// The same race with real threads: lookups and forgets of one path
+    /// from several threads, each checking that the inode it was handed
+    /// resolves while it holds the reference.
+    #[test]
+    fn reopen_enoent_concurrent_lookups_and_forgets_never_lose_a_held_node() {
+        let inodes = Mutex::new(Inodes::default());
+        let path = p("f");
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..2000 {
+                        let ino = counted_entry(&inodes, &path, |ino| {
+                            std::thread::yield_now();
+                            Ok(ino)
+                        })
+                        .unwrap();
+                        assert_eq!(
+                            lock(&inodes).path(ino),
+                            Some(path.clone()),
+                            "inode {ino} handed out but dropped"
+                        );
+                        lock(&inodes).forget(ino, 1);
+                    }
+                });
+            }
+        });
+        assert!(lock(&inodes).is_empty(), "every reference was forgotten");
     }
 }

@@ -4,6 +4,15 @@
 //! stale inode gets ENOENT instead of another file's bytes. A node is
 //! dropped when the kernel forgets its last lookup.
 //!
+//!
+//! Each node also keeps a hint for the write path: whether the file may
+//! carry set-user-ID or set-group-ID bits, so a write by a process without
+//! CAP_FSETID stats the file (to clear them) only when it may have some.
+//! The hint starts set, is set whenever attributes with such a bit are
+//! served, and is cleared only by the write path after a stat that found
+//! none left, and only if no bit was noted meanwhile (an epoch counts the
+//! notes), so a racing `chmod u+s` is never forgotten.
+//!
 //! INVARIANT: `by_path[p] = i` if and only if `nodes[i].path = Some(p)`.
 
 use std::collections::HashMap;
@@ -16,7 +25,14 @@ pub const ROOT: u64 = 1;
 struct Node {
     path: Option<RelPath>,
     lookups: u64,
+    /// The file may have S_ISUID or S_ISGID set (see the module doc).
+    may_setid: bool,
+    /// Bumped by every [`Inodes::note_mode`] that saw a set-ID bit.
+    setid_epoch: u64,
 }
+
+/// The set-user-ID and set-group-ID bits.
+pub const SETID_BITS: u32 = 0o6000;
 
 /// The table.
 pub struct Inodes {
@@ -33,6 +49,8 @@ impl Default for Inodes {
             Node {
                 path: Some(RelPath::root()),
                 lookups: 1,
+                may_setid: true,
+                setid_epoch: 0,
             },
         );
         let mut by_path = HashMap::new();
@@ -64,6 +82,8 @@ impl Inodes {
                     Node {
                         path: Some(path.clone()),
                         lookups: 0,
+                        may_setid: true,
+                        setid_epoch: 0,
                     },
                 );
                 self.by_path.insert(path.clone(), ino);
@@ -122,6 +142,37 @@ impl Inodes {
         }
     }
 
+    /// Attributes with permission bits `mode` were served for `ino`.
+    pub fn note_mode(&mut self, ino: u64, mode: u32) {
+        if mode & SETID_BITS == 0 {
+            return;
+        }
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.may_setid = true;
+            node.setid_epoch += 1;
+        }
+    }
+
+    /// The path of `ino` and the current epoch, if the file may have
+    /// set-ID bits (unknown nodes and detached paths: nothing to check).
+    pub fn setid_check(&self, ino: u64) -> Option<(RelPath, u64)> {
+        let node = self.nodes.get(&ino)?;
+        if !node.may_setid {
+            return None;
+        }
+        Some((node.path.clone()?, node.setid_epoch))
+    }
+
+    /// A stat after [`Inodes::setid_check`] returned `epoch` found no set-ID
+    /// bit left on `ino`: clear the hint unless a bit was noted meanwhile.
+    pub fn setid_cleared(&mut self, ino: u64, epoch: u64) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            if node.setid_epoch == epoch {
+                node.may_setid = false;
+            }
+        }
+    }
+
     /// Nodes in the table (for status).
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -158,6 +209,28 @@ mod tests {
         let dd = t.get(&p("ee"), true);
         t.rename(&p("e"), &p("x"));
         assert_eq!(t.path(dd), Some(p("ee")));
+    }
+
+    #[test]
+    fn the_setid_hint_is_cleared_only_when_no_bit_was_noted_meanwhile() {
+        let mut t = Inodes::default();
+        let f = t.get(&p("f"), true);
+        // Unknown at first: the write path must look.
+        let (path, epoch) = t.setid_check(f).unwrap();
+        assert_eq!(path, p("f"));
+        t.setid_cleared(f, epoch);
+        assert_eq!(t.setid_check(f), None, "no bits: writes skip the stat");
+        t.note_mode(f, 0o755);
+        assert_eq!(t.setid_check(f), None, "a mode without set-ID bits");
+        t.note_mode(f, 0o4755);
+        let (_, epoch) = t.setid_check(f).unwrap();
+        // A chmod u+s noted between the write path's stat and its clear.
+        t.note_mode(f, 0o4755);
+        t.setid_cleared(f, epoch);
+        assert!(t.setid_check(f).is_some(), "the later note wins");
+        t.detach(&p("f"));
+        assert_eq!(t.setid_check(f), None, "a detached node has no path");
+        assert_eq!(t.setid_check(999), None);
     }
 
     #[test]

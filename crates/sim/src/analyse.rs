@@ -1,18 +1,26 @@
 //! Trace analysis: one write trace through every redirection policy.
 //!
 //! The trace is a sequence of phases (each a set of concurrent IOR
-//! instances on fresh files). Every policy gets its own [`Redirector`] fed
-//! with the identical request sequence, so the per-stream random factor is
-//! the same for all and only the decisions differ. Buffered requests of
-//! each policy are also inserted into an [`ExtentIndex`] at the position a
-//! log append would give them, to report the index size the policy implies.
+//! instances on fresh files). Every policy gets its own [`WriteBuffer`]
+//! (the engine's write side) fed with the identical request sequence, so
+//! the per-stream random factor is the same for all and only the decisions
+//! differ. The buffer's log is one region too large to fill, so nothing
+//! waits or is flushed: a request goes to the fast tier when its policy
+//! routes it there or when it overlaps bytes already buffered (the write
+//! buffer's overlap rule), and its extent is indexed at the position a log
+//! append gives it, to report the index size the policy implies.
 //!
 //! This is the first real capability of `sluice` (the CLI's default job):
 //! no devices and no time, only the policies' decisions.
 
-use sluice_policy::extent_index::{Extent, ExtentIndex};
-use sluice_policy::redirector::{RedirectPolicy, Redirector, RedirectorConfig};
-use sluice_policy::{LogLocation, RegionId, Tier, WriteRequest};
+use std::time::Duration;
+
+use sluice_policy::extent_index::Extent;
+use sluice_policy::flush_gate::FlushGateConfig;
+use sluice_policy::pipeline::{PipelineConfig, WhenFull};
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::write_buffer::{Placement, WriteBuffer, WriteBufferConfig};
+use sluice_policy::{LogLocation, Tier, Time, WriteRequest};
 
 use crate::workload::{arrive, Arrival, Ior, WorkloadError};
 
@@ -69,7 +77,8 @@ pub struct StreamRow {
 pub struct PolicySummary {
     /// The policy.
     pub policy: RedirectPolicy,
-    /// Bytes sent to the fast tier, per phase.
+    /// Bytes sent to the fast tier, per phase (routed there, or over
+    /// buffered bytes).
     pub fast_bytes_per_phase: Vec<u64>,
     /// Bytes written, per phase.
     pub bytes_per_phase: Vec<u64>,
@@ -158,13 +167,14 @@ pub fn analyse(config: &AnalysisConfig) -> Result<Analysis, WorkloadError> {
     })
 }
 
-/// One policy's redirector, counters and index during the analysis.
+/// The analysis's log: one region no trace fills (far below `u64::MAX`, so
+/// the pipeline's `used + len` cannot overflow).
+const ANALYSIS_LOG_BYTES: u64 = 1 << 62;
+
+/// One policy's write buffer and counters during the analysis.
 struct PolicyRun {
-    redirector: Redirector,
+    buffer: WriteBuffer,
     summary: PolicySummary,
-    index: ExtentIndex,
-    log_bytes: u64,
-    seq: u64,
 }
 
 impl PolicyRun {
@@ -173,10 +183,19 @@ impl PolicyRun {
         config: RedirectorConfig,
         phases: usize,
     ) -> Result<PolicyRun, WorkloadError> {
-        let redirector = Redirector::new(RedirectorConfig { policy, ..config })
-            .map_err(|e| WorkloadError(e.to_string()))?;
+        let buffer = WriteBuffer::new(WriteBufferConfig {
+            redirector: RedirectorConfig { policy, ..config },
+            pipeline: PipelineConfig {
+                regions: 1,
+                region_bytes: ANALYSIS_LOG_BYTES,
+                when_full: WhenFull::Wait,
+                wait_max: Duration::ZERO,
+            },
+            gate: FlushGateConfig::default(),
+        })
+        .map_err(|e| WorkloadError(e.to_string()))?;
         Ok(PolicyRun {
-            redirector,
+            buffer,
             summary: PolicySummary {
                 policy,
                 fast_bytes_per_phase: vec![0; phases],
@@ -185,9 +204,6 @@ impl PolicyRun {
                 index_extents: 0,
                 index_bytes_estimate: 0,
             },
-            index: ExtentIndex::new(),
-            log_bytes: 0,
-            seq: 0,
         })
     }
 
@@ -196,32 +212,44 @@ impl PolicyRun {
         phase: usize,
         request: WriteRequest,
     ) -> Option<sluice_policy::redirector::StreamReport> {
-        let routing = self.redirector.handle_write(request);
+        // The analysis has no time: every call happens at the epoch.
+        let now = Time::ZERO;
+        let routing = self.buffer.handle_write(now, request);
         self.summary.bytes_per_phase[phase] += request.len;
-        if routing.tier == Tier::Fast {
-            self.summary.fast_bytes_per_phase[phase] += request.len;
-            // The analysis has no log regions; one region with an append
-            // cursor gives every buffered byte a distinct location.
-            self.seq += 1;
-            // INVARIANT: generated requests are far below 4 GiB.
-            let len = u32::try_from(request.len).expect("request fits a log record");
-            self.index.insert(
-                request.file,
-                Extent {
-                    file_offset: request.offset,
-                    len,
-                    location: LogLocation {
-                        region: RegionId(0),
-                        offset: self.log_bytes,
+        let placement = self.buffer.place_write(
+            now,
+            request.file,
+            request.offset,
+            request.len,
+            request.len,
+            0,
+            routing.tier,
+            now,
+        );
+        match placement {
+            Placement::Log(r) => {
+                self.summary.fast_bytes_per_phase[phase] += request.len;
+                // INVARIANT: generated requests are far below 4 GiB.
+                let len = u32::try_from(request.len).expect("request fits a log record");
+                self.buffer.insert(
+                    request.file,
+                    Extent {
+                        file_offset: request.offset,
+                        len,
+                        location: LogLocation {
+                            region: r.region,
+                            offset: r.record_offset,
+                        },
+                        seq: r.seq,
                     },
-                    seq: self.seq,
-                },
-            );
-            self.log_bytes += request.len;
-        } else {
-            // A write to the capacity tier supersedes buffered bytes.
-            self.index
-                .invalidate(request.file, request.offset, request.len);
+                );
+            }
+            Placement::Capacity => {}
+            // INVARIANT: the one region (ANALYSIS_LOG_BYTES) never fills
+            // and no request is longer than it.
+            Placement::Wait { .. } | Placement::TooLarge => {
+                unreachable!("the analysis log never fills")
+            }
         }
         let report = routing.completed?;
         if report.route != report.next_route {
@@ -231,8 +259,9 @@ impl PolicyRun {
     }
 
     fn finish(mut self) -> PolicySummary {
-        self.summary.index_extents = self.index.extent_count() as u64;
-        self.summary.index_bytes_estimate = self.index.memory_bytes_estimate() as u64;
+        let index = self.buffer.index();
+        self.summary.index_extents = index.extent_count() as u64;
+        self.summary.index_bytes_estimate = index.memory_bytes_estimate() as u64;
         self.summary
     }
 }

@@ -18,6 +18,13 @@
 //! * `ssdup+` — adaptive threshold, two regions, the traffic-aware flush
 //!   gate, writers wait for a free region.
 //!
+//! Each I/O node drives one [`WriteBuffer`] (the same object as the engine):
+//! it routes every write piece, places it in the SSD log, on the HDD or
+//! makes it wait, and says which region to flush. The baseline's buffer
+//! routes everything to the HDD (`capacity-only`), so its log stays empty.
+//! A write over buffered bytes goes to the log whatever its route (the
+//! write buffer's overlap rule), waiting for room if the log is full.
+//!
 //! The detector sees server-local offsets, as in the paper's OrangeFS
 //! server. Buffered writes are appended to the region log on the SSD and
 //! indexed; the flusher reads merged runs back from the SSD and writes them
@@ -40,12 +47,15 @@ use sluice_devices::link::{Link, LinkConfig};
 use sluice_devices::ssd::{Ssd, SsdConfig};
 use sluice_devices::IoKind;
 use sluice_policy::detector::DetectorConfig;
-use sluice_policy::extent_index::{Extent, ExtentIndex};
-use sluice_policy::flush_gate::{FlushGate, FlushGateConfig, GateDecision};
-use sluice_policy::pipeline::{Admission, PipelineConfig, RegionPipeline, WhenFull};
-use sluice_policy::redirector::{RedirectPolicy, Redirector, RedirectorConfig};
+use sluice_policy::extent_index::Extent;
+use sluice_policy::flush_gate::{FlushGateConfig, GateDecision};
+use sluice_policy::pipeline::{PipelineConfig, WhenFull};
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::segments::{Action, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve};
 use sluice_policy::threshold::ThresholdConfig;
+use sluice_policy::write_buffer::{
+    FlushPoll, FlushRunRef, Placement, WriteBuffer, WriteBufferConfig, WriteBufferCounters,
+};
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 
 use crate::event::EventQueue;
@@ -274,13 +284,18 @@ pub struct RunResult {
     pub jobs: Vec<JobResult>,
     /// Foreground bytes written (all jobs).
     pub bytes_written: u64,
-    /// Foreground bytes appended to the SSD log.
+    /// Foreground bytes appended to the SSD log (routed there, or forced
+    /// there by the overlap rule: `forced_to_log_bytes`).
     pub fast_bytes: u64,
     /// Foreground bytes written straight to the HDD.
     pub capacity_bytes: u64,
     /// Part of `capacity_bytes` that was routed to the SSD but found it full
     /// (or waited too long) and went through to the HDD.
     pub write_through_bytes: u64,
+    /// Part of `fast_bytes` that was routed to the HDD but overlapped
+    /// buffered bytes, so it went to the log (the write buffer's overlap
+    /// rule).
+    pub forced_to_log_bytes: u64,
     /// Bytes flushed from the SSD to the HDD before the run ended.
     pub flushed_bytes: u64,
     /// Bytes still buffered when the last process finished.
@@ -423,6 +438,9 @@ struct Piece {
     /// Server-local offset.
     offset: u64,
     len: u64,
+    /// The tier the I/O node's redirector routed a write to (decided once,
+    /// kept across retries).
+    route: Tier,
     waiting_since: Option<Time>,
     /// When it reached its I/O node.
     arrived: Time,
@@ -532,7 +550,7 @@ enum DirtyWaiter {
 #[derive(Default)]
 struct FlushState {
     region: Option<RegionId>,
-    runs: VecDeque<(FileId, u64, u64)>,
+    runs: VecDeque<FlushRunRef>,
     in_flight: u32,
 }
 
@@ -540,12 +558,11 @@ struct Server {
     link: Link,
     hdd: Hdd,
     ssd: Ssd,
-    redirector: Redirector,
-    pipeline: Option<RegionPipeline>,
+    /// Routing, the SSD log's regions and index, and the flush gate.
+    buffer: WriteBuffer,
+    /// Whether flushing waits for the gate (SSDUP+); the other systems
+    /// flush a region as soon as it is full.
     traffic_aware: bool,
-    gate: FlushGate,
-    index: ExtentIndex,
-    log_seq: u64,
     hdd_owner: HashMap<u64, Owner>,
     hdd_backlog: VecDeque<HddRequest>,
     dirty_bytes: u64,
@@ -577,11 +594,7 @@ struct Sim<'a> {
     free_pieces: Vec<u32>,
     /// Disk offset of each file's object (the same on every I/O node).
     object_base: HashMap<FileId, u64>,
-    fast_bytes: u64,
-    capacity_bytes: u64,
-    write_through_bytes: u64,
     flushed_bytes: u64,
-    regions_flushed: u64,
     streams: Vec<StreamPoint>,
     bytes_written: u64,
 }
@@ -606,53 +619,15 @@ impl<'a> Sim<'a> {
         let device = |e: sluice_devices::DeviceConfigError| SimError(e.to_string());
         let mut servers = Vec::with_capacity(config.servers as usize);
         for s in 0..config.servers {
-            let regions = match system {
-                System::Baseline => None,
-                System::BurstBuffer => Some(1),
-                System::Ssdup | System::SsdupPlus => Some(config.regions),
-            };
-            let pipeline = match regions {
-                None => None,
-                Some(regions) => {
-                    let pipeline_config = PipelineConfig {
-                        regions,
-                        region_bytes: config.fast_bytes_per_server / u64::from(regions.max(1)),
-                        // The paper's OrangeFS-BB writes through while its
-                        // only region flushes; SSDUP and SSDUP+ block the
-                        // writer until a region is released (§2.4.1).
-                        when_full: match system {
-                            System::BurstBuffer => WhenFull::WriteThrough,
-                            _ => WhenFull::Wait,
-                        },
-                        wait_max: Duration::from_secs(3600),
-                    };
-                    Some(
-                        RegionPipeline::new(pipeline_config)
-                            .map_err(|e| SimError(e.to_string()))?,
-                    )
-                }
-            };
-            let redirector = Redirector::new(RedirectorConfig {
-                policy: system.policy(),
-                detector: DetectorConfig {
-                    stream_len: config.stream_len,
-                },
-                threshold: config.threshold,
-            })
-            .map_err(|e| SimError(e.to_string()))?;
+            let buffer = WriteBuffer::new(buffer_config(config, system))
+                .map_err(|e| SimError(e.to_string()))?;
             servers.push(Server {
                 link: Link::new(config.server_link.clone()).map_err(device)?,
                 hdd: Hdd::new(config.hdd.clone(), config.seed.wrapping_add(u64::from(s)))
                     .map_err(device)?,
                 ssd: Ssd::new(config.ssd.clone()).map_err(device)?,
-                redirector,
-                pipeline,
+                buffer,
                 traffic_aware: system == System::SsdupPlus,
-                gate: FlushGate::new(FlushGateConfig {
-                    flush_idle: config.flush_idle,
-                }),
-                index: ExtentIndex::new(),
-                log_seq: 0,
                 hdd_owner: HashMap::new(),
                 hdd_backlog: VecDeque::new(),
                 dirty_bytes: 0,
@@ -722,11 +697,7 @@ impl<'a> Sim<'a> {
             pieces: Vec::new(),
             free_pieces: Vec::new(),
             object_base,
-            fast_bytes: 0,
-            capacity_bytes: 0,
-            write_through_bytes: 0,
             flushed_bytes: 0,
-            regions_flushed: 0,
             streams: Vec::new(),
             bytes_written: jobs.iter().map(Job::bytes_written).sum(),
         })
@@ -912,6 +883,7 @@ impl<'a> Sim<'a> {
                 file: request.file,
                 offset,
                 len,
+                route: Tier::Capacity,
                 waiting_since: None,
                 arrived: now,
                 parts: 1,
@@ -960,11 +932,14 @@ impl<'a> Sim<'a> {
             }
             self.liu_actions(now, p.server);
         }
-        let routing = self.servers[server].redirector.handle_write(WriteRequest {
-            file: p.file,
-            offset: p.offset,
-            len: p.len,
-        });
+        let routing = self.servers[server].buffer.handle_write(
+            now,
+            WriteRequest {
+                file: p.file,
+                offset: p.offset,
+                len: p.len,
+            },
+        );
         if let Some(report) = routing.completed {
             self.streams.push(StreamPoint {
                 server: p.server,
@@ -972,51 +947,60 @@ impl<'a> Sim<'a> {
                 threshold: report.threshold,
                 buffered: report.route == Tier::Fast,
             });
-            if report.next_route != report.route {
-                self.servers[server]
-                    .gate
-                    .handle_route(now, report.next_route);
-            }
         }
-        match (self.system, routing.tier) {
-            (System::Baseline, _) | (_, Tier::Capacity) => self.capacity_write(now, piece),
-            (_, Tier::Fast) => self.append(now, piece),
-        }
+        self.pieces[piece as usize].route = routing.tier;
+        self.place(now, piece);
         if routing.completed.is_some() {
             self.maybe_flush(now, p.server);
         }
     }
 
-    /// Append a piece to the SSD log, or wait, or write it through.
-    fn append(&mut self, now: Time, piece: u32) {
+    /// Place a write piece through the I/O node's write buffer: append it to
+    /// the SSD log, write it to the HDD, or make it wait for a free region
+    /// (retried by [`Sim::retry_waiting`]).
+    fn place(&mut self, now: Time, piece: u32) {
         let p = self.pieces[piece as usize];
         let server = &mut self.servers[p.server as usize];
-        // INVARIANT: only systems with a pipeline route to the fast tier.
-        let pipeline = server
-            .pipeline
-            .as_mut()
-            .expect("fast tier without a pipeline");
         let waiting_since = p.waiting_since.unwrap_or(now);
-        match pipeline.reserve(now, p.len, waiting_since) {
-            Admission::Append { region, offset } => {
-                server.log_seq += 1;
+        // The simulated log's records are the bare payload: no header and
+        // no file description (the figures were made that way).
+        let placement = server.buffer.place_write(
+            now,
+            p.file,
+            p.offset,
+            p.len,
+            p.len,
+            0,
+            p.route,
+            waiting_since,
+        );
+        match placement {
+            Placement::Log(r) => {
                 // INVARIANT: pieces are at most a request long, far below 4 GiB.
                 let len = u32::try_from(p.len).expect("piece fits a log record");
-                server.index.insert(
+                server.buffer.insert(
                     p.file,
                     Extent {
                         file_offset: p.offset,
                         len,
-                        location: LogLocation { region, offset },
-                        seq: server.log_seq,
+                        location: LogLocation {
+                            region: r.region,
+                            offset: r.record_offset,
+                        },
+                        seq: r.seq,
                     },
                 );
                 let done = server.ssd.schedule(now, IoKind::Write, p.len);
-                self.fast_bytes += p.len;
                 self.queue.schedule(done, Event::SsdDone { piece });
                 self.maybe_flush(now, p.server);
             }
-            Admission::Wait { retry_at_latest } => {
+            Placement::Capacity => {
+                // Nothing buffered lies under it (the overlap rule), so
+                // nothing is invalidated.
+                let request = self.disk_request(p.server, IoKind::Write, p.file, p.offset, p.len);
+                self.cached_write(now, p.server, DirtyWaiter::Piece(piece, request));
+            }
+            Placement::Wait { retry_at_latest } => {
                 self.pieces[piece as usize].waiting_since = Some(waiting_since);
                 server.waiting.push_back(piece);
                 if server.retry_at.is_none_or(|t| t > retry_at_latest) {
@@ -1026,21 +1010,34 @@ impl<'a> Sim<'a> {
                 }
                 self.maybe_flush(now, p.server);
             }
-            Admission::WriteThrough { .. } | Admission::TooLarge => {
-                self.write_through_bytes += p.len;
-                self.capacity_write(now, piece);
-            }
+            Placement::TooLarge => self.split(now, piece),
         }
     }
 
-    fn capacity_write(&mut self, now: Time, piece: u32) {
+    /// A piece over buffered bytes that is longer than a region must still
+    /// reach the log: place it as pieces of at most a region each, all
+    /// acknowledged to the same process. Each part fits a region, so no
+    /// part is split again; a part over no buffered bytes may go to the HDD.
+    fn split(&mut self, now: Time, piece: u32) {
         let p = self.pieces[piece as usize];
-        let server = &mut self.servers[p.server as usize];
-        server.index.invalidate(p.file, p.offset, p.len);
-        server.gate.handle_capacity_write(now);
-        self.capacity_bytes += p.len;
-        let request = self.disk_request(p.server, IoKind::Write, p.file, p.offset, p.len);
-        self.cached_write(now, p.server, DirtyWaiter::Piece(piece, request));
+        let region_bytes = self.servers[p.server as usize]
+            .buffer
+            .pipeline()
+            .config()
+            .region_bytes;
+        let mut parts = Vec::new();
+        let mut offset = p.offset + region_bytes;
+        while offset < p.offset + p.len {
+            let len = region_bytes.min(p.offset + p.len - offset);
+            parts.push(self.new_piece(Piece { offset, len, ..p }));
+            offset += len;
+        }
+        self.processes[p.process as usize].outstanding += parts.len() as u32;
+        self.pieces[piece as usize].len = region_bytes;
+        self.place(now, piece);
+        for part in parts {
+            self.place(now, part);
+        }
     }
 
     /// A write to the HDD through the I/O node's page cache: cached and
@@ -1518,59 +1515,66 @@ impl<'a> Sim<'a> {
     }
 
     /// Whether the flusher of `server` may issue I/O now; schedules a
-    /// recheck when the gate pauses it.
+    /// recheck when the gate pauses it. Only SSDUP+ asks its gate.
     fn gate_allows(&mut self, now: Time, server: u32) -> bool {
-        let s = &mut self.servers[server as usize];
+        let s = &self.servers[server as usize];
         if !s.traffic_aware {
             return true;
         }
-        let has_empty = s.pipeline.as_ref().is_some_and(|p| p.has_empty());
-        match s.gate.poll(now, has_empty) {
+        match s.buffer.gate_poll(now) {
             GateDecision::Flush(_) => true,
             GateDecision::Pause { recheck_at } => {
-                if let Some(at) = recheck_at {
-                    let at = at.max(now);
-                    if s.recheck_at.is_none_or(|t| t > at) {
-                        s.recheck_at = Some(at);
-                        self.queue.schedule(at, Event::GateRecheck { server });
-                    }
-                }
+                self.schedule_recheck(now, server, recheck_at);
                 false
             }
+        }
+    }
+
+    /// The gate paused flushing until `recheck_at`: look again then.
+    fn schedule_recheck(&mut self, now: Time, server: u32, recheck_at: Option<Time>) {
+        let s = &mut self.servers[server as usize];
+        if let Some(at) = recheck_at {
+            let at = at.max(now);
+            if s.recheck_at.is_none_or(|t| t > at) {
+                s.recheck_at = Some(at);
+                self.queue.schedule(at, Event::GateRecheck { server });
+            }
+        }
+    }
+
+    /// The full region `server` should start flushing now, if any: the
+    /// oldest, once the gate allows it (SSDUP+), or at once (the others).
+    fn region_to_flush(&mut self, now: Time, server: u32) -> Option<RegionId> {
+        let s = &self.servers[server as usize];
+        if !s.traffic_aware {
+            return s.buffer.pipeline().poll_flush();
+        }
+        match s.buffer.poll_flush(now) {
+            FlushPoll::Idle => None,
+            FlushPoll::Pause { recheck_at } => {
+                self.schedule_recheck(now, server, recheck_at);
+                None
+            }
+            FlushPoll::Flush { region, .. } => Some(region),
         }
     }
 
     /// Start or continue flushing full regions of `server`.
     fn maybe_flush(&mut self, now: Time, server: u32) {
         loop {
-            let s = &mut self.servers[server as usize];
-            let Some(pipeline) = s.pipeline.as_mut() else {
-                return;
-            };
-            let region = match s.flush.region {
+            let region = match self.servers[server as usize].flush.region {
                 Some(region) => region,
                 None => {
-                    let Some(region) = pipeline.poll_flush() else {
+                    let Some(region) = self.region_to_flush(now, server) else {
                         return;
                     };
-                    if !self.gate_allows(now, server) {
-                        return;
-                    }
                     let s = &mut self.servers[server as usize];
-                    // INVARIANT: poll_flush returned a full region.
-                    let pipeline = s.pipeline.as_mut().expect("pipeline");
-                    pipeline
-                        .start_flush(region)
-                        .expect("poll_flush gives a full region");
-                    let files: Vec<FileId> = s.index.files().map(|(f, _)| f).collect();
-                    for file in files {
-                        for run in
-                            s.index
-                                .flush_runs(file, Some(region), self.config.flush_run_max_bytes)
-                        {
-                            s.flush.runs.push_back((file, run.file_offset, run.len));
-                        }
-                    }
+                    // INVARIANT: region_to_flush returned a full region.
+                    let runs = s
+                        .buffer
+                        .start_flush(region, self.config.flush_run_max_bytes)
+                        .expect("region_to_flush gives a full region");
+                    s.flush.runs = runs.into();
                     s.flush.region = Some(region);
                     region
                 }
@@ -1585,14 +1589,39 @@ impl<'a> Sim<'a> {
                 }
                 let s = &mut self.servers[server as usize];
                 // INVARIANT: checked non-empty above.
-                let (file, offset, len) = s.flush.runs.pop_front().expect("a run");
+                let run = s.flush.runs.pop_front().expect("a run");
+                // Look the run up again: a newer write may have superseded
+                // part of it since the flush started. Flush its first
+                // file-contiguous stretch still in the region; the rest goes
+                // back to the front of the queue.
+                let mut stretch: Option<(u64, u64)> = None;
+                for (offset, len, _) in s.buffer.flush_pieces(region, run) {
+                    match stretch {
+                        None => stretch = Some((offset, len)),
+                        Some((start, so_far)) if start + so_far == offset => {
+                            stretch = Some((start, so_far + len));
+                        }
+                        Some(_) => break,
+                    }
+                }
+                let Some((offset, len)) = stretch else {
+                    continue;
+                };
+                let run_end = run.file_offset + run.len;
+                if offset + len < run_end {
+                    s.flush.runs.push_front(FlushRunRef {
+                        file_offset: offset + len,
+                        len: run_end - (offset + len),
+                        ..run
+                    });
+                }
                 let done = s.ssd.schedule(now, IoKind::Read, len);
                 s.flush.in_flight += 1;
                 self.queue.schedule(
                     done,
                     Event::FlushRead {
                         server,
-                        file,
+                        file: run.file,
                         offset,
                         len,
                     },
@@ -1603,12 +1632,9 @@ impl<'a> Sim<'a> {
                 return;
             }
             // The region is on the HDD: free it and let waiting writers in.
-            // INVARIANT: a flush is in progress only with a pipeline.
-            let pipeline = s.pipeline.as_mut().expect("pipeline");
-            pipeline.finish_flush(region).expect("the flushing region");
-            s.index.remove_region(region);
+            // INVARIANT: the region has been flushing since start_flush.
+            s.buffer.finish_flush(region).expect("the flushing region");
             s.flush.region = None;
-            self.regions_flushed += 1;
             self.retry_waiting(now, server);
         }
     }
@@ -1616,12 +1642,14 @@ impl<'a> Sim<'a> {
     fn retry_waiting(&mut self, now: Time, server: u32) {
         let waiting: Vec<u32> = self.servers[server as usize].waiting.drain(..).collect();
         for piece in waiting {
-            self.append(now, piece);
+            self.place(now, piece);
         }
     }
 
     fn finish(self) -> RunResult {
         let mut waits = 0;
+        let mut regions_flushed = 0;
+        let mut placed = WriteBufferCounters::default();
         let mut merged = 0;
         let mut buffered = 0;
         let mut liu: Option<LiuTotals> = None;
@@ -1630,11 +1658,16 @@ impl<'a> Sim<'a> {
                 liu.get_or_insert_with(LiuTotals::default)
                     .add(node.buffer.counters());
             }
-            if let Some(p) = &s.pipeline {
-                waits += p.counters().waits;
-            }
+            let pipeline = s.buffer.pipeline().counters();
+            waits += pipeline.waits;
+            regions_flushed += pipeline.regions_flushed;
+            let c = s.buffer.counters();
+            placed.fast_bytes += c.fast_bytes;
+            placed.capacity_bytes += c.capacity_bytes;
+            placed.write_through_bytes += c.write_through_bytes;
+            placed.forced_to_log_bytes += c.forced_to_log_bytes;
             merged += s.hdd.stats().requests_merged;
-            buffered += s.index.buffered_bytes();
+            buffered += s.buffer.buffered_bytes();
         }
         RunResult {
             system: self.system,
@@ -1653,19 +1686,58 @@ impl<'a> Sim<'a> {
                 })
                 .collect(),
             bytes_written: self.bytes_written,
-            fast_bytes: self.fast_bytes,
-            capacity_bytes: self.capacity_bytes,
-            write_through_bytes: self.write_through_bytes,
+            fast_bytes: placed.fast_bytes + placed.forced_to_log_bytes,
+            capacity_bytes: placed.capacity_bytes,
+            write_through_bytes: placed.write_through_bytes,
+            forced_to_log_bytes: placed.forced_to_log_bytes,
             flushed_bytes: self.flushed_bytes,
             buffered_at_end_bytes: buffered,
             waits,
-            regions_flushed: self.regions_flushed,
+            regions_flushed,
             streams: self.streams,
             hdd_requests_merged: merged,
             events: self.queue.delivered(),
             end_ns: self.queue.now().as_nanos(),
             liu,
         }
+    }
+}
+
+/// The write buffer of an I/O node running `system`. The baseline's routes
+/// everything to the HDD, so its one region (of at least a byte: the
+/// baseline may be given no SSD) is never written.
+fn buffer_config(config: &ClusterConfig, system: System) -> WriteBufferConfig {
+    let regions = match system {
+        System::Baseline | System::BurstBuffer => 1,
+        System::Ssdup | System::SsdupPlus => config.regions,
+    };
+    let region_bytes = config.fast_bytes_per_server / u64::from(regions.max(1));
+    WriteBufferConfig {
+        redirector: RedirectorConfig {
+            policy: system.policy(),
+            detector: DetectorConfig {
+                stream_len: config.stream_len,
+            },
+            threshold: config.threshold,
+        },
+        pipeline: PipelineConfig {
+            regions,
+            region_bytes: match system {
+                System::Baseline => region_bytes.max(1),
+                _ => region_bytes,
+            },
+            // The paper's OrangeFS-BB writes through while its only region
+            // flushes; SSDUP and SSDUP+ block the writer until a region is
+            // released (§2.4.1).
+            when_full: match system {
+                System::BurstBuffer => WhenFull::WriteThrough,
+                _ => WhenFull::Wait,
+            },
+            wait_max: Duration::from_secs(3600),
+        },
+        gate: FlushGateConfig {
+            flush_idle: config.flush_idle,
+        },
     }
 }
 

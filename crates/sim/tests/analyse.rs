@@ -94,11 +94,14 @@ fn same_seed_same_analysis() {
 }
 
 #[test]
-fn a_capacity_write_invalidates_buffered_bytes() {
+fn a_rewrite_over_buffered_bytes_goes_to_the_fast_tier() {
     // File 1 written randomly (ssdup+ buffers most of it), then rewritten
-    // sequentially (ssdup+ sends most of that to the capacity tier). Every
-    // block is rewritten in the second phase and the newest write wins, so
-    // what stays indexed is exactly what the second phase buffered.
+    // sequentially (ssdup+ routes most of that to the capacity tier). A
+    // rewrite of a buffered block goes to the log all the same (the write
+    // buffer's overlap rule), so the second phase sends at least what the
+    // first buffered. Every block is rewritten once in the second phase and
+    // the newest write wins, so what stays indexed is exactly what the
+    // second phase sent to the fast tier.
     let mut c = config();
     c.phases = vec![
         phase(IorPattern::SegmentedRandom, 1),
@@ -111,7 +114,7 @@ fn a_capacity_write_invalidates_buffered_bytes() {
         .find(|p| p.policy == RedirectPolicy::SsdupPlus)
         .unwrap();
     assert!(plus.fast_bytes_per_phase[0] > 0);
-    assert!(plus.fast_bytes_per_phase[1] < plus.fast_bytes_per_phase[0]);
+    assert!(plus.fast_bytes_per_phase[1] >= plus.fast_bytes_per_phase[0]);
     assert_eq!(
         plus.index_extents * 256 * 1024,
         plus.fast_bytes_per_phase[1]

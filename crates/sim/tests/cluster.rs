@@ -160,3 +160,59 @@ fn a_workload_larger_than_the_disk_is_refused_with_advice() {
     .unwrap_err();
     assert!(err.0.contains("lower --scale"), "{err}");
 }
+
+/// The write buffer's overlap rule in the simulator: a rewrite routed to
+/// the HDD over bytes still buffered goes to the log instead (it used to
+/// go to the HDD and drop the buffered bytes from the index).
+#[test]
+fn a_sequential_rewrite_over_buffered_bytes_goes_to_the_log() {
+    let job = ior(IorPattern::SegmentedRandom, 1, 64)
+        .then(
+            Duration::from_millis(1),
+            ior(IorPattern::SegmentedContiguous, 1, 64),
+        )
+        .unwrap();
+    // SSDUP's static 45% mark buffers the random phase (SSDUP+'s adaptive
+    // threshold needs more streams than this small job has to learn it).
+    let r = simulate(&small(), System::Ssdup, &[job]).unwrap();
+    assert_eq!(r.fast_bytes + r.capacity_bytes, r.bytes_written);
+    assert!(r.forced_to_log_bytes > 0, "{r:?}");
+    assert!(r.forced_to_log_bytes <= r.fast_bytes);
+    assert_eq!(r.write_through_bytes, 0);
+    assert!(
+        r.streams.iter().any(|s| !s.buffered),
+        "the rewrite is routed to the HDD"
+    );
+}
+
+/// A write over buffered bytes must reach the log even when it is longer
+/// than a region (the write buffer answers `TooLarge`): the I/O node splits
+/// it into region-sized pieces, and the process still sees one write.
+#[test]
+fn a_write_over_buffered_bytes_longer_than_a_region_is_split() {
+    let write = |offset, len| {
+        Op::Write(WriteRequest {
+            file: FileId(1),
+            offset,
+            len,
+        })
+    };
+    let job = Job {
+        name: "overwrite".into(),
+        processes: vec![vec![write(0, 4096), write(0, MIB)]],
+        start_after: Duration::ZERO,
+    };
+    // One 64 KiB region per I/O node; the second write is 512 KiB on each.
+    let config = ClusterConfig {
+        fast_bytes_per_server: 64 * 1024,
+        ..small()
+    };
+    let r = simulate(&config, System::BurstBuffer, &[job]).unwrap();
+    assert_eq!(r.bytes_written, MIB + 4096);
+    assert_eq!(r.fast_bytes + r.capacity_bytes, r.bytes_written);
+    // On the I/O node holding the first write, the pieces overlapping it
+    // went to the log; the node without buffered bytes wrote its 512 KiB
+    // through (too large for a region, nothing under it).
+    assert!(r.fast_bytes >= 4096 + 64 * 1024, "{r:?}");
+    assert!(r.write_through_bytes >= MIB / 2, "{r:?}");
+}

@@ -11,9 +11,18 @@
 //!    under capacity-only / fast-all / ssdup / ssdup+: time for the
 //!    writers (median), bytes sent to each tier (range over runs), drain time.
 //!
+//! 4. **Scaling**: N writers (1, 2, 4), each writing its own file with
+//!    random 256 KiB writes and ending with an fsync, under capacity-only
+//!    (every write a capacity-tier write) and fast-all (every write a log
+//!    append), on real directories beside N threads writing N files of a
+//!    raw directory, and on emulated SSD + HDD tiers: aggregate MB/s, and
+//!    the speed-up over one writer. Writers of different files must not
+//!    wait for each other's tier I/O.
+//!
 //! Run: `cargo bench -p sluice-engine --bench engine` (add `-- --quick` for
 //! one run of each instead of three, `-- absorption` / `recovery` /
-//! `policies` for one part). Times are wall clock on this machine.
+//! `policies` / `scaling` for one part). Times are wall clock on this
+//! machine.
 
 // A benchmark measures wall-clock time.
 #![allow(clippy::disallowed_methods)]
@@ -291,6 +300,163 @@ fn policies(runs: usize) {
     }
 }
 
+/// Which tiers a scaling run uses.
+#[derive(Clone, Copy)]
+enum Tiers {
+    Real,
+    Emulated,
+}
+
+/// Aggregate MB/s of `writers` threads, each writing `per_writer` bytes of
+/// random 256 KiB writes to its own file and then fsyncing it, through an
+/// engine under `policy` (`None`: a raw directory, no engine).
+fn scaling_run(
+    tiers: Tiers,
+    policy: Option<RedirectPolicy>,
+    writers: usize,
+    per_writer: u64,
+) -> f64 {
+    let dir =
+        tempfile::tempdir_in(std::env::var("SLUICE_BENCH_DIR").unwrap_or_else(|_| ".".into()))
+            .unwrap();
+    let data = vec![0x3cu8; 256 * KIB as usize];
+    let slots = permutation(per_writer / (256 * KIB), 11);
+    let Some(policy) = policy else {
+        let raw = PosixBackend::new(dir.path().to_path_buf()).unwrap();
+        let files: Vec<_> = (0..writers)
+            .map(|w| {
+                raw.open(
+                    &RelPath::new(&format!("w{w}")).unwrap(),
+                    OpenOptions::CREATE,
+                )
+                .unwrap()
+            })
+            .collect();
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for file in &files {
+                let (slots, data) = (&slots, &data);
+                s.spawn(move || {
+                    for &slot in slots {
+                        file.write_at(data, slot * data.len() as u64).unwrap();
+                    }
+                    file.sync_data().unwrap();
+                });
+            }
+        });
+        return (writers as u64 * per_writer) as f64 / 1e6 / start.elapsed().as_secs_f64();
+    };
+    std::fs::create_dir(dir.path().join("fast")).unwrap();
+    std::fs::create_dir(dir.path().join("capacity")).unwrap();
+    let clock = Arc::new(SystemClock::new());
+    let fast_dir: Arc<dyn Backend> = Arc::new(PosixBackend::new(dir.path().join("fast")).unwrap());
+    let capacity_dir: Arc<dyn Backend> =
+        Arc::new(PosixBackend::new(dir.path().join("capacity")).unwrap());
+    let (fast, capacity): (Arc<dyn Backend>, Arc<dyn Backend>) = match tiers {
+        Tiers::Real => (fast_dir, capacity_dir),
+        Tiers::Emulated => (
+            Arc::new(EmulatedBackend::ssd(fast_dir, SsdConfig::default(), clock.clone()).unwrap()),
+            Arc::new(
+                EmulatedBackend::hdd(capacity_dir, HddConfig::default(), clock.clone(), 1).unwrap(),
+            ),
+        ),
+    };
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy,
+            ..RedirectorConfig::default()
+        },
+        region_bytes: 512 * MIB,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::open(fast, capacity, clock, config).unwrap();
+    let ids: Vec<_> = (0..writers)
+        .map(|w| {
+            engine
+                .create(&RelPath::new(&format!("w{w}")).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for &id in &ids {
+            let (engine, slots, data) = (&engine, &slots, &data);
+            s.spawn(move || {
+                for &slot in slots {
+                    engine.write(id, slot * data.len() as u64, data).unwrap();
+                }
+                engine.fsync(id).unwrap();
+            });
+        }
+    });
+    let mbs = (writers as u64 * per_writer) as f64 / 1e6 / start.elapsed().as_secs_f64();
+    engine.close();
+    mbs
+}
+
+fn scaling(runs: usize) {
+    println!(
+        "\n4. N writers to N files, random 256 KiB writes + fsync each, aggregate MB/s \
+         (median of {runs}; xN = speed-up over 1 writer)"
+    );
+    println!(
+        "{:<10} {:<22} {:>14} {:>14} {:>14}",
+        "tiers", "system", "1 writer", "2 writers", "4 writers"
+    );
+    let systems: [(Tiers, &str, Option<RedirectPolicy>, u64); 5] = [
+        (Tiers::Real, "raw directory", None, 64 * MIB),
+        (
+            Tiers::Real,
+            "sluice capacity-only",
+            Some(RedirectPolicy::CapacityOnly),
+            64 * MIB,
+        ),
+        (
+            Tiers::Real,
+            "sluice fast-all",
+            Some(RedirectPolicy::FastAll),
+            64 * MIB,
+        ),
+        (
+            Tiers::Emulated,
+            "sluice capacity-only",
+            Some(RedirectPolicy::CapacityOnly),
+            4 * MIB,
+        ),
+        (
+            Tiers::Emulated,
+            "sluice fast-all",
+            Some(RedirectPolicy::FastAll),
+            16 * MIB,
+        ),
+    ];
+    for (tiers, name, policy, per_writer) in systems {
+        let mut cells = Vec::new();
+        let mut one = 0.0;
+        for writers in [1, 2, 4] {
+            let mbs = median(
+                (0..runs)
+                    .map(|_| scaling_run(tiers, policy, writers, per_writer))
+                    .collect(),
+            );
+            if writers == 1 {
+                one = mbs;
+                cells.push(format!("{mbs:.1}"));
+            } else {
+                cells.push(format!("{mbs:.1} x{:.2}", mbs / one));
+            }
+        }
+        let tiers = match tiers {
+            Tiers::Real => "real",
+            Tiers::Emulated => "emulated",
+        };
+        println!(
+            "{:<10} {:<22} {:>14} {:>14} {:>14}",
+            tiers, name, cells[0], cells[1], cells[2]
+        );
+    }
+}
+
 fn main() {
     // `cargo test --benches` runs this without `--bench`: stay quick there.
     let bench = std::env::args().any(|a| a == "--bench");
@@ -300,7 +466,7 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let runs = if quick { 1 } else { 3 };
     // `-- absorption` (or recovery, policies) runs one part only.
-    let only = ["absorption", "recovery", "policies"]
+    let only = ["absorption", "recovery", "policies", "scaling"]
         .into_iter()
         .find(|part| std::env::args().any(|a| a == *part));
     let wanted = |part: &str| only.is_none_or(|o| o == part);
@@ -312,5 +478,8 @@ fn main() {
     }
     if wanted("policies") {
         policies(runs);
+    }
+    if wanted("scaling") {
+        scaling(runs);
     }
 }

@@ -62,19 +62,22 @@ pub(super) fn append_data<'a>(
             }
             Ok(None) => {
                 // Placed on the capacity tier: nothing buffered overlaps it.
-                let result = match state.files.get(&file) {
-                    Some(open) => {
-                        open.handle
-                            .write_at(part, part_offset)
-                            .map_err(context(format!(
-                                "capacity tier {}: write {}",
-                                shared.capacity.describe(),
-                                open.path
-                            )))
-                    }
-                    None => Err(unknown(file)),
+                // Written outside the engine lock; the caller holds the
+                // file's I/O lock, so this file's writes stay in order.
+                let Some(open) = state.files.get(&file) else {
+                    return (state, Err(unknown(file)));
                 };
-                if let Err(e) = result {
+                let handle = Arc::clone(&open.handle);
+                drop(state);
+                let written = handle.write_at(part, part_offset);
+                state = lock(shared);
+                if let Err(e) = written {
+                    let path = state.files.get(&file).map(|open| open.path.to_string());
+                    let e = context(format!(
+                        "capacity tier {}: write {}",
+                        shared.capacity.describe(),
+                        path.unwrap_or_else(|| format!("file {}", file.0))
+                    ))(e);
                     return (state, Err(e));
                 }
             }
@@ -151,6 +154,7 @@ pub(super) fn reserve_and_append<'a>(
         match placement {
             Placement::Log(reservation) => {
                 let region = reservation.region;
+                state.regions[region.0 as usize].appends += 1;
                 let mut at = REGION_HEADER_BYTES + reservation.offset;
                 if let (Some(seq), Some((id, path))) = (reservation.describe, &path) {
                     let path_header = match RecordHeader::path(*id, path, seq) {
@@ -306,16 +310,72 @@ pub(super) fn sync_log(shared: &Shared, state: &mut State) -> io::Result<Vec<Reg
     Ok(synced)
 }
 
-/// After `synced` regions were synced: append a commit record to the
-/// filling region if it is one of them and has room, and sync it. Records
-/// before a commit are known to be synced, so recovery checks only their
-/// headers and treats a failure among them as corruption (reported, the
-/// scan goes on) instead of a torn tail (which would drop later records).
-/// The commit is an optimisation: when there is no room it is skipped.
-pub(super) fn commit(shared: &Shared, state: &mut State, synced: &[RegionId]) -> io::Result<()> {
-    match state.buffer.pipeline().filling() {
-        Some(region) if synced.contains(&region) => {}
-        _ => return Ok(()),
+/// Sync every log region appended to since its last sync, with the engine
+/// lock released during the syncs (for fsync: writers of other files go
+/// on). Waits for records in flight first, so each synced region is a
+/// hole-free prefix. Returns each synced region with its append count at
+/// the time of the sync, for [`commit`]. A failed sync leaves the regions
+/// dirty.
+pub(super) fn sync_log_unlocked<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+) -> (MutexGuard<'a, State>, io::Result<Vec<(RegionId, u64)>>) {
+    let mut state = wait_appends(shared, state);
+    let dirty: Vec<(RegionId, u64, Arc<RegionFile>)> = state
+        .regions
+        .iter_mut()
+        .filter(|r| r.dirty)
+        .map(|r| {
+            r.dirty = false;
+            (r.file.region(), r.appends, Arc::clone(&r.file))
+        })
+        .collect();
+    drop(state);
+    let mut result = Ok(());
+    for (_, _, file) in &dirty {
+        if let Err(e) = file.sync() {
+            result = Err(context(format!(
+                "fast tier {}: sync the log",
+                shared.fast.describe()
+            ))(e));
+            break;
+        }
+    }
+    let mut state = lock(shared);
+    if result.is_err() {
+        for (region, _, _) in &dirty {
+            state.regions[region.0 as usize].dirty = true;
+        }
+    }
+    let synced = dirty
+        .into_iter()
+        .map(|(region, appends, _)| (region, appends));
+    (state, result.map(|()| synced.collect()))
+}
+
+/// After `synced` regions were synced (each with its append count then):
+/// append a commit record to the filling region if it is one of them,
+/// nothing was appended to it since, and it has room. Records before a
+/// commit are known to be synced, so recovery checks only their headers
+/// and treats a failure among them as corruption (reported, the scan goes
+/// on) instead of a torn tail (which would drop later records). The commit
+/// itself is not synced: its claim is true whether or not it survives a
+/// crash, and the next sync of the region for a later record takes it
+/// along. It is an optimisation: when there is no room it is skipped.
+pub(super) fn commit(
+    shared: &Shared,
+    state: &mut State,
+    synced: &[(RegionId, u64)],
+) -> io::Result<()> {
+    let Some(filling) = state.buffer.pipeline().filling() else {
+        return Ok(());
+    };
+    let log_region = &state.regions[filling.0 as usize];
+    let unchanged = synced
+        .iter()
+        .any(|&(region, appends)| region == filling && appends == log_region.appends);
+    if !unchanged || log_region.in_flight > 0 {
+        return Ok(());
     }
     let Some(reservation) = state
         .buffer
@@ -324,6 +384,9 @@ pub(super) fn commit(shared: &Shared, state: &mut State, synced: &[RegionId]) ->
         return Ok(());
     };
     let log_region = &mut state.regions[reservation.region.0 as usize];
+    // Not marked dirty: a commit alone is not worth a sync (and a sync
+    // for it would let every idle fsync append another one).
+    log_region.appends += 1;
     log_region
         .file
         .append_at(
@@ -331,9 +394,5 @@ pub(super) fn commit(shared: &Shared, state: &mut State, synced: &[RegionId]) ->
             &RecordHeader::commit(reservation.seq),
             &[],
         )
-        .map_err(|e| append_error(shared, e))?;
-    log_region.file.sync().map_err(context(format!(
-        "fast tier {}: sync the log",
-        shared.fast.describe()
-    )))
+        .map_err(|e| append_error(shared, e))
 }

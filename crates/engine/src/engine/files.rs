@@ -38,6 +38,7 @@ pub(super) fn attach(
         OpenFile {
             path,
             handle,
+            io: Arc::new(Mutex::new(())),
             size,
             busy: false,
             created_unsynced,
@@ -110,4 +111,20 @@ pub(super) fn drop_file<'a>(
         state.ids.remove(&open.path);
     }
     (state, Ok(()))
+}
+
+/// `file`'s I/O lock ([`OpenFile::io`]), looked up under the engine lock
+/// and returned with it released: take it before the engine lock.
+pub(super) fn file_io(shared: &Shared, file: FileId) -> io::Result<Arc<Mutex<()>>> {
+    lock(shared)
+        .files
+        .get(&file)
+        .map(|open| Arc::clone(&open.io))
+        .ok_or_else(|| unknown(file))
+}
+
+/// Hold a file's I/O lock (a panic while holding it leaves nothing half
+/// done that the lock protects, so poisoning is ignored).
+pub(super) fn hold(io: &Mutex<()>) -> MutexGuard<'_, ()> {
+    io.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -93,6 +93,13 @@ pub(super) fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
         }
     }
     let mut state = lock(shared);
+    // Readers copying buffered bytes of the region finish first.
+    while state.regions[region.0 as usize].readers > 0 {
+        state = shared
+            .changed
+            .wait(state)
+            .unwrap_or_else(|e| e.into_inner());
+    }
     let log_region = &mut state.regions[region.0 as usize];
     let generation = log_region.file.generation() + 1;
     let reset = log_region
@@ -126,8 +133,10 @@ pub(super) fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
 }
 
 /// Write the bytes of `run` that still live in `region` to the capacity
-/// tier, one piece at a time, looking them up again under the lock so
-/// superseded bytes are never written.
+/// tier. They are looked up again under the lock, so superseded bytes are
+/// never written, then copied from the log and written outside it, one
+/// write per stretch of file-contiguous bytes (DESIGN §4.5: adjacent
+/// extents merged into large sequential writes).
 pub(super) fn flush_run(
     shared: &Shared,
     region: RegionId,
@@ -137,34 +146,44 @@ pub(super) fn flush_run(
     let file = run.file;
     let mut state = lock(shared);
     let pieces = state.buffer.flush_pieces(region, run);
-    let Some(open) = state.files.get(&file) else {
+    if pieces.is_empty() {
+        return Ok(());
+    }
+    // The region is flushing: nothing else resets it, so its records can
+    // be read outside the lock without a pin.
+    let located: Vec<(u64, u64, Pinned)> = pieces
+        .into_iter()
+        .map(|(file_offset, len, location)| (file_offset, len, locate(&state, location)))
+        .collect();
+    let Some(open) = state.files.get_mut(&file) else {
         return Ok(());
     };
+    open.busy = true;
     let handle = Arc::clone(&open.handle);
     let path = open.path.clone();
-    let mut writes = Vec::with_capacity(pieces.len());
-    for (file_offset, len, location) in pieces {
-        let mut buf = vec![0u8; len as usize];
-        if let Err(e) = read_buffered(&state, location, &mut buf) {
-            if e.kind() == io::ErrorKind::InvalidData {
-                state.stats.corrupt_payloads += 1;
-            }
-            return Err(io::Error::new(e.kind(), format!("flush {path}: {e}")));
-        }
-        writes.push((file_offset, buf));
-    }
-    if writes.is_empty() {
-        return Ok(());
-    }
-    if let Some(open) = state.files.get_mut(&file) {
-        open.busy = true;
-    }
     drop(state);
     let mut result = Ok(());
     let mut written = 0u64;
-    for (at, buf) in &writes {
+    let mut corrupt = false;
+    let mut next = 0;
+    'stretches: while next < located.len() {
+        let start = located[next].0;
+        let mut buf = Vec::new();
+        while let Some((file_offset, len, pinned)) = located.get(next) {
+            if *file_offset != start + buf.len() as u64 {
+                break;
+            }
+            let at = buf.len();
+            buf.resize(at + *len as usize, 0);
+            if let Err(e) = pinned.copy_to(&mut buf[at..]) {
+                corrupt = e.kind() == io::ErrorKind::InvalidData;
+                result = Err(io::Error::new(e.kind(), format!("flush {path}: {e}")));
+                break 'stretches;
+            }
+            next += 1;
+        }
         take_flush_tokens(shared, buf.len() as u64);
-        if let Err(e) = handle.write_at(buf, *at) {
+        if let Err(e) = handle.write_at(&buf, start) {
             result = Err(io::Error::new(
                 e.kind(),
                 format!(
@@ -179,6 +198,9 @@ pub(super) fn flush_run(
     let mut state = lock(shared);
     if let Some(open) = state.files.get_mut(&file) {
         open.busy = false;
+    }
+    if corrupt {
+        state.stats.corrupt_payloads += 1;
     }
     state.stats.flushed_bytes += written;
     shared.changed.notify_all();

@@ -98,11 +98,22 @@ struct LogRegion {
     records: BTreeMap<u64, (u32, u32)>,
     /// Appended since the last sync.
     dirty: bool,
+    /// Reads copying buffered bytes out of this region outside the lock:
+    /// the flusher resets the region only at 0.
+    readers: u32,
+    /// Records ever reserved in this region (never reset): an fsync that
+    /// synced the region outside the lock appends its commit record only
+    /// if nothing was appended since.
+    appends: u64,
 }
 
 struct OpenFile {
     path: RelPath,
     handle: Arc<dyn BackendFile>,
+    /// Orders this file's writes and truncates, which do their tier I/O
+    /// outside the engine lock: taken before that lock, never while holding
+    /// it. Writers of other files do not wait for it.
+    io: Arc<Mutex<()>>,
     /// Logical size: capacity bytes and buffered bytes together.
     size: u64,
     /// The flusher is writing this file outside the lock.
@@ -153,8 +164,10 @@ impl State {
     }
 }
 
+/// `what` in front of an error's message; its kind and OS error stay (the
+/// mount turns the OS error back into the errno the tier returned).
 fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
-    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+    move |e| sluice_env::with_context(e, what)
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
@@ -297,11 +310,10 @@ impl Engine {
             )
         })?;
         let shared = &*self.shared;
+        let io = file_io(shared, file)?;
+        let _io = hold(&io);
         let mut state = lock(shared);
         let now = shared.clock.now();
-        if !state.files.contains_key(&file) {
-            return Err(unknown(file));
-        }
         let routing = state.buffer.handle_write(
             now,
             WriteRequest {
@@ -320,21 +332,24 @@ impl Engine {
                 shared.changed.notify_all();
             }
         }
-        let (s, written) = append_data(shared, state, file, offset, data, routing.tier);
-        let mut state = s;
+        let (mut state, written) = append_data(shared, state, file, offset, data, routing.tier);
         written?;
-        let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
-        open.size = open.size.max(end);
+        // An unlink while the bytes went to the capacity tier outside the
+        // lock has forgotten the file: the write still happened.
+        if let Some(open) = state.files.get_mut(&file) {
+            open.size = open.size.max(end);
+        }
         Ok(())
     }
 
     /// Read up to `len` bytes at `offset`: buffered bytes over capacity bytes.
     ///
-    /// Buffered pieces are copied under the engine lock (a flush may reuse
-    /// their region once it is released); capacity pieces are read after it
-    /// is released, so concurrent readers reach the capacity tier together
-    /// instead of one at a time. A write racing with the read may or may not
-    /// be seen in those pieces, as with any concurrent read and write.
+    /// The pieces are looked up under the engine lock, and the regions
+    /// holding buffered pieces are pinned (the flusher does not reset a
+    /// pinned region); every byte is then copied outside the lock, so
+    /// readers and writers of other files do not wait for this one's tier
+    /// I/O. A write racing with the read may or may not be seen, as with any
+    /// concurrent read and write.
     pub fn read(&self, file: FileId, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         let shared = &*self.shared;
         let mut state = lock(shared);
@@ -349,20 +364,33 @@ impl Engine {
         let path = open.path.clone();
         let pieces: Vec<Piece> = state.buffer.lookup(file, offset, len).collect();
         let mut holes = Vec::new();
+        let mut buffered = Vec::new();
         for piece in pieces {
             let start = (piece.file_offset() - offset) as usize;
-            let out = &mut buf[start..start + piece.len() as usize];
             match piece {
                 Piece::Hole { file_offset, len } => holes.push((start, len as usize, file_offset)),
-                Piece::Buffered { location, .. } => {
-                    if let Err(e) = read_buffered(&state, location, out) {
-                        if e.kind() == io::ErrorKind::InvalidData {
-                            state.stats.corrupt_payloads += 1;
-                        }
-                        return Err(e);
-                    }
+                Piece::Buffered { location, len, .. } => {
+                    buffered.push((start, len as usize, pin(&mut state, location)));
                 }
             }
+        }
+        drop(state);
+        let mut result = Ok(());
+        for (start, len, pinned) in &buffered {
+            if let Err(e) = pinned.copy_to(&mut buf[*start..*start + *len]) {
+                result = Err(e);
+                break;
+            }
+        }
+        let mut state = lock(shared);
+        for (_, _, pinned) in &buffered {
+            unpin(shared, &mut state, pinned.region);
+        }
+        if let Err(e) = result {
+            if e.kind() == io::ErrorKind::InvalidData {
+                state.stats.corrupt_payloads += 1;
+            }
+            return Err(e);
         }
         drop(state);
         for (start, len, file_offset) in holes {
@@ -378,23 +406,31 @@ impl Engine {
 
     /// Make `file`'s writes durable: its capacity file, the log regions
     /// holding its records (with its path records), and its creation.
+    ///
+    /// Every sync runs outside the engine lock, so writers and readers of
+    /// other files go on meanwhile.
     pub fn fsync(&self, file: FileId) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
+        let state = lock(shared);
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let what = format!("fsync {}", open.path);
-        open.handle.sync_data().map_err(context(&what))?;
+        let handle = Arc::clone(&open.handle);
         let path = open.path.clone();
-        if open.created_unsynced || state.unsynced_creates.contains(&path) {
+        let dir_unsynced = open.created_unsynced || state.unsynced_creates.contains(&path);
+        drop(state);
+        handle.sync_data().map_err(context(&what))?;
+        if dir_unsynced {
             let parent = path.parent().unwrap_or_else(RelPath::root);
             shared.capacity.sync_dir(&parent).map_err(context(&what))?;
-            state.unsynced_creates.remove(&path);
+            lock(shared).unsynced_creates.remove(&path);
         }
-        let mut state = wait_appends(shared, state);
-        let synced = sync_log(shared, &mut state).map_err(context(&what))?;
+        let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
+        let synced = synced.map_err(context(&what))?;
         commit(shared, &mut state, &synced).map_err(context(&what))?;
-        if let Some(open) = state.files.get_mut(&file) {
-            open.created_unsynced = false;
+        if dir_unsynced {
+            if let Some(open) = state.files.get_mut(&file) {
+                open.created_unsynced = false;
+            }
         }
         Ok(())
     }
@@ -402,6 +438,8 @@ impl Engine {
     /// Set `file`'s size. Buffered bytes past it are dropped, durably first.
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         let shared = &*self.shared;
+        let io = file_io(shared, file)?;
+        let _io = hold(&io);
         let mut state = wait_not_busy(shared, lock(shared), file)?;
         let appending = state.files.get(&file).is_some_and(|o| o.appending > 0);
         if state.buffer.has_buffered(file) || appending {
@@ -425,12 +463,20 @@ impl Engine {
             }
             state = wait_appends(shared, state);
             sync_log(shared, &mut state)?;
+            // The locks above may have been released while waiting: a
+            // flush run of bytes past `size` looked up before the index
+            // was cut must land before the capacity file is cut.
+            state = wait_not_busy(shared, state, file)?;
         }
-        let open = state.files.get_mut(&file).ok_or_else(|| unknown(file))?;
-        open.handle
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
+        drop(state);
+        handle
             .set_len(size)
-            .map_err(context(format!("truncate {}", open.path)))?;
-        open.size = size;
+            .map_err(context(format!("truncate {path}")))?;
+        if let Some(open) = lock(shared).files.get_mut(&file) {
+            open.size = size;
+        }
         Ok(())
     }
 

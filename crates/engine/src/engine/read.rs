@@ -18,13 +18,48 @@ pub(crate) fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) ->
     Ok(())
 }
 
-/// Copy the buffered bytes at `location` into `out`, verifying the whole
-/// record's payload checksum first.
-pub(super) fn read_buffered(
-    state: &State,
-    location: LogLocation,
-    out: &mut [u8],
-) -> io::Result<()> {
+/// Buffered bytes to copy outside the engine lock: the data record holding
+/// them, in a region pinned by [`pin`] until [`unpin`].
+pub(super) struct Pinned {
+    pub(super) region: RegionId,
+    file: Arc<RegionFile>,
+    /// Payload offset, length and checksum of the record.
+    record: (u64, u32, u32),
+    /// Offset of the wanted bytes inside the payload.
+    skip: usize,
+}
+
+impl Pinned {
+    /// Copy the bytes into `out` (its length is the piece's), verifying the
+    /// whole record's payload checksum first.
+    pub(super) fn copy_to(&self, out: &mut [u8]) -> io::Result<()> {
+        let (start, len, crc) = self.record;
+        let payload = self
+            .file
+            .read_payload(
+                LogLocation {
+                    region: self.region,
+                    offset: start,
+                },
+                len,
+                crc,
+            )
+            .map_err(|e| {
+                let kind = if e.is_corruption() {
+                    io::ErrorKind::InvalidData
+                } else {
+                    io::ErrorKind::Other
+                };
+                io::Error::new(kind, e.to_string())
+            })?;
+        out.copy_from_slice(&payload[self.skip..self.skip + out.len()]);
+        Ok(())
+    }
+}
+
+/// The record holding the buffered bytes at `location`, without pinning:
+/// for the flusher, whose region cannot be reset while it flushes it.
+pub(super) fn locate(state: &State, location: LogLocation) -> Pinned {
     let region = &state.regions[location.region.0 as usize];
     // INVARIANT: every indexed extent lies inside a recorded data record.
     let (&start, &(len, crc)) = region
@@ -32,25 +67,28 @@ pub(super) fn read_buffered(
         .range(..=location.offset)
         .next_back()
         .expect("an indexed extent points into a record");
-    let payload = region
-        .file
-        .read_payload(
-            LogLocation {
-                region: location.region,
-                offset: start,
-            },
-            len,
-            crc,
-        )
-        .map_err(|e| {
-            let kind = if e.is_corruption() {
-                io::ErrorKind::InvalidData
-            } else {
-                io::ErrorKind::Other
-            };
-            io::Error::new(kind, e.to_string())
-        })?;
-    let skip = (location.offset - start) as usize;
-    out.copy_from_slice(&payload[skip..skip + out.len()]);
-    Ok(())
+    Pinned {
+        region: location.region,
+        file: Arc::clone(&region.file),
+        record: (start, len, crc),
+        skip: (location.offset - start) as usize,
+    }
+}
+
+/// [`locate`], and pin the region so the flusher does not reset it before
+/// the bytes are copied; [`unpin`] once they are.
+pub(super) fn pin(state: &mut State, location: LogLocation) -> Pinned {
+    let pinned = locate(state, location);
+    state.regions[location.region.0 as usize].readers += 1;
+    pinned
+}
+
+/// Release a pin of [`pin`]; the last one wakes a flusher waiting to
+/// reset the region.
+pub(super) fn unpin(shared: &Shared, state: &mut State, region: RegionId) {
+    let log_region = &mut state.regions[region.0 as usize];
+    log_region.readers -= 1;
+    if log_region.readers == 0 {
+        shared.changed.notify_all();
+    }
 }

@@ -116,6 +116,8 @@ pub(super) fn open(
         regions.push(LogRegion {
             file: Arc::new(region),
             in_flight: 0,
+            readers: 0,
+            appends: 0,
             records: BTreeMap::new(),
             dirty: false,
         });

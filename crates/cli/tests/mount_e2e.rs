@@ -1187,3 +1187,56 @@ fn bbos_checkpoints_are_staged_survive_kill_9_and_serve_restarts() {
         b"not a checkpoint"
     );
 }
+
+/// Regression (data-path issue): an open file that is unlinked, or replaced
+/// by a rename, became unusable through the mount (`fstat` and `pread` on
+/// the old descriptor returned ENOENT). POSIX keeps the inode alive for its
+/// descriptors; its buffered bytes stay readable and never reach the name.
+#[test]
+fn unlinked_or_renamed_over_open_files_stay_usable() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    // Unlinked while open.
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("u"))
+        .unwrap();
+    f.write_all(b"buffered bytes").unwrap();
+    fs::remove_file(m.path("u")).unwrap();
+    assert!(!m.path("u").exists());
+    assert_eq!(f.metadata().unwrap().len(), 14, "fstat after unlink");
+    f.write_all(b", then more").unwrap();
+    let mut got = String::new();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "buffered bytes, then more");
+    f.set_len(8).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 8, "ftruncate after unlink");
+    f.sync_all().unwrap();
+    // The name can be reused while the old file is open.
+    fs::write(m.path("u"), b"new file").unwrap();
+    drop(f);
+    assert_eq!(fs::read(m.path("u")).unwrap(), b"new file");
+
+    // Renamed over while open.
+    fs::write(m.path("a"), b"old a").unwrap();
+    let mut a = fs::File::open(m.path("a")).unwrap();
+    fs::write(m.path("b"), b"b's bytes").unwrap();
+    fs::rename(m.path("b"), m.path("a")).unwrap();
+    let mut got = String::new();
+    a.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "old a", "the replaced file keeps its bytes");
+    assert_eq!(a.metadata().unwrap().len(), 5);
+    drop(a);
+    assert_eq!(fs::read(m.path("a")).unwrap(), b"b's bytes");
+    m.unmount(false);
+    assert_eq!(fs::read(m.capacity().join("a")).unwrap(), b"b's bytes");
+    assert_eq!(fs::read(m.capacity().join("u")).unwrap(), b"new file");
+    assert!(!m.capacity().join("b").exists());
+}

@@ -789,6 +789,10 @@ impl LiuFile {
 }
 
 impl BackendFile for LiuFile {
+    fn stat(&self) -> io::Result<Stat> {
+        self.file.stat()
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let file_len = self.file.len()?;
         if buf.is_empty() || offset >= file_len {

@@ -145,3 +145,109 @@ fn concurrent_writers_truncates_and_fsyncs_keep_every_byte() {
     engine.drain().unwrap();
     assert_eq!(engine.buffered_bytes(), 0);
 }
+
+fn capacity_bytes(capacity: &Arc<dyn Backend>, path: &str) -> Option<Vec<u8>> {
+    let file = capacity
+        .open(&RelPath::new(path).unwrap(), OpenOptions::default())
+        .ok()?;
+    let mut buf = vec![0u8; file.len().unwrap() as usize];
+    file.read_at(&mut buf, 0).unwrap();
+    Some(buf)
+}
+
+/// Regression (data-path issue): an open file that was unlinked became
+/// unusable (reads and fstat through its handle failed with ENOENT). POSIX
+/// keeps it alive for its handles; its buffered bytes must neither be lost
+/// to them nor come back under the name after a restart.
+#[test]
+fn unlinked_while_open_keeps_reading_writing_and_stat() {
+    let (fast, capacity) = backends();
+    let engine = open(&fast, &capacity);
+    let a = RelPath::new("a").unwrap();
+    let old = engine.create(&a).unwrap();
+    engine.write(old, 0, b"buffered").unwrap();
+    assert!(engine.buffered_bytes() > 0);
+    engine.unlink(&a).unwrap();
+    assert!(capacity.metadata(&a).is_err(), "the name is gone");
+    assert_eq!(engine.read(old, 0, 64).unwrap(), b"buffered");
+    engine.write(old, 8, b" and more").unwrap();
+    assert_eq!(engine.read(old, 0, 64).unwrap(), b"buffered and more");
+    assert_eq!(engine.stat_open(old).unwrap().len, 17);
+    engine.fsync(old).unwrap();
+    assert!(
+        engine.getattr(&a).is_err(),
+        "no name, no attributes by path"
+    );
+    // The name can be reused meanwhile: a different file.
+    let new = engine.create(&a).unwrap();
+    assert_ne!(new, old);
+    engine.write(new, 0, b"new").unwrap();
+    assert_eq!(engine.read(old, 0, 64).unwrap(), b"buffered and more");
+    assert_eq!(engine.read(new, 0, 64).unwrap(), b"new");
+    engine.release(old);
+    assert_eq!(engine.read(new, 0, 64).unwrap(), b"new");
+    // A restart without a drain: the log still holds the old file's
+    // records, which must not come back under the name.
+    engine.close();
+    let engine = open(&fast, &capacity);
+    engine.drain().unwrap();
+    assert_eq!(capacity_bytes(&capacity, "a").unwrap(), b"new");
+}
+
+/// Regression (data-path issue): a file replaced by a rename while open
+/// became unusable; it keeps its bytes for its handles, and the name holds
+/// the renamed file's bytes, across a restart too.
+#[test]
+fn renamed_over_while_open_keeps_its_bytes() {
+    let (fast, capacity) = backends();
+    let engine = open(&fast, &capacity);
+    let (a, b) = (RelPath::new("a").unwrap(), RelPath::new("b").unwrap());
+    let old = engine.create(&a).unwrap();
+    engine.write(old, 0, b"old bytes").unwrap();
+    let moving = engine.create(&b).unwrap();
+    engine.write(moving, 0, b"new").unwrap();
+    engine.rename(&b, &a).unwrap();
+    assert_eq!(engine.read(old, 0, 64).unwrap(), b"old bytes");
+    assert_eq!(engine.stat_open(old).unwrap().len, 9);
+    let reopened = engine.open_file(&a).unwrap();
+    assert_eq!(reopened, moving, "the name now names the renamed file");
+    assert_eq!(engine.read(reopened, 0, 64).unwrap(), b"new");
+    engine.write(old, 9, b"!").unwrap();
+    assert_eq!(engine.read(old, 0, 64).unwrap(), b"old bytes!");
+    engine.close();
+    let engine = open(&fast, &capacity);
+    engine.drain().unwrap();
+    assert_eq!(capacity_bytes(&capacity, "a").unwrap(), b"new");
+    assert!(capacity_bytes(&capacity, "b").is_none());
+}
+
+/// Regression (data-path issue): a buffered write did not change mtime or
+/// ctime until its flush, and the flush then stamped the flush time on the
+/// file. Every write sets them, and the flush gives the file back the time
+/// of its last write.
+#[test]
+fn buffered_writes_set_mtime_and_the_flush_keeps_it() {
+    use std::time::{Duration, SystemTime};
+    let (fast, capacity) = backends();
+    let engine = open(&fast, &capacity);
+    let t = RelPath::new("t").unwrap();
+    let id = engine.create(&t).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let before = SystemTime::now();
+    engine.write(id, 0, b"buffered").unwrap();
+    let after = SystemTime::now();
+    assert!(engine.buffered_bytes() > 0);
+    let mut st = capacity.stat(&t).unwrap();
+    assert!(st.mtime < before, "the capacity file is older");
+    engine.overlay(&t, &mut st);
+    assert!(st.mtime >= before && st.mtime <= after, "write sets mtime");
+    assert!(st.ctime >= before, "write sets ctime");
+    assert_eq!(st.len, 8);
+    std::thread::sleep(Duration::from_millis(300));
+    engine.drain().unwrap();
+    let st = capacity.stat(&t).unwrap();
+    assert!(
+        st.mtime >= before && st.mtime <= after,
+        "the flush kept the write's mtime, not its own time"
+    );
+}

@@ -553,6 +553,10 @@ struct EmulatedFile {
 }
 
 impl BackendFile for EmulatedFile {
+    fn stat(&self) -> io::Result<Stat> {
+        self.inner.stat()
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.device
             .request(IoKind::Read, self.base, offset, buf.len() as u64);

@@ -324,6 +324,11 @@ impl FaultFile {
 }
 
 impl BackendFile for FaultFile {
+    fn stat(&self) -> io::Result<Stat> {
+        self.check(FaultOp::Metadata, "fstat")?;
+        self.inner.stat()
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.check(FaultOp::Read, "read")?;
         self.inner.read_at(buf, offset)

@@ -453,6 +453,15 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
     }
     /// Truncate or extend (with zeros) to `len`.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Attributes of the open file itself (`fstat`): they outlive its name,
+    /// so an unlinked file still open has them. The default refuses
+    /// (Unsupported) for backends that keep none.
+    fn stat(&self) -> io::Result<Stat> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "stat of an open file: not supported by this backend",
+        ))
+    }
     /// The kernel file behind this handle, for copies the kernel does
     /// itself ([`copy_range`]). `None` (the default) when there is none or
     /// when every byte must pass through the backend (emulated devices

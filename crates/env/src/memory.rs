@@ -482,6 +482,11 @@ impl MemHandle {
 }
 
 impl BackendFile for MemHandle {
+    fn stat(&self) -> io::Result<Stat> {
+        let len = self.file.read().len() as u64;
+        Ok(lock(&self.file.attrs).stat(StatKind::File, len))
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         Ok(read_slice(&self.file.read(), buf, offset))
     }

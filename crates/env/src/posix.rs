@@ -818,6 +818,21 @@ impl PosixFile {
 }
 
 impl BackendFile for PosixFile {
+    fn stat(&self) -> io::Result<Stat> {
+        let stat = rfs::fstat(&self.file).map_err(|errno| self.error(errno.into(), "fstat"))?;
+        stat_from(&stat).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: fstat {:?}: unknown file type (mode {:o})",
+                    self.label,
+                    self.path.as_str(),
+                    stat.st_mode
+                ),
+            )
+        })
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let mut done = 0;
         while done < buf.len() {

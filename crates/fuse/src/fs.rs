@@ -257,18 +257,37 @@ impl SluiceFs {
     /// Attributes of `path` as the kernel sees them: the capacity tier's,
     /// with the engine's logical size for a file it holds open.
     fn attr(&self, ino: u64, path: &RelPath) -> io::Result<FileAttr> {
-        let st: Stat = self.engine.capacity_tier().stat(path)?;
-        lock(&self.inodes).note_mode(ino, st.mode);
-        let mut size = st.len;
-        let mut blocks = st.blocks;
+        let mut st: Stat = self.engine.capacity_tier().stat(path)?;
         if st.kind == StatKind::File {
-            let staged = self.ckpt.as_ref().and_then(|c| c.size(path));
-            if let Some(logical) = staged.or_else(|| self.engine.open_size(path)) {
-                size = logical;
-                blocks = blocks.max(logical.div_ceil(512));
+            match self.ckpt.as_ref().and_then(|c| c.size(path)) {
+                Some(staged) => {
+                    st.len = staged;
+                    st.blocks = st.blocks.max(staged.div_ceil(512));
+                }
+                None => self.engine.overlay(path, &mut st),
             }
         }
-        Ok(FileAttr {
+        Ok(self.file_attr(ino, &st))
+    }
+
+    /// Attributes of a node whose name was removed while it is open
+    /// (unlinked, or renamed over): through an engine handle open on it,
+    /// as `fstat` does. ENOENT when none is.
+    fn open_attr(&self, ino: u64, fh: Option<FileHandle>) -> io::Result<FileAttr> {
+        let handle = fh
+            .map(|fh| fh.0)
+            .or_else(|| lock(&self.inodes).open_handle(ino))
+            .filter(|&h| !Checkpoints::owns(h))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let st = self.engine.stat_open(FileId(handle))?;
+        Ok(self.file_attr(ino, &st))
+    }
+
+    /// The kernel's view of `st` for node `ino`.
+    fn file_attr(&self, ino: u64, st: &Stat) -> FileAttr {
+        lock(&self.inodes).note_mode(ino, st.mode);
+        let (size, blocks) = (st.len, st.blocks);
+        FileAttr {
             ino: INodeNo(ino),
             size,
             blocks,
@@ -284,7 +303,7 @@ impl SluiceFs {
             rdev: st.rdev,
             blksize: st.blksize.max(4096),
             flags: 0,
-        })
+        }
     }
 
     /// Look `path` up for the kernel (one reference counted).
@@ -394,13 +413,13 @@ impl Filesystem for SluiceFs {
         lock(&self.inodes).forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         self.meta();
-        let path = match self.path(ino) {
-            Ok(p) => p,
-            Err(e) => return reply.error(e),
+        let attr = match self.path(ino) {
+            Ok(path) => self.attr(ino.0, &path),
+            Err(_) => self.open_attr(ino.0, fh),
         };
-        match self.attr(ino.0, &path) {
+        match attr {
             Ok(attr) => reply.attr(&TTL, &attr),
             Err(e) => reply.error(self.fail(&e)),
         }
@@ -427,7 +446,24 @@ impl Filesystem for SluiceFs {
         self.meta();
         let path = match self.path(ino) {
             Ok(p) => p,
-            Err(e) => return reply.error(e),
+            Err(e) => {
+                // A name-less open file: ftruncate through its handle.
+                let handle = fh
+                    .map(|fh| fh.0)
+                    .or_else(|| lock(&self.inodes).open_handle(ino.0))
+                    .filter(|&h| !Checkpoints::owns(h));
+                let result = match (handle, size) {
+                    (Some(h), Some(size)) if mode.is_none() && uid.is_none() && gid.is_none() => {
+                        self.engine.truncate(FileId(h), size)
+                    }
+                    (Some(_), None) if mode.is_none() && uid.is_none() && gid.is_none() => Ok(()),
+                    _ => return reply.error(e),
+                };
+                return match result.and_then(|()| self.open_attr(ino.0, fh)) {
+                    Ok(attr) => reply.attr(&TTL, &attr),
+                    Err(e) => reply.error(self.fail(&e)),
+                };
+            }
         };
         let result = (|| -> io::Result<()> {
             if let Some(size) = size {
@@ -682,7 +718,10 @@ impl Filesystem for SluiceFs {
             None => self.engine.open_file(&path).map(|id| id.0),
         };
         match opened.map(FileId) {
-            Ok(id) => reply.opened(FileHandle(id.0), self.open_flags),
+            Ok(id) => {
+                lock(&self.inodes).opened(ino.0, id.0);
+                reply.opened(FileHandle(id.0), self.open_flags)
+            }
             Err(e) => reply.error(self.fail(&e)),
         }
     }
@@ -763,13 +802,14 @@ impl Filesystem for SluiceFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        lock(&self.inodes).released(ino.0, fh.0);
         match self.ckpt_handle(fh) {
             Some(c) => c.release(fh.0),
             None => self.engine.release(FileId(fh.0)),
@@ -1059,13 +1099,16 @@ impl Filesystem for SluiceFs {
             attr.map(|a| (id, a))
         })();
         match result {
-            Ok((id, attr)) => reply.created(
-                &TTL,
-                &attr,
-                Generation(0),
-                FileHandle(id.0),
-                self.open_flags,
-            ),
+            Ok((id, attr)) => {
+                lock(&self.inodes).opened(attr.ino.0, id.0);
+                reply.created(
+                    &TTL,
+                    &attr,
+                    Generation(0),
+                    FileHandle(id.0),
+                    self.open_flags,
+                )
+            }
             Err(e) => reply.error(self.fail(&e)),
         }
     }

@@ -29,6 +29,9 @@ struct Node {
     may_setid: bool,
     /// Bumped by every [`Inodes::note_mode`] that saw a set-ID bit.
     setid_epoch: u64,
+    /// Engine handles open on this node: a node whose name was removed
+    /// (unlinked, renamed over) is still served through them.
+    handles: Vec<u64>,
 }
 
 /// The set-user-ID and set-group-ID bits.
@@ -51,6 +54,7 @@ impl Default for Inodes {
                 lookups: 1,
                 may_setid: true,
                 setid_epoch: 0,
+                handles: Vec::new(),
             },
         );
         let mut by_path = HashMap::new();
@@ -84,6 +88,7 @@ impl Inodes {
                         lookups: 0,
                         may_setid: true,
                         setid_epoch: 0,
+                        handles: Vec::new(),
                     },
                 );
                 self.by_path.insert(path.clone(), ino);
@@ -171,6 +176,27 @@ impl Inodes {
                 node.may_setid = false;
             }
         }
+    }
+
+    /// Engine handle `fh` was opened on `ino`.
+    pub fn opened(&mut self, ino: u64, fh: u64) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.handles.push(fh);
+        }
+    }
+
+    /// Engine handle `fh` of `ino` was released.
+    pub fn released(&mut self, ino: u64, fh: u64) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            if let Some(i) = node.handles.iter().position(|&h| h == fh) {
+                node.handles.swap_remove(i);
+            }
+        }
+    }
+
+    /// An engine handle open on `ino`, if any.
+    pub fn open_handle(&self, ino: u64) -> Option<u64> {
+        self.nodes.get(&ino)?.handles.first().copied()
     }
 
     /// Nodes in the table (for status).

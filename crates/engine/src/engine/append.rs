@@ -131,6 +131,12 @@ pub(super) fn reserve_and_append<'a>(
         .as_ref()
         .map_or(0, |(_, p)| record_len(p.as_str().len() as u32));
     loop {
+        if tier.is_some() && file.is_some_and(|id| state.files.get(&id).is_some_and(|o| o.unlinked))
+        {
+            // The name went while this write waited for room: the file
+            // takes no more log records (module docs of `OpenFile`).
+            return (state, Ok(None));
+        }
         let now = shared.clock.now();
         // The same instant as `now` on the first try: the pipeline counts
         // a wait when the two are equal.

@@ -38,6 +38,8 @@ pub(super) fn attach(
         OpenFile {
             path,
             handle,
+            unlinked: false,
+            written: None,
             io: Arc::new(Mutex::new(())),
             size,
             busy: false,
@@ -65,6 +67,9 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
         && !state.buffer.has_buffered(id);
     if unused {
         if let Some(open) = state.files.remove(&id) {
+            if open.unlinked {
+                return;
+            }
             state.ids.remove(&open.path);
             if open.created_unsynced {
                 // A later fsync of the file (opened again) still owes
@@ -96,6 +101,16 @@ pub(super) fn drop_file<'a>(
     mut state: MutexGuard<'a, State>,
     id: FileId,
 ) -> (MutexGuard<'a, State>, io::Result<()>) {
+    let still_open = state.files.get(&id).is_some_and(|o| o.opens > 0);
+    if still_open {
+        // Its handles keep reading what was written: the buffered bytes
+        // go to its capacity file (which outlives the name) first.
+        let (s, flushed) = flush_file(shared, state, id);
+        state = s;
+        if let Err(e) = flushed {
+            return (state, Err(e));
+        }
+    }
     // A record of the file still being written needs the unlink record
     // too, or recovery would bring the file back with it.
     let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
@@ -107,10 +122,71 @@ pub(super) fn drop_file<'a>(
         }
         state.buffer.remove_file(id);
     }
-    if let Some(open) = state.files.remove(&id) {
+    if still_open {
+        if let Some(open) = state.files.get_mut(&id) {
+            open.unlinked = true;
+            let path = open.path.clone();
+            if state.ids.get(&path) == Some(&id) {
+                state.ids.remove(&path);
+            }
+        }
+    } else if let Some(open) = state.files.remove(&id) {
         state.ids.remove(&open.path);
     }
     (state, Ok(()))
+}
+
+/// Write every buffered byte of `id` to its capacity file and sync it,
+/// under the engine lock (for the rare unlink or rename over a file still
+/// open). Records of the file still being written are waited for first,
+/// so none is indexed after. The bytes stay indexed (the caller drops
+/// them durably).
+fn flush_file<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    id: FileId,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    while state.files.get(&id).is_some_and(|o| o.appending > 0) {
+        state = shared
+            .changed
+            .wait_timeout(state, Duration::from_millis(10))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    let Some(open) = state.files.get(&id) else {
+        return (state, Ok(()));
+    };
+    let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
+    let pieces: Vec<(u64, u64, Pinned)> = state
+        .buffer
+        .lookup(id, 0, u64::MAX)
+        .filter_map(|piece| match piece {
+            Piece::Buffered {
+                file_offset,
+                len,
+                location,
+                ..
+            } => Some((file_offset, len, location)),
+            Piece::Hole { .. } => None,
+        })
+        .map(|(file_offset, len, location)| (file_offset, len, locate(&state, location)))
+        .collect();
+    if pieces.is_empty() {
+        return (state, Ok(()));
+    }
+    let result = pieces
+        .iter()
+        .try_for_each(|(file_offset, len, pinned)| {
+            let mut buf = vec![0u8; *len as usize];
+            pinned.copy_to(&mut buf)?;
+            handle.write_at(&buf, *file_offset)
+        })
+        .and_then(|()| handle.sync_data())
+        .map_err(context(format!(
+            "capacity tier {}: flush {path} before removing its name",
+            shared.capacity.describe()
+        )));
+    (state, result)
 }
 
 /// `file`'s I/O lock ([`OpenFile::io`]), looked up under the engine lock

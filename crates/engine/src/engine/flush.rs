@@ -196,14 +196,29 @@ pub(super) fn flush_run(
         written += buf.len() as u64;
     }
     let mut state = lock(shared);
+    let mut written_at = None;
     if let Some(open) = state.files.get_mut(&file) {
         open.busy = false;
+        if !open.unlinked {
+            written_at = open.written;
+        }
     }
     if corrupt {
         state.stats.corrupt_payloads += 1;
     }
     state.stats.flushed_bytes += written;
     shared.changed.notify_all();
+    drop(state);
+    if let (Ok(()), Some(at)) = (&result, written_at) {
+        // The flush's writes stamped the flush time on the file: give it
+        // back the time of its last write (best effort: a rename racing
+        // with the flush only leaves the flush time).
+        let times = SetAttr {
+            mtime: Some(TimeSet::At(at)),
+            ..SetAttr::default()
+        };
+        let _ = shared.capacity.set_attr(&path, &times);
+    }
     touched.insert(file, handle);
     result
 }

@@ -39,9 +39,12 @@ use std::io;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use sluice_env::{Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath};
+use sluice_env::{
+    Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath, SetAttr, Stat,
+    TimeSet,
+};
 use sluice_policy::extent_index::{Extent, ExtentIndex, Piece};
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::{PipelineConfig, RegionState, WhenFull};
@@ -110,12 +113,23 @@ struct LogRegion {
 struct OpenFile {
     path: RelPath,
     handle: Arc<dyn BackendFile>,
+    /// The name was removed (unlinked or renamed over) while the file was
+    /// open: it lives on for its open handles (POSIX), has no name in the
+    /// engine, and takes writes on its capacity file only (a log record
+    /// would need a path record, which would bring the name back at
+    /// recovery). Forgotten at its last release.
+    unlinked: bool,
     /// Orders this file's writes and truncates, which do their tier I/O
     /// outside the engine lock: taken before that lock, never while holding
     /// it. Writers of other files do not wait for it.
     io: Arc<Mutex<()>>,
     /// Logical size: capacity bytes and buffered bytes together.
     size: u64,
+    /// When the last write (buffered or not) was made: the file's mtime
+    /// and ctime until its capacity file catches up, and the mtime the
+    /// flusher gives it back after writing buffered bytes (which would
+    /// otherwise stamp the flush time on it).
+    written: Option<SystemTime>,
     /// The flusher is writing this file outside the lock.
     busy: bool,
     /// Created by the engine and its directory not yet synced.
@@ -147,6 +161,18 @@ struct State {
     draining: u32,
     shutdown: bool,
     stats: EngineStats,
+}
+
+impl OpenFile {
+    /// See [`Engine::overlay`].
+    fn overlay(&self, stat: &mut Stat) {
+        stat.len = self.size;
+        stat.blocks = stat.blocks.max(self.size.div_ceil(512));
+        if let Some(written) = self.written {
+            stat.mtime = stat.mtime.max(written);
+            stat.ctime = stat.ctime.max(written);
+        }
+    }
 }
 
 impl State {
@@ -314,6 +340,11 @@ impl Engine {
         let _io = hold(&io);
         let mut state = lock(shared);
         let now = shared.clock.now();
+        let unlinked = state
+            .files
+            .get(&file)
+            .ok_or_else(|| unknown(file))?
+            .unlinked;
         let routing = state.buffer.handle_write(
             now,
             WriteRequest {
@@ -332,12 +363,18 @@ impl Engine {
                 shared.changed.notify_all();
             }
         }
-        let (mut state, written) = append_data(shared, state, file, offset, data, routing.tier);
+        let tier = if unlinked {
+            Tier::Capacity
+        } else {
+            routing.tier
+        };
+        let (mut state, written) = append_data(shared, state, file, offset, data, tier);
         written?;
         // An unlink while the bytes went to the capacity tier outside the
         // lock has forgotten the file: the write still happened.
         if let Some(open) = state.files.get_mut(&file) {
             open.size = open.size.max(end);
+            open.written = Some(SystemTime::now());
         }
         Ok(())
     }
@@ -416,7 +453,8 @@ impl Engine {
         let what = format!("fsync {}", open.path);
         let handle = Arc::clone(&open.handle);
         let path = open.path.clone();
-        let dir_unsynced = open.created_unsynced || state.unsynced_creates.contains(&path);
+        let dir_unsynced =
+            !open.unlinked && (open.created_unsynced || state.unsynced_creates.contains(&path));
         drop(state);
         handle.sync_data().map_err(context(&what))?;
         if dir_unsynced {
@@ -480,7 +518,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Remove a file. Its buffered bytes are dropped, durably first.
+    /// Remove a file. Its buffered bytes are dropped, durably first; a file
+    /// still open lives on for its handles (see [`Engine::stat_open`]).
     pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let state = lock(shared);
@@ -566,15 +605,30 @@ impl Engine {
         Ok(())
     }
 
-    /// The logical size of `path` if the engine holds it open (buffered
-    /// bytes included); `None` means the capacity tier's size is current.
-    pub fn open_size(&self, path: &RelPath) -> Option<u64> {
+    /// Attributes of an open file through its handle (`fstat`), with its
+    /// logical size (buffered bytes included): they outlive its name, so a
+    /// file unlinked or renamed over while open still has them.
+    pub fn stat_open(&self, file: FileId) -> io::Result<Stat> {
         let state = lock(&self.shared);
-        state
-            .ids
-            .get(path)
-            .and_then(|id| state.files.get(id))
-            .map(|open| open.size)
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        let handle = Arc::clone(&open.handle);
+        drop(state);
+        let mut stat = handle.stat()?;
+        if let Some(open) = lock(&self.shared).files.get(&file) {
+            open.overlay(&mut stat);
+        }
+        Ok(stat)
+    }
+
+    /// Correct the capacity tier's attributes `stat` of `path` with what the
+    /// engine knows better while it holds the file open: the logical size
+    /// (buffered bytes included) and the time of the last write. Unchanged
+    /// when the engine does not hold `path` open.
+    pub fn overlay(&self, path: &RelPath, stat: &mut Stat) {
+        let state = lock(&self.shared);
+        if let Some(open) = state.ids.get(path).and_then(|id| state.files.get(id)) {
+            open.overlay(stat);
+        }
     }
 
     /// Attributes of a path; a file's size includes buffered bytes.

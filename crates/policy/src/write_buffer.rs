@@ -37,8 +37,9 @@
 //! INVARIANTS:
 //! - sequence numbers are handed out in reservation order, so log order is
 //!   sequence order in every region;
-//! - a region's described files are forgotten exactly when the region is
-//!   emptied by a finished flush;
+//! - a region's described files are forgotten when the region is emptied
+//!   by a finished flush, and a file's everywhere when the engine says its
+//!   descriptions no longer hold (`forget_descriptions`);
 //! - no byte of a write that overlapped buffered bytes is ever placed on
 //!   the capacity tier.
 
@@ -217,6 +218,16 @@ impl WriteBuffer {
     pub fn mark_described(&mut self, region: RegionId, file: FileId) {
         if let Some(files) = self.described.get_mut(region.0 as usize) {
             files.insert(file);
+        }
+    }
+
+    /// The descriptions of `file` no longer name it right (its name
+    /// changed without a new description, or its removal was logged while
+    /// the id lives on under another name): its next record in any region
+    /// is described again.
+    pub fn forget_descriptions(&mut self, file: FileId) {
+        for files in &mut self.described {
+            files.remove(&file);
         }
     }
 
@@ -461,6 +472,20 @@ impl WriteBuffer {
             GateDecision::Flush(reason) => FlushPoll::Flush { region, reason },
             GateDecision::Pause { recheck_at } => FlushPoll::Pause { recheck_at },
         }
+    }
+
+    /// The oldest full region, whatever the gate says: for drivers whose
+    /// flusher is not traffic-aware (the simulator's OrangeFS-BB and
+    /// SSDUP). Traffic-aware ones use [`WriteBuffer::poll_flush`].
+    pub fn oldest_full_region(&self) -> Option<RegionId> {
+        self.pipeline.poll_flush()
+    }
+
+    /// The longest record the log can ever take (a region): a record that
+    /// must reach the log and is longer ([`Placement::TooLarge`]) must be
+    /// split into records of at most this many bytes, headers included.
+    pub fn record_bytes_max(&self) -> u64 {
+        self.pipeline.config().region_bytes
     }
 
     /// Start flushing `region` (full): the runs of file-contiguous bytes

@@ -1020,11 +1020,7 @@ impl<'a> Sim<'a> {
     /// part is split again; a part over no buffered bytes may go to the HDD.
     fn split(&mut self, now: Time, piece: u32) {
         let p = self.pieces[piece as usize];
-        let region_bytes = self.servers[p.server as usize]
-            .buffer
-            .pipeline()
-            .config()
-            .region_bytes;
+        let region_bytes = self.servers[p.server as usize].buffer.record_bytes_max();
         let mut parts = Vec::new();
         let mut offset = p.offset + region_bytes;
         while offset < p.offset + p.len {
@@ -1547,7 +1543,7 @@ impl<'a> Sim<'a> {
     fn region_to_flush(&mut self, now: Time, server: u32) -> Option<RegionId> {
         let s = &self.servers[server as usize];
         if !s.traffic_aware {
-            return s.buffer.pipeline().poll_flush();
+            return s.buffer.oldest_full_region();
         }
         match s.buffer.poll_flush(now) {
             FlushPoll::Idle => None,

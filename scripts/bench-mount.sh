@@ -21,7 +21,8 @@
 #   BENCH_DIR=/tmp/sluice-bench  work directory (its run/ and results/ are
 #                                wiped at the start)
 #   SYSTEMS="raw mergerfs sluice sluice-fast-all"
-#   DOC=docs/results/mount-bench.md
+#   DOC=docs/results/mount-bench.md   (and its plot DOC's name .png, drawn
+#                                      when gnuplot is installed)
 # Needs fio, mergerfs, fusermount3 (apt-get install fio mergerfs fuse3),
 # python3, and cargo unless --no-build.
 set -euo pipefail
@@ -293,7 +294,7 @@ case "$DOC" in
     *) DOC=$ROOT/$DOC ;;
 esac
 update=()
-[ "$WRITE_DOC" = 1 ] && update=(--update "$DOC" --meta "$meta")
+[ "$WRITE_DOC" = 1 ] && update=(--update "$DOC" --meta "$meta" --plot "${DOC%.md}.png")
 python3 "$ROOT/scripts/fio_table.py" "${update[@]}" "$RESULTS"/*__*__r*.json
 [ "$WRITE_DOC" = 1 ] && echo "== written into $DOC" >&2
 exit 0

@@ -2,7 +2,7 @@
 """fio JSON results -> one Markdown table (scripts/bench-mount.sh).
 
 Usage:
-    scripts/fio_table.py [--update DOC --meta FILE] RESULT.json...
+    scripts/fio_table.py [--update DOC --meta FILE] [--plot PNG] RESULT.json...
 
 Each result file is named SYSTEM__ROW__rN.json (the `__rN` part, the
 repetition, is optional): SYSTEM is one of raw, mergerfs, sluice,
@@ -15,14 +15,20 @@ The table goes to stdout. With --update DOC, the text of --meta FILE, the
 table(s) and the targets are also written into DOC between the lines
 `<!-- bench-mount:begin -->` and `<!-- bench-mount:end -->` (the rest of DOC,
 e.g. a hand-written reading, is kept; DOC is created if it is missing).
+With --plot PNG, a grouped bar chart of the medians (min-max as error bars)
+is drawn into PNG with gnuplot (`apt-get install gnuplot-nox`); without
+gnuplot the plot is skipped with a message.
 """
 
 import argparse
 import json
 import os
 import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 
 SYSTEMS = [
     ("raw", "raw dir"),
@@ -177,11 +183,52 @@ def update(doc, block):
         f.write(text)
 
 
+def plot(cells, systems, rows, png):
+    """Grouped bars, one group per row, one bar per system, via gnuplot."""
+    if not shutil.which("gnuplot"):
+        print(f"fio_table.py: gnuplot not found, {png} not drawn (apt-get install gnuplot-nox)", file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "data.tsv")
+        with open(data, "w", encoding="utf-8") as f:
+            for r in rows:
+                cols = [f'"{label(r, ROWS)}"']
+                for s in systems:
+                    v = cells.get((s, r)) or [0.0]
+                    cols += [f"{statistics.median(v):.1f}", f"{min(v):.1f}", f"{max(v):.1f}"]
+                f.write("\t".join(cols) + "\n")
+        n = len(systems)
+        plots = ", ".join(
+            f"'{data}' using {2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i}{':xtic(1)' if i == 0 else ''} title '{label(s, SYSTEMS)}'"
+            for i, s in enumerate(systems)
+        )
+        script = f"""
+set terminal pngcairo size 1000,520 font 'DejaVu Sans,10'
+set output '{png}'
+set datafile separator '\\t'
+set style data histogram
+set style histogram errorbars gap 2 lw 1
+set style fill solid 0.8 border -1
+set ylabel 'MB/s (fio write bandwidth, median; bars: min-max)'
+set title 'fio through the mount: {n} systems, median of runs'
+set yrange [0:*]
+set key top left
+set grid ytics
+plot {plots}
+"""
+        gp = os.path.join(tmp, "plot.gp")
+        with open(gp, "w", encoding="utf-8") as f:
+            f.write(script)
+        subprocess.run(["gnuplot", gp], check=True)
+    print(f"fio_table.py: plot written to {png}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="+", help="fio JSON files named SYSTEM__ROW[__rN].json")
     ap.add_argument("--update", metavar="DOC", help="also write the tables into DOC between the markers")
     ap.add_argument("--meta", metavar="FILE", help="Markdown to put before the table in DOC")
+    ap.add_argument("--plot", metavar="PNG", help="also draw the medians into PNG (needs gnuplot)")
     a = ap.parse_args()
     try:
         cells, systems, rows = load(a.results)
@@ -207,6 +254,8 @@ def main():
         if tg:
             block += "\n\nTargets (issue 5), on the medians:\n\n" + tg
         update(a.update, block + "\n")
+    if a.plot:
+        plot(cells, systems, rows, a.plot)
 
 
 if __name__ == "__main__":

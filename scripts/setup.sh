@@ -62,5 +62,27 @@ if command -v rustup >/dev/null && ! rustup target list --installed 2>/dev/null 
   rustup target add x86_64-unknown-none || say "could not add x86_64-unknown-none; the purity check will say so"
 fi
 
+# The file-system conformance suites (scripts/conformance.sh, docs/conformance.md):
+# pjdfstest (the Rust port) and fsx, from crates.io at pinned versions, into
+# ~/.cargo/bin beside the toolchain. Installed only when that version is missing.
+conformance_crates=(pjdfstest@0.2.2 fsx@0.3.2)
+installed=$(cargo install --list 2>/dev/null || true)
+want_crates=()
+for c in "${conformance_crates[@]}"; do
+  grep -qx "${c%@*} v${c#*@}:" <<<"$installed" && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/${c%@*}" ] ||
+    want_crates+=("$c")
+done
+if [ "${#want_crates[@]}" -gt 0 ]; then
+  say "installing from crates.io: ${want_crates[*]}"
+  cargo install --locked --quiet "${want_crates[@]}"
+fi
+
+# pjdfstest switches to two dummy users; `nobody` exists, this one is made.
+if ! getent passwd pjdfstest >/dev/null; then
+  say "adding the system user pjdfstest (a dummy user of pjdfstest's tests)"
+  as_root useradd --system --user-group --no-create-home --home-dir / \
+    --shell /usr/sbin/nologin --comment "dummy user for pjdfstest" pjdfstest
+fi
+
 say "fetching crates"
 cargo fetch --quiet

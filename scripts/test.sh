@@ -24,6 +24,21 @@ trap 'rm -f "$log"' EXIT
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
+echo "== conformance suites through a real mount: pjdfstest and fsx (scripts/conformance.sh)"
+# Needs FUSE; under CI (CI set) its absence is a failure, otherwise a skip.
+# pjdfstest needs root; a local run as another user runs the fsx part only.
+if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+  if [ -n "${CI:-}" ]; then
+    echo "CI: FUSE is required for the conformance suites (/dev/fuse and fusermount3; scripts/setup.sh installs fuse3)"; exit 1
+  fi
+  echo "skipped: FUSE is not available here (/dev/fuse and fusermount3)"
+elif [ "$(id -u)" -ne 0 ] && [ -z "${CI:-}" ]; then
+  echo "pjdfstest skipped: it needs root; running the fsx part only"
+  ./scripts/conformance.sh fsx
+else
+  ./scripts/conformance.sh
+fi
+
 echo "== the main job runs with its defaults (sluice demo, small)"
 demo_dir=$(mktemp -d)
 cargo run --quiet -p sluice-cli -- demo --dir "$demo_dir" --mib 8 | tail -n 8

@@ -1,0 +1,449 @@
+#!/usr/bin/env bash
+# The file-system community's conformance suites through a real sluice mount
+# (docs/conformance.md): pjdfstest (the Rust port) and fsx, both installed
+# from crates.io by scripts/setup.sh. scripts/test.sh runs the default
+# (both parts) in CI.
+#
+#   pjdfstest  runs pjdfstest as root on the capacity directory itself, then
+#              on the same directory through an `--allow-other` sluice mount,
+#              and compares the two per test: every test that passes on the
+#              directory must pass through the mount. The only exceptions are
+#              the tests listed in scripts/conformance/pjdfstest-known-differences.txt
+#              (a temporary list that may only shrink): a listed test that
+#              passes through the mount now fails the run too, until its line
+#              is deleted.
+#   fsx        runs fsx with each seed for each case, each on a fresh mount:
+#                default             the default config (policy ssdup+)
+#                fast-all            policy fast-all (every write to the log)
+#                tiny-wait           fast-all, a 2 x 1 MiB log, when_full = wait
+#                tiny-write-through  fast-all, a 2 x 1 MiB log, when_full = write-through
+#                mmap                default config, mmap reads and writes (+ msync)
+#                close-open          default config, close and reopen of the file
+#              pread/pwrite/truncate/fsync/fdatasync in every case. After each
+#              run the file as read through the mount must equal the file on
+#              the capacity tier after `sluice unmount` (which drains).
+#
+# Usage: scripts/conformance.sh [all|pjdfstest|fsx] [options]
+#   --ops N            fsx operations per run (default 20000)
+#   --seeds "S..."     fsx seeds (default "1 2 3")
+#   --cases "C..."     fsx cases (default: all six above)
+#   --release          build and use the release binary (default: the debug
+#                      binary that `cargo test` builds)
+#   --no-build         use the binary as it is
+#   --keep             keep the work directory (logs, configs, fsx artifacts)
+#   -h, --help         this text
+# Longer runs, for anyone:
+#   scripts/conformance.sh fsx --release --ops 1000000 --seeds "$(seq -s ' ' 1 20)"
+# Environment: CONFORMANCE_DIR (work directory; default a new one under
+# ${TMPDIR:-/tmp}), FSX_TIMEOUT (seconds per fsx run, default 60 + ops/100).
+# Needs root for pjdfstest (its tests switch users), fuse3 (fusermount3) and
+# /dev/fuse, and pjdfstest/fsx in PATH or ~/.cargo/bin (scripts/setup.sh).
+set -euo pipefail
+export LC_ALL=C
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ARGS=("$@")
+
+# die(), require_fuse(), cleanup_mount() with MNT and MOUNT_PID, from the
+# benchmarks' helpers (sourced without arguments: its flags are not ours).
+set --
+# shellcheck source-path=SCRIPTDIR source=bench-args.sh
+source "$ROOT/scripts/bench-args.sh"
+set -- "${ARGS[@]}"
+# alive PID (zombie-aware)
+# shellcheck source-path=SCRIPTDIR source=proc.sh
+source "$ROOT/scripts/proc.sh"
+
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit "${1:-0}"
+}
+
+ALL_CASES="default fast-all tiny-wait tiny-write-through mmap close-open"
+PART=all
+OPS=20000
+SEEDS="1 2 3"
+CASES=$ALL_CASES
+PROFILE=debug
+BUILD=1
+KEEP=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        all | pjdfstest | fsx) PART=$1 ;;
+        --ops) OPS=${2:?--ops needs a number}; shift ;;
+        --seeds) SEEDS=${2:?--seeds needs a list}; shift ;;
+        --cases) CASES=${2:?--cases needs a list}; shift ;;
+        --release) PROFILE=release ;;
+        --no-build) BUILD=0 ;;
+        --keep) KEEP=1 ;;
+        -h | --help) usage 0 ;;
+        *) echo "$NAME: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+[[ "$OPS" =~ ^[1-9][0-9]*$ ]] || die "--ops must be a positive integer (got '$OPS')"
+for s in $SEEDS; do
+    [[ "$s" =~ ^[0-9]+$ ]] || die "--seeds must be numbers (got '$s')"
+done
+[ -n "${SEEDS// /}" ] || die "--seeds is empty"
+for c in $CASES; do
+    case " $ALL_CASES " in
+        *" $c "*) ;;
+        *) die "unknown fsx case '$c' (cases: $ALL_CASES)" ;;
+    esac
+done
+FSX_TIMEOUT=${FSX_TIMEOUT:-$((60 + OPS / 100))}
+
+KNOWN=$ROOT/scripts/conformance/pjdfstest-known-differences.txt
+CARGO_BIN=${CARGO_HOME:-$HOME/.cargo}/bin
+[ -d "$CARGO_BIN" ] && export PATH="$PATH:$CARGO_BIN"
+
+# --- what is needed ------------------------------------------------------------
+require_fuse
+want=()
+[ "$PART" = fsx ] || want+=(pjdfstest)
+[ "$PART" = pjdfstest ] || want+=(fsx)
+for tool in "${want[@]}"; do
+    command -v "$tool" >/dev/null 2>&1 ||
+        die "$tool is missing: run scripts/setup.sh (cargo install --locked $tool)"
+done
+if [ "$PART" != fsx ]; then
+    [ "$(id -u)" -eq 0 ] || die "pjdfstest needs root (its tests switch users and chown); run the fsx part alone with: $0 fsx"
+    getent passwd pjdfstest >/dev/null ||
+        die "pjdfstest's dummy user 'pjdfstest' is missing: run scripts/setup.sh"
+    [ -f "$KNOWN" ] || die "$KNOWN is missing"
+fi
+
+SLUICE=${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/sluice
+if [ "$BUILD" = 1 ]; then
+    command -v cargo >/dev/null 2>&1 || die "cargo is missing (or use --no-build with a built $SLUICE)"
+    flag=()
+    [ "$PROFILE" = release ] && flag=(--release)
+    echo "== cargo build ${flag[*]:+${flag[*]} }-p sluice-cli"
+    cargo build --quiet "${flag[@]}" -p sluice-cli
+fi
+[ -x "$SLUICE" ] || die "$SLUICE is missing: run cargo build -p sluice-cli (or drop --no-build)"
+
+# --- work directory, mounts and their cleanup ---------------------------------------
+if [ -n "${CONFORMANCE_DIR:-}" ]; then
+    WORK=$CONFORMANCE_DIR
+    mkdir -p "$WORK"
+else
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-conformance.XXXXXX")
+fi
+WORK=$(cd "$WORK" && pwd)
+[ "$WORK" != / ] || die "the work directory must not be /"
+# Others (pjdfstest's dummy users) must reach the test directories.
+chmod 755 "$WORK"
+MNT=
+# shellcheck disable=SC2317  # called by the EXIT trap
+on_exit() {
+    local rc=$?
+    set +e # clean up as far as possible; the exit status is the script's
+    if [ -n "$MNT" ] && mountpoint -q "$MNT" 2>/dev/null; then
+        timeout 60 "$SLUICE" unmount "$MNT" >/dev/null 2>&1 || true
+    fi
+    cleanup_mount # kill $MOUNT_PID, then fusermount3 -u -z $MNT
+    # Never remove files through a mount left behind.
+    findmnt -rn -o TARGET | grep -F "$WORK/" | while read -r m; do fusermount3 -u -z "$m"; done
+    if [ "$KEEP" = 1 ] || [ "$rc" -ne 0 ]; then
+        echo "conformance: work directory kept: $WORK" >&2
+    else
+        rm -rf --one-file-system "$WORK"
+    fi
+    exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# mount_sluice CONFIG MNT LOG [FLAGS...]: start `sluice mount` in the
+# background and wait (30 s at most) until MNT is mounted.
+mount_sluice() {
+    local config=$1 mnt=$2 log=$3 i
+    shift 3
+    MNT=$mnt
+    "$SLUICE" mount --config "$config" "$@" "$mnt" >"$log" 2>&1 &
+    MOUNT_PID=$!
+    for ((i = 0; i < 300; i++)); do
+        mountpoint -q "$mnt" && return 0
+        if ! alive "$MOUNT_PID"; then
+            cat "$log" >&2
+            die "sluice mount exited before $mnt was mounted (log above: $log)"
+        fi
+        sleep 0.1
+    done
+    cat "$log" >&2
+    die "$mnt was not mounted after 30 s (log above: $log)"
+}
+
+# unmount_sluice LOG: `sluice unmount` (drains) and wait for the daemon to
+# exit. On trouble: say so, kill the daemon, detach the mount, return 1.
+unmount_sluice() {
+    local log=$1 i ok=1
+    timeout 300 "$SLUICE" unmount "$MNT" >>"$log" 2>&1 || ok=0
+    for ((i = 0; ok && i < 600; i++)); do
+        alive "$MOUNT_PID" || break
+        sleep 0.1
+    done
+    alive "$MOUNT_PID" && ok=0
+    if [ "$ok" = 0 ]; then
+        echo "$NAME: sluice unmount $MNT failed or the daemon (pid $MOUNT_PID) did not exit; killing it. End of $log:" >&2
+        tail -n 20 "$log" >&2
+        cleanup_mount # kill $MOUNT_PID, then fusermount3 -u -z $MNT
+    elif mountpoint -q "$MNT" 2>/dev/null; then
+        echo "$NAME: $MNT is still mounted after sluice unmount and the daemon's exit; detaching it. End of $log:" >&2
+        tail -n 20 "$log" >&2
+        fusermount3 -u -z "$MNT" || true
+        ok=0
+    fi
+    wait "$MOUNT_PID" 2>/dev/null || true
+    MOUNT_PID=
+    MNT=
+    [ "$ok" = 1 ]
+}
+
+# write_sluice_config FILE FAST CAPACITY [TOML lines...]
+write_sluice_config() {
+    local file=$1 fast=$2 cap=$3
+    shift 3
+    {
+        printf '[fast]\npath = "%s"\n\n[capacity]\npath = "%s"\n' "$fast" "$cap"
+        for line in "$@"; do printf '%s\n' "$line"; done
+    } >"$file"
+    "$SLUICE" config show --config "$file" >/dev/null ||
+        die "sluice refuses the config $file"
+}
+
+FAILED=() # one line per failure, summarised at the end
+started=$(date +%s)
+
+# --- pjdfstest -------------------------------------------------------------------------
+# pjdfstest's output -> "test<TAB>status<TAB>first line of the message":
+# status ok, FAILED or skipped; the message is the panic (or skip reason).
+pjdfstest_results() {
+    awk '
+        function flush() { if (name != "") print name "\t" status "\t" msg; name = "" }
+        /^[^ \t]+ +(ok|FAILED|skipped)$/ { flush(); name = $1; status = $NF; msg = ""; want = 1; next }
+        /^\t/ && want { m = $0; sub(/^\t/, "", m); msg = m; want = 0; next }
+        { want = 0 }
+        END { flush() }
+    ' "$1" | sort -t "$(printf '\t')" -k1,1
+}
+
+run_pjdfstest() {
+    local dir=$WORK/pjdfstest cfg raw_log mnt_log
+    echo "== pjdfstest $(pjdfstest --version | awk '{print $2}'): the capacity directory itself, then through an --allow-other sluice mount"
+    mkdir -p "$dir/fast" "$dir/cap" "$dir/mnt"
+    chmod 755 "$dir" "$dir/cap" "$dir/mnt"
+    cfg=$dir/pjdfstest.toml
+    # The features Linux has (posix_fallocate, utimensat, UTIME_NOW, rename
+    # updating ctime); the users: nobody and the one setup.sh adds.
+    cat >"$cfg" <<'EOF'
+[features]
+posix_fallocate = {}
+rename_ctime = {}
+utime_now = {}
+utimensat = {}
+
+[settings]
+naptime = 0.01
+allow_remount = false
+
+[dummy_auth]
+entries = [["nobody", "nogroup"], ["pjdfstest", "pjdfstest"]]
+EOF
+    getent group nogroup >/dev/null || sed -i 's/"nobody", "nogroup"/"nobody", "nobody"/' "$cfg"
+    # The dummy users must reach the test directories, or the tests that
+    # switch users would fail alike on both sides and compare as equal.
+    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups -- test -x "$dir/cap" ||
+        die "user nobody cannot reach $dir/cap: pick a CONFORMANCE_DIR (or TMPDIR) whose parents others may search"
+    raw_log=$dir/raw.log
+    mnt_log=$dir/mount.log
+    local t0 t1 t2
+    t0=$(date +%s.%N)
+    # pjdfstest exits 1 when any test fails; the comparison below decides.
+    NO_COLOR=1 RUST_BACKTRACE=0 pjdfstest -c "$cfg" -p "$dir/cap" >"$raw_log" 2>&1 || true
+    t1=$(date +%s.%N)
+    write_sluice_config "$dir/sluice.toml" "$dir/fast" "$dir/cap"
+    mount_sluice "$dir/sluice.toml" "$dir/mnt" "$dir/sluice.log" --allow-other
+    NO_COLOR=1 RUST_BACKTRACE=0 pjdfstest -c "$cfg" -p "$dir/mnt" >"$mnt_log" 2>&1 || true
+    t2=$(date +%s.%N)
+    unmount_sluice "$dir/sluice.log" ||
+        FAILED+=("pjdfstest: sluice unmount after the run failed (log $dir/sluice.log)")
+
+    pjdfstest_results "$raw_log" >"$dir/raw.tsv"
+    pjdfstest_results "$mnt_log" >"$dir/mount.tsv"
+    counts() { # TSV -> "N tests: ... ok, ... failed, ... skipped"
+        awk -F'\t' '{ n[$2]++ } END { printf "%d tests: %d ok, %d failed, %d skipped", NR, n["ok"], n["FAILED"], n["skipped"] }' "$1"
+    }
+    seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+    echo "capacity directory: $(counts "$dir/raw.tsv") ($(seconds "$t0" "$t1") s)"
+    echo "through the mount:  $(counts "$dir/mount.tsv") ($(seconds "$t1" "$t2") s, mounting included)"
+    if [ ! -s "$dir/raw.tsv" ] || [ ! -s "$dir/mount.tsv" ]; then
+        tail -n 30 "$raw_log" "$mnt_log" >&2
+        die "pjdfstest printed no results (logs: $raw_log, $mnt_log)"
+    fi
+    awk -F'\t' '$2 == "FAILED"' "$dir/raw.tsv" | while IFS=$'\t' read -r t _ m; do
+        echo "  note: fails on the capacity directory itself (not compared): $t: $m"
+    done
+
+    # Differences: ok on the directory, anything else through the mount.
+    awk -F'\t' 'NR == FNR { if ($2 == "ok") ok[$1] = 1; next }
+                ($1 in ok) && $2 != "ok" { print $1 "\t" $2 "\t" $3 }
+                { all[$1] = 1 }
+                END { for (t in ok) if (!(t in all)) print t "\tmissing\tnot run through the mount" }' \
+        "$dir/raw.tsv" "$dir/mount.tsv" | sort >"$dir/differences.tsv"
+    # The known list: one test name a line; '#' starts a comment.
+    sed 's/#.*//; s/[[:space:]]//g; /^$/d' "$KNOWN" | sort -u >"$dir/known.txt"
+    local ndiff nknown new fixed
+    ndiff=$(wc -l <"$dir/differences.tsv")
+    nknown=$(wc -l <"$dir/known.txt")
+    new=$(cut -f1 "$dir/differences.tsv" | comm -23 - "$dir/known.txt")
+    fixed=$(cut -f1 "$dir/differences.tsv" | comm -13 - "$dir/known.txt")
+    echo "differences (ok on the directory, not through the mount): $ndiff;" \
+        "listed as known in ${KNOWN#"$ROOT"/}: $nknown"
+    # Ok through the mount but not on the directory: printed, not a failure.
+    awk -F'\t' 'NR == FNR { st[$1] = $2; next } $2 == "ok" && ($1 in st) && st[$1] != "ok" { print "  note: ok through the mount but " st[$1] " on the directory: " $1 }' \
+        "$dir/raw.tsv" "$dir/mount.tsv"
+    if [ -n "$new" ]; then
+        echo "NEW pjdfstest differences (not in the known list):"
+        while read -r t; do
+            awk -F'\t' -v t="$t" '$1 == t { printf "  %s: %s through the mount: %s\n", $1, $2, $3 }' "$dir/differences.tsv"
+        done <<<"$new"
+        FAILED+=("pjdfstest: $(wc -l <<<"$new") test(s) pass on the capacity directory but not through the mount (listed above; log $mnt_log)")
+    fi
+    if [ -n "$fixed" ]; then
+        echo "pjdfstest tests in the known list that are no longer a difference — delete their lines from ${KNOWN#"$ROOT"/}:"
+        while read -r t; do
+            printf '  %s (directory: %s, mount: %s)\n' "$t" \
+                "$(awk -F'\t' -v t="$t" '$1 == t { print $2 }' "$dir/raw.tsv" | grep . || echo 'not run')" \
+                "$(awk -F'\t' -v t="$t" '$1 == t { print $2 }' "$dir/mount.tsv" | grep . || echo 'not run')"
+        done <<<"$fixed"
+        FAILED+=("pjdfstest: $(wc -l <<<"$fixed") listed known difference(s) no longer differ (listed above): delete their lines from ${KNOWN#"$ROOT"/}")
+    fi
+    [ -z "$new" ] && [ -z "$fixed" ] &&
+        echo "pjdfstest: no differences beyond the $nknown known ones (logs: $raw_log, $mnt_log)"
+    return 0
+}
+
+# --- fsx -----------------------------------------------------------------------------------
+# fsx_weights FILE CASE: fsx's config (its weights are relative frequencies).
+fsx_weights() {
+    local mmap=0 close_open=0 invalidate=0
+    case "$2" in
+        mmap) mmap=10 invalidate=1 ;;
+        close-open) close_open=2 ;;
+    esac
+    cat >"$1" <<EOF
+# fsx config for case $2 (scripts/conformance.sh); flen and opsize: fsx's defaults (a 256 KiB file, operations up to 64 KiB)
+[weights]
+read = 10
+write = 10
+truncate = 2
+fsync = 1
+fdatasync = 1
+mapread = $mmap
+mapwrite = $mmap
+invalidate = $invalidate
+close_open = $close_open
+EOF
+}
+
+# sluice_case_lines CASE: the sluice config lines of a case (beyond the tiers).
+sluice_case_lines() {
+    case "$1" in
+        default | mmap | close-open) ;;
+        fast-all) printf '%s\n' '' '[policy]' 'name = "fast-all"' ;;
+        tiny-wait | tiny-write-through)
+            printf '%s\n' '' '[log]' 'regions = 2' 'region_size = "1MiB"' 'record_max = "256KiB"' \
+                "when_full = \"${1#tiny-}\"" '' '[policy]' 'name = "fast-all"'
+            ;;
+    esac
+}
+
+FSX_ROWS=() # "case seed seconds result"
+
+run_fsx_one() {
+    local case=$1 seed=$2 dir fsx_cfg cfg lines rc t0 secs result replay routed
+    dir=$WORK/fsx/$case-seed$seed
+    rm -rf "$dir"
+    mkdir -p "$dir/fast" "$dir/cap" "$dir/mnt" "$dir/artifacts"
+    fsx_cfg=$dir/fsx.toml
+    cfg=$dir/sluice.toml
+    fsx_weights "$fsx_cfg" "$case"
+    mapfile -t lines < <(sluice_case_lines "$case")
+    write_sluice_config "$cfg" "$dir/fast" "$dir/cap" "${lines[@]}"
+    mount_sluice "$cfg" "$dir/mnt" "$dir/sluice.log"
+    t0=$(date +%s.%N)
+    rc=0
+    NO_COLOR=1 timeout -k 10 "$FSX_TIMEOUT" fsx -f "$fsx_cfg" -N "$OPS" -S "$seed" -P "$dir/artifacts" \
+        "$dir/mnt/fsx.data" >"$dir/fsx.log" 2>&1 || rc=$?
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+    # Where the bytes went (log, capacity tier, written through a full log).
+    timeout 10 "$SLUICE" status "$dir/mnt" >"$dir/status.txt" 2>&1 || true
+    routed=$(sed -n 's/^routed *//p' "$dir/status.txt")
+    replay="scripts/conformance.sh fsx --cases $case --seeds $seed --ops $OPS --keep"
+    if [ "$rc" -eq 0 ]; then
+        # What the mount serves must be what lands on the capacity tier.
+        cp "$dir/mnt/fsx.data" "$dir/through-mount.data"
+        if ! unmount_sluice "$dir/sluice.log"; then
+            result="FAILED: sluice unmount (drain) failed (log $dir/sluice.log)"
+        elif cmp "$dir/through-mount.data" "$dir/cap/fsx.data" >"$dir/cmp.log" 2>&1; then
+            result=ok
+        else
+            result="FAILED: after the drain the capacity tier's file differs from what the mount served ($(head -n 1 "$dir/cmp.log"))"
+        fi
+    else
+        result="FAILED: fsx exit status $rc"
+        [ "$rc" -eq 124 ] && result="FAILED: timed out after $FSX_TIMEOUT s"
+        # fsx prints what went wrong, then a dump of its last operations.
+        echo "--- fsx failed: case $case, seed $seed ($OPS ops); from $dir/fsx.log:"
+        sed -n '1,/LOG DUMP/p' "$dir/fsx.log" | tail -n 30 | sed 's/^/    /'
+        echo "    [...]"
+        tail -n 12 "$dir/fsx.log" | sed 's/^/    /'
+        echo "--- sluice status $dir/mnt:"
+        sed 's/^/    /' "$dir/status.txt"
+        unmount_sluice "$dir/sluice.log" || true
+    fi
+    printf '  %-20s seed %-6s %8s ops %7s s  %s%s\n' "$case" "$seed" "$OPS" "$secs" "$result" \
+        "${routed:+  [routed $routed]}"
+    FSX_ROWS+=("$case $seed $secs ${result%%:*}")
+    if [ "$result" != ok ]; then
+        echo "    replay: $replay"
+        echo "    or by hand: sluice mount --config $cfg $dir/mnt & fsx -f $fsx_cfg -N $OPS -S $seed -P $dir/artifacts $dir/mnt/fsx.data"
+        FAILED+=("fsx $case seed $seed: $result; replay: $replay")
+    fi
+}
+
+run_fsx() {
+    local n_cases n_seeds t0
+    read -ra cases <<<"$CASES"
+    read -ra seeds <<<"$SEEDS"
+    n_cases=${#cases[@]}
+    n_seeds=${#seeds[@]}
+    echo "== fsx $(fsx --version | awk '{print $2}'): $n_cases cases x $n_seeds seeds x $OPS operations, each on a fresh sluice mount ($PROFILE build)"
+    t0=$(date +%s)
+    for case in "${cases[@]}"; do
+        for seed in "${seeds[@]}"; do
+            run_fsx_one "$case" "$seed"
+        done
+    done
+    echo "fsx: $((n_cases * n_seeds)) runs in $(($(date +%s) - t0)) s"
+}
+
+echo "== conformance: $PART; sluice $SLUICE; work directory $WORK"
+case "$PART" in
+    all) run_pjdfstest; run_fsx ;;
+    pjdfstest) run_pjdfstest ;;
+    fsx) run_fsx ;;
+esac
+
+echo "== conformance: done in $(($(date +%s) - started)) s"
+if [ ${#FAILED[@]} -gt 0 ]; then
+    echo "conformance FAILED:"
+    printf '  %s\n' "${FAILED[@]}"
+    exit 1
+fi
+echo "conformance passed"

@@ -105,20 +105,25 @@ const UNMOUNT_BUSY_MAX: Duration = Duration::from_secs(5);
 /// that just closed its last file of the mount, or just left it, can keep
 /// it busy for a moment, and giving up then left the daemon gone and the
 /// mount dead ("Transport endpoint is not connected"; seen in 2 of about
-/// 60 conformance runs). Not root (EPERM): nothing done here, fuser
-/// unmounts through `fusermount3 -u`. Not mounted: done.
-fn unmount_when_not_busy(mountpoint: &Path) -> io::Result<()> {
+/// 60 conformance runs). Returns whether it is unmounted now (or was not
+/// mounted); `false` when not root (EPERM): then fuser unmounts through
+/// `fusermount3 -u`.
+fn unmount_when_not_busy(mountpoint: &Path) -> io::Result<bool> {
     let started = Instant::now();
     loop {
         match rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::empty()) {
-            Ok(()) | Err(rustix::io::Errno::PERM) | Err(rustix::io::Errno::INVAL) => return Ok(()),
+            Ok(()) | Err(rustix::io::Errno::INVAL) => return Ok(true),
+            Err(rustix::io::Errno::PERM) => return Ok(false),
             Err(rustix::io::Errno::BUSY) if started.elapsed() < UNMOUNT_BUSY_MAX => {
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(e) => {
                 return Err(io::Error::new(
                     io::Error::from(e).kind(),
-                    format!("{}: {e} (is a process still using the mount?)", mountpoint.display()),
+                    format!(
+                        "{}: {e} (is a process still using the mount?)",
+                        mountpoint.display()
+                    ),
                 ))
             }
         }
@@ -304,9 +309,14 @@ impl Mount {
             if session.guard.is_finished() {
                 let _ = session.join();
             } else {
-                unmount_when_not_busy(Path::new(&self.shared.mountpoint))
-                    .and_then(|()| session.umount_and_join())
-                    .map_err(|e| io::Error::new(e.kind(), format!("unmount: {e}")))?;
+                let unmounted = unmount_when_not_busy(Path::new(&self.shared.mountpoint));
+                match unmounted {
+                    // The kernel ends the session: wait for its thread.
+                    Ok(true) => session.join(),
+                    Ok(false) => session.umount_and_join(),
+                    Err(e) => Err(e),
+                }
+                .map_err(|e| io::Error::new(e.kind(), format!("unmount: {e}")))?;
             }
         }
         if let Some(path) = self.control.take() {

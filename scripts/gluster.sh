@@ -165,12 +165,12 @@ start)
   mountpoint -q "$dir/mnt" 2>/dev/null && die "$dir/mnt is already a mount point"
 
   # The brick host name must resolve to 127.0.0.1 and nothing else.
-  addr=$(getent ahostsv4 "$HOST" 2>/dev/null | awk 'NR == 1 { print $1 }')
+  addr=$(getent ahostsv4 "$HOST" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
   if [ -z "$addr" ]; then
     say "adding '127.0.0.1 $HOST' to /etc/hosts"
     printf '127.0.0.1 %s # sluice scripts/gluster.sh\n' "$HOST" >>/etc/hosts ||
       die "cannot add $HOST to /etc/hosts"
-    addr=$(getent ahostsv4 "$HOST" 2>/dev/null | awk 'NR == 1 { print $1 }')
+    addr=$(getent ahostsv4 "$HOST" 2>/dev/null | awk 'NR == 1 { print $1 }' || true)
   fi
   [ "$addr" = 127.0.0.1 ] || die "$HOST resolves to '$addr', not 127.0.0.1: fix /etc/hosts"
 

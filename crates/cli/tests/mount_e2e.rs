@@ -905,8 +905,13 @@ fn links_xattrs_and_refusals_never_silently_wrong() {
         .unwrap()
         .file_type()
         .is_symlink());
-    let err = fs::hard_link(m.path("target"), m.path("hard")).unwrap_err();
-    assert_eq!(err.raw_os_error(), Some(95), "link: EOPNOTSUPP, {err}");
+    // A hard link of a symbolic link names the link itself.
+    fs::hard_link(m.path("link"), m.path("hard")).unwrap();
+    assert_eq!(
+        fs::read_link(m.path("hard")).unwrap(),
+        PathBuf::from("target")
+    );
+    fs::remove_file(m.path("hard")).unwrap();
     let out = Command::new("fallocate")
         .args(["-l", "1M"])
         .arg(m.path("target"))
@@ -1239,4 +1244,69 @@ fn unlinked_or_renamed_over_open_files_stay_usable() {
     assert_eq!(fs::read(m.capacity().join("a")).unwrap(), b"b's bytes");
     assert_eq!(fs::read(m.capacity().join("u")).unwrap(), b"new file");
     assert!(!m.capacity().join("b").exists());
+}
+
+/// Hard links (data-path issue, deliverable 4): `link` was refused
+/// (EOPNOTSUPP). Now both names are one inode (same `st_ino`, `nlink` 2),
+/// bytes buffered through one are read through the other, and removing
+/// one name keeps them for the other, through the drain to the capacity
+/// directory.
+#[test]
+fn hard_links_through_the_mount_share_buffered_bytes() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    fs::create_dir(m.path("d")).unwrap();
+    fs::write(m.path("a"), b"").unwrap();
+    let out = Command::new("ln")
+        .arg(m.path("a"))
+        .arg(m.path("d/b"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ln: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut a = OpenOptions::new().write(true).open(m.path("a")).unwrap();
+    a.write_all(b"written through a, buffered").unwrap();
+    let status = m.sluice(&["status", m.point.to_str().unwrap(), "--json"]);
+    assert!(status.status.success());
+    assert_eq!(
+        fs::read(m.path("d/b")).unwrap(),
+        b"written through a, buffered",
+        "read through the other name"
+    );
+    let (sa, sb) = (
+        fs::metadata(m.path("a")).unwrap(),
+        fs::metadata(m.path("d/b")).unwrap(),
+    );
+    assert_eq!(sa.ino(), sb.ino(), "one inode for both names");
+    assert_eq!((sa.nlink(), sb.nlink()), (2, 2));
+    assert_eq!(sb.len(), 27, "the buffered size through either name");
+    // Writes through b, then a is removed while still open.
+    let b = OpenOptions::new().write(true).open(m.path("d/b")).unwrap();
+    b.write_all_at(b"W", 0).unwrap();
+    fs::remove_file(m.path("a")).unwrap();
+    assert_eq!(fs::metadata(m.path("d/b")).unwrap().nlink(), 1);
+    a.write_all(b"!").unwrap();
+    drop(a);
+    drop(b);
+    assert_eq!(
+        fs::read(m.path("d/b")).unwrap(),
+        b"Written through a, buffered!"
+    );
+    // A rename between two names of one file does nothing.
+    fs::hard_link(m.path("d/b"), m.path("c")).unwrap();
+    fs::rename(m.path("c"), m.path("d/b")).unwrap();
+    assert!(m.path("c").exists() && m.path("d/b").exists());
+    fs::remove_file(m.path("c")).unwrap();
+    m.unmount(false);
+    assert_eq!(
+        fs::read(m.capacity().join("d/b")).unwrap(),
+        b"Written through a, buffered!"
+    );
+    assert!(!m.capacity().join("a").exists());
+    assert!(!m.capacity().join("c").exists());
 }

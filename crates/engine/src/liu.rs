@@ -7,7 +7,10 @@
 //! * **Cache ids.** A capacity path gets a cache id the first time it is
 //!   opened; every open of the path shares it; a rename moves it (a
 //!   directory rename, every path under it); removing or replacing the file
-//!   forgets it and everything cached for it.
+//!   forgets it and everything cached for it. A hard link made through
+//!   the backend gives the new name the same cache id; names linked on the
+//!   tier behind its back get their own (a write through one would not
+//!   invalidate what the other cached).
 //! * **Reads** are split at segment boundaries and each piece asks
 //!   [`SegmentBuffer::access`]: `Buffer` waits for the parts of the segment
 //!   it needs and copies them; `Load` creates the segment in the DRAM buffer
@@ -889,7 +892,12 @@ impl Backend for LiuBackend {
     }
 
     fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
-        if from == to {
+        let same_file = {
+            let state = lock(&self.inner.state);
+            state.ids.contains_key(from) && state.ids.get(from) == state.ids.get(to)
+        };
+        if from == to || same_file {
+            // Two names of one file (hard links): rename(2) does nothing.
             return self.inner.capacity.rename(from, to);
         }
         // What `to` named is replaced: free what was cached for it (its
@@ -944,6 +952,25 @@ impl Backend for LiuBackend {
 
     fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
         self.inner.capacity.mknod(path, node, mode)
+    }
+
+    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        self.inner.capacity.hard_link(existing, new)?;
+        // Both names share one cache id (made now if `existing` has none
+        // yet), so a write through either invalidates what is cached for
+        // the file.
+        let mut state = lock(&self.inner.state);
+        let id = match state.ids.get(existing) {
+            Some(&id) => id,
+            None => {
+                let id = FileId(state.next_id);
+                state.next_id += 1;
+                state.ids.insert(existing.clone(), id);
+                id
+            }
+        };
+        state.ids.insert(new.clone(), id);
+        Ok(())
     }
 
     fn read_link(&self, path: &RelPath) -> io::Result<String> {

@@ -251,3 +251,358 @@ fn buffered_writes_set_mtime_and_the_flush_keeps_it() {
         "the flush kept the write's mtime, not its own time"
     );
 }
+
+/// Both tiers in a fresh temporary directory each (POSIX), and in memory:
+/// both backends hold hard links.
+/// A fast and a capacity tier, with the temporary directory holding them
+/// (if any): dropped last.
+type Tiers = (
+    Option<tempfile::TempDir>,
+    Arc<dyn Backend>,
+    Arc<dyn Backend>,
+);
+
+fn link_backends() -> Vec<Tiers> {
+    use sluice_env::posix::PosixBackend;
+    let dir = tempfile::tempdir().unwrap();
+    for tier in ["fast", "capacity"] {
+        std::fs::create_dir(dir.path().join(tier)).unwrap();
+    }
+    let fast: Arc<dyn Backend> = Arc::new(PosixBackend::new(dir.path().join("fast")).unwrap());
+    let capacity: Arc<dyn Backend> =
+        Arc::new(PosixBackend::new(dir.path().join("capacity")).unwrap());
+    let (mem_fast, mem_capacity) = backends();
+    vec![(Some(dir), fast, capacity), (None, mem_fast, mem_capacity)]
+}
+
+fn p(path: &str) -> RelPath {
+    RelPath::new(path).unwrap()
+}
+
+/// Hard links (data-path issue, deliverable 4): the engine knew files by
+/// path, so two names of one file were two engine files and a read through
+/// one missed the bytes buffered through the other.
+#[test]
+fn hard_links_two_names_are_one_engine_file_with_its_buffered_bytes() {
+    for (_dir, fast, capacity) in link_backends() {
+        let engine = open(&fast, &capacity);
+        let what = capacity.describe();
+        let a = engine.create(&p("a")).unwrap();
+        engine.write(a, 0, b"buffered through a").unwrap();
+        assert!(engine.buffered_bytes() > 0);
+        engine.link(&p("a"), &p("b")).unwrap();
+        let b = engine.open_file(&p("b")).unwrap();
+        assert_eq!(b, a, "{what}: one file, one engine file");
+        assert_eq!(engine.read(b, 0, 64).unwrap(), b"buffered through a");
+        // Attributes through the other name carry the logical size.
+        let mut st = capacity.stat(&p("b")).unwrap();
+        engine.overlay(&p("b"), &mut st);
+        assert_eq!(st.len, 18, "{what}");
+        assert_eq!(st.nlink, 2, "{what}");
+        // Names linked on the tier before the engine opened either: one
+        // engine file too, whichever name is opened first.
+        capacity
+            .open(&p("c"), OpenOptions::CREATE)
+            .unwrap()
+            .write_at(b"on the tier", 0)
+            .unwrap();
+        capacity.hard_link(&p("c"), &p("d")).unwrap();
+        let d = engine.open_file(&p("d")).unwrap();
+        engine.write(d, 0, b"ON").unwrap();
+        let c = engine.open_file(&p("c")).unwrap();
+        assert_eq!(c, d, "{what}");
+        assert_eq!(engine.read(c, 0, 64).unwrap(), b"ON the tier");
+        for id in [a, b, c, d] {
+            engine.release(id);
+        }
+        engine.drain().unwrap();
+        assert_eq!(engine.open_files(), 0, "{what}: every name forgotten");
+        assert_eq!(
+            capacity_bytes(&capacity, "b").unwrap(),
+            b"buffered through a"
+        );
+        assert_eq!(capacity_bytes(&capacity, "c").unwrap(), b"ON the tier");
+        // Forgotten, then opened by the other name: a fresh engine file.
+        let again = engine.open_file(&p("b")).unwrap();
+        assert_eq!(engine.open_file(&p("a")).unwrap(), again, "{what}");
+        engine.release(again);
+        engine.release(again);
+    }
+}
+
+/// Hard links: unlinking one name of a file with buffered bytes dropped
+/// them (the engine dropped an unlinked file's bytes when it was not
+/// open), though the file lived on under its other name.
+#[test]
+fn hard_links_unlink_of_one_name_keeps_the_buffered_bytes_for_the_other() {
+    for (_dir, fast, capacity) in link_backends() {
+        let engine = open(&fast, &capacity);
+        let what = capacity.describe();
+        let id = engine.create(&p("a")).unwrap();
+        engine.write(id, 0, b"still here").unwrap();
+        engine.link(&p("a"), &p("b")).unwrap();
+        engine.release(id);
+        // Not open, bytes buffered, the name the log uses goes.
+        engine.unlink(&p("a")).unwrap();
+        assert!(capacity.metadata(&p("a")).is_err(), "{what}");
+        let b = engine.open_file(&p("b")).unwrap();
+        assert_eq!(engine.read(b, 0, 64).unwrap(), b"still here", "{what}");
+        // Later writes through b are buffered again under b.
+        engine.write(b, 10, b", and more").unwrap();
+        engine.release(b);
+        engine.drain().unwrap();
+        assert_eq!(
+            capacity_bytes(&capacity, "b").unwrap(),
+            b"still here, and more",
+            "{what}"
+        );
+        assert_eq!(capacity.stat(&p("b")).unwrap().nlink, 1, "{what}");
+        assert_eq!(engine.open_files(), 0, "{what}");
+
+        // The same while open through the removed name: the handle and the
+        // other name both keep the bytes.
+        let held = engine.create(&p("x")).unwrap();
+        engine.write(held, 0, b"xx").unwrap();
+        engine.link(&p("x"), &p("y")).unwrap();
+        engine.unlink(&p("x")).unwrap();
+        engine.write(held, 2, b"yy").unwrap();
+        assert_eq!(engine.read(held, 0, 8).unwrap(), b"xxyy");
+        let y = engine.open_file(&p("y")).unwrap();
+        assert_eq!(y, held, "{what}");
+        assert_eq!(engine.read(y, 0, 8).unwrap(), b"xxyy");
+        engine.release(y);
+        engine.release(held);
+        engine.drain().unwrap();
+        assert_eq!(capacity_bytes(&capacity, "y").unwrap(), b"xxyy", "{what}");
+        assert!(capacity_bytes(&capacity, "x").is_none(), "{what}");
+    }
+}
+
+/// Hard links: a rename over one name of a file replaces that name only;
+/// a rename between two names of one file does nothing (POSIX).
+#[test]
+fn hard_links_rename_over_a_linked_name_and_between_two_names() {
+    for (_dir, fast, capacity) in link_backends() {
+        let engine = open(&fast, &capacity);
+        let what = capacity.describe();
+        let id = engine.create(&p("a")).unwrap();
+        engine.write(id, 0, b"linked").unwrap();
+        engine.link(&p("a"), &p("b")).unwrap();
+        // Between two names of one file: nothing happens.
+        engine.rename(&p("a"), &p("b")).unwrap();
+        assert!(capacity.metadata(&p("a")).is_ok(), "{what}: a stays");
+        assert_eq!(engine.open_file(&p("a")).unwrap(), id, "{what}");
+        assert_eq!(engine.open_file(&p("b")).unwrap(), id, "{what}");
+        engine.release(id);
+        engine.release(id);
+        engine.release(id);
+        // Over a name the log uses, while nothing is open.
+        let other = engine.create(&p("c")).unwrap();
+        engine.write(other, 0, b"replacement").unwrap();
+        engine.release(other);
+        engine.rename(&p("c"), &p("a")).unwrap();
+        let b = engine.open_file(&p("b")).unwrap();
+        assert_eq!(engine.read(b, 0, 64).unwrap(), b"linked", "{what}");
+        let a = engine.open_file(&p("a")).unwrap();
+        assert_eq!(a, other, "{what}: a names the renamed file");
+        assert_eq!(engine.read(a, 0, 64).unwrap(), b"replacement");
+        engine.release(a);
+        engine.release(b);
+        engine.drain().unwrap();
+        assert_eq!(capacity_bytes(&capacity, "a").unwrap(), b"replacement");
+        assert_eq!(capacity_bytes(&capacity, "b").unwrap(), b"linked");
+        assert!(capacity_bytes(&capacity, "c").is_none(), "{what}");
+    }
+}
+
+/// Hard links: a directory rename moves every name under it, the one the
+/// log uses included, across a restart.
+#[test]
+fn hard_links_a_directory_rename_moves_every_name() {
+    for (_dir, fast, capacity) in link_backends() {
+        let what = capacity.describe();
+        {
+            let engine = open(&fast, &capacity);
+            engine.mkdir(&p("d")).unwrap();
+            let id = engine.create(&p("d/a")).unwrap();
+            engine.write(id, 0, b"in d").unwrap();
+            engine.link(&p("d/a"), &p("d/b")).unwrap();
+            engine.link(&p("d/a"), &p("top")).unwrap();
+            engine.rename(&p("d"), &p("e")).unwrap();
+            assert_eq!(engine.open_file(&p("e/a")).unwrap(), id, "{what}");
+            assert_eq!(engine.open_file(&p("e/b")).unwrap(), id, "{what}");
+            assert_eq!(engine.open_file(&p("top")).unwrap(), id, "{what}");
+            assert_eq!(engine.read(id, 0, 8).unwrap(), b"in d");
+            engine.close();
+        }
+        let engine = open(&fast, &capacity);
+        engine.drain().unwrap();
+        assert_eq!(capacity_bytes(&capacity, "e/a").unwrap(), b"in d", "{what}");
+        assert_eq!(capacity_bytes(&capacity, "e/b").unwrap(), b"in d");
+        assert!(capacity.metadata(&p("d")).is_err(), "{what}");
+    }
+}
+
+/// Crash/restart: a file with two names has buffered bytes; the name its
+/// path records use is unlinked; the engine closes without a drain. After
+/// the restart the bytes reach the capacity file under the other name
+/// (and the removed name does not come back).
+#[test]
+fn hard_links_unlink_of_one_name_then_restart_keeps_the_bytes_under_the_other() {
+    for (_dir, fast, capacity) in link_backends() {
+        let what = capacity.describe();
+        {
+            let engine = open(&fast, &capacity);
+            let id = engine.create(&p("a")).unwrap();
+            engine.write(id, 0, b"before the link").unwrap();
+            engine.link(&p("a"), &p("b")).unwrap();
+            engine.write(id, 0, b"BEFORE").unwrap();
+            engine.fsync(id).unwrap();
+            engine.unlink(&p("a")).unwrap();
+            // Written after the unlink: buffered under b.
+            engine.write(id, 15, b", after").unwrap();
+            engine.fsync(id).unwrap();
+            assert!(engine.buffered_bytes() > 0, "{what}");
+            engine.close();
+        }
+        let engine = open(&fast, &capacity);
+        engine.drain().unwrap();
+        assert_eq!(
+            capacity_bytes(&capacity, "b").unwrap(),
+            b"BEFORE the link, after",
+            "{what}"
+        );
+        assert!(
+            capacity.metadata(&p("a")).is_err(),
+            "{what}: the removed name stays removed"
+        );
+    }
+}
+
+/// The same at every sync point of the fast tier: a power cut there (the
+/// log keeps only what was synced; the capacity tier, in memory, keeps
+/// everything) never loses an fsynced byte of the file with two names,
+/// never fails recovery, and never brings the removed name back once its
+/// unlink was acknowledged.
+#[test]
+fn hard_links_unlink_of_one_name_survives_a_crash_at_every_fast_sync_point() {
+    use sluice_env::crash::CrashBackend;
+
+    /// Steps acknowledged; the bytes fsynced by then.
+    fn workload(engine: &Engine) -> (usize, &'static [u8]) {
+        let mut done = (0, &b""[..]);
+        let Ok(id) = engine.create(&p("a")) else {
+            return done;
+        };
+        let steps: [&dyn Fn() -> std::io::Result<()>; 4] = [
+            &|| {
+                engine.write(id, 0, b"AAAA")?;
+                engine.fsync(id)
+            },
+            &|| engine.link(&p("a"), &p("b")),
+            &|| {
+                engine.write(id, 4, b"BBBB")?;
+                engine.fsync(id)?;
+                engine.unlink(&p("a"))
+            },
+            &|| {
+                engine.write(id, 8, b"CCCC")?;
+                engine.fsync(id)
+            },
+        ];
+        let durable: [&[u8]; 4] = [b"AAAA", b"AAAA", b"AAAABBBB", b"AAAABBBBCCCC"];
+        for (n, step) in steps.iter().enumerate() {
+            if step().is_err() {
+                break;
+            }
+            done = (n + 1, durable[n]);
+        }
+        done
+    }
+
+    let total = {
+        let fast = Arc::new(CrashBackend::new());
+        let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) =
+            (fast.clone(), Arc::new(MemBackend::new()));
+        let engine = open(&f, &c);
+        assert_eq!(workload(&engine).0, 4);
+        engine.close();
+        fast.sync_points()
+    };
+    assert!(total >= 5, "the workload syncs the log: {total}");
+    // The last round crashes after the whole workload.
+    for n in 1..=total + 1 {
+        let fast = Arc::new(CrashBackend::new());
+        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        fast.crash_at(n);
+        let f: Arc<dyn Backend> = fast.clone();
+        let (steps, durable) = match Engine::open(
+            Arc::clone(&f),
+            Arc::clone(&capacity),
+            Arc::new(SystemClock::new()),
+            EngineConfig {
+                redirector: RedirectorConfig {
+                    policy: RedirectPolicy::FastAll,
+                    ..RedirectorConfig::default()
+                },
+                ..EngineConfig::default()
+            },
+        ) {
+            Ok(engine) => {
+                let done = workload(&engine);
+                engine.close();
+                done
+            }
+            Err(_) => (0, &b""[..]),
+        };
+        // A power cut now (if the armed one did not fire) and a restart.
+        fast.disarm();
+        fast.crash();
+        fast.restart();
+        let what = format!("crash at fast sync {n} after {steps} steps");
+        let engine = Engine::open(
+            Arc::clone(&f),
+            Arc::clone(&capacity),
+            Arc::new(SystemClock::new()),
+            EngineConfig::default(),
+        )
+        .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
+        engine.drain().unwrap();
+        let name = if steps >= 2 { "b" } else { "a" };
+        let bytes = capacity_bytes(&capacity, name).unwrap_or_default();
+        assert!(bytes.starts_with(durable), "{what}: {name} holds {bytes:?}");
+        if steps >= 3 {
+            assert!(
+                capacity.metadata(&p("a")).is_err(),
+                "{what}: the unlinked name came back"
+            );
+        }
+    }
+}
+
+/// A rename of a file with nothing buffered appended no path record, but
+/// the filling region still described the file by its old name: the next
+/// write there went without a description, and after a restart its bytes
+/// were flushed to the old name (recreated) instead of the new one.
+#[test]
+fn rename_with_nothing_buffered_then_a_write_restarts_under_the_new_name() {
+    let (fast, capacity) = backends();
+    {
+        let engine = open(&fast, &capacity);
+        let id = engine.create(&p("old")).unwrap();
+        engine.write(id, 0, b"first").unwrap();
+        engine.truncate(id, 0).unwrap();
+        assert_eq!(engine.buffered_bytes(), 0);
+        engine.rename(&p("old"), &p("new")).unwrap();
+        engine.write(id, 0, b"second").unwrap();
+        engine.fsync(id).unwrap();
+        engine.close();
+    }
+    let engine = open(&fast, &capacity);
+    engine.drain().unwrap();
+    assert_eq!(capacity_bytes(&capacity, "new").unwrap(), b"second");
+    assert!(
+        capacity.metadata(&p("old")).is_err(),
+        "the old name must not come back"
+    );
+}

@@ -511,6 +511,16 @@ impl Backend for EmulatedBackend {
         self.inner.mknod(path, node, mode)
     }
 
+    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        self.inner.hard_link(existing, new)?;
+        // One file, one place on the disk: the new name shares its base.
+        let mut layout = lock(&self.layout);
+        if let Some(&base) = layout.bases.get(existing) {
+            layout.bases.insert(new.clone(), base);
+        }
+        Ok(())
+    }
+
     fn read_link(&self, path: &RelPath) -> io::Result<String> {
         self.inner.read_link(path)
     }

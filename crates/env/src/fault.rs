@@ -16,7 +16,7 @@
 //! the path it was opened as. Operation classes: `Open`; `Read` (`read_at`);
 //! `Write` (`write_at`); `Sync` (`sync_data`, `sync_dir`); `SetLen`;
 //! `Rename`; `Remove` (`remove_file`, `remove_dir`); `CreateDir`;
-//! `Symlink`; `Mknod`; `ReadDir` (`read_dir`, `read_dir_all`); `Metadata`
+//! `Symlink`; `Mknod`; `Link` (`hard_link`, either path); `ReadDir` (`read_dir`, `read_dir_all`); `Metadata`
 //! (`metadata`, `stat`, `read_link`, `get_xattr`, `list_xattr`, a file's
 //! `len`, `space` — the last matched against the root path, the empty
 //! string); `SetAttr` (`set_attr`, `set_xattr`, `remove_xattr`); `Any`
@@ -59,6 +59,8 @@ pub enum FaultOp {
     Symlink,
     /// `mknod`.
     Mknod,
+    /// `hard_link` (either path may match).
+    Link,
     /// `read_dir` and `read_dir_all`.
     ReadDir,
     /// `metadata`, `stat`, `read_link`, `get_xattr`, `list_xattr`, a
@@ -262,6 +264,12 @@ impl Backend for FaultBackend {
     fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
         self.check(FaultOp::Mknod, &[path], &What("mknod", path))?;
         self.inner.mknod(path, node, mode)
+    }
+
+    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        let what = format!("link {:?} to {:?}", existing.as_str(), new.as_str());
+        self.check(FaultOp::Link, &[existing, new], &what)?;
+        self.inner.hard_link(existing, new)
     }
 
     fn read_link(&self, path: &RelPath) -> io::Result<String> {

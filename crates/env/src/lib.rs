@@ -19,13 +19,15 @@
 //! carries the POSIX metadata a FUSE mount serves: full attributes
 //! ([`Backend::stat`], [`Backend::set_attr`]), symbolic links
 //! ([`Backend::symlink`], [`Backend::read_link`], [`Backend::read_dir_all`]),
+//! hard links ([`Backend::hard_link`]),
 //! special files (FIFOs, sockets, devices: [`Backend::mknod`])
 //! and extended attributes ([`Backend::get_xattr`] and friends). These have
 //! default implementations that fail with EOPNOTSUPP (`ErrorKind::
 //! Unsupported`), so a backend only implements what it can: the POSIX
-//! backend all of them, the memory backend attributes, the wrappers forward.
-//! The memory and crash-test backends refuse `mknod` (EOPNOTSUPP, saying
-//! which backend cannot hold special files).
+//! backend all of them, the memory backend attributes and hard links, the
+//! wrappers forward. The memory and crash-test backends refuse `mknod`
+//! (EOPNOTSUPP, saying which backend cannot hold special files); the
+//! crash-test backend refuses hard links likewise.
 //! None of them ever follows a symbolic link that is the last component of
 //! the path (nor, as everywhere, one on the way to it).
 //!
@@ -360,8 +362,12 @@ pub struct Stat {
     /// Number of hard links (saturated at `u32::MAX`).
     pub nlink: u32,
     /// Inode number: identifies the file or directory (not its name) for
-    /// as long as it lives, across renames.
+    /// as long as it lives, across renames, within its file system (`dev`).
     pub ino: u64,
+    /// The file system holding it (`st_dev`; 0 for a backend with one):
+    /// with `ino`, its identity under the tier's root, which may span
+    /// mounts ([`Stat::identity`]).
+    pub dev: u64,
     /// Last access.
     pub atime: SystemTime,
     /// Last modification of the contents.
@@ -373,6 +379,14 @@ pub struct Stat {
     /// Device number of a device node in the kernel's 32-bit encoding
     /// (`new_encode_dev`, what FUSE's `fuse_attr.rdev` carries); 0 otherwise.
     pub rdev: u32,
+}
+
+impl Stat {
+    /// What identifies the file across its names (hard links) and renames
+    /// while it lives: its file system and inode number.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
 }
 
 /// A time to set with [`Backend::set_attr`].
@@ -527,6 +541,26 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
         let _ = (node, mode);
         Err(unsupported(&self.describe(), "mknod", path))
+    }
+
+    /// Gives the file `existing` a second name `new` (`link(2)`, never
+    /// following a symbolic link: a link named `existing` gets the new
+    /// name itself). Both names then reach one file, with one inode number
+    /// ([`Stat::ino`]) and a link count ([`Stat::nlink`]) of every name.
+    /// AlreadyExists if `new` exists; EPERM for a directory; NotFound if
+    /// `existing` or `new`'s parent is missing. A backend that cannot hold
+    /// two names of one file fails with EOPNOTSUPP (`ErrorKind::
+    /// Unsupported`) saying so.
+    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        Err(errno_error(
+            rustix::io::Errno::OPNOTSUPP,
+            format_args!(
+                "{}: hard_link {:?} to {:?}: not supported by this backend",
+                self.describe(),
+                existing.as_str(),
+                new.as_str()
+            ),
+        ))
     }
 
     /// The target of the symbolic link `path`; EINVAL if it is not a link,

@@ -19,7 +19,10 @@
 //! access, modification and change times (the creation time at first; a
 //! file's write, `set_len` or truncating open moves its modification and
 //! change times; `set_attr` sets what it names and the change time; a
-//! directory's times change only by `set_attr`). Link counts are 1, block
+//! directory's times change only by `set_attr`). Hard links
+//! ([`Backend::hard_link`]) are two entries holding one `Arc<MemFile>`; a
+//! file's link count is the number of its entries (a directory's is 1),
+//! and linking or removing a name moves its change time. Block
 //! size 4096, blocks the length in 512-byte units rounded up. Inode numbers
 //! are fixed at creation and kept across renames: `2·id + 1` for a
 //! directory (the root 1), even numbers for files, from a counter. There
@@ -151,6 +154,8 @@ const MEMORY_BLKSIZE: u32 = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct MemAttrs {
     ino: u64,
+    /// Directory entries naming it (a directory: 1).
+    nlink: u32,
     mode: u32,
     uid: u32,
     gid: u32,
@@ -164,6 +169,7 @@ impl MemAttrs {
     fn new(ino: u64, mode: u32, time: SystemTime) -> MemAttrs {
         MemAttrs {
             ino,
+            nlink: 1,
             mode,
             uid: 0,
             gid: 0,
@@ -212,8 +218,9 @@ impl MemAttrs {
             mode: self.mode,
             uid: self.uid,
             gid: self.gid,
-            nlink: 1,
+            nlink: self.nlink,
             ino: self.ino,
+            dev: 0,
             atime: self.atime,
             mtime: self.mtime,
             ctime: self.ctime,
@@ -242,6 +249,13 @@ impl MemFile {
     /// The contents changed now.
     fn touch(&self) {
         lock(&self.attrs).touch(SystemTime::now());
+    }
+
+    /// A name of the file was added (`+1`) or removed (`-1`) now.
+    fn relink(&self, delta: i32) {
+        let mut attrs = lock(&self.attrs);
+        attrs.nlink = attrs.nlink.saturating_add_signed(delta);
+        attrs.ctime = SystemTime::now();
     }
 
     // Poison-tolerant: every write-locked section either completes or
@@ -366,6 +380,7 @@ impl Backend for MemBackend {
         let removed = lock(&self.tree)
             .remove_file(path)
             .map_err(|errno| self.error(errno, "remove", path))?;
+        removed.relink(-1);
         // Dropped outside the tree lock: the last reference frees the bytes.
         drop(removed);
         Ok(())
@@ -373,6 +388,12 @@ impl Backend for MemBackend {
 
     fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let mut tree = lock(&self.tree);
+        if let (Ok((_, Some(a))), Ok((_, Some(b)))) = (tree.lookup(from), tree.lookup(to)) {
+            if Arc::ptr_eq(a, b) {
+                // Two names of one file: rename(2) does nothing.
+                return Ok(());
+            }
+        }
         let replaced = tree.rename(from, to).map_err(|errno| {
             errno_error(
                 errno,
@@ -380,8 +401,12 @@ impl Backend for MemBackend {
             )
         })?;
         // A replaced directory is empty: only its own attributes go.
-        if let Some(Node::Dir(dir)) = &replaced {
-            lock(&self.dirs).remove(&dir.id);
+        match &replaced {
+            Some(Node::Dir(dir)) => {
+                lock(&self.dirs).remove(&dir.id);
+            }
+            Some(Node::File(file)) => file.relink(-1),
+            None => {}
         }
         drop(tree);
         drop::<Option<Node<Arc<MemFile>>>>(replaced);
@@ -445,6 +470,17 @@ impl Backend for MemBackend {
             }
             Err(errno) => Err(self.error(errno, "stat", path)),
         }
+    }
+
+    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        let file = lock(&self.tree).link(existing, new).map_err(|errno| {
+            errno_error(
+                errno,
+                format_args!("memory: link {:?} to {:?}", existing.as_str(), new.as_str()),
+            )
+        })?;
+        file.relink(1);
+        Ok(())
     }
 
     fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {

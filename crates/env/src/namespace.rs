@@ -176,6 +176,24 @@ impl<F: Clone> Tree<F> {
         }
     }
 
+    /// Enters the file at `existing` under `new` too (`link(2)`): both
+    /// entries then hold clones of one `F` (the caller's file handle, e.g.
+    /// one `Arc`). EPERM for a directory, EEXIST if `new` exists.
+    pub(crate) fn link(&mut self, existing: &RelPath, new: &RelPath) -> Result<F, Errno> {
+        let file = match self.node(existing)? {
+            None | Some(Node::Dir(_)) => return Err(Errno::PERM),
+            Some(Node::File(file)) => file.clone(),
+        };
+        let (parent, name) = split(new).map_err(|_| Errno::EXIST)?;
+        let dir = self.dir_mut(&parent)?;
+        if dir.entries.contains_key(name) {
+            return Err(Errno::EXIST);
+        }
+        dir.entries
+            .insert(name.to_string(), Node::File(file.clone()));
+        Ok(file)
+    }
+
     /// Creates an empty directory at `path` and returns its id.
     pub(crate) fn create_dir(&mut self, path: &RelPath) -> Result<u64, Errno> {
         let (parent, name) = split(path).map_err(|_| Errno::EXIST)?;

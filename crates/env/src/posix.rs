@@ -47,8 +47,8 @@
 //! Mode changes and extended attributes below the root need `/proc`
 //! mounted; without it they fail with EOPNOTSUPP saying so.
 //!
-//! There is no hard-link operation: a file under two names would break the
-//! engine's one-name-per-file bookkeeping.
+//! `hard_link` is `linkat` without `AT_SYMLINK_FOLLOW`: a link named as
+//! the existing file gets the second name itself, never its target.
 //!
 //! Positional I/O is `pread`/`pwrite` (`FileExt`), retried on EINTR, and a
 //! read is short only at the end of file; `sync_data` is `fdatasync`,
@@ -340,6 +340,7 @@ fn stat_from(stat: &rfs::Stat) -> Option<Stat> {
         gid: stat.st_gid,
         nlink: to_u32(stat.st_nlink),
         ino: to_u64(stat.st_ino),
+        dev: to_u64(stat.st_dev),
         atime: system_time(stat.st_atime, stat.st_atime_nsec),
         mtime: system_time(stat.st_mtime, stat.st_mtime_nsec),
         ctime: system_time(stat.st_ctime, stat.st_ctime_nsec),
@@ -670,6 +671,15 @@ impl Backend for PosixBackend {
         let fail = |errno| error(&self.label, errno, &what);
         let (dir, name) = self.walk_parent(link, Errno::EXIST).map_err(fail)?;
         rfs::symlinkat(target, &dir, name).map_err(fail)
+    }
+
+    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        let what = format!("link {:?} to {:?}", existing.as_str(), new.as_str());
+        let fail = |errno| error(&self.label, errno, &what);
+        // The root is a directory: EPERM as for any directory.
+        let (from_dir, from_name) = self.walk_parent(existing, Errno::PERM).map_err(fail)?;
+        let (to_dir, to_name) = self.walk_parent(new, Errno::EXIST).map_err(fail)?;
+        rfs::linkat(&from_dir, from_name, &to_dir, to_name, AtFlags::empty()).map_err(fail)
     }
 
     fn read_link(&self, path: &RelPath) -> io::Result<String> {

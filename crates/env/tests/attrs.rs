@@ -527,7 +527,21 @@ fn the_fault_backend_forwards_attributes_and_can_fail_them() {
     let error = backend.symlink("f", &p("link")).unwrap_err();
     assert_eq!(raw_os_error(&error), Some(28), "{error:?}");
     assert!(fs::symlink_metadata(tier.join("link")).is_err());
-    assert_eq!(backend.injected(), 6);
+    backend.clear();
+    backend.inject(FaultRule {
+        path_prefix: Some("hard".into()),
+        ..FaultRule::new(FaultOp::Link, 28)
+    });
+    let error = backend.hard_link(&p("f"), &p("hard")).unwrap_err();
+    assert_eq!(raw_os_error(&error), Some(28), "{error:?}");
+    assert!(
+        error.to_string().contains("link \"f\" to \"hard\""),
+        "{error}"
+    );
+    assert!(fs::symlink_metadata(tier.join("hard")).is_err());
+    backend.hard_link(&p("f"), &p("other")).unwrap();
+    assert_eq!(backend.stat(&p("other")).unwrap().nlink, 2);
+    assert_eq!(backend.injected(), 7);
 }
 
 #[test]

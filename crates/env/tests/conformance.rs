@@ -2,7 +2,8 @@
 //! engine relies on (positional I/O, holes, truncation, namespace errors,
 //! unlink while open), checked the same way on each; and special files
 //! (FIFOs, sockets, devices), made and reported as themselves by the
-//! backends that can hold them and refused clearly by the others.
+//! backends that can hold them and refused clearly by the others; hard
+//! links likewise (one file under two names, or a clear EOPNOTSUPP).
 
 use std::io::ErrorKind;
 use std::sync::Arc;
@@ -440,16 +441,106 @@ fn special_files(backend: &dyn Backend, specials: Specials) {
     backend.remove_dir(&p("special")).unwrap();
 }
 
+/// Whether a backend can give a file a second name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Links {
+    Made,
+    Refused,
+}
+
+/// Hard links (data-path issue, deliverable 4): two names reach one file
+/// (one inode number, a link count of both, writes through either seen
+/// through the other, the file outliving either name); the errors of
+/// `link(2)`; `rename(2)` between two names of one file does nothing.
+/// A backend that cannot refuses clearly (EOPNOTSUPP naming both paths).
+fn hard_links(backend: &dyn Backend, links: Links) {
+    let what = backend.describe();
+    backend.create_dir(&p("links")).unwrap();
+    write_file(backend, "links/a", b"first");
+    if links == Links::Refused {
+        let error = backend.hard_link(&p("links/a"), &p("links/b")).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unsupported, "{what}: {error}");
+        assert_eq!(raw_os_error(&error), Some(95), "{what}: EOPNOTSUPP");
+        let message = error.to_string();
+        assert!(
+            message.contains("links/a") && message.contains("links/b"),
+            "{what}: {message}"
+        );
+        assert_eq!(
+            kind_of(backend.metadata(&p("links/b"))),
+            ErrorKind::NotFound
+        );
+        backend.remove_file(&p("links/a")).unwrap();
+        backend.remove_dir(&p("links")).unwrap();
+        return;
+    }
+    backend.create_dir(&p("links/sub")).unwrap();
+    backend.hard_link(&p("links/a"), &p("links/sub/b")).unwrap();
+    let (a, b) = (
+        backend.stat(&p("links/a")).unwrap(),
+        backend.stat(&p("links/sub/b")).unwrap(),
+    );
+    assert_eq!(a.ino, b.ino, "{what}: one file, one inode number");
+    assert_eq!((a.nlink, b.nlink), (2, 2), "{what}: both names counted");
+    // Writes through one name are the other's.
+    let through_b = backend.open(&p("links/sub/b"), EXISTING).unwrap();
+    through_b.write_at(b"F", 0).unwrap();
+    let through_a = backend.open(&p("links/a"), EXISTING).unwrap();
+    assert_eq!(read_all(through_a.as_ref()), b"First", "{what}");
+    // Errors: the new name exists; a missing file or parent; a directory.
+    write_file(backend, "links/c", b"other");
+    assert_eq!(
+        kind_of(backend.hard_link(&p("links/a"), &p("links/c"))),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        kind_of(backend.hard_link(&p("links/missing"), &p("links/d"))),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        kind_of(backend.hard_link(&p("links/a"), &p("links/nope/d"))),
+        ErrorKind::NotFound
+    );
+    let error = backend
+        .hard_link(&p("links/sub"), &p("links/d"))
+        .unwrap_err();
+    assert_eq!(raw_os_error(&error), Some(1), "{what}: EPERM: {error}");
+    assert!(error.to_string().contains("links/sub"), "{what}: {error}");
+    // rename(2) between two names of one file does nothing.
+    backend.rename(&p("links/a"), &p("links/sub/b")).unwrap();
+    assert_eq!(backend.stat(&p("links/a")).unwrap().nlink, 2, "{what}");
+    assert_eq!(backend.stat(&p("links/sub/b")).unwrap().ino, a.ino);
+    // Renaming over one name leaves the other.
+    backend.rename(&p("links/c"), &p("links/a")).unwrap();
+    let b = backend.stat(&p("links/sub/b")).unwrap();
+    assert_eq!((b.ino, b.nlink), (a.ino, 1), "{what}");
+    assert_eq!(read_all(through_a.as_ref()), b"First", "{what}");
+    // Removing a name leaves the other.
+    backend.hard_link(&p("links/sub/b"), &p("links/e")).unwrap();
+    assert_eq!(backend.stat(&p("links/e")).unwrap().nlink, 2, "{what}");
+    backend.remove_file(&p("links/sub/b")).unwrap();
+    let e = backend.stat(&p("links/e")).unwrap();
+    assert_eq!((e.ino, e.nlink), (a.ino, 1), "{what}");
+    let through_e = backend.open(&p("links/e"), EXISTING).unwrap();
+    assert_eq!(read_all(through_e.as_ref()), b"First", "{what}");
+    backend.remove_file(&p("links/e")).unwrap();
+    backend.remove_file(&p("links/a")).unwrap();
+    backend.remove_dir(&p("links/sub")).unwrap();
+    backend.remove_dir(&p("links")).unwrap();
+}
+
 #[test]
 fn memory_conforms() {
     conformance(&MemBackend::new());
     special_files(&MemBackend::new(), Specials::Refused);
+    hard_links(&MemBackend::new(), Links::Made);
 }
 
 #[test]
 fn crash_backend_without_crashes_conforms() {
     conformance(&CrashBackend::new());
     special_files(&CrashBackend::new(), Specials::Refused);
+    hard_links(&CrashBackend::new(), Links::Refused);
 }
 
 #[test]
@@ -457,12 +548,16 @@ fn fault_backend_without_rules_conforms() {
     let backend = FaultBackend::new(Arc::new(MemBackend::new()));
     conformance(&backend);
     special_files(&backend, Specials::Refused);
+    hard_links(&backend, Links::Made);
     assert_eq!(backend.injected(), 0);
     let dir = tempfile::tempdir().unwrap();
     let over_posix = FaultBackend::new(Arc::new(
         PosixBackend::new(dir.path().to_path_buf()).unwrap(),
     ));
     special_files(&over_posix, Specials::Made);
+    hard_links(&over_posix, Links::Made);
+    let over_crash = FaultBackend::new(Arc::new(CrashBackend::new()));
+    hard_links(&over_crash, Links::Refused);
 }
 
 #[test]
@@ -471,6 +566,21 @@ fn posix_conforms() {
     let backend = PosixBackend::new(dir.path().to_path_buf()).unwrap();
     conformance(&backend);
     special_files(&backend, Specials::Made);
+    hard_links(&backend, Links::Made);
+}
+
+/// `link` never follows a symbolic link: the link itself gets the name.
+#[test]
+fn posix_hard_link_of_a_symlink_names_the_link_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = PosixBackend::new(dir.path().to_path_buf()).unwrap();
+    write_file(&backend, "target", b"x");
+    backend.symlink("target", &p("sym")).unwrap();
+    backend.hard_link(&p("sym"), &p("sym2")).unwrap();
+    let st = backend.stat(&p("sym2")).unwrap();
+    assert_eq!(st.kind, StatKind::Symlink);
+    assert_eq!(st.ino, backend.stat(&p("sym")).unwrap().ino);
+    assert_eq!(backend.stat(&p("target")).unwrap().nlink, 1);
 }
 
 #[test]
@@ -487,6 +597,7 @@ fn emulated_ssd_conforms() {
         .with_sync_latency(Duration::from_micros(10));
     conformance(&backend);
     special_files(&backend, Specials::Refused);
+    hard_links(&backend, Links::Made);
     assert!(backend.ssd_stats().unwrap().write_ops > 30);
 }
 
@@ -515,6 +626,7 @@ fn emulated_hdd_conforms() {
         .with_sync_latency(Duration::from_micros(10));
     conformance(&backend);
     special_files(&backend, Specials::Refused);
+    hard_links(&backend, Links::Made);
     let stats = backend.hdd_stats().unwrap();
     assert!(stats.requests_served > 30, "{stats:?}");
 }
@@ -527,4 +639,5 @@ fn emulated_hdd_over_posix_conforms() {
     let backend = EmulatedBackend::hdd(inner, fast_disk(), clock, 7).unwrap();
     conformance(&backend);
     special_files(&backend, Specials::Made);
+    hard_links(&backend, Links::Made);
 }

@@ -20,11 +20,17 @@
 //! chown and cached writes need nothing here: without killpriv negotiated
 //! the kernel computes the mode itself and sends it in the SETATTR.
 //!
-//! Refused rather than done wrong: hard links (EOPNOTSUPP: the log maps a
-//! file id to one path, and a second name would miss buffered bytes),
-//! `fallocate` of every mode (EOPNOTSUPP: the log cannot promise the space;
-//! glibc's `posix_fallocate` then writes zeros through the normal path),
-//! `RENAME_EXCHANGE` and `RENAME_WHITEOUT` (EINVAL).
+//! Hard links: the engine and the inode table know a file by its capacity
+//! identity, so every name of it is one engine file (buffered bytes seen
+//! through each) and one node (one inode for the kernel); `link` of a
+//! symbolic link or special file goes to the capacity tier only; `link`
+//! of or to a checkpoint-class path is refused (EOPNOTSUPP: its staged
+//! copy belongs to one path).
+//!
+//! Refused rather than done wrong: `fallocate` of every mode (EOPNOTSUPP:
+//! the log cannot promise the space; glibc's `posix_fallocate` then writes
+//! zeros through the normal path), `RENAME_EXCHANGE` and `RENAME_WHITEOUT`
+//! (EINVAL).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -170,21 +176,24 @@ fn mode_after_unprivileged_write(mode: u32) -> Option<u32> {
     (kept != mode & 0o7777).then_some(kept)
 }
 
-/// The inode of `path` for a reply that hands it to the kernel, with that
-/// reply's lookup counted, and what `attr` says of it.
+/// The node of `path` for a reply that hands it to the kernel, with that
+/// reply's lookup counted, and the attributes `stat` found for it.
 ///
-/// The inode is taken and its lookup counted under one hold of the table:
-/// between two holds a FORGET of the kernel's earlier references, handled
-/// on another thread, would drop the node, and the reply would name an
-/// inode that no longer resolves (the next OPEN gets ENOENT). If `attr`
-/// fails nothing is handed out, so that one count is undone.
-fn counted_entry<T>(
+/// `stat` runs first (its identity says which node the path names: two
+/// names of one file are one node); the node is then taken and its lookup
+/// counted under one hold of the table: between two holds a FORGET of the
+/// kernel's earlier references, handled on another thread, would drop the
+/// node, and the reply would name an inode that no longer resolves (the
+/// next OPEN gets ENOENT). If `stat` fails nothing is handed out and
+/// nothing is counted.
+fn counted_entry(
     inodes: &Mutex<Inodes>,
     path: &RelPath,
-    attr: impl FnOnce(u64) -> io::Result<T>,
-) -> io::Result<T> {
-    let ino = lock(inodes).get(path, true);
-    attr(ino).inspect_err(|_| lock(inodes).forget(ino, 1))
+    stat: impl FnOnce() -> io::Result<Stat>,
+) -> io::Result<(u64, Stat)> {
+    let st = stat()?;
+    let ino = lock(inodes).entry(path, st.identity(), true);
+    Ok((ino, st))
 }
 
 impl SluiceFs {
@@ -257,6 +266,12 @@ impl SluiceFs {
     /// Attributes of `path` as the kernel sees them: the capacity tier's,
     /// with the engine's logical size for a file it holds open.
     fn attr(&self, ino: u64, path: &RelPath) -> io::Result<FileAttr> {
+        Ok(self.file_attr(ino, &self.stat(path)?))
+    }
+
+    /// The capacity tier's attributes of `path`, with the engine's logical
+    /// size for a file it holds open (under this or another name).
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         let mut st: Stat = self.engine.capacity_tier().stat(path)?;
         if st.kind == StatKind::File {
             match self.ckpt.as_ref().and_then(|c| c.size(path)) {
@@ -267,7 +282,7 @@ impl SluiceFs {
                 None => self.engine.overlay(path, &mut st),
             }
         }
-        Ok(self.file_attr(ino, &st))
+        Ok(st)
     }
 
     /// Attributes of a node whose name was removed while it is open
@@ -308,7 +323,8 @@ impl SluiceFs {
 
     /// Look `path` up for the kernel (one reference counted).
     fn entry(&self, path: &RelPath) -> io::Result<FileAttr> {
-        counted_entry(&self.inodes, path, |ino| self.attr(ino, path))
+        let (ino, st) = counted_entry(&self.inodes, path, || self.stat(path))?;
+        Ok(self.file_attr(ino, &st))
     }
 
     /// A new node belongs to the caller: mode without the umask, and the
@@ -677,7 +693,14 @@ impl Filesystem for SluiceFs {
                 return reply.error(self.fail(&e));
             }
         }
-        let result = match tier.stat(&from) {
+        let from_stat = tier.stat(&from);
+        let same_file = match (&from_stat, tier.stat(&to)) {
+            (Ok(a), Ok(b)) => from != to && a.identity() == b.identity(),
+            _ => false,
+        };
+        let result = match from_stat {
+            // Two names of one file (hard links): rename(2) does nothing.
+            _ if same_file => Ok(()),
             // Links, FIFOs, sockets and devices are not engine files.
             Ok(st) if !st.kind.is_file_or_dir() => tier.rename(&from, &to),
             _ => self.engine.rename(&from, &to),
@@ -694,13 +717,36 @@ impl Filesystem for SluiceFs {
     fn link(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
         self.meta();
-        reply.error(Errno::EOPNOTSUPP);
+        let (existing, new) = match (self.path(ino), self.child(newparent, newname)) {
+            (Ok(e), Ok(n)) => (e, n),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        if self.ckpt_for(&existing).is_some() || self.ckpt_for(&new).is_some() {
+            // A staged checkpoint is one path's copy on the fast tier; a
+            // second name would miss it.
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let result = (|| {
+            let tier = self.engine.capacity_tier();
+            match tier.stat(&existing)?.kind {
+                // The engine learns the name of a file, so its buffered
+                // bytes are seen through both.
+                StatKind::File => self.engine.link(&existing, &new)?,
+                _ => tier.hard_link(&existing, &new)?,
+            }
+            // The reply names the existing node (the kernel relies on it),
+            // with the link count both names now share.
+            let st = self.stat(&new)?;
+            let node = lock(&self.inodes).link(ino.0, &new, st.identity());
+            Ok(self.file_attr(node, &st))
+        })();
+        self.reply_entry(result, reply);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -869,7 +915,7 @@ impl Filesystem for SluiceFs {
             Err(e) => return reply.error(e),
         };
         let parent_ino = match path.parent() {
-            Some(parent) => lock(&self.inodes).get(&parent, false),
+            Some(parent) => lock(&self.inodes).listed(&parent),
             None => ROOT,
         };
         // Offsets: 1 after ".", 2 after "..", 2 + i + 1 after entry i.
@@ -887,7 +933,7 @@ impl Filesystem for SluiceFs {
                     index += 1;
                     continue;
                 };
-                let child_ino = lock(&self.inodes).get(&child, false);
+                let child_ino = lock(&self.inodes).listed(&child);
                 (child_ino, file_type(*kind), name.clone())
             };
             if reply.add(INodeNo(child_ino), index + 1, kind, &name) {
@@ -1135,26 +1181,47 @@ mod tests {
         RelPath::new(s).unwrap()
     }
 
+    /// A capacity stat of a regular file with inode number `ino`.
+    fn stat_of(ino: u64) -> Stat {
+        Stat {
+            kind: StatKind::File,
+            len: 0,
+            blocks: 0,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            ino,
+            dev: 0,
+            atime: SystemTime::UNIX_EPOCH,
+            mtime: SystemTime::UNIX_EPOCH,
+            ctime: SystemTime::UNIX_EPOCH,
+            blksize: 4096,
+            rdev: 0,
+        }
+    }
+
     /// Issue: reopening an existing file failed with ENOENT. The kernel's
     /// FORGET of the earlier lookups, handled on another thread while a
     /// new LOOKUP of the same path was between taking the inode number and
     /// counting its reference, dropped the node: the reply named an inode
     /// that no longer resolved, and the OPEN that followed got ENOENT.
+    /// (The node is now chosen after the stat, which says which file the
+    /// path names, and counted in the same hold of the table.)
     #[test]
     fn reopen_enoent_forget_between_lookup_steps_keeps_the_node() {
         let inodes = Mutex::new(Inodes::default());
         let path = p("dir/file");
         // Two earlier lookups the kernel holds.
-        let first = lock(&inodes).get(&path, true);
-        assert_eq!(lock(&inodes).get(&path, true), first);
-        let ino = counted_entry(&inodes, &path, |ino| {
+        let first = lock(&inodes).entry(&path, (0, 7), true);
+        assert_eq!(lock(&inodes).entry(&path, (0, 7), true), first);
+        let (ino, _) = counted_entry(&inodes, &path, || {
             // The stat is in progress; another thread handles the kernel's
             // FORGET of both earlier references now.
             lock(&inodes).forget(first, 2);
-            Ok(ino)
+            Ok(stat_of(7))
         })
         .unwrap();
-        assert_eq!(ino, first, "the reply names the node that was looked up");
         assert_eq!(
             lock(&inodes).path(ino),
             Some(path.clone()),
@@ -1163,6 +1230,7 @@ mod tests {
         // The reply's reference is the only one left: one FORGET drops it.
         lock(&inodes).forget(ino, 1);
         assert_eq!(lock(&inodes).path(ino), None);
+        assert!(lock(&inodes).is_empty());
     }
 
     /// Issue: SUID/SGID were kept on a write by a process without
@@ -1224,8 +1292,8 @@ mod tests {
     fn a_failed_entry_counts_no_lookup() {
         let inodes = Mutex::new(Inodes::default());
         let path = p("gone");
-        let known = lock(&inodes).get(&path, true);
-        let result: io::Result<()> = counted_entry(&inodes, &path, |_| {
+        let known = lock(&inodes).entry(&path, (0, 3), true);
+        let result = counted_entry(&inodes, &path, || {
             Err(io::Error::from(io::ErrorKind::NotFound))
         });
         assert!(result.is_err());
@@ -1236,7 +1304,7 @@ mod tests {
             "only the earlier lookup was counted"
         );
         let fresh = p("fresh");
-        let result: io::Result<()> = counted_entry(&inodes, &fresh, |_| {
+        let result = counted_entry(&inodes, &fresh, || {
             Err(io::Error::from(io::ErrorKind::NotFound))
         });
         assert!(result.is_err());
@@ -1246,28 +1314,31 @@ mod tests {
         );
     }
 
-    /// The same race with real threads: lookups and forgets of one path
-    /// from several threads, each checking that the inode it was handed
-    /// resolves while it holds the reference.
+    /// The same race with real threads: lookups and forgets of one file
+    /// under two names (hard links) from several threads, each checking
+    /// that the inode it was handed resolves (to one of the two names)
+    /// while it holds the reference.
     #[test]
     fn reopen_enoent_concurrent_lookups_and_forgets_never_lose_a_held_node() {
         let inodes = Mutex::new(Inodes::default());
-        let path = p("f");
+        let names = [p("f"), p("g")];
         std::thread::scope(|scope| {
-            for _ in 0..4 {
-                scope.spawn(|| {
-                    for _ in 0..2000 {
-                        let ino = counted_entry(&inodes, &path, |ino| {
+            for t in 0..4 {
+                let (inodes, names) = (&inodes, &names);
+                scope.spawn(move || {
+                    for i in 0..2000 {
+                        let path = &names[(t + i) % 2];
+                        let (ino, _) = counted_entry(inodes, path, || {
                             std::thread::yield_now();
-                            Ok(ino)
+                            Ok(stat_of(42))
                         })
                         .unwrap();
-                        assert_eq!(
-                            lock(&inodes).path(ino),
-                            Some(path.clone()),
+                        let resolved = lock(inodes).path(ino);
+                        assert!(
+                            resolved.as_ref().is_some_and(|r| names.contains(r)),
                             "inode {ino} handed out but dropped"
                         );
-                        lock(&inodes).forget(ino, 1);
+                        lock(inodes).forget(ino, 1);
                     }
                 });
             }

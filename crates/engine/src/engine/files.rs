@@ -1,5 +1,13 @@
 //! The table of open files: registering, forgetting, waiting for the
-//! flusher, dropping a removed file's buffered bytes durably.
+//! flusher, dropping a removed name's buffered bytes durably.
+//!
+//! A file is known by its capacity inode number, not its path: every name
+//! of it (hard links) maps to one engine file, so buffered bytes are seen
+//! through every name.
+//!
+//! INVARIANTS: `ids[p] = id` if and only if `p` is in `files[id].names`;
+//! `by_ino[i] = id` only if `files[id].ino = Some(i)`; a file that is not
+//! name-less (`unlinked`) has its `path` among its `names`.
 
 use super::*;
 
@@ -16,14 +24,30 @@ pub(super) fn register(
     handle: Arc<dyn BackendFile>,
     size: u64,
     created: bool,
+    ino: Option<(u64, u64)>,
 ) -> FileId {
     let id = FileId(state.next_file_id);
     state.next_file_id += 1;
-    attach(state, id, path, handle, size, created);
+    attach(state, id, path, handle, size, created, ino);
     id
 }
 
-/// Make `id` an open file at `path`.
+/// The capacity tier's inode number of the file `handle` opens (`fstat`,
+/// else a stat of `path`): the file's identity across its names. `None`
+/// when the backend keeps none (the file is then known by `path` only).
+pub(super) fn capacity_ino(
+    shared: &Shared,
+    handle: &dyn BackendFile,
+    path: &RelPath,
+) -> Option<(u64, u64)> {
+    handle
+        .stat()
+        .or_else(|_| shared.capacity.stat(path))
+        .ok()
+        .map(|stat| stat.identity())
+}
+
+/// Make `id` an open file at `path`, with capacity inode number `ino`.
 pub(super) fn attach(
     state: &mut State,
     id: FileId,
@@ -31,12 +55,18 @@ pub(super) fn attach(
     handle: Arc<dyn BackendFile>,
     size: u64,
     created_unsynced: bool,
+    ino: Option<(u64, u64)>,
 ) {
     state.ids.insert(path.clone(), id);
+    if let Some(ino) = ino {
+        state.by_ino.insert(ino, id);
+    }
     state.files.insert(
         id,
         OpenFile {
+            names: vec![path.clone()],
             path,
+            ino,
             handle,
             unlinked: false,
             written: None,
@@ -49,6 +79,78 @@ pub(super) fn attach(
             truncations: Vec::new(),
         },
     );
+}
+
+/// The open file a path names: by the name, or else by the capacity
+/// inode number `ino` of what the path names now (another name of it).
+pub(super) fn file_of(state: &State, path: &RelPath, ino: Option<(u64, u64)>) -> Option<FileId> {
+    state.ids.get(path).copied().or_else(|| {
+        let id = *state.by_ino.get(&ino?)?;
+        state.files.contains_key(&id).then_some(id)
+    })
+}
+
+/// `path` is one more name of the open file `id`. A name-less file (its
+/// last known name was removed while it was open) takes it as the name
+/// its path records use.
+pub(super) fn add_name(state: &mut State, id: FileId, path: &RelPath) {
+    if let Some(old) = state.ids.insert(path.clone(), id) {
+        if old != id {
+            // A stale mapping (the name now names this file): drop it.
+            if let Some(open) = state.files.get_mut(&old) {
+                open.names.retain(|n| n != path);
+            }
+        }
+    }
+    if let Some(open) = state.files.get_mut(&id) {
+        if !open.names.contains(path) {
+            open.names.push(path.clone());
+        }
+        if open.unlinked {
+            open.unlinked = false;
+            open.path = path.clone();
+            // Its earlier descriptions name a removed name.
+            state.buffer.forget_descriptions(id);
+        }
+    }
+}
+
+/// Forget the name `path` of `id` (removed or moved on the capacity
+/// tier). If it was the name path records use, another known name takes
+/// over, or the file becomes name-less ([`OpenFile::unlinked`]). Callers
+/// have dropped the file's buffered bytes durably first when the name
+/// was the one the log uses (see [`drop_name`]).
+fn remove_name(state: &mut State, id: FileId, path: &RelPath) {
+    if state.ids.get(path) == Some(&id) {
+        state.ids.remove(path);
+    }
+    if let Some(open) = state.files.get_mut(&id) {
+        open.names.retain(|n| n != path);
+        if !open.unlinked && open.path == *path {
+            match open.names.first() {
+                Some(other) => open.path = other.clone(),
+                None => open.unlinked = true,
+            }
+            // Descriptions in the log name the removed name.
+            state.buffer.forget_descriptions(id);
+        }
+    }
+}
+
+/// Remove `id` from the maps: every name, its inode number.
+fn remove_file_entry(state: &mut State, id: FileId) -> Option<OpenFile> {
+    let open = state.files.remove(&id)?;
+    for name in &open.names {
+        if state.ids.get(name) == Some(&id) {
+            state.ids.remove(name);
+        }
+    }
+    if let Some(ino) = open.ino {
+        if state.by_ino.get(&ino) == Some(&id) {
+            state.by_ino.remove(&ino);
+        }
+    }
+    Some(open)
 }
 
 pub(super) fn opened(state: &mut State, id: FileId) {
@@ -66,12 +168,8 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
         .is_some_and(|o| o.opens == 0 && !o.busy && o.appending == 0)
         && !state.buffer.has_buffered(id);
     if unused {
-        if let Some(open) = state.files.remove(&id) {
-            if open.unlinked {
-                return;
-            }
-            state.ids.remove(&open.path);
-            if open.created_unsynced {
+        if let Some(open) = remove_file_entry(state, id) {
+            if open.created_unsynced && !open.unlinked {
                 // A later fsync of the file (opened again) still owes
                 // its directory entry a sync.
                 state.unsynced_creates.insert(open.path);
@@ -94,17 +192,32 @@ pub(super) fn wait_not_busy<'a>(
     Ok(state)
 }
 
-/// Forget `id`: an unlink record (durable) if it has buffered bytes, then
-/// the index and the maps.
-pub(super) fn drop_file<'a>(
+/// The name `name` of file `id` is about to be removed from the capacity
+/// tier (unlink, or a rename over it). `survives`: the file has other
+/// names there (its link count is above 1), so it lives on.
+///
+/// A file that lives on — still open, or reachable through another name —
+/// first gets its buffered bytes written to its capacity file (synced),
+/// since the log's path records may name `name`; then, as for any removed
+/// file, its buffered bytes are dropped durably (an unlink record, synced)
+/// so recovery never flushes them to `name`. Then only `name` is
+/// forgotten: the file keeps its other names (one of them becomes the name
+/// its path records use) or, if none is known, becomes name-less while it
+/// is open ([`OpenFile::unlinked`]). A file that does not live on is
+/// forgotten at once.
+pub(super) fn drop_name<'a>(
     shared: &'a Shared,
     mut state: MutexGuard<'a, State>,
     id: FileId,
+    name: &RelPath,
+    survives: bool,
 ) -> (MutexGuard<'a, State>, io::Result<()>) {
     let still_open = state.files.get(&id).is_some_and(|o| o.opens > 0);
-    if still_open {
-        // Its handles keep reading what was written: the buffered bytes
-        // go to its capacity file (which outlives the name) first.
+    let lives_on = still_open || survives;
+    if lives_on {
+        // Its handles and other names keep reading what was written: the
+        // buffered bytes go to its capacity file (which outlives the name)
+        // first.
         let (s, flushed) = flush_file(shared, state, id);
         state = s;
         if let Err(e) = flushed {
@@ -121,19 +234,27 @@ pub(super) fn drop_file<'a>(
             return (state, Err(e));
         }
         state.buffer.remove_file(id);
+        // Recovery drops the id's path at the unlink record: its next
+        // record anywhere needs a new one.
+        state.buffer.forget_descriptions(id);
     }
-    if still_open {
-        if let Some(open) = state.files.get_mut(&id) {
-            open.unlinked = true;
-            let path = open.path.clone();
-            if state.ids.get(&path) == Some(&id) {
-                state.ids.remove(&path);
-            }
-        }
-    } else if let Some(open) = state.files.remove(&id) {
-        state.ids.remove(&open.path);
+    if lives_on {
+        remove_name(&mut state, id, name);
+        forget_if_unused(&mut state, id);
+    } else {
+        remove_file_entry(&mut state, id);
     }
     (state, Ok(()))
+}
+
+/// Whether the file `path` names on the capacity tier has another name
+/// (link count above 1), so removing `path` leaves it alive. False when the
+/// backend keeps no link counts.
+pub(super) fn has_other_names(shared: &Shared, path: &RelPath) -> bool {
+    shared
+        .capacity
+        .stat(path)
+        .is_ok_and(|stat| stat.kind == sluice_env::StatKind::File && stat.nlink > 1)
 }
 
 /// Write every buffered byte of `id` to its capacity file and sync it,
@@ -203,4 +324,20 @@ pub(super) fn file_io(shared: &Shared, file: FileId) -> io::Result<Arc<Mutex<()>
 /// done that the lock protects, so poisoning is ignored).
 pub(super) fn hold(io: &Mutex<()>) -> MutexGuard<'_, ()> {
     io.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `a` and `b` name one regular file on the capacity tier (hard
+/// links: the same inode number). False when the backend keeps none.
+pub(super) fn same_file(shared: &Shared, a: &RelPath, b: &RelPath) -> bool {
+    let stat = |p: &RelPath| {
+        shared
+            .capacity
+            .stat(p)
+            .ok()
+            .filter(|st| st.kind == sluice_env::StatKind::File)
+    };
+    match (stat(a), stat(b)) {
+        (Some(x), Some(y)) => x.identity() == y.identity(),
+        _ => false,
+    }
 }

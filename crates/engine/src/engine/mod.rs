@@ -111,7 +111,16 @@ struct LogRegion {
 }
 
 struct OpenFile {
+    /// The name its path records use: one of `names` (or its last name
+    /// before it became name-less, `unlinked`).
     path: RelPath,
+    /// Every name of the file the engine knows (hard links: several), each
+    /// mapped to it in `State::ids`.
+    names: Vec<RelPath>,
+    /// The capacity tier's identity of the file (`Stat::identity`: file
+    /// system and inode number), the same across its names (`None` when
+    /// the backend keeps none: known by path only).
+    ino: Option<(u64, u64)>,
     handle: Arc<dyn BackendFile>,
     /// The name was removed (unlinked or renamed over) while the file was
     /// open: it lives on for its open handles (POSIX), has no name in the
@@ -153,7 +162,11 @@ struct State {
     flush_tokens: TokenBucket,
     regions: Vec<LogRegion>,
     files: HashMap<FileId, OpenFile>,
+    /// Every known name of every file (several names may map to one id).
     ids: HashMap<RelPath, FileId>,
+    /// Files by capacity identity (`Stat::identity`), so another name of
+    /// an open file opens that file (hard links).
+    by_ino: HashMap<(u64, u64), FileId>,
     /// Files created by the engine, forgotten before an fsync synced their
     /// directory entry.
     unsynced_creates: HashSet<RelPath>,
@@ -285,12 +298,14 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        let id = register(&mut state, path.clone(), handle, 0, true);
+        let ino = capacity_ino(&self.shared, handle.as_ref(), path);
+        let id = register(&mut state, path.clone(), handle, 0, true, ino);
         opened(&mut state, id);
         Ok(id)
     }
 
-    /// Open an existing regular file.
+    /// Open an existing regular file. Another name of a file the engine
+    /// holds (a hard link: the same capacity inode) opens that file.
     pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
         let mut state = lock(&self.shared);
         if let Some(&id) = state.ids.get(path) {
@@ -302,10 +317,37 @@ impl Engine {
             .capacity
             .open(path, OpenOptions::default())
             .map_err(context(format!("open {path}")))?;
+        let ino = capacity_ino(&self.shared, handle.as_ref(), path);
+        if let Some(id) = file_of(&state, path, ino) {
+            add_name(&mut state, id, path);
+            opened(&mut state, id);
+            return Ok(id);
+        }
         let size = handle.len()?;
-        let id = register(&mut state, path.clone(), handle, size, false);
+        let id = register(&mut state, path.clone(), handle, size, false, ino);
         opened(&mut state, id);
         Ok(id)
+    }
+
+    /// Give the file `existing` the second name `new` (a hard link) on the
+    /// capacity tier; if the engine holds the file, `new` names it too, so
+    /// its buffered bytes are seen through either name.
+    pub fn link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        shared
+            .capacity
+            .hard_link(existing, new)
+            .map_err(context(format!("link {existing} to {new}")))?;
+        let ino = match state.ids.contains_key(existing) {
+            true => None,
+            false => shared.capacity.stat(existing).ok().map(|st| st.identity()),
+        };
+        if let Some(id) = file_of(&state, existing, ino) {
+            add_name(&mut state, id, existing);
+            add_name(&mut state, id, new);
+        }
+        Ok(())
     }
 
     /// Match one `create`/`open_file`. When every open is released and
@@ -518,8 +560,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Remove a file. Its buffered bytes are dropped, durably first; a file
-    /// still open lives on for its handles (see [`Engine::stat_open`]).
+    /// Remove a name. A file with no other name loses its buffered bytes,
+    /// durably first; one still open lives on for its handles (see
+    /// [`Engine::stat_open`]), one with another name (a hard link) lives
+    /// on under it, its buffered bytes written to it first (see
+    /// `drop_name`).
     pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let state = lock(shared);
@@ -528,7 +573,8 @@ impl Engine {
         let mut state = match state.ids.get(path).copied() {
             Some(id) => {
                 let state = wait_not_busy(shared, state, id)?;
-                let (state, dropped) = drop_file(shared, state, id);
+                let survives = has_other_names(shared, path);
+                let (state, dropped) = drop_name(shared, state, id, path, survives);
                 dropped?;
                 state
             }
@@ -542,31 +588,52 @@ impl Engine {
         Ok(())
     }
 
-    /// Rename `from` to `to`, replacing a file at `to`.
+    /// Rename `from` to `to`, replacing a file at `to` (which lives on if
+    /// it has another name, as for [`Engine::unlink`]). Two names of one
+    /// file: nothing happens (POSIX).
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = lock(shared);
+        if from != to && same_file(shared, from, to) {
+            drop(state);
+            // rename(2) between two names of one file does nothing; the
+            // tier still says whether the names are valid.
+            return shared
+                .capacity
+                .rename(from, to)
+                .map_err(context(format!("rename {from} to {to}")));
+        }
         if let Some(&id) = state.ids.get(from) {
             state = wait_not_busy(shared, state, id)?;
         }
-        if let Some(&old) = state.ids.get(to) {
-            state = wait_not_busy(shared, state, old)?;
-            if Some(&old) != state.ids.get(from) {
-                let (s, dropped) = drop_file(shared, state, old);
-                state = s;
-                dropped?;
+        if from != to {
+            if let Some(&old) = state.ids.get(to) {
+                state = wait_not_busy(shared, state, old)?;
+                if Some(&old) != state.ids.get(from) {
+                    let survives = has_other_names(shared, to);
+                    let (s, dropped) = drop_name(shared, state, old, to, survives);
+                    state = s;
+                    dropped?;
+                }
             }
         }
-        // The files that move: `from` itself, or every open file under a
-        // renamed directory.
-        let moved: Vec<(FileId, RelPath)> = state
+        // The names that move: `from` itself, or every known name under a
+        // renamed directory; and the files whose path records must name
+        // the new path (the moved name is the one their records use).
+        let moved: Vec<(RelPath, RelPath, FileId)> = state
             .ids
             .iter()
-            .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (id, p)))
+            .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (path.clone(), p, id)))
             .collect();
         let mut logged = false;
-        for (id, new_path) in &moved {
-            if state.buffer.has_buffered(*id) {
+        for (old_path, new_path, id) in &moved {
+            let Some(open) = state.files.get(id) else {
+                continue;
+            };
+            if open.unlinked || open.path != *old_path {
+                continue;
+            }
+            if state.buffer.has_buffered(*id) || open.appending > 0 {
                 // The new path must be durable before the capacity rename,
                 // or a crash could flush buffered bytes to the old name.
                 let header = RecordHeader::path(*id, new_path, 0)
@@ -576,6 +643,10 @@ impl Engine {
                 state = s;
                 appended?;
                 logged = true;
+            } else {
+                // Nothing buffered: the next record needs a description
+                // with the new name, not the old one a region may hold.
+                state.buffer.forget_descriptions(*id);
             }
         }
         if logged {
@@ -586,11 +657,20 @@ impl Engine {
             .capacity
             .rename(from, to)
             .map_err(context(format!("rename {from} to {to}")))?;
-        for (id, new_path) in moved {
+        for (old_path, _, _) in &moved {
+            state.ids.remove(old_path);
+        }
+        for (old_path, new_path, id) in moved {
+            state.ids.insert(new_path.clone(), id);
             if let Some(open) = state.files.get_mut(&id) {
-                let old_path = std::mem::replace(&mut open.path, new_path.clone());
-                state.ids.remove(&old_path);
-                state.ids.insert(new_path.clone(), id);
+                for name in open.names.iter_mut() {
+                    if *name == old_path {
+                        *name = new_path.clone();
+                    }
+                }
+                if !open.unlinked && open.path == old_path {
+                    open.path = new_path;
+                }
             }
         }
         let unsynced: Vec<(RelPath, RelPath)> = state
@@ -622,11 +702,17 @@ impl Engine {
 
     /// Correct the capacity tier's attributes `stat` of `path` with what the
     /// engine knows better while it holds the file open: the logical size
-    /// (buffered bytes included) and the time of the last write. Unchanged
-    /// when the engine does not hold `path` open.
+    /// (buffered bytes included) and the time of the last write. The file
+    /// is found by `path` or by `stat`'s inode number (another name of a
+    /// file the engine holds). Unchanged when the engine does not hold it.
     pub fn overlay(&self, path: &RelPath, stat: &mut Stat) {
+        if stat.kind != sluice_env::StatKind::File {
+            return;
+        }
         let state = lock(&self.shared);
-        if let Some(open) = state.ids.get(path).and_then(|id| state.files.get(id)) {
+        if let Some(open) =
+            file_of(&state, path, Some(stat.identity())).and_then(|id| state.files.get(&id))
+        {
             open.overlay(stat);
         }
     }

@@ -216,6 +216,7 @@ pub(super) fn open(
         regions,
         files: HashMap::new(),
         ids: HashMap::new(),
+        by_ino: HashMap::new(),
         unsynced_creates: HashSet::new(),
         next_file_id,
         draining: 0,
@@ -245,6 +246,11 @@ pub(super) fn open(
         let handle = open_creating_parents(capacity.as_ref(), &path)?;
         let capacity_len = handle.len()?;
         let buffered_end = state.buffer.buffered_end(id);
+        let ino = handle
+            .stat()
+            .or_else(|_| capacity.stat(&path))
+            .ok()
+            .map(|stat| stat.identity());
         attach(
             &mut state,
             id,
@@ -252,6 +258,7 @@ pub(super) fn open(
             handle,
             capacity_len.max(buffered_end),
             true,
+            ino,
         );
     }
 

@@ -329,6 +329,21 @@ fn timespec(time: TimeSet) -> Option<Timespec> {
 
 /// A `Stat` from the kernel's `struct stat`; `None` for a file type this
 /// crate does not know (Linux has none).
+/// [`stat_from`], or an InvalidData error naming `op` and `path` for a file
+/// type the backend does not know.
+fn known_stat(stat: &rfs::Stat, label: &str, op: &str, path: &RelPath) -> io::Result<Stat> {
+    stat_from(stat).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{label}: {op} {:?}: unknown file type (mode {:o})",
+                path.as_str(),
+                stat.st_mode
+            ),
+        )
+    })
+}
+
 fn stat_from(stat: &rfs::Stat) -> Option<Stat> {
     let rdev = to_u64(stat.st_rdev);
     Some(Stat {
@@ -578,17 +593,7 @@ impl Backend for PosixBackend {
         let stat = self
             .lstat(path)
             .map_err(|errno| self.error(errno, "stat", path))?;
-        stat_from(&stat).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: stat {:?}: unknown file type (mode {:o})",
-                    self.label,
-                    path.as_str(),
-                    stat.st_mode
-                ),
-            )
-        })
+        known_stat(&stat, &self.label, "stat", path)
     }
 
     fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
@@ -830,17 +835,7 @@ impl PosixFile {
 impl BackendFile for PosixFile {
     fn stat(&self) -> io::Result<Stat> {
         let stat = rfs::fstat(&self.file).map_err(|errno| self.error(errno.into(), "fstat"))?;
-        stat_from(&stat).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: fstat {:?}: unknown file type (mode {:o})",
-                    self.label,
-                    self.path.as_str(),
-                    stat.st_mode
-                ),
-            )
-        })
+        known_stat(&stat, &self.label, "fstat", &self.path)
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {

@@ -475,11 +475,7 @@ fn unmount_without_drain_leaves_data_for_the_next_mount() {
 
 #[test]
 fn allow_other_enforces_modes_for_a_second_uid() {
-    if !fuse_available() {
-        return;
-    }
-    if rustix_is_not_root() {
-        eprintln!("skipped: needs root to switch uid");
+    if !fuse_available_as_root("needs root to switch uid") {
         return;
     }
     let mut m = Mounted::new(&["--allow-other"]);
@@ -551,11 +547,7 @@ fn mode_of(path: &Path) -> u32 {
 /// (it has CAP_FSETID) keep the bits.
 #[test]
 fn suid_sgid_kept_on_write_by_non_owner() {
-    if !fuse_available() {
-        return;
-    }
-    if rustix_is_not_root() {
-        eprintln!("skipped: needs root to switch uid");
+    if !fuse_available_as_root("needs root to switch uid") {
         return;
     }
     let mut m = Mounted::new(&["--allow-other"]);
@@ -625,11 +617,7 @@ fn suid_sgid_kept_on_write_by_non_owner() {
 /// threads keep reopening the same files.
 #[test]
 fn reopen_enoent_after_forget_races_a_lookup() {
-    if !fuse_available() {
-        return;
-    }
-    if rustix_is_not_root() {
-        eprintln!("skipped: needs root to drop the kernel's caches");
+    if !fuse_available_as_root("needs root to drop the kernel's caches") {
         return;
     }
     let mut m = Mounted::new(&["--threads", "4"]);
@@ -694,11 +682,7 @@ fn run(command: &mut Command) -> std::process::Output {
 /// EROFS). Every create-like operation must say EROFS.
 #[test]
 fn create_on_read_only_capacity_is_eio() {
-    if !fuse_available() {
-        return;
-    }
-    if rustix_is_not_root() {
-        eprintln!("skipped: needs root to mount a tmpfs");
+    if !fuse_available_as_root("needs root to mount a tmpfs") {
         return;
     }
     let mut m = Mounted::unstarted(&[]);
@@ -756,11 +740,7 @@ fn create_on_read_only_capacity_is_eio() {
 #[test]
 fn fifos_sockets_and_devices_refused_socket_shown_as_fifo() {
     use std::os::unix::fs::FileTypeExt;
-    if !fuse_available() {
-        return;
-    }
-    if rustix_is_not_root() {
-        eprintln!("skipped: needs root for device nodes and a second uid");
+    if !fuse_available_as_root("needs root for device nodes and a second uid") {
         return;
     }
     let mut m = Mounted::new(&["--allow-other"]);
@@ -871,6 +851,18 @@ fn fifos_sockets_and_devices_refused_socket_shown_as_fifo() {
     // A bound socket pins the mount (EBUSY): close them first.
     drop((inside, outside));
     m.unmount(false);
+}
+
+/// FUSE is here and we are root; otherwise says why the test is skipped.
+fn fuse_available_as_root(why: &str) -> bool {
+    if !fuse_available() {
+        return false;
+    }
+    if rustix_is_not_root() {
+        eprintln!("skipped: {why}");
+        return false;
+    }
+    true
 }
 
 fn rustix_is_not_root() -> bool {

@@ -1302,3 +1302,61 @@ fn hard_links_through_the_mount_share_buffered_bytes() {
     assert!(!m.capacity().join("a").exists());
     assert!(!m.capacity().join("c").exists());
 }
+
+/// The data-path issue's repro through the mount: fast-all, a tiny log
+/// (2 × 1 MiB regions) under `when_full = "write-through"`, an emulated
+/// HDD capacity tier (so the flush is slow and the log stays full). A
+/// write over buffered bytes while the log is full went to the capacity
+/// tier and left the older bytes indexed: reads returned them and the
+/// drain wrote them over the new ones.
+#[test]
+fn full_log_write_through_keeps_the_newest_bytes_through_the_mount() {
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::unix::fs::FileExt;
+    if !fuse_available() {
+        return;
+    }
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = config_file(
+        conf_dir.path(),
+        "[capacity]\ndevice = \"hdd\"\n[log]\nregions = 2\nregion_size = \"1MiB\"\n\
+         record_max = \"256KiB\"\nwhen_full = \"write-through\"\n[policy]\nname = \"fast-all\"\n",
+    );
+    let mut m = Mounted::new(&["--config", &conf]);
+    let mut g = fs::File::create(m.path("g")).unwrap();
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("f"))
+        .unwrap();
+    g.write_all(&vec![b'G'; 1024 * 1024]).unwrap();
+    f.write_all_at(&[b'A'; 64 * 1024], 0).unwrap();
+    g.seek(SeekFrom::End(0)).unwrap();
+    g.write_all(&vec![b'G'; 1536 * 1024]).unwrap();
+    let status = m.sluice(&["status", m.point.to_str().unwrap(), "--json"]);
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    let through = status
+        .split("\"write_through_bytes\":")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no write_through_bytes in {status}"));
+    assert!(
+        through > 0,
+        "the log was full: some of g went through ({status})"
+    );
+    f.write_all_at(&[b'B'; 64 * 1024], 0).unwrap();
+    let mut got = vec![0u8; 64 * 1024];
+    f.read_exact_at(&mut got, 0).unwrap();
+    assert!(got.iter().all(|&b| b == b'B'), "pread after the write");
+    drop((f, g));
+    m.unmount(false);
+    let cap = fs::read(m.capacity().join("f")).unwrap();
+    assert!(
+        cap.iter().all(|&b| b == b'B'),
+        "the capacity file after the drain"
+    );
+    assert_eq!(cap.len(), 64 * 1024);
+}

@@ -1,0 +1,155 @@
+//! Namespace operations on files the engine may hold: hard links, unlink
+//! and rename. A name removed while its file lives on (still open, or
+//! another link left) gets the file's buffered bytes written out first;
+//! a renamed file with buffered bytes gets its new name logged before the
+//! capacity rename (docs/crash-consistency.md).
+
+use super::*;
+
+impl Engine {
+    /// Give the file `existing` the second name `new` (a hard link) on the
+    /// capacity tier; if the engine holds the file, `new` names it too, so
+    /// its buffered bytes are seen through either name.
+    pub fn link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        shared
+            .capacity
+            .hard_link(existing, new)
+            .map_err(context(format!("link {existing} to {new}")))?;
+        let ino = match state.ids.contains_key(existing) {
+            true => None,
+            false => shared.capacity.stat(existing).ok().map(|st| st.identity()),
+        };
+        if let Some(id) = file_of(&state, existing, ino) {
+            add_name(&mut state, id, existing);
+            add_name(&mut state, id, new);
+        }
+        Ok(())
+    }
+
+    /// Remove a name. A file with no other name loses its buffered bytes,
+    /// durably first; one still open lives on for its handles (see
+    /// [`Engine::stat_open`]), one with another name (a hard link) lives
+    /// on under it, its buffered bytes written to it first (see
+    /// `drop_name`).
+    pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let state = lock(shared);
+        // The lock is held across the capacity unlink so no write to the
+        // file can slip in between.
+        let mut state = match state.ids.get(path).copied() {
+            Some(id) => {
+                let state = wait_not_busy(shared, state, id)?;
+                let survives = has_other_names(shared, path);
+                let (state, dropped) = drop_name(shared, state, id, path, survives);
+                dropped?;
+                state
+            }
+            None => state,
+        };
+        shared
+            .capacity
+            .remove_file(path)
+            .map_err(context(format!("unlink {path}")))?;
+        state.unsynced_creates.remove(path);
+        Ok(())
+    }
+
+    /// Rename `from` to `to`, replacing a file at `to` (which lives on if
+    /// it has another name, as for [`Engine::unlink`]). Two names of one
+    /// file: nothing happens (POSIX).
+    pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        if from != to && same_file(shared, from, to) {
+            drop(state);
+            // rename(2) between two names of one file does nothing; the
+            // tier still says whether the names are valid.
+            return shared
+                .capacity
+                .rename(from, to)
+                .map_err(context(format!("rename {from} to {to}")));
+        }
+        if let Some(&id) = state.ids.get(from) {
+            state = wait_not_busy(shared, state, id)?;
+        }
+        if from != to {
+            if let Some(&old) = state.ids.get(to) {
+                state = wait_not_busy(shared, state, old)?;
+                if Some(&old) != state.ids.get(from) {
+                    let survives = has_other_names(shared, to);
+                    let (s, dropped) = drop_name(shared, state, old, to, survives);
+                    state = s;
+                    dropped?;
+                }
+            }
+        }
+        // The names that move: `from` itself, or every known name under a
+        // renamed directory; and the files whose path records must name
+        // the new path (the moved name is the one their records use).
+        let moved: Vec<(RelPath, RelPath, FileId)> = state
+            .ids
+            .iter()
+            .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (path.clone(), p, id)))
+            .collect();
+        let mut logged = false;
+        for (old_path, new_path, id) in &moved {
+            let Some(open) = state.files.get(id) else {
+                continue;
+            };
+            if open.unlinked || open.path != *old_path {
+                continue;
+            }
+            if state.buffer.has_buffered(*id) || open.appending > 0 {
+                // The new path must be durable before the capacity rename,
+                // or a crash could flush buffered bytes to the old name.
+                let header = RecordHeader::path(*id, new_path, 0)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                let (s, appended) =
+                    append_required(shared, state, header, new_path.as_str().as_bytes(), None);
+                state = s;
+                appended?;
+                logged = true;
+            } else {
+                // Nothing buffered: the next record needs a description
+                // with the new name, not the old one a region may hold.
+                state.buffer.forget_descriptions(*id);
+            }
+        }
+        if logged {
+            state = wait_appends(shared, state);
+            sync_log(shared, &mut state)?;
+        }
+        shared
+            .capacity
+            .rename(from, to)
+            .map_err(context(format!("rename {from} to {to}")))?;
+        for (old_path, _, _) in &moved {
+            state.ids.remove(old_path);
+        }
+        for (old_path, new_path, id) in moved {
+            state.ids.insert(new_path.clone(), id);
+            if let Some(open) = state.files.get_mut(&id) {
+                for name in open.names.iter_mut() {
+                    if *name == old_path {
+                        *name = new_path.clone();
+                    }
+                }
+                if !open.unlinked && open.path == old_path {
+                    open.path = new_path;
+                }
+            }
+        }
+        let unsynced: Vec<(RelPath, RelPath)> = state
+            .unsynced_creates
+            .iter()
+            .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
+            .collect();
+        for (old_path, new_path) in unsynced {
+            state.unsynced_creates.remove(&old_path);
+            state.unsynced_creates.insert(new_path);
+        }
+        Ok(())
+    }
+}

@@ -376,10 +376,31 @@ run_fsx_one() {
     mapfile -t lines < <(sluice_case_lines "$case")
     write_sluice_config "$cfg" "$dir/fast" "$dir/cap" "${lines[@]}"
     mount_sluice "$cfg" "$dir/mnt" "$dir/sluice.log"
+    # With a tiny log, fsx's one small file alone rarely fills it: a filler
+    # keeps writing another file (1 MiB rounds over 8 MiB) so the log stays
+    # full and fsx's writes meet the full-log paths (write-through, waits,
+    # the overlap rule). It stops when fsx is done (or the mount is gone).
+    local filler=""
+    case "$case" in
+        tiny-*)
+            (
+                i=0
+                while dd if=/dev/zero of="$dir/mnt/filler.data" bs=256K count=4 \
+                    seek=$(((i % 8) * 4)) conv=notrunc status=none 2>/dev/null; do
+                    i=$((i + 1))
+                done
+            ) &
+            filler=$!
+            ;;
+    esac
     t0=$(date +%s.%N)
     rc=0
     NO_COLOR=1 timeout -k 10 "$FSX_TIMEOUT" fsx -f "$fsx_cfg" -N "$OPS" -S "$seed" -P "$dir/artifacts" \
         "$dir/mnt/fsx.data" >"$dir/fsx.log" 2>&1 || rc=$?
+    if [ -n "$filler" ]; then
+        kill "$filler" 2>/dev/null || true
+        wait "$filler" 2>/dev/null || true
+    fi
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
     # Where the bytes went (log, capacity tier, written through a full log).
     timeout 10 "$SLUICE" status "$dir/mnt" >"$dir/status.txt" 2>&1 || true

@@ -104,6 +104,69 @@ pub mod memory;
 mod namespace;
 pub mod posix;
 
+/// The first of the 256 code points (U+F700–U+F7FF, private use) that stand
+/// for single bytes in a name that is not UTF-8 (see [`name_from_os`]).
+const NAME_BYTE_ESCAPE: u32 = 0xF700;
+
+/// A file name as the OS has it (bytes: Linux names need not be UTF-8) as
+/// sluice holds names (UTF-8, in [`RelPath`] and the log's path records).
+/// UTF-8 is kept as it is, except that every byte that is not part of
+/// valid UTF-8, and every byte of a code point in U+F700–U+F7FF, becomes
+/// the code point U+F700 + byte. So every byte string has exactly one
+/// string and [`name_to_os`] gives the bytes back: any name the capacity
+/// tier accepts works through sluice. Borrowed when nothing is escaped.
+pub fn name_from_os(name: &std::ffi::OsStr) -> std::borrow::Cow<'_, str> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = name.as_bytes();
+    let escaped = |c: char| (NAME_BYTE_ESCAPE..NAME_BYTE_ESCAPE + 256).contains(&(c as u32));
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        if !text.chars().any(escaped) {
+            return std::borrow::Cow::Borrowed(text);
+        }
+    }
+    let escape = |out: &mut String, byte: u8| {
+        // INVARIANT: U+F700..=U+F7FF are scalar values.
+        out.push(char::from_u32(NAME_BYTE_ESCAPE + u32::from(byte)).expect("a scalar value"));
+    };
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if escaped(c) {
+                let mut buf = [0u8; 4];
+                for &byte in c.encode_utf8(&mut buf).as_bytes() {
+                    escape(&mut out, byte);
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        for &byte in chunk.invalid() {
+            escape(&mut out, byte);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The OS's bytes of a name held as [`name_from_os`] made it. Borrowed when
+/// nothing is escaped.
+pub fn name_to_os(name: &str) -> std::borrow::Cow<'_, std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let escaped = |c: char| (NAME_BYTE_ESCAPE..NAME_BYTE_ESCAPE + 256).contains(&(c as u32));
+    if !name.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(std::ffi::OsStr::new(name));
+    }
+    let mut bytes = Vec::with_capacity(name.len());
+    for c in name.chars() {
+        if escaped(c) {
+            bytes.push((c as u32 - NAME_BYTE_ESCAPE) as u8);
+        } else {
+            let mut buf = [0u8; 4];
+            bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    std::borrow::Cow::Owned(std::ffi::OsStr::from_bytes(&bytes).to_os_string())
+}
+
 /// A path relative to a backend's root: `/`-separated, non-empty components,
 /// none of them `.` or `..`, no leading `/`. The empty path is the root.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -803,5 +866,45 @@ mod tests {
         let message = error.to_string();
         assert!(message.starts_with("memory: open \"a/b\": "), "{message}");
         assert_eq!(raw_os_error(&io::Error::other("x")), None);
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    use proptest::prelude::*;
+
+    use super::{name_from_os, name_to_os};
+
+    proptest! {
+        /// Every byte string maps to one string and back.
+        #[test]
+        fn any_bytes_round_trip(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+            let held = name_from_os(OsStr::from_bytes(&bytes));
+            let back = name_to_os(&held);
+            prop_assert_eq!(back.as_bytes(), &bytes[..]);
+        }
+
+        /// UTF-8 names outside the escape range are kept as they are.
+        #[test]
+        fn utf8_names_are_kept(name in "[^\u{f700}-\u{f7ff}]{0,20}") {
+            let held = name_from_os(OsStr::new(&name));
+            prop_assert_eq!(held.as_ref(), name.as_str());
+            prop_assert!(matches!(held, std::borrow::Cow::Borrowed(_)));
+        }
+    }
+
+    #[test]
+    fn escape_code_points_in_a_name_are_escaped_themselves() {
+        let name = "a\u{f7ff}b";
+        let held = name_from_os(OsStr::new(name));
+        assert_ne!(
+            held.as_ref(),
+            name,
+            "a literal escape code point is escaped"
+        );
+        assert_eq!(name_to_os(&held).as_bytes(), name.as_bytes());
     }
 }

@@ -60,10 +60,13 @@
 //! component itself; errors name the root, the operation and the path, and
 //! keep the OS error as their source (see [`crate::raw_os_error`]).
 
+use std::borrow::Cow;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,8 +76,9 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Timespec, Ti
 use rustix::io::Errno;
 
 use crate::{
-    errno_error, owner_id, with_context, Backend, BackendFile, DirEntry, FileKind, Metadata,
-    OpenOptions, RelPath, SetAttr, SpaceInfo, SpecialFile, Stat, StatKind, TimeSet, XattrFlags,
+    errno_error, name_from_os, name_to_os, owner_id, with_context, Backend, BackendFile, DirEntry,
+    FileKind, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo, SpecialFile, Stat, StatKind,
+    TimeSet, XattrFlags,
 };
 
 /// Flags of every intermediate directory of a walk.
@@ -147,11 +151,12 @@ impl PosixBackend {
             return Ok(dir);
         }
         for name in path.as_str().split('/') {
-            let next = match rfs::openat(&dir, name, dir_flags(), Mode::empty()) {
+            let name = name_to_os(name);
+            let next = match rfs::openat(&dir, &*name, dir_flags(), Mode::empty()) {
                 Ok(next) => next,
                 // Linux reports a link opened with O_DIRECTORY | O_NOFOLLOW
                 // as ENOTDIR; say ELOOP so the message names the link.
-                Err(Errno::NOTDIR) if is_symlink(&dir, name) => return Err(Errno::LOOP),
+                Err(Errno::NOTDIR) if is_symlink(&dir, &name) => return Err(Errno::LOOP),
                 Err(errno) => return Err(errno),
             };
             dir = DirFd::Opened(next);
@@ -164,9 +169,9 @@ impl PosixBackend {
         &self,
         path: &'p RelPath,
         root_errno: Errno,
-    ) -> Result<(DirFd<'_>, &'p str), Errno> {
+    ) -> Result<(DirFd<'_>, Cow<'p, OsStr>), Errno> {
         let parent = path.parent().ok_or(root_errno)?;
-        Ok((self.walk(&parent)?, path.file_name()))
+        Ok((self.walk(&parent)?, name_to_os(path.file_name())))
     }
 
     /// `lstat` of `path`: the root's descriptor, or the last component in
@@ -176,30 +181,32 @@ impl PosixBackend {
             None => rfs::fstat(&self.root_fd),
             Some(parent) => {
                 let dir = self.walk(&parent)?;
-                rfs::statat(&dir, path.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                rfs::statat(
+                    &dir,
+                    &*name_to_os(path.file_name()),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                )
             }
         }
     }
 
     /// Entries of directory `path` with their types (links not followed),
-    /// unsorted, without `.`, `..` and names that are not UTF-8.
+    /// unsorted, without `.` and `..`; names as [`name_from_os`] holds them.
     fn entries(&self, path: &RelPath, op: &str) -> io::Result<Vec<(String, FileType)>> {
         let fail = |errno| self.error(errno, op, path);
         let dir = self.walk(path).map_err(fail)?;
         let mut entries = Vec::new();
         for entry in rfs::Dir::read_from(&dir).map_err(fail)? {
             let entry = entry.map_err(fail)?;
-            let Ok(name) = entry.file_name().to_str() else {
-                continue;
-            };
-            if name == "." || name == ".." {
+            let raw = OsStr::from_bytes(entry.file_name().to_bytes());
+            if raw == "." || raw == ".." {
                 continue;
             }
             let file_type = match entry.file_type() {
                 // Some file systems do not report types in directory
                 // entries: ask the entry itself (without following it).
                 FileType::Unknown => {
-                    match rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    match rfs::statat(&dir, raw, AtFlags::SYMLINK_NOFOLLOW) {
                         Ok(stat) => FileType::from_raw_mode(stat.st_mode),
                         // Removed meanwhile: not listed.
                         Err(Errno::NOENT) => continue,
@@ -208,7 +215,7 @@ impl PosixBackend {
                 }
                 known => known,
             };
-            entries.push((name.to_string(), file_type));
+            entries.push((name_from_os(raw).into_owned(), file_type));
         }
         Ok(entries)
     }
@@ -222,7 +229,8 @@ impl PosixBackend {
             None => Ok(XattrTarget::Root(self.root_fd.as_fd())),
             Some(parent) => {
                 let dir = self.walk(&parent)?;
-                let proc_path = format!("{}/{}", proc_fd_path(dir.as_fd()), path.file_name());
+                let mut proc_path = OsString::from(format!("{}/", proc_fd_path(dir.as_fd())));
+                proc_path.push(name_to_os(path.file_name()));
                 Ok(XattrTarget::Entry {
                     _dir: dir,
                     proc_path,
@@ -263,7 +271,7 @@ enum XattrTarget<'a> {
     Entry {
         /// Keeps the descriptor in `proc_path` open.
         _dir: DirFd<'a>,
-        proc_path: String,
+        proc_path: OsString,
     },
 }
 
@@ -431,7 +439,7 @@ fn raw_xattr_flags(flags: XattrFlags) -> rfs::XattrFlags {
 
 /// chmod of `name` in `dir` without following it (see the module doc):
 /// EOPNOTSUPP for a link.
-fn chmod_nofollow(dir: &DirFd<'_>, name: &str, mode: u32) -> Result<(), Errno> {
+fn chmod_nofollow(dir: &DirFd<'_>, name: &OsStr, mode: u32) -> Result<(), Errno> {
     let fd = rfs::openat(
         dir,
         name,
@@ -445,7 +453,7 @@ fn chmod_nofollow(dir: &DirFd<'_>, name: &str, mode: u32) -> Result<(), Errno> {
 }
 
 /// Whether `name` in `dir` is a symbolic link (not following it).
-fn is_symlink(dir: &DirFd<'_>, name: &str) -> bool {
+fn is_symlink(dir: &DirFd<'_>, name: &OsStr) -> bool {
     rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
         .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Symlink)
 }
@@ -639,7 +647,7 @@ impl Backend for PosixBackend {
             }
             Some(parent) => {
                 let dir = self.walk(&parent).map_err(fail)?;
-                let name = path.file_name();
+                let name = &*name_to_os(path.file_name());
                 if chown {
                     rfs::chownat(&dir, name, uid, gid, AtFlags::SYMLINK_NOFOLLOW).map_err(fail)?;
                 }
@@ -791,8 +799,8 @@ impl Backend for PosixBackend {
             ),
         }
         .map_err(fail)?;
-        // NUL-terminated names; ones that are not UTF-8 are skipped, as
-        // `read_dir` skips such file names.
+        // NUL-terminated names; ones that are not UTF-8 are skipped
+        // (sluice's xattr names are strings).
         Ok(list
             .split(|&byte| byte == 0)
             .filter(|name| !name.is_empty())

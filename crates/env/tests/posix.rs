@@ -106,3 +106,45 @@ fn data_lands_in_real_files_and_space_is_reported() {
         "{message}"
     );
 }
+
+/// Regression (data-path issue): names that are not UTF-8 were refused
+/// (EINVAL) or left out of listings. Every name the OS accepts is held as
+/// a string that maps back to its exact bytes.
+#[test]
+fn names_that_are_not_utf8_round_trip_through_the_backend() {
+    use sluice_env::{name_from_os, name_to_os};
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let top = tempfile::tempdir().unwrap();
+    let raw: &[u8] = b"caf\xe9-\xff\xfe";
+    let pua = "\u{f7e9}-plain-\u{f700}";
+    fs::write(top.path().join(OsStr::from_bytes(raw)), b"latin-1 name").unwrap();
+    fs::write(top.path().join(pua), b"private use").unwrap();
+    let backend = PosixBackend::new(top.path().to_path_buf()).unwrap();
+    let listed: Vec<String> = backend
+        .read_dir(&RelPath::root())
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    let held = name_from_os(OsStr::from_bytes(raw)).into_owned();
+    assert!(listed.contains(&held), "{listed:?}");
+    assert!(
+        listed.contains(&name_from_os(OsStr::new(pua)).into_owned()),
+        "{listed:?}"
+    );
+    for name in &listed {
+        let file = backend.open(&p(name), EXISTING).unwrap();
+        let mut buf = vec![0u8; 64];
+        let n = file.read_at(&mut buf, 0).unwrap();
+        assert!(n > 0, "{name:?} reads");
+    }
+    // Made through the backend: the OS gets the exact bytes.
+    let made: &[u8] = b"\x80\x81 made";
+    let name = name_from_os(OsStr::from_bytes(made)).into_owned();
+    backend.open(&p(&name), OpenOptions::CREATE).unwrap();
+    assert!(top.path().join(OsStr::from_bytes(made)).exists());
+    assert_eq!(name_to_os(&name).as_bytes(), made);
+    backend.remove_file(&p(&name)).unwrap();
+    assert!(!top.path().join(OsStr::from_bytes(made)).exists());
+}

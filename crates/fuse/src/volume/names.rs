@@ -214,9 +214,13 @@ impl Volume {
             (Ok(a), Ok(b)) => from != to && a.identity() == b.identity(),
             _ => false,
         };
+        if same_file {
+            // Two names of one file (hard links): rename(2) does nothing,
+            // so no name moves in the table either (with `from` unknown to
+            // it, moving would drop `to` from the node).
+            return Ok(());
+        }
         match from_stat {
-            // Two names of one file (hard links): rename(2) does nothing.
-            _ if same_file => {}
             // Links, FIFOs, sockets and devices are not engine files.
             Ok(st) if !st.kind.is_file_or_dir() => tier.rename(&from, &to)?,
             _ => self.engine.rename(&from, &to)?,
@@ -298,6 +302,49 @@ impl Volume {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_engine::{Engine, EngineConfig};
+    use sluice_env::memory::MemBackend;
+    use sluice_env::{Backend, SystemClock};
+
+    /// Issue (found by the reference model, tests/volume_model.rs): a
+    /// rename between two names of one file, whose source name the inode
+    /// table had not been shown, took the target name away from the file's
+    /// node (the table moved a name it did not know onto one it did), so
+    /// the node the kernel held through that name answered ENOENT once its
+    /// file was closed. rename(2) between two names of one file does
+    /// nothing: now the table does nothing too.
+    #[test]
+    fn rename_between_hard_links_dropped_the_targets_name_from_its_node() {
+        let (fast, capacity): (Arc<dyn Backend>, Arc<dyn Backend>) =
+            (Arc::new(MemBackend::new()), Arc::new(MemBackend::new()));
+        let engine = Engine::open(
+            fast,
+            capacity,
+            Arc::new(SystemClock::new()),
+            EngineConfig::default(),
+        )
+        .unwrap();
+        let v = Volume::new(Arc::new(engine), None, None);
+        let me = Caller {
+            uid: v.euid,
+            gid: v.egid,
+            umask: 0o022,
+        };
+        let os = OsStr::new;
+        let (b, fh) = v.create(&me, ROOT, os("b"), 0o644).unwrap();
+        v.release(b.ino, fh);
+        let linked = v.link(b.ino, ROOT, os("a")).unwrap();
+        assert_eq!(linked.ino, b.ino);
+        // The kernel forgets the node (both names), then reaches the file
+        // through "a" only.
+        v.forget(b.ino, 2);
+        let a = v.lookup(ROOT, os("a")).unwrap().ino;
+        let fh = v.open(a, 0).unwrap();
+        v.rename(ROOT, os("b"), ROOT, os("a"), 0).unwrap();
+        v.release(a, fh);
+        assert_eq!(v.getattr(a, None).unwrap().nlink, 2, "still both names");
+        assert_eq!(v.lookup(ROOT, os("b")).unwrap().ino, a, "one node");
+    }
 
     /// Issue: FIFOs, sockets and devices were refused (EOPNOTSUPP).
     #[test]

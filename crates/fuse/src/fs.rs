@@ -8,10 +8,6 @@
 //! only what is FUSE's own: the kernel configuration at init, reply
 //! shapes (TTLs, open flags, xattr size probing) and the operation
 //! counters for metrics.
-//!
-//! Refused here because FUSE alone asks for it: `fallocate` of every mode
-//! (EOPNOTSUPP: the log cannot promise the space; glibc's
-//! `posix_fallocate` then writes zeros through the normal path).
 
 use std::ffi::OsStr;
 use std::io;
@@ -581,13 +577,17 @@ impl Filesystem for SluiceFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::EOPNOTSUPP);
+        let result = self.volume.fallocate(fh.0, offset, length, mode);
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 }
 

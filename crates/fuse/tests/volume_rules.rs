@@ -333,6 +333,8 @@ fn a_file_that_lost_its_name_answers_through_its_handle_only() {
     assert_eq!(v.getattr(file.ino, None).unwrap().size, 10, "fstat");
     assert_eq!(v.setattr(file.ino, Some(fh), &truncate(5)).unwrap().size, 5);
     assert_eq!(v.read(fh, 0, 100).unwrap(), b"still");
+    let e = v.fallocate(fh, 0, 4096, 0).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Unsupported, "fallocate is refused");
     let e = v.setattr(file.ino, None, &chmod(0o600)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::NotFound, "no name to chmod");
     v.release(file.ino, fh);

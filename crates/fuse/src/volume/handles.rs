@@ -118,6 +118,13 @@ impl Volume {
         }
     }
 
+    /// `fallocate` of every mode, punch-hole included: refused
+    /// (EOPNOTSUPP), since the log cannot promise the space; glibc's
+    /// `posix_fallocate` then writes zeros through the normal path.
+    pub fn fallocate(&self, _fh: u64, _offset: u64, _len: u64, _mode: i32) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// Close handle `fh` of node `ino`.
     pub fn release(&self, ino: u64, fh: u64) {
         lock(&self.inodes).released(ino, fh);

@@ -1,8 +1,11 @@
 //! The FUSE mount of sluice (DESIGN §1–3): a thin adapter from FUSE
 //! requests to the engine, and the only place errors become errnos.
 //!
-//! - [`fs::SluiceFs`]: the request handlers (data through the engine,
-//!   metadata passed to the capacity tier; what is refused and why);
+//! - [`fs::SluiceFs`]: the request handlers, a thin adapter: fuser's
+//!   arguments in, one [`volume::Volume`] call, errno and reply out;
+//! - [`volume::Volume`]: the namespace without FUSE — inode table, class
+//!   routing (engine or checkpoint stager), names, attributes, access
+//!   checks, handles; tested against a reference model without a mount;
 //! - [`inodes`]: inode numbers and the paths they name;
 //! - [`mount::Mount`]: a running mount with its control socket, metrics
 //!   endpoint and flush-rate sampler;
@@ -15,6 +18,7 @@ pub mod fs;
 pub mod inodes;
 pub mod mount;
 pub mod status;
+pub mod volume;
 
 pub use mount::{control_request, Mount};
 pub use status::Status;

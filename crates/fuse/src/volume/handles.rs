@@ -1,0 +1,136 @@
+//! Class routing and file handles. A checkpoint-class path (a registered
+//! BBOS job's glob matches it, or it has a staged copy: `Checkpoints::
+//! handles`) is created and opened by the stager, whose handles carry
+//! [`sluice_engine::ckpt::HANDLE_BIT`]; every other file by the engine,
+//! whose handles are its file ids. Reads, writes, fsyncs and releases go
+//! by the handle's class.
+//!
+//! Each node keeps the handles open on it (`Inodes::opened`/`released`),
+//! so a file whose names were removed while it is open (unlinked, renamed
+//! over) is still served: getattr and setattr find an engine handle there.
+
+use std::ffi::OsStr;
+use std::io;
+
+use sluice_engine::Checkpoints;
+use sluice_env::RelPath;
+use sluice_policy::FileId;
+
+use super::{lock, Attr, Caller, Volume};
+
+impl Volume {
+    /// The stager, if it takes `path` (a registered glob matches it or it
+    /// has a fast-tier copy).
+    pub(super) fn ckpt_for(&self, path: &RelPath) -> Option<&Checkpoints> {
+        self.ckpt.as_deref().filter(|c| c.handles(path))
+    }
+
+    /// The stager, if `fh` is one of its handles.
+    fn ckpt_handle(&self, fh: u64) -> Option<&Checkpoints> {
+        self.ckpt.as_deref().filter(|_| Checkpoints::owns(fh))
+    }
+
+    /// Create the regular file `name` in `parent`, owned by `caller`, and
+    /// open it: its attributes and a handle (the stager's for a
+    /// checkpoint-class path, else the engine's).
+    pub fn create(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+    ) -> io::Result<(Attr, u64)> {
+        let path = self.child(parent, name)?;
+        let ckpt = self.ckpt_for(&path);
+        let fh = match ckpt {
+            Some(c) => c.create(&path)?,
+            None => self.engine.create(&path)?.0,
+        };
+        let attr = self
+            .own(caller, &path, mode)
+            .and_then(|()| self.entry(&path));
+        match attr {
+            Ok(attr) => {
+                lock(&self.inodes).opened(attr.ino, fh);
+                Ok((attr, fh))
+            }
+            Err(e) => {
+                match ckpt {
+                    Some(c) => c.release(fh),
+                    None => self.engine.release(FileId(fh)),
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Open node `ino` with `open(2)`'s `flags` (access mode, `O_TRUNC`: a
+    /// checkpoint opened for writing empty starts a new checkpoint): a
+    /// handle.
+    pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
+        let path = self.path(ino)?;
+        let fh = match self.ckpt_for(&path) {
+            Some(c) => {
+                let bits = rustix::fs::OFlags::from_bits_retain(flags as u32);
+                let write = bits & rustix::fs::OFlags::ACCMODE != rustix::fs::OFlags::RDONLY;
+                c.open_file(&path, write, bits.contains(rustix::fs::OFlags::TRUNC))?
+            }
+            None => self.engine.open_file(&path)?.0,
+        };
+        lock(&self.inodes).opened(ino, fh);
+        Ok(fh)
+    }
+
+    /// Up to `len` bytes of handle `fh` from `offset` (fewer at the end).
+    pub fn read(&self, fh: u64, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        match self.ckpt_handle(fh) {
+            Some(c) => c.read(fh, offset, len),
+            None => self.engine.read(FileId(fh), offset, len),
+        }
+    }
+
+    /// Write `data` at `offset` through handle `fh` of node `ino`. With
+    /// `kill_setid` (the kernel's `FUSE_WRITE_KILL_SUIDGID`: the writer
+    /// lacks CAP_FSETID) the file's set-ID bits are cleared first, as ext4
+    /// does, so a failure leaves the file as it was.
+    pub fn write(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        kill_setid: bool,
+    ) -> io::Result<()> {
+        if kill_setid {
+            self.kill_setid(ino)?;
+        }
+        match self.ckpt_handle(fh) {
+            Some(c) => c.write(fh, offset, data),
+            None => self.engine.write(FileId(fh), offset, data),
+        }
+    }
+
+    /// Make what was written through `fh` durable (with its name).
+    pub fn fsync(&self, fh: u64) -> io::Result<()> {
+        match self.ckpt_handle(fh) {
+            Some(c) => c.fsync(fh),
+            None => self.engine.fsync(FileId(fh)),
+        }
+    }
+
+    /// `fallocate` of every mode, punch-hole included: refused
+    /// (EOPNOTSUPP), since the log cannot promise the space; glibc's
+    /// `posix_fallocate` then writes zeros through the normal path.
+    pub fn fallocate(&self, _fh: u64, _offset: u64, _len: u64, _mode: i32) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Close handle `fh` of node `ino`.
+    pub fn release(&self, ino: u64, fh: u64) {
+        lock(&self.inodes).released(ino, fh);
+        match self.ckpt_handle(fh) {
+            Some(c) => c.release(fh),
+            None => self.engine.release(FileId(fh)),
+        }
+    }
+}

@@ -606,3 +606,26 @@ fn rename_with_nothing_buffered_then_a_write_restarts_under_the_new_name() {
         "the old name must not come back"
     );
 }
+
+/// Found by the mount's reference model: a rename of a missing source over
+/// a file with buffered bytes dropped those bytes before the capacity
+/// rename failed; so did a directory renamed over such a file.
+#[test]
+fn a_rename_that_fails_keeps_the_targets_buffered_bytes() {
+    let (fast, capacity) = backends();
+    let engine = open(&fast, &capacity);
+    let t = RelPath::new("t").unwrap();
+    let id = engine.create(&t).unwrap();
+    engine.write(id, 0, b"buffered").unwrap();
+    engine.release(id);
+    assert!(engine.buffered_bytes() > 0);
+    let missing = RelPath::new("missing").unwrap();
+    assert!(engine.rename(&missing, &t).is_err());
+    let dir = RelPath::new("d").unwrap();
+    engine.mkdir(&dir).unwrap();
+    assert!(engine.rename(&dir, &t).is_err());
+    let id = engine.open_file(&t).unwrap();
+    assert_eq!(engine.read(id, 0, 64).unwrap(), b"buffered");
+    engine.drain().unwrap();
+    assert_eq!(capacity_bytes(&capacity, "t").unwrap(), b"buffered");
+}

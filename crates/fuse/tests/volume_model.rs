@@ -4,11 +4,10 @@
 //! without `RENAME_NOREPLACE`), link, mkdir, rmdir, getattr, release, fsync
 //! and drain, over an engine on memory tiers with small regions (routing
 //! flips, regions fill and flush while it runs). Mostly as the kernel
-//! would drive them: a FORGET never comes for a node with open files, and
-//! no rename of a missing source over an existing name (the kernel looks
-//! the source up first; `Engine::rename` would drop the target's buffered
-//! bytes before failing, a known engine issue). Renames are not preceded
-//! by lookups, which is harsher than the kernel.
+//! would drive them: a FORGET never comes for a node with open files.
+//! Renames are not preceded by lookups, which is harsher than the kernel
+//! (it also sends no rename of a missing source; the model does, and the
+//! target must keep its bytes).
 //!
 //! The model is the namespace (names to file or directory ids), the bytes
 //! of each file, the nodes the kernel holds (references, what each stands
@@ -633,13 +632,6 @@ impl Harness {
         };
         let source = self.model.names.get(from).copied();
         let target = self.model.names.get(to).copied();
-        if source.is_none() && target.is_some() {
-            // The kernel never asks: it looks the source up first, under
-            // the parents' locks. (Asked anyway, the engine drops the
-            // target's buffered bytes before the capacity rename fails:
-            // `Engine::rename` of a missing source, a known issue.)
-            return;
-        }
         let flags = if no_replace { RENAME_NOREPLACE } else { 0 };
         let result =
             self.volume

@@ -76,6 +76,29 @@ impl Engine {
         }
         if from != to {
             if let Some(&old) = state.ids.get(to) {
+                // The target's buffered bytes are dropped below, before the
+                // capacity rename: first make sure that rename can happen
+                // (a missing source, or a directory over a file, would fail
+                // it after the bytes were gone).
+                // `stat` sees links as themselves; a backend without it
+                // (the crash-test one) answers `metadata`.
+                let source_is_dir = match shared.capacity.stat(from) {
+                    Ok(stat) => Ok(stat.kind == sluice_env::StatKind::Dir),
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => shared
+                        .capacity
+                        .metadata(from)
+                        .map(|m| m.kind == FileKind::Dir),
+                    Err(e) => Err(e),
+                }
+                .map_err(context(format!("rename {from} to {to}")))?;
+                if source_is_dir {
+                    const ENOTDIR: i32 = 20;
+                    return Err(context(format!(
+                        "rename {from} to {to}: a directory over a file"
+                    ))(io::Error::from_raw_os_error(
+                        ENOTDIR,
+                    )));
+                }
                 state = wait_not_busy(shared, state, old)?;
                 if Some(&old) != state.ids.get(from) {
                     let survives = has_other_names(shared, to);

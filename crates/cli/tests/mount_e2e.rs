@@ -1360,3 +1360,58 @@ fn full_log_write_through_keeps_the_newest_bytes_through_the_mount() {
     );
     assert_eq!(cap.len(), 64 * 1024);
 }
+
+/// Regression (data-path issue): a name that is not valid UTF-8 got EINVAL
+/// through the mount. Names are bytes: any name the capacity tier accepts
+/// works, in listings, renames and symbolic link targets too, and reaches
+/// the tier byte for byte.
+#[test]
+fn names_that_are_not_utf8_work_through_the_mount() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    let latin1 = OsStr::from_bytes(b"caf\xe9");
+    let renamed = OsStr::from_bytes(b"\xff\xfe renamed");
+    let escape_like = OsStr::new("\u{f7e9}");
+    fs::write(m.point.join(latin1), b"buffered under a Latin-1 name").unwrap();
+    fs::write(m.point.join(escape_like), b"private use").unwrap();
+    let listed: Vec<_> = fs::read_dir(&m.point)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(listed.iter().any(|n| n == latin1), "{listed:?}");
+    assert!(listed.iter().any(|n| n == escape_like), "{listed:?}");
+    assert_eq!(
+        fs::read(m.point.join(latin1)).unwrap(),
+        b"buffered under a Latin-1 name"
+    );
+    fs::rename(m.point.join(latin1), m.point.join(renamed)).unwrap();
+    std::os::unix::fs::symlink(OsStr::from_bytes(b"\xe9t\xe9"), m.point.join("link")).unwrap();
+    assert_eq!(
+        fs::read_link(m.point.join("link"))
+            .unwrap()
+            .as_os_str()
+            .as_bytes(),
+        b"\xe9t\xe9"
+    );
+    m.unmount(false);
+    assert_eq!(
+        fs::read(m.capacity().join(renamed)).unwrap(),
+        b"buffered under a Latin-1 name"
+    );
+    assert!(!m.capacity().join(latin1).exists());
+    assert_eq!(
+        fs::read(m.capacity().join(escape_like)).unwrap(),
+        b"private use"
+    );
+    assert_eq!(
+        fs::read_link(m.capacity().join("link"))
+            .unwrap()
+            .as_os_str()
+            .as_bytes(),
+        b"\xe9t\xe9"
+    );
+}

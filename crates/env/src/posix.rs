@@ -683,7 +683,7 @@ impl Backend for PosixBackend {
         let what = format!("symlink {:?} -> {target:?}", link.as_str());
         let fail = |errno| error(&self.label, errno, &what);
         let (dir, name) = self.walk_parent(link, Errno::EXIST).map_err(fail)?;
-        rfs::symlinkat(target, &dir, name).map_err(fail)
+        rfs::symlinkat(&*name_to_os(target), &dir, name).map_err(fail)
     }
 
     fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
@@ -699,17 +699,8 @@ impl Backend for PosixBackend {
         let fail = |errno| self.error(errno, "read_link", path);
         let (dir, name) = self.walk_parent(path, Errno::INVAL).map_err(fail)?;
         let target = rfs::readlinkat(&dir, name, Vec::new()).map_err(fail)?;
-        target.into_string().map_err(|target| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: read_link {:?}: target {:?} is not UTF-8",
-                    self.label,
-                    path.as_str(),
-                    target.into_cstring()
-                ),
-            )
-        })
+        // A target that is not UTF-8 is held escaped, as names are.
+        Ok(name_from_os(OsStr::from_bytes(target.as_bytes())).into_owned())
     }
 
     fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {

@@ -247,7 +247,7 @@ impl Filesystem for SluiceFs {
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         self.meta();
         match self.volume.readlink(ino.0) {
-            Ok(target) => reply.data(target.as_bytes()),
+            Ok(target) => reply.data(sluice_env::name_to_os(&target).as_encoded_bytes()),
             Err(e) => reply.error(self.fail(&e)),
         }
     }
@@ -452,7 +452,7 @@ impl Filesystem for SluiceFs {
                 INodeNo(entry.ino),
                 entry.next_offset,
                 file_type(entry.kind),
-                &entry.name,
+                &*sluice_env::name_to_os(&entry.name),
             )
         });
         match listed {

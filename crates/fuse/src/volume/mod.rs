@@ -104,7 +104,8 @@ pub(crate) fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what.to_string())
 }
 
-/// `name` as UTF-8: the tiers are addressed by UTF-8 paths (EINVAL).
+/// An extended attribute's name as UTF-8 (EINVAL otherwise). File names
+/// need not be UTF-8: see [`Volume::child`].
 pub(crate) fn name_str(name: &OsStr) -> io::Result<&str> {
     name.to_str().ok_or_else(|| invalid("name is not UTF-8"))
 }
@@ -169,11 +170,14 @@ impl Volume {
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
     }
 
-    /// The path of `name` in directory `parent`.
+    /// The path of `name` in directory `parent`. Any name the kernel
+    /// passes works: bytes that are not UTF-8 are held escaped
+    /// ([`sluice_env::name_from_os`]) and reach the capacity tier as they
+    /// were.
     fn child(&self, parent: u64, name: &OsStr) -> io::Result<RelPath> {
         let parent = self.path(parent)?;
         parent
-            .join(name_str(name)?)
+            .join(&sluice_env::name_from_os(name))
             .map_err(|_| invalid("not a valid name"))
     }
 

@@ -117,11 +117,10 @@ impl Volume {
         target: &Path,
     ) -> io::Result<Attr> {
         let path = self.child(parent, name)?;
-        let target = target
-            .to_str()
-            .ok_or_else(|| invalid("link target is not UTF-8"))?;
+        // A target that is not UTF-8 is held escaped, as names are.
+        let target = sluice_env::name_from_os(target.as_os_str());
         let tier = self.engine.capacity_tier();
-        tier.symlink(target, &path)?;
+        tier.symlink(&target, &path)?;
         if caller.uid != self.euid {
             tier.set_attr(
                 &path,

@@ -20,14 +20,19 @@ pub(super) fn append_data<'a>(
     while done < data.len() {
         let part = &data[done..(done + chunk).min(data.len())];
         let part_offset = offset + done as u64;
-        let header = match RecordHeader::data(file, part_offset, part, 0) {
-            Ok(h) => h,
-            Err(e) => {
-                return (
-                    state,
-                    Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
-                )
-            }
+        // The payload's checksum is computed only once the write buffer
+        // places the record in the log, outside the engine lock
+        // (reserve_and_append): a write that goes to the capacity tier
+        // needs none.
+        // INVARIANT: a part is at most `record_max_bytes`, a u32.
+        let len = u32::try_from(part.len()).expect("a part fits a record");
+        let header = RecordHeader {
+            kind: RecordKind::Data,
+            file_id: file,
+            offset: part_offset,
+            len,
+            payload_crc: 0,
+            seq: 0,
         };
         let (s, appended) = reserve_and_append(shared, state, header, part, Some(file), Some(tier));
         state = s;
@@ -194,6 +199,7 @@ pub(super) fn reserve_and_append<'a>(
                         open.appending += 1;
                     }
                     drop(state);
+                    header.payload_crc = crc32c::crc32c(payload);
                     let written = region_file.append_at(at, &header, payload);
                     state = lock(shared);
                     let log_region = &mut state.regions[region.0 as usize];

@@ -34,24 +34,27 @@ impl Pinned {
     /// whole record's payload checksum first.
     pub(super) fn copy_to(&self, out: &mut [u8]) -> io::Result<()> {
         let (start, len, crc) = self.record;
-        let payload = self
-            .file
-            .read_payload(
-                LogLocation {
-                    region: self.region,
-                    offset: start,
-                },
-                len,
-                crc,
-            )
-            .map_err(|e| {
-                let kind = if e.is_corruption() {
-                    io::ErrorKind::InvalidData
-                } else {
-                    io::ErrorKind::Other
-                };
-                io::Error::new(kind, e.to_string())
-            })?;
+        let location = LogLocation {
+            region: self.region,
+            offset: start,
+        };
+        let error = |e: crate::log::LogError| {
+            let kind = if e.is_corruption() {
+                io::ErrorKind::InvalidData
+            } else {
+                io::ErrorKind::Other
+            };
+            io::Error::new(kind, e.to_string())
+        };
+        if self.skip == 0 && out.len() == len as usize {
+            // The whole record (the common case of a flush): straight into
+            // `out`, without a second buffer and copy.
+            return self
+                .file
+                .read_payload_into(location, crc, out)
+                .map_err(error);
+        }
+        let payload = self.file.read_payload(location, len, crc).map_err(error)?;
         out.copy_from_slice(&payload[self.skip..self.skip + out.len()]);
         Ok(())
     }

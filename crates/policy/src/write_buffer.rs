@@ -310,8 +310,7 @@ impl WriteBuffer {
     /// opens a new region.
     pub fn place_optional(&mut self, now: Time, record_len: u64) -> Option<Reservation> {
         let region = self.pipeline.filling()?;
-        let used = self.pipeline.used_bytes(region)?;
-        if used.saturating_add(record_len) > self.pipeline.config().region_bytes {
+        if !self.fits(region, record_len) {
             return None;
         }
         match self.reserve(now, None, record_len, 0, now, true) {
@@ -335,9 +334,7 @@ impl WriteBuffer {
             (None, _) => false,
             (Some(_), None) => true,
             (Some(id), Some(region)) => {
-                let used = self.pipeline.used_bytes(region).unwrap_or(u64::MAX);
-                !(self.described[region.0 as usize].contains(&id)
-                    && used.saturating_add(record_len) <= self.pipeline.config().region_bytes)
+                !(self.described[region.0 as usize].contains(&id) && self.fits(region, record_len))
             }
         };
         let extra = if describe { describe_len } else { 0 };
@@ -371,6 +368,12 @@ impl WriteBuffer {
         }
     }
 
+    /// Whether `len` more bytes fit in `region` (the filling one) now.
+    fn fits(&self, region: RegionId, len: u64) -> bool {
+        let used = self.pipeline.used_bytes(region).unwrap_or(u64::MAX);
+        used.saturating_add(len) <= self.pipeline.config().region_bytes
+    }
+
     fn count_capacity(&mut self, now: Time, len: u64, written_through: bool) {
         self.gate.handle_capacity_write(now);
         self.counters.capacity_bytes += len;
@@ -379,8 +382,8 @@ impl WriteBuffer {
         }
     }
 
-    /// A sequence number for a record placed outside the pipeline's books.
-    pub fn take_seq(&mut self) -> u64 {
+    /// The next record sequence number.
+    fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
@@ -514,15 +517,30 @@ impl WriteBuffer {
     /// The bytes of `run` still buffered in `region` now: `(file_offset,
     /// len, location)` per piece.
     pub fn flush_pieces(&self, region: RegionId, run: FlushRunRef) -> Vec<(u64, u64, LogLocation)> {
+        self.buffered_pieces(run.file, run.file_offset, run.len, Some(region))
+    }
+
+    /// The buffered pieces of `[offset, offset + len)` of `file`, in file
+    /// order, only those in `region` if one is given: `(file_offset, len,
+    /// location)` per piece.
+    pub fn buffered_pieces(
+        &self,
+        file: FileId,
+        offset: u64,
+        len: u64,
+        region: Option<RegionId>,
+    ) -> Vec<(u64, u64, LogLocation)> {
         self.index
-            .lookup(run.file, run.file_offset, run.len)
+            .lookup(file, offset, len)
             .filter_map(|piece| match piece {
                 Piece::Buffered {
                     file_offset,
                     len,
                     location,
                     ..
-                } if location.region == region => Some((file_offset, len, location)),
+                } if region.is_none_or(|r| location.region == r) => {
+                    Some((file_offset, len, location))
+                }
                 _ => None,
             })
             .collect()

@@ -125,28 +125,24 @@ pub(super) fn reserve_and_append<'a>(
 ) {
     let record = record_len(header.len);
     let mut first_attempt = None;
-    let path = match file {
-        Some(id) => match state.files.get(&id) {
-            Some(open) => Some((id, open.path.clone())),
-            None => return (state, Err(unknown(id))),
-        },
-        None => None,
-    };
-    let path_len = path
-        .as_ref()
-        .map_or(0, |(_, p)| record_len(p.as_str().len() as u32));
     loop {
-        if tier.is_some() && file.is_some_and(|id| state.files.get(&id).is_some_and(|o| o.unlinked))
-        {
-            // The name went while this write waited for room: the file
-            // takes no more log records (module docs of `OpenFile`).
-            return (state, Ok(None));
-        }
+        // Looked up at every try: a rename while this record waited for
+        // room changes the name its path record must carry.
+        let (path_len, nameless) = match file {
+            Some(id) => match state.files.get(&id) {
+                Some(open) => (record_len(open.path.as_str().len() as u32), open.unlinked),
+                None => return (state, Err(unknown(id))),
+            },
+            None => (0, false),
+        };
         let now = shared.clock.now();
         // The same instant as `now` on the first try: the pipeline counts
         // a wait when the two are equal.
         let first_attempt = *first_attempt.get_or_insert(now);
         let full_before = state.buffer.pipeline().full_count();
+        // A name-less file takes no log record (module docs of `OpenFile`),
+        // and has nothing buffered for a write to overlap.
+        let tier = tier.map(|tier| if nameless { Tier::Capacity } else { tier });
         let placement = match (tier, file) {
             (Some(tier), Some(id)) => state.buffer.place_write(
                 now,
@@ -167,8 +163,14 @@ pub(super) fn reserve_and_append<'a>(
                 let region = reservation.region;
                 state.regions[region.0 as usize].appends += 1;
                 let mut at = REGION_HEADER_BYTES + reservation.offset;
-                if let (Some(seq), Some((id, path))) = (reservation.describe, &path) {
-                    let path_header = match RecordHeader::path(*id, path, seq) {
+                let describe = reservation.describe.zip(file).and_then(|(seq, id)| {
+                    state
+                        .files
+                        .get(&id)
+                        .map(|open| (seq, id, open.path.clone()))
+                });
+                if let Some((seq, id, path)) = describe {
+                    let path_header = match RecordHeader::path(id, &path, seq) {
                         Ok(h) => h,
                         Err(e) => {
                             return (

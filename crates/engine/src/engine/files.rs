@@ -32,19 +32,16 @@ pub(super) fn register(
     id
 }
 
-/// The capacity tier's inode number of the file `handle` opens (`fstat`,
-/// else a stat of `path`): the file's identity across its names. `None`
-/// when the backend keeps none (the file is then known by `path` only).
-pub(super) fn capacity_ino(
+/// The capacity tier's attributes of the file `handle` opens (`fstat`,
+/// else a stat of `path`): its identity across its names is
+/// [`Stat::identity`]. `None` when the backend keeps none (the file is
+/// then known by `path` only).
+pub(super) fn capacity_stat(
     shared: &Shared,
     handle: &dyn BackendFile,
     path: &RelPath,
-) -> Option<(u64, u64)> {
-    handle
-        .stat()
-        .or_else(|_| shared.capacity.stat(path))
-        .ok()
-        .map(|stat| stat.identity())
+) -> Option<Stat> {
+    handle.stat().or_else(|_| shared.capacity.stat(path)).ok()
 }
 
 /// Make `id` an open file at `path`, with capacity inode number `ino`.
@@ -280,28 +277,16 @@ fn flush_file<'a>(
     let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
     let pieces: Vec<(u64, u64, Pinned)> = state
         .buffer
-        .lookup(id, 0, u64::MAX)
-        .filter_map(|piece| match piece {
-            Piece::Buffered {
-                file_offset,
-                len,
-                location,
-                ..
-            } => Some((file_offset, len, location)),
-            Piece::Hole { .. } => None,
-        })
+        .buffered_pieces(id, 0, u64::MAX, None)
+        .into_iter()
         .map(|(file_offset, len, location)| (file_offset, len, locate(&state, location)))
         .collect();
     if pieces.is_empty() {
         return (state, Ok(()));
     }
-    let result = pieces
-        .iter()
-        .try_for_each(|(file_offset, len, pinned)| {
-            let mut buf = vec![0u8; *len as usize];
-            pinned.copy_to(&mut buf)?;
-            handle.write_at(&buf, *file_offset)
-        })
+    let (_, written) = write_stretches(handle.as_ref(), &pieces, |_| {});
+    let result = written
+        .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
         .and_then(|()| handle.sync_data())
         .map_err(context(format!(
             "capacity tier {}: flush {path} before removing its name",

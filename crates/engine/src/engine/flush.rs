@@ -162,39 +162,23 @@ pub(super) fn flush_run(
     let handle = Arc::clone(&open.handle);
     let path = open.path.clone();
     drop(state);
-    let mut result = Ok(());
-    let mut written = 0u64;
+    let (written, stretches) = write_stretches(handle.as_ref(), &located, |bytes| {
+        take_flush_tokens(shared, bytes)
+    });
     let mut corrupt = false;
-    let mut next = 0;
-    'stretches: while next < located.len() {
-        let start = located[next].0;
-        let mut buf = Vec::new();
-        while let Some((file_offset, len, pinned)) = located.get(next) {
-            if *file_offset != start + buf.len() as u64 {
-                break;
-            }
-            let at = buf.len();
-            buf.resize(at + *len as usize, 0);
-            if let Err(e) = pinned.copy_to(&mut buf[at..]) {
-                corrupt = e.kind() == io::ErrorKind::InvalidData;
-                result = Err(io::Error::new(e.kind(), format!("flush {path}: {e}")));
-                break 'stretches;
-            }
-            next += 1;
+    let result = stretches.map_err(|failure| match failure {
+        StretchError::Copy(e) => {
+            corrupt = e.kind() == io::ErrorKind::InvalidData;
+            io::Error::new(e.kind(), format!("flush {path}: {e}"))
         }
-        take_flush_tokens(shared, buf.len() as u64);
-        if let Err(e) = handle.write_at(&buf, start) {
-            result = Err(io::Error::new(
-                e.kind(),
-                format!(
-                    "capacity tier {}: flush {path}: {e}",
-                    shared.capacity.describe()
-                ),
-            ));
-            break;
-        }
-        written += buf.len() as u64;
-    }
+        StretchError::Write(e) => io::Error::new(
+            e.kind(),
+            format!(
+                "capacity tier {}: flush {path}: {e}",
+                shared.capacity.describe()
+            ),
+        ),
+    });
     let mut state = lock(shared);
     let mut written_at = None;
     if let Some(open) = state.files.get_mut(&file) {
@@ -221,6 +205,48 @@ pub(super) fn flush_run(
     }
     touched.insert(file, handle);
     result
+}
+
+/// Why [`write_stretches`] stopped.
+pub(super) enum StretchError {
+    /// Copying a payload out of the log failed (InvalidData: corrupt).
+    Copy(io::Error),
+    /// The capacity tier refused a write.
+    Write(io::Error),
+}
+
+/// Copy `pieces` (file order: `(file_offset, len, record)`) out of the log
+/// and write them to `handle`, one write per stretch of file-contiguous
+/// bytes; `before_write(bytes)` runs before each write (the flush's
+/// bandwidth cap). Returns the bytes written, and why it stopped early.
+pub(super) fn write_stretches(
+    handle: &dyn BackendFile,
+    pieces: &[(u64, u64, Pinned)],
+    mut before_write: impl FnMut(u64),
+) -> (u64, Result<(), StretchError>) {
+    let mut written = 0u64;
+    let mut next = 0;
+    while next < pieces.len() {
+        let start = pieces[next].0;
+        let mut buf = Vec::new();
+        while let Some((file_offset, len, pinned)) = pieces.get(next) {
+            if *file_offset != start + buf.len() as u64 {
+                break;
+            }
+            let at = buf.len();
+            buf.resize(at + *len as usize, 0);
+            if let Err(e) = pinned.copy_to(&mut buf[at..]) {
+                return (written, Err(StretchError::Copy(e)));
+            }
+            next += 1;
+        }
+        before_write(buf.len() as u64);
+        if let Err(e) = handle.write_at(&buf, start) {
+            return (written, Err(StretchError::Write(e)));
+        }
+        written += buf.len() as u64;
+    }
+    (written, Ok(()))
 }
 
 /// Wait until the flush bandwidth cap lets `bytes` more go to the capacity

@@ -300,7 +300,7 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        let ino = capacity_ino(&self.shared, handle.as_ref(), path);
+        let ino = capacity_stat(&self.shared, handle.as_ref(), path).map(|st| st.identity());
         let id = register(&mut state, path.clone(), handle, 0, true, ino);
         opened(&mut state, id);
         Ok(id)
@@ -319,13 +319,18 @@ impl Engine {
             .capacity
             .open(path, OpenOptions::default())
             .map_err(context(format!("open {path}")))?;
-        let ino = capacity_ino(&self.shared, handle.as_ref(), path);
+        let stat = capacity_stat(&self.shared, handle.as_ref(), path);
+        let ino = stat.as_ref().map(Stat::identity);
         if let Some(id) = file_of(&state, path, ino) {
             add_name(&mut state, id, path);
             opened(&mut state, id);
             return Ok(id);
         }
-        let size = handle.len()?;
+        // The stat has the length already; a backend without one is asked.
+        let size = match stat {
+            Some(stat) => stat.len,
+            None => handle.len()?,
+        };
         let id = register(&mut state, path.clone(), handle, size, false, ino);
         opened(&mut state, id);
         Ok(id)
@@ -363,11 +368,6 @@ impl Engine {
         let _io = hold(&io);
         let mut state = lock(shared);
         let now = shared.clock.now();
-        let unlinked = state
-            .files
-            .get(&file)
-            .ok_or_else(|| unknown(file))?
-            .unlinked;
         let routing = state.buffer.handle_write(
             now,
             WriteRequest {
@@ -386,12 +386,7 @@ impl Engine {
                 shared.changed.notify_all();
             }
         }
-        let tier = if unlinked {
-            Tier::Capacity
-        } else {
-            routing.tier
-        };
-        let (mut state, written) = append_data(shared, state, file, offset, data, tier);
+        let (mut state, written) = append_data(shared, state, file, offset, data, routing.tier);
         written?;
         // An unlink while the bytes went to the capacity tier outside the
         // lock has forgotten the file: the write still happened.

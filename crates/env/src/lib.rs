@@ -118,9 +118,8 @@ const NAME_BYTE_ESCAPE: u32 = 0xF700;
 pub fn name_from_os(name: &std::ffi::OsStr) -> std::borrow::Cow<'_, str> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = name.as_bytes();
-    let escaped = |c: char| (NAME_BYTE_ESCAPE..NAME_BYTE_ESCAPE + 256).contains(&(c as u32));
     if let Ok(text) = std::str::from_utf8(bytes) {
-        if !text.chars().any(escaped) {
+        if !text.chars().any(is_name_escape) {
             return std::borrow::Cow::Borrowed(text);
         }
     }
@@ -131,7 +130,7 @@ pub fn name_from_os(name: &std::ffi::OsStr) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if escaped(c) {
+            if is_name_escape(c) {
                 let mut buf = [0u8; 4];
                 for &byte in c.encode_utf8(&mut buf).as_bytes() {
                     escape(&mut out, byte);
@@ -147,17 +146,21 @@ pub fn name_from_os(name: &std::ffi::OsStr) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Whether `c` is one of the code points that stand for a byte.
+fn is_name_escape(c: char) -> bool {
+    (NAME_BYTE_ESCAPE..NAME_BYTE_ESCAPE + 256).contains(&(c as u32))
+}
+
 /// The OS's bytes of a name held as [`name_from_os`] made it. Borrowed when
 /// nothing is escaped.
 pub fn name_to_os(name: &str) -> std::borrow::Cow<'_, std::ffi::OsStr> {
     use std::os::unix::ffi::OsStrExt;
-    let escaped = |c: char| (NAME_BYTE_ESCAPE..NAME_BYTE_ESCAPE + 256).contains(&(c as u32));
-    if !name.chars().any(escaped) {
+    if !name.chars().any(is_name_escape) {
         return std::borrow::Cow::Borrowed(std::ffi::OsStr::new(name));
     }
     let mut bytes = Vec::with_capacity(name.len());
     for c in name.chars() {
-        if escaped(c) {
+        if is_name_escape(c) {
             bytes.push((c as u32 - NAME_BYTE_ESCAPE) as u8);
         } else {
             let mut buf = [0u8; 4];

@@ -25,10 +25,13 @@ use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
 use sluice_env::{Backend, Clock};
 use sluice_policy::bbos::{Bandwidths, Eviction, Scheme};
+use sluice_policy::cost::CostModel;
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::WhenFull;
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::redirector::{
+    RedirectPolicy, RedirectorConfig, SSDUP_HIGH_WATER, SSDUP_LOW_WATER,
+};
 use sluice_policy::segments::{Geometry, LiuConfig, SegmentBuffer};
 use sluice_policy::threshold::ThresholdConfig;
 
@@ -128,7 +131,8 @@ pub enum WhenFullConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyConfig {
-    /// `capacity-only`, `fast-all`, `ssdup` or `ssdup+`.
+    /// `cost` (sluice's own), `ssdup+`, `ssdup`, `fast-all` or
+    /// `capacity-only`.
     pub name: PolicyName,
     /// Write requests per stream (CFQ queue depth in the paper).
     pub stream_len: u32,
@@ -146,6 +150,18 @@ pub struct PolicyConfig {
     pub change_fraction: f64,
     /// SSDUP+ pattern-change check: distance that counts as deviating.
     pub change_margin: f64,
+    /// `cost`: positioning time of a capacity-tier request that does not
+    /// continue the previous one (seek + rotation; `sluice profile`'s t80).
+    pub cost_seek: Span,
+    /// `cost`: the fast tier's write bandwidth, per second.
+    pub cost_fast_bandwidth: ByteSize,
+    /// `cost`: the fast tier's fixed cost per request.
+    pub cost_fast_request: Span,
+    /// `cost`: switch to the fast tier when buffering saves more than
+    /// `1 + h` times what it costs, back below `1 / (1 + h)`.
+    pub cost_hysteresis: f64,
+    /// `cost`: requests of one file per verdict.
+    pub cost_evidence: u32,
 }
 
 /// `policy.name`.
@@ -161,9 +177,12 @@ pub enum PolicyName {
     #[serde(rename = "ssdup")]
     Ssdup,
     /// Adaptive threshold.
-    #[default]
     #[serde(rename = "ssdup+")]
     SsdupPlus,
+    /// Per file, by predicted device time.
+    #[default]
+    #[serde(rename = "cost")]
+    Cost,
 }
 
 /// `flush` section.
@@ -366,16 +385,22 @@ impl Default for LogConfig {
 impl Default for PolicyConfig {
     fn default() -> Self {
         let threshold = ThresholdConfig::default();
+        let cost = CostModel::EMULATED;
         PolicyConfig {
-            name: PolicyName::SsdupPlus,
+            name: PolicyName::Cost,
             stream_len: DetectorConfig::default().stream_len,
-            ssdup_high_water: 0.45,
-            ssdup_low_water: 0.45,
+            ssdup_high_water: SSDUP_HIGH_WATER,
+            ssdup_low_water: SSDUP_LOW_WATER,
             threshold_initial: threshold.initial,
             threshold_list_max: threshold.list_max,
             change_window: threshold.change_window,
             change_fraction: threshold.change_fraction,
             change_margin: threshold.change_margin,
+            cost_seek: Span(cost.capacity_seek),
+            cost_fast_bandwidth: ByteSize(cost.fast_bytes_per_s as u64),
+            cost_fast_request: Span(cost.fast_request),
+            cost_hysteresis: cost.hysteresis,
+            cost_evidence: cost.evidence,
         }
     }
 }
@@ -598,6 +623,13 @@ impl Config {
                 low_water: p.ssdup_low_water,
             },
             PolicyName::SsdupPlus => RedirectPolicy::SsdupPlus,
+            PolicyName::Cost => RedirectPolicy::Cost(CostModel {
+                capacity_seek: p.cost_seek.0,
+                fast_bytes_per_s: p.cost_fast_bandwidth.0 as f64,
+                fast_request: p.cost_fast_request.0,
+                hysteresis: p.cost_hysteresis,
+                evidence: p.cost_evidence,
+            }),
         };
         let record_max = u32::try_from(self.log.record_max.0).map_err(|_| {
             ConfigError(format!(

@@ -86,13 +86,28 @@ impl FromStr for ByteSize {
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Binary units and bytes only, so the printed form reads back the same.
-        let binary: Vec<(&str, u64)> = SIZE_UNITS
+        // The largest exact binary unit; a size exact only in a decimal
+        // unit (a bandwidth such as 250MB) in that. Either reads back the
+        // same.
+        type Units = Vec<(&'static str, u64)>;
+        let (binary, decimal): (Units, Units) = SIZE_UNITS
             .iter()
             .copied()
-            .filter(|(u, _)| u.ends_with("iB") || *u == "B")
-            .collect();
-        f.write_str(&format_with_units(self.0, &binary))
+            .partition(|(u, _)| u.ends_with("iB") || *u == "B");
+        let printed = format_with_units(self.0, &binary);
+        let bytes_only = printed
+            .trim_end_matches('B')
+            .chars()
+            .all(|c| c.is_ascii_digit());
+        if bytes_only && self.0 >= 1000 {
+            let mut decimal = decimal;
+            decimal.push(("B", 1));
+            let shorter = format_with_units(self.0, &decimal);
+            if shorter.len() < printed.len() {
+                return f.write_str(&shorter);
+            }
+        }
+        f.write_str(&printed)
     }
 }
 
@@ -173,7 +188,9 @@ mod tests {
             ("256MiB", 256 << 20, "256MiB"),
             ("4 GiB", 4 << 30, "4GiB"),
             ("1536KiB", 1536 << 10, "1536KiB"),
-            ("1MB", 1_000_000, "1000000B"),
+            ("1MB", 1_000_000, "1MB"),
+            ("250MB", 250_000_000, "250MB"),
+            ("1001", 1001, "1001B"),
             ("1_048_576", 1 << 20, "1MiB"),
             ("0", 0, "0B"),
         ] {

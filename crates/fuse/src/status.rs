@@ -386,6 +386,22 @@ pub struct Status {
     /// BBOS's checkpoint stager, when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bbos: Option<CkptStatusView>,
+    /// Where the most recently written files' bytes went, newest first.
+    #[serde(default)]
+    pub files: Vec<FileStatusView>,
+}
+
+/// Where one file's written bytes went since the mount.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileStatusView {
+    /// Its name, relative to the mount.
+    pub path: String,
+    /// Bytes placed in the fast-tier log.
+    pub fast_bytes: u64,
+    /// Bytes written to the capacity tier.
+    pub capacity_bytes: u64,
+    /// Where its next write goes (`fast` or `capacity`).
+    pub route: String,
 }
 
 impl Status {
@@ -413,9 +429,10 @@ impl Status {
             fast: tier(engine.fast_tier()),
             capacity: tier(engine.capacity_tier()),
             policy: s.policy.to_string(),
-            route: match s.route {
-                Tier::Fast => "fast",
-                Tier::Capacity => "capacity",
+            route: match (s.policy, s.route) {
+                ("cost", _) => "per file",
+                (_, Tier::Fast) => "fast",
+                (_, Tier::Capacity) => "capacity",
             }
             .to_string(),
             last_random_fraction: s.last_percentage,
@@ -454,6 +471,16 @@ impl Status {
             fuse_errors: c(&counters.errors),
             liu: liu.map(LiuStatusView::take),
             bbos: ckpt.map(CkptStatusView::take),
+            files: s
+                .files
+                .iter()
+                .map(|f| FileStatusView {
+                    path: f.path.clone(),
+                    fast_bytes: f.fast_bytes,
+                    capacity_bytes: f.capacity_bytes,
+                    route: f.route.name().to_string(),
+                })
+                .collect(),
         }
     }
 
@@ -525,6 +552,16 @@ impl Status {
             mib(self.forced_to_log_bytes),
             mib(self.write_through_bytes)
         );
+        for f in self.files.iter().take(8) {
+            let _ = writeln!(
+                out,
+                "  {:<40} fast {}, capacity {}, route {}",
+                f.path,
+                mib(f.fast_bytes),
+                mib(f.capacity_bytes),
+                f.route
+            );
+        }
         let _ = writeln!(
             out,
             "flush       buffered {}, flushed {} ({} regions), {}/s{}",

@@ -14,6 +14,7 @@
 extern crate alloc;
 
 pub mod bbos;
+pub mod cost;
 pub mod detector;
 pub mod extent_index;
 pub mod flush_gate;

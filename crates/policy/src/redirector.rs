@@ -12,19 +12,25 @@
 //! * `fast-all` — every write to the fast tier (conventional burst buffer);
 //! * `ssdup` — the predecessor's static marks: switch to fast above the high
 //!   water mark (0.45), back below the low water mark (0.30);
-//! * `ssdup+` — the adaptive threshold of [`crate::threshold`] (default).
+//! * `ssdup+` — the adaptive threshold of [`crate::threshold`] (this crate's
+//!   default: the paper's algorithm);
+//! * `cost` — sluice's own rule, per file by predicted device time
+//!   ([`crate::cost`]; the product's default, set in `sluice-config`).
 //!
 //! The detector and the adaptive threshold run under every policy so that
 //! the random percentage and threshold are always observable.
 //!
-//! INVARIANT: `route` changes only when a stream completes.
+//! INVARIANT: under the stream policies `route` changes only when a stream
+//! completes; under `cost` each file's route changes only when a window of
+//! that file's requests completes.
 
 use core::fmt;
 use core::str::FromStr;
 
+use crate::cost::{CostModel, FileClassifier, FileVerdict};
 use crate::detector::{ConfigError, DetectorConfig, StreamDetector, StreamSummary};
 use crate::threshold::{AdaptiveThreshold, ThresholdConfig};
-use crate::{Tier, WriteRequest};
+use crate::{FileId, Tier, WriteRequest};
 
 /// SSDUP's static high water mark.
 pub const SSDUP_HIGH_WATER: f64 = 0.45;
@@ -48,11 +54,16 @@ pub enum RedirectPolicy {
     /// Adaptive threshold (SSDUP+).
     #[default]
     SsdupPlus,
+    /// Per file, by predicted device time (sluice's own; [`crate::cost`]).
+    Cost(CostModel),
 }
 
 impl RedirectPolicy {
-    /// The four policies with their default parameters, in report order.
-    pub const ALL: [RedirectPolicy; 4] = [
+    /// `cost` with the emulated devices' model.
+    pub const COST: RedirectPolicy = RedirectPolicy::Cost(CostModel::EMULATED);
+
+    /// The five policies with their default parameters, in report order.
+    pub const ALL: [RedirectPolicy; 5] = [
         RedirectPolicy::CapacityOnly,
         RedirectPolicy::FastAll,
         RedirectPolicy::Ssdup {
@@ -60,6 +71,7 @@ impl RedirectPolicy {
             low_water: SSDUP_LOW_WATER,
         },
         RedirectPolicy::SsdupPlus,
+        RedirectPolicy::COST,
     ];
 
     /// The config name of the policy.
@@ -69,6 +81,7 @@ impl RedirectPolicy {
             RedirectPolicy::FastAll => "fast-all",
             RedirectPolicy::Ssdup { .. } => "ssdup",
             RedirectPolicy::SsdupPlus => "ssdup+",
+            RedirectPolicy::Cost(_) => "cost",
         }
     }
 }
@@ -79,13 +92,13 @@ impl fmt::Display for RedirectPolicy {
     }
 }
 
-/// A policy name that is not one of the four.
+/// A policy name that is not one of the five.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownPolicy;
 
 impl fmt::Display for UnknownPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("unknown policy: expected one of capacity-only, fast-all, ssdup, ssdup+")
+        f.write_str("unknown policy: expected one of capacity-only, fast-all, ssdup, ssdup+, cost")
     }
 }
 
@@ -131,6 +144,9 @@ impl RedirectorConfig {
                 });
             }
         }
+        if let RedirectPolicy::Cost(model) = self.policy {
+            model.validate()?;
+        }
         Ok(())
     }
 }
@@ -161,6 +177,8 @@ pub struct Routing {
     pub tier: Tier,
     /// Set when this request completed a stream.
     pub completed: Option<StreamReport>,
+    /// Under `cost`: set when this request completed a window of its file.
+    pub verdict: Option<FileVerdict>,
 }
 
 /// Routes write requests to tiers, stream by stream.
@@ -169,6 +187,8 @@ pub struct Redirector {
     policy: RedirectPolicy,
     detector: StreamDetector,
     threshold: AdaptiveThreshold,
+    /// Under `cost`: the per-file routes.
+    classifier: Option<FileClassifier>,
     route: Tier,
     bytes_routed_fast: u64,
     bytes_routed_capacity: u64,
@@ -186,10 +206,15 @@ impl Redirector {
             RedirectPolicy::FastAll => Tier::Fast,
             _ => Tier::Capacity,
         };
+        let classifier = match config.policy {
+            RedirectPolicy::Cost(model) => Some(FileClassifier::new(model)?),
+            _ => None,
+        };
         Ok(Redirector {
             policy: config.policy,
             detector,
             threshold,
+            classifier,
             route,
             bytes_routed_fast: 0,
             bytes_routed_capacity: 0,
@@ -202,9 +227,30 @@ impl Redirector {
         self.policy
     }
 
-    /// Tier the next request will go to.
+    /// Tier the next request will go to (under `cost`: the tier the last
+    /// request went to; each file has its own, see [`Redirector::route_of`]).
     pub fn route(&self) -> Tier {
         self.route
+    }
+
+    /// Tier `file`'s next request goes to.
+    pub fn route_of(&self, file: FileId) -> Tier {
+        match &self.classifier {
+            Some(c) => c.route(file),
+            None => self.route,
+        }
+    }
+
+    /// Under `cost`: the per-file classifier.
+    pub fn classifier(&self) -> Option<&FileClassifier> {
+        self.classifier.as_ref()
+    }
+
+    /// `file` was removed: forget what was learned of it.
+    pub fn forget_file(&mut self, file: FileId) {
+        if let Some(c) = &mut self.classifier {
+            c.forget(file);
+        }
     }
 
     /// The adaptive threshold (its value, list and resets).
@@ -232,7 +278,14 @@ impl Redirector {
 
     /// Route one write request and feed it to the detector.
     pub fn handle_write(&mut self, request: WriteRequest) -> Routing {
-        let tier = self.route;
+        let (tier, verdict) = match &mut self.classifier {
+            Some(c) => {
+                let (tier, verdict) = c.handle_write(request);
+                self.route = tier;
+                (tier, verdict)
+            }
+            None => (self.route, None),
+        };
         match tier {
             Tier::Fast => {
                 self.bytes_routed_fast = self.bytes_routed_fast.saturating_add(request.len)
@@ -245,7 +298,11 @@ impl Redirector {
             .detector
             .handle_write(request)
             .map(|summary| self.decide(summary));
-        Routing { tier, completed }
+        Routing {
+            tier,
+            completed,
+            verdict,
+        }
     }
 
     /// Algorithm 1: the decision from this stream applies to the next.
@@ -271,6 +328,9 @@ impl Redirector {
                 };
                 (t, switch_if(switch, current))
             }
+            // Routes are per file; the stream is only observed, and the
+            // flush gate relies on capacity-tier idleness alone.
+            RedirectPolicy::Cost(_) => (update.threshold, current),
         };
         self.route = next_route;
         let report = StreamReport {
@@ -297,7 +357,6 @@ fn switch_if(switch: bool, current: Tier) -> Tier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::FileId;
 
     /// Feeds one 128-request stream with exactly `random_factor` seeks.
     fn feed_stream(r: &mut Redirector, base: u64, random_factor: u32) -> (Vec<Tier>, StreamReport) {

@@ -403,6 +403,7 @@ impl WriteBuffer {
     /// `file` was removed (its record placed and written): its buffered
     /// bytes are dropped. Returns whether it had any.
     pub fn remove_file(&mut self, file: FileId) -> bool {
+        self.redirector.forget_file(file);
         self.index.remove_file(file).is_some()
     }
 

@@ -72,7 +72,7 @@ fn ssdup_plus_buffers_random_phases_and_not_sequential_ones() {
 fn every_policy_sees_the_same_streams() {
     let analysis = analyse(&config()).unwrap();
     for row in &analysis.streams {
-        assert_eq!(row.decisions.len(), 4);
+        assert_eq!(row.decisions.len(), RedirectPolicy::ALL.len());
     }
     // capacity-only and fast-all never switch; their rows differ only in route.
     assert!(analysis
@@ -119,4 +119,43 @@ fn a_rewrite_over_buffered_bytes_goes_to_the_fast_tier() {
         plus.index_extents * 256 * 1024,
         plus.fast_bytes_per_phase[1]
     );
+}
+
+/// sluice's `cost` rule judges each file by what its own requests cost the
+/// disk in arrival order: a single sequential writer is left on the
+/// capacity tier; random writers, and sixteen writers interleaving their
+/// segments of one file (a seek between every two requests), are buffered
+/// from their first 16 requests on. In the mixed phase (a single writer's
+/// file and a random instance's file at once) the two are routed apart.
+#[test]
+fn cost_routes_each_file_by_what_the_disk_would_pay() {
+    let single = |pattern, file| {
+        let mut p = phase(pattern, file);
+        p.instances[0].processes = 1;
+        p
+    };
+    let mut c = config();
+    let mut mixed = phase(IorPattern::SegmentedRandom, 6);
+    mixed
+        .instances
+        .extend(single(IorPattern::SegmentedContiguous, 5).instances);
+    mixed.name = "mixed".to_string();
+    c.phases = vec![
+        single(IorPattern::SegmentedContiguous, 1),
+        phase(IorPattern::SegmentedContiguous, 2),
+        phase(IorPattern::SegmentedRandom, 3),
+        phase(IorPattern::Strided, 4),
+        mixed,
+    ];
+    c.policies = vec![RedirectPolicy::COST];
+    let analysis = analyse(&c).unwrap();
+    let cost = &analysis.policies[0];
+    let share = |p: usize| cost.fast_bytes_per_phase[p] as f64 / cost.bytes_per_phase[p] as f64;
+    assert_eq!(share(0), 0.0, "one sequential writer stays on the disk");
+    for p in 1..4 {
+        assert!(share(p) >= 0.98, "phase {p} buffered: {}", share(p));
+    }
+    // Mixed: half the bytes are the random file's, all but its first
+    // window buffered; none of the sequential file's.
+    assert!((0.49..=0.5).contains(&share(4)), "mixed: {}", share(4));
 }

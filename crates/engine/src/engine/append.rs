@@ -49,6 +49,12 @@ pub(super) fn append_data<'a>(
                         .min()
                         .unwrap_or(u64::MAX)
                 });
+                let State {
+                    files, placements, ..
+                } = &mut *state;
+                if let Some(open) = files.get(&file) {
+                    placements.add(file, &open.path, Tier::Fast, part.len() as u64);
+                }
                 let len = match limit {
                     Some(limit) => limit.saturating_sub(part_offset).min(part.len() as u64),
                     None => 0,
@@ -69,10 +75,14 @@ pub(super) fn append_data<'a>(
                 // Placed on the capacity tier: nothing buffered overlaps it.
                 // Written outside the engine lock; the caller holds the
                 // file's I/O lock, so this file's writes stay in order.
-                let Some(open) = state.files.get(&file) else {
+                let State {
+                    files, placements, ..
+                } = &mut *state;
+                let Some(open) = files.get(&file) else {
                     return (state, Err(unknown(file)));
                 };
                 let handle = Arc::clone(&open.handle);
+                placements.add(file, &open.path, Tier::Capacity, part.len() as u64);
                 drop(state);
                 let written = handle.write_at(part, part_offset);
                 state = lock(shared);

@@ -30,7 +30,12 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            redirector: RedirectorConfig::default(),
+            // sluice's own rule is the product's default; the crate's
+            // RedirectorConfig default stays the paper's SSDUP+.
+            redirector: RedirectorConfig {
+                policy: RedirectPolicy::COST,
+                ..RedirectorConfig::default()
+            },
             regions: 2,
             region_bytes: 256 * 1024 * 1024,
             when_full: WhenFull::Wait,
@@ -133,4 +138,74 @@ pub struct EngineStatus {
     pub open_files: usize,
     /// A drain is in progress.
     pub draining: bool,
+    /// Where the most recently written files' bytes went (at most
+    /// [`FILES_PLACED_MAX`], newest first).
+    pub files: Vec<FilePlacement>,
+}
+
+/// Files whose placed bytes [`EngineStatus::files`] keeps.
+pub const FILES_PLACED_MAX: usize = 64;
+
+/// Where one file's written bytes went since the mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilePlacement {
+    /// Its name (at its last write).
+    pub path: String,
+    /// Bytes placed in the log.
+    pub fast_bytes: u64,
+    /// Bytes written to the capacity tier.
+    pub capacity_bytes: u64,
+    /// Where its next write goes now.
+    pub route: Tier,
+    /// Order of its last write (larger: later).
+    last_write: u64,
+}
+
+/// The placed bytes of the files written most recently.
+#[derive(Debug, Default)]
+pub(super) struct Placements {
+    files: HashMap<FileId, FilePlacement>,
+    writes: u64,
+}
+
+impl Placements {
+    /// `len` bytes of `file` (named `path`) went to `tier`.
+    pub(super) fn add(&mut self, file: FileId, path: &RelPath, tier: Tier, len: u64) {
+        self.writes += 1;
+        if !self.files.contains_key(&file) && self.files.len() >= FILES_PLACED_MAX {
+            let stalest = self.files.iter().min_by_key(|(_, p)| p.last_write);
+            if let Some(&id) = stalest.map(|(id, _)| id) {
+                self.files.remove(&id);
+            }
+        }
+        let placed = self.files.entry(file).or_insert_with(|| FilePlacement {
+            path: String::new(),
+            fast_bytes: 0,
+            capacity_bytes: 0,
+            route: tier,
+            last_write: 0,
+        });
+        if placed.path != path.as_str() {
+            placed.path = path.to_string();
+        }
+        match tier {
+            Tier::Fast => placed.fast_bytes += len,
+            Tier::Capacity => placed.capacity_bytes += len,
+        }
+        placed.last_write = self.writes;
+    }
+
+    /// Newest first, each with its route from `route_of`.
+    pub(super) fn snapshot(&self, route_of: impl Fn(FileId) -> Tier) -> Vec<FilePlacement> {
+        let mut files: Vec<(FileId, FilePlacement)> =
+            self.files.iter().map(|(&f, p)| (f, p.clone())).collect();
+        files.sort_by_key(|(_, p)| std::cmp::Reverse(p.last_write));
+        files
+            .into_iter()
+            .map(|(f, mut p)| {
+                p.route = route_of(f);
+                p
+            })
+            .collect()
+    }
 }

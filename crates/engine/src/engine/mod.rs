@@ -49,7 +49,7 @@ use sluice_env::{
 use sluice_policy::extent_index::{Extent, ExtentIndex, Piece};
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::{PipelineConfig, RegionState, WhenFull};
-use sluice_policy::redirector::RedirectorConfig;
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::token_bucket::TokenBucket;
 use sluice_policy::write_buffer::{
     FlushPoll, FlushRunRef, Placement, WriteBuffer, WriteBufferConfig,
@@ -67,7 +67,8 @@ mod read;
 mod recovery;
 
 use append::*;
-pub use config::{EngineConfig, EngineStats, EngineStatus};
+use config::Placements;
+pub use config::{EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_PLACED_MAX};
 use files::*;
 use flush::*;
 pub(crate) use read::read_fully;
@@ -176,6 +177,8 @@ struct State {
     draining: u32,
     shutdown: bool,
     stats: EngineStats,
+    /// Where the most recently written files' bytes went.
+    placements: Placements,
 }
 
 impl OpenFile {
@@ -260,6 +263,7 @@ impl Engine {
             buffered_bytes: state.buffer.buffered_bytes(),
             open_files: state.files.len(),
             draining: state.draining > 0,
+            files: state.placements.snapshot(|f| redirector.route_of(f)),
         }
     }
 

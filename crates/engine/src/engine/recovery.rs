@@ -222,6 +222,7 @@ pub(super) fn open(
         draining: 0,
         shutdown: false,
         stats,
+        placements: Placements::default(),
     };
     // Reattach every file that still has buffered bytes.
     let buffered: Vec<FileId> = state.buffer.buffered_files().collect();

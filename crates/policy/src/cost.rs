@@ -1,0 +1,466 @@
+//! sluice's own placement rule: per-file routing by predicted device time
+//! (policy `cost`, the default; design and equations in `docs/policy.md`).
+//!
+//! SSDUP+ classifies the *mixed* request stream of all processes and files
+//! and routes the whole next stream to one tier. Two concurrent writers, one
+//! sequential and one random, then share one verdict, and a steady mix
+//! converges onto its own percentage so that ties stick (issue 18's
+//! measurements). This rule keeps the evidence per file instead.
+//!
+//! For every file the classifier counts, over a window of `evidence`
+//! requests of that file in arrival order: `n` requests, `s` seeks and `b`
+//! bytes. A request of length `l` is a *seek* unless it starts within `l`
+//! bytes of one of the file's two previous requests (`prev.start - l <=
+//! offset <= prev.end + l`): a sequential writer whose consecutive requests
+//! arrive swapped, or with one still on its way, does not seek, since the
+//! disk's queue merges them. Then it
+//! compares what the window costs each way:
+//! - on the capacity tier now: `s · t_seek + b / B_cap`;
+//! - buffered: `n · t_fast + b / B_fast` on the fast tier now, plus
+//!   `b / B_cap` when the flusher writes it back sorted and merged.
+//!
+//! The capacity tier's sequential time `b / B_cap` is paid either way, so
+//! buffering pays off by the ratio `r = s · t_seek / (n · t_fast + b /
+//! B_fast)`: the seek time it saves over the fast-tier time it spends. A
+//! file on the capacity tier moves to the fast tier when `r > 1 + h`, one on
+//! the fast tier moves back when `r < 1 / (1 + h)` (hysteresis `h`). The
+//! thresholds are constants of the devices, not of the traffic, so a steady
+//! workload never converges onto them: no tie sticks. A file's first
+//! verdict comes after its own first `evidence` requests, not after a
+//! whole stream of everyone's.
+//!
+//! INVARIANT: at most [`FILES_TRACKED_MAX`] files are tracked; the one
+//! unseen longest is forgotten first (it starts over on the capacity tier).
+
+use alloc::collections::BTreeMap;
+use core::time::Duration;
+
+use crate::detector::ConfigError;
+use crate::{FileId, Tier, WriteRequest};
+
+/// Files whose evidence is kept at once.
+pub const FILES_TRACKED_MAX: usize = 4096;
+
+/// The device model the rule predicts with, and its hysteresis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// `t_seek`: positioning time of a capacity-tier request that does not
+    /// continue the previous one (seek plus rotational delay).
+    pub capacity_seek: Duration,
+    /// `B_fast`: the fast tier's write bandwidth, bytes per second.
+    pub fast_bytes_per_s: f64,
+    /// `t_fast`: the fast tier's fixed cost per request.
+    pub fast_request: Duration,
+    /// `h`: switch to the fast tier above `1 + h`, back below `1 / (1 + h)`.
+    pub hysteresis: f64,
+    /// Requests of one file per verdict; at least 2.
+    pub evidence: u32,
+}
+
+impl Default for CostModel {
+    fn default() -> CostModel {
+        CostModel::EMULATED
+    }
+}
+
+impl CostModel {
+    /// The emulated devices' parameters (EVALUATION §1): a 7200 rpm disk's
+    /// short seek (1 ms track-to-track plus half a revolution, 4.17 ms) and
+    /// a SATA SSD's 250 MB/s with 60 µs per request; hysteresis 0.5, a
+    /// verdict every 16 requests of a file.
+    pub const EMULATED: CostModel = CostModel {
+        capacity_seek: Duration::from_micros(5_170),
+        fast_bytes_per_s: 250e6,
+        fast_request: Duration::from_micros(60),
+        hysteresis: 0.5,
+        evidence: 16,
+    };
+
+    /// Check the ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.fast_bytes_per_s.is_finite() && self.fast_bytes_per_s > 0.0) {
+            return Err(ConfigError {
+                key: "cost_fast_bandwidth",
+                expected: "greater than 0 bytes per second",
+            });
+        }
+        if !(self.hysteresis.is_finite() && (0.0..=10.0).contains(&self.hysteresis)) {
+            return Err(ConfigError {
+                key: "cost_hysteresis",
+                expected: "a number in [0, 10]",
+            });
+        }
+        if self.evidence < 2 {
+            return Err(ConfigError {
+                key: "cost_evidence",
+                expected: "at least 2",
+            });
+        }
+        Ok(())
+    }
+
+    /// `r`: seek time saved over fast-tier time spent, for a window of `n`
+    /// requests with `s` seeks and `b` bytes (infinite when buffering is
+    /// free and saves something; 0 when it saves nothing).
+    pub fn ratio(&self, requests: u32, seeks: u32, bytes: u64) -> f64 {
+        let saved = f64::from(seeks) * self.capacity_seek.as_secs_f64();
+        let spent = f64::from(requests) * self.fast_request.as_secs_f64()
+            + bytes as f64 / self.fast_bytes_per_s;
+        if saved == 0.0 {
+            0.0
+        } else if spent == 0.0 {
+            f64::INFINITY
+        } else {
+            saved / spent
+        }
+    }
+
+    /// The tier a file on `current` goes to after a window with ratio `r`.
+    pub fn next_route(&self, current: Tier, r: f64) -> Tier {
+        let up = 1.0 + self.hysteresis;
+        match current {
+            Tier::Capacity if r > up => Tier::Fast,
+            Tier::Fast if r < 1.0 / up => Tier::Capacity,
+            tier => tier,
+        }
+    }
+}
+
+/// A file's evidence.
+#[derive(Clone, Copy, Debug)]
+struct Track {
+    route: Tier,
+    /// `[start, end)` of the file's two previous requests, newest first.
+    recent: [(u64, u64); 2],
+    seen_any: bool,
+    requests: u32,
+    seeks: u32,
+    bytes: u64,
+    /// The classifier's request count when the file was last written.
+    last_seen: u64,
+}
+
+/// One file's verdict, when a window completes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FileVerdict {
+    /// The file.
+    pub file: FileId,
+    /// Requests, seeks and bytes of the window.
+    pub requests: u32,
+    /// Seeks among them.
+    pub seeks: u32,
+    /// Bytes among them.
+    pub bytes: u64,
+    /// `r` of the window.
+    pub ratio: f64,
+    /// The file's tier before and after.
+    pub route: Tier,
+    /// The file's tier for its next requests.
+    pub next_route: Tier,
+}
+
+/// Per-file evidence and routes; see the module docs.
+#[derive(Debug)]
+pub struct FileClassifier {
+    model: CostModel,
+    files: BTreeMap<FileId, Track>,
+    requests: u64,
+    files_forgotten: u64,
+}
+
+impl FileClassifier {
+    /// A classifier that has seen no file.
+    pub fn new(model: CostModel) -> Result<FileClassifier, ConfigError> {
+        model.validate()?;
+        Ok(FileClassifier {
+            model,
+            files: BTreeMap::new(),
+            requests: 0,
+            files_forgotten: 0,
+        })
+    }
+
+    /// The model in effect.
+    pub fn model(&self) -> &CostModel {
+        &self.model
+    }
+
+    /// The tier `file`'s next request goes to.
+    pub fn route(&self, file: FileId) -> Tier {
+        self.files.get(&file).map_or(Tier::Capacity, |t| t.route)
+    }
+
+    /// Files tracked now, and how many of them are routed to the fast tier.
+    pub fn tracked(&self) -> (usize, usize) {
+        let fast = self
+            .files
+            .values()
+            .filter(|t| t.route == Tier::Fast)
+            .count();
+        (self.files.len(), fast)
+    }
+
+    /// Files forgotten to keep at most [`FILES_TRACKED_MAX`].
+    pub fn files_forgotten(&self) -> u64 {
+        self.files_forgotten
+    }
+
+    /// `file` was removed: forget its evidence.
+    pub fn forget(&mut self, file: FileId) {
+        self.files.remove(&file);
+    }
+
+    /// Count one request; returns the tier it goes to (its file's route
+    /// before this request) and the verdict when it completes a window.
+    pub fn handle_write(&mut self, request: WriteRequest) -> (Tier, Option<FileVerdict>) {
+        self.requests += 1;
+        if !self.files.contains_key(&request.file) && self.files.len() >= FILES_TRACKED_MAX {
+            self.forget_oldest();
+        }
+        let now = self.requests;
+        let track = self.files.entry(request.file).or_insert(Track {
+            route: Tier::Capacity,
+            recent: [(0, 0); 2],
+            seen_any: false,
+            requests: 0,
+            seeks: 0,
+            bytes: 0,
+            last_seen: now,
+        });
+        let tier = track.route;
+        let end = request.end();
+        let len = request.len;
+        let continues = track.recent.iter().any(|&(start, prev_end)| {
+            start.saturating_sub(len) <= request.offset
+                && request.offset <= prev_end.saturating_add(len)
+        });
+        if track.seen_any && !continues {
+            track.seeks += 1;
+        }
+        track.seen_any = true;
+        track.recent = [(request.offset, end), track.recent[0]];
+        track.requests += 1;
+        track.bytes = track.bytes.saturating_add(request.len);
+        track.last_seen = now;
+        if track.requests < self.model.evidence {
+            return (tier, None);
+        }
+        let ratio = self.model.ratio(track.requests, track.seeks, track.bytes);
+        let next_route = self.model.next_route(track.route, ratio);
+        let verdict = FileVerdict {
+            file: request.file,
+            requests: track.requests,
+            seeks: track.seeks,
+            bytes: track.bytes,
+            ratio,
+            route: track.route,
+            next_route,
+        };
+        track.route = next_route;
+        track.requests = 0;
+        track.seeks = 0;
+        track.bytes = 0;
+        (tier, Some(verdict))
+    }
+
+    fn forget_oldest(&mut self) {
+        let oldest = self
+            .files
+            .iter()
+            .min_by_key(|(_, t)| t.last_seen)
+            .map(|(&f, _)| f);
+        if let Some(file) = oldest {
+            self.files.remove(&file);
+            self.files_forgotten += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    const KIB: u64 = 1024;
+
+    fn req(file: u64, offset: u64, len: u64) -> WriteRequest {
+        WriteRequest {
+            file: FileId(file),
+            offset,
+            len,
+        }
+    }
+
+    fn classifier() -> FileClassifier {
+        FileClassifier::new(CostModel::default()).unwrap()
+    }
+
+    /// A tiny deterministic generator (xorshift) for shuffled offsets.
+    fn shuffled(n: u64, seed: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = (0..n).collect();
+        let mut x = seed | 1;
+        for i in (1..v.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        v
+    }
+
+    #[test]
+    fn a_sequential_writer_stays_on_the_capacity_tier() {
+        let mut c = classifier();
+        for i in 0..1000 {
+            let (tier, _) = c.handle_write(req(1, i * 256 * KIB, 256 * KIB));
+            assert_eq!(tier, Tier::Capacity);
+        }
+    }
+
+    #[test]
+    fn one_swap_of_consecutive_requests_is_not_a_seek_each() {
+        let mut c = classifier();
+        // 0, 2, 1, 3, 5, 4, ... : every other pair arrives swapped.
+        let mut verdicts = Vec::new();
+        for pair in 0..64u64 {
+            for i in [2 * pair + 1, 2 * pair] {
+                if let (_, Some(v)) = c.handle_write(req(1, i * 128 * KIB, 128 * KIB)) {
+                    verdicts.push(v);
+                }
+            }
+        }
+        assert!(verdicts.iter().all(|v| v.next_route == Tier::Capacity));
+        assert!(verdicts.iter().all(|v| v.seeks <= v.requests / 2 + 1));
+    }
+
+    #[test]
+    fn a_random_writer_is_buffered_after_its_first_window() {
+        let mut c = classifier();
+        let mut tiers = Vec::new();
+        for block in shuffled(2048, 7) {
+            tiers.push(c.handle_write(req(1, block * 256 * KIB, 256 * KIB)).0);
+        }
+        let evidence = CostModel::default().evidence as usize;
+        assert!(tiers[..evidence].iter().all(|&t| t == Tier::Capacity));
+        assert!(tiers[evidence..].iter().all(|&t| t == Tier::Fast));
+    }
+
+    /// Issue 18's mixed workload: one sequential writer and random writers
+    /// on another file, interleaved. SSDUP+'s shared stream buffers both
+    /// in proportion; per file, only the random file is buffered.
+    #[test]
+    fn concurrent_sequential_and_random_files_are_routed_apart() {
+        let mut c = classifier();
+        let mut fast = [0u64; 2];
+        let blocks = shuffled(4096, 3);
+        for (i, block) in blocks.into_iter().enumerate() {
+            let seq = req(1, i as u64 * 256 * KIB, 256 * KIB);
+            let rand = req(2, block * 256 * KIB, 256 * KIB);
+            for (k, r) in [seq, rand].into_iter().enumerate() {
+                if c.handle_write(r).0 == Tier::Fast {
+                    fast[k] += r.len;
+                }
+            }
+        }
+        let total = 4096 * 256 * KIB;
+        assert_eq!(fast[0], 0, "nothing of the sequential file");
+        assert!(fast[1] as f64 >= 0.99 * total as f64, "{fast:?}");
+    }
+
+    /// Eight writers each streaming their own segment of one shared file:
+    /// sorted, the stream looks sequential; in arrival order every request
+    /// moves the head to another segment, so it is buffered.
+    #[test]
+    fn interleaved_segments_are_buffered() {
+        let mut c = classifier();
+        let segment = 64 << 20;
+        let mut last = Tier::Capacity;
+        for i in 0..256u64 {
+            for w in 0..8u64 {
+                last = c
+                    .handle_write(req(1, w * segment + i * 256 * KIB, 256 * KIB))
+                    .0;
+            }
+        }
+        assert_eq!(last, Tier::Fast);
+    }
+
+    /// Large random writes cost the disk little more than sequential ones:
+    /// a seek per 8 MiB saves less than writing 8 MiB to the SSD costs.
+    #[test]
+    fn large_random_writes_stay_on_the_capacity_tier() {
+        let mut c = classifier();
+        for block in shuffled(512, 5) {
+            let (tier, _) = c.handle_write(req(1, block * 8 * 1024 * KIB, 8 * 1024 * KIB));
+            assert_eq!(tier, Tier::Capacity);
+        }
+    }
+
+    /// A steady workload right at the boundary does not flap: with ratio
+    /// between 1/(1+h) and 1+h the file keeps its route.
+    #[test]
+    fn hysteresis_keeps_the_route_between_the_bounds() {
+        let m = CostModel::default();
+        for current in [Tier::Capacity, Tier::Fast] {
+            assert_eq!(m.next_route(current, 1.0), current);
+            assert_eq!(m.next_route(current, 1.49), current);
+            assert_eq!(m.next_route(current, 0.67), current);
+        }
+        assert_eq!(m.next_route(Tier::Capacity, 1.51), Tier::Fast);
+        assert_eq!(m.next_route(Tier::Fast, 0.66), Tier::Capacity);
+    }
+
+    #[test]
+    fn a_file_that_turns_sequential_goes_back_to_the_capacity_tier() {
+        let mut c = classifier();
+        for block in shuffled(64, 9) {
+            c.handle_write(req(1, block * 64 * KIB, 64 * KIB));
+        }
+        assert_eq!(c.route(FileId(1)), Tier::Fast);
+        for i in 0..64 {
+            c.handle_write(req(1, (1 << 30) + i * 64 * KIB, 64 * KIB));
+        }
+        assert_eq!(c.route(FileId(1)), Tier::Capacity);
+    }
+
+    #[test]
+    fn tracking_is_bounded_and_forgets_the_stalest_file() {
+        let mut c = classifier();
+        for f in 0..(FILES_TRACKED_MAX as u64 + 10) {
+            c.handle_write(req(f, 0, 1));
+        }
+        assert_eq!(c.tracked().0, FILES_TRACKED_MAX);
+        assert_eq!(c.files_forgotten(), 10);
+        assert!(c.files.contains_key(&FileId(FILES_TRACKED_MAX as u64 + 9)));
+        assert!(!c.files.contains_key(&FileId(0)));
+    }
+
+    #[test]
+    fn bad_models_are_refused() {
+        for (model, key) in [
+            (
+                CostModel {
+                    fast_bytes_per_s: 0.0,
+                    ..CostModel::default()
+                },
+                "cost_fast_bandwidth",
+            ),
+            (
+                CostModel {
+                    hysteresis: f64::NAN,
+                    ..CostModel::default()
+                },
+                "cost_hysteresis",
+            ),
+            (
+                CostModel {
+                    evidence: 1,
+                    ..CostModel::default()
+                },
+                "cost_evidence",
+            ),
+        ] {
+            assert_eq!(FileClassifier::new(model).unwrap_err().key, key);
+        }
+    }
+}

@@ -195,6 +195,14 @@ pub struct FlushConfig {
     pub run_max: ByteSize,
     /// Cap on the flush rate, bytes per second; `0` = none.
     pub bandwidth: ByteSize,
+    /// Bytes buffered this long flush when the capacity tier is idle, even
+    /// from a region that is not full; `0` = only full regions flush.
+    pub age: Span,
+    /// Flush writes in flight at once (1–64).
+    pub writers: u32,
+    /// Hold flushing while writes arrive and an empty region remains, so a
+    /// burst's regions flush together after it (`false`: SSDUP+'s gate).
+    pub hold_while_writing: bool,
 }
 
 /// `mount` section.
@@ -412,6 +420,9 @@ impl Default for FlushConfig {
             idle: Span(FlushGateConfig::default().flush_idle),
             run_max: ByteSize(engine.flush_run_max_bytes),
             bandwidth: ByteSize(0),
+            age: Span(engine.flush_gate.flush_age.unwrap_or_default()),
+            writers: engine.flush_writers,
+            hold_while_writing: engine.flush_gate.hold_while_writing,
         }
     }
 }
@@ -467,6 +478,12 @@ impl Config {
                     f.display()
                 )));
             }
+        }
+        if !(1..=64).contains(&self.flush.writers) {
+            return Err(ConfigError(format!(
+                "flush.writers = {}: must be 1 to 64",
+                self.flush.writers
+            )));
         }
         if self.mount.threads == 0 || self.mount.threads > 256 {
             return Err(ConfigError(format!(
@@ -660,8 +677,11 @@ impl Config {
             wait_max: self.log.wait_max.0,
             flush_gate: FlushGateConfig {
                 flush_idle: self.flush.idle.0,
+                flush_age: (!self.flush.age.0.is_zero()).then_some(self.flush.age.0),
+                hold_while_writing: self.flush.hold_while_writing,
             },
             flush_run_max_bytes: self.flush.run_max.0,
+            flush_writers: self.flush.writers,
             record_max_bytes: record_max,
             flush_bandwidth: NonZeroU64::new(self.flush.bandwidth.0),
         })

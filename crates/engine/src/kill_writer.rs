@@ -43,6 +43,8 @@ pub fn config() -> EngineConfig {
         record_max_bytes: 16 * 1024,
         flush_gate: FlushGateConfig {
             flush_idle: Duration::from_millis(1),
+            flush_age: None,
+            hold_while_writing: false,
         },
         ..EngineConfig::default()
     }

@@ -34,6 +34,8 @@ pub fn small_config() -> EngineConfig {
         wait_max: Duration::from_millis(20),
         flush_gate: FlushGateConfig {
             flush_idle: Duration::from_millis(1),
+            flush_age: None,
+            hold_while_writing: false,
         },
         flush_run_max_bytes: 16 * 1024,
         record_max_bytes: 8 * 1024,

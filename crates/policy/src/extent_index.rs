@@ -837,7 +837,32 @@ impl FileExtents {
         assert!(max_run_bytes >= 1, "max_run_bytes must be at least 1");
         FlushRuns {
             entries: self.entries_from(0),
-            region,
+            regions: match region {
+                Some(r) => RegionFilter::One(r),
+                None => RegionFilter::All,
+            },
+            max_run_bytes,
+            peeked: None,
+        }
+    }
+
+    /// [`FileExtents::flush_runs`] over the extents stored in any of
+    /// `regions` (sorted, as [`RegionId`]s order): runs merge across
+    /// regions, so bytes that are contiguous once sorted flush in one write
+    /// whichever region holds each piece.
+    ///
+    /// # Panics
+    /// If `max_run_bytes` is 0.
+    pub fn flush_runs_in<'a>(
+        &'a self,
+        regions: &'a [RegionId],
+        max_run_bytes: u64,
+    ) -> FlushRuns<'a> {
+        assert!(max_run_bytes >= 1, "max_run_bytes must be at least 1");
+        debug_assert!(regions.is_sorted(), "regions must be sorted");
+        FlushRuns {
+            entries: self.entries_from(0),
+            regions: RegionFilter::Sorted(regions),
             max_run_bytes,
             peeked: None,
         }
@@ -1043,7 +1068,7 @@ impl FusedIterator for Lookup<'_> {}
 #[derive(Clone, Debug)]
 pub struct FlushRuns<'a> {
     entries: Entries<'a>,
-    region: Option<RegionId>,
+    regions: RegionFilter<'a>,
     max_run_bytes: u64,
     /// The extent that did not fit into the previous run.
     peeked: Option<(u64, Stored)>,
@@ -1052,10 +1077,29 @@ pub struct FlushRuns<'a> {
 impl FlushRuns<'_> {
     /// The next stored extent passing the region filter.
     fn next_matching(&mut self) -> Option<(u64, Stored)> {
-        let region = self.region;
+        let regions = self.regions;
         self.entries
             .by_ref()
-            .find(|(_, stored)| region.is_none_or(|r| stored.region == r))
+            .find(|(_, stored)| regions.contains(stored.region))
+    }
+}
+
+/// Which regions' extents a [`FlushRuns`] takes.
+#[derive(Clone, Copy, Debug)]
+enum RegionFilter<'a> {
+    All,
+    One(RegionId),
+    /// Sorted.
+    Sorted(&'a [RegionId]),
+}
+
+impl RegionFilter<'_> {
+    fn contains(self, region: RegionId) -> bool {
+        match self {
+            RegionFilter::All => true,
+            RegionFilter::One(r) => r == region,
+            RegionFilter::Sorted(set) => set.binary_search(&region).is_ok(),
+        }
     }
 }
 

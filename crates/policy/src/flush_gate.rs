@@ -8,7 +8,12 @@
 //! - or while no foreground write has reached the capacity tier for
 //!   `flush_idle` ([`FlushReason::CapacityIdle`]);
 //!
-//! and pauses otherwise. A starvation guard overrides the traffic rules: when
+//! and pauses otherwise. With `hold_while_writing` (sluice's default, not
+//! the paper's) the traffic rules are replaced by one: flush once no
+//! foreground write *of either tier* came for `flush_idle`
+//! ([`FlushReason::Quiet`]), so a burst is absorbed whole and its regions
+//! flush together, merged, after it. A starvation guard overrides the
+//! traffic rules: when
 //! no empty region is left (the next writer would wait) or while draining or
 //! unmounting, it flushes regardless. The precedence, first match wins, is
 //! `Draining`, `NoEmptyRegion`, `FastTierTraffic`, `CapacityIdle`.
@@ -38,12 +43,23 @@ pub struct FlushGateConfig {
     /// How long the capacity tier must go without a foreground write before
     /// flushing may use it. [`Duration::MAX`] turns the idle rule off.
     pub flush_idle: Duration,
+    /// Bytes buffered longer than this are flushed when the gate allows,
+    /// even from a region that is not full (it is closed first; see
+    /// [`crate::write_buffer::WriteBuffer::poll_flush`]). `None`: only full
+    /// regions flush (the papers' pipeline).
+    pub flush_age: Option<Duration>,
+    /// Hold flushing while foreground writes arrive (to either tier) and an
+    /// empty region remains; see the module docs. `false`: the papers'
+    /// rules.
+    pub hold_while_writing: bool,
 }
 
 impl Default for FlushGateConfig {
     fn default() -> FlushGateConfig {
         FlushGateConfig {
             flush_idle: FLUSH_IDLE_DEFAULT,
+            flush_age: None,
+            hold_while_writing: false,
         }
     }
 }
@@ -60,6 +76,8 @@ pub enum FlushReason {
     FastTierTraffic,
     /// No foreground write reached the capacity tier for `flush_idle`.
     CapacityIdle,
+    /// `hold_while_writing`: no foreground write at all for `flush_idle`.
+    Quiet,
 }
 
 impl FlushReason {
@@ -70,6 +88,7 @@ impl FlushReason {
             FlushReason::NoEmptyRegion => "no_empty_region",
             FlushReason::FastTierTraffic => "fast_tier_traffic",
             FlushReason::CapacityIdle => "capacity_idle",
+            FlushReason::Quiet => "quiet",
         }
     }
 }
@@ -102,6 +121,8 @@ pub struct FlushGate {
     config: FlushGateConfig,
     route: Tier,
     last_capacity_write: Option<Time>,
+    /// The latest foreground write to either tier.
+    last_write: Option<Time>,
     draining: bool,
     /// When `route` last changed (epoch before any report).
     route_since: Time,
@@ -114,6 +135,7 @@ impl FlushGate {
             config,
             route: Tier::Capacity,
             last_capacity_write: None,
+            last_write: None,
             draining: false,
             route_since: Time::ZERO,
         }
@@ -135,10 +157,13 @@ impl FlushGate {
     /// A foreground write just went to the capacity tier.
     pub fn handle_capacity_write(&mut self, now: Time) {
         // max: a write reported late must not move the idle clock back.
-        self.last_capacity_write = Some(match self.last_capacity_write {
-            Some(last) => last.max(now),
-            None => now,
-        });
+        self.last_capacity_write = Some(later(self.last_capacity_write, now));
+        self.handle_fast_write(now);
+    }
+
+    /// A foreground write just went to the fast tier's log.
+    pub fn handle_fast_write(&mut self, now: Time) {
+        self.last_write = Some(later(self.last_write, now));
     }
 
     /// Starts (`true`) or ends (`false`) a drain or unmount.
@@ -176,14 +201,22 @@ impl FlushGate {
         if !has_empty_region {
             return GateDecision::Flush(FlushReason::NoEmptyRegion);
         }
+        if self.config.hold_while_writing {
+            return self.idle_since(now, self.last_write, FlushReason::Quiet);
+        }
         if self.route == Tier::Fast {
             return GateDecision::Flush(FlushReason::FastTierTraffic);
         }
-        let Some(last) = self.last_capacity_write else {
-            return GateDecision::Flush(FlushReason::CapacityIdle);
+        self.idle_since(now, self.last_capacity_write, FlushReason::CapacityIdle)
+    }
+
+    /// Flush for `reason` once `flush_idle` has passed since `last`.
+    fn idle_since(&self, now: Time, last: Option<Time>, reason: FlushReason) -> GateDecision {
+        let Some(last) = last else {
+            return GateDecision::Flush(reason);
         };
         if now.saturating_since(last) >= self.config.flush_idle {
-            return GateDecision::Flush(FlushReason::CapacityIdle);
+            return GateDecision::Flush(reason);
         }
         let recheck_at = last.saturating_add(self.config.flush_idle);
         GateDecision::Pause {
@@ -191,6 +224,11 @@ impl FlushGate {
             recheck_at: (recheck_at != Time::from_nanos(u64::MAX)).then_some(recheck_at),
         }
     }
+}
+
+/// `last` moved to `now` unless it is later already.
+fn later(last: Option<Time>, now: Time) -> Time {
+    last.map_or(now, |last| last.max(now))
 }
 
 #[cfg(test)]
@@ -328,6 +366,8 @@ mod tests {
     #[test]
     fn idle_rule_off_pauses_without_recheck_time() {
         let mut g = FlushGate::new(FlushGateConfig {
+            flush_age: None,
+            hold_while_writing: false,
             flush_idle: Duration::MAX,
         });
         g.handle_capacity_write(ms(1));
@@ -344,6 +384,8 @@ mod tests {
     #[test]
     fn zero_flush_idle_flushes_right_after_a_write() {
         let mut g = FlushGate::new(FlushGateConfig {
+            flush_age: None,
+            hold_while_writing: false,
             flush_idle: Duration::ZERO,
         });
         g.handle_capacity_write(ms(1));
@@ -357,5 +399,41 @@ mod tests {
     fn reason_names() {
         assert_eq!(FlushReason::NoEmptyRegion.to_string(), "no_empty_region");
         assert_eq!(FlushReason::CapacityIdle.name(), "capacity_idle");
+    }
+}
+
+#[cfg(test)]
+mod hold_tests {
+    use super::*;
+
+    /// With `hold_while_writing`, writes to the fast tier hold flushing
+    /// back too (SSDUP+ would flush: the capacity tier is idle), until no
+    /// write came for `flush_idle`; the starvation guard still wins.
+    #[test]
+    fn holding_waits_for_quiet_of_both_tiers() {
+        let mut g = FlushGate::new(FlushGateConfig {
+            hold_while_writing: true,
+            ..FlushGateConfig::default()
+        });
+        let ms = Time::from_millis;
+        assert_eq!(g.poll(ms(0), true), GateDecision::Flush(FlushReason::Quiet));
+        g.handle_route(ms(0), Tier::Fast);
+        g.handle_fast_write(ms(100));
+        assert_eq!(
+            g.poll(ms(150), true),
+            GateDecision::Pause {
+                recheck_at: Some(ms(300))
+            }
+        );
+        assert_eq!(
+            g.poll(ms(150), false),
+            GateDecision::Flush(FlushReason::NoEmptyRegion)
+        );
+        g.handle_capacity_write(ms(250));
+        assert!(matches!(g.poll(ms(300), true), GateDecision::Pause { .. }));
+        assert_eq!(
+            g.poll(ms(450), true),
+            GateDecision::Flush(FlushReason::Quiet)
+        );
     }
 }

@@ -646,6 +646,11 @@ impl RegionPipeline {
         self.flush_queue.front().copied()
     }
 
+    /// Every full region, in the order they became full.
+    pub fn full_regions(&self) -> impl ExactSizeIterator<Item = RegionId> + '_ {
+        self.flush_queue.iter().copied()
+    }
+
     /// `Full → Flushing`: the engine starts flushing `region`. Any full
     /// region may be flushed, not only [`RegionPipeline::poll_flush`]'s
     /// choice, so that several can flush at once.

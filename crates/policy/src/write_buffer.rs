@@ -178,6 +178,9 @@ pub struct WriteBuffer {
     index: ExtentIndex,
     /// Per region: the files it describes.
     described: Vec<BTreeSet<FileId>>,
+    /// Per region: when its first record since it was last empty was
+    /// placed (for the flush age).
+    first_write: Vec<Option<Time>>,
     next_seq: u64,
     counters: WriteBufferCounters,
 }
@@ -209,6 +212,11 @@ impl WriteBuffer {
             gate: FlushGate::new(config.gate),
             index,
             described: alloc::vec![BTreeSet::new(); states.len()],
+            // Recovered bytes count as written at the restore.
+            first_write: states
+                .iter()
+                .map(|&(_, used)| (used > 0).then_some(Time::ZERO))
+                .collect(),
             next_seq: next_seq.max(1),
             counters: WriteBufferCounters::default(),
         })
@@ -279,6 +287,7 @@ impl WriteBuffer {
                 Placement::Capacity
             }
             Placement::Log(r) => {
+                self.gate.handle_fast_write(now);
                 if tier == Tier::Fast {
                     self.counters.fast_bytes += len;
                 } else {
@@ -346,6 +355,9 @@ impl WriteBuffer {
         };
         match admission {
             Admission::Append { region, offset } => {
+                if offset == 0 {
+                    self.first_write[region.0 as usize] = Some(now);
+                }
                 let describe_seq = match (describe, file) {
                     (true, Some(id)) => {
                         self.described[region.0 as usize].insert(id);
@@ -467,14 +479,51 @@ impl WriteBuffer {
     }
 
     /// What the flusher should do now: the oldest full region, if the
-    /// gate allows flushing.
-    pub fn poll_flush(&self, now: Time) -> FlushPoll {
-        let Some(region) = self.pipeline.poll_flush() else {
-            return FlushPoll::Idle;
+    /// gate allows flushing. With a flush age configured, a filling region
+    /// whose first record is older than it is closed (made full) when the
+    /// gate allows, and returned: its bytes then flush although it is not
+    /// full. When the gate allows because writes have stopped
+    /// ([`FlushReason::Quiet`]) or for a drain, the filling region is
+    /// closed too, so that every buffered byte flushes in one merged pass
+    /// ([`WriteBuffer::start_flush_set`] over [`WriteBuffer::full_regions`]).
+    pub fn poll_flush(&mut self, now: Time) -> FlushPoll {
+        let region = match self.pipeline.poll_flush() {
+            Some(region) => region,
+            None => match self.aged_filling(now) {
+                Ok(region) => region,
+                Err(poll) => return poll,
+            },
         };
         match self.gate_poll(now) {
-            GateDecision::Flush(reason) => FlushPoll::Flush { region, reason },
+            GateDecision::Flush(reason) => {
+                let aged = self.pipeline.state(region) == Some(RegionState::Filling);
+                if aged || matches!(reason, FlushReason::Quiet | FlushReason::Draining) {
+                    self.pipeline.seal();
+                }
+                FlushPoll::Flush { region, reason }
+            }
             GateDecision::Pause { recheck_at } => FlushPoll::Pause { recheck_at },
+        }
+    }
+
+    /// The filling region if its first record is older than the flush age;
+    /// else what to tell the flusher (idle, or when the age is reached).
+    fn aged_filling(&self, now: Time) -> Result<RegionId, FlushPoll> {
+        let age = self.gate.config().flush_age;
+        let filling = self.pipeline.filling();
+        let first = filling.and_then(|r| self.first_write[r.0 as usize]);
+        match (age, filling, first) {
+            (Some(age), Some(region), Some(first)) => {
+                let due = first.saturating_add(age);
+                if now >= due {
+                    Ok(region)
+                } else {
+                    Err(FlushPoll::Pause {
+                        recheck_at: Some(due),
+                    })
+                }
+            }
+            _ => Err(FlushPoll::Idle),
         }
     }
 
@@ -490,6 +539,61 @@ impl WriteBuffer {
     /// split into records of at most this many bytes, headers included.
     pub fn record_bytes_max(&self) -> u64 {
         self.pipeline.config().region_bytes
+    }
+
+    /// The full regions in the order they became full: flush them
+    /// together with [`WriteBuffer::start_flush_set`], and reset them in
+    /// this order (an older region first, so that a truncate or unlink
+    /// record is never reset while older data it supersedes is still in
+    /// the log).
+    pub fn full_regions(&self) -> Vec<RegionId> {
+        self.pipeline.full_regions().collect()
+    }
+
+    /// Start flushing `regions` (each full) together: the runs of bytes
+    /// stored in any of them, per file in offset order and merged across
+    /// the regions, each at most `run_max_bytes`. Bytes that are contiguous
+    /// once sorted thus flush as one write although several regions hold
+    /// them. Look each run up again with [`WriteBuffer::flush_set_pieces`];
+    /// finish (or abort) each region on its own. On an error no region was
+    /// started.
+    pub fn start_flush_set(
+        &mut self,
+        regions: &[RegionId],
+        run_max_bytes: u64,
+    ) -> Result<Vec<FlushRunRef>, PipelineError> {
+        let mut set = regions.to_vec();
+        set.sort_unstable();
+        set.dedup();
+        for (i, &region) in set.iter().enumerate() {
+            if let Err(e) = self.pipeline.start_flush(region) {
+                for &started in &set[..i] {
+                    let _ = self.pipeline.abort_flush(started);
+                }
+                return Err(e);
+            }
+        }
+        let mut runs = Vec::new();
+        for (file, extents) in self.index.files() {
+            for run in extents.flush_runs_in(&set, run_max_bytes) {
+                runs.push(FlushRunRef {
+                    file,
+                    file_offset: run.file_offset,
+                    len: run.len,
+                });
+            }
+        }
+        Ok(runs)
+    }
+
+    /// The bytes of `run` still buffered in any of `regions` now:
+    /// `(file_offset, len, location)` per piece, in file order.
+    pub fn flush_set_pieces(
+        &self,
+        regions: &[RegionId],
+        run: FlushRunRef,
+    ) -> Vec<(u64, u64, LogLocation)> {
+        self.pieces_where(run.file, run.file_offset, run.len, |r| regions.contains(&r))
     }
 
     /// Start flushing `region` (full): the runs of file-contiguous bytes
@@ -518,7 +622,7 @@ impl WriteBuffer {
     /// The bytes of `run` still buffered in `region` now: `(file_offset,
     /// len, location)` per piece.
     pub fn flush_pieces(&self, region: RegionId, run: FlushRunRef) -> Vec<(u64, u64, LogLocation)> {
-        self.buffered_pieces(run.file, run.file_offset, run.len, Some(region))
+        self.flush_set_pieces(&[region], run)
     }
 
     /// The buffered pieces of `[offset, offset + len)` of `file`, in file
@@ -531,6 +635,16 @@ impl WriteBuffer {
         len: u64,
         region: Option<RegionId>,
     ) -> Vec<(u64, u64, LogLocation)> {
+        self.pieces_where(file, offset, len, |r| region.is_none_or(|want| r == want))
+    }
+
+    fn pieces_where(
+        &self,
+        file: FileId,
+        offset: u64,
+        len: u64,
+        in_region: impl Fn(RegionId) -> bool,
+    ) -> Vec<(u64, u64, LogLocation)> {
         self.index
             .lookup(file, offset, len)
             .filter_map(|piece| match piece {
@@ -539,9 +653,7 @@ impl WriteBuffer {
                     len,
                     location,
                     ..
-                } if region.is_none_or(|r| location.region == r) => {
-                    Some((file_offset, len, location))
-                }
+                } if in_region(location.region) => Some((file_offset, len, location)),
                 _ => None,
             })
             .collect()
@@ -554,6 +666,9 @@ impl WriteBuffer {
         self.index.remove_region(region);
         if let Some(files) = self.described.get_mut(region.0 as usize) {
             files.clear();
+        }
+        if let Some(first) = self.first_write.get_mut(region.0 as usize) {
+            *first = None;
         }
         Ok(())
     }

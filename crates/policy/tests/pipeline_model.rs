@@ -535,7 +535,11 @@ proptest! {
         events in prop::collection::vec(gate_event_strategy(), 0..50),
     ) {
         let flush_idle = Duration::from_nanos(flush_idle_nanos);
-        let mut gate = FlushGate::new(FlushGateConfig { flush_idle });
+        let mut gate = FlushGate::new(FlushGateConfig {
+            flush_idle,
+            flush_age: None,
+            hold_while_writing: false,
+        });
         let mut now = Time::ZERO;
         for event in events {
             match event {
@@ -551,6 +555,9 @@ proptest! {
                 GateDecision::Flush(FlushReason::Draining) => prop_assert!(gate.is_draining()),
                 GateDecision::Flush(FlushReason::NoEmptyRegion) => {
                     prop_assert!(false, "has an empty region");
+                }
+                GateDecision::Flush(FlushReason::Quiet) => {
+                    prop_assert!(false, "hold_while_writing is off");
                 }
                 GateDecision::Flush(FlushReason::FastTierTraffic) => {
                     prop_assert!(!gate.is_draining());

@@ -131,27 +131,34 @@ impl Harness {
         file[offset as usize..end].copy_from_slice(data);
     }
 
-    /// Flush the oldest full region (sealing the filling one if none is
-    /// full), as the flusher does under a drain. False if nothing to flush.
+    /// Flush every full region together, runs merged across them (sealing
+    /// the filling one if none is full), as the engine's flusher does under
+    /// a drain. False if nothing to flush.
     fn flush_region(&mut self) -> bool {
         self.buffer.set_draining(true);
         if !self.buffer.flush_pending() && self.buffer.seal().is_none() {
             self.buffer.set_draining(false);
             return false;
         }
-        let region = match self.buffer.poll_flush(self.now) {
-            sluice_policy::write_buffer::FlushPoll::Flush { region, .. } => region,
+        match self.buffer.poll_flush(self.now) {
+            sluice_policy::write_buffer::FlushPoll::Flush { .. } => {}
             other => panic!("a draining flusher with a full region must flush, got {other:?}"),
         };
-        let runs = self.buffer.start_flush(region, 4096).expect("full region");
+        let set = self.buffer.full_regions();
+        let runs = self
+            .buffer
+            .start_flush_set(&set, 4096)
+            .expect("full regions");
         for run in runs {
-            for (file_offset, len, location) in self.buffer.flush_pieces(region, run) {
+            for (file_offset, len, location) in self.buffer.flush_set_pieces(&set, run) {
                 let bytes = self.read_log(location, len);
                 self.capacity_write(run.file, file_offset, &bytes);
             }
         }
-        self.log[region.0 as usize].clear();
-        self.buffer.finish_flush(region).expect("flushing region");
+        for region in set {
+            self.log[region.0 as usize].clear();
+            self.buffer.finish_flush(region).expect("flushing region");
+        }
         self.buffer.set_draining(false);
         true
     }
@@ -437,4 +444,96 @@ fn write_through_over_buffered_bytes_is_not_shadowed_by_them() {
     assert_eq!(h.read(0), vec![b'B'; 1024]);
     while h.flush_region() {}
     assert_eq!(h.capacity[&h.names[0]], vec![b'B'; 1024]);
+}
+
+/// Runs merge across the regions flushed together: a file written in two
+/// halves, each half in its own region, flushes as one run per
+/// `run_max`, not one per region; the single-region path (the papers'
+/// pipeline, used by the simulator) gives one run per region.
+#[test]
+fn a_flush_set_merges_runs_across_regions() {
+    let mut h = Harness::new(WhenFull::Wait, 3);
+    let id = h.names[0];
+    // Odd blocks first, then even ones: each region holds every other
+    // block, so only together are they contiguous.
+    let block = 512u64;
+    for pass in [1u64, 0] {
+        for i in 0..(REGION_BYTES / block / 4) {
+            let offset = (2 * i + pass) * block;
+            let now = h.now;
+            let placed =
+                h.buffer
+                    .place_write(now, id, offset, block, block + 64, 0, Tier::Fast, now);
+            let Placement::Log(reservation) = placed else {
+                panic!("{placed:?}");
+            };
+            h.buffer.insert(
+                id,
+                Extent {
+                    file_offset: offset,
+                    len: block as u32,
+                    location: LogLocation {
+                        region: reservation.region,
+                        offset: reservation.record_offset,
+                    },
+                    seq: reservation.seq,
+                },
+            );
+        }
+        h.buffer.seal();
+    }
+    let set = h.buffer.full_regions();
+    assert_eq!(set.len(), 2);
+    let runs = h.buffer.start_flush_set(&set, u64::MAX).unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].len, REGION_BYTES / 2);
+    for region in &set {
+        h.buffer.abort_flush(*region).unwrap();
+    }
+    let one = h.buffer.start_flush(set[0], u64::MAX).unwrap();
+    assert_eq!(one.len(), (REGION_BYTES / block / 4) as usize);
+}
+
+/// With a flush age, a partly filled region flushes once its first record
+/// is that old (and the gate allows); without one it never does.
+#[test]
+fn a_region_older_than_the_flush_age_is_closed_and_flushed() {
+    use sluice_policy::write_buffer::FlushPoll;
+    for age in [None, Some(Duration::from_secs(30))] {
+        let config = WriteBufferConfig {
+            redirector: RedirectorConfig::default(),
+            pipeline: PipelineConfig {
+                regions: 2,
+                region_bytes: REGION_BYTES,
+                when_full: WhenFull::Wait,
+                wait_max: Duration::from_millis(500),
+            },
+            gate: FlushGateConfig {
+                flush_age: age,
+                ..FlushGateConfig::default()
+            },
+        };
+        let mut buffer = WriteBuffer::new(config).unwrap();
+        let t0 = Time::from_millis(1000);
+        let placed = buffer.place_write(t0, FileId(1), 0, 100, 164, 0, Tier::Fast, t0);
+        assert!(matches!(placed, Placement::Log(_)));
+        let early = buffer.poll_flush(t0.saturating_add(Duration::from_secs(29)));
+        let late = buffer.poll_flush(t0.saturating_add(Duration::from_secs(31)));
+        match age {
+            None => {
+                assert_eq!(early, FlushPoll::Idle);
+                assert_eq!(late, FlushPoll::Idle);
+            }
+            Some(_) => {
+                assert_eq!(
+                    early,
+                    FlushPoll::Pause {
+                        recheck_at: Some(t0.saturating_add(Duration::from_secs(30)))
+                    }
+                );
+                assert!(matches!(late, FlushPoll::Flush { .. }), "{late:?}");
+                assert_eq!(buffer.full_regions().len(), 1);
+            }
+        }
+    }
 }

@@ -1541,7 +1541,7 @@ impl<'a> Sim<'a> {
     /// The full region `server` should start flushing now, if any: the
     /// oldest, once the gate allows it (SSDUP+), or at once (the others).
     fn region_to_flush(&mut self, now: Time, server: u32) -> Option<RegionId> {
-        let s = &self.servers[server as usize];
+        let s = &mut self.servers[server as usize];
         if !s.traffic_aware {
             return s.buffer.oldest_full_region();
         }
@@ -1733,6 +1733,9 @@ fn buffer_config(config: &ClusterConfig, system: System) -> WriteBufferConfig {
         },
         gate: FlushGateConfig {
             flush_idle: config.flush_idle,
+            // The papers' pipeline: only full regions flush.
+            flush_age: None,
+            hold_while_writing: false,
         },
     }
 }

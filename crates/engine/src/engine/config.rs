@@ -25,6 +25,10 @@ pub struct EngineConfig {
     /// second (`None`: as fast as the tier takes them). Applies to drains
     /// too: the cap protects a shared capacity tier, whoever asks.
     pub flush_bandwidth: Option<NonZeroU64>,
+    /// Flush writes in flight at once (at least 1): the capacity device
+    /// queues and merges them, so contiguous data drains at its
+    /// sequential speed.
+    pub flush_writers: u32,
 }
 
 impl Default for EngineConfig {
@@ -40,8 +44,13 @@ impl Default for EngineConfig {
             region_bytes: 256 * 1024 * 1024,
             when_full: WhenFull::Wait,
             wait_max: Duration::from_secs(1),
-            flush_gate: FlushGateConfig::default(),
+            flush_gate: FlushGateConfig {
+                flush_age: Some(Duration::from_secs(30)),
+                hold_while_writing: true,
+                ..FlushGateConfig::default()
+            },
             flush_run_max_bytes: 4 * 1024 * 1024,
+            flush_writers: 4,
             record_max_bytes: 1024 * 1024,
             flush_bandwidth: None,
         }
@@ -58,8 +67,10 @@ impl EngineConfig {
                 self.regions
             ));
         }
-        if self.record_max_bytes == 0 || self.flush_run_max_bytes == 0 {
-            return invalid("record_max_bytes and flush_run_max_bytes must be above 0".into());
+        if self.record_max_bytes == 0 || self.flush_run_max_bytes == 0 || self.flush_writers == 0 {
+            return invalid(
+                "record_max_bytes, flush_run_max_bytes and flush_writers must be above 0".into(),
+            );
         }
         // A record and the path record before it must fit in a region.
         let largest =

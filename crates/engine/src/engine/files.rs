@@ -69,7 +69,7 @@ pub(super) fn attach(
             written: None,
             io: Arc::new(Mutex::new(())),
             size,
-            busy: false,
+            busy: 0,
             created_unsynced,
             opens: 0,
             appending: 0,
@@ -162,7 +162,7 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
     let unused = state
         .files
         .get(&id)
-        .is_some_and(|o| o.opens == 0 && !o.busy && o.appending == 0)
+        .is_some_and(|o| o.opens == 0 && o.busy == 0 && o.appending == 0)
         && !state.buffer.has_buffered(id);
     if unused {
         if let Some(open) = remove_file_entry(state, id) {
@@ -180,7 +180,7 @@ pub(super) fn wait_not_busy<'a>(
     mut state: MutexGuard<'a, State>,
     file: FileId,
 ) -> io::Result<MutexGuard<'a, State>> {
-    while state.files.get(&file).is_some_and(|f| f.busy) {
+    while state.files.get(&file).is_some_and(|f| f.busy > 0) {
         state = shared
             .changed
             .wait(state)
@@ -284,7 +284,7 @@ fn flush_file<'a>(
     if pieces.is_empty() {
         return (state, Ok(()));
     }
-    let (_, written) = write_stretches(handle.as_ref(), &pieces, |_| {});
+    let (_, written) = write_stretches(handle.as_ref(), &pieces);
     let result = written
         .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
         .and_then(|()| handle.sync_data())

@@ -1,8 +1,10 @@
-//! The flusher thread: polls the write buffer for a region to flush,
-//! writes its runs to the capacity tier (each looked up again under the
-//! lock), syncs the files, resets the region.
+//! The flusher thread: polls the write buffer, flushes every full region
+//! together (runs merged across them per file, several writes in flight,
+//! each run looked up again under the lock), syncs the files, resets the
+//! regions.
 
 use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One region flush step's outcome.
 pub(super) enum Step {
@@ -15,7 +17,7 @@ pub(super) enum Step {
 pub(super) fn flusher_loop(shared: &Shared) {
     let mut backoff = Duration::from_millis(50);
     loop {
-        match flush_one_region(shared) {
+        match flush_regions(shared) {
             Ok(Some(step)) => {
                 let state = lock(shared);
                 match step {
@@ -41,16 +43,18 @@ pub(super) fn flusher_loop(shared: &Shared) {
     }
 }
 
-/// Flush the oldest full region if the gate allows: `Ok(None)` when a
-/// region was flushed and reset, `Ok(Some(step))` when there was nothing
-/// to do, `Err` when a flush failed (the region stays buffered).
-pub(super) fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
+/// When the gate allows, flush every full region together (docs/engine.md,
+/// "Flushing"): their bytes merged per file and written in file order,
+/// `flush_writers` writes in flight. `Ok(None)` when regions were flushed
+/// and reset, `Ok(Some(step))` when there was nothing to do, `Err` when a
+/// flush failed (the regions not yet reset stay buffered).
+pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
     let mut state = lock(shared);
     if state.shutdown {
         return Ok(Some(Step::Shutdown));
     }
     let now = shared.clock.now();
-    let region = match state.buffer.poll_flush(now) {
+    match state.buffer.poll_flush(now) {
         FlushPoll::Idle => return Ok(Some(Step::Idle(Duration::from_millis(100)))),
         FlushPoll::Pause { recheck_at } => {
             let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));
@@ -58,113 +62,247 @@ pub(super) fn flush_one_region(shared: &Shared) -> io::Result<Option<Step>> {
                 wait.clamp(Duration::from_millis(1), Duration::from_millis(100)),
             )));
         }
-        FlushPoll::Flush { region, .. } => region,
-    };
-    if state.regions[region.0 as usize].in_flight > 0 {
-        // A record is still being written into it; its end notifies.
+        FlushPoll::Flush { .. } => {}
+    }
+    // A region with a record still being written into it waits for the
+    // next round (the record's end notifies).
+    let set: Vec<RegionId> = state
+        .buffer
+        .full_regions()
+        .into_iter()
+        .filter(|r| state.regions[r.0 as usize].in_flight == 0)
+        .collect();
+    if set.is_empty() {
         return Ok(Some(Step::Idle(Duration::from_millis(10))));
     }
     let runs = state
         .buffer
-        .start_flush(region, shared.config.flush_run_max_bytes)
+        .start_flush_set(&set, shared.config.flush_run_max_bytes)
         .map_err(|e| io::Error::other(e.to_string()))?;
     drop(state);
-    let mut touched: HashMap<FileId, Arc<dyn BackendFile>> = HashMap::new();
-    for run in runs {
-        if let Err(e) = flush_run(shared, region, run, &mut touched) {
-            let mut state = lock(shared);
+    let abort = |e: io::Error| {
+        let mut state = lock(shared);
+        for &region in &set {
             let _ = state.buffer.abort_flush(region);
-            return Err(e);
         }
-    }
-    // Every capacity file the region's bytes went to is synced before the
+        e
+    };
+    let touched = write_runs(shared, &set, &runs).map_err(abort)?;
+    // Every capacity file the regions' bytes went to is synced before a
     // region can be reused (DESIGN §4.5).
     for handle in touched.values() {
-        if let Err(e) = handle.sync_data() {
-            let mut state = lock(shared);
-            let _ = state.buffer.abort_flush(region);
-            return Err(io::Error::new(
+        handle.sync_data().map_err(|e| {
+            abort(io::Error::new(
                 e.kind(),
                 format!(
                     "capacity tier {}: sync after flush: {e}",
                     shared.capacity.describe()
                 ),
-            ));
-        }
+            ))
+        })?;
     }
     let mut state = lock(shared);
-    // Readers copying buffered bytes of the region finish first.
-    while state.regions[region.0 as usize].readers > 0 {
+    // Readers copying buffered bytes of the regions finish first.
+    while set.iter().any(|r| state.regions[r.0 as usize].readers > 0) {
         state = shared
             .changed
             .wait(state)
             .unwrap_or_else(|e| e.into_inner());
     }
-    let log_region = &mut state.regions[region.0 as usize];
-    let generation = log_region.file.generation() + 1;
-    let reset = log_region
-        .file
-        .reset(generation)
-        .and_then(|()| log_region.file.sync());
-    if let Err(e) = reset {
-        let _ = state.buffer.abort_flush(region);
-        return Err(io::Error::new(
-            e.kind(),
-            format!(
-                "fast tier {}: reset region {}: {e}",
-                shared.fast.describe(),
-                region.0
-            ),
-        ));
+    for (i, &region) in set.iter().enumerate() {
+        let log_region = &mut state.regions[region.0 as usize];
+        let generation = log_region.file.generation() + 1;
+        let reset = log_region
+            .file
+            .reset(generation)
+            .and_then(|()| log_region.file.sync());
+        if let Err(e) = reset {
+            for &later in &set[i..] {
+                let _ = state.buffer.abort_flush(later);
+            }
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "fast tier {}: reset region {}: {e}",
+                    shared.fast.describe(),
+                    region.0
+                ),
+            ));
+        }
+        log_region.records.clear();
+        log_region.dirty = false;
+        state
+            .buffer
+            .finish_flush(region)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        state.stats.regions_flushed += 1;
     }
-    log_region.records.clear();
-    log_region.dirty = false;
-    state
-        .buffer
-        .finish_flush(region)
-        .map_err(|e| io::Error::other(e.to_string()))?;
     let flushed: Vec<FileId> = state.files.keys().copied().collect();
     for id in flushed {
         forget_if_unused(&mut state, id);
     }
-    state.stats.regions_flushed += 1;
     shared.changed.notify_all();
     Ok(None)
 }
 
-/// Write the bytes of `run` that still live in `region` to the capacity
-/// tier. They are looked up again under the lock, so superseded bytes are
-/// never written, then copied from the log and written outside it, one
-/// write per stretch of file-contiguous bytes (DESIGN §4.5: adjacent
-/// extents merged into large sequential writes).
-pub(super) fn flush_run(
+/// Write `runs` (file order) to the capacity tier, `flush_writers` at a
+/// time: the workers take the runs in order and copy them out of the log
+/// in parallel, but issue their writes in run order ([`Turns`]), so the
+/// writes in flight are neighbours in the file, each starting where the
+/// one before ends, and the capacity device serves them without seeking.
+/// Returns the files written; the first error stops the others.
+fn write_runs(
     shared: &Shared,
-    region: RegionId,
+    set: &[RegionId],
+    runs: &[FlushRunRef],
+) -> io::Result<HashMap<FileId, Arc<dyn BackendFile>>> {
+    let touched = Mutex::new(HashMap::new());
+    let next = AtomicUsize::new(0);
+    let turns = Turns::new(runs.len());
+    let failed: Mutex<Option<io::Error>> = Mutex::new(None);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(&run) = runs.get(i) else { return };
+        // Passed when dropped, whatever happens to the run.
+        let turn = turns.take(i);
+        if failed.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return;
+        }
+        match flush_run(shared, set, run, turn) {
+            Ok(Some(handle)) => {
+                touched
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(run.file, handle);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
+                return;
+            }
+        }
+    };
+    let writers = (shared.config.flush_writers as usize).clamp(1, runs.len().max(1));
+    if writers == 1 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 1..writers {
+                scope.spawn(work);
+            }
+            work();
+        });
+    }
+    match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(touched.into_inner().unwrap_or_else(|e| e.into_inner())),
+    }
+}
+
+/// The order in which flush workers issue their writes: run `i` writes
+/// once every run before it has issued its last write (or ended).
+struct Turns {
+    /// The first run that has not passed, and which runs have passed.
+    state: Mutex<(usize, Vec<bool>)>,
+    changed: Condvar,
+}
+
+/// Run `i`'s turn; passes it when dropped.
+struct Turn<'a> {
+    turns: &'a Turns,
+    run: usize,
+}
+
+impl Turns {
+    fn new(runs: usize) -> Turns {
+        Turns {
+            state: Mutex::new((0, vec![false; runs])),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn take(&self, run: usize) -> Turn<'_> {
+        Turn { turns: self, run }
+    }
+}
+
+impl Turn<'_> {
+    /// Wait until every earlier run has passed.
+    fn wait(&self) {
+        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
+        while state.0 < self.run {
+            state = self
+                .turns
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (first, passed) = &mut *state;
+        passed[self.run] = true;
+        while passed.get(*first) == Some(&true) {
+            *first += 1;
+        }
+        self.turns.changed.notify_all();
+    }
+}
+
+/// Write the bytes of `run` that still live in the flushing regions `set`
+/// to the capacity tier. They are looked up again under the lock, so
+/// superseded bytes are never written, then copied from the log outside
+/// it, and written, once `turn` comes, one write per stretch of
+/// file-contiguous bytes (DESIGN §4.5: adjacent extents merged into large
+/// sequential writes); the turn passes as the last write is issued.
+/// Returns the file's capacity handle when something was written.
+fn flush_run(
+    shared: &Shared,
+    set: &[RegionId],
     run: FlushRunRef,
-    touched: &mut HashMap<FileId, Arc<dyn BackendFile>>,
-) -> io::Result<()> {
+    turn: Turn<'_>,
+) -> io::Result<Option<Arc<dyn BackendFile>>> {
     let file = run.file;
     let mut state = lock(shared);
-    let pieces = state.buffer.flush_pieces(region, run);
+    let pieces = state.buffer.flush_set_pieces(set, run);
     if pieces.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
-    // The region is flushing: nothing else resets it, so its records can
-    // be read outside the lock without a pin.
+    // The regions are flushing: nothing else resets them, so their records
+    // can be read outside the lock without a pin.
     let located: Vec<(u64, u64, Pinned)> = pieces
         .into_iter()
         .map(|(file_offset, len, location)| (file_offset, len, locate(&state, location)))
         .collect();
     let Some(open) = state.files.get_mut(&file) else {
-        return Ok(());
+        return Ok(None);
     };
-    open.busy = true;
+    open.busy += 1;
     let handle = Arc::clone(&open.handle);
     let path = open.path.clone();
     drop(state);
-    let (written, stretches) = write_stretches(handle.as_ref(), &located, |bytes| {
-        take_flush_tokens(shared, bytes)
-    });
+    let copied = copy_stretches(&located);
+    turn.wait();
+    let mut turn = Some(turn);
+    let (written, stretches) = match copied {
+        Ok(stretches) => {
+            let last = stretches.len().saturating_sub(1);
+            write_copied(handle.as_ref(), &stretches, |i, bytes| {
+                take_flush_tokens(shared, bytes);
+                if i == last {
+                    drop(turn.take());
+                }
+            })
+        }
+        Err(e) => (0, Err(StretchError::Copy(e))),
+    };
+    drop(turn);
     let mut corrupt = false;
     let result = stretches.map_err(|failure| match failure {
         StretchError::Copy(e) => {
@@ -182,7 +320,7 @@ pub(super) fn flush_run(
     let mut state = lock(shared);
     let mut written_at = None;
     if let Some(open) = state.files.get_mut(&file) {
-        open.busy = false;
+        open.busy -= 1;
         if !open.unlinked {
             written_at = open.written;
         }
@@ -193,7 +331,8 @@ pub(super) fn flush_run(
     state.stats.flushed_bytes += written;
     shared.changed.notify_all();
     drop(state);
-    if let (Ok(()), Some(at)) = (&result, written_at) {
+    result?;
+    if let Some(at) = written_at {
         // The flush's writes stamped the flush time on the file: give it
         // back the time of its last write (best effort: a rename racing
         // with the flush only leaves the flush time).
@@ -203,8 +342,7 @@ pub(super) fn flush_run(
         };
         let _ = shared.capacity.set_attr(&path, &times);
     }
-    touched.insert(file, handle);
-    result
+    Ok(Some(handle))
 }
 
 /// Why [`write_stretches`] stopped.
@@ -217,31 +355,48 @@ pub(super) enum StretchError {
 
 /// Copy `pieces` (file order: `(file_offset, len, record)`) out of the log
 /// and write them to `handle`, one write per stretch of file-contiguous
-/// bytes; `before_write(bytes)` runs before each write (the flush's
-/// bandwidth cap). Returns the bytes written, and why it stopped early.
+/// bytes. Returns the bytes written, and why it stopped early.
 pub(super) fn write_stretches(
     handle: &dyn BackendFile,
     pieces: &[(u64, u64, Pinned)],
-    mut before_write: impl FnMut(u64),
+) -> (u64, Result<(), StretchError>) {
+    match copy_stretches(pieces) {
+        Ok(stretches) => write_copied(handle, &stretches, |_, _| {}),
+        Err(e) => (0, Err(StretchError::Copy(e))),
+    }
+}
+
+/// Copy `pieces` (file order) out of the log into stretches of
+/// file-contiguous bytes: `(file_offset, bytes)`.
+fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u64, Vec<u8>)>> {
+    let mut stretches: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (file_offset, len, pinned) in pieces {
+        let continues = stretches
+            .last()
+            .is_some_and(|(start, buf)| start + buf.len() as u64 == *file_offset);
+        if !continues {
+            stretches.push((*file_offset, Vec::new()));
+        }
+        // INVARIANT: a stretch was pushed above if none continued.
+        let buf = &mut stretches.last_mut().expect("a stretch").1;
+        let at = buf.len();
+        buf.resize(at + *len as usize, 0);
+        pinned.copy_to(&mut buf[at..])?;
+    }
+    Ok(stretches)
+}
+
+/// Write copied stretches to `handle`; `before_write(i, bytes)` runs
+/// before the `i`th write (the bandwidth cap, the turn).
+fn write_copied(
+    handle: &dyn BackendFile,
+    stretches: &[(u64, Vec<u8>)],
+    mut before_write: impl FnMut(usize, u64),
 ) -> (u64, Result<(), StretchError>) {
     let mut written = 0u64;
-    let mut next = 0;
-    while next < pieces.len() {
-        let start = pieces[next].0;
-        let mut buf = Vec::new();
-        while let Some((file_offset, len, pinned)) = pieces.get(next) {
-            if *file_offset != start + buf.len() as u64 {
-                break;
-            }
-            let at = buf.len();
-            buf.resize(at + *len as usize, 0);
-            if let Err(e) = pinned.copy_to(&mut buf[at..]) {
-                return (written, Err(StretchError::Copy(e)));
-            }
-            next += 1;
-        }
-        before_write(buf.len() as u64);
-        if let Err(e) = handle.write_at(&buf, start) {
+    for (i, (start, buf)) in stretches.iter().enumerate() {
+        before_write(i, buf.len() as u64);
+        if let Err(e) = handle.write_at(buf, *start) {
             return (written, Err(StretchError::Write(e)));
         }
         written += buf.len() as u64;

@@ -142,8 +142,8 @@ struct OpenFile {
     /// flusher gives it back after writing buffered bytes (which would
     /// otherwise stamp the flush time on it).
     written: Option<SystemTime>,
-    /// The flusher is writing this file outside the lock.
-    busy: bool,
+    /// Flush writes of this file in progress outside the lock.
+    busy: u32,
     /// Created by the engine and its directory not yet synced.
     created_unsynced: bool,
     /// `create`/`open_file` calls not yet matched by `release`. A released
@@ -607,6 +607,9 @@ impl Engine {
         let mut state = lock(shared);
         state.draining += 1;
         state.buffer.set_draining(true);
+        // The filling region joins the full ones, so the flusher merges
+        // all of them in one pass.
+        state.buffer.seal();
         shared.changed.notify_all();
         let errors_at_start = state.stats.flush_errors;
         let result = loop {

@@ -23,6 +23,7 @@
 #   SYSTEMS="raw mergerfs sluice sluice-fast-all"
 #   DOC=docs/results/mount-bench.md   (and its plot DOC's name .png, drawn
 #                                      when gnuplot is installed)
+#   SLUICE=${CARGO_TARGET_DIR:-target}/release/sluice   the binary
 # Needs fio, mergerfs, fusermount3 (apt-get install fio mergerfs fuse3),
 # python3, and cargo unless --no-build.
 set -euo pipefail
@@ -31,129 +32,40 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 ARGS=("$@")
 
-# shellcheck source=bench-args.sh
+# shellcheck source-path=SCRIPTDIR source=bench-args.sh disable=SC1091 # followed with -x
 source "$ROOT/scripts/bench-args.sh"
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh disable=SC1091 # followed with -x
+source "$ROOT/scripts/bench-lib.sh"
 
 SIZE=${SIZE:-256M}
 RUNS=${RUNS:-5}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench}
 SYSTEMS=${SYSTEMS:-raw mergerfs sluice sluice-fast-all}
 DOC=${DOC:-docs/results/mount-bench.md}
-SLUICE=$ROOT/target/release/sluice
 MERGERFS_OPTS=cache.files=off,func.getattr=newest,category.create=ff
 ROWS=(seq-1M-1job seq-1M-4jobs rand-256K-1job rand-256K-4jobs)
 FIO_COMMON="--size=$SIZE --ioengine=psync --direct=0 --end_fsync=1 --fallocate=none --group_reporting --output-format=json"
 
 
 # --- what is needed -------------------------------------------------------
-missing=()
-for tool in fio mergerfs fusermount3 mountpoint python3; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    die "missing: ${missing[*]} (install with: apt-get install fio mergerfs fuse3)"
-fi
-[ -e /dev/fuse ] || die "/dev/fuse is missing: FUSE is not available here"
-[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer (got '$RUNS')"
-size_bytes=$(numfmt --from=iec "${SIZE%[bB]}" 2>/dev/null) ||
-    die "SIZE must be a size such as 256M or 1G (got '$SIZE')"
+require_tools "apt-get install fio mergerfs fuse3" fio mergerfs fusermount3 mountpoint python3
+positive_int RUNS "$RUNS"
+size_bytes=$(size_bytes SIZE "$SIZE")
 for s in $SYSTEMS; do
     case "$s" in
         raw | mergerfs | sluice | sluice-fast-all) ;;
         *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice sluice-fast-all)" ;;
     esac
 done
-case "$BENCH_DIR" in
-    /*) ;;
-    *) BENCH_DIR=$ROOT/$BENCH_DIR ;;
-esac
+BENCH_DIR=$(abs_path "$BENCH_DIR")
 [ "$BENCH_DIR" != / ] || die "BENCH_DIR must not be /"
 
-if [ "$BUILD" = 1 ]; then
-    [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
-    command -v cargo >/dev/null 2>&1 || die "cargo is missing (or use --no-build with a built $SLUICE)"
-    echo "== cargo build --release -p sluice-cli" >&2
-    cargo build --release -p sluice-cli >&2
-fi
-[ -x "$SLUICE" ] || die "$SLUICE is missing: run cargo build --release -p sluice-cli"
+build_sluice
 
-# --- mounts and their cleanup ----------------------------------------------
+# --- mounts and their cleanup (scripts/bench-lib.sh) -------------------------
 RUN_DIR=$BENCH_DIR/run      # one system and row at a time
 RESULTS=$BENCH_DIR/results  # fio JSON, logs, unmount times
-PID=""                      # the FUSE daemon of the current mount
-MNT=""                      # the current mount point
-
-# shellcheck disable=SC2317  # called by the EXIT trap
-cleanup() {
-    local rc=$?
-    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
-        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
-    fi
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-        kill "$PID" 2>/dev/null || true
-        wait "$PID" 2>/dev/null || true
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Waits until $1 is a mount point served by pid $2 (log $3), 30 s at most.
-wait_mounted() {
-    local mnt=$1 pid=$2 log=$3 i
-    for ((i = 0; i < 60; i++)); do
-        mountpoint -q "$mnt" && return 0
-        if ! kill -0 "$pid" 2>/dev/null; then
-            echo "--- $log" >&2
-            cat "$log" >&2
-            die "the file system exited before $mnt was mounted (log above)"
-        fi
-        sleep 0.5
-    done
-    echo "--- $log" >&2
-    cat "$log" >&2
-    die "$mnt was not mounted after 30 s (log above)"
-}
-
-# Waits up to $2 seconds for pid $1 to exit; fails if it does not.
-wait_exit() {
-    local pid=$1 secs=$2 i
-    for ((i = 0; i < secs * 10; i++)); do
-        kill -0 "$pid" 2>/dev/null || {
-            wait "$pid" 2>/dev/null || true
-            return 0
-        }
-        sleep 0.1
-    done
-    return 1
-}
-
-TROUBLE=()  # problems met on the way (go into the doc too)
-
-# Stops the current FUSE mount: `sluice unmount` (drains) or fusermount3 -u,
-# then waits for the daemon; kill and fusermount3 -u on trouble.
-stop_mount() {
-    local sys=$1 log=$2 what=$3 ok=1
-    if [ "${sys%%-*}" = sluice ]; then
-        timeout 300 "$SLUICE" unmount "$MNT" >>"$log" 2>&1 || ok=0
-    else
-        fusermount3 -u "$MNT" >>"$log" 2>&1 || ok=0
-    fi
-    if [ "$ok" = 1 ] && wait_exit "$PID" 120; then
-        PID=""
-        MNT=""
-        return 0
-    fi
-    TROUBLE+=("$what: the unmount failed or the daemon did not exit (log: $log)")
-    echo "bench-mount.sh: WARNING: $what: unmount trouble, killing pid $PID; log $log:" >&2
-    tail -n 20 "$log" >&2 || true
-    kill "$PID" 2>/dev/null || true
-    wait_exit "$PID" 10 || kill -9 "$PID" 2>/dev/null || true
-    mountpoint -q "$MNT" && { fusermount3 -u "$MNT" || fusermount3 -uz "$MNT" || true; }
-    PID=""
-    MNT=""
-}
+bench_traps
 
 fio_args() { # row -> fio options (without directory and output)
     local rw bs jobs
@@ -171,16 +83,11 @@ fio_args() { # row -> fio options (without directory and output)
 
 # --- preparation -------------------------------------------------------------
 mkdir -p "$BENCH_DIR"
-if mountpoint -q "$RUN_DIR/mnt" 2>/dev/null; then # left by an interrupted run
-    fusermount3 -u "$RUN_DIR/mnt" || die "$RUN_DIR/mnt is still mounted; unmount it first"
-fi
+clear_stale_mount "$RUN_DIR/mnt" # left by an interrupted run
 rm -rf "$RUN_DIR" "$RESULTS"
 mkdir -p "$RESULTS"
 read -ra SYS <<<"$SYSTEMS"
-need=$((size_bytes * 4 * 3))  # the 4-job rows: log + capacity, with room
-avail=$(($(df -P -k "$BENCH_DIR" | awk 'NR==2 {print $4}') * 1024))
-[ "$avail" -ge "$need" ] ||
-    die "$BENCH_DIR has $((avail >> 20)) MiB free, needs about $((need >> 20)) MiB for SIZE=$SIZE"
+check_free "$BENCH_DIR" $((size_bytes * 4 * 3)) "SIZE=$SIZE" # the 4-job rows: log + capacity, with room
 
 total=$((RUNS * ${#ROWS[@]} * ${#SYS[@]}))
 n=0
@@ -207,7 +114,7 @@ for ((run = 1; run <= RUNS; run++)); do
                     MNT=$RUN_DIR/mnt
                     mergerfs -f -o "$MERGERFS_OPTS" "$RUN_DIR/raw" "$MNT" >>"$log" 2>&1 &
                     PID=$!
-                    wait_mounted "$MNT" "$PID" "$log"
+                    await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
                     ;;
                 sluice | sluice-fast-all)
@@ -217,7 +124,7 @@ for ((run = 1; run <= RUNS; run++)); do
                     "$SLUICE" mount --fast "$RUN_DIR/fast" --capacity "$RUN_DIR/cap" \
                         --policy "$policy" "$MNT" >>"$log" 2>&1 &
                     PID=$!
-                    wait_mounted "$MNT" "$PID" "$log"
+                    await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
                     ;;
             esac
@@ -261,13 +168,8 @@ meta=$RESULTS/meta.md
 cmd="SIZE=$SIZE RUNS=$RUNS BENCH_DIR=$BENCH_DIR"
 [ "$SYSTEMS" = "raw mergerfs sluice sluice-fast-all" ] || cmd+=" SYSTEMS=\"$SYSTEMS\""
 cmd+=" scripts/bench-mount.sh${ARGS[*]:+ ${ARGS[*]}}"
-commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$ROOT" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null)" ]; then
-    commit+=" (with uncommitted changes under crates/)"
-fi
-fstype=$(df -P -T "$BENCH_DIR" | awk 'NR==2 {print $2 " on " $1}')
-cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
-mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null || true)
+commit=$(sluice_commit)
+fstype=$(fs_summary "$BENCH_DIR")
 {
     echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') in ${elapsed} s with"
     echo
@@ -275,7 +177,7 @@ mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/n
     echo "$cmd"
     echo '```'
     echo
-    echo "- machine: $(nproc) CPUs${cpu:+ ($cpu)}, ${mem:-? GiB} RAM, kernel $(uname -r);" \
+    echo "- machine: $(machine_summary);" \
         "$(fio --version), $(mergerfs --version 2>&1 | head -n 1), sluice $commit"
     echo "- work directory: $BENCH_DIR ($fstype); every system and row in fresh directories there"
     echo "- fio: \`fio --name=ROW --rw=RW --bs=BS --numjobs=N $FIO_COMMON --directory=DIR --output=FILE\`;" \
@@ -289,10 +191,7 @@ mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/n
         for t in "${TROUBLE[@]}"; do echo "  - $t"; done
     fi
 } >"$meta"
-case "$DOC" in
-    /*) ;;
-    *) DOC=$ROOT/$DOC ;;
-esac
+DOC=$(abs_path "$DOC")
 update=()
 [ "$WRITE_DOC" = 1 ] && update=(--update "$DOC" --meta "$meta" --plot "${DOC%.md}.png")
 python3 "$ROOT/scripts/fio_table.py" "${update[@]}" "$RESULTS"/*__*__r*.json

@@ -39,10 +39,22 @@ else
   ./scripts/conformance.sh
 fi
 
-echo "== the main job runs with its defaults (sluice demo, small)"
+echo "== the main job runs with its defaults (sluice demo, small) and shows the point"
+# 48 MiB: each random writer makes 48 requests, enough for cost's verdict
+# (after a file's first 16) to buffer most of them. The summary's last two
+# columns are "MiB to the fast tier of MiB written" (or "-") for the
+# sequential and the random writers' files.
 demo_dir=$(mktemp -d)
-cargo run --quiet -p sluice-cli -- demo --dir "$demo_dir" --mib 8 | tail -n 8
+demo_out=$(cargo run --quiet -p sluice-cli -- demo --dir "$demo_dir" --mib 48) ||
+  { printf '%s\n' "$demo_out"; rm -rf "$demo_dir"; exit 1; }
 rm -rf "$demo_dir"
+printf '%s\n' "$demo_out" | tail -n 10
+printf '%s\n' "$demo_out" | awk -F'|' '
+  $2 ~ /^ phase [0-9]:/ {
+    if ($9 !~ /-/) { split($9, s, " of "); if (s[1] + 0 != 0) { print "demo: a sequential writer was buffered:" $2 "|" $9; bad = 1 } }
+    if ($2 ~ /^ phase 2:/) { seen = 1; split($10, r, " of "); if (!(r[1] + 0 > (r[2] + 0) / 2)) { print "demo: the random phase was not mostly buffered:" $10; bad = 1 } }
+  }
+  END { if (!seen) print "demo: no summary row for phase 2"; exit (bad || !seen) }'
 cargo run --quiet -p sluice-cli -- --summary-only >/dev/null
 
 # One closing line with the totals of every cargo test binary above.

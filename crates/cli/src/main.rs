@@ -54,7 +54,8 @@ enum Command {
     Config(ConfigCommand),
     /// The main job: mount with embedded defaults (capacity tier an
     /// emulated HDD), run sequential and random writers, read back, drain,
-    /// verify every byte, unmount, print a summary.
+    /// verify every byte, unmount; run the same writers on capacity-only,
+    /// verify, and print a summary comparing the two.
     Demo(DemoArgs),
     /// Measure a capacity device and recommend LiU's segment sizes: peak
     /// sequential bandwidth B, t80 of 1-byte random reads, throughput per

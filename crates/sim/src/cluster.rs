@@ -8,7 +8,8 @@
 //! node's link (both FIFO, Gigabit by default), and reaches the I/O node.
 //!
 //! Each I/O node has an HDD (C-LOOK queue of `queue_depth`) and an SSD, and
-//! runs one of four systems, all built from the policy crate's objects:
+//! runs one of five systems, all built from the policy crate's objects (the
+//! paper's four, then sluice's own):
 //! * `orangefs` — every write to the HDD (the baseline);
 //! * `orangefs-bb` — every write to the SSD, one region, flushed as soon as
 //!   it is full, writes go through to the HDD while it flushes (the
@@ -16,7 +17,11 @@
 //! * `ssdup` — static water marks, two regions, flush at once, writers wait
 //!   for a free region;
 //! * `ssdup+` — adaptive threshold, two regions, the traffic-aware flush
-//!   gate, writers wait for a free region.
+//!   gate, writers wait for a free region;
+//! * `sluice` — policy `cost` (per file, by predicted device time;
+//!   docs/policy.md) with its model taken from the simulated devices
+//!   ([`cost_model`]), otherwise as `ssdup+`: two regions, the
+//!   traffic-aware flush gate, writers wait.
 //!
 //! Each I/O node drives one [`WriteBuffer`] (the same object as the engine):
 //! it routes every write piece, places it in the SSD log, on the HDD or
@@ -46,6 +51,7 @@ use sluice_devices::hdd::{Hdd, HddConfig, HddRequest};
 use sluice_devices::link::{Link, LinkConfig};
 use sluice_devices::ssd::{Ssd, SsdConfig};
 use sluice_devices::IoKind;
+use sluice_policy::cost::CostModel;
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::extent_index::Extent;
 use sluice_policy::flush_gate::{FlushGateConfig, GateDecision};
@@ -76,34 +82,75 @@ pub enum System {
     Ssdup,
     /// SSDUP+: adaptive threshold, two regions, traffic-aware flush.
     SsdupPlus,
+    /// sluice: policy `cost` with the simulated devices' model
+    /// ([`cost_model`]), two regions, traffic-aware flush (as SSDUP+).
+    SluiceCost,
 }
 
 impl System {
-    /// All four, in report order.
-    pub const ALL: [System; 4] = [
+    /// All five, in report order: the paper's four, then sluice.
+    pub const ALL: [System; 5] = [
         System::Baseline,
         System::BurstBuffer,
         System::Ssdup,
         System::SsdupPlus,
+        System::SluiceCost,
     ];
 
-    /// Name in reports (the paper's names).
+    /// Name in reports (the paper's names; `sluice` for sluice's own).
     pub fn name(self) -> &'static str {
         match self {
             System::Baseline => "OrangeFS",
             System::BurstBuffer => "OrangeFS-BB",
             System::Ssdup => "SSDUP",
             System::SsdupPlus => "SSDUP+",
+            System::SluiceCost => "sluice",
         }
     }
 
-    fn policy(self) -> RedirectPolicy {
+    /// The placement policy of the system on `config`'s devices.
+    pub fn policy(self, config: &ClusterConfig) -> RedirectPolicy {
         match self {
             System::Baseline => RedirectPolicy::CapacityOnly,
             System::BurstBuffer => RedirectPolicy::FastAll,
             System::Ssdup => RedirectPolicy::ALL[2],
             System::SsdupPlus => RedirectPolicy::SsdupPlus,
+            System::SluiceCost => RedirectPolicy::Cost(cost_model(&config.hdd, &config.ssd)),
         }
+    }
+
+    /// Whether the flusher waits for the traffic-aware gate
+    /// ([`WriteBuffer::poll_flush`]); the others flush a full region at
+    /// once.
+    pub fn traffic_aware(self) -> bool {
+        matches!(self, System::SsdupPlus | System::SluiceCost)
+    }
+}
+
+/// The `cost` policy's model for these devices (docs/policy.md): `t_seek`
+/// is the HDD's short seek, a track-to-track seek plus half a revolution
+/// (seeks within one file are short; the mean rotational delay of the
+/// model's uniform rotation); `B_fast` and `t_fast` are the SSD's write
+/// bandwidth and per-request latency (one request is served by one
+/// channel). Hysteresis and evidence are the policy's defaults. The
+/// default devices give [`CostModel::EMULATED`]'s figures (5.17 ms,
+/// 250 MB/s, 60 µs).
+///
+/// A free function, not `CostModel::from_devices`: the policy crate owns
+/// `CostModel` and must not depend on the device models.
+pub fn cost_model(hdd: &HddConfig, ssd: &SsdConfig) -> CostModel {
+    let half_revolution_ms = if hdd.rpm == 0 {
+        0.0
+    } else {
+        30_000.0 / f64::from(hdd.rpm)
+    };
+    let seek_s = (hdd.seek_track_ms + half_revolution_ms) / 1e3;
+    CostModel {
+        // A device model out of range is refused by its own validation.
+        capacity_seek: Duration::try_from_secs_f64(seek_s).unwrap_or(Duration::ZERO),
+        fast_bytes_per_s: ssd.write_bytes_per_s,
+        fast_request: ssd.latency,
+        ..CostModel::EMULATED
     }
 }
 
@@ -296,6 +343,9 @@ pub struct RunResult {
     /// buffered bytes, so it went to the log (the write buffer's overlap
     /// rule).
     pub forced_to_log_bytes: u64,
+    /// `fast_bytes` per file, in file order (files with none left out).
+    #[serde(skip)]
+    pub fast_bytes_by_file: Vec<(FileId, u64)>,
     /// Bytes flushed from the SSD to the HDD before the run ended.
     pub flushed_bytes: u64,
     /// Bytes still buffered when the last process finished.
@@ -560,8 +610,8 @@ struct Server {
     ssd: Ssd,
     /// Routing, the SSD log's regions and index, and the flush gate.
     buffer: WriteBuffer,
-    /// Whether flushing waits for the gate (SSDUP+); the other systems
-    /// flush a region as soon as it is full.
+    /// Whether flushing waits for the gate (SSDUP+, sluice); the other
+    /// systems flush a region as soon as it is full.
     traffic_aware: bool,
     hdd_owner: HashMap<u64, Owner>,
     hdd_backlog: VecDeque<HddRequest>,
@@ -597,6 +647,8 @@ struct Sim<'a> {
     flushed_bytes: u64,
     streams: Vec<StreamPoint>,
     bytes_written: u64,
+    /// Bytes appended to the SSD logs per file.
+    fast_bytes_by_file: BTreeMap<FileId, u64>,
 }
 
 impl<'a> Sim<'a> {
@@ -619,15 +671,19 @@ impl<'a> Sim<'a> {
         let device = |e: sluice_devices::DeviceConfigError| SimError(e.to_string());
         let mut servers = Vec::with_capacity(config.servers as usize);
         for s in 0..config.servers {
+            // The devices first: sluice's policy is built from their models.
+            let link = Link::new(config.server_link.clone()).map_err(device)?;
+            let hdd = Hdd::new(config.hdd.clone(), config.seed.wrapping_add(u64::from(s)))
+                .map_err(device)?;
+            let ssd = Ssd::new(config.ssd.clone()).map_err(device)?;
             let buffer = WriteBuffer::new(buffer_config(config, system))
                 .map_err(|e| SimError(e.to_string()))?;
             servers.push(Server {
-                link: Link::new(config.server_link.clone()).map_err(device)?,
-                hdd: Hdd::new(config.hdd.clone(), config.seed.wrapping_add(u64::from(s)))
-                    .map_err(device)?,
-                ssd: Ssd::new(config.ssd.clone()).map_err(device)?,
+                link,
+                hdd,
+                ssd,
                 buffer,
-                traffic_aware: system == System::SsdupPlus,
+                traffic_aware: system.traffic_aware(),
                 hdd_owner: HashMap::new(),
                 hdd_backlog: VecDeque::new(),
                 dirty_bytes: 0,
@@ -700,6 +756,7 @@ impl<'a> Sim<'a> {
             flushed_bytes: 0,
             streams: Vec::new(),
             bytes_written: jobs.iter().map(Job::bytes_written).sum(),
+            fast_bytes_by_file: BTreeMap::new(),
         })
     }
 
@@ -992,6 +1049,7 @@ impl<'a> Sim<'a> {
                 );
                 let done = server.ssd.schedule(now, IoKind::Write, p.len);
                 self.queue.schedule(done, Event::SsdDone { piece });
+                *self.fast_bytes_by_file.entry(p.file).or_insert(0) += p.len;
                 self.maybe_flush(now, p.server);
             }
             Placement::Capacity => {
@@ -1511,7 +1569,8 @@ impl<'a> Sim<'a> {
     }
 
     /// Whether the flusher of `server` may issue I/O now; schedules a
-    /// recheck when the gate pauses it. Only SSDUP+ asks its gate.
+    /// recheck when the gate pauses it. Only SSDUP+ and sluice ask their
+    /// gate.
     fn gate_allows(&mut self, now: Time, server: u32) -> bool {
         let s = &self.servers[server as usize];
         if !s.traffic_aware {
@@ -1539,7 +1598,8 @@ impl<'a> Sim<'a> {
     }
 
     /// The full region `server` should start flushing now, if any: the
-    /// oldest, once the gate allows it (SSDUP+), or at once (the others).
+    /// oldest, once the gate allows it (SSDUP+, sluice), or at once (the
+    /// others).
     fn region_to_flush(&mut self, now: Time, server: u32) -> Option<RegionId> {
         let s = &mut self.servers[server as usize];
         if !s.traffic_aware {
@@ -1686,6 +1746,7 @@ impl<'a> Sim<'a> {
             capacity_bytes: placed.capacity_bytes,
             write_through_bytes: placed.write_through_bytes,
             forced_to_log_bytes: placed.forced_to_log_bytes,
+            fast_bytes_by_file: self.fast_bytes_by_file.into_iter().collect(),
             flushed_bytes: self.flushed_bytes,
             buffered_at_end_bytes: buffered,
             waits,
@@ -1705,12 +1766,12 @@ impl<'a> Sim<'a> {
 fn buffer_config(config: &ClusterConfig, system: System) -> WriteBufferConfig {
     let regions = match system {
         System::Baseline | System::BurstBuffer => 1,
-        System::Ssdup | System::SsdupPlus => config.regions,
+        System::Ssdup | System::SsdupPlus | System::SluiceCost => config.regions,
     };
     let region_bytes = config.fast_bytes_per_server / u64::from(regions.max(1));
     WriteBufferConfig {
         redirector: RedirectorConfig {
-            policy: system.policy(),
+            policy: system.policy(config),
             detector: DetectorConfig {
                 stream_len: config.stream_len,
             },
@@ -1724,7 +1785,7 @@ fn buffer_config(config: &ClusterConfig, system: System) -> WriteBufferConfig {
             },
             // The paper's OrangeFS-BB writes through while its only region
             // flushes; SSDUP and SSDUP+ block the writer until a region is
-            // released (§2.4.1).
+            // released (§2.4.1), and so does sluice.
             when_full: match system {
                 System::BurstBuffer => WhenFull::WriteThrough,
                 _ => WhenFull::Wait,

@@ -10,6 +10,11 @@
 //! up to two threads; results are collected in a fixed order, so the report
 //! is a pure function of `(scale, seed)`.
 //!
+//! Wherever SSDUP+ runs, sluice's own policy (`cost`,
+//! [`System::SluiceCost`]) runs too, as one more column or series named
+//! `sluice`. The paper's systems' runs do not depend on it: their numbers
+//! are the same with or without it.
+//!
 //! Where the paper leaves a parameter open, the choice is stated in the
 //! experiment's parameters and in `docs/results/ssdup.md`.
 
@@ -19,7 +24,7 @@ use std::time::Duration;
 
 use sluice_policy::FileId;
 
-use crate::cluster::{simulate, ClusterConfig, RunResult, SimError, System};
+use crate::cluster::{cost_model, simulate, ClusterConfig, RunResult, SimError, System};
 use crate::output::{Plot, PlotKind, Report, Series, Table};
 use crate::workload::{Hpio, Ior, IorPattern, Job, MpiTileIo, TileDecomposition};
 
@@ -292,6 +297,28 @@ fn parameters(rc: &RunConfig, extra: &[(&str, String)]) -> Vec<(String, String)>
     ];
     p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
     p
+}
+
+/// The parameter line that says what the `sluice` system is, with the
+/// model its policy takes from `cluster`'s devices.
+fn sluice_parameter(cluster: &ClusterConfig) -> (&'static str, String) {
+    let m = cost_model(&cluster.hdd, &cluster.ssd);
+    (
+        "sluice",
+        format!(
+            "not in the paper: policy `cost` (docs/policy.md) with t_seek {:.2} ms ({} ms track-to-track \
+             seek + half a revolution at {} rpm), B_fast {:.0} MB/s and t_fast {} us (the SSD model), \
+             hysteresis {}, a verdict per {} requests of a file; two regions, writers wait, SSDUP+'s \
+             traffic-aware flush gate",
+            m.capacity_seek.as_secs_f64() * 1e3,
+            cluster.hdd.seek_track_ms,
+            cluster.hdd.rpm,
+            m.fast_bytes_per_s / 1e6,
+            m.fast_request.as_micros(),
+            m.hysteresis,
+            m.evidence,
+        ),
+    )
 }
 
 fn line_plot(stem: &str, title: &str, x: &str, y: &str, series: Vec<Series>) -> Plot {
@@ -586,11 +613,12 @@ fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         Some(84.5),
         Some(97.0),
     ];
+    let systems = System::ALL.len();
     let mut rows = Vec::new();
-    let mut tput: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 4];
-    let mut frac: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 4];
+    let mut tput: Vec<Vec<(f64, f64)>> = vec![Vec::new(); systems];
+    let mut frac: Vec<Vec<(f64, f64)>> = vec![Vec::new(); systems];
     for (i, &n) in procs.iter().enumerate() {
-        let rs = &results[i * 4..i * 4 + 4];
+        let rs = &results[i * systems..(i + 1) * systems];
         let mut row = vec![n.to_string()];
         for (k, r) in rs.iter().enumerate() {
             let t = r.jobs[0].throughput_mb_s();
@@ -600,9 +628,11 @@ fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         }
         row.push(pct(rs[2].fast_fraction()));
         row.push(pct(rs[3].fast_fraction()));
+        row.push(pct(rs[4].fast_fraction()));
         row.push(format!("{}%", paper_or_dash(paper_fraction[i])));
         let bb = rs[1].jobs[0].throughput_mb_s();
         row.push(pct(rs[3].jobs[0].throughput_mb_s() / bb - 1.0));
+        row.push(pct(rs[4].jobs[0].throughput_mb_s() / bb - 1.0));
         rows.push(row);
     }
     let series = |values: Vec<Vec<(f64, f64)>>| {
@@ -627,7 +657,7 @@ fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
                 "one job per process count: seg-contiguous 16 GB, then strided 16 GB, then seg-random 8 GB \
                  (separate files, a barrier between sets); 120 GiB SSD buffer per I/O node"
                     .into(),
-            )],
+            ), sluice_parameter(&base_cluster(rc))],
         ),
         tables: vec![Table {
             title: "Throughput (MB/s) and share of data sent to the SSD".into(),
@@ -637,10 +667,13 @@ fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
                 "OrangeFS-BB",
                 "SSDUP",
                 "SSDUP+",
+                "sluice",
                 "SSDUP to SSD",
                 "SSDUP+ to SSD",
+                "sluice to SSD",
                 "paper SSDUP+ to SSD",
                 "SSDUP+ vs BB",
+                "sluice vs BB",
             ]
             .map(String::from)
             .to_vec(),
@@ -666,7 +699,7 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
     let mut tasks = Vec::new();
     let job = three_sets(32, rc)?;
     for &depth in &depths {
-        for system in [System::Baseline, System::SsdupPlus] {
+        for system in [System::Baseline, System::SsdupPlus, System::SluiceCost] {
             let mut cluster = base_cluster(rc);
             cluster.hdd.queue_depth = depth;
             tasks.push(Task {
@@ -681,19 +714,25 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
     let mut rows = Vec::new();
     let mut base = Vec::new();
     let mut plus = Vec::new();
+    let mut ours = Vec::new();
     for (i, &depth) in depths.iter().enumerate() {
-        let b = results[i * 2].jobs[0].throughput_mb_s();
-        let p = results[i * 2 + 1].jobs[0].throughput_mb_s();
+        let b = results[i * 3].jobs[0].throughput_mb_s();
+        let p = results[i * 3 + 1].jobs[0].throughput_mb_s();
+        let c = results[i * 3 + 2].jobs[0].throughput_mb_s();
         base.push((i as f64, b));
         plus.push((i as f64, p));
+        ours.push((i as f64, c));
         rows.push(vec![
             depth.to_string(),
             mb_s(b),
             paper_or_dash(paper[i].1),
             mb_s(p),
-            pct(results[i * 2 + 1].fast_fraction()),
+            pct(results[i * 3 + 1].fast_fraction()),
             pct(p / b - 1.0),
             format!("{}%", paper[i].0),
+            mb_s(c),
+            pct(results[i * 3 + 2].fast_fraction()),
+            pct(c / b - 1.0),
         ]);
     }
     Ok(Report {
@@ -703,7 +742,13 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
                 OrangeFS reaches 124 MB/s at depth 32 and 179 MB/s at 512 (per I/O node in the paper's \
                 figure)."
             .into(),
-        parameters: parameters(rc, &[("workload", "Fig. 9's three sets, 32 processes".into())]),
+        parameters: parameters(
+            rc,
+            &[
+                ("workload", "Fig. 9's three sets, 32 processes".into()),
+                sluice_parameter(&base_cluster(rc)),
+            ],
+        ),
         tables: vec![Table {
             title: "Aggregate throughput (MB/s)".into(),
             headers: [
@@ -714,6 +759,9 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
                 "SSDUP+ to SSD",
                 "SSDUP+ gain",
                 "paper gain",
+                "sluice",
+                "sluice to SSD",
+                "sluice gain",
             ]
             .map(String::from)
             .to_vec(),
@@ -733,6 +781,10 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
                     name: "SSDUP+".into(),
                     points: plus,
                 },
+                Series {
+                    name: System::SluiceCost.name().into(),
+                    points: ours,
+                },
             ],
         )],
         notes: Vec::new(),
@@ -741,7 +793,12 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
 }
 
 fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
-    let systems = [System::BurstBuffer, System::Ssdup, System::SsdupPlus];
+    let systems = [
+        System::BurstBuffer,
+        System::Ssdup,
+        System::SsdupPlus,
+        System::SluiceCost,
+    ];
     let workloads = |rc: &RunConfig| -> Result<[Vec<Job>; 2], SimError> {
         Ok([
             vec![
@@ -768,15 +825,26 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     let results = run_all(tasks)?;
+    // sluice is not in the paper.
     let paper = [
-        [(73.04, 72.71), (67.85, 66.15), (90.21, 90.49)],
-        [(71.16, 71.54), (97.32, 98.38), (97.32, 98.38)],
+        [
+            Some((73.04, 72.71)),
+            Some((67.85, 66.15)),
+            Some((90.21, 90.49)),
+            None,
+        ],
+        [
+            Some((71.16, 71.54)),
+            Some((97.32, 98.38)),
+            Some((97.32, 98.38)),
+            None,
+        ],
     ];
     let mut rows = Vec::new();
     let mut series = series_per_system(&systems);
     for w in 0..2 {
         for (k, system) in systems.iter().enumerate() {
-            let r = &results[w * 3 + k];
+            let r = &results[w * systems.len() + k];
             let (a, b) = (r.jobs[0].throughput_mb_s(), r.jobs[1].throughput_mb_s());
             series[k].points.push(((w * 2) as f64, a));
             series[k].points.push(((w * 2 + 1) as f64, b));
@@ -785,7 +853,7 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
                 system.name().to_string(),
                 mb_s(a),
                 mb_s(b),
-                format!("{} / {}", paper[w][k].0, paper[w][k].1),
+                paper[w][k].map_or("-".into(), |(a, b)| format!("{a} / {b}")),
                 pct(r.fast_fraction()),
                 r.regions_flushed.to_string(),
                 pct(r.write_through_bytes as f64 / r.bytes_written as f64),
@@ -806,7 +874,7 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
                 "8 GB in all read as 4 GiB per I/O node (OrangeFS-BB: one region; SSDUP/SSDUP+: two 2 GiB \
                  regions); 16 processes per instance; paper for SSDUP workload 2 = SSDUP+'s"
                     .into(),
-            )],
+            ), sluice_parameter(&base_cluster(rc))],
         ),
         tables: vec![Table {
             title: "Per-instance throughput (MB/s)".into(),
@@ -838,7 +906,7 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
 
 fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
     let gaps = [0u64, 10, 20, 30];
-    let systems = [System::BurstBuffer, System::SsdupPlus];
+    let systems = [System::BurstBuffer, System::SsdupPlus, System::SluiceCost];
     let mut tasks = Vec::new();
     // The gap matters relative to the time a flush of the data takes, so it
     // scales with the data like every size.
@@ -873,16 +941,20 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             let seconds = r.jobs[0].seconds() - gap_of(gap).as_secs_f64();
             r.bytes_written as f64 / 1e6 / seconds
         };
-        let bb = io(&results[i * 2]);
-        let plus = io(&results[i * 2 + 1]);
+        let bb = io(&results[i * 3]);
+        let plus = io(&results[i * 3 + 1]);
+        let ours = io(&results[i * 3 + 2]);
         series[0].points.push((i as f64, bb));
         series[1].points.push((i as f64, plus));
+        series[2].points.push((i as f64, ours));
         rows.push(vec![
             format!("{gap} s"),
             mb_s(bb),
             mb_s(plus),
             pct(plus / bb - 1.0),
             paper_gain[i].map_or("-".into(), |g| format!("{g}%")),
+            mb_s(ours),
+            pct(ours / bb - 1.0),
         ]);
     }
     Ok(Report {
@@ -898,13 +970,21 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
                 "bytes / (elapsed - compute time); 16 processes; 4 GiB SSD per I/O node; the compute \
                  times (0/10/20/30 s at scale 1) scale with the data"
                     .into(),
-            )],
+            ), sluice_parameter(&base_cluster(rc))],
         ),
         tables: vec![Table {
             title: "I/O throughput (MB/s)".into(),
-            headers: ["compute time", "OrangeFS-BB", "SSDUP+", "SSDUP+ gain", "paper gain"]
-                .map(String::from)
-                .to_vec(),
+            headers: [
+                "compute time",
+                "OrangeFS-BB",
+                "SSDUP+",
+                "SSDUP+ gain",
+                "paper gain",
+                "sluice",
+                "sluice gain",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows,
         }],
         plots: vec![bar_plot(
@@ -940,10 +1020,11 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
     }
     let results = run_all(tasks)?;
     let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
+    let systems = System::ALL.len();
     let mut rows = Vec::new();
     let mut tput = series_per_system(&System::ALL);
     for (i, &kib) in sizes.iter().enumerate() {
-        let rs = &results[i * 4..i * 4 + 4];
+        let rs = &results[i * systems..(i + 1) * systems];
         let mut row = vec![format!("{kib} KiB")];
         for (k, r) in rs.iter().enumerate() {
             let t = r.aggregate_mb_s();
@@ -956,6 +1037,8 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
         row.push(pct(ssdup.fast_fraction()));
         row.push(pct(plus.fast_fraction()));
         row.push(format!("{}%", paper[i].1));
+        row.push(pct(rs[4].aggregate_mb_s() / ssdup.aggregate_mb_s() - 1.0));
+        row.push(pct(rs[4].fast_fraction()));
         rows.push(row);
     }
     Ok(Report {
@@ -969,7 +1052,7 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             &[(
                 "workload",
                 "two concurrent HPIO instances of ~8 GB each (region spacing 0), 32 processes each".into(),
-            )],
+            ), sluice_parameter(&base_cluster(rc))],
         ),
         tables: vec![Table {
             title: "Aggregate throughput (MB/s) and share of data sent to the SSD".into(),
@@ -979,11 +1062,14 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
                 "OrangeFS-BB",
                 "SSDUP",
                 "SSDUP+",
+                "sluice",
                 "SSDUP+ vs SSDUP",
                 "paper",
                 "SSDUP to SSD",
                 "SSDUP+ to SSD",
                 "paper: SSDUP+ saves",
+                "sluice vs SSDUP",
+                "sluice to SSD",
             ]
             .map(String::from)
             .to_vec(),
@@ -1030,10 +1116,11 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
         (None, Some(100.0)),
         (None, Some(100.0)),
     ];
+    let systems = System::ALL.len();
     let mut rows = Vec::new();
     let mut tput = series_per_system(&System::ALL);
     for (i, &n) in procs.iter().enumerate() {
-        let rs = &results[i * 4..i * 4 + 4];
+        let rs = &results[i * systems..(i + 1) * systems];
         let mut row = vec![n.to_string()];
         for (k, r) in rs.iter().enumerate() {
             let t = r.aggregate_mb_s();
@@ -1044,6 +1131,7 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
         row.push(paper[i].0.map_or("-".into(), |v| format!("{v}%")));
         row.push(pct(rs[2].fast_fraction()));
         row.push(paper[i].1.map_or("-".into(), |v| format!("{v}%")));
+        row.push(pct(rs[4].fast_fraction()));
         rows.push(row);
     }
     Ok(Report {
@@ -1053,7 +1141,13 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
                 SSDUP+ buffer nothing; at 32, SSDUP+ sends 46.87% to the SSD against SSDUP's 95% at the same \
                 throughput; beyond, SSDUP buffers everything and SSDUP+ saves 27.5% / 15%."
             .into(),
-        parameters: parameters(rc, &[("tiles", "square-ish tiles sized to reach the data size; one request per tile row".into())]),
+        parameters: parameters(
+            rc,
+            &[
+                ("tiles", "square-ish tiles sized to reach the data size; one request per tile row".into()),
+                sluice_parameter(&base_cluster(rc)),
+            ],
+        ),
         tables: vec![Table {
             title: "Aggregate throughput (MB/s) and share of data sent to the SSD".into(),
             headers: [
@@ -1062,10 +1156,12 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
                 "OrangeFS-BB",
                 "SSDUP",
                 "SSDUP+",
+                "sluice",
                 "SSDUP+ to SSD",
                 "paper SSDUP+",
                 "SSDUP to SSD",
                 "paper SSDUP",
+                "sluice to SSD",
             ]
             .map(String::from)
             .to_vec(),

@@ -8,7 +8,8 @@
 //! * [`checkpoint`] — a fluid model of an over-subscribed burst buffer
 //!   under checkpoint traffic, running the BBOS policies;
 //! * [`cluster`] — clients, links and I/O nodes with an HDD and an SSD each,
-//!   running OrangeFS, OrangeFS-BB, SSDUP or SSDUP+ built from the policies;
+//!   running OrangeFS, OrangeFS-BB, SSDUP, SSDUP+ or sluice (policy `cost`)
+//!   built from the policies;
 //! * [`experiments`] — the SSDUP+ paper's figures as runnable experiments;
 //! * [`output`] — reports as Markdown, JSON and PNG plots;
 //! * [`analyse`] — a trace through every redirection policy (no devices);

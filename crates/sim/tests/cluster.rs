@@ -58,7 +58,7 @@ fn every_byte_goes_to_exactly_one_tier() {
                 assert!(r.write_through_bytes > 0);
                 assert!(r.flushed_bytes > 0);
             }
-            System::Ssdup | System::SsdupPlus => {
+            System::Ssdup | System::SsdupPlus | System::SluiceCost => {
                 // Writers wait for a free region instead of writing through.
                 assert_eq!(r.write_through_bytes, 0, "{system}");
             }
@@ -215,4 +215,81 @@ fn a_write_over_buffered_bytes_longer_than_a_region_is_split() {
     // through (too large for a region, nothing under it).
     assert!(r.fast_bytes >= 4096 + 64 * 1024, "{r:?}");
     assert!(r.write_through_bytes >= MIB / 2, "{r:?}");
+}
+
+/// The SSD bytes of `file` in a run.
+fn fast_bytes_of(r: &sluice_sim::cluster::RunResult, file: u64) -> u64 {
+    r.fast_bytes_by_file
+        .iter()
+        .find(|(f, _)| *f == FileId(file))
+        .map_or(0, |(_, b)| *b)
+}
+
+/// sluice's `cost` policy routes per file: beside a random IOR job, a
+/// single sequential writer's data stays on the HDD and the random job is
+/// buffered from its first window on. SSDUP+ classifies the mixed stream
+/// of both and routes it whole, so it buffers the sequential writer's data
+/// with the random job's.
+#[test]
+fn sluice_buffers_random_writers_and_leaves_a_lone_sequential_writer_on_the_hdd() {
+    let sequential = Ior {
+        pattern: IorPattern::SegmentedContiguous,
+        file: FileId(1),
+        processes: 1,
+        request_bytes: 256 * 1024,
+        file_bytes: 64 * MIB,
+        seed: 1,
+    }
+    .job("one-writer")
+    .unwrap();
+    let jobs = vec![sequential, ior(IorPattern::SegmentedRandom, 2, 256)];
+    let config = ClusterConfig {
+        fast_bytes_per_server: 1024 * MIB,
+        ..small()
+    };
+    let sluice = simulate(&config, System::SluiceCost, &jobs).unwrap();
+    assert_eq!(fast_bytes_of(&sluice, 1), 0, "the sequential writer");
+    let random = fast_bytes_of(&sluice, 2);
+    // Each I/O node routes a file to the SSD after its first 16 pieces
+    // (128 KiB each): 4 MiB of 256 MiB stays on the HDD.
+    assert!(
+        random >= 250 * MIB,
+        "random job: {} MiB to SSD",
+        random / MIB
+    );
+
+    let plus = simulate(&config, System::SsdupPlus, &jobs).unwrap();
+    assert!(
+        fast_bytes_of(&plus, 1) > 0,
+        "SSDUP+ routes whole mixed streams, the sequential writer's pieces too"
+    );
+}
+
+/// The system's policy is `cost` with its model from the simulated
+/// devices, not the emulated defaults.
+#[test]
+fn sluice_takes_its_cost_model_from_the_devices() {
+    use sluice_policy::redirector::RedirectPolicy;
+    use sluice_sim::cluster::cost_model;
+
+    let config = ClusterConfig::default();
+    let model = cost_model(&config.hdd, &config.ssd);
+    // 1 ms track-to-track + half a revolution at 7200 rpm (4.1667 ms).
+    assert!((model.capacity_seek.as_secs_f64() - 5.1667e-3).abs() < 1e-6);
+    assert_eq!(model.fast_bytes_per_s, 250e6);
+    assert_eq!(model.fast_request, Duration::from_micros(60));
+    assert_eq!(
+        System::SluiceCost.policy(&config),
+        RedirectPolicy::Cost(model)
+    );
+
+    let mut slow = ClusterConfig::default();
+    slow.hdd.rpm = 5400;
+    slow.hdd.seek_track_ms = 2.0;
+    slow.ssd.write_bytes_per_s = 100e6;
+    let m = cost_model(&slow.hdd, &slow.ssd);
+    assert!((m.capacity_seek.as_secs_f64() - (2.0 + 30_000.0 / 5400.0) / 1e3).abs() < 1e-9);
+    assert_eq!(m.fast_bytes_per_s, 100e6);
+    assert_eq!(System::SluiceCost.name(), "sluice");
+    assert!(System::SluiceCost.traffic_aware());
 }

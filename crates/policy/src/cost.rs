@@ -25,9 +25,11 @@
 //! file on the capacity tier moves to the fast tier when `r > 1 + h`, one on
 //! the fast tier moves back when `r < 1 / (1 + h)` (hysteresis `h`). The
 //! thresholds are constants of the devices, not of the traffic, so a steady
-//! workload never converges onto them: no tie sticks. A file's first
-//! verdict comes after its own first `evidence` requests, not after a
-//! whole stream of everyone's.
+//! workload never converges onto them: no tie sticks. A window ends after
+//! `evidence` requests of the file, or earlier, from its
+//! [`EARLY_EVIDENCE`]th request on, as soon as its counts call for a
+//! switch: a random file moves to the fast tier after its first 4
+//! requests, not after a whole stream of everyone's.
 //!
 //! INVARIANT: at most [`FILES_TRACKED_MAX`] files are tracked; the one
 //! unseen longest is forgotten first (it starts over on the capacity tier).
@@ -40,6 +42,10 @@ use crate::{FileId, Tier, WriteRequest};
 
 /// Files whose evidence is kept at once.
 pub const FILES_TRACKED_MAX: usize = 4096;
+
+/// Requests of a file after which its counts may already call for a
+/// switch, before its window of `evidence` requests is complete.
+pub const EARLY_EVIDENCE: u32 = 4;
 
 /// The device model the rule predicts with, and its hysteresis.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -242,11 +248,15 @@ impl FileClassifier {
         track.requests += 1;
         track.bytes = track.bytes.saturating_add(request.len);
         track.last_seen = now;
-        if track.requests < self.model.evidence {
+        if track.requests < EARLY_EVIDENCE.min(self.model.evidence) {
             return (tier, None);
         }
         let ratio = self.model.ratio(track.requests, track.seeks, track.bytes);
         let next_route = self.model.next_route(track.route, ratio);
+        if track.requests < self.model.evidence && next_route == track.route {
+            // Early, only a switch ends the window.
+            return (tier, None);
+        }
         let verdict = FileVerdict {
             file: request.file,
             requests: track.requests,
@@ -340,9 +350,9 @@ mod tests {
         for block in shuffled(2048, 7) {
             tiers.push(c.handle_write(req(1, block * 256 * KIB, 256 * KIB)).0);
         }
-        let evidence = CostModel::default().evidence as usize;
-        assert!(tiers[..evidence].iter().all(|&t| t == Tier::Capacity));
-        assert!(tiers[evidence..].iter().all(|&t| t == Tier::Fast));
+        // Clear evidence after 4 requests (3 seeks between them).
+        assert!(tiers[..EARLY_EVIDENCE as usize].iter().all(|&t| t == Tier::Capacity));
+        assert!(tiers[EARLY_EVIDENCE as usize..].iter().all(|&t| t == Tier::Fast));
     }
 
     /// Issue 18's mixed workload: one sequential writer and random writers

@@ -49,6 +49,9 @@ enum Command {
     Status(StatusArgs),
     /// Flush everything buffered to the capacity tier and wait.
     Drain(MountPointArg),
+    /// Write the named files' buffered bytes to the capacity tier, sync
+    /// them, and wait (they also stay in the log until it flushes).
+    Sync(SyncArgs),
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -96,6 +99,13 @@ struct StatusArgs {
     /// Print the JSON snapshot instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug)]
+struct SyncArgs {
+    /// Files inside a sluice mount.
+    #[arg(required = true)]
+    paths: Vec<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -222,6 +232,7 @@ fn main() -> ExitCode {
         Some(Command::Unmount(args)) => mount::unmount(&args.mountpoint, args.keep, args.drain),
         Some(Command::Status(args)) => mount::status(&args.mountpoint, args.json),
         Some(Command::Drain(args)) => mount::drain(&args.mountpoint),
+        Some(Command::Sync(args)) => mount::sync(&args.paths),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
         Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
         Some(Command::Profile(args)) => profile::profile(&args),

@@ -224,6 +224,28 @@ pub fn status(mountpoint: &Path, json: bool) -> Result<(), String> {
 }
 
 /// `sluice drain`.
+/// `sluice sync PATH...`: each file's buffered bytes written to the
+/// capacity tier and synced, one after the other.
+pub fn sync(paths: &[std::path::PathBuf]) -> Result<(), String> {
+    for path in paths {
+        let (root, relative) = sluice_fuse::mount_of(path).map_err(|e| e.to_string())?;
+        if relative.is_empty() {
+            return Err(format!(
+                "{}: a mount's root is not a file; sync its files, or drain it",
+                path.display()
+            ));
+        }
+        let answer = control_request(&root, &format!("sync {relative}"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = answer.strip_prefix("ok ").unwrap_or("0");
+        println!(
+            "synced {}: the capacity tier holds it ({bytes} buffered bytes written)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 pub fn drain(mountpoint: &Path) -> Result<(), String> {
     control_request(mountpoint, "drain").map_err(|e| e.to_string())?;
     println!("drained: the capacity tier holds every byte");

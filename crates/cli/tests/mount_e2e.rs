@@ -1415,3 +1415,54 @@ fn names_that_are_not_utf8_work_through_the_mount() {
         b"\xe9t\xe9"
     );
 }
+
+/// `sluice sync PATH`: the named file's buffered bytes reach the capacity
+/// tier (synced) while they stay buffered, other files' do not; paths
+/// outside a mount and missing files are clear errors.
+#[test]
+fn sync_puts_the_named_files_on_the_capacity_tier() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mounted::new(&["--policy", "fast-all"]);
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    fs::create_dir(m.path("dir")).unwrap();
+    for name in ["dir/synced", "other"] {
+        let mut f = File::create(m.path(name)).unwrap();
+        f.write_all(&data).unwrap();
+    }
+    assert_ne!(
+        fs::read(m.capacity().join("dir/synced")).unwrap_or_default(),
+        data
+    );
+    let out = m.sluice(&["sync", m.path("dir/synced").to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        m.log()
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("300000 buffered bytes written"), "{said}");
+    assert_eq!(fs::read(m.capacity().join("dir/synced")).unwrap(), data);
+    assert_ne!(
+        fs::read(m.capacity().join("other")).unwrap_or_default(),
+        data
+    );
+    // Still served right through the mount, still buffered.
+    assert_eq!(fs::read(m.path("dir/synced")).unwrap(), data);
+    for (path, expect) in [
+        (m.path("missing"), "missing"),
+        (
+            m.dir.path().join("capacity/other"),
+            "not inside a sluice mount",
+        ),
+    ] {
+        let out = m.sluice(&["sync", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expect),
+            "{path:?}: {err}"
+        );
+    }
+}

@@ -20,5 +20,5 @@ pub mod mount;
 pub mod status;
 pub mod volume;
 
-pub use mount::{control_request, Mount};
+pub use mount::{control_request, mount_of, Mount};
 pub use status::Status;

@@ -395,9 +395,10 @@ impl Mount {
     }
 }
 
-/// One control request: a line `status`, `drain`, `unmount`,
-/// `unmount drain` or `unmount keep`; the answer is JSON (status) or
-/// `ok` / `error: ...`, then the connection closes.
+/// One control request: a line `status`, `drain`, `sync PATH` (relative to
+/// the mount's root), `unmount`, `unmount drain` or `unmount keep`; the
+/// answer is JSON (status), `ok`, `ok BYTES` (sync: the buffered bytes
+/// written) or `error: ...`, then the connection closes.
 fn serve_control(shared: &Shared, stream: UnixStream) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let mut line = String::new();
@@ -413,6 +414,13 @@ fn serve_control(shared: &Shared, stream: UnixStream) {
             Ok(()) => "ok".to_string(),
             Err(e) => format!("error: {e}"),
         },
+        l if l.starts_with("sync ") => match sluice_env::RelPath::new(&l[5..]) {
+            Ok(path) => match shared.engine.sync_path(&path) {
+                Ok(bytes) => format!("ok {bytes}"),
+                Err(e) => format!("error: {e}"),
+            },
+            Err(e) => format!("error: sync: {e}"),
+        },
         "unmount" | "unmount drain" | "unmount keep" => {
             let end = match line.trim() {
                 "unmount drain" => END_DRAIN,
@@ -425,7 +433,7 @@ fn serve_control(shared: &Shared, stream: UnixStream) {
         }
         l if l.starts_with("ckpt ") => shared.ckpt_request(&l[5..]),
         other => format!(
-            "error: unknown request {:?}; expected status, drain, unmount [drain|keep] or ckpt ...",
+            "error: unknown request {:?}; expected status, drain, sync PATH, unmount [drain|keep] or ckpt ...",
             other.chars().take(64).collect::<String>()
         ),
     };
@@ -460,6 +468,39 @@ fn serve_metrics(shared: &Shared, stream: std::net::TcpStream) -> io::Result<()>
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
+}
+
+/// The sluice mount holding `path` (an existing file or directory) and
+/// `path` relative to its root, as the engine names it: the nearest
+/// ancestor that answers the control attribute.
+pub fn mount_of(path: &Path) -> io::Result<(PathBuf, String)> {
+    let absolute = std::fs::canonicalize(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut buf = [0u8; 4096];
+    for root in absolute.ancestors() {
+        if rustix::fs::getxattr(root, crate::fs::CONTROL_XATTR, &mut buf[..]).is_err() {
+            continue;
+        }
+        let mut names = Vec::new();
+        for part in absolute.strip_prefix(root).unwrap_or(Path::new("")).iter() {
+            let name = sluice_env::name_from_os(part);
+            if name.contains('\n') {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: a name with a newline cannot be sent to the mount",
+                        path.display()
+                    ),
+                ));
+            }
+            names.push(name.into_owned());
+        }
+        return Ok((root.to_path_buf(), names.join("/")));
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} is not inside a sluice mount", path.display()),
+    ))
 }
 
 /// Send one control request to the mount at `mountpoint` (found through

@@ -351,8 +351,12 @@ mod tests {
             tiers.push(c.handle_write(req(1, block * 256 * KIB, 256 * KIB)).0);
         }
         // Clear evidence after 4 requests (3 seeks between them).
-        assert!(tiers[..EARLY_EVIDENCE as usize].iter().all(|&t| t == Tier::Capacity));
-        assert!(tiers[EARLY_EVIDENCE as usize..].iter().all(|&t| t == Tier::Fast));
+        assert!(tiers[..EARLY_EVIDENCE as usize]
+            .iter()
+            .all(|&t| t == Tier::Capacity));
+        assert!(tiers[EARLY_EVIDENCE as usize..]
+            .iter()
+            .all(|&t| t == Tier::Fast));
     }
 
     /// Issue 18's mixed workload: one sequential writer and random writers

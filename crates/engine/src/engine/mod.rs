@@ -495,6 +495,68 @@ impl Engine {
         Ok(())
     }
 
+    /// `sluice sync PATH`: write every buffered byte of the file at `path`
+    /// to its capacity file and sync that, so the capacity tier alone
+    /// holds the file as written so far. Returns the buffered bytes
+    /// written. The bytes stay in the log until their regions flush (which
+    /// writes them again): dropping them would need a durable record, and
+    /// the flush is cheap once they are on the disk's cache.
+    ///
+    /// The file's I/O lock is held throughout, so no write or truncate of
+    /// it can slip newer bytes in between the lookup and the writes (the
+    /// flusher, writing the same pieces, may run alongside: the pinned
+    /// regions are not reset before the sync is done with them).
+    pub fn sync_path(&self, path: &RelPath) -> io::Result<u64> {
+        let shared = &*self.shared;
+        let what = format!("sync {path}");
+        let Some(id) = lock(shared).ids.get(path).copied() else {
+            // Nothing of it is buffered: its capacity file is all of it.
+            let handle = shared
+                .capacity
+                .open(path, OpenOptions::default())
+                .map_err(context(&what))?;
+            handle.sync_data().map_err(context(&what))?;
+            return Ok(0);
+        };
+        let io = file_io(shared, id)?;
+        let _io = hold(&io);
+        let mut state = lock(shared);
+        // Records of the file being written are waited for, so none is
+        // indexed after the lookup.
+        while state.files.get(&id).is_some_and(|o| o.appending > 0) {
+            state = shared
+                .changed
+                .wait_timeout(state, Duration::from_millis(10))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let Some(open) = state.files.get(&id) else {
+            return Err(unknown(id));
+        };
+        let handle = Arc::clone(&open.handle);
+        let pieces: Vec<(u64, u64, LogLocation)> =
+            state.buffer.buffered_pieces(id, 0, u64::MAX, None);
+        let pinned: Vec<(u64, u64, Pinned)> = pieces
+            .iter()
+            .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
+            .collect();
+        drop(state);
+        let (written, result) = write_stretches(handle.as_ref(), &pinned);
+        let mut state = lock(shared);
+        for (_, _, p) in &pinned {
+            unpin(shared, &mut state, p.region);
+        }
+        drop(state);
+        result
+            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
+            .and_then(|()| handle.sync_data())
+            .map_err(context(format!(
+                "{what}: capacity tier {}",
+                shared.capacity.describe()
+            )))?;
+        Ok(written)
+    }
+
     /// Set `file`'s size. Buffered bytes past it are dropped, durably first.
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         let shared = &*self.shared;

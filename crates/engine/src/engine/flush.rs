@@ -44,7 +44,7 @@ pub(super) fn flusher_loop(shared: &Shared) {
 }
 
 /// When the gate allows, flush every full region together (docs/engine.md,
-/// "Flushing"): their bytes merged per file and written in file order,
+/// "Flush and region reuse"): their bytes merged per file and written in file order,
 /// `flush_writers` writes in flight. `Ok(None)` when regions were flushed
 /// and reset, `Ok(Some(step))` when there was nothing to do, `Err` when a
 /// flush failed (the regions not yet reset stay buffered).
@@ -65,12 +65,14 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         FlushPoll::Flush { .. } => {}
     }
     // A region with a record still being written into it waits for the
-    // next round (the record's end notifies).
+    // next round (the record's end notifies), and so do the regions that
+    // became full after it: regions are reset oldest first, so that a
+    // truncate or unlink record never goes before older data it supersedes.
     let set: Vec<RegionId> = state
         .buffer
         .full_regions()
         .into_iter()
-        .filter(|r| state.regions[r.0 as usize].in_flight == 0)
+        .take_while(|r| state.regions[r.0 as usize].in_flight == 0)
         .collect();
     if set.is_empty() {
         return Ok(Some(Step::Idle(Duration::from_millis(10))));

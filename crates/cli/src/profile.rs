@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use sluice_config::{open_tier, ByteSize, Device, TierConfig};
+use sluice_config::{open_tier, ByteSize, Device, Span, TierConfig};
 use sluice_env::{Backend, BackendFile, Clock, OpenOptions, RelPath, SystemClock};
 use sluice_sim::output::{Plot, PlotKind, Series};
 use sluice_sim::rng::SimRng;
@@ -781,12 +781,24 @@ fn print_report(
     writeln!(out)?;
     writeln!(
         out,
-        "Suggested config for LiU (sluice does not read a [liu] section yet: today a config \
-         file with it is refused as an unknown key):"
+        "Suggested config: LiU's segments, and the positioning time the `cost` placement \
+         policy charges a write that does not continue its file's previous one (the \
+         median 1-byte random read, p50; docs/policy.md):"
     )?;
     writeln!(out, "[liu]")?;
     writeln!(out, "head = \"{}\"", ByteSize(recommendation.head_bytes))?;
-    writeln!(out, "body = \"{}\"", ByteSize(recommendation.body_bytes))
+    writeln!(out, "body = \"{}\"", ByteSize(recommendation.body_bytes))?;
+    writeln!(out, "[policy]")?;
+    writeln!(out, "cost_seek = \"{}\"", cost_seek(measurement))
+}
+
+/// `policy.cost_seek` from the measurement: the median positioning time,
+/// to the microsecond.
+fn cost_seek(measurement: &Measurement) -> Span {
+    let micros = measurement.latency(0.5).as_micros().max(1);
+    Span(Duration::from_micros(
+        u64::try_from(micros).unwrap_or(u64::MAX),
+    ))
 }
 
 fn json_report(
@@ -836,6 +848,7 @@ fn json_report(
             "segment_bytes": recommendation.segment_bytes(),
             "head": ByteSize(recommendation.head_bytes).to_string(),
             "body": ByteSize(recommendation.body_bytes).to_string(),
+            "cost_seek": cost_seek(measurement).to_string(),
         },
         "warnings": warnings,
     })

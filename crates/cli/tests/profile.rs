@@ -105,6 +105,11 @@ fn a_plain_directory_completes_with_a_recommendation_or_the_cache_warning() {
     assert!(text.contains("head    = B × t80"), "{text}");
     assert!(text.contains("[liu]\nhead = \""), "{text}");
     assert!(text.contains("body = \""), "{text}");
+    // The suggested cost_seek reads back as a config.
+    let policy = text.split_once("[policy]\n").unwrap().1;
+    assert!(policy.starts_with("cost_seek = \""), "{text}");
+    let config = sluice_config::Config::from_toml(&format!("[policy]\n{policy}")).unwrap();
+    assert!(config.policy.cost_seek.0 > std::time::Duration::ZERO);
     // "t80 (100 1-byte random reads in 64MiB)  40.2 µs   (p50 ...": below
     // 100 µs the cache warning must be on stderr.
     let t80_line = text.lines().find(|l| l.starts_with("t80")).unwrap();

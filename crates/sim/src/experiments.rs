@@ -308,7 +308,7 @@ fn sluice_parameter(cluster: &ClusterConfig) -> (&'static str, String) {
         format!(
             "not in the paper: policy `cost` (docs/policy.md) with t_seek {:.2} ms ({} ms track-to-track \
              seek + half a revolution at {} rpm), B_fast {:.0} MB/s and t_fast {} us (the SSD model), \
-             hysteresis {}, a verdict per {} requests of a file; two regions, writers wait, SSDUP+'s \
+             hysteresis {}, a verdict per {} requests of a file (a switch from its {}th on); two regions, writers wait, SSDUP+'s \
              traffic-aware flush gate",
             m.capacity_seek.as_secs_f64() * 1e3,
             cluster.hdd.seek_track_ms,
@@ -317,6 +317,7 @@ fn sluice_parameter(cluster: &ClusterConfig) -> (&'static str, String) {
             m.fast_request.as_micros(),
             m.hysteresis,
             m.evidence,
+            sluice_policy::cost::EARLY_EVIDENCE,
         ),
     )
 }

@@ -125,7 +125,7 @@ fn a_rewrite_over_buffered_bytes_goes_to_the_fast_tier() {
 /// disk in arrival order: a single sequential writer is left on the
 /// capacity tier; random writers, and sixteen writers interleaving their
 /// segments of one file (a seek between every two requests), are buffered
-/// from their first 16 requests on. In the mixed phase (a single writer's
+/// from their first 4 requests on. In the mixed phase (a single writer's
 /// file and a random instance's file at once) the two are routed apart.
 #[test]
 fn cost_routes_each_file_by_what_the_disk_would_pay() {

@@ -264,13 +264,7 @@ fn flush_file<'a>(
     mut state: MutexGuard<'a, State>,
     id: FileId,
 ) -> (MutexGuard<'a, State>, io::Result<()>) {
-    while state.files.get(&id).is_some_and(|o| o.appending > 0) {
-        state = shared
-            .changed
-            .wait_timeout(state, Duration::from_millis(10))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
+    state = wait_appended(shared, state, id);
     let Some(open) = state.files.get(&id) else {
         return (state, Ok(()));
     };
@@ -293,6 +287,23 @@ fn flush_file<'a>(
             shared.capacity.describe()
         )));
     (state, result)
+}
+
+/// Wait until no data record of `id` is being written outside the lock, so
+/// none is indexed after the caller's lookup.
+pub(super) fn wait_appended<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    id: FileId,
+) -> MutexGuard<'a, State> {
+    while state.files.get(&id).is_some_and(|o| o.appending > 0) {
+        state = shared
+            .changed
+            .wait_timeout(state, Duration::from_millis(10))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    state
 }
 
 /// `file`'s I/O lock ([`OpenFile::io`]), looked up under the engine lock

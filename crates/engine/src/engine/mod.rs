@@ -520,16 +520,7 @@ impl Engine {
         };
         let io = file_io(shared, id)?;
         let _io = hold(&io);
-        let mut state = lock(shared);
-        // Records of the file being written are waited for, so none is
-        // indexed after the lookup.
-        while state.files.get(&id).is_some_and(|o| o.appending > 0) {
-            state = shared
-                .changed
-                .wait_timeout(state, Duration::from_millis(10))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        let mut state = wait_appended(shared, lock(shared), id);
         let Some(open) = state.files.get(&id) else {
             return Err(unknown(id));
         };

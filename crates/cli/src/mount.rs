@@ -56,6 +56,11 @@ pub struct ConfigArgs {
     /// (default FAST/catalog.redb).
     #[arg(long = "meta", id = "bbos_meta")]
     pub meta: Option<String>,
+    /// Create missing tier directories (and their parents); without it a
+    /// missing one is an error, so a typo does not become a new, empty
+    /// tier (`fast.create`, `capacity.create` in the config).
+    #[arg(long)]
+    pub create: bool,
 }
 
 fn parse_device(s: &str) -> Result<Device, String> {
@@ -113,6 +118,10 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
     if let Some(m) = &args.meta {
         config.bbos.meta = Some(m.clone());
     }
+    if args.create {
+        config.fast.create = true;
+        config.capacity.create = true;
+    }
     config
 }
 
@@ -141,7 +150,9 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         config.fast.path = Some(dir.join("fast"));
         config.capacity.path = Some(dir.join("capacity"));
         config.mount.point = Some(dir.join("mnt"));
-        std::fs::create_dir_all(dir.join("mnt")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for d in ["fast", "capacity", "mnt"] {
+            std::fs::create_dir_all(dir.join(d)).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
         eprintln!(
             "sluice: no tiers given: mounting the demo setup under {} (fast/, capacity/ behind an emulated disk, mnt/)",
             dir.display()

@@ -8,6 +8,7 @@
 //! `docs/config.md`; `sluice config show` prints them all.
 
 mod keys;
+mod layout;
 mod units;
 
 use std::fmt;
@@ -99,6 +100,9 @@ pub struct TierConfig {
     pub path: Option<PathBuf>,
     /// `posix`, `hdd`, `ssd` or `memory`.
     pub device: Device,
+    /// Create the directory (and its parents) if it is missing; otherwise
+    /// a missing directory is an error, so a typo is not a new empty tier.
+    pub create: bool,
 }
 
 /// `log` section.
@@ -818,10 +822,60 @@ impl Config {
         })
     }
 
-    /// Open both tiers (creating their directories if missing); with
-    /// `liu.enabled` the capacity tier is wrapped in LiU's read path, its
-    /// heads on the fast tier.
+    /// Check where the tiers and the mount point (when `mount.point` is
+    /// set) are, as the kernel resolves them: each tier's directory exists
+    /// (or its `create` is set), and no two of them are the same directory
+    /// or one inside the other (see the `layout` module). Reads the file
+    /// system; creates nothing.
+    pub fn check_layout(&self) -> Result<(), ConfigError> {
+        let mut places = Vec::new();
+        for (key, tier) in [("fast.path", &self.fast), ("capacity.path", &self.capacity)] {
+            let Some(path) = tier
+                .path
+                .as_deref()
+                .filter(|_| tier.device != Device::Memory)
+            else {
+                continue;
+            };
+            let place = layout::Place::new(key, path)?;
+            if place.exists && !place.resolved.is_dir() {
+                return Err(ConfigError(format!(
+                    "{key} {} is not a directory",
+                    path.display()
+                )));
+            }
+            places.push(place);
+        }
+        if let Some(point) = &self.mount.point {
+            let place = layout::Place::new("mount.point", point)?;
+            if !place.resolved.is_dir() {
+                return Err(ConfigError(format!(
+                    "mount.point {} is not a directory: create it (mkdir) first",
+                    point.display()
+                )));
+            }
+            places.push(place);
+        }
+        layout::check(&places)?;
+        for place in &places {
+            let create = match place.key {
+                "fast.path" => self.fast.create,
+                "capacity.path" => self.capacity.create,
+                _ => continue,
+            };
+            if !place.exists && !create {
+                return Err(layout::missing(place.key, &place.given));
+            }
+        }
+        Ok(())
+    }
+
+    /// Open both tiers, after [`Config::check_layout`]; a missing directory
+    /// is created only with its tier's `create`. With `liu.enabled` the
+    /// capacity tier is wrapped in LiU's read path, its heads on the fast
+    /// tier.
     pub fn open_tiers(&self, clock: &Arc<dyn Clock>) -> Result<Tiers, ConfigError> {
+        self.check_layout()?;
         let fast = open_tier("fast", &self.fast, clock)?;
         let mut capacity = open_tier("capacity", &self.capacity, clock)?;
         let liu = if self.liu.enabled {
@@ -853,7 +907,8 @@ pub struct Tiers {
     pub liu: Option<Arc<LiuBackend>>,
 }
 
-/// One tier's backend from its section.
+/// One tier's backend from its section; a missing directory is an error
+/// unless the section's `create` is set.
 pub fn open_tier(
     name: &str,
     tier: &TierConfig,
@@ -865,8 +920,13 @@ pub fn open_tier(
             .path
             .clone()
             .ok_or_else(|| ConfigError(format!("{name}.path is not set")))?;
-        std::fs::create_dir_all(&path)
-            .map_err(|e| ConfigError(format!("{name} tier {}: {e}", path.display())))?;
+        if !path.exists() {
+            if !tier.create {
+                return Err(layout::missing(&format!("{name}.path"), &path));
+            }
+            std::fs::create_dir_all(&path)
+                .map_err(|e| ConfigError(format!("{name} tier {}: {e}", path.display())))?;
+        }
         Ok(Arc::new(PosixBackend::new(path).map_err(error)?))
     };
     Ok(match tier.device {
@@ -964,6 +1024,8 @@ mod tests {
         let mut config = Config::default();
         config.fast.path = Some(dir.path().join("fast"));
         config.capacity.path = Some(dir.path().join("capacity"));
+        config.fast.create = true;
+        config.capacity.create = true;
         let tiers = config.open_tiers(&clock).unwrap();
         assert!(tiers.liu.is_none());
         assert!(!tiers.capacity.describe().contains("LiU"));
@@ -995,6 +1057,109 @@ mod tests {
             engine.redirector.policy,
             RedirectPolicy::Ssdup { .. }
         ));
+    }
+
+    /// A config with these two tier directories, and `keys` over the
+    /// defaults.
+    fn with_tiers(fast: &Path, capacity: &Path) -> Config {
+        let mut config = Config::default();
+        config.fast.path = Some(fast.to_path_buf());
+        config.capacity.path = Some(capacity.to_path_buf());
+        config
+    }
+
+    /// Issue 19: tier paths were compared as text, so `--fast c/../c
+    /// --capacity c` mounted, as did a fast tier nested inside the capacity
+    /// tier (the log and catalogue then show inside the mount, writable),
+    /// one around it, and one reached through a symlink into the other.
+    #[test]
+    fn unsafe_tier_layouts_are_refused_issue_19() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let c = root.join("c");
+        std::fs::create_dir_all(c.join("inner")).unwrap();
+        std::fs::create_dir_all(root.join("f")).unwrap();
+        std::os::unix::fs::symlink(c.join("inner"), root.join("into-c")).unwrap();
+        std::os::unix::fs::symlink(&c, root.join("c-again")).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        for (fast, capacity, fragment) in [
+            (root.join("c/../c"), c.clone(), "same directory"),
+            (root.join("c-again"), c.clone(), "same directory"),
+            (c.join("inner"), c.clone(), "inside"),
+            (c.clone(), c.join("inner"), "inside"),
+            (root.join("into-c"), c.clone(), "inside"),
+            (root.join("f"), root.join("f/./new"), "inside"),
+        ] {
+            let config = with_tiers(&fast, &capacity);
+            let err = config.open_tiers(&clock).unwrap_err();
+            let what = format!("fast {}, capacity {}", fast.display(), capacity.display());
+            assert!(err.0.contains(fragment), "{what}: {err}");
+            assert!(
+                err.0.contains("fast.path") && err.0.contains("capacity.path"),
+                "{what}: {err}"
+            );
+        }
+        assert!(!root.join("f/new").exists(), "nothing is created");
+        // Siblings are fine, also when reached through a symlink.
+        std::fs::create_dir_all(c.join("cap")).unwrap();
+        with_tiers(&root.join("f"), &root.join("c-again/cap"))
+            .open_tiers(&clock)
+            .unwrap();
+    }
+
+    /// Issue 19: a mount point that is a tier, inside one, or around one
+    /// (sluice would serve its own mount, or hide its socket) is refused.
+    #[test]
+    fn a_mount_point_inside_or_around_a_tier_is_refused_issue_19() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in ["tiers/fast", "tiers/capacity/mnt", "mnt"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        let mut config = with_tiers(&root.join("tiers/fast"), &root.join("tiers/capacity"));
+        for point in [
+            "tiers/capacity/mnt",
+            "tiers/fast",
+            "tiers",
+            "tiers/capacity/../capacity",
+        ] {
+            config.mount.point = Some(root.join(point));
+            let err = config.open_tiers(&clock).unwrap_err();
+            assert!(err.0.contains("mount.point"), "{point}: {err}");
+        }
+        config.mount.point = Some(root.join("mnt"));
+        config.open_tiers(&clock).unwrap();
+    }
+
+    /// Issue 19: a missing tier directory (a typo) was created silently,
+    /// with its parents.
+    #[test]
+    fn a_missing_tier_directory_is_an_error_issue_19() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("fast")).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        let config = with_tiers(&root.join("fast"), &root.join("typo/capacity"));
+        let err = config.open_tiers(&clock).unwrap_err();
+        for fragment in ["capacity.path", "does not exist", "--create"] {
+            assert!(err.0.contains(fragment), "{err}");
+        }
+        assert!(!root.join("typo").exists(), "nothing is created");
+        let config = with_tiers(&root.join("nvme/fast"), &root.join("fast"));
+        let err = config.open_tiers(&clock).unwrap_err();
+        assert!(err.0.contains("fast.path"), "{err}");
+        assert!(!root.join("nvme").exists(), "nothing is created");
+        // With `create` (`--create`), it is made, parents and all.
+        let mut config = with_tiers(&root.join("fast"), &root.join("typo/capacity"));
+        config.capacity.create = true;
+        config.open_tiers(&clock).unwrap();
+        assert!(root.join("typo/capacity").is_dir());
+        // `create` does not excuse a bad layout, and creates nothing then.
+        let mut config = with_tiers(&root.join("fast/new"), &root.join("fast"));
+        config.fast.create = true;
+        assert!(config.open_tiers(&clock).is_err());
+        assert!(!root.join("fast/new").exists());
     }
 
     /// Issue 19: config errors spoke serde's and the engine's words
@@ -1151,6 +1316,7 @@ mod tests {
             let tier = TierConfig {
                 path: Some(dir.path().join(format!("{device:?}"))),
                 device,
+                create: true,
             };
             let backend = open_tier("fast", &tier, &clock).unwrap();
             let text = backend.describe();

@@ -125,13 +125,38 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
     config
 }
 
-/// `sluice config show`.
+/// `sluice config show`: prints whatever the config is; a note says why
+/// it cannot mount.
 pub fn config_show(args: &ConfigArgs) -> Result<(), String> {
     let config = args.resolve()?;
     print!("{}", config.to_toml());
-    if let Err(e) = config.validate() {
-        eprintln!("sluice: note: this config cannot mount yet: {e}");
+    if let Err(e) = config.validate().and_then(|()| config.check_layout()) {
+        eprintln!(
+            "sluice: note: this config cannot mount yet: {e}\n\
+             sluice: note: `sluice config check` with the same arguments exits non-zero on it"
+        );
     }
+    Ok(())
+}
+
+/// `sluice config check`: an error (and a non-zero exit) unless the config
+/// can mount: every value in range, the tier directories there (or
+/// `--create`) and apart. Reads the file system; creates nothing.
+pub fn config_check(args: &ConfigArgs) -> Result<(), String> {
+    let config = args.resolve()?;
+    config.validate().map_err(|e| e.to_string())?;
+    config.check_layout().map_err(|e| e.to_string())?;
+    let engine = config.engine_config().map_err(|e| e.to_string())?;
+    let tier = |t: &sluice_config::TierConfig| match &t.path {
+        Some(p) if t.device != Device::Memory => p.display().to_string(),
+        _ => "memory".to_string(),
+    };
+    println!(
+        "ok: this config can mount (fast tier {}, capacity tier {}, policy {})",
+        tier(&config.fast),
+        tier(&config.capacity),
+        engine.redirector.policy.name()
+    );
     Ok(())
 }
 

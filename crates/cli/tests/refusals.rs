@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
+fn sluice(args: &[&str]) -> Output {
+    Command::new(SLUICE).args(args).output().unwrap()
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -30,6 +34,106 @@ fn tiers() -> (tempfile::TempDir, PathBuf) {
         fs::create_dir(root.join(d)).unwrap();
     }
     (dir, root)
+}
+
+/// Issue 19: `region_size = -5` gave "data did not match any variant of
+/// untagged enum Raw", `ssdup_high_water = 1.7` was accepted, and `config
+/// show` exited 0 on a config that cannot mount. `config check` exits
+/// non-zero with the key and its range; `show` still prints, with a note.
+#[test]
+fn config_check_exits_non_zero_on_a_config_that_cannot_mount_issue_19() {
+    let (_dir, root) = tiers();
+    let (fast, capacity) = (root.join("fast"), root.join("capacity"));
+    let tiers = ["--fast", text(&fast), "--capacity", text(&capacity)];
+    let good = sluice(&[&["config", "check"][..], &tiers].concat());
+    assert!(good.status.success(), "{}", stderr(&good));
+    assert!(String::from_utf8_lossy(&good.stdout).contains("ok"));
+
+    let file = root.join("sluice.toml");
+    for (toml, key, range) in [
+        ("[log]\nregion_size = -5\n", "log.region_size", "negative"),
+        (
+            "[policy]\nssdup_high_water = 1.7\n",
+            "policy.ssdup_high_water",
+            "[0, 1]",
+        ),
+        ("[log]\nregion_size = 0\n", "log.region_size", "at least"),
+        (
+            "[policy]\nthreshold_initial = 2.0\n",
+            "policy.threshold_initial",
+            "[0, 1]",
+        ),
+    ] {
+        fs::write(&file, toml).unwrap();
+        let args = [&["config", "check", "--config", text(&file)][..], &tiers].concat();
+        let out = sluice(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{toml:?}: {err}");
+        assert!(err.contains(key) && err.contains(range), "{toml:?}: {err}");
+        for internal in ["untagged", "region_bytes", "threshold.initial"] {
+            assert!(!err.contains(internal), "{toml:?}: {err}");
+        }
+    }
+    // `config show` prints what it can, and says how to check.
+    fs::write(&file, "[policy]\nssdup_high_water = 1.7\n").unwrap();
+    let out = sluice(&[&["config", "show", "--config", text(&file)][..], &tiers].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ssdup_high_water = 1.7"));
+    let err = stderr(&out);
+    assert!(
+        err.contains("policy.ssdup_high_water") && err.contains("sluice config check"),
+        "{err}"
+    );
+}
+
+/// Issue 19: tier paths were compared as text (`--fast c/../c --capacity
+/// c` mounted), nesting and symlinks into the other tier went unnoticed,
+/// and a missing directory (a typo) was created with its parents.
+#[test]
+fn config_check_refuses_unsafe_tier_layouts_issue_19() {
+    let (_dir, root) = tiers();
+    let c = root.join("capacity");
+    fs::create_dir(c.join("inner")).unwrap();
+    std::os::unix::fs::symlink(c.join("inner"), root.join("into-capacity")).unwrap();
+    for (fast, capacity, fragment) in [
+        (
+            root.join("capacity/../capacity"),
+            c.clone(),
+            "same directory",
+        ),
+        (c.join("inner"), c.clone(), "is inside"),
+        (root.join("fast"), root.join("fast/sub"), "is inside"),
+        (root.join("into-capacity"), c.clone(), "is inside"),
+        (
+            root.join("fast"),
+            root.join("typo/capacity"),
+            "does not exist",
+        ),
+    ] {
+        let out = sluice(&[
+            "config",
+            "check",
+            "--fast",
+            text(&fast),
+            "--capacity",
+            text(&capacity),
+        ]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{fast:?} {capacity:?}: {err}");
+        assert!(err.contains(fragment), "{fast:?} {capacity:?}: {err}");
+    }
+    // --create lets a missing tier through the check, which creates nothing.
+    let out = sluice(&[
+        "config",
+        "check",
+        "--fast",
+        text(&root.join("fast")),
+        "--capacity",
+        text(&root.join("new/capacity")),
+        "--create",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!root.join("new").exists());
 }
 
 /// `sluice mount ARGS` that must be refused: its output, or a panic after

@@ -189,3 +189,102 @@ fn mount_refuses_unsafe_tier_layouts_before_touching_them_issue_19() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("mount.point"), "{}", stderr(&out));
 }
+
+fn register(target: &[&str], id: &str, size: &str, glob: &str) -> Output {
+    let args = [
+        &[
+            "ckpt", "register", "--id", id, "--period", "10min", "--size", size,
+        ][..],
+        &["--nodes", "4", "--glob", glob],
+        target,
+    ]
+    .concat();
+    sluice(&args)
+}
+
+/// The refusals of `ckpt register` against `target` (`--meta SPEC` or
+/// `--mount MNT`): job `a` holds `ckpt/a/*`; job `b` is refused each time.
+fn refuses_bad_jobs(target: &[&str]) {
+    let ok = register(target, "a", "1GiB", "ckpt/a/*");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    for (size, glob, fragments) in [
+        ("0", "ckpt/b/*", ["--size", "at least 1 byte"]),
+        ("1GiB", "../*", ["--glob", "leaves the mount"]),
+        ("1GiB", "/etc/*", ["--glob", "absolute"]),
+        ("1GiB", "**", ["--glob", "only wildcards"]),
+        ("1GiB", "*", ["--glob", "only wildcards"]),
+        ("1GiB", "ckpt/a/*", ["glob", "job \"a\"'s glob already"]),
+    ] {
+        let out = register(target, "b", size, glob);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{size} {glob}: {err}");
+        for fragment in fragments {
+            assert!(err.contains(fragment), "{size} {glob}: {err}");
+        }
+    }
+    // A job may replace itself and keep its glob.
+    let ok = register(target, "a", "2GiB", "ckpt/a/*");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let list = sluice(&[&["ckpt", "list", "--json"][..], target].concat());
+    let jobs = String::from_utf8_lossy(&list.stdout);
+    assert!(jobs.contains("\"a\"") && !jobs.contains("\"b\""), "{jobs}");
+}
+
+/// Issue 19: `ckpt register` accepted `--size 0`, globs like `../*`,
+/// `/etc/*` and `**`, and two jobs with the same glob; straight into a
+/// catalogue store.
+#[test]
+fn ckpt_register_refuses_jobs_that_could_not_work_issue_19() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = format!("redb:{}", dir.path().join("catalog.redb").display());
+    refuses_bad_jobs(&["--meta", &meta]);
+}
+
+fn is_mounted(point: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let point = point.display().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
+}
+
+/// The same through a running mount's control socket (the engine checks
+/// against the jobs it has).
+#[test]
+fn ckpt_register_through_a_mount_refuses_jobs_that_could_not_work_issue_19() {
+    let fuse = Path::new("/dev/fuse").exists()
+        && Command::new("fusermount3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !fuse {
+        assert!(std::env::var_os("CI").is_none(), "CI: FUSE is required");
+        eprintln!("skipped: no /dev/fuse or fusermount3 (install fuse3)");
+        return;
+    }
+    let (_dir, root) = tiers();
+    let point = root.join("mnt");
+    let mut child = Command::new(SLUICE)
+        .arg("mount")
+        .args(["--fast", text(&root.join("fast"))])
+        .args(["--capacity", text(&root.join("capacity"))])
+        .arg(&point)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !is_mounted(&point) {
+        assert!(child.try_wait().unwrap().is_none(), "sluice mount exited");
+        assert!(start.elapsed() < Duration::from_secs(30), "not mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let result = std::panic::catch_unwind(|| refuses_bad_jobs(&["--mount", text(&point)]));
+    let out = sluice(&["unmount", text(&point)]);
+    let _ = child.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}

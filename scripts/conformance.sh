@@ -212,7 +212,7 @@ write_sluice_config() {
         printf '[fast]\npath = "%s"\n\n[capacity]\npath = "%s"\n' "$fast" "$cap"
         for line in "$@"; do printf '%s\n' "$line"; done
     } >"$file"
-    "$SLUICE" config show --config "$file" >/dev/null ||
+    "$SLUICE" config check --config "$file" >/dev/null ||
         die "sluice refuses the config $file"
 }
 

@@ -128,6 +128,77 @@ impl JobSpec {
     }
 }
 
+impl JobSpec {
+    /// Checks a job about to be registered beside `registered` (the jobs
+    /// there now), beyond [`JobSpec::check`]: a checkpoint of at least one
+    /// byte; a glob relative to the mount (no leading `/`, no `..`, `.` or
+    /// empty component: it could never match a file of the mount) that
+    /// names something (a glob of only `*`, `?` and `/` would claim every
+    /// file, or every file at a depth); no other job with the same glob
+    /// (which one a file belongs to would be a matter of order). A job
+    /// replacing itself (same `id`) may keep its glob.
+    ///
+    /// Stored jobs are not held to this, so a catalogue written before
+    /// these rules still reads.
+    pub fn check_new(&self, registered: &[JobSpec]) -> Result<(), CatalogError> {
+        const WHAT: &str = "job";
+        self.check()?;
+        if self.ckpt_bytes == 0 {
+            return Err(invalid(
+                WHAT,
+                "ckpt_bytes",
+                "must be at least 1 byte: the size of one checkpoint, like 64GiB",
+            ));
+        }
+        let glob = &self.glob;
+        let relative = "a glob is relative to the mount, like ckpt/*.h5 or ckpt/**";
+        if glob.starts_with('/') {
+            return Err(invalid(
+                WHAT,
+                "glob",
+                &format!("{glob:?} is absolute: {relative}"),
+            ));
+        }
+        if let Some(bad) = glob.split('/').find(|c| matches!(*c, "" | "." | "..")) {
+            let why = if bad == ".." {
+                "leaves the mount"
+            } else {
+                "has an empty or `.` component, so no file of the mount matches it"
+            };
+            return Err(invalid(
+                WHAT,
+                "glob",
+                &format!("{glob:?} {why}: {relative}"),
+            ));
+        }
+        if glob.chars().all(|c| matches!(c, '*' | '?' | '/')) {
+            return Err(invalid(
+                WHAT,
+                "glob",
+                &format!(
+                    "{glob:?} is only wildcards: it would claim other jobs' and programs' \
+                     files; name a directory or part of a file name, like ckpt/** or **/*.h5"
+                ),
+            ));
+        }
+        if let Some(other) = registered
+            .iter()
+            .find(|j| j.id != self.id && j.glob == *glob)
+        {
+            return Err(invalid(
+                WHAT,
+                "glob",
+                &format!(
+                    "{glob:?} is job {:?}'s glob already: give this job its own files, \
+                     or unregister {:?} first",
+                    other.id, other.id
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl CkptRecord {
     /// Checks the fields a catalogue relies on: a non-empty `path` and `job`.
     pub fn check(&self) -> Result<(), CatalogError> {
@@ -246,6 +317,43 @@ mod tests {
             break_it(&mut j);
             let msg = j.check().unwrap_err().to_string();
             assert!(msg.contains(field), "{msg}");
+        }
+    }
+
+    /// Issue 19: `ckpt register` accepted `--size 0`, globs like `../*`,
+    /// `/etc/*` and `**`, and two jobs with the same glob.
+    #[test]
+    fn a_new_job_is_refused_what_could_not_work_issue_19() {
+        let registered = [job()];
+        job().check_new(&[]).unwrap();
+        job().check_new(&registered).unwrap();
+        for glob in ["ckpt/**", "**/*.h5", "a?/*", "*.h5"] {
+            let j = JobSpec {
+                id: "other".into(),
+                glob: glob.into(),
+                ..job()
+            };
+            j.check_new(&registered).unwrap();
+        }
+        type Break = fn(&mut JobSpec);
+        let cases: [(Break, &str); 11] = [
+            (|j| j.ckpt_bytes = 0, "at least 1 byte"),
+            (|j| j.glob = "../*".into(), "leaves the mount"),
+            (|j| j.glob = "ckpt/../../x".into(), "leaves the mount"),
+            (|j| j.glob = "/etc/*".into(), "absolute"),
+            (|j| j.glob = "./ckpt/*".into(), "component"),
+            (|j| j.glob = "ckpt//x".into(), "component"),
+            (|j| j.glob = "**".into(), "only wildcards"),
+            (|j| j.glob = "*".into(), "only wildcards"),
+            (|j| j.glob = "*/*".into(), "only wildcards"),
+            (|j| j.glob = "**/*".into(), "only wildcards"),
+            (|j| j.id = "other".into(), "job \"lammps\"'s glob already"),
+        ];
+        for (break_it, fragment) in cases {
+            let mut j = job();
+            break_it(&mut j);
+            let msg = j.check_new(&registered).unwrap_err().to_string();
+            assert!(msg.contains(fragment), "{j:?}: {msg}");
         }
     }
 

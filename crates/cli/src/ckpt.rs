@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use sluice_catalog::{Catalog, Failure, JobSpec, MetaSpec};
+use sluice_catalog::{Catalog, CatalogError, Failure, JobSpec, MetaSpec};
 use sluice_config::{ByteSize, Span};
 use sluice_fuse::control_request;
 
@@ -107,6 +107,25 @@ impl Target {
     }
 }
 
+/// A job's error with its field named by the flag that sets it.
+fn in_flags(e: CatalogError) -> String {
+    match &e {
+        CatalogError::Invalid { field, reason, .. } => {
+            let flag = match *field {
+                "id" => "--id",
+                "period_s" => "--period",
+                "ckpt_bytes" => "--size",
+                "versions" => "--versions",
+                "glob" => "--glob",
+                "failure" => "--nodes / --mtbf",
+                _ => return e.to_string(),
+            };
+            format!("{flag}: {reason}")
+        }
+        _ => e.to_string(),
+    }
+}
+
 /// Run `sluice ckpt ...`.
 pub fn run(command: &CkptCommand) -> Result<(), String> {
     match command {
@@ -124,11 +143,18 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
                 versions: a.versions,
                 glob: a.glob.clone(),
             };
-            job.check().map_err(|e| e.to_string())?;
+            // What can be checked without the other jobs, in flags' words;
+            // the mount (or the store below) checks against its jobs too.
+            job.check_new(&[]).map_err(in_flags)?;
             let json = serde_json::to_string(&job).map_err(|e| e.to_string())?;
             match a.target.request(&format!("ckpt register {json}")) {
                 Some(answer) => answer.map(|_| ()),
-                None => a.target.store()?.put_job(&job).map_err(|e| e.to_string()),
+                None => {
+                    let store = a.target.store()?;
+                    let registered = store.jobs().map_err(|e| e.to_string())?;
+                    job.check_new(&registered).map_err(in_flags)?;
+                    store.put_job(&job).map_err(|e| e.to_string())
+                }
             }?;
             println!("registered {}", a.id);
             Ok(())

@@ -118,6 +118,11 @@ struct MountPointArg {
 enum ConfigCommand {
     /// Print the normalized config in effect (file, then flags over it).
     Show(mount::ConfigArgs),
+    /// Check that the config in effect can mount: every value in range,
+    /// the tier directories there (or --create) and neither the same nor
+    /// one inside the other. Exits non-zero with the error otherwise;
+    /// mounts nothing, creates nothing.
+    Check(mount::ConfigArgs),
 }
 
 #[derive(Args, Debug)]
@@ -234,6 +239,7 @@ fn main() -> ExitCode {
         Some(Command::Drain(args)) => mount::drain(&args.mountpoint),
         Some(Command::Sync(args)) => mount::sync(&args.paths),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
+        Some(Command::Config(ConfigCommand::Check(args))) => mount::config_check(&args),
         Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
         Some(Command::Profile(args)) => profile::profile(&args),
         Some(Command::Ckpt(command)) => ckpt::run(&command),

@@ -56,6 +56,11 @@ pub struct ConfigArgs {
     /// (default FAST/catalog.redb).
     #[arg(long = "meta", id = "bbos_meta")]
     pub meta: Option<String>,
+    /// Create missing tier directories (and their parents); without it a
+    /// missing one is an error, so a typo does not become a new, empty
+    /// tier (`fast.create`, `capacity.create` in the config).
+    #[arg(long)]
+    pub create: bool,
 }
 
 fn parse_device(s: &str) -> Result<Device, String> {
@@ -113,16 +118,45 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
     if let Some(m) = &args.meta {
         config.bbos.meta = Some(m.clone());
     }
+    if args.create {
+        config.fast.create = true;
+        config.capacity.create = true;
+    }
     config
 }
 
-/// `sluice config show`.
+/// `sluice config show`: prints whatever the config is; a note says why
+/// it cannot mount.
 pub fn config_show(args: &ConfigArgs) -> Result<(), String> {
     let config = args.resolve()?;
     print!("{}", config.to_toml());
-    if let Err(e) = config.validate() {
-        eprintln!("sluice: note: this config cannot mount yet: {e}");
+    if let Err(e) = config.validate().and_then(|()| config.check_layout()) {
+        eprintln!(
+            "sluice: note: this config cannot mount yet: {e}\n\
+             sluice: note: `sluice config check` with the same arguments exits non-zero on it"
+        );
     }
+    Ok(())
+}
+
+/// `sluice config check`: an error (and a non-zero exit) unless the config
+/// can mount: every value in range, the tier directories there (or
+/// `--create`) and apart. Reads the file system; creates nothing.
+pub fn config_check(args: &ConfigArgs) -> Result<(), String> {
+    let config = args.resolve()?;
+    config.validate().map_err(|e| e.to_string())?;
+    config.check_layout().map_err(|e| e.to_string())?;
+    let engine = config.engine_config().map_err(|e| e.to_string())?;
+    let tier = |t: &sluice_config::TierConfig| match &t.path {
+        Some(p) if t.device != Device::Memory => p.display().to_string(),
+        _ => "memory".to_string(),
+    };
+    println!(
+        "ok: this config can mount (fast tier {}, capacity tier {}, policy {})",
+        tier(&config.fast),
+        tier(&config.capacity),
+        engine.redirector.policy.name()
+    );
     Ok(())
 }
 
@@ -141,7 +175,9 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         config.fast.path = Some(dir.join("fast"));
         config.capacity.path = Some(dir.join("capacity"));
         config.mount.point = Some(dir.join("mnt"));
-        std::fs::create_dir_all(dir.join("mnt")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for d in ["fast", "capacity", "mnt"] {
+            std::fs::create_dir_all(dir.join(d)).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
         eprintln!(
             "sluice: no tiers given: mounting the demo setup under {} (fast/, capacity/ behind an emulated disk, mnt/)",
             dir.display()

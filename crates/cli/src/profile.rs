@@ -292,6 +292,8 @@ pub fn profile(args: &ProfileArgs) -> Result<(), String> {
     let tier = TierConfig {
         path: Some(args.dir.clone()),
         device: args.device.device(),
+        // check_dir above: it exists.
+        create: false,
     };
     let backend = open_tier("profiled", &tier, &clock).map_err(|e| e.to_string())?;
     let path = RelPath::new(PROFILE_FILE_NAME).map_err(|e| e.to_string())?;

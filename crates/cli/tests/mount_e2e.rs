@@ -66,7 +66,9 @@ impl Mounted {
     fn unstarted(args: &[&str]) -> Mounted {
         let dir = tempfile::tempdir().unwrap();
         let point = dir.path().join("mnt");
-        fs::create_dir_all(&point).unwrap();
+        for d in ["fast", "capacity", "mnt"] {
+            fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
         Mounted {
             child: None,
             point,

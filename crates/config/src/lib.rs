@@ -7,6 +7,8 @@
 //! `--capacity`). The keys, their defaults and meaning are listed in
 //! `docs/config.md`; `sluice config show` prints them all.
 
+mod keys;
+mod layout;
 mod units;
 
 use std::fmt;
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sluice_catalog::MetaSpec;
 use sluice_devices::hdd::HddConfig;
 use sluice_devices::ssd::SsdConfig;
+use sluice_engine::log::{record_len, MAX_PATH_BYTES};
 use sluice_engine::{CkptOptions, EngineConfig, LiuBackend, LiuOptions};
 use sluice_env::emulated::EmulatedBackend;
 use sluice_env::memory::MemBackend;
@@ -26,7 +29,7 @@ use sluice_env::posix::PosixBackend;
 use sluice_env::{Backend, Clock};
 use sluice_policy::bbos::{Bandwidths, Eviction, Scheme};
 use sluice_policy::cost::CostModel;
-use sluice_policy::detector::DetectorConfig;
+use sluice_policy::detector::{self, DetectorConfig};
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::WhenFull;
 use sluice_policy::redirector::{
@@ -97,6 +100,9 @@ pub struct TierConfig {
     pub path: Option<PathBuf>,
     /// `posix`, `hdd`, `ssd` or `memory`.
     pub device: Device,
+    /// Create the directory (and its parents) if it is missing; otherwise
+    /// a missing directory is an error, so a typo is not a new empty tier.
+    pub create: bool,
 }
 
 /// `log` section.
@@ -443,16 +449,85 @@ impl Default for MountConfig {
 
 impl Config {
     /// Parse a TOML text; unknown keys and bad values are errors naming the
-    /// key and the line.
+    /// key, the line and what the key may be.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError(format!("config: {e}")))
+        Config::parse(text, "config")
     }
 
     /// Read and parse a TOML file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
-        toml::from_str(&text).map_err(|e| ConfigError(format!("config {}: {e}", path.display())))
+        let origin = format!("config {}", path.display());
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        Config::parse(&text, &origin)
+    }
+
+    /// `text` parsed; an error says `origin, line N: KEY: what is wrong;
+    /// KEY must be …` (serde's path to the value gives the key).
+    fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let deserializer =
+            toml::Deserializer::parse(text).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let key = e.path().to_string();
+            let error = e.into_inner();
+            let line = error.span().map_or(String::new(), |span| {
+                let before = text.get(..span.start).unwrap_or(text);
+                format!(", line {}", before.matches('\n').count() + 1)
+            });
+            let mut message = error
+                .message()
+                .trim_end()
+                .replace("unknown field", "unknown key")
+                .replace("unknown variant", "unknown value");
+            // serde's Rust type names say less than the allowed values.
+            for rust in ["u8", "u32", "u64", "f64", "i64"] {
+                if let Some(short) = message.strip_suffix(&format!(", expected {rust}")) {
+                    message = short.to_string();
+                }
+            }
+            match keys::allowed(&key).filter(|_| !message.contains("expected one of")) {
+                Some(allowed) => ConfigError(format!(
+                    "{origin}{line}: {key}: {message}; {key} must be {allowed}"
+                )),
+                None if key.is_empty() || key == "." => {
+                    ConfigError(format!("{origin}{line}: {message}"))
+                }
+                None => ConfigError(format!("{origin}{line}: {key}: {message}")),
+            }
+        })
+    }
+
+    /// The value of `key` (`section.name`) as `sluice config show` prints
+    /// it, for messages.
+    fn value_of(&self, key: &str) -> String {
+        let Ok(printed) = toml::from_str::<toml::Table>(&self.to_toml()) else {
+            return "?".to_string();
+        };
+        let (section, name) = key.split_once('.').unwrap_or(("", key));
+        printed
+            .get(section)
+            .and_then(|s| s.get(name))
+            .map_or_else(|| "(unset)".to_string(), ToString::to_string)
+    }
+
+    /// `KEY = VALUE: must be …` for a value out of its range.
+    fn out_of_range(&self, key: &str) -> ConfigError {
+        ConfigError(format!(
+            "{key} = {}: must be {}",
+            self.value_of(key),
+            keys::allowed(key).unwrap_or("within its range (docs/config.md)")
+        ))
+    }
+
+    /// `KEY = VALUE, OTHER = VALUE: KEY must be …` for two keys that
+    /// disagree.
+    fn out_of_step(&self, key: &str, other: &str) -> ConfigError {
+        ConfigError(format!(
+            "{key} = {}, {other} = {}: {key} must be {}",
+            self.value_of(key),
+            self.value_of(other),
+            keys::allowed(key).unwrap_or("within its range (docs/config.md)")
+        ))
     }
 
     /// The normalized TOML: every key, sizes and durations in their
@@ -479,56 +554,125 @@ impl Config {
                 )));
             }
         }
+        self.check_log()?;
+        if self.flush.run_max.0 == 0 {
+            return Err(self.out_of_range("flush.run_max"));
+        }
         if !(1..=64).contains(&self.flush.writers) {
-            return Err(ConfigError(format!(
-                "flush.writers = {}: must be 1 to 64",
-                self.flush.writers
-            )));
+            return Err(self.out_of_range("flush.writers"));
         }
-        if self.mount.threads == 0 || self.mount.threads > 256 {
-            return Err(ConfigError(format!(
-                "mount.threads = {}: must be 1 to 256",
-                self.mount.threads
-            )));
+        if !(1..=256).contains(&self.mount.threads) {
+            return Err(self.out_of_range("mount.threads"));
         }
-        let max_write = self.mount.max_write.0;
-        if !(4096..=(1 << 20)).contains(&max_write) {
-            return Err(ConfigError(format!(
-                "mount.max_write = {}: must be 4KiB to 1MiB",
-                self.mount.max_write
-            )));
+        if !(4096..=(1 << 20)).contains(&self.mount.max_write.0) {
+            return Err(self.out_of_range("mount.max_write"));
         }
+        self.check_policy()?;
         self.liu_options()?;
         self.bbos_options()?;
+        self.meta_spec()?;
+        // Every range the engine checks was checked above in TOML words;
+        // this only guards against the two drifting apart.
         self.engine_config()?
             .validate()
-            .map_err(|e| ConfigError(e.to_string()))
+            .map_err(|e| ConfigError(format!("engine config: {e}")))
+    }
+
+    /// The `[log]` keys, which the engine would report by its field names.
+    fn check_log(&self) -> Result<(), ConfigError> {
+        let log = &self.log;
+        if log.regions < 2 {
+            return Err(self.out_of_range("log.regions"));
+        }
+        let record_max = match u32::try_from(log.record_max.0) {
+            Ok(n) if n > 0 => n,
+            _ => return Err(self.out_of_range("log.record_max")),
+        };
+        // The engine's rule: a record and the path record before it fit.
+        let largest = record_len(record_max) + record_len(MAX_PATH_BYTES as u32);
+        if log.region_size.0 < largest {
+            return Err(ConfigError(format!(
+                "log.region_size = {}: must hold the largest record (log.record_max = {}) \
+                 and a path record: at least {}; raise log.region_size or lower log.record_max",
+                self.value_of("log.region_size"),
+                self.value_of("log.record_max"),
+                ByteSize(largest)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The `[policy]` keys, whatever `policy.name` is (a bad value is a
+    /// mistake even while another policy is in use): the static water
+    /// marks here, the rest by the policy crate's checks with its keys
+    /// turned into TOML keys.
+    fn check_policy(&self) -> Result<(), ConfigError> {
+        let p = &self.policy;
+        for (key, mark) in [
+            ("policy.ssdup_high_water", p.ssdup_high_water),
+            ("policy.ssdup_low_water", p.ssdup_low_water),
+        ] {
+            if !(0.0..=1.0).contains(&mark) {
+                return Err(self.out_of_range(key));
+            }
+        }
+        if p.ssdup_low_water > p.ssdup_high_water {
+            return Err(self.out_of_step("policy.ssdup_low_water", "policy.ssdup_high_water"));
+        }
+        let in_toml_words = |e: detector::ConfigError| {
+            let key = keys::policy_key(e.key);
+            ConfigError(format!(
+                "{key} = {}: must be {}",
+                self.value_of(&key),
+                e.expected
+            ))
+        };
+        let redirector = self.engine_config()?.redirector;
+        redirector.detector.validate().map_err(in_toml_words)?;
+        redirector.threshold.validate().map_err(in_toml_words)?;
+        self.cost_model().validate().map_err(in_toml_words)?;
+        redirector.validate().map_err(in_toml_words)
+    }
+
+    /// The `cost` policy's model from `[policy]`.
+    fn cost_model(&self) -> CostModel {
+        let p = &self.policy;
+        CostModel {
+            capacity_seek: p.cost_seek.0,
+            fast_bytes_per_s: p.cost_fast_bandwidth.0 as f64,
+            fast_request: p.cost_fast_request.0,
+            hysteresis: p.cost_hysteresis,
+            evidence: p.cost_evidence,
+        }
     }
 
     /// BBOS's options (checked whether or not `bbos.enabled`).
     pub fn bbos_options(&self) -> Result<CkptOptions, ConfigError> {
         let b = &self.bbos;
         if !(1..=100).contains(&b.static_percent) {
-            return Err(ConfigError(format!(
-                "bbos.static_percent = {}: must be 1 to 100",
-                b.static_percent
-            )));
+            return Err(self.out_of_range("bbos.static_percent"));
         }
         if !(1..=64).contains(&b.window) {
-            return Err(ConfigError(format!(
-                "bbos.window = {}: must be 1 to 64",
-                b.window
-            )));
+            return Err(self.out_of_range("bbos.window"));
         }
-        for (key, v) in [("capacity", b.capacity), ("chunk", b.chunk)] {
-            if v.0 == 0 {
-                return Err(ConfigError(format!("bbos.{key} must be above 0")));
+        for (key, zero) in [
+            ("bbos.capacity", b.capacity.0 == 0),
+            ("bbos.chunk", b.chunk.0 == 0),
+            ("bbos.period", b.period.0.is_zero()),
+            ("bbos.node_mtbf", b.node_mtbf.0.is_zero()),
+            ("bbos.write_min", b.write_min.0 == 0),
+            ("bbos.demote_max", b.demote_max.0 == 0),
+            ("bbos.idle_demote", b.idle_demote.0 == 0),
+        ] {
+            if zero {
+                return Err(self.out_of_range(key));
             }
         }
-        for (key, v) in [("period", b.period), ("node_mtbf", b.node_mtbf)] {
-            if v.0.is_zero() {
-                return Err(ConfigError(format!("bbos.{key} must be above 0")));
-            }
+        if b.write_max < b.write_min {
+            return Err(self.out_of_step("bbos.write_max", "bbos.write_min"));
+        }
+        if b.demote_min > b.demote_max {
+            return Err(self.out_of_step("bbos.demote_min", "bbos.demote_max"));
         }
         let bandwidths = Bandwidths {
             write_max: b.write_max.0 as f64,
@@ -537,11 +681,10 @@ impl Config {
             demote_min: b.demote_min.0 as f64,
             idle_demote: b.idle_demote.0 as f64,
         };
-        bandwidths.check().map_err(|e| {
-            ConfigError(format!(
-                "bbos bandwidths (write_max, write_min, demote_max, demote_min, idle_demote): {e}"
-            ))
-        })?;
+        // Checked above in TOML words; a guard against drifting apart.
+        bandwidths
+            .check()
+            .map_err(|e| ConfigError(format!("bbos bandwidths: {e}")))?;
         Ok(CkptOptions {
             scheme: match b.scheme {
                 SchemeName::Bbos => Scheme::Bbos,
@@ -583,7 +726,7 @@ impl Config {
         match (&self.bbos.meta, &self.fast.path) {
             (Some(m), _) => MetaSpec::parse(m)
                 .map(Some)
-                .map_err(|e| ConfigError(format!("bbos.meta: {e}"))),
+                .map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}"))),
             (None, Some(fast)) if self.fast.device != Device::Memory => Ok(Some(MetaSpec::Redb {
                 path: fast.join("catalog.redb"),
             })),
@@ -595,6 +738,11 @@ impl Config {
     pub fn liu_options(&self) -> Result<LiuOptions, ConfigError> {
         let l = &self.liu;
         let defaults = LiuOptions::default();
+        for (key, size) in [("liu.head", l.head), ("liu.body", l.body)] {
+            if size.0 == 0 {
+                return Err(self.out_of_range(key));
+            }
+        }
         let geometry = Geometry::new(l.head.0, l.body.0).map_err(|e| {
             ConfigError(format!("liu.head = {}, liu.body = {}: {e}", l.head, l.body))
         })?;
@@ -611,16 +759,13 @@ impl Config {
         };
         if l.buffer.0 < geometry.segment_bytes() {
             return Err(ConfigError(format!(
-                "liu.buffer = {}: must hold one segment (head + body = {})",
-                l.buffer,
+                "liu.buffer = {}: must hold one segment (liu.head + liu.body = {})",
+                self.value_of("liu.buffer"),
                 ByteSize(geometry.segment_bytes())
             )));
         }
         if !(0.0..=1.0).contains(&l.lift_locality) {
-            return Err(ConfigError(format!(
-                "liu.lift_locality = {}: must be within [0, 1]",
-                l.lift_locality
-            )));
+            return Err(self.out_of_range("liu.lift_locality"));
         }
         options
             .check()
@@ -640,20 +785,10 @@ impl Config {
                 low_water: p.ssdup_low_water,
             },
             PolicyName::SsdupPlus => RedirectPolicy::SsdupPlus,
-            PolicyName::Cost => RedirectPolicy::Cost(CostModel {
-                capacity_seek: p.cost_seek.0,
-                fast_bytes_per_s: p.cost_fast_bandwidth.0 as f64,
-                fast_request: p.cost_fast_request.0,
-                hysteresis: p.cost_hysteresis,
-                evidence: p.cost_evidence,
-            }),
+            PolicyName::Cost => RedirectPolicy::Cost(self.cost_model()),
         };
-        let record_max = u32::try_from(self.log.record_max.0).map_err(|_| {
-            ConfigError(format!(
-                "log.record_max = {}: at most 4GiB - 1",
-                self.log.record_max
-            ))
-        })?;
+        let record_max = u32::try_from(self.log.record_max.0)
+            .map_err(|_| self.out_of_range("log.record_max"))?;
         Ok(EngineConfig {
             redirector: RedirectorConfig {
                 policy,
@@ -687,10 +822,60 @@ impl Config {
         })
     }
 
-    /// Open both tiers (creating their directories if missing); with
-    /// `liu.enabled` the capacity tier is wrapped in LiU's read path, its
-    /// heads on the fast tier.
+    /// Check where the tiers and the mount point (when `mount.point` is
+    /// set) are, as the kernel resolves them: each tier's directory exists
+    /// (or its `create` is set), and no two of them are the same directory
+    /// or one inside the other (see the `layout` module). Reads the file
+    /// system; creates nothing.
+    pub fn check_layout(&self) -> Result<(), ConfigError> {
+        let mut places = Vec::new();
+        for (key, tier) in [("fast.path", &self.fast), ("capacity.path", &self.capacity)] {
+            let Some(path) = tier
+                .path
+                .as_deref()
+                .filter(|_| tier.device != Device::Memory)
+            else {
+                continue;
+            };
+            let place = layout::Place::new(key, path)?;
+            if place.exists && !place.resolved.is_dir() {
+                return Err(ConfigError(format!(
+                    "{key} {} is not a directory",
+                    path.display()
+                )));
+            }
+            places.push(place);
+        }
+        if let Some(point) = &self.mount.point {
+            let place = layout::Place::new("mount.point", point)?;
+            if !place.resolved.is_dir() {
+                return Err(ConfigError(format!(
+                    "mount.point {} is not a directory: create it (mkdir) first",
+                    point.display()
+                )));
+            }
+            places.push(place);
+        }
+        layout::check(&places)?;
+        for place in &places {
+            let create = match place.key {
+                "fast.path" => self.fast.create,
+                "capacity.path" => self.capacity.create,
+                _ => continue,
+            };
+            if !place.exists && !create {
+                return Err(layout::missing(place.key, &place.given));
+            }
+        }
+        Ok(())
+    }
+
+    /// Open both tiers, after [`Config::check_layout`]; a missing directory
+    /// is created only with its tier's `create`. With `liu.enabled` the
+    /// capacity tier is wrapped in LiU's read path, its heads on the fast
+    /// tier.
     pub fn open_tiers(&self, clock: &Arc<dyn Clock>) -> Result<Tiers, ConfigError> {
+        self.check_layout()?;
         let fast = open_tier("fast", &self.fast, clock)?;
         let mut capacity = open_tier("capacity", &self.capacity, clock)?;
         let liu = if self.liu.enabled {
@@ -722,7 +907,8 @@ pub struct Tiers {
     pub liu: Option<Arc<LiuBackend>>,
 }
 
-/// One tier's backend from its section.
+/// One tier's backend from its section; a missing directory is an error
+/// unless the section's `create` is set.
 pub fn open_tier(
     name: &str,
     tier: &TierConfig,
@@ -734,8 +920,13 @@ pub fn open_tier(
             .path
             .clone()
             .ok_or_else(|| ConfigError(format!("{name}.path is not set")))?;
-        std::fs::create_dir_all(&path)
-            .map_err(|e| ConfigError(format!("{name} tier {}: {e}", path.display())))?;
+        if !path.exists() {
+            if !tier.create {
+                return Err(layout::missing(&format!("{name}.path"), &path));
+            }
+            std::fs::create_dir_all(&path)
+                .map_err(|e| ConfigError(format!("{name} tier {}: {e}", path.display())))?;
+        }
         Ok(Arc::new(PosixBackend::new(path).map_err(error)?))
     };
     Ok(match tier.device {
@@ -833,6 +1024,8 @@ mod tests {
         let mut config = Config::default();
         config.fast.path = Some(dir.path().join("fast"));
         config.capacity.path = Some(dir.path().join("capacity"));
+        config.fast.create = true;
+        config.capacity.create = true;
         let tiers = config.open_tiers(&clock).unwrap();
         assert!(tiers.liu.is_none());
         assert!(!tiers.capacity.describe().contains("LiU"));
@@ -866,6 +1059,250 @@ mod tests {
         ));
     }
 
+    /// A config with these two tier directories, and `keys` over the
+    /// defaults.
+    fn with_tiers(fast: &Path, capacity: &Path) -> Config {
+        let mut config = Config::default();
+        config.fast.path = Some(fast.to_path_buf());
+        config.capacity.path = Some(capacity.to_path_buf());
+        config
+    }
+
+    /// Issue 19: tier paths were compared as text, so `--fast c/../c
+    /// --capacity c` mounted, as did a fast tier nested inside the capacity
+    /// tier (the log and catalogue then show inside the mount, writable),
+    /// one around it, and one reached through a symlink into the other.
+    #[test]
+    fn unsafe_tier_layouts_are_refused_issue_19() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let c = root.join("c");
+        std::fs::create_dir_all(c.join("inner")).unwrap();
+        std::fs::create_dir_all(root.join("f")).unwrap();
+        std::os::unix::fs::symlink(c.join("inner"), root.join("into-c")).unwrap();
+        std::os::unix::fs::symlink(&c, root.join("c-again")).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        for (fast, capacity, fragment) in [
+            (root.join("c/../c"), c.clone(), "same directory"),
+            (root.join("c-again"), c.clone(), "same directory"),
+            (c.join("inner"), c.clone(), "inside"),
+            (c.clone(), c.join("inner"), "inside"),
+            (root.join("into-c"), c.clone(), "inside"),
+            (root.join("f"), root.join("f/./new"), "inside"),
+        ] {
+            let config = with_tiers(&fast, &capacity);
+            let err = config.open_tiers(&clock).unwrap_err();
+            let what = format!("fast {}, capacity {}", fast.display(), capacity.display());
+            assert!(err.0.contains(fragment), "{what}: {err}");
+            assert!(
+                err.0.contains("fast.path") && err.0.contains("capacity.path"),
+                "{what}: {err}"
+            );
+        }
+        assert!(!root.join("f/new").exists(), "nothing is created");
+        // Siblings are fine, also when reached through a symlink.
+        std::fs::create_dir_all(c.join("cap")).unwrap();
+        with_tiers(&root.join("f"), &root.join("c-again/cap"))
+            .open_tiers(&clock)
+            .unwrap();
+    }
+
+    /// Issue 19: a mount point that is a tier, inside one, or around one
+    /// (sluice would serve its own mount, or hide its socket) is refused.
+    #[test]
+    fn a_mount_point_inside_or_around_a_tier_is_refused_issue_19() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in ["tiers/fast", "tiers/capacity/mnt", "mnt"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        let mut config = with_tiers(&root.join("tiers/fast"), &root.join("tiers/capacity"));
+        for point in [
+            "tiers/capacity/mnt",
+            "tiers/fast",
+            "tiers",
+            "tiers/capacity/../capacity",
+        ] {
+            config.mount.point = Some(root.join(point));
+            let err = config.open_tiers(&clock).unwrap_err();
+            assert!(err.0.contains("mount.point"), "{point}: {err}");
+        }
+        config.mount.point = Some(root.join("mnt"));
+        config.open_tiers(&clock).unwrap();
+    }
+
+    /// Issue 19: a missing tier directory (a typo) was created silently,
+    /// with its parents.
+    #[test]
+    fn a_missing_tier_directory_is_an_error_issue_19() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("fast")).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        let config = with_tiers(&root.join("fast"), &root.join("typo/capacity"));
+        let err = config.open_tiers(&clock).unwrap_err();
+        for fragment in ["capacity.path", "does not exist", "--create"] {
+            assert!(err.0.contains(fragment), "{err}");
+        }
+        assert!(!root.join("typo").exists(), "nothing is created");
+        let config = with_tiers(&root.join("nvme/fast"), &root.join("fast"));
+        let err = config.open_tiers(&clock).unwrap_err();
+        assert!(err.0.contains("fast.path"), "{err}");
+        assert!(!root.join("nvme").exists(), "nothing is created");
+        // With `create` (`--create`), it is made, parents and all.
+        let mut config = with_tiers(&root.join("fast"), &root.join("typo/capacity"));
+        config.capacity.create = true;
+        config.open_tiers(&clock).unwrap();
+        assert!(root.join("typo/capacity").is_dir());
+        // `create` does not excuse a bad layout, and creates nothing then.
+        let mut config = with_tiers(&root.join("fast/new"), &root.join("fast"));
+        config.fast.create = true;
+        assert!(config.open_tiers(&clock).is_err());
+        assert!(!root.join("fast/new").exists());
+    }
+
+    /// Issue 19: config errors spoke serde's and the engine's words
+    /// (`data did not match any variant of untagged enum Raw`,
+    /// `region_bytes`, `threshold.initial`); each names the TOML key and
+    /// what it may be.
+    #[test]
+    fn config_errors_name_the_toml_key_and_the_range_issue_19() {
+        let internal = [
+            "untagged",
+            "Raw",
+            "region_bytes",
+            "record_max_bytes",
+            "flush_run_max_bytes",
+            "threshold.",
+            "invalid stream_len",
+            "invalid cost_",
+            "water marks",
+        ];
+        let clean = |text: &str, err: &ConfigError| {
+            for word in internal {
+                assert!(!err.0.contains(word), "{text:?}: {word:?} in {err}");
+            }
+        };
+        for (text, key, range) in [
+            ("[log]\nregion_size = -5\n", "log.region_size", "negative"),
+            ("[log]\nregion_size = 2.5\n", "log.region_size", "whole"),
+            ("[log]\nwait_max = -1\n", "log.wait_max", "negative"),
+            ("[log]\nregions = -1\n", "log.regions", "at least 2"),
+            (
+                "[bbos]\nstatic_percent = 300\n",
+                "bbos.static_percent",
+                "1 to 100",
+            ),
+            ("[mount]\nthreads = 1.5\n", "mount.threads", "1 to 256"),
+            ("[liu]\nhead = true\n", "liu.head", "above 0"),
+        ] {
+            let err = Config::from_toml(text).unwrap_err();
+            assert!(err.0.contains(key), "{text:?}: {err}");
+            assert!(err.0.contains(range), "{text:?}: {err}");
+            assert!(err.0.contains("line 2"), "{text:?}: {err}");
+            clean(text, &err);
+        }
+        let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n";
+        for (keys, key, range) in [
+            (
+                "[log]\nregion_size = 0\n",
+                "log.region_size",
+                "at least 1052768B",
+            ),
+            ("[log]\nregions = 1\n", "log.regions", "at least 2"),
+            ("[log]\nrecord_max = 0\n", "log.record_max", "1B to"),
+            ("[flush]\nrun_max = 0\n", "flush.run_max", "above 0"),
+            ("[flush]\nwriters = 0\n", "flush.writers", "1 to 64"),
+            (
+                "[policy]\nstream_len = 1\n",
+                "policy.stream_len",
+                "at least 2",
+            ),
+            (
+                "[policy]\nthreshold_initial = 2.0\n",
+                "policy.threshold_initial",
+                "[0, 1]",
+            ),
+            (
+                "[policy]\nthreshold_list_max = 0\n",
+                "policy.threshold_list_max",
+                "at least 1",
+            ),
+            (
+                "[policy]\nchange_window = 0\n",
+                "policy.change_window",
+                "at least 1",
+            ),
+            (
+                "[policy]\nchange_fraction = 1.5\n",
+                "policy.change_fraction",
+                "[0, 1]",
+            ),
+            (
+                "[policy]\nchange_margin = -0.1\n",
+                "policy.change_margin",
+                "[0, 1]",
+            ),
+            (
+                "[policy]\ncost_hysteresis = 20.0\n",
+                "policy.cost_hysteresis",
+                "[0, 10]",
+            ),
+            (
+                "[policy]\ncost_evidence = 1\n",
+                "policy.cost_evidence",
+                "at least 2",
+            ),
+            (
+                "[policy]\ncost_fast_bandwidth = 0\n",
+                "policy.cost_fast_bandwidth",
+                "greater than 0",
+            ),
+            ("[liu]\nhead = 0\n", "liu.head", "above 0"),
+            (
+                "[bbos]\nwrite_max = \"1GB\"\n",
+                "bbos.write_max",
+                "bbos.write_min",
+            ),
+            ("[bbos]\nidle_demote = 0\n", "bbos.idle_demote", "above 0"),
+            ("[bbos]\nmeta = \"rediss://x\"\n", "bbos.meta", "redis://"),
+        ] {
+            let text = format!("{base}{keys}");
+            let err = Config::from_toml(&text).unwrap().validate().unwrap_err();
+            assert!(err.0.contains(&format!("{key} = ")), "{keys:?}: {err}");
+            assert!(err.0.contains(range), "{keys:?}: {err}");
+            clean(keys, &err);
+        }
+    }
+
+    /// Issue 19: `ssdup_high_water = 1.7` was accepted. The static marks
+    /// are checked whatever `policy.name` is, like every other key.
+    #[test]
+    fn ssdup_water_marks_are_checked_issue_19() {
+        let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n[policy]\n";
+        for (keys, key) in [
+            ("ssdup_high_water = 1.7\n", "policy.ssdup_high_water"),
+            (
+                "name = \"ssdup\"\nssdup_high_water = 1.7\n",
+                "policy.ssdup_high_water",
+            ),
+            ("ssdup_low_water = -0.1\n", "policy.ssdup_low_water"),
+            (
+                "ssdup_low_water = 0.5\nssdup_high_water = 0.4\n",
+                "policy.ssdup_low_water",
+            ),
+        ] {
+            let text = format!("{base}{keys}");
+            let err = Config::from_toml(&text).unwrap().validate().unwrap_err();
+            assert!(err.0.contains(key), "{keys:?}: {err}");
+            assert!(err.0.contains("[0, 1]"), "{keys:?}: {err}");
+            assert!(!err.0.contains("water marks"), "{keys:?}: {err}");
+        }
+        let text = format!("{base}ssdup_low_water = 0.4\nssdup_high_water = 0.4\n");
+        Config::from_toml(&text).unwrap().validate().unwrap();
+    }
+
     #[test]
     fn tiers_open_as_configured() {
         let dir = tempfile::tempdir().unwrap();
@@ -879,6 +1316,7 @@ mod tests {
             let tier = TierConfig {
                 path: Some(dir.path().join(format!("{device:?}"))),
                 device,
+                create: true,
             };
             let backend = open_tier("fast", &tier, &clock).unwrap();
             let text = backend.describe();

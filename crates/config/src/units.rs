@@ -137,20 +137,44 @@ impl fmt::Display for Span {
     }
 }
 
-/// Either a bare integer (bytes) or a string with a unit.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Raw {
-    Int(u64),
-    Text(String),
+/// Reads a size: a whole number of bytes or a string with a unit. A
+/// negative or fractional number is refused in words (an untagged enum
+/// said "data did not match any variant", issue 19).
+struct SizeVisitor;
+
+impl de::Visitor<'_> for SizeVisitor {
+    type Value = ByteSize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a size: a whole number of bytes or a string with a unit, like \"256MiB\"")
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<ByteSize, E> {
+        Ok(ByteSize(n))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<ByteSize, E> {
+        u64::try_from(n).map(ByteSize).map_err(|_| {
+            E::custom(format!(
+                "{n} is negative: a size is 0 or more bytes, or a string like \"256MiB\""
+            ))
+        })
+    }
+
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<ByteSize, E> {
+        Err(E::custom(format!(
+            "{n} is not a whole number of bytes: give one, or a string like \"1536KiB\""
+        )))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<ByteSize, E> {
+        text.parse().map_err(E::custom)
+    }
 }
 
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(ByteSize(n)),
-            Raw::Text(t) => t.parse().map_err(de::Error::custom),
-        }
+        d.deserialize_any(SizeVisitor)
     }
 }
 
@@ -160,15 +184,48 @@ impl Serialize for ByteSize {
     }
 }
 
+/// Reads a duration: a string with a unit, or a bare 0.
+struct SpanVisitor;
+
+impl de::Visitor<'_> for SpanVisitor {
+    type Value = Span;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration: a string with a unit, like \"200ms\" or \"1s\", or 0")
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Span, E> {
+        if n == 0 {
+            return Ok(Span(Duration::ZERO));
+        }
+        Err(E::custom(format!(
+            "duration {n}: give a unit, like \"{n}ms\" or \"{n}s\""
+        )))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Span, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::custom(format!(
+                "{n} is negative: a duration is 0 or more, like \"200ms\""
+            ))),
+        }
+    }
+
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Span, E> {
+        Err(E::custom(format!(
+            "duration {n}: give a whole number and a unit, like \"1500ms\" for 1.5s"
+        )))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Span, E> {
+        text.parse().map_err(E::custom)
+    }
+}
+
 impl<'de> Deserialize<'de> for Span {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Span, D::Error> {
-        match Raw::deserialize(d)? {
-            Raw::Int(0) => Ok(Span(Duration::ZERO)),
-            Raw::Int(n) => Err(de::Error::custom(format!(
-                "duration {n}: give a unit, like \"{n}ms\" or \"{n}s\""
-            ))),
-            Raw::Text(t) => t.parse().map_err(de::Error::custom),
-        }
+        d.deserialize_any(SpanVisitor)
     }
 }
 

@@ -658,7 +658,13 @@ impl Checkpoints {
     }
 
     /// Registers (or replaces) a job: stored in the catalogue, used at once.
+    /// A job that could not work is refused ([`JobSpec::check_new`]: no
+    /// size, a glob outside the mount, one claiming every file, another
+    /// job's glob), checked against the catalogue's jobs.
     pub fn register(&self, job: JobSpec) -> io::Result<()> {
+        let registered = self.shared.catalog.jobs().map_err(catalog_io)?;
+        job.check_new(&registered)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         self.shared.catalog.put_job(&job).map_err(catalog_io)?;
         self.reload_jobs()
     }

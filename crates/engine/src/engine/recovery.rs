@@ -221,6 +221,8 @@ pub(super) fn open(
         next_file_id,
         draining: 0,
         shutdown: false,
+        flush_backoff: flush::FLUSH_BACKOFF_MIN,
+        flush_retry_now: false,
         stats,
         placements: Placements::default(),
     };

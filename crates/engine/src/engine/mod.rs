@@ -307,7 +307,7 @@ impl Engine {
                 OpenOptions {
                     create: true,
                     create_new: true,
-                    truncate: false,
+                    ..OpenOptions::default()
                 },
             )
             .map_err(context(format!("create {path}")))?;

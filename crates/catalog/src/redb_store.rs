@@ -15,11 +15,17 @@
 //!
 //! redb allows one open `Database` per file; a second `open` of the same file
 //! (in this or another process) fails with a message naming the file.
+//!
+//! The file holds job ids and checkpoint paths of every user, so only its
+//! owner may read it: it is created 0600 whatever the umask, and an older
+//! file with a wider mode is narrowed when opened.
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
-use redb::{Database, DatabaseError, ReadableTable, TableDefinition, WriteTransaction};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
+use redb::{Builder, Database, DatabaseError, ReadableTable, TableDefinition, WriteTransaction};
 
 use crate::model::{decode_ckpt, decode_job, decode_period, encode, non_empty};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats};
@@ -40,16 +46,35 @@ impl RedbCatalog {
     /// does not exist. The directory must exist.
     pub fn open(path: impl AsRef<Path>) -> Result<RedbCatalog, CatalogError> {
         let path = path.as_ref().to_path_buf();
-        let db = Database::create(&path).map_err(|e| CatalogError::RedbOpen {
+        let open_error = |e: std::io::Error| CatalogError::RedbOpen {
             path: path.clone(),
-            reason: match e {
-                DatabaseError::DatabaseAlreadyOpen => {
-                    "already open (by another sluice process, or another catalogue in this one)"
-                        .to_owned()
-                }
-                e => e.to_string(),
-            },
-        })?;
+            reason: e.to_string(),
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(open_error)?;
+        // The umask may have narrowed a new file, an older sluice widened it.
+        if file.metadata().map_err(open_error)?.permissions().mode() & 0o7777 != 0o600 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(open_error)?;
+        }
+        let db = Builder::new()
+            .create_file(file)
+            .map_err(|e| CatalogError::RedbOpen {
+                path: path.clone(),
+                reason: match e {
+                    DatabaseError::DatabaseAlreadyOpen => {
+                        "already open (by another sluice process, or another catalogue in this one)"
+                            .to_owned()
+                    }
+                    e => e.to_string(),
+                },
+            })?;
         let catalog = RedbCatalog { db, path };
         catalog
             .write(|txn| {

@@ -249,6 +249,13 @@ impl Dirs {
         for d in [&dirs.fast, &dirs.capacity, &dirs.point] {
             std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
         }
+        // The fast tier must be the mount's own whatever the umask (a
+        // group-writable one is refused: docs/fuse.md, Security).
+        std::fs::set_permissions(
+            &dirs.fast,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .map_err(|e| format!("{}: {e}", dirs.fast.display()))?;
         for entry in std::fs::read_dir(&dirs.capacity)
             .map_err(|e| format!("{}: {e}", dirs.capacity.display()))?
             .flatten()

@@ -90,6 +90,12 @@ struct UnmountArgs {
     /// Drain even if the mount was started with --no-drain.
     #[arg(long)]
     drain: bool,
+    /// Drain, then detach the mount even if it is busy (MNT_DETACH): files
+    /// still open are served until they are closed. Without it a busy
+    /// mount (a file open, a working directory inside) is refused and
+    /// keeps serving.
+    #[arg(long)]
+    lazy: bool,
 }
 
 #[derive(Args, Debug)]
@@ -234,7 +240,9 @@ fn main() -> ExitCode {
             sim::run(&args.experiment, args.scale, args.seed, &args.out)
         }
         Some(Command::Mount(args)) => mount::mount(&args.config, args.mountpoint.as_deref()),
-        Some(Command::Unmount(args)) => mount::unmount(&args.mountpoint, args.keep, args.drain),
+        Some(Command::Unmount(args)) => {
+            mount::unmount(&args.mountpoint, args.keep, args.drain, args.lazy)
+        }
         Some(Command::Status(args)) => mount::status(&args.mountpoint, args.json),
         Some(Command::Drain(args)) => mount::drain(&args.mountpoint),
         Some(Command::Sync(args)) => mount::sync(&args.paths),

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use clap::Args;
 use sluice_config::{Config, Device, PolicyName};
@@ -45,6 +44,10 @@ pub struct ConfigArgs {
     /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9464).
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
+    /// Allow --metrics on an address other than loopback: the endpoint has
+    /// no authentication, so every host that reaches it reads the metrics.
+    #[arg(long)]
+    pub metrics_public: bool,
     /// Threads serving FUSE requests.
     #[arg(long)]
     pub threads: Option<u32>,
@@ -111,6 +114,7 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
     if let Some(m) = args.metrics {
         config.metrics.listen = Some(m);
     }
+    config.metrics.public |= args.metrics_public;
     if let Some(t) = args.threads {
         config.mount.threads = t;
     }
@@ -194,7 +198,10 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         .point
         .clone()
         .ok_or("no mount point: give MOUNTPOINT or mount.point in the config")?;
-    let mut running = Mount::start(&config, &point).map_err(|e| e.to_string())?;
+    let running = Mount::start(&config, &point).map_err(|e| e.to_string())?;
+    for warning in running.warnings() {
+        eprintln!("sluice: warning: {warning}");
+    }
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| format!("installing the signal handler: {e}"))?;
@@ -211,11 +218,13 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
             .metrics_addr()
             .map_or_else(String::new, |a| format!("; metrics at http://{a}/metrics"))
     );
-    running.wait();
-    eprintln!("sluice: unmounting {}", point.display());
-    let drained = running.finish().map_err(|e| e.to_string())?;
+    // A refused unmount (busy) is reported and the mount serves on.
+    let drained = running
+        .serve(&mut |message| eprintln!("sluice: {message}"))
+        .map_err(|e| e.to_string())?;
     eprintln!(
-        "sluice: {}",
+        "sluice: unmounted {}: {}",
+        point.display(),
         if drained {
             "drained: the capacity tier holds every byte"
         } else {
@@ -225,25 +234,49 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
     Ok(())
 }
 
-/// `sluice unmount`.
-pub fn unmount(mountpoint: &Path, keep: bool, drain: bool) -> Result<(), String> {
-    let request = match (keep, drain) {
+/// `sluice unmount`: asks the mount and waits for the outcome, which the
+/// mount sends once it has unmounted, drained (or not) and closed; a busy
+/// mount refuses and keeps serving.
+pub fn unmount(mountpoint: &Path, keep: bool, drain: bool, lazy: bool) -> Result<(), String> {
+    let mut request = match (keep, drain) {
         (true, _) => "unmount keep",
         (_, true) => "unmount drain",
         _ => "unmount",
-    };
-    control_request(mountpoint, request).map_err(|e| e.to_string())?;
-    // Wait until the mount point is no longer this mount.
-    for _ in 0..6000 {
-        if control_request(mountpoint, "status").is_err() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    Err(format!(
-        "{} is still mounted after 5 min",
-        mountpoint.display()
-    ))
+    .to_string();
+    if lazy {
+        request.push_str(" lazy");
+    }
+    let answer = control_request(mountpoint, &request)
+        .map_err(|e| format!("unmount {}: {e}", mountpoint.display()))?;
+    let kept = "buffered data stays in the log; the next mount of its fast tier recovers it";
+    let said = match answer.split_whitespace().collect::<Vec<_>>().as_slice() {
+        ["ok", "drained"] => "drained: the capacity tier holds every byte".to_string(),
+        ["ok", "kept"] => kept.to_string(),
+        ["ok", "detached", open, end] => {
+            let mut said = format!(
+                "detached; {}",
+                if *end == "drained" {
+                    "drained first: the capacity tier holds every byte written before"
+                } else {
+                    kept
+                }
+            );
+            if *open != "0" {
+                said.push_str(&format!(
+                    "; {open} file(s) still open are served until they are closed"
+                ));
+            }
+            said
+        }
+        _ => {
+            return Err(format!(
+                "the mount answered something unexpected: {answer:?}"
+            ))
+        }
+    };
+    println!("unmounted {}: {said}", mountpoint.display());
+    Ok(())
 }
 
 /// `sluice status`.

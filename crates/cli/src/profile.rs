@@ -462,8 +462,8 @@ impl Run<'_> {
         let args = self.args;
         let options = OpenOptions {
             create: true,
-            create_new: false,
             truncate: true,
+            ..OpenOptions::default()
         };
         let file = guard
             .backend

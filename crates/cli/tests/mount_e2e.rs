@@ -52,6 +52,8 @@ struct Mounted {
     dir: tempfile::TempDir,
     point: PathBuf,
     args: Vec<String>,
+    /// The umask `sluice mount` runs with (octal digits), if not ours.
+    umask: Option<&'static str>,
 }
 
 impl Mounted {
@@ -74,6 +76,7 @@ impl Mounted {
             point,
             args: args.iter().map(|s| s.to_string()).collect(),
             dir,
+            umask: None,
         }
     }
 
@@ -91,7 +94,20 @@ impl Mounted {
 
     fn start(&mut self) {
         let log = File::create(self.dir.path().join("mount.log")).unwrap();
-        let child = Command::new(SLUICE)
+        let mut command = match self.umask {
+            // `exec`: the child is sluice itself (kill -9 reaches it).
+            Some(umask) => {
+                let mut sh = Command::new("sh");
+                sh.args([
+                    "-c",
+                    &format!("umask {umask} && exec \"$0\" \"$@\""),
+                    SLUICE,
+                ]);
+                sh
+            }
+            None => Command::new(SLUICE),
+        };
+        let child = command
             .arg("mount")
             .arg("--fast")
             .arg(self.fast())
@@ -1467,4 +1483,629 @@ fn sync_puts_the_named_files_on_the_capacity_tier() {
             "{path:?}: {err}"
         );
     }
+}
+
+// Issue 19, "safe to deploy": a mount never harms a live tier, least
+// privilege, honest exits. Each test below failed before its fix.
+
+/// A private redis-server (`scripts/redis.sh`) in a temp dir, stopped by
+/// the pid in its pidfile when dropped. `None` (with a message) without
+/// redis-server, which fails under CI.
+struct RedisServer {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+const REDIS_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/redis.sh");
+
+impl RedisServer {
+    fn start() -> Option<RedisServer> {
+        let available = Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !available {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI: redis-server is required (scripts/setup.sh installs it)"
+            );
+            eprintln!("skipped the Redis case: no redis-server (install redis-server)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("bash")
+            .arg(REDIS_SH)
+            .args(["start", dir.path().to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "scripts/redis.sh start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        Some(RedisServer { dir, port })
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(REDIS_SH)
+            .args(["stop", self.dir.path().to_str().unwrap()])
+            .output();
+    }
+}
+
+/// How many mounts `/proc/self/mounts` lists at `point` (a dead mount
+/// stays listed; a new one on top adds a line).
+fn mounts_at(point: &Path) -> usize {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let point = point.display().to_string();
+    mounts
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
+        .count()
+}
+
+/// Runs `sluice mount ARGS` that is expected to fail; if it mounts instead
+/// (it then serves until unmounted), it is stopped and unmounted, and the
+/// test fails. Returns its stderr.
+fn mount_expecting_refusal(args: &[&str], point: &Path) -> String {
+    let mounted_before = mounts_at(point);
+    let mut child = Command::new(SLUICE)
+        .arg("mount")
+        .args(args)
+        .arg(point)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(20) || mounts_at(point) > mounted_before {
+            if mounts_at(point) > mounted_before {
+                let _ = Command::new("fusermount3")
+                    .args(["-u", "-z"])
+                    .arg(point)
+                    .status();
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sluice mount {args:?} {} was not refused", point.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "exit 0: {stderr}");
+    stderr
+}
+
+/// Every regular file under `dir` (relative name → bytes).
+fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let kind = fs::symlink_metadata(&path).unwrap().file_type();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                out.insert(
+                    path.strip_prefix(dir).unwrap().to_path_buf(),
+                    fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// 64 KiB block `i` of the second-mount test's file.
+fn block(i: u64) -> Vec<u8> {
+    (0..65536u64)
+        .map(|b| (i.wrapping_mul(31) ^ b.wrapping_mul(7)) as u8 | 1)
+        .collect()
+}
+
+/// Issue 19: a second `sluice mount` of a fast tier that is already
+/// mounted rewrote and truncated the live log regions before the control
+/// socket check refused it (only the redb catalogue's file lock stopped it
+/// earlier, and not before the tiers were opened): the live mount then
+/// served EIO, failed its drain ("payload … truncated") or died. With BBOS
+/// off, with the default redb catalogue and with Redis, the second mount
+/// must be refused by the fast tier's lock while a writer keeps writing,
+/// change no byte of a quiet log, and leave the first mount's data to read
+/// back and drain.
+#[test]
+fn issue_19_second_mount_of_a_live_fast_tier_touches_nothing() {
+    if !fuse_available() {
+        return;
+    }
+    let redis = RedisServer::start();
+    let setup = tempfile::tempdir().unwrap();
+    // Small regions: they fill, flush and are reset while the second
+    // mount is tried.
+    let small = "[log]\nregions = 8\nregion_size = \"4MiB\"\n";
+    let bbos_off = config_file(setup.path(), &format!("{small}[bbos]\nenabled = false\n"));
+    let small_path = setup.path().join("small.toml");
+    fs::write(&small_path, small).unwrap();
+    let small = small_path.display().to_string();
+    let mut cases: Vec<(&str, Vec<String>)> = vec![
+        ("bbos off", vec!["--config".into(), bbos_off]),
+        ("redb", vec!["--config".into(), small.clone()]),
+    ];
+    if let Some(redis) = &redis {
+        cases.push((
+            "redis",
+            vec![
+                "--config".into(),
+                small.clone(),
+                "--meta".into(),
+                redis.url(),
+            ],
+        ));
+    }
+    for (case, catalogue) in cases {
+        let mut args: Vec<&str> = catalogue.iter().map(String::as_str).collect();
+        args.extend(["--policy", "fast-all"]);
+        let mut m = Mounted::new(&args);
+        let second_point = m.dir.path().join("mnt2");
+        fs::create_dir(&second_point).unwrap();
+        let fast = m.fast().display().to_string();
+        let capacity = m.capacity().display().to_string();
+        let mut second: Vec<&str> = vec!["--fast", &fast, "--capacity", &capacity];
+        second.extend(&args);
+        let refused = |second: &[&str]| {
+            let err = mount_expecting_refusal(second, &second_point);
+            assert!(
+                err.contains("in use by another sluice mount"),
+                "{case}: {err}"
+            );
+            assert!(!is_mounted(&second_point));
+        };
+
+        // A writer keeps writing while a second mount is tried.
+        let file = m.path("f");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let stop = std::sync::Arc::clone(&stop);
+            let file = file.clone();
+            std::thread::spawn(move || {
+                let f = OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(false)
+                    .open(&file)
+                    .unwrap();
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || i < 64 {
+                    f.write_all_at(&block(i), i * 65536)
+                        .unwrap_or_else(|e| panic!("write block {i}: {e}"));
+                    if i % 8 == 7 {
+                        f.sync_all().unwrap();
+                    }
+                    i += 1;
+                }
+                i
+            })
+        };
+        std::thread::sleep(Duration::from_millis(500));
+        refused(&second);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let blocks = writer.join().unwrap();
+        let expected: Vec<u8> = (0..blocks).flat_map(block).collect();
+        let read = fs::read(&file).unwrap_or_else(|e| panic!("{case}: read: {e}"));
+        assert!(read == expected, "{case}: the data did not read back");
+
+        // Not a byte of a quiet log changes (drained: nothing flushes).
+        let drain = |m: &Mounted| {
+            let out = m.sluice(&["drain", m.point.to_str().unwrap()]);
+            assert!(
+                out.status.success(),
+                "{case}: drain: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                m.log()
+            );
+        };
+        drain(&m);
+        let before = files_under(&m.fast().join("log"));
+        refused(&second);
+        assert!(
+            files_under(&m.fast().join("log")) == before,
+            "{case}: the refused mount changed the live log"
+        );
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .write_all_at(&block(blocks), blocks * 65536)
+            .unwrap();
+        let expected: Vec<u8> = (0..=blocks).flat_map(block).collect();
+        assert!(fs::read(&file).unwrap() == expected, "{case}: read back");
+        drain(&m);
+        m.unmount(false);
+        assert!(
+            fs::read(m.capacity().join("f")).unwrap() == expected,
+            "{case}: capacity tier after the drain"
+        );
+    }
+}
+
+/// Every entry under `dir` (recursively, not following links) with its
+/// permission bits, `dir` itself as "".
+fn modes_under(dir: &Path) -> Vec<(PathBuf, u32)> {
+    let mut out = vec![(PathBuf::new(), mode_of(dir))];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if fs::symlink_metadata(&path).unwrap().is_dir() {
+                stack.push(path.clone());
+            }
+            out.push((
+                path.strip_prefix(dir).unwrap().to_path_buf(),
+                mode_of(&path),
+            ));
+        }
+    }
+    out
+}
+
+/// Quoted for `sh -c`.
+fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// Runs `sluice ARGS` as uid 65534.
+fn sluice_as_nobody(args: &[&str]) -> std::process::Output {
+    let words: Vec<String> = std::iter::once(SLUICE)
+        .chain(args.iter().copied())
+        .map(sh_quote)
+        .collect();
+    as_nobody(&words.join(" "))
+}
+
+/// Issue 19: the fast tier's files (log regions, staged checkpoints,
+/// `catalog.redb`) were created 0644, 0666 under `umask 000`, so another
+/// user read buffered data from the log: `strings FAST/log/region-0000`
+/// printed a root file of mode 0600. Under `umask 000`, through an
+/// `--allow-other` mount with BBOS and LiU on, uid 65534 finds none of the
+/// secrets, and everything under the fast tier is 0600 or 0700.
+#[test]
+fn issue_19_fast_tier_files_are_private_whatever_the_umask() {
+    if !fuse_available_as_root("needs root to switch uid") {
+        return;
+    }
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(setup.path(), "[bbos]\ncapacity = \"64MiB\"\n");
+    let mut m = Mounted::unstarted(&[
+        "--allow-other",
+        "--policy",
+        "fast-all",
+        "--liu",
+        "--config",
+        &config,
+    ]);
+    m.umask = Some("000");
+    let created_by_sluice = !m.fast().exists();
+    m.start();
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let point = m.point.display().to_string();
+    let out = m.sluice(&[
+        "ckpt", "register", "--mount", &point, "--id", "j", "--period", "10min", "--size", "1MiB",
+        "--nodes", "1", "--glob", "ckpt/*",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::create_dir(m.path("ckpt")).unwrap();
+    for (name, text) in [("s", "secret-log-19\n"), ("ckpt/c", "secret-ckpt-19\n")] {
+        let mut f = File::create(m.path(name)).unwrap();
+        f.set_permissions(fs::Permissions::from_mode(0o600))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f.sync_all().unwrap();
+    }
+    let staged = fs::read_dir(m.fast().join("ckpt"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().ends_with(".data"));
+    assert!(staged, "the checkpoint is staged on the fast tier");
+    let fast = m.fast().display().to_string();
+    let out = as_nobody(&format!(
+        "cat {fast}/log/* {fast}/ckpt/* {fast}/catalog.redb {fast}/liu-heads; grep -r secret {fast}"
+    ));
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(!seen.contains("secret"), "uid 65534 read: {seen}");
+    for (path, mode) in modes_under(&m.fast()) {
+        if path.as_os_str().is_empty() {
+            // The directory itself: 0700 when sluice created it; one the
+            // administrator made is kept, but never writable by others.
+            assert_eq!(mode & 0o022, 0, "FAST is {mode:04o}");
+            continue;
+        }
+        let dir = fs::symlink_metadata(m.fast().join(&path)).unwrap().is_dir();
+        let expected = if dir { 0o700 } else { 0o600 };
+        assert_eq!(mode, expected, "FAST/{} is {mode:04o}", path.display());
+    }
+    assert!(
+        m.fast().join("sluice.sock").exists(),
+        "the socket was checked"
+    );
+    if created_by_sluice {
+        assert_eq!(mode_of(&m.fast()), 0o700, "created under umask 000");
+    }
+    m.unmount(false);
+    assert_eq!(
+        fs::read(m.capacity().join("s")).unwrap(),
+        b"secret-log-19\n"
+    );
+}
+
+/// Issue 19: the control socket did not check who was calling: under
+/// `umask 000` any user could `sluice unmount`, `drain` or register a
+/// checkpoint job on someone else's mount. Only root and the user who
+/// mounted are served: the socket is out of other users' reach, and even
+/// with its mode loosened the mount checks the caller (SO_PEERCRED).
+#[test]
+fn issue_19_only_root_and_the_owner_may_control_a_mount() {
+    if !fuse_available_as_root("needs root to switch uid") {
+        return;
+    }
+    let mut m = Mounted::unstarted(&["--allow-other", "--policy", "fast-all"]);
+    m.umask = Some("000");
+    m.start();
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(m.path("f"), b"buffered").unwrap();
+    let point = m.point.display().to_string();
+    let requests: [&[&str]; 5] = [
+        &["unmount", &point],
+        &["drain", &point],
+        &["status", &point],
+        &["sync", &format!("{point}/f")],
+        &[
+            "ckpt", "register", "--mount", &point, "--id", "x", "--period", "10min", "--size",
+            "1MiB", "--nodes", "1", "--glob", "stolen/*",
+        ],
+    ];
+    let refused_all = |expect: &str| {
+        for args in requests {
+            let out = sluice_as_nobody(args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && err.contains(expect),
+                "{args:?} as uid 65534: {err}"
+            );
+            assert!(is_mounted(&m.point), "{args:?} as uid 65534 unmounted it");
+        }
+    };
+    refused_all("only root and the user who mounted");
+    // Loosen the directory and the socket: the mount itself refuses.
+    fs::set_permissions(m.fast(), fs::Permissions::from_mode(0o711)).unwrap();
+    fs::set_permissions(
+        m.fast().join("sluice.sock"),
+        fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    refused_all("permission denied: uid 65534 may not control");
+    fs::set_permissions(m.fast(), fs::Permissions::from_mode(0o700)).unwrap();
+    let list = m.sluice(&["ckpt", "list", "--mount", &point]);
+    assert!(!String::from_utf8_lossy(&list.stdout).contains("stolen"));
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"buffered");
+    m.unmount(false);
+    assert_eq!(fs::read(m.capacity().join("f")).unwrap(), b"buffered");
+}
+
+/// Issue 19: `--metrics` on an address other than loopback served the
+/// metrics to every host without a word. It needs `--metrics-public`, and
+/// the mount warns.
+#[test]
+fn issue_19_metrics_on_a_public_address_needs_metrics_public() {
+    if !fuse_available() {
+        return;
+    }
+    let port = free_local_addr().rsplit(':').next().unwrap().to_string();
+    let public = format!("0.0.0.0:{port}");
+    let mut m = Mounted::unstarted(&["--metrics", &public, "--metrics-public"]);
+    let fast = m.fast().display().to_string();
+    let capacity = m.capacity().display().to_string();
+    let err = mount_expecting_refusal(
+        &[
+            "--fast",
+            &fast,
+            "--capacity",
+            &capacity,
+            "--metrics",
+            &public,
+        ],
+        &m.point,
+    );
+    assert!(err.contains("--metrics-public"), "{err}");
+    assert!(
+        !m.fast().join("log").exists(),
+        "refused before opening the log"
+    );
+    m.start();
+    let start = Instant::now();
+    while !m.log().contains("without authentication") {
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", m.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(m.log().contains("warning"), "{}", m.log());
+    let metrics = http(
+        &format!("127.0.0.1:{port}"),
+        b"GET /metrics HTTP/1.0\r\n\r\n",
+    );
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    m.unmount(false);
+}
+
+/// Waits up to 20 s for the mount process to exit; its status.
+fn wait_exit(m: &mut Mounted) -> std::process::ExitStatus {
+    let mut child = m.child.take().unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the mount process did not exit: {}", m.log());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 19: `sluice unmount` of a busy mount (a file open, a shell `cd`'d
+/// inside) exited 0 and the mount process exited too, leaving a dead mount
+/// ("Transport endpoint is not connected") until someone ran
+/// `fusermount3 -u -z`. It is refused with a clear message and the mount
+/// keeps serving; `--lazy` drains, detaches, serves the open files until
+/// they are closed, then ends cleanly.
+#[test]
+fn issue_19_a_busy_mount_is_refused_and_keeps_serving() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    let point = m.point.display().to_string();
+    let data = vec![19u8; 100_000];
+    fs::write(m.path("f"), &data).unwrap();
+    let refused = |m: &Mounted, expect: &str| {
+        let out = m.sluice(&["unmount", &point]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "unmount of a busy mount exited 0");
+        assert!(err.contains(expect) && err.contains("--lazy"), "{err}");
+        assert!(fs::read(m.path("f")).unwrap() == data, "still serving");
+        let status = m.sluice(&["status", &point]);
+        assert!(status.status.success(), "{}", m.log());
+    };
+    let open = File::open(m.path("f")).unwrap();
+    refused(&m, "1 file is open");
+    drop(open);
+    let mut shell = Command::new("sleep")
+        .arg("60")
+        .current_dir(&m.point)
+        .spawn()
+        .unwrap();
+    refused(&m, "working directory");
+    let mut held = File::open(m.path("f")).unwrap();
+    let out = m.sluice(&["unmount", "--lazy", &point]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        m.log()
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("detached") && said.contains("drained"),
+        "{said}"
+    );
+    assert!(!is_mounted(&m.point), "detached");
+    assert!(fs::read(m.capacity().join("f")).unwrap() == data, "drained");
+    let mut again = Vec::new();
+    held.read_to_end(&mut again).unwrap();
+    assert!(again == data, "an open file is served after the detach");
+    drop(held);
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    let status = wait_exit(&mut m);
+    assert!(status.success(), "{status}: {}", m.log());
+}
+
+/// Issue 19: `sluice unmount` exited 0 when the mount's drain failed (a
+/// full capacity tier). It exits non-zero saying why, the mount process
+/// too, and the data stays in the log for the next mount.
+#[test]
+fn issue_19_unmount_fails_when_the_drain_fails() {
+    if !fuse_available_as_root("needs root to mount a tmpfs") {
+        return;
+    }
+    let mut m = Mounted::unstarted(&["--policy", "fast-all"]);
+    fs::create_dir_all(m.capacity()).unwrap();
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "sluice-test"])
+        .arg(m.capacity()));
+    let _tmpfs = MountGuard(m.capacity());
+    m.start();
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 241) as u8).collect();
+    fs::write(m.path("big"), &data).unwrap();
+    let point = m.point.display().to_string();
+    let out = m.sluice(&["unmount", &point]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exit 0 after a failed drain");
+    assert!(
+        err.contains("No space left on device") && err.contains("next mount recovers"),
+        "{err}"
+    );
+    let status = wait_exit(&mut m);
+    assert!(!status.success(), "the mount process exited 0: {}", m.log());
+    assert!(!is_mounted(&m.point));
+    // Room again: the next mount recovers the data and drains it.
+    run(Command::new("mount")
+        .args(["-o", "remount,size=16m"])
+        .arg(m.capacity()));
+    m.start();
+    assert!(fs::read(m.path("big")).unwrap() == data);
+    m.unmount(false);
+    assert!(fs::read(m.capacity().join("big")).unwrap() == data);
+}
+
+/// Issue 19: after kill -9, `sluice mount` on the dead mount point said
+/// only "Transport endpoint is not connected (os error 107)". It says to
+/// run `fusermount3 -u MOUNTPOINT`, after which the mount recovers.
+#[test]
+fn issue_19_a_dead_mount_point_says_to_run_fusermount3() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    fs::write(m.path("f"), b"kept").unwrap();
+    let mut child = m.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let fast = m.fast().display().to_string();
+    let capacity = m.capacity().display().to_string();
+    let err = mount_expecting_refusal(&["--fast", &fast, "--capacity", &capacity], &m.point);
+    let fix = format!("fusermount3 -u {}", m.point.display());
+    assert!(err.contains(&fix), "{err}");
+    run(Command::new("fusermount3").arg("-u").arg(&m.point));
+    m.start();
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"kept");
+    m.unmount(false);
+}
+
+/// Issue 19: a live sluice mount point could be mounted over again,
+/// silently (hiding the first mount). It is refused, and the first mount
+/// serves on.
+#[test]
+fn issue_19_a_live_mount_point_is_refused() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&[]);
+    let fast = m.dir.path().join("fast2").display().to_string();
+    let capacity = m.dir.path().join("capacity2").display().to_string();
+    let err = mount_expecting_refusal(&["--fast", &fast, "--capacity", &capacity], &m.point);
+    assert!(
+        err.contains("already mounted") && err.contains("sluice unmount"),
+        "{err}"
+    );
+    fs::write(m.path("f"), b"first").unwrap();
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"first");
+    m.unmount(false);
 }

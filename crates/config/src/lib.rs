@@ -243,6 +243,9 @@ pub struct MetricsConfig {
     /// none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
+    /// Allow `listen` on an address other than loopback (the endpoint has
+    /// no authentication); the mount warns when it is used.
+    pub public: bool,
 }
 
 /// `bbos` section: checkpoint staging (docs/bbos.md). Bandwidths are bytes

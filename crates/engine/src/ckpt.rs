@@ -380,9 +380,10 @@ impl Shared {
             &tmp,
             OpenOptions {
                 create: true,
-                create_new: false,
                 truncate: true,
-            },
+                ..OpenOptions::default()
+            }
+            .private(),
         )?;
         let json = serde_json::to_vec(rec).map_err(io::Error::other)?;
         file.write_at(&json, 0)?;
@@ -542,7 +543,7 @@ impl Checkpoints {
                 )))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fast.create_dir(&dir())?;
+                fast.create_private_dir(&dir())?;
                 fast.sync_dir(&RelPath::root())?;
             }
             Err(e) => return Err(e),
@@ -931,6 +932,7 @@ impl Checkpoints {
                 create: true,
                 create_new,
                 truncate: true,
+                ..OpenOptions::default()
             },
         )?;
         state.stats.checkpoints += 1;
@@ -964,9 +966,10 @@ impl Checkpoints {
                     &data_path(id),
                     OpenOptions {
                         create: true,
-                        create_new: false,
                         truncate: true,
-                    },
+                        ..OpenOptions::default()
+                    }
+                    .private(),
                 )?;
                 shared.fast.sync_dir(&dir())?;
                 let r = shared.catalog.put_ckpt(&rec);
@@ -1376,7 +1379,7 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
             changed = true;
             continue;
         }
-        let file = fast.open(path, OpenOptions::default())?;
+        let file = fast.open(path, OpenOptions::default().private())?;
         let mut buf = vec![0u8; usize::try_from(file.len()?).unwrap_or(0)];
         crate::engine::read_fully(file.as_ref(), &mut buf, 0)?;
         let rec: CkptRecord = serde_json::from_slice(&buf).map_err(|e| {
@@ -1385,7 +1388,7 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
                 format!("fast tier {}: {path}: corrupt record: {e}", fast.describe()),
             )
         })?;
-        let data = fast.open(&data_path(id), OpenOptions::default())?;
+        let data = fast.open(&data_path(id), OpenOptions::default().private())?;
         let len = data.len()?;
         let mut rec = rec;
         rec.bytes = len;

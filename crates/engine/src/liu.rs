@@ -258,7 +258,8 @@ impl LiuBackend {
                     create: true,
                     truncate: true,
                     ..OpenOptions::default()
-                },
+                }
+                .private(),
             )
             .map_err(what)?;
         let inner = Arc::new(Inner {
@@ -920,6 +921,10 @@ impl Backend for LiuBackend {
 
     fn create_dir(&self, path: &RelPath) -> io::Result<()> {
         self.inner.capacity.create_dir(path)
+    }
+
+    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.inner.capacity.create_private_dir(path)
     }
 
     fn remove_dir(&self, path: &RelPath) -> io::Result<()> {

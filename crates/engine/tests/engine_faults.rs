@@ -113,6 +113,53 @@ fn a_full_capacity_tier_fails_the_drain_with_the_cause_and_keeps_the_data_buffer
     check_slots(&engine, id, 16);
 }
 
+/// Issue 19: a flush that keeps failing is retried with backoff (50 ms
+/// doubling to 5 s), however busy the engine is. The flusher's backoff
+/// wait woke on every notification, and a writer waiting for room in a
+/// full log notifies each time it is woken: the two woke each other, and
+/// the flusher retried (and failed) millions of times.
+#[test]
+fn issue_19_a_flush_that_keeps_failing_backs_off_under_load() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let capacity: Arc<dyn Backend> = faulty.clone();
+    let engine = Arc::new(open(&fast, &capacity));
+    let id = engine.create(&RelPath::new("f").unwrap()).unwrap();
+    faulty.inject(FaultRule::new(FaultOp::Write, ENOSPC));
+    let started = std::time::Instant::now();
+    let run_for = std::time::Duration::from_millis(1500);
+    let writer = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while started.elapsed() < run_for {
+                // The log fills, then each write waits for room (waking
+                // the flusher whenever it is woken) up to `wait_max`, and
+                // fails writing through to the full capacity tier.
+                let _ = engine.write(id, i * 2 * SLOT, &pattern(i));
+                i += 1;
+            }
+        })
+    };
+    std::thread::sleep(run_for);
+    let errors = engine.stats().flush_errors;
+    writer.join().unwrap();
+    // 50 + 100 + 200 + 400 + 800 ms of backoff fit in 1.5 s: about 5
+    // attempts (a few more for scheduling slack), never hundreds.
+    assert!((1..=8).contains(&errors), "{errors} flush errors in 1.5 s");
+    let errors = engine.stats().flush_errors;
+    // A drain retries at once (from the shortest backoff) and reports the
+    // cause after a few failures.
+    let asked = std::time::Instant::now();
+    let err = engine.drain().unwrap_err();
+    assert!(err.to_string().contains("No space left"), "{err}");
+    assert!(asked.elapsed() < std::time::Duration::from_secs(3));
+    let during_drain = engine.stats().flush_errors - errors;
+    assert!((5..=8).contains(&during_drain), "{during_drain}");
+    faulty.clear();
+    engine.drain().unwrap();
+}
+
 #[test]
 fn a_corrupt_payload_is_never_served_and_later_records_survive() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());

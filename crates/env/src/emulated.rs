@@ -478,6 +478,10 @@ impl Backend for EmulatedBackend {
         self.inner.create_dir(path)
     }
 
+    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.inner.create_private_dir(path)
+    }
+
     fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
         self.inner.remove_dir(path)
     }

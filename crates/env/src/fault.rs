@@ -225,6 +225,11 @@ impl Backend for FaultBackend {
         self.inner.create_dir(path)
     }
 
+    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.check(FaultOp::CreateDir, &[path], &What("mkdir", path))?;
+        self.inner.create_private_dir(path)
+    }
+
     fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
         self.check(FaultOp::Remove, &[path], &What("rmdir", path))?;
         self.inner.remove_dir(path)

@@ -286,6 +286,13 @@ pub struct OpenOptions {
     pub create_new: bool,
     /// Truncate to zero length on open.
     pub truncate: bool,
+    /// Only the owner may read or write the file: a new file is created
+    /// 0600 whatever the umask, and an existing one with a wider mode (an
+    /// older sluice made it) is narrowed to 0600 when opened. For sluice's
+    /// own files on the fast tier, which hold other users' data (log
+    /// regions, staged checkpoints, lifted heads). Backends without
+    /// permissions ignore it.
+    pub private: bool,
 }
 
 impl OpenOptions {
@@ -294,7 +301,16 @@ impl OpenOptions {
         create: true,
         create_new: false,
         truncate: false,
+        private: false,
     };
+
+    /// These options with [`OpenOptions::private`] set.
+    pub const fn private(self) -> OpenOptions {
+        OpenOptions {
+            private: true,
+            ..self
+        }
+    }
 }
 
 /// What a path names.
@@ -565,6 +581,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()>;
     /// Create a directory (the parent must exist).
     fn create_dir(&self, path: &RelPath) -> io::Result<()>;
+    /// Create a directory only its owner may use (0700 whatever the umask;
+    /// the parent must exist): sluice's own directories on the fast tier.
+    /// The default, for backends without permissions, is
+    /// [`Backend::create_dir`]; a backend wrapping another must forward it.
+    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.create_dir(path)
+    }
     /// Remove an empty directory.
     fn remove_dir(&self, path: &RelPath) -> io::Result<()>;
     /// Entries of a directory, sorted by name.

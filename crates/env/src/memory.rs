@@ -302,6 +302,16 @@ impl Default for MemBackend {
 }
 
 impl MemBackend {
+    fn make_dir(&self, path: &RelPath, mode: u32) -> io::Result<()> {
+        let mut tree = lock(&self.tree);
+        let id = tree
+            .create_dir(path)
+            .map_err(|errno| self.error(errno, "mkdir", path))?;
+        let attrs = MemAttrs::new(dir_ino(id), mode, SystemTime::now());
+        lock(&self.dirs).insert(id, attrs);
+        Ok(())
+    }
+
     /// An empty tier of [`MEMORY_CAPACITY_DEFAULT`] bytes.
     pub fn new() -> MemBackend {
         MemBackend::with_capacity(MEMORY_CAPACITY_DEFAULT)
@@ -342,7 +352,11 @@ impl Backend for MemBackend {
                 let ino = n.saturating_mul(2).saturating_add(2);
                 Arc::new(MemFile {
                     data: RwLock::new(Vec::new()),
-                    attrs: Mutex::new(MemAttrs::new(ino, 0o644, SystemTime::now())),
+                    attrs: Mutex::new(MemAttrs::new(
+                        ino,
+                        if options.private { 0o600 } else { 0o644 },
+                        SystemTime::now(),
+                    )),
                     space: Arc::clone(&self.space),
                 })
             })
@@ -414,13 +428,11 @@ impl Backend for MemBackend {
     }
 
     fn create_dir(&self, path: &RelPath) -> io::Result<()> {
-        let mut tree = lock(&self.tree);
-        let id = tree
-            .create_dir(path)
-            .map_err(|errno| self.error(errno, "mkdir", path))?;
-        let attrs = MemAttrs::new(dir_ino(id), 0o755, SystemTime::now());
-        lock(&self.dirs).insert(id, attrs);
-        Ok(())
+        self.make_dir(path, 0o755)
+    }
+
+    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
+        self.make_dir(path, 0o700)
     }
 
     fn remove_dir(&self, path: &RelPath) -> io::Result<()> {

@@ -14,7 +14,11 @@
 //! skips other entries (links, sockets, devices) and names that are not
 //! UTF-8; `metadata` and `open` refuse them. Files are opened read-write
 //! (the engine owns its tiers) with mode 0644, directories created 0755,
-//! both before the umask.
+//! both before the umask. Private files (`OpenOptions::private`) are
+//! created 0600 and private directories (`create_private_dir`) 0700, each
+//! set again through its own descriptor afterwards, so no umask can widen
+//! or zero them; an existing private file with a wider mode is narrowed
+//! when opened.
 //!
 //! For the FUSE mount the backend also serves the rest of POSIX metadata,
 //! still without following any link, the last component included:
@@ -494,13 +498,17 @@ impl Backend for PosixBackend {
         if options.truncate {
             flags |= OFlags::TRUNC;
         }
-        let fd = rfs::openat(&dir, name, flags, Mode::from_raw_mode(0o644)).map_err(fail)?;
+        let mode = if options.private { 0o600 } else { 0o644 };
+        let fd = rfs::openat(&dir, name, flags, Mode::from_raw_mode(mode)).map_err(fail)?;
         let stat = rfs::fstat(&fd).map_err(fail)?;
         if PosixBackend::stat_kind(&stat) != Some(FileKind::File) {
             return Err(not_regular(
                 &self.label,
                 &format!("open {:?}", path.as_str()),
             ));
+        }
+        if options.private && stat.st_mode & 0o7777 != 0o600 {
+            rfs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(fail)?;
         }
         Ok(Arc::new(PosixFile {
             file: File::from(fd),
@@ -549,6 +557,21 @@ impl Backend for PosixBackend {
         let fail = |errno| self.error(errno, "mkdir", path);
         let (dir, name) = self.walk_parent(path, Errno::EXIST).map_err(fail)?;
         rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o755)).map_err(fail)
+    }
+
+    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
+        let fail = |errno| self.error(errno, "mkdir", path);
+        let (dir, name) = self.walk_parent(path, Errno::EXIST).map_err(fail)?;
+        rfs::mkdirat(&dir, &*name, Mode::from_raw_mode(0o700)).map_err(fail)?;
+        // The umask can only have narrowed it; make it exactly 0700.
+        let created = rfs::openat(
+            &dir,
+            &*name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(fail)?;
+        rfs::fchmod(&created, Mode::from_raw_mode(0o700)).map_err(fail)
     }
 
     fn remove_dir(&self, path: &RelPath) -> io::Result<()> {

@@ -158,6 +158,7 @@ fn symlinks_round_trip_and_are_never_followed() {
                 create: false,
                 create_new: false,
                 truncate: false,
+                private: false,
             },
         )
         .unwrap_err();

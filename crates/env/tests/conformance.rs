@@ -29,16 +29,19 @@ const EXISTING: OpenOptions = OpenOptions {
     create: false,
     create_new: false,
     truncate: false,
+    private: false,
 };
 const CREATE_NEW: OpenOptions = OpenOptions {
     create: true,
     create_new: true,
     truncate: false,
+    private: false,
 };
 const TRUNCATE: OpenOptions = OpenOptions {
     create: false,
     create_new: false,
     truncate: true,
+    private: false,
 };
 
 fn read_all(file: &dyn BackendFile) -> Vec<u8> {

@@ -18,6 +18,7 @@ const EXISTING: OpenOptions = OpenOptions {
     create: false,
     create_new: false,
     truncate: false,
+    private: false,
 };
 
 fn contents(backend: &dyn Backend, path: &str) -> Option<Vec<u8>> {

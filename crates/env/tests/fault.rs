@@ -130,6 +130,7 @@ fn inner_errors_pass_through_unchanged() {
                 create: false,
                 create_new: false,
                 truncate: false,
+                private: false,
             },
         )
         .unwrap_err();

@@ -34,6 +34,7 @@ fn check(backend: &dyn Backend, ops: &[Op]) -> Result<(), TestCaseError> {
         create: true,
         create_new: true,
         truncate: false,
+        private: false,
     };
     let file = backend.open(&RelPath::new("f").unwrap(), options).unwrap();
     let mut model: Vec<u8> = Vec::new();

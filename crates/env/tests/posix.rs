@@ -16,6 +16,7 @@ const EXISTING: OpenOptions = OpenOptions {
     create: false,
     create_new: false,
     truncate: false,
+    private: false,
 };
 
 #[test]
@@ -147,4 +148,38 @@ fn names_that_are_not_utf8_round_trip_through_the_backend() {
     assert_eq!(name_to_os(&name).as_bytes(), made);
     backend.remove_file(&p(&name)).unwrap();
     assert!(!top.path().join(OsStr::from_bytes(made)).exists());
+}
+
+/// Issue 19: the fast tier's own files held other users' data 0644 (0666
+/// under `umask 000`). Private files are 0600 and private directories
+/// 0700; an older, wider private file is narrowed when opened; ordinary
+/// files keep 0644 less the umask.
+#[test]
+fn private_files_and_directories_are_for_the_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = PosixBackend::new(dir.path().to_path_buf()).unwrap();
+    let mode = |name: &str| {
+        fs::symlink_metadata(dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    backend.create_private_dir(&p("log")).unwrap();
+    assert_eq!(mode("log"), 0o700);
+    let file = backend
+        .open(&p("log/region-0000"), OpenOptions::CREATE.private())
+        .unwrap();
+    file.write_at(b"secret", 0).unwrap();
+    assert_eq!(mode("log/region-0000"), 0o600);
+    fs::write(dir.path().join("old"), b"x").unwrap();
+    fs::set_permissions(dir.path().join("old"), fs::Permissions::from_mode(0o666)).unwrap();
+    backend
+        .open(&p("old"), OpenOptions::default().private())
+        .unwrap();
+    assert_eq!(mode("old"), 0o600);
+    backend.open(&p("plain"), OpenOptions::CREATE).unwrap();
+    assert_eq!(mode("plain") & 0o600, 0o600);
+    assert!(backend.create_private_dir(&p("log")).is_err(), "exists");
 }

@@ -51,6 +51,10 @@ pub struct OpCounters {
     pub errors: AtomicU64,
     /// Metadata requests (lookup, getattr, setattr, create, ...).
     pub metadata_ops: AtomicU64,
+    /// File handles open now (opens and creates not yet released): what
+    /// keeps an unmount busy, with working directories, which FUSE does
+    /// not see.
+    pub open_files: AtomicU64,
 }
 
 /// The mounted file system.
@@ -340,7 +344,10 @@ impl Filesystem for SluiceFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.meta();
         match self.volume.open(ino.0, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags),
+            Ok(fh) => {
+                self.counters.open_files.fetch_add(1, Ordering::Relaxed);
+                reply.opened(FileHandle(fh), self.open_flags);
+            }
             Err(e) => reply.error(self.fail(&e)),
         }
     }
@@ -416,6 +423,14 @@ impl Filesystem for SluiceFs {
         reply: ReplyEmpty,
     ) {
         self.volume.release(ino.0, fh.0);
+        // Saturating: a release the kernel sends for a handle it was never
+        // given must not wrap the count around.
+        let _ = self
+            .counters
+            .open_files
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
         reply.ok();
     }
 
@@ -562,13 +577,16 @@ impl Filesystem for SluiceFs {
             .volume
             .create(&caller(req, umask), parent.0, name, mode)
         {
-            Ok((attr, fh)) => reply.created(
-                &TTL,
-                &file_attr(&attr),
-                Generation(0),
-                FileHandle(fh),
-                self.open_flags,
-            ),
+            Ok((attr, fh)) => {
+                self.counters.open_files.fetch_add(1, Ordering::Relaxed);
+                reply.created(
+                    &TTL,
+                    &file_attr(&attr),
+                    Generation(0),
+                    FileHandle(fh),
+                    self.open_flags,
+                );
+            }
             Err(e) => reply.error(self.fail(&e)),
         }
     }

@@ -9,11 +9,13 @@
 //! - [`inodes`]: inode numbers and the paths they name;
 //! - [`mount::Mount`]: a running mount with its control socket, metrics
 //!   endpoint and flush-rate sampler;
+//! - [`fast_lock`]: the fast tier's lock (one mount per fast tier);
 //! - [`status::Status`]: what `sluice status` and `/metrics` report.
 //!
 //! Design and consistency model: docs/fuse.md; metric names: docs/metrics.md.
 
 pub mod errno;
+pub mod fast_lock;
 pub mod fs;
 pub mod inodes;
 pub mod mount;

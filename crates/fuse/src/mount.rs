@@ -1,37 +1,72 @@
 //! A running mount: the engine, the FUSE session, the control socket
-//! (`status`, `drain`, `unmount`), the metrics endpoint and a sampler that
-//! measures the flush rate.
+//! (`status`, `drain`, `sync`, `unmount`, `ckpt`), the metrics endpoint
+//! and a sampler that measures the flush rate.
 //!
-//! Lifecycle: [`Mount::start`] recovers the log and mounts; the mount ends
-//! when someone unmounts it (`sluice unmount`, `fusermount3 -u`), when
-//! [`Mount::stop`] is asked (signals), or when the process dies (kill -9:
-//! the log keeps every acknowledged byte and the next mount recovers it).
-//! At the end [`Mount::finish`] drains unless told to keep data buffered.
+//! Lifecycle: [`Mount::start`] refuses a mount point that is a dead FUSE
+//! mount (saying to run `fusermount3 -u`) or already a live one, locks the
+//! fast tier ([`crate::fast_lock`]) before anything there is written, then
+//! recovers the log and mounts. [`Mount::serve`] serves until an unmount
+//! is asked (`sluice unmount` over the control socket, or SIGINT/SIGTERM)
+//! or the mount is unmounted from outside (`fusermount3 -u`). An asked
+//! unmount of a busy mount (a file open, a working directory inside) is
+//! refused and the mount keeps serving: giving up left a dead mount
+//! ("Transport endpoint is not connected"). `lazy` drains, then detaches
+//! the mount (MNT_DETACH): the files still open are served until they are
+//! closed. After the unmount the mount drains unless told to keep data
+//! buffered, closes the engine, the stager and LiU, releases the lock and
+//! only then answers the `sluice unmount` that asked, with the outcome: its
+//! exit status says whether the mount ended cleanly, and a new mount of
+//! the fast tier may start as soon as it returns. kill -9: the log keeps
+//! every acknowledged byte and the next mount recovers it.
+//!
+//! Who may do what (docs/fuse.md, Security): the control socket is 0600 in
+//! the fast tier's directory (itself the mount's own), and every request
+//! is checked against the caller's credentials (SO_PEERCRED): only root and
+//! the user who started the mount are served, `status` included (it names
+//! the files written last). The metrics endpoint is read-only numbers; on
+//! an address other than loopback it needs `metrics.public`.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use fuser::{BackgroundSession, MountOption, SessionACL};
+use rustix::io::Errno;
+use rustix::mount::UnmountFlags;
 use sluice_catalog::JobSpec;
-use sluice_config::Config;
+use sluice_config::{Config, Device};
 use sluice_engine::{Checkpoints, Engine, LiuBackend};
 use sluice_env::{Clock, SystemClock};
 
+use crate::fast_lock::{self, FastTierLock};
 use crate::fs::{OpCounters, SluiceFs};
 use crate::status::Status;
 
-/// What to do with buffered data at the end.
-const END_UNSET: u8 = 0;
-const END_DRAIN: u8 = 1;
-const END_KEEP: u8 = 2;
-
 /// Longest control request line and longest HTTP request head read.
 const REQUEST_MAX: u64 = 8192;
+
+/// What to do with buffered data at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// The config's `mount.drain_on_unmount`.
+    Default,
+    Drain,
+    Keep,
+}
+
+/// An unmount asked over the control socket, and the connection waiting
+/// for its outcome.
+struct UnmountRequest {
+    end: End,
+    lazy: bool,
+    reply: UnixStream,
+}
 
 struct Shared {
     engine: Arc<Engine>,
@@ -40,8 +75,19 @@ struct Shared {
     counters: Arc<OpCounters>,
     mountpoint: String,
     flush_rate: AtomicU64,
+    /// Set by a signal or an unmount request: [`Mount::serve`] acts on it.
     stop: Arc<AtomicBool>,
-    end: AtomicU8,
+    /// The unmount asked over the control socket, if one is pending.
+    request: Mutex<Option<UnmountRequest>>,
+    /// The mount is closing: control requests are refused.
+    closing: AtomicBool,
+    /// The user who started the mount: with root, the only one served.
+    owner: u32,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding it leaves a plain Option: nothing to repair.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
@@ -96,38 +142,109 @@ pub struct Mount {
     control: Option<PathBuf>,
     metrics: Option<SocketAddr>,
     drain_on_unmount: bool,
+    /// The fast tier's lock (none for a memory fast tier), released only
+    /// once nothing of this mount can write there any more.
+    fast_lock: Option<FastTierLock>,
+    warnings: Vec<String>,
 }
 
-/// How long an unmount retries while the mount is busy.
+/// How long an unmount retries while the mount is busy: a process that
+/// just closed its last file of the mount, or just left it, can keep it
+/// busy for a moment (seen in 2 of about 60 conformance runs).
 const UNMOUNT_BUSY_MAX: Duration = Duration::from_secs(5);
 
-/// Unmount `mountpoint` (as root), retrying while it is busy: a process
-/// that just closed its last file of the mount, or just left it, can keep
-/// it busy for a moment, and giving up then left the daemon gone and the
-/// mount dead ("Transport endpoint is not connected"; seen in 2 of about
-/// 60 conformance runs). Returns whether it is unmounted now (or was not
-/// mounted); `false` when not root (EPERM): then fuser unmounts through
-/// `fusermount3 -u`.
-fn unmount_when_not_busy(mountpoint: &Path) -> io::Result<bool> {
+/// How long closing waits for control requests still being served (a
+/// drain, a sync) before it gives up releasing the lock early.
+const CLOSE_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// Why an unmount did not happen.
+#[derive(Debug)]
+enum NotUnmounted {
+    /// Something still uses the mount.
+    Busy,
+    /// Another failure, with its message.
+    Failed(io::Error),
+}
+
+/// `fusermount3 -u [-z] MOUNTPOINT`: the unmount of a user who is not root.
+fn fusermount_unmount(mountpoint: &Path, lazy: bool) -> Result<(), NotUnmounted> {
+    let mut command = Command::new("fusermount3");
+    command.arg("-u");
+    if lazy {
+        command.arg("-z");
+    }
+    let out = command
+        .arg(mountpoint)
+        .output()
+        .map_err(|e| NotUnmounted::Failed(io::Error::new(e.kind(), format!("fusermount3: {e}"))))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("busy") {
+        return Err(NotUnmounted::Busy);
+    }
+    Err(NotUnmounted::Failed(io::Error::other(format!(
+        "fusermount3 -u {}: {}",
+        mountpoint.display(),
+        stderr.trim()
+    ))))
+}
+
+/// One unmount attempt (MNT_DETACH when `lazy`); `Ok` also when it was not
+/// mounted any more. Not root (EPERM): through `fusermount3`.
+fn unmount_once(mountpoint: &Path, lazy: bool) -> Result<(), NotUnmounted> {
+    let flags = if lazy {
+        UnmountFlags::DETACH
+    } else {
+        UnmountFlags::empty()
+    };
+    match rustix::mount::unmount(mountpoint, flags) {
+        Ok(()) | Err(Errno::INVAL) => Ok(()),
+        Err(Errno::PERM) => fusermount_unmount(mountpoint, lazy),
+        Err(Errno::BUSY) => Err(NotUnmounted::Busy),
+        Err(e) => Err(NotUnmounted::Failed(io::Error::new(
+            io::Error::from(e).kind(),
+            format!("unmount {}: {e}", mountpoint.display()),
+        ))),
+    }
+}
+
+/// Unmount `mountpoint`, retrying for [`UNMOUNT_BUSY_MAX`] while it is
+/// busy; then refuse, saying what keeps it busy. The mount keeps serving.
+fn unmount_when_not_busy(mountpoint: &Path, counters: &OpCounters) -> io::Result<()> {
     let started = Instant::now();
     loop {
-        match rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::empty()) {
-            Ok(()) | Err(rustix::io::Errno::INVAL) => return Ok(true),
-            Err(rustix::io::Errno::PERM) => return Ok(false),
-            Err(rustix::io::Errno::BUSY) if started.elapsed() < UNMOUNT_BUSY_MAX => {
+        match unmount_once(mountpoint, false) {
+            Ok(()) => return Ok(()),
+            Err(NotUnmounted::Failed(e)) => return Err(e),
+            Err(NotUnmounted::Busy) if started.elapsed() < UNMOUNT_BUSY_MAX => {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Err(e) => {
-                return Err(io::Error::new(
-                    io::Error::from(e).kind(),
-                    format!(
-                        "{}: {e} (is a process still using the mount?)",
-                        mountpoint.display()
-                    ),
+            Err(NotUnmounted::Busy) => {
+                return Err(busy_error(
+                    mountpoint,
+                    counters.open_files.load(Ordering::Relaxed),
                 ))
             }
         }
     }
+}
+
+/// "MOUNTPOINT is busy: …; close them or use --lazy".
+fn busy_error(mountpoint: &Path, open_files: u64) -> io::Error {
+    let what = match open_files {
+        0 => "a process has its working directory (or a mapped file) inside; leave it".to_string(),
+        1 => "1 file is open through it; close it".to_string(),
+        n => format!("{n} files are open through it; close them"),
+    };
+    io::Error::new(
+        io::ErrorKind::ResourceBusy,
+        format!(
+            "{} is busy: {what}, or use `sluice unmount --lazy` (the mount keeps serving)",
+            mountpoint.display()
+        ),
+    )
 }
 
 /// The control socket of a mount whose fast tier is `fast`.
@@ -135,27 +252,152 @@ pub fn control_socket_path(fast: &Path) -> PathBuf {
     fast.join("sluice.sock")
 }
 
+/// A mount point must be a directory that is not a mount of a FUSE file
+/// system already: a dead one (its process was killed) needs
+/// `fusermount3 -u`, a live one would be hidden.
+fn check_mount_point(mountpoint: &Path) -> io::Result<()> {
+    let meta = std::fs::metadata(mountpoint).map_err(|e| {
+        if e.raw_os_error() == Some(Errno::NOTCONN.raw_os_error()) {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "mount point {} is a dead FUSE mount ({e}): the process that served it \
+                     ended without unmounting (killed?); run `fusermount3 -u {}` and mount again \
+                     (a sluice fast tier recovers its log)",
+                    mountpoint.display(),
+                    mountpoint.display()
+                ),
+            )
+        } else {
+            io::Error::new(
+                e.kind(),
+                format!("mount point {}: {e}", mountpoint.display()),
+            )
+        }
+    })?;
+    if !meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("mount point {} is not a directory", mountpoint.display()),
+        ));
+    }
+    let absolute = std::fs::canonicalize(mountpoint)?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    if let Some((fstype, source)) = fuse_mounted_at(&mountinfo, &absolute) {
+        let sluice = fstype == "fuse.sluice" || source == "sluice";
+        let fstype = if sluice { "sluice" } else { fstype.as_str() };
+        let hint = if sluice {
+            format!("`sluice unmount {}`", mountpoint.display())
+        } else {
+            format!("`fusermount3 -u {}`", mountpoint.display())
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "mount point {} is already mounted ({fstype}): mounting over it would hide it; \
+                 unmount it first ({hint}) or choose another mount point",
+                mountpoint.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The file system type and source of a FUSE mount whose mount point is
+/// `point`, from the text of `/proc/self/mountinfo` (mount point in field
+/// 5, type and source after the ` - ` separator; names escape space, tab,
+/// newline and backslash as octal).
+fn fuse_mounted_at(mountinfo: &str, point: &Path) -> Option<(String, String)> {
+    let unescape = |field: &str| -> Vec<u8> {
+        let bytes = field.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            let octal = bytes.get(i + 1..i + 4).and_then(|d| {
+                let d = std::str::from_utf8(d).ok()?;
+                u8::from_str_radix(d, 8).ok()
+            });
+            match (bytes[i], octal) {
+                (b'\\', Some(byte)) => {
+                    out.push(byte);
+                    i += 4;
+                }
+                (byte, _) => {
+                    out.push(byte);
+                    i += 1;
+                }
+            }
+        }
+        out
+    };
+    let point = std::os::unix::ffi::OsStrExt::as_bytes(point.as_os_str());
+    mountinfo.lines().find_map(|line| {
+        let (fields, after) = line.split_once(" - ")?;
+        let mounted_at = fields.split(' ').nth(4)?;
+        let mut after = after.split(' ');
+        let fstype = after.next()?;
+        let source = after.next().unwrap_or("");
+        (fstype.starts_with("fuse") && unescape(mounted_at) == point)
+            .then(|| (fstype.to_string(), source.to_string()))
+    })
+}
+
+/// A metrics address other than loopback needs `metrics.public`: the
+/// endpoint has no authentication. Returns the warning to print when it
+/// is public.
+fn check_metrics(config: &Config) -> io::Result<Option<String>> {
+    let Some(addr) = config.metrics.listen else {
+        return Ok(None);
+    };
+    if addr.ip().is_loopback() {
+        return Ok(None);
+    }
+    if !config.metrics.public {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "metrics endpoint {addr} is not a loopback address: anyone who can reach it \
+                 would read this mount's metrics (no authentication); serve it on 127.0.0.1, \
+                 or say so with --metrics-public (metrics.public = true)"
+            ),
+        ));
+    }
+    Ok(Some(format!(
+        "metrics at http://{addr}/metrics are served without authentication to every host \
+         that can reach this one (metrics.public = true)"
+    )))
+}
+
 impl Mount {
-    /// Recover the log, open the engine and mount at `mountpoint`.
+    /// Check the mount point, lock the fast tier, recover the log, open
+    /// the engine and mount at `mountpoint`.
     pub fn start(config: &Config, mountpoint: &Path) -> io::Result<Mount> {
         let invalid = |e: sluice_config::ConfigError| {
             io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
         };
         config.validate().map_err(invalid)?;
-        let meta = std::fs::metadata(mountpoint).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("mount point {}: {e}", mountpoint.display()),
-            )
-        })?;
-        if !meta.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("mount point {} is not a directory", mountpoint.display()),
-            ));
-        }
+        let mut warnings = Vec::new();
+        warnings.extend(check_metrics(config)?);
+        check_mount_point(mountpoint)?;
+        // The fast tier's directory, locked before anything in it is
+        // opened for writing; one that does not exist yet is created by
+        // opening the tiers (nothing of another mount can be in it), then
+        // made the mount's own and locked.
+        let fast_dir = match config.fast.device {
+            Device::Memory => None,
+            _ => config.fast.path.clone(),
+        };
+        let fast_existed = fast_dir.as_deref().is_some_and(Path::exists);
+        let mut fast_lock = match &fast_dir {
+            Some(dir) if fast_existed => Some(FastTierLock::acquire(dir, mountpoint)?),
+            _ => None,
+        };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let tiers = config.open_tiers(&clock).map_err(invalid)?;
+        if let (Some(dir), false) = (&fast_dir, fast_existed) {
+            fast_lock::make_private(dir)?;
+            fast_lock = Some(FastTierLock::acquire(dir, mountpoint)?);
+        }
         let engine_config = config.engine_config().map_err(invalid)?;
         let liu = tiers.liu;
         // BBOS first: its recovery must not race the engine's flusher for
@@ -182,7 +424,7 @@ impl Mount {
         )?);
         let counters = Arc::new(OpCounters::default());
         // Absolute, so clients in any directory find it through the xattr.
-        let control = config.fast.path.as_deref().map(|p| {
+        let control = fast_dir.as_deref().map(|p| {
             control_socket_path(&std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
         });
         let fs = SluiceFs::new(
@@ -229,7 +471,9 @@ impl Mount {
             mountpoint: mountpoint.display().to_string(),
             flush_rate: AtomicU64::new(0),
             stop: Arc::new(AtomicBool::new(false)),
-            end: AtomicU8::new(END_UNSET),
+            request: Mutex::new(None),
+            closing: AtomicBool::new(false),
+            owner: rustix::process::getuid().as_raw(),
         });
         let mut mount = Mount {
             shared,
@@ -237,16 +481,39 @@ impl Mount {
             control: None,
             metrics: None,
             drain_on_unmount: config.mount.drain_on_unmount,
+            fast_lock,
+            warnings,
         };
-        mount.start_sampler()?;
-        if let Some(path) = control {
-            mount.start_control(&path)?;
-            mount.control = Some(path);
-        }
-        if let Some(addr) = config.metrics.listen {
-            mount.metrics = Some(mount.start_metrics(addr)?);
+        if let Err(e) = mount.start_services(control, config.metrics.listen) {
+            mount.abandon();
+            return Err(e);
         }
         Ok(mount)
+    }
+
+    /// The sampler, the control socket and the metrics endpoint.
+    fn start_services(
+        &mut self,
+        control: Option<PathBuf>,
+        metrics: Option<SocketAddr>,
+    ) -> io::Result<()> {
+        self.start_sampler()?;
+        if let Some(path) = control {
+            self.start_control(&path)?;
+            self.control = Some(path);
+        }
+        if let Some(addr) = metrics {
+            self.metrics = Some(self.start_metrics(addr)?);
+        }
+        Ok(())
+    }
+
+    /// A mount whose setup failed: detach it (nothing uses it yet) and
+    /// close it as after an unmount, leaving buffered data in the log, so
+    /// the lock is released only once nothing of it can write any more.
+    fn abandon(self) {
+        let _ = unmount_once(Path::new(&self.shared.mountpoint), true);
+        let _ = self.complete(false, None, None);
     }
 
     /// The engine (the demo reads its status).
@@ -264,85 +531,215 @@ impl Mount {
         self.metrics
     }
 
-    /// The flag [`Mount::wait`] polls: setting it (a signal handler does)
-    /// ends the wait, as [`Mount::stop`] does.
+    /// What the operator should know about this mount's settings (a
+    /// public metrics endpoint).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The flag [`Mount::serve`] watches: setting it (a signal handler
+    /// does) asks for an unmount with the config's defaults.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.shared.stop)
     }
 
+    fn session_ended(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+
     /// Block until the mount is unmounted from outside or asked to stop.
-    pub fn wait(&mut self) {
-        loop {
-            if self.shared.stop.load(Ordering::Relaxed) {
-                return;
-            }
-            if self.session.as_ref().is_none_or(|s| s.guard.is_finished()) {
-                return;
-            }
+    fn wait(&self) {
+        while !self.shared.stop.load(Ordering::Relaxed) && !self.session_ended() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    /// Ask the mount to stop (as `sluice unmount` does).
-    pub fn stop(&self, drain: Option<bool>) {
-        if let Some(drain) = drain {
-            self.shared
-                .end
-                .store(if drain { END_DRAIN } else { END_KEEP }, Ordering::Relaxed);
+    fn drain_wanted(&self, end: End) -> bool {
+        match end {
+            End::Default => self.drain_on_unmount,
+            End::Drain => true,
+            End::Keep => false,
         }
-        self.shared.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Unmount (if still mounted), drain unless data is to stay buffered,
-    /// close the engine. Returns whether it drained.
-    pub fn finish(mut self) -> io::Result<bool> {
-        let drain = match self.shared.end.load(Ordering::Relaxed) {
-            END_DRAIN => true,
-            END_KEEP => false,
-            _ => self.drain_on_unmount,
-        };
-        // Drain while still mounted, so `sluice unmount` returns only once
-        // the capacity tier holds every byte; again after the unmount for
-        // writes that raced with the first drain.
-        let first = if drain { self.shared.drain() } else { Ok(()) };
-        if let Some(session) = self.session.take() {
-            if session.guard.is_finished() {
-                let _ = session.join();
-            } else {
-                let unmounted = unmount_when_not_busy(Path::new(&self.shared.mountpoint));
-                match unmounted {
-                    // The kernel ends the session: wait for its thread.
-                    Ok(true) => session.join(),
-                    Ok(false) => session.umount_and_join(),
-                    Err(e) => Err(e),
+    /// Serve until unmounted: an asked unmount (`sluice unmount`, a
+    /// signal) of a busy mount is refused (told to `report` and to the
+    /// requester) and serving goes on. Returns whether it drained; an
+    /// error when it did not end cleanly (a failed drain: the buffered
+    /// data stays in the log for the next mount).
+    pub fn serve(self, report: &mut dyn FnMut(&str)) -> io::Result<bool> {
+        loop {
+            self.wait();
+            let request = lock(&self.shared.request).take();
+            let (end, lazy, reply) = match request {
+                Some(r) => (r.end, r.lazy, Some(r.reply)),
+                None => (End::Default, false, None),
+            };
+            let drain = self.drain_wanted(end);
+            if self.session_ended() {
+                return self.complete(drain, reply, None);
+            }
+            if lazy {
+                return self.detach_and_complete(drain, reply, report);
+            }
+            match unmount_when_not_busy(Path::new(&self.shared.mountpoint), &self.shared.counters) {
+                Ok(()) => return self.complete(drain, reply, None),
+                Err(e) => {
+                    if let Some(mut reply) = reply {
+                        let _ = writeln!(reply, "error: {e}");
+                    }
+                    report(&e.to_string());
+                    self.shared.stop.store(false, Ordering::Relaxed);
                 }
-                .map_err(|e| io::Error::new(e.kind(), format!("unmount: {e}")))?;
             }
         }
-        if let Some(path) = self.control.take() {
+    }
+
+    /// Unmount now (as `sluice unmount` with the config's defaults; the
+    /// demo), drain unless data is to stay buffered, close. Returns whether
+    /// it drained; a busy mount is an error.
+    pub fn finish(self) -> io::Result<bool> {
+        let drain = self.drain_wanted(End::Default);
+        if !self.session_ended() {
+            unmount_when_not_busy(Path::new(&self.shared.mountpoint), &self.shared.counters)?;
+        }
+        self.complete(drain, None, None)
+    }
+
+    /// `--lazy`: drain while still mounted, detach, answer the requester,
+    /// serve the files still open until they are closed, then complete.
+    fn detach_and_complete(
+        self,
+        drain: bool,
+        reply: Option<UnixStream>,
+        report: &mut dyn FnMut(&str),
+    ) -> io::Result<bool> {
+        let first = if drain { self.shared.drain() } else { Ok(()) };
+        let mountpoint = PathBuf::from(&self.shared.mountpoint);
+        let detached = unmount_once(&mountpoint, true).map_err(|e| match e {
+            NotUnmounted::Busy => busy_error(&mountpoint, 0),
+            NotUnmounted::Failed(e) => e,
+        });
+        let open = self.shared.counters.open_files.load(Ordering::Relaxed);
+        let answer = match (&first, &detached) {
+            (_, Err(e)) => format!("error: {e}"),
+            (Err(e), Ok(())) => format!(
+                "error: drain: {e}; detached {}: the buffered data stays in the log",
+                mountpoint.display()
+            ),
+            (Ok(()), Ok(())) => format!(
+                "ok detached {open} {}",
+                if drain { "drained" } else { "kept" }
+            ),
+        };
+        if let Err(e) = detached {
+            // Still mounted: serve on, as after a busy refusal.
+            report(&e.to_string());
+            if let Some(mut reply) = reply {
+                let _ = writeln!(reply, "{answer}");
+            }
+            self.shared.stop.store(false, Ordering::Relaxed);
+            return self.serve(report);
+        }
+        if let Some(mut reply) = reply {
+            let _ = writeln!(reply, "{answer}");
+        }
+        if open > 0 {
+            report(&format!(
+                "detached {}: serving the {open} file(s) still open until they are closed",
+                mountpoint.display()
+            ));
+        }
+        while !self.session_ended() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.complete(drain, None, first.err())
+    }
+
+    /// After the unmount: wait for the session, drain (if asked), close
+    /// everything that writes to the fast tier, release its lock, then
+    /// answer `reply` (and any unmount request that came meanwhile) with
+    /// the outcome. `earlier` is a failure of a drain before the unmount.
+    fn complete(
+        self,
+        drain: bool,
+        reply: Option<UnixStream>,
+        earlier: Option<io::Error>,
+    ) -> io::Result<bool> {
+        let Mount {
+            shared,
+            session,
+            control,
+            fast_lock,
+            ..
+        } = self;
+        let joined = match session {
+            Some(session) => session
+                .join()
+                .map_err(|e| io::Error::new(e.kind(), format!("FUSE session: {e}"))),
+            None => Ok(()),
+        };
+        // After a drain failed while mounted, the one after the unmount
+        // is its retry: only its outcome counts.
+        let drained = match (drain, earlier) {
+            (true, _) => shared.drain().map(|()| true).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "drain: {e}; unmounted, and the buffered data stays in the fast tier's \
+                         log: the next mount recovers it"
+                    ),
+                )
+            }),
+            (false, Some(e)) => Err(e),
+            (false, None) => Ok(false),
+        };
+        shared.closing.store(true, Ordering::Relaxed);
+        if let Some(path) = control {
             let _ = std::fs::remove_file(path);
         }
-        let drain_error = |e: io::Error| io::Error::new(e.kind(), format!("drain: {e}"));
-        first.map_err(drain_error)?;
-        if drain {
-            self.shared.drain().map_err(drain_error)?;
+        let late = lock(&shared.request).take();
+        if close(shared) {
+            drop(fast_lock);
+        } else {
+            // Something of this mount may still write to the fast tier:
+            // the lock goes only with the process.
+            std::mem::forget(fast_lock);
         }
-        Ok(drain)
+        let outcome = joined.and(drained);
+        let answer = match &outcome {
+            Ok(true) => "ok drained".to_string(),
+            Ok(false) => "ok kept".to_string(),
+            Err(e) => format!("error: {e}"),
+        };
+        for mut stream in reply.into_iter().chain(late.map(|r| r.reply)) {
+            let _ = writeln!(stream, "{answer}");
+        }
+        outcome
     }
 
     fn start_sampler(&self) -> io::Result<()> {
-        let shared = Arc::clone(&self.shared);
+        // Weak: the sampler never keeps a closed mount's engine alive.
+        let shared = Arc::downgrade(&self.shared);
         std::thread::Builder::new()
             .name("sluice-sampler".into())
             .spawn(move || {
-                let mut last = (Instant::now(), shared.engine.stats().flushed_bytes);
+                let flushed =
+                    |s: &Weak<Shared>| s.upgrade().map(|s| s.engine.stats().flushed_bytes);
+                let Some(bytes) = flushed(&shared) else {
+                    return;
+                };
+                let mut last = (Instant::now(), bytes);
                 loop {
                     std::thread::sleep(Duration::from_millis(1000));
-                    let now = (Instant::now(), shared.engine.stats().flushed_bytes);
+                    let Some(strong) = shared.upgrade() else {
+                        return;
+                    };
+                    let now = (Instant::now(), strong.engine.stats().flushed_bytes);
                     let secs = now.0.duration_since(last.0).as_secs_f64();
                     if secs > 0.0 {
                         let rate = now.1.saturating_sub(last.1) as f64 / secs;
-                        shared.flush_rate.store(rate as u64, Ordering::Relaxed);
+                        strong.flush_rate.store(rate as u64, Ordering::Relaxed);
                     }
                     last = now;
                 }
@@ -351,25 +748,25 @@ impl Mount {
     }
 
     fn start_control(&self, path: &Path) -> io::Result<()> {
-        if UnixStream::connect(path).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!(
-                    "{} answers: another sluice mount uses this fast tier",
-                    path.display()
-                ),
-            ));
-        }
+        // The fast tier's lock is ours: a socket left there is a dead
+        // mount's.
         let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path).map_err(|e| {
+        let socket_error = |e: io::Error| {
             io::Error::new(e.kind(), format!("control socket {}: {e}", path.display()))
-        })?;
-        let shared = Arc::clone(&self.shared);
+        };
+        let listener = UnixListener::bind(path).map_err(socket_error)?;
+        // 0600 whatever the umask; callers are checked one by one too
+        // (`serve_control`), which also covers the moment before this.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(socket_error)?;
+        let shared = Arc::downgrade(&self.shared);
         std::thread::Builder::new()
             .name("sluice-control".into())
             .spawn(move || {
                 for stream in listener.incoming().flatten() {
-                    let shared = Arc::clone(&shared);
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
                     // One thread per request: a drain may take a while.
                     let _ = std::thread::Builder::new()
                         .name("sluice-control-req".into())
@@ -383,11 +780,14 @@ impl Mount {
         let listener = TcpListener::bind(addr)
             .map_err(|e| io::Error::new(e.kind(), format!("metrics endpoint {addr}: {e}")))?;
         let bound = listener.local_addr()?;
-        let shared = Arc::clone(&self.shared);
+        let shared = Arc::downgrade(&self.shared);
         std::thread::Builder::new()
             .name("sluice-metrics".into())
             .spawn(move || {
                 for stream in listener.incoming().flatten() {
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
                     let _ = serve_metrics(&shared, stream);
                 }
             })?;
@@ -395,47 +795,120 @@ impl Mount {
     }
 }
 
+/// Drop the engine, the stager and LiU (their threads write to the fast
+/// tier) once no control request holds them. Returns whether they are
+/// closed; not when something still held them after [`CLOSE_WAIT_MAX`].
+fn close(shared: Arc<Shared>) -> bool {
+    let deadline = Instant::now() + CLOSE_WAIT_MAX;
+    while Arc::strong_count(&shared) > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Ok(shared) = Arc::try_unwrap(shared) else {
+        return false;
+    };
+    let Shared {
+        engine, ckpt, liu, ..
+    } = shared;
+    let ckpt_closed = ckpt.is_none_or(|c| Arc::try_unwrap(c).is_ok());
+    let engine_closed = match Arc::try_unwrap(engine) {
+        Ok(engine) => {
+            engine.close();
+            true
+        }
+        Err(_) => false,
+    };
+    let liu_closed = liu.is_none_or(|l| Arc::try_unwrap(l).is_ok());
+    ckpt_closed && engine_closed && liu_closed
+}
+
+/// Whether the caller on `stream` may use the control socket: root, or the
+/// user who started the mount. `Err` is the refusal.
+fn authorize(shared: &Shared, stream: &UnixStream) -> Result<(), String> {
+    let peer = rustix::net::sockopt::socket_peercred(stream)
+        .map_err(|e| format!("cannot tell who is calling (SO_PEERCRED: {e})"))?;
+    let uid = peer.uid.as_raw();
+    if uid == 0 || uid == shared.owner {
+        return Ok(());
+    }
+    Err(format!(
+        "permission denied: uid {uid} may not control the mount at {}; only root and uid {} \
+         (who mounted it) may",
+        shared.mountpoint, shared.owner
+    ))
+}
+
 /// One control request: a line `status`, `drain`, `sync PATH` (relative to
-/// the mount's root), `unmount`, `unmount drain` or `unmount keep`; the
+/// the mount's root), `unmount [drain|keep] [lazy]` or `ckpt ...`; the
 /// answer is JSON (status), `ok`, `ok BYTES` (sync: the buffered bytes
-/// written) or `error: ...`, then the connection closes.
-fn serve_control(shared: &Shared, stream: UnixStream) {
+/// written) or `error: ...`, then the connection closes. An unmount is
+/// answered by the main thread when it is done (`ok drained`, `ok kept`,
+/// `ok detached N drained|kept`) or refused (busy). Callers other than
+/// root and the mount's user are refused whatever they ask.
+fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let mut line = String::new();
     let mut reader = BufReader::new((&stream).take(REQUEST_MAX));
     if reader.read_line(&mut line).is_err() {
         return;
     }
-    let answer = match line.trim() {
-        "status" => {
-            serde_json::to_string(&shared.status()).unwrap_or_else(|e| format!("error: {e}"))
+    let request = line.trim();
+    let answer = if let Err(refusal) = authorize(shared, &stream) {
+        format!("error: {refusal}")
+    } else if shared.closing.load(Ordering::Relaxed) {
+        format!("error: {} is being unmounted", shared.mountpoint)
+    } else if request == "unmount" || request.starts_with("unmount ") {
+        let mut end = End::Default;
+        let mut lazy = false;
+        for word in request.split_whitespace().skip(1) {
+            match word {
+                "drain" => end = End::Drain,
+                "keep" => end = End::Keep,
+                "lazy" => lazy = true,
+                other => {
+                    let mut stream = stream;
+                    let _ = writeln!(
+                        stream,
+                        "error: unknown unmount option {:?}; expected drain, keep or lazy",
+                        other.chars().take(64).collect::<String>()
+                    );
+                    return;
+                }
+            }
         }
-        "drain" => match shared.drain() {
-            Ok(()) => "ok".to_string(),
-            Err(e) => format!("error: {e}"),
-        },
-        l if l.starts_with("sync ") => match sluice_env::RelPath::new(&l[5..]) {
-            Ok(path) => match shared.engine.sync_path(&path) {
-                Ok(bytes) => format!("ok {bytes}"),
+        let mut pending = lock(&shared.request);
+        if pending.is_some() {
+            "error: an unmount is already in progress".to_string()
+        } else {
+            // The main thread answers once it is done (or refuses).
+            *pending = Some(UnmountRequest {
+                end,
+                lazy,
+                reply: stream,
+            });
+            shared.stop.store(true, Ordering::Relaxed);
+            return;
+        }
+    } else {
+        match request {
+            "status" => serde_json::to_string(&shared.status())
+                .unwrap_or_else(|e| format!("error: {e}")),
+            "drain" => match shared.drain() {
+                Ok(()) => "ok".to_string(),
                 Err(e) => format!("error: {e}"),
             },
-            Err(e) => format!("error: sync: {e}"),
-        },
-        "unmount" | "unmount drain" | "unmount keep" => {
-            let end = match line.trim() {
-                "unmount drain" => END_DRAIN,
-                "unmount keep" => END_KEEP,
-                _ => END_UNSET,
-            };
-            shared.end.store(end, Ordering::Relaxed);
-            shared.stop.store(true, Ordering::Relaxed);
-            "ok".to_string()
+            l if l.starts_with("sync ") => match sluice_env::RelPath::new(&l[5..]) {
+                Ok(path) => match shared.engine.sync_path(&path) {
+                    Ok(bytes) => format!("ok {bytes}"),
+                    Err(e) => format!("error: {e}"),
+                },
+                Err(e) => format!("error: sync: {e}"),
+            },
+            l if l.starts_with("ckpt ") => shared.ckpt_request(&l[5..]),
+            other => format!(
+                "error: unknown request {:?}; expected status, drain, sync PATH, unmount [drain|keep] [lazy] or ckpt ...",
+                other.chars().take(64).collect::<String>()
+            ),
         }
-        l if l.starts_with("ckpt ") => shared.ckpt_request(&l[5..]),
-        other => format!(
-            "error: unknown request {:?}; expected status, drain, sync PATH, unmount [drain|keep] or ckpt ...",
-            other.chars().take(64).collect::<String>()
-        ),
     };
     let mut stream = stream;
     let _ = writeln!(stream, "{answer}");
@@ -519,14 +992,87 @@ pub fn control_request(mountpoint: &Path, request: &str) -> io::Result<String> {
             )
         })?;
     let path = String::from_utf8_lossy(&buf[..n]).to_string();
-    let mut stream = UnixStream::connect(&path)
-        .map_err(|e| io::Error::new(e.kind(), format!("control socket {path}: {e}")))?;
+    let mut stream = UnixStream::connect(&path).map_err(|e| {
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "control socket {path}: {e}: only root and the user who mounted {} may control it",
+                    mountpoint.display()
+                ),
+            )
+        } else {
+            io::Error::new(e.kind(), format!("control socket {path}: {e}"))
+        }
+    })?;
     writeln!(stream, "{request}")?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer)?;
     let answer = answer.trim_end().to_string();
+    if answer.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the mount at {} closed the control connection without answering (was its process killed? \
+                 if `ls {}` says \"Transport endpoint is not connected\", run `fusermount3 -u {}`)",
+                mountpoint.display(),
+                mountpoint.display(),
+                mountpoint.display()
+            ),
+        ));
+    }
     if let Some(message) = answer.strip_prefix("error: ") {
         return Err(io::Error::other(message.to_string()));
     }
     Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuse_mounts_are_found_by_their_unescaped_mount_point() {
+        let mountinfo = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+97 22 0:52 / /tmp/a\\040b rw,nosuid,nodev,relatime shared:50 - fuse sluice rw,user_id=0
+98 22 0:53 / /mnt/other rw - fuse.sshfs host:/ rw
+99 22 0:54 / /mnt/tmp rw - tmpfs tmpfs rw";
+        assert_eq!(
+            fuse_mounted_at(mountinfo, Path::new("/tmp/a b")),
+            Some(("fuse".to_string(), "sluice".to_string()))
+        );
+        assert_eq!(
+            fuse_mounted_at(mountinfo, Path::new("/mnt/other")),
+            Some(("fuse.sshfs".to_string(), "host:/".to_string()))
+        );
+        // Not FUSE, not mounted, a prefix of a mount point.
+        assert_eq!(fuse_mounted_at(mountinfo, Path::new("/mnt/tmp")), None);
+        assert_eq!(fuse_mounted_at(mountinfo, Path::new("/mnt")), None);
+        assert_eq!(fuse_mounted_at(mountinfo, Path::new("/tmp/a")), None);
+    }
+
+    #[test]
+    fn a_busy_refusal_says_what_keeps_the_mount_busy() {
+        let text = |open| busy_error(Path::new("/m"), open).to_string();
+        assert!(text(0).contains("working directory"), "{}", text(0));
+        assert!(text(1).contains("1 file is open"), "{}", text(1));
+        assert!(text(3).contains("3 files are open"), "{}", text(3));
+        assert!(text(3).contains("--lazy") && text(3).contains("keeps serving"));
+    }
+
+    #[test]
+    fn metrics_off_loopback_need_public() {
+        let mut config = Config::default();
+        config.metrics.listen = Some("127.0.0.1:9464".parse().unwrap());
+        assert!(check_metrics(&config).unwrap().is_none());
+        config.metrics.listen = Some("[::1]:9464".parse().unwrap());
+        assert!(check_metrics(&config).unwrap().is_none());
+        config.metrics.listen = Some("0.0.0.0:9464".parse().unwrap());
+        let err = check_metrics(&config).unwrap_err().to_string();
+        assert!(err.contains("--metrics-public"), "{err}");
+        config.metrics.public = true;
+        let warning = check_metrics(&config).unwrap().unwrap();
+        assert!(warning.contains("without authentication"), "{warning}");
+    }
 }

@@ -14,8 +14,13 @@ pub(super) enum Step {
     Shutdown,
 }
 
+/// The first wait after a failed flush; each further failure doubles it,
+/// up to [`FLUSH_BACKOFF_MAX`].
+pub(super) const FLUSH_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// The longest wait between two attempts of a failing flush.
+const FLUSH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
 pub(super) fn flusher_loop(shared: &Shared) {
-    let mut backoff = Duration::from_millis(50);
     loop {
         match flush_regions(shared) {
             Ok(Some(step)) => {
@@ -27,17 +32,35 @@ pub(super) fn flusher_loop(shared: &Shared) {
                     }
                 }
             }
-            Ok(None) => backoff = Duration::from_millis(50),
+            Ok(None) => lock(shared).flush_backoff = FLUSH_BACKOFF_MIN,
             Err(e) => {
                 let mut state = lock(shared);
                 state.stats.flush_errors += 1;
                 state.stats.last_flush_error = Some(e.to_string());
                 shared.changed.notify_all();
-                if state.shutdown {
-                    return;
+                let backoff = state.flush_backoff;
+                state.flush_backoff = (backoff * 2).min(FLUSH_BACKOFF_MAX);
+                state.flush_retry_now = false;
+                // Sit the whole backoff out: a writer waiting for room
+                // notifies whenever it wakes, and this notification wakes
+                // it, so waking on any notification retried a failing
+                // flush in a tight loop (issue 19). Only a drain asking
+                // for a retry (`flush_retry_now`) or shutdown ends it early.
+                let until = Instant::now() + backoff;
+                loop {
+                    if state.shutdown {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if state.flush_retry_now || now >= until {
+                        break;
+                    }
+                    state = shared
+                        .changed
+                        .wait_timeout(state, until - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                 }
-                let _ = shared.changed.wait_timeout(state, backoff);
-                backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         }
     }

@@ -176,6 +176,13 @@ struct State {
     next_file_id: u64,
     draining: u32,
     shutdown: bool,
+    /// How long the flusher waits after its next failure (doubles per
+    /// failure, back to the minimum after a flush that worked or when a
+    /// drain starts).
+    flush_backoff: Duration,
+    /// A drain asks the flusher to retry now instead of sitting out its
+    /// backoff.
+    flush_retry_now: bool,
     stats: EngineStats,
     /// Where the most recently written files' bytes went.
     placements: Placements,
@@ -300,7 +307,7 @@ impl Engine {
                 OpenOptions {
                     create: true,
                     create_new: true,
-                    truncate: false,
+                    ..OpenOptions::default()
                 },
             )
             .map_err(context(format!("create {path}")))?;
@@ -660,6 +667,10 @@ impl Engine {
         let mut state = lock(shared);
         state.draining += 1;
         state.buffer.set_draining(true);
+        // An operator is waiting: retry a failing flush now, from the
+        // shortest backoff, so the cause is reported in about a second.
+        state.flush_backoff = flush::FLUSH_BACKOFF_MIN;
+        state.flush_retry_now = true;
         // The filling region joins the full ones, so the flusher merges
         // all of them in one pass.
         state.buffer.seal();

@@ -29,7 +29,7 @@ pub(super) fn open(
             ))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fast.create_dir(&log_dir)
+            fast.create_private_dir(&log_dir)
                 .map_err(context(format!("fast tier {}", fast.describe())))?;
             fast.sync_dir(&RelPath::root())?;
         }
@@ -47,7 +47,7 @@ pub(super) fn open(
         let path = region_path(r)?;
         let what = format!("fast tier {}: {path}", fast.describe());
         let file = fast
-            .open(&path, OpenOptions::CREATE)
+            .open(&path, OpenOptions::CREATE.private())
             .map_err(context(&what))?;
         let len = file.len().map_err(context(&what))?;
         let region = if len <= REGION_HEADER_BYTES {
@@ -221,6 +221,8 @@ pub(super) fn open(
         next_file_id,
         draining: 0,
         shutdown: false,
+        flush_backoff: flush::FLUSH_BACKOFF_MIN,
+        flush_retry_now: false,
         stats,
         placements: Placements::default(),
     };

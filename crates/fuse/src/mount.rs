@@ -379,6 +379,10 @@ impl Mount {
         let mut warnings = Vec::new();
         warnings.extend(check_metrics(config)?);
         check_mount_point(mountpoint)?;
+        // The tiers' layout is checked before the lock file is created: an
+        // unsafe layout (the fast tier inside or equal to the capacity
+        // tier) is refused without a byte written under either tier.
+        config.check_layout().map_err(invalid)?;
         // The fast tier's directory, locked before anything in it is
         // opened for writing; one that does not exist yet is created by
         // opening the tiers (nothing of another mount can be in it), then

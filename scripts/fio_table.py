@@ -163,16 +163,20 @@ def targets(cells, rows):
     return "\n".join(out)
 
 
-def update(doc, block):
-    new = f"{BEGIN}\n{block.rstrip()}\n{END}\n"
+def update(doc, block, title="Mount benchmark: sluice vs the raw directory vs mergerfs",
+           markers=(BEGIN, END)):
+    """Put BLOCK between the MARKERS in DOC (created with a `# TITLE` heading
+    and a Reading section if missing). Shared with policy_table.py."""
+    begin, end = markers
+    new = f"{begin}\n{block.rstrip()}\n{end}\n"
     if os.path.exists(doc):
         with open(doc, encoding="utf-8") as f:
             text = f.read()
     else:
-        text = ("# Mount benchmark: sluice vs the raw directory vs mergerfs\n\n"
-                f"{BEGIN}\n{END}\n\n## Reading\n\n(to be written)\n")
-    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
-        i, j = text.index(BEGIN), text.index(END) + len(END)
+        text = (f"# {title}\n\n"
+                f"{begin}\n{end}\n\n## Reading\n\n(to be written)\n")
+    if begin in text and end in text and text.index(begin) < text.index(end):
+        i, j = text.index(begin), text.index(end) + len(end)
         if j < len(text) and text[j] == "\n":
             j += 1
         text = text[:i] + new + text[j:]
@@ -183,44 +187,62 @@ def update(doc, block):
         f.write(text)
 
 
-def plot(cells, systems, rows, png):
-    """Grouped bars, one group per row, one bar per system, via gnuplot."""
+def grouped_bars(png, labels, names, values, *, tool, title, ylabel, size,
+                 key="top left", extra="", decimals=1):
+    """Grouped bars via gnuplot: group g is labels[g], its bar s (named
+    names[s]) the median of values[g][s] with a min-max error bar. TOOL
+    names the caller in messages. True if drawn (False: no gnuplot).
+    Shared with policy_table.py."""
     if not shutil.which("gnuplot"):
-        print(f"fio_table.py: gnuplot not found, {png} not drawn (apt-get install gnuplot-nox)", file=sys.stderr)
-        return
+        print(f"{tool}: gnuplot not found, {png} not drawn (apt-get install gnuplot-nox)", file=sys.stderr)
+        return False
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "data.tsv")
         with open(data, "w", encoding="utf-8") as f:
-            for r in rows:
-                cols = [f'"{label(r, ROWS)}"']
-                for s in systems:
-                    v = cells.get((s, r)) or [0.0]
-                    cols += [f"{statistics.median(v):.1f}", f"{min(v):.1f}", f"{max(v):.1f}"]
+            for lab, per_series in zip(labels, values):
+                cols = [f'"{lab}"']
+                for v in per_series:
+                    v = v or [0.0]
+                    cols += [f"{x:.{decimals}f}" for x in (statistics.median(v), min(v), max(v))]
                 f.write("\t".join(cols) + "\n")
-        n = len(systems)
         plots = ", ".join(
-            f"'{data}' using {2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i}{':xtic(1)' if i == 0 else ''} title '{label(s, SYSTEMS)}'"
-            for i, s in enumerate(systems)
+            f"'{data}' using {2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i}{':xtic(1)' if i == 0 else ''} title '{name}'"
+            for i, name in enumerate(names)
         )
         script = f"""
-set terminal pngcairo size 1000,520 font 'DejaVu Sans,10'
+set terminal pngcairo size {size} font 'DejaVu Sans,10'
 set output '{png}'
 set datafile separator '\\t'
 set style data histogram
 set style histogram errorbars gap 2 lw 1
 set style fill solid 0.8 border -1
-set ylabel 'MB/s (fio write bandwidth, median; bars: min-max)'
-set title 'fio through the mount: {n} systems, median of runs'
+set ylabel '{ylabel}'
+set title '{title}'
 set yrange [0:*]
-set key top left
-set grid ytics
+set key {key}
+{extra}set grid ytics
 plot {plots}
 """
         gp = os.path.join(tmp, "plot.gp")
         with open(gp, "w", encoding="utf-8") as f:
             f.write(script)
         subprocess.run(["gnuplot", gp], check=True)
-    print(f"fio_table.py: plot written to {png}", file=sys.stderr)
+    print(f"{tool}: plot written to {png}", file=sys.stderr)
+    return True
+
+
+def plot(cells, systems, rows, png):
+    """Grouped bars, one group per row, one bar per system."""
+    grouped_bars(
+        png,
+        [label(r, ROWS) for r in rows],
+        [label(s, SYSTEMS) for s in systems],
+        [[cells.get((s, r)) for s in systems] for r in rows],
+        tool="fio_table.py",
+        title=f"fio through the mount: {len(systems)} systems, median of runs",
+        ylabel="MB/s (fio write bandwidth, median; bars: min-max)",
+        size="1000,520",
+    )
 
 
 def main():

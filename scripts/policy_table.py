@@ -39,11 +39,10 @@ a message.
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
+
+from fio_table import grouped_bars, update as update_doc  # the same directory
 
 POLICIES = ["capacity-only", "fast-all", "ssdup", "ssdup+", "cost"]
 PATTERNS = ["segmented-contiguous", "segmented-random", "strided", "mixed", "single-sequential"]
@@ -307,64 +306,25 @@ def notes(c, runs):
 
 
 def update(doc, block):
-    new = f"{BEGIN}\n{block.rstrip()}\n{END}\n"
-    if os.path.exists(doc):
-        with open(doc, encoding="utf-8") as f:
-            text = f.read()
-    else:
-        text = ("# Write placement policies through the mount\n\n"
-                f"{BEGIN}\n{END}\n\n## Reading\n\n(to be written)\n")
-    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
-        i, j = text.index(BEGIN), text.index(END) + len(END)
-        if j < len(text) and text[j] == "\n":
-            j += 1
-        text = text[:i] + new + text[j:]
-    else:
-        text = text.rstrip() + "\n\n" + new
-    os.makedirs(os.path.dirname(os.path.abspath(doc)), exist_ok=True)
-    with open(doc, "w", encoding="utf-8") as f:
-        f.write(text)
+    update_doc(doc, block, title="Write placement policies through the mount",
+               markers=(BEGIN, END))
 
 
 def plot(c, png):
     """Grouped bars, one group per (pattern, writers), one bar per policy. True if drawn."""
-    if not shutil.which("gnuplot"):
-        print(f"policy_table.py: gnuplot not found, {png} not drawn (apt-get install gnuplot-nox)", file=sys.stderr)
-        return False
-    with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "data.tsv")
-        with open(data, "w", encoding="utf-8") as f:
-            for row in c.rows:
-                cols = [f'"{row[0]}\\n{row[1]} writer{"s" if row[1] != 1 else ""}"']
-                for p in c.policies:
-                    v = [mibs(r) for r in c.get(row, p)] or [0.0]
-                    cols += [f"{statistics.median(v):.2f}", f"{min(v):.2f}", f"{max(v):.2f}"]
-                f.write("\t".join(cols) + "\n")
-        plots = ", ".join(
-            f"'{data}' using {2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i}{':xtic(1)' if i == 0 else ''} title '{p}'"
-            for i, p in enumerate(c.policies))
-        width = max(800, 160 * len(c.rows) + 200)
-        script = f"""
-set terminal pngcairo size {width},540 font 'DejaVu Sans,10'
-set output '{png}'
-set datafile separator '\\t'
-set style data histogram
-set style histogram errorbars gap 2 lw 1
-set style fill solid 0.8 border -1
-set ylabel 'MiB/s (bytes / wall clock incl. end fsync; median, bars min-max)'
-set title 'Write placement policies through the mount (fio, IOR offsets; fast: ssd, capacity: hdd)'
-set yrange [0:*]
-set key outside right top
-set bmargin 4
-set grid ytics
-plot {plots}
-"""
-        gp = os.path.join(tmp, "plot.gp")
-        with open(gp, "w", encoding="utf-8") as f:
-            f.write(script)
-        subprocess.run(["gnuplot", gp], check=True)
-    print(f"policy_table.py: plot written to {png}", file=sys.stderr)
-    return True
+    return grouped_bars(
+        png,
+        [f'{row[0]}\\n{row[1]} writer{"s" if row[1] != 1 else ""}' for row in c.rows],
+        c.policies,
+        [[[mibs(r) for r in c.get(row, p)] for p in c.policies] for row in c.rows],
+        tool="policy_table.py",
+        title="Write placement policies through the mount (fio, IOR offsets; fast: ssd, capacity: hdd)",
+        ylabel="MiB/s (bytes / wall clock incl. end fsync; median, bars min-max)",
+        size=f"{max(800, 160 * len(c.rows) + 200)},540",
+        key="outside right top",
+        extra="set bmargin 4\n",
+        decimals=2,
+    )
 
 
 def main():

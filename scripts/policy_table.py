@@ -42,7 +42,7 @@ import os
 import statistics
 import sys
 
-from fio_table import grouped_bars, update as update_doc  # the same directory
+from fio_table import fmt_ratio, grouped_bars, update as update_doc  # the same directory
 
 POLICIES = ["capacity-only", "fast-all", "ssdup", "ssdup+", "cost"]
 PATTERNS = ["segmented-contiguous", "segmented-random", "strided", "mixed", "single-sequential"]
@@ -197,12 +197,6 @@ def fmt_mibs(x):
 
 def fmt_pct(x):
     return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def fmt_ratio(a, b):
-    if a is None or b is None or b == 0:
-        return "–"
-    return f"{a / b:.2f}×"
 
 
 class Cells:

@@ -158,7 +158,7 @@ impl FlushGate {
     pub fn handle_capacity_write(&mut self, now: Time) {
         // max: a write reported late must not move the idle clock back.
         self.last_capacity_write = Some(later(self.last_capacity_write, now));
-        self.handle_fast_write(now);
+        self.last_write = Some(later(self.last_write, now));
     }
 
     /// A foreground write just went to the fast tier's log.

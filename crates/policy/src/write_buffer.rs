@@ -605,18 +605,7 @@ impl WriteBuffer {
         region: RegionId,
         run_max_bytes: u64,
     ) -> Result<Vec<FlushRunRef>, PipelineError> {
-        self.pipeline.start_flush(region)?;
-        let mut runs = Vec::new();
-        for (file, extents) in self.index.files() {
-            for run in extents.flush_runs(Some(region), run_max_bytes) {
-                runs.push(FlushRunRef {
-                    file,
-                    file_offset: run.file_offset,
-                    len: run.len,
-                });
-            }
-        }
-        Ok(runs)
+        self.start_flush_set(&[region], run_max_bytes)
     }
 
     /// The bytes of `run` still buffered in `region` now: `(file_offset,

@@ -2109,3 +2109,72 @@ fn issue_19_a_live_mount_point_is_refused() {
     assert_eq!(fs::read(m.path("f")).unwrap(), b"first");
     m.unmount(false);
 }
+
+/// Regression (issue 19): when the fast tier's file system filled, every
+/// write got ENOSPC until a manual drain, although the capacity tier had
+/// room, and nothing warned that the regions did not fit. On a 6 MiB
+/// tmpfs fast tier with 2 × 4 MiB regions, 24 MiB of writes (and
+/// rewrites of buffered ranges) all succeed, status says why bytes went to
+/// the capacity tier, and the drain leaves every byte there.
+#[test]
+fn issue_19_a_full_fast_tier_file_system_falls_back_to_the_capacity_tier() {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    if !fuse_available_as_root("needs root to mount a tmpfs") {
+        return;
+    }
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = config_file(
+        conf_dir.path(),
+        "[log]\nregions = 2\nregion_size = \"4MiB\"\nrecord_max = \"256KiB\"\n\
+         [policy]\nname = \"fast-all\"\n",
+    );
+    let mut m = Mounted::unstarted(&["--config", &conf]);
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=6m,mode=0700", "sluice-test"])
+        .arg(m.fast()));
+    let _tmpfs = MountGuard(m.fast());
+    m.start();
+    assert!(
+        m.log().contains("need up to"),
+        "a warning at mount: {}",
+        m.log()
+    );
+    let mut model = vec![0u8; 24 << 20];
+    let mut rng = Rng(19);
+    for b in model.iter_mut() {
+        *b = (rng.next() >> 24) as u8;
+    }
+    let mut f = File::create(m.path("f")).unwrap();
+    for chunk in model.chunks(1 << 20) {
+        f.write_all(chunk).expect("a sequential write");
+    }
+    for i in 0..32u64 {
+        let offset = (rng.next() % (24 << 20) as u64) & !4095;
+        let len = (64 << 10).min(model.len() - offset as usize);
+        let fill = vec![i as u8 | 0x80; len];
+        f.write_all_at(&fill, offset).expect("a rewrite");
+        model[offset as usize..offset as usize + len].copy_from_slice(&fill);
+    }
+    f.sync_all().unwrap();
+    assert!(fs::read(m.path("f")).unwrap() == model, "read back");
+    let status = m.sluice(&["status", m.point.to_str().unwrap(), "--json"]);
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    let field = |name: &str| {
+        status
+            .split(&format!("\"{name}\":"))
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {status}"))
+    };
+    assert!(field("fast_errors") > 0, "{status}");
+    assert!(field("fast_fallback_bytes") > 0, "{status}");
+    assert!(status.contains("No space left"), "the cause: {status}");
+    drop(f);
+    m.unmount(false);
+    assert!(
+        fs::read(m.capacity().join("f")).unwrap() == model,
+        "the capacity file after the drain"
+    );
+}

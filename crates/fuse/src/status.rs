@@ -34,6 +34,10 @@ pub mod names {
     pub const REGIONS: &str = "sluice_regions";
     /// Flush attempts that failed.
     pub const FLUSH_ERRORS: &str = "sluice_flush_errors_total";
+    /// Appends to the log that failed (a full or failing fast tier).
+    pub const FAST_ERRORS: &str = "sluice_fast_errors_total";
+    /// Bytes written to the capacity tier because an append to the log failed.
+    pub const FAST_FALLBACK_BYTES: &str = "sluice_fast_fallback_bytes_total";
     /// Payloads whose checksum failed (never served).
     pub const CORRUPT_PAYLOADS: &str = "sluice_corrupt_payloads_total";
     /// Writes that waited for a free region.
@@ -358,6 +362,18 @@ pub struct Status {
     pub flush_errors: u64,
     /// The last flush error.
     pub last_flush_error: Option<String>,
+    /// Appends to the log that failed (a full or failing fast tier).
+    #[serde(default)]
+    pub fast_errors: u64,
+    /// The last of them, with its cause.
+    #[serde(default)]
+    pub last_fast_error: Option<String>,
+    /// Bytes written to the capacity tier because an append failed.
+    #[serde(default)]
+    pub fast_fallback_bytes: u64,
+    /// Set at mount when the log regions may not fit the fast tier.
+    #[serde(default)]
+    pub fast_space_warning: Option<String>,
     /// Corrupt payloads found.
     pub corrupt_payloads: u64,
     /// Records recovered at mount.
@@ -458,6 +474,10 @@ impl Status {
             draining: s.draining,
             flush_errors: s.stats.flush_errors,
             last_flush_error: s.stats.last_flush_error,
+            fast_errors: s.stats.fast_errors,
+            last_fast_error: s.stats.last_fast_error,
+            fast_fallback_bytes: s.stats.fast_fallback_bytes,
+            fast_space_warning: s.stats.fast_space_warning,
             corrupt_payloads: s.stats.corrupt_payloads,
             recovered_records: s.stats.recovered_records,
             recovery_records_per_s: s.stats.recovery_records_per_s,
@@ -592,6 +612,20 @@ impl Status {
             self.corrupt_payloads,
             self.recovered_records
         );
+        if self.fast_errors > 0 {
+            let _ = writeln!(
+                out,
+                "fast tier   {} failed appends, {} written to the capacity tier instead{}",
+                self.fast_errors,
+                mib(self.fast_fallback_bytes),
+                self.last_fast_error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!(" (last: {e})")),
+            );
+        }
+        if let Some(warning) = &self.fast_space_warning {
+            let _ = writeln!(out, "warning     {warning}");
+        }
         if let Some(l) = &self.liu {
             let _ = writeln!(
                 out,
@@ -729,6 +763,18 @@ impl Status {
             "counter",
             "Flush attempts that failed (data stays buffered).",
             &[("", f(self.flush_errors))],
+        );
+        metric(
+            FAST_ERRORS,
+            "counter",
+            "Appends to the log that failed (a full or failing fast tier); data writes then go to the capacity tier for a while.",
+            &[("", f(self.fast_errors))],
+        );
+        metric(
+            FAST_FALLBACK_BYTES,
+            "counter",
+            "Bytes written to the capacity tier because an append to the log failed.",
+            &[("", f(self.fast_fallback_bytes))],
         );
         metric(
             CORRUPT_PAYLOADS,

@@ -60,6 +60,7 @@ use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REG
 
 mod append;
 mod config;
+mod degrade;
 mod files;
 mod flush;
 mod names;
@@ -69,6 +70,7 @@ mod recovery;
 use append::*;
 use config::Placements;
 pub use config::{EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_PLACED_MAX};
+use degrade::*;
 use files::*;
 use flush::*;
 pub(crate) use read::read_fully;
@@ -111,6 +113,10 @@ struct LogRegion {
     /// synced the region outside the lock appends its commit record only
     /// if nothing was appended since.
     appends: u64,
+    /// The offset of the first record whose append failed since the last
+    /// reset: the region was closed there, and recovery ends it there
+    /// (degrade.rs).
+    broken_at: Option<u64>,
 }
 
 struct OpenFile {
@@ -183,6 +189,11 @@ struct State {
     /// A drain asks the flusher to retry now instead of sitting out its
     /// backoff.
     flush_retry_now: bool,
+    /// After an append to the log failed: until when data writes go to the
+    /// capacity tier (degrade.rs).
+    fast_retry_at: Option<Time>,
+    /// How long the next failure sends them there.
+    fast_backoff: Duration,
     stats: EngineStats,
     /// Where the most recently written files' bytes went.
     placements: Placements,
@@ -494,6 +505,12 @@ impl Engine {
         let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
         let synced = synced.map_err(context(&what))?;
         commit(shared, &mut state, &synced).map_err(context(&what))?;
+        // Bytes of the file in a region behind a failed append are not
+        // recovered from it (degrade.rs): durable only once flushed.
+        let behind_hole = regions_holding(&state, file, 0, u64::MAX, true);
+        let (s, settled) = wait_reset(shared, state, &behind_hole, &what);
+        state = s;
+        settled?;
         if dir_unsynced {
             if let Some(open) = state.files.get_mut(&file) {
                 open.created_unsynced = false;

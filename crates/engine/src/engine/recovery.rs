@@ -120,7 +120,13 @@ pub(super) fn open(
             appends: 0,
             records: BTreeMap::new(),
             dirty: false,
+            broken_at: None,
         });
+    }
+
+    stats.fast_space_warning = space_warning(fast.as_ref(), &regions, total_bytes);
+    if let Some(warning) = &stats.fast_space_warning {
+        eprintln!("sluice: warning: {warning}");
     }
 
     if created_any {
@@ -220,6 +226,8 @@ pub(super) fn open(
         unsynced_creates: HashSet::new(),
         next_file_id,
         draining: 0,
+        fast_retry_at: None,
+        fast_backoff: FAST_RETRY_MIN,
         shutdown: false,
         flush_backoff: flush::FLUSH_BACKOFF_MIN,
         flush_retry_now: false,
@@ -327,4 +335,34 @@ pub(super) fn redo_rename(
         capacity.sync_dir(&path.parent().unwrap_or_else(RelPath::root))?;
     }
     Ok(())
+}
+
+/// A warning when the log regions, grown to their full size, would need
+/// more than the fast tier's free space: appends then fail with ENOSPC
+/// before a region is full, and data writes go to the capacity tier for a
+/// while each time (degrade.rs). `None` when they fit, or when the fast
+/// tier cannot tell its free space.
+fn space_warning(fast: &dyn Backend, regions: &[LogRegion], total_bytes: u64) -> Option<String> {
+    let space = fast.space().ok()?;
+    let mut grow = 0u64;
+    for region in regions {
+        let len = region.file.file().len().ok()?;
+        grow = grow.saturating_add(total_bytes.saturating_sub(len));
+    }
+    (grow > space.free_bytes).then(|| {
+        format!(
+            "fast tier {}: {} log regions of {:.1} MiB need up to {:.1} MiB more, and its file system has {:.1} MiB free; \
+             when it fills, data writes go to the capacity tier until a region is flushed \
+             (set [log] regions or region_size smaller to fit)",
+            fast.describe(),
+            regions.len(),
+            mib(total_bytes - REGION_HEADER_BYTES),
+            mib(grow),
+            mib(space.free_bytes)
+        )
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
 }

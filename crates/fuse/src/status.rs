@@ -38,6 +38,8 @@ pub mod names {
     pub const FAST_ERRORS: &str = "sluice_fast_errors_total";
     /// Bytes written to the capacity tier because an append to the log failed.
     pub const FAST_FALLBACK_BYTES: &str = "sluice_fast_fallback_bytes_total";
+    /// Files whose recovered bytes are quarantined.
+    pub const QUARANTINED_FILES: &str = "sluice_quarantined_files";
     /// Payloads whose checksum failed (never served).
     pub const CORRUPT_PAYLOADS: &str = "sluice_corrupt_payloads_total";
     /// Writes that waited for a free region.
@@ -405,6 +407,23 @@ pub struct Status {
     /// Where the most recently written files' bytes went, newest first.
     #[serde(default)]
     pub files: Vec<FileStatusView>,
+    /// Files whose recovered bytes were not written back (their capacity
+    /// file changed while the node was down), oldest first.
+    #[serde(default)]
+    pub quarantined: Vec<QuarantineView>,
+}
+
+/// One quarantined file (`sluice quarantine list`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuarantineView {
+    /// The entry's name.
+    pub name: String,
+    /// The file's path, relative to the mount.
+    pub path: String,
+    /// Bytes held.
+    pub bytes: u64,
+    /// Why they were not written back.
+    pub reason: String,
 }
 
 /// Where one file's written bytes went since the mount.
@@ -489,6 +508,17 @@ impl Status {
             fuse_fsyncs: c(&counters.fsyncs),
             fuse_metadata_ops: c(&counters.metadata_ops),
             fuse_errors: c(&counters.errors),
+            quarantined: engine
+                .quarantined()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| QuarantineView {
+                    bytes: e.bytes(),
+                    name: e.name,
+                    path: e.path,
+                    reason: e.reason,
+                })
+                .collect(),
             liu: liu.map(LiuStatusView::take),
             bbos: ckpt.map(CkptStatusView::take),
             files: s
@@ -622,6 +652,18 @@ impl Status {
                     .as_ref()
                     .map_or_else(String::new, |e| format!(" (last: {e})")),
             );
+        }
+        if !self.quarantined.is_empty() {
+            let _ = writeln!(
+                out,
+                "quarantine  {} files not written back at recovery, {} (sluice quarantine list --fast {})",
+                self.quarantined.len(),
+                mib(self.quarantined.iter().map(|q| q.bytes).sum()),
+                self.fast.describe.trim_start_matches("posix ")
+            );
+            for q in self.quarantined.iter().take(8) {
+                let _ = writeln!(out, "  {}  {}: {}", q.name, q.path, q.reason);
+            }
         }
         if let Some(warning) = &self.fast_space_warning {
             let _ = writeln!(out, "warning     {warning}");
@@ -769,6 +811,12 @@ impl Status {
             "counter",
             "Appends to the log that failed (a full or failing fast tier); data writes then go to the capacity tier for a while.",
             &[("", f(self.fast_errors))],
+        );
+        metric(
+            QUARANTINED_FILES,
+            "gauge",
+            "Files whose recovered bytes were not written back because their capacity file changed while the node was down (sluice quarantine list).",
+            &[("", f(self.quarantined.len() as u64))],
         );
         metric(
             FAST_FALLBACK_BYTES,

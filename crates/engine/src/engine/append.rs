@@ -186,11 +186,11 @@ pub(super) fn reserve_and_append<'a>(
                     state
                         .files
                         .get(&id)
-                        .map(|open| (seq, id, open.path.clone()))
+                        .map(|open| (seq, id, open.path.clone(), open.ino))
                 });
-                if let Some((seq, id, path)) = describe {
+                if let Some((seq, id, path, ino)) = describe {
                     let path_header = match RecordHeader::path(id, &path, seq) {
-                        Ok(h) => h,
+                        Ok(h) => h.with_identity(ino.map_or(0, |(_, ino)| ino)),
                         Err(e) => {
                             return (
                                 state,

@@ -122,6 +122,9 @@ pub struct EngineStats {
     /// Set at start when the configured regions may not fit the fast
     /// tier's free space.
     pub fast_space_warning: Option<String>,
+    /// Files whose recovered bytes were quarantined at start, because
+    /// their capacity file was deleted, replaced or modified meanwhile.
+    pub quarantined_files: u64,
     /// Records recovered at start.
     pub recovered_records: u64,
     /// Recovery speed at start, records per second.

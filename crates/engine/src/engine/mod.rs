@@ -12,10 +12,12 @@
 //! flusher polls the write buffer for regions to flush.
 //!
 //! Layout: this file holds the shared state and the public API; `config`
-//! (configuration, counters, status), `recovery` (open), `files` (the
-//! open-file table), `names` (link, unlink, rename), `append` (placing and
-//! appending records, log syncs), `read` (buffered and capacity reads) and
-//! `flush` (the flusher thread).
+//! (configuration, counters, status), `recovery` (open), `quarantine`
+//! (the heartbeat, and recovered bytes not written over a file changed
+//! meanwhile), `files` (the open-file table), `names` (link, unlink,
+//! rename), `append` (placing and appending records, log syncs),
+//! `degrade` (an append that fails), `read` (buffered and capacity reads)
+//! and `flush` (the flusher thread).
 //!
 //! Concurrency: one mutex guards the policies, the index and the log;
 //! foreground operations run under it, except the payload write of a data
@@ -64,6 +66,7 @@ mod degrade;
 mod files;
 mod flush;
 mod names;
+mod quarantine;
 mod read;
 mod recovery;
 
@@ -73,6 +76,7 @@ pub use config::{EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_P
 use degrade::*;
 use files::*;
 use flush::*;
+pub use quarantine::{list as quarantine_list, QuarantineEntry, QUARANTINE_DIR};
 pub(crate) use read::read_fully;
 use read::*;
 
@@ -84,6 +88,7 @@ const FORCED_WAIT_MAX: Duration = Duration::from_secs(60);
 pub struct Engine {
     shared: Arc<Shared>,
     flusher: Option<JoinHandle<()>>,
+    heartbeat: Option<JoinHandle<()>>,
 }
 
 struct Shared {
@@ -93,6 +98,8 @@ struct Shared {
     config: EngineConfig,
     state: Mutex<State>,
     changed: Condvar,
+    /// Set (and notified) when the engine stops: ends the heartbeat.
+    alive_stop: (Mutex<bool>, Condvar),
 }
 
 struct LogRegion {
@@ -283,6 +290,12 @@ impl Engine {
             draining: state.draining > 0,
             files: state.placements.snapshot(|f| redirector.route_of(f)),
         }
+    }
+
+    /// Files whose recovered bytes were quarantined (this mount's recovery
+    /// and earlier ones), oldest first: docs/crash-consistency.md.
+    pub fn quarantined(&self) -> io::Result<Vec<QuarantineEntry>> {
+        quarantine::list(self.shared.fast.as_ref())
     }
 
     /// The fast tier (for `statfs` and status).
@@ -732,6 +745,16 @@ impl Engine {
         if let Some(flusher) = self.flusher.take() {
             // A flusher panic is a bug already reported on stderr.
             let _ = flusher.join();
+        }
+        *self
+            .shared
+            .alive_stop
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.alive_stop.1.notify_all();
+        if let Some(heartbeat) = self.heartbeat.take() {
+            let _ = heartbeat.join();
         }
     }
 }

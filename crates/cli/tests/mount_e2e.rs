@@ -2238,3 +2238,24 @@ fn issue_20_recovery_after_kill_9_never_overwrites_the_future() {
     assert!(!m.capacity().join("deleted").exists());
     assert_eq!(fs::read(m.capacity().join("replaced")).unwrap(), b"theirs");
 }
+
+/// Regression (issue 19): with the capacity directory deleted under a live
+/// mount, writes got ENOENT, yet `sluice drain` said "the capacity tier
+/// holds every byte". The drain fails and says the directory is gone.
+#[test]
+fn issue_19_drain_fails_when_the_capacity_directory_was_removed() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    fs::write(m.path("f"), b"buffered").unwrap();
+    fs::remove_dir_all(m.capacity()).unwrap();
+    let out = m.sluice(&["drain", m.point.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "drain succeeded: {stderr}");
+    assert!(
+        stderr.contains("removed or replaced"),
+        "the cause: {stderr}"
+    );
+    m.unmount(true);
+}

@@ -730,7 +730,16 @@ impl Engine {
         if state.draining == 0 {
             state.buffer.set_draining(false);
         }
-        result
+        drop(state);
+        // The flush wrote through open files: if the capacity directory
+        // was removed or replaced meanwhile, the bytes are not where users
+        // look, and the drain must not say they are.
+        result.and_then(|()| {
+            shared
+                .capacity
+                .check_root()
+                .map_err(context("drain: capacity tier"))
+        })
     }
 
     /// Stop the flusher and close, leaving buffered data in the log (the

@@ -56,6 +56,7 @@ use sluice_policy::write_buffer::{
 };
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 
+use crate::incidents::Incidents;
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
 
 mod append;
@@ -91,6 +92,9 @@ struct Shared {
     config: EngineConfig,
     state: Mutex<State>,
     changed: Condvar,
+    /// `last_errors`: the newest failures (flushes here; the FUSE adapter
+    /// records the errors it answers applications with).
+    incidents: Arc<Incidents>,
 }
 
 struct LogRegion {
@@ -272,6 +276,13 @@ impl Engine {
             draining: state.draining > 0,
             files: state.placements.snapshot(|f| redirector.route_of(f)),
         }
+    }
+
+    /// The ring of this engine's newest failures (`last_errors`): the
+    /// flusher records its errors there, the FUSE adapter the errors it
+    /// answers applications with.
+    pub fn incidents(&self) -> &Arc<Incidents> {
+        &self.shared.incidents
     }
 
     /// The fast tier (for `statfs` and status).

@@ -265,6 +265,8 @@ pub(super) fn open(
         );
     }
 
+    log_recovery(&fast, &state, started);
+    let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
     let shared = Arc::new(Shared {
         fast,
         capacity,
@@ -272,6 +274,7 @@ pub(super) fn open(
         config,
         state: Mutex::new(state),
         changed: Condvar::new(),
+        incidents,
     });
     let flusher_shared = Arc::clone(&shared);
     let flusher = std::thread::Builder::new()
@@ -281,6 +284,43 @@ pub(super) fn open(
         shared,
         flusher: Some(flusher),
     })
+}
+
+/// One log line per recovery: what was found in the log and replayed;
+/// a WARN when corrupt ranges were skipped.
+fn log_recovery(fast: &Arc<dyn Backend>, state: &State, started: Instant) {
+    let stats = &state.stats;
+    let (regions, buffered_bytes, files) = (
+        state.regions.len(),
+        state.buffer.buffered_bytes(),
+        state.files.len(),
+    );
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    if stats.corrupt_ranges > 0 {
+        tracing::warn!(
+            fast = %fast.describe(),
+            regions,
+            records = stats.recovered_records,
+            buffered_bytes,
+            files,
+            torn_tails = stats.torn_tails,
+            corrupt_ranges = stats.corrupt_ranges,
+            elapsed_ms,
+            "recovered the log, skipping corrupt ranges (their records are lost; see docs/crash-consistency.md)"
+        );
+    } else {
+        tracing::info!(
+            fast = %fast.describe(),
+            regions,
+            records = stats.recovered_records,
+            buffered_bytes,
+            files,
+            torn_tails = stats.torn_tails,
+            corrupt_ranges = stats.corrupt_ranges,
+            elapsed_ms,
+            "recovered the log"
+        );
+    }
 }
 
 pub(super) fn open_creating_parents(

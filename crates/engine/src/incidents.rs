@@ -89,21 +89,33 @@ pub fn utc_rfc3339(at: SystemTime) -> String {
 pub struct Incidents {
     kept: Mutex<VecDeque<Incident>>,
     total: AtomicU64,
-    /// How the fast and capacity tiers describe themselves in messages
-    /// (`Backend::describe`), to tell which tier an error names.
-    fast: String,
-    capacity: String,
+    /// What names a tier in an error's message, and the tier: the
+    /// engine's words and each tier's `Backend::describe` (with what a
+    /// wrapping backend wraps: `emulated hdd over posix DIR` also as
+    /// `posix DIR`, whose errors the inner backend writes), each followed
+    /// by `:`.
+    labels: Vec<(String, &'static str)>,
 }
 
 impl Incidents {
     /// An empty ring for the tiers described as `fast` and `capacity`
     /// (their `Backend::describe`).
     pub fn new(fast: impl Into<String>, capacity: impl Into<String>) -> Incidents {
+        let mut labels = vec![
+            ("fast tier".to_string(), "fast"),
+            ("capacity tier".to_string(), "capacity"),
+        ];
+        for (describe, tier) in [(fast.into(), "fast"), (capacity.into(), "capacity")] {
+            let mut rest = describe.as_str();
+            while !rest.is_empty() {
+                labels.push((format!("{rest}:"), tier));
+                rest = rest.split_once(" over ").map_or("", |(_, inner)| inner);
+            }
+        }
         Incidents {
             kept: Mutex::new(VecDeque::with_capacity(INCIDENTS_KEPT)),
             total: AtomicU64::new(0),
-            fast: fast.into(),
-            capacity: capacity.into(),
+            labels,
         }
     }
 
@@ -158,18 +170,13 @@ impl Incidents {
     /// front of its errors. The first one in the message is the outermost
     /// context, the tier the failed step was on.
     pub fn tier_named(&self, message: &str) -> Option<&'static str> {
-        let fast_label = format!("{}:", self.fast);
-        let capacity_label = format!("{}:", self.capacity);
-        let mut candidates = vec![("fast tier", "fast"), ("capacity tier", "capacity")];
-        if !self.fast.is_empty() {
-            candidates.push((fast_label.as_str(), "fast"));
-        }
-        if !self.capacity.is_empty() {
-            candidates.push((capacity_label.as_str(), "capacity"));
-        }
-        candidates
-            .into_iter()
-            .filter_map(|(needle, tier)| message.find(needle).map(|at| (at, needle.len(), tier)))
+        self.labels
+            .iter()
+            .filter_map(|(label, tier)| {
+                message
+                    .find(label.as_str())
+                    .map(|at| (at, label.len(), *tier))
+            })
             // The earliest; at one position the longer label (a tier
             // whose description extends the other's) is the one meant.
             .min_by_key(|&(at, len, _)| (at, std::cmp::Reverse(len)))
@@ -265,6 +272,11 @@ mod tests {
             Some("capacity")
         );
         assert_eq!(tier("posix /t/f: open \"log\": EIO"), Some("fast"));
+        let emulated = Incidents::new("posix /f", "emulated hdd over posix /c");
+        assert_eq!(
+            emulated.tier_named("create a: posix /c: open \"a\": No space left on device"),
+            Some("capacity")
+        );
         assert_eq!(tier("checkpoint catalogue: connection refused"), None);
     }
 

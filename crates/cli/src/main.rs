@@ -32,11 +32,8 @@ use sluice_sim::workload::{Arrival, Ior, IorPattern};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// What the log (stderr) shows: off, error (failures: every error
-    /// answered to an application, every background failure), warn (and
-    /// refusals, fallbacks), info (and one line per mount, recovery and
-    /// unmount; the default), debug (and control requests), trace.
-    /// Wins over RUST_LOG, which may also hold filter directives such as
+    /// What the log on stderr shows (default: info). Wins over RUST_LOG,
+    /// which may also hold filter directives such as
     /// `sluice_engine=debug,info`.
     #[arg(long, global = true, value_enum, value_name = "LEVEL")]
     log_level: Option<logging::LogLevel>,

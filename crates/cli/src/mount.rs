@@ -221,10 +221,7 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
     // A refused unmount (busy) is reported and the mount serves on.
     let drained = running
         .serve(&mut |message| tracing::warn!(mountpoint = %point.display(), "{message}"))
-        .map_err(|e| {
-            tracing::error!(mountpoint = %point.display(), "unmounted, not cleanly: {e}");
-            e.to_string()
-        })?;
+        .map_err(|e| e.to_string())?;
     tracing::info!(
         mountpoint = %point.display(),
         "unmounted: {}",

@@ -3,6 +3,7 @@
 
 mod ckpt;
 mod demo;
+mod logging;
 mod mount;
 mod profile;
 mod quarantine;
@@ -24,11 +25,19 @@ use sluice_sim::workload::{Arrival, Ior, IorPattern};
 ///
 /// Run without a subcommand, sluice analyses a generated IOR write trace
 /// (the same as `sluice analyse`).
+// The analysis flags at the top conflict with a subcommand; clap's
+// `args_conflicts_with_subcommands` would refuse the global `--log-level`
+// before one too, so `parse` checks it instead.
 #[derive(Parser, Debug)]
-#[command(name = "sluice", version, args_conflicts_with_subcommands = true)]
+#[command(name = "sluice", version)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// What the log on stderr shows (default: info). Wins over RUST_LOG,
+    /// which may also hold filter directives such as
+    /// `sluice_engine=debug,info`.
+    #[arg(long, global = true, value_enum, value_name = "LEVEL")]
+    log_level: Option<logging::LogLevel>,
     #[command(flatten)]
     analyse: AnalyseArgs,
 }
@@ -233,8 +242,42 @@ struct AnalyseArgs {
     summary_only: bool,
 }
 
+/// The command line, refusing top-level analysis flags together with a
+/// subcommand (as clap's `args_conflicts_with_subcommands` would) while
+/// `--log-level` may stand anywhere.
+fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let matches = command.clone().get_matches();
+    if let Some((name, _)) = matches.subcommand() {
+        let given = matches.ids().find(|id| {
+            id.as_str() != "log_level"
+                && matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+        });
+        if let Some(id) = given {
+            let flag = command
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_long())
+                .unwrap_or(id.as_str())
+                .to_string();
+            command
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!("the subcommand '{name}' cannot be used with '--{flag}'"),
+                )
+                .exit();
+        }
+    }
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
+    if let Err(message) = logging::init(cli.log_level) {
+        eprintln!("sluice: error: {message}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Some(Command::Analyse(args)) => run_analyse(&args),
         Some(Command::Sim(SimCommand::List)) => {

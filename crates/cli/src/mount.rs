@@ -182,8 +182,8 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         for d in ["fast", "capacity", "mnt"] {
             std::fs::create_dir_all(dir.join(d)).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        eprintln!(
-            "sluice: no tiers given: mounting the demo setup under {} (fast/, capacity/ behind an emulated disk, mnt/)",
+        tracing::info!(
+            "no tiers given: mounting the demo setup under {} (fast/, capacity/ behind an emulated disk, mnt/)",
             dir.display()
         );
         apply_flags(args, config)
@@ -200,31 +200,31 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         .ok_or("no mount point: give MOUNTPOINT or mount.point in the config")?;
     let running = Mount::start(&config, &point).map_err(|e| e.to_string())?;
     for warning in running.warnings() {
-        eprintln!("sluice: warning: {warning}");
+        tracing::warn!("{warning}");
     }
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| format!("installing the signal handler: {e}"))?;
     }
     let status = running.status();
-    eprintln!(
-        "sluice: mounted {} (fast: {}, capacity: {}, policy {}; recovered {} records){}",
-        point.display(),
-        status.fast.describe,
-        status.capacity.describe,
-        status.policy,
-        status.recovered_records,
-        running
+    tracing::info!(
+        mountpoint = %point.display(),
+        fast = %status.fast.describe,
+        capacity = %status.capacity.describe,
+        policy = %status.policy,
+        recovered_records = status.recovered_records,
+        metrics = %running
             .metrics_addr()
-            .map_or_else(String::new, |a| format!("; metrics at http://{a}/metrics"))
+            .map_or_else(|| "off".to_string(), |a| format!("http://{a}/metrics")),
+        "mounted"
     );
     // A refused unmount (busy) is reported and the mount serves on.
     let drained = running
-        .serve(&mut |message| eprintln!("sluice: {message}"))
+        .serve(&mut |message| tracing::warn!(mountpoint = %point.display(), "{message}"))
         .map_err(|e| e.to_string())?;
-    eprintln!(
-        "sluice: unmounted {}: {}",
-        point.display(),
+    tracing::info!(
+        mountpoint = %point.display(),
+        "unmounted: {}",
         if drained {
             "drained: the capacity tier holds every byte"
         } else {

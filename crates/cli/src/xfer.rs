@@ -229,7 +229,7 @@ fn serve(a: &ServeArgs) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let addr = sink.local_addr().map_err(|e| e.to_string())?;
-    eprintln!("sluice xfer: serving {} on {addr}", a.root.display());
+    tracing::info!("sluice xfer: serving {} on {addr}", a.root.display());
     sink.run();
     Ok(())
 }

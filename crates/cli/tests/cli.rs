@@ -135,3 +135,54 @@ fn sim_run_refuses_unknown_experiments_and_bad_scales() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--scale"));
 }
+
+/// Issue 21: an unknown `--log-level` is a usage error naming the levels,
+/// and so is a `RUST_LOG` that is not a filter (not silently ignored).
+#[test]
+fn issue_21_unknown_log_level_is_a_clear_error() {
+    let out = sluice(&["--log-level", "loud", "sim", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("loud") && err.contains("debug"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["sim", "list"])
+        .env("RUST_LOG", "sluice=loud")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RUST_LOG"), "{err}");
+    // The flag wins over RUST_LOG, so a bad RUST_LOG does not matter then.
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--log-level", "debug", "sim", "list"])
+        .env("RUST_LOG", "sluice=loud")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The analysis flags at the top still refuse a subcommand (`--log-level`,
+/// global, does not).
+#[test]
+fn analysis_flags_conflict_with_a_subcommand() {
+    let out = sluice(&["--seed", "3", "sim", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'sim'") && err.contains("--seed"), "{err}");
+    let out = sluice(&["--log-level", "warn", "sim", "list"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = sluice(&["sim", "list", "--log-level", "warn"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -54,6 +54,10 @@ struct Mounted {
     args: Vec<String>,
     /// The umask `sluice mount` runs with (octal digits), if not ours.
     umask: Option<&'static str>,
+    /// `RUST_LOG` for `sluice mount` (unset when `None`).
+    env: Option<String>,
+    /// `--log-level` for `sluice mount`.
+    log_level: Option<String>,
 }
 
 impl Mounted {
@@ -77,6 +81,8 @@ impl Mounted {
             args: args.iter().map(|s| s.to_string()).collect(),
             dir,
             umask: None,
+            env: None,
+            log_level: None,
         }
     }
 
@@ -107,8 +113,15 @@ impl Mounted {
             }
             None => Command::new(SLUICE),
         };
+        match &self.env {
+            Some(filter) => command.env("RUST_LOG", filter),
+            None => command.env_remove("RUST_LOG"),
+        };
+        command.arg("mount");
+        if let Some(level) = &self.log_level {
+            command.args(["--log-level", level]);
+        }
         let child = command
-            .arg("mount")
             .arg("--fast")
             .arg(self.fast())
             .arg("--capacity")
@@ -1944,7 +1957,7 @@ fn issue_19_metrics_on_a_public_address_needs_metrics_public() {
         assert!(start.elapsed() < Duration::from_secs(10), "{}", m.log());
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(m.log().contains("warning"), "{}", m.log());
+    assert!(m.log().contains("WARN"), "{}", m.log());
     let metrics = http(
         &format!("127.0.0.1:{port}"),
         b"GET /metrics HTTP/1.0\r\n\r\n",
@@ -2258,4 +2271,167 @@ fn issue_19_drain_fails_when_the_capacity_directory_was_removed() {
         "the cause: {stderr}"
     );
     m.unmount(true);
+}
+
+/// `sluice status --json` of the mount at `m`, parsed.
+fn status_json(m: &Mounted) -> serde_json::Value {
+    let out = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "sluice status --json: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("status --json is JSON")
+}
+
+/// The `last_errors` entries of `status` whose `op` is `op`.
+fn last_errors<'a>(status: &'a serde_json::Value, op: &str) -> Vec<&'a serde_json::Value> {
+    status["last_errors"]
+        .as_array()
+        .expect("status has last_errors")
+        .iter()
+        .filter(|e| e["op"] == op)
+        .collect()
+}
+
+/// Issue 19 (visible causes): an application's write got ENOSPC from a
+/// full capacity tier and the cause was written nowhere: status showed a
+/// count. `sluice status` (text and JSON) shows it under `last_errors` with
+/// the path, the tier and the errno, and the mount's log has an ERROR line
+/// saying the same.
+#[test]
+fn issue_19_status_shows_the_cause_of_an_error_an_application_got() {
+    if !fuse_available_as_root("needs root to mount a tmpfs") {
+        return;
+    }
+    let mut m = Mounted::unstarted(&["--policy", "capacity-only"]);
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "sluice-test"])
+        .arg(m.capacity()));
+    let _tmpfs = MountGuard(m.capacity());
+    m.start();
+    let error = fs::write(m.path("big"), vec![7u8; 4 << 20]).expect_err("4 MiB into 1 MiB");
+    const ENOSPC: i32 = 28;
+    assert_eq!(error.raw_os_error(), Some(ENOSPC), "{error}");
+    let status = status_json(&m);
+    let writes = last_errors(&status, "write");
+    let entry = writes
+        .iter()
+        .find(|e| e["path"] == "big")
+        .unwrap_or_else(|| panic!("no write error of big in {status:#}"));
+    assert_eq!(entry["tier"], "capacity", "{entry:#}");
+    assert_eq!(entry["errno"], ENOSPC, "{entry:#}");
+    assert_eq!(entry["errno_name"], "ENOSPC", "{entry:#}");
+    let message = entry["message"].as_str().unwrap();
+    assert!(message.contains("No space left on device"), "{message}");
+    assert!(entry["at"].as_str().unwrap().ends_with('Z'), "{entry:#}");
+    assert!(
+        status["incidents_total"].as_u64().unwrap() >= 1,
+        "{status:#}"
+    );
+    // An expected answer (a lookup of a missing name) is not an incident.
+    assert!(fs::metadata(m.path("missing")).is_err());
+    assert!(last_errors(&status_json(&m), "lookup").is_empty());
+    let text = m.sluice(&["status", m.point.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("write big"))
+        .unwrap_or_else(|| panic!("no last error line for big:\n{text}"));
+    assert!(
+        line.contains("ENOSPC") && line.contains("capacity"),
+        "{line}"
+    );
+    let log = m.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("ERROR") && l.contains("big") && l.contains("ENOSPC")),
+        "no ERROR line naming big and ENOSPC in the mount's log:\n{log}"
+    );
+    let metrics_free = m.sluice(&["status", m.point.to_str().unwrap()]);
+    assert!(metrics_free.status.success());
+    m.unmount(false);
+}
+
+/// Issue 19 (visible causes): a flush that fails in the background (a
+/// full capacity tier) kept only a counter and the last message. It is in
+/// `last_errors` as a `flush` on the capacity tier with its errno, and
+/// logged.
+#[test]
+fn issue_19_status_shows_the_cause_of_a_background_flush_error() {
+    if !fuse_available_as_root("needs root to mount a tmpfs") {
+        return;
+    }
+    let mut m = Mounted::unstarted(&["--policy", "fast-all"]);
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "sluice-test"])
+        .arg(m.capacity()));
+    let _tmpfs = MountGuard(m.capacity());
+    m.start();
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 241) as u8).collect();
+    fs::write(m.path("big"), &data).unwrap();
+    let drain = m.sluice(&["drain", m.point.to_str().unwrap()]);
+    assert!(!drain.status.success(), "a drain into a full tier failed");
+    let status = status_json(&m);
+    let flushes = last_errors(&status, "flush");
+    let entry = flushes
+        .first()
+        .unwrap_or_else(|| panic!("no flush error in {status:#}"));
+    assert_eq!(entry["tier"], "capacity", "{entry:#}");
+    assert_eq!(entry["errno_name"], "ENOSPC", "{entry:#}");
+    assert!(
+        entry["message"].as_str().unwrap().contains("big"),
+        "{entry:#}"
+    );
+    assert!(
+        m.log()
+            .lines()
+            .any(|l| l.contains("ERROR") && l.contains("flush") && l.contains("ENOSPC")),
+        "{}",
+        m.log()
+    );
+    // Room again: the data goes where it belongs.
+    run(Command::new("mount")
+        .args(["-o", "remount,size=16m"])
+        .arg(m.capacity()));
+    m.unmount(false);
+    assert!(fs::read(m.capacity().join("big")).unwrap() == data);
+}
+
+/// Issue 21: logs go through `tracing`. `--log-level` wins over
+/// `RUST_LOG`, which wins over the default (`info`): a debug event (the
+/// control requests a mount serves) shows with either set to debug, and
+/// `--log-level warn` silences the info line of the mount.
+#[test]
+fn issue_21_log_level_and_rust_log_choose_what_the_mount_logs() {
+    if !fuse_available() {
+        return;
+    }
+    let logged = |env: Option<&str>, flag: Option<&str>| -> String {
+        let mut m = Mounted::unstarted(&[]);
+        m.env = env.map(str::to_string);
+        m.log_level = flag.map(str::to_string);
+        m.start();
+        let _ = status_json(&m);
+        m.unmount(false);
+        m.log()
+    };
+    let default = logged(None, None);
+    assert!(
+        default.contains(" INFO ") && default.contains("mounted"),
+        "{default}"
+    );
+    assert!(!default.contains("DEBUG"), "{default}");
+    let by_env = logged(Some("debug"), None);
+    assert!(
+        by_env.contains("DEBUG") && by_env.contains("control request"),
+        "{by_env}"
+    );
+    let by_flag = logged(Some("error"), Some("debug"));
+    assert!(
+        by_flag.contains("DEBUG") && by_flag.contains("control request"),
+        "{by_flag}"
+    );
+    let quiet = logged(None, Some("warn"));
+    assert!(!quiet.contains("mounted"), "{quiet}");
 }

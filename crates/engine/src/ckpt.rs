@@ -46,6 +46,8 @@ use sluice_policy::bbos::{
 use sluice_policy::token_bucket::TokenBucket;
 use sluice_policy::Time;
 
+use crate::incidents::{Incident, Incidents};
+
 /// Handles of checkpoint files carry this bit, so the mount can tell them
 /// from the engine's file ids in one test.
 pub const HANDLE_BIT: u64 = 1 << 62;
@@ -252,6 +254,8 @@ struct Shared {
     options: CkptOptions,
     state: Mutex<State>,
     changed: Condvar,
+    /// `last_errors` of the stager: failed demotions and catalogue updates.
+    incidents: Arc<Incidents>,
 }
 
 /// The checkpoint stager; see the module docs.
@@ -368,7 +372,18 @@ impl Shared {
     fn note_catalog(&self, state: &mut State, result: Result<(), sluice_catalog::CatalogError>) {
         if let Err(e) = result {
             state.stats.catalog_errors += 1;
-            state.stats.last_error = Some(format!("catalogue {}: {e}", self.catalog.describe()));
+            let message = format!("catalogue {}: {e}", self.catalog.describe());
+            // The staging directory stays the truth: no tier failed, and
+            // no errno reached an application.
+            self.incidents.record(Incident {
+                at: std::time::SystemTime::now(),
+                op: "catalogue".to_string(),
+                path: None,
+                tier: None,
+                errno: None,
+                message: message.clone(),
+            });
+            state.stats.last_error = Some(message);
         }
     }
 
@@ -598,6 +613,7 @@ impl Checkpoints {
             stats: CkptStats::default(),
             shutdown: false,
         };
+        let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
         let shared = Arc::new(Shared {
             fast,
             capacity,
@@ -606,6 +622,7 @@ impl Checkpoints {
             options,
             state: Mutex::new(state),
             changed: Condvar::new(),
+            incidents,
         });
         {
             // No other thread yet: the lock only satisfies the types.
@@ -1258,6 +1275,12 @@ impl Checkpoints {
         }
     }
 
+    /// The ring of the stager's newest failures (`last_errors`): failed
+    /// demotions and catalogue updates.
+    pub fn incidents(&self) -> &Arc<Incidents> {
+        &self.shared.incidents
+    }
+
     /// A snapshot for status and metrics.
     pub fn status(&self) -> CkptStatus {
         let shared = &*self.shared;
@@ -1444,21 +1467,36 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
     Ok(())
 }
 
+/// The wait after a failed demotion: doubles per failure up to
+/// [`DEMOTE_BACKOFF_MAX`], back to the minimum after one that worked, so a
+/// failing capacity tier is retried and reported (each failure is an
+/// incident, logged) without spinning.
+const DEMOTE_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const DEMOTE_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
 fn demoter_loop(shared: &Shared) {
+    let mut backoff = DEMOTE_BACKOFF_MIN;
     loop {
         if shared.lock().shutdown {
             return;
         }
-        match demote_next(shared) {
-            Ok(true) => {}
-            Ok(false) | Err(_) => {
-                let state = shared.lock();
-                if state.shutdown {
-                    return;
-                }
-                drop(shared.wait(state, Duration::from_millis(50)));
+        let wait = match demote_next(shared) {
+            Ok(true) => {
+                backoff = DEMOTE_BACKOFF_MIN;
+                continue;
             }
+            Ok(false) => DEMOTE_BACKOFF_MIN,
+            Err(_) => {
+                let wait = backoff;
+                backoff = (backoff * 2).min(DEMOTE_BACKOFF_MAX);
+                wait
+            }
+        };
+        let state = shared.lock();
+        if state.shutdown {
+            return;
         }
+        drop(shared.wait(state, wait));
     }
 }
 
@@ -1514,7 +1552,7 @@ fn demote_next(shared: &Shared) -> io::Result<bool> {
                 if let Some(c) = state.copies.get_mut(&id) {
                     c.rec.location = Location::Staged;
                 }
-                return Err(demotion_failed(&mut state, e));
+                return Err(demotion_failed(shared, &mut state, &path, e));
             }
             let r = shared.catalog.put_ckpt(&rec);
             shared.note_catalog(&mut state, r);
@@ -1527,11 +1565,14 @@ fn demote_next(shared: &Shared) -> io::Result<bool> {
             state.stats.demotion_restarts += 1;
             Ok(true)
         }
-        Err(e) => Err(demotion_failed(&mut state, e)),
+        Err(e) => Err(demotion_failed(shared, &mut state, &path, e)),
     }
 }
 
-fn demotion_failed(state: &mut State, e: io::Error) -> io::Error {
+fn demotion_failed(shared: &Shared, state: &mut State, path: &str, e: io::Error) -> io::Error {
+    shared
+        .incidents
+        .record_error("demote", Some(path), None, &e);
     state.stats.demotion_errors += 1;
     state.stats.last_error = Some(format!("demotion: {e}"));
     e

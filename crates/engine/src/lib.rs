@@ -9,10 +9,13 @@
 //!   sectioned loads as a wrapper around the capacity backend;
 //! * [`ckpt`] — BBOS: checkpoint files staged on the fast tier, admitted
 //!   per job, throttled, demoted, cached for restarts and evicted cold-first;
+//! * [`incidents`] — `last_errors`: the ring of a mount's newest failures,
+//!   each logged as it is recorded;
 //! * [`kill_writer`] — what the SIGKILL test and its writer process share.
 
 pub mod ckpt;
 pub mod engine;
+pub mod incidents;
 pub mod kill_writer;
 pub mod liu;
 pub mod log;
@@ -22,4 +25,5 @@ pub use engine::{
     quarantine_list, Engine, EngineConfig, EngineStats, EngineStatus, QuarantineEntry,
     QUARANTINE_DIR,
 };
+pub use incidents::{Incident, Incidents};
 pub use liu::{LiuBackend, LiuOptions, LiuStatus};

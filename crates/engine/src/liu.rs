@@ -59,6 +59,7 @@ use sluice_policy::segments::{
 use sluice_policy::FileId;
 
 use crate::engine::read_fully;
+use crate::incidents::{Incident, Incidents};
 
 /// Name of the heads file on the fast tier.
 pub const HEADS_FILE: &str = "liu-heads";
@@ -157,6 +158,9 @@ struct State {
     head_bytes_read: u64,
     errors: u64,
     last_error: Option<String>,
+    /// `last_errors` of the LiU read path: failed loads, lifts and head
+    /// reads (each served from the capacity tier instead).
+    incidents: Arc<Incidents>,
 }
 
 #[derive(Default)]
@@ -262,6 +266,7 @@ impl LiuBackend {
                 .private(),
             )
             .map_err(what)?;
+        let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
         let inner = Arc::new(Inner {
             capacity,
             heads,
@@ -280,6 +285,7 @@ impl LiuBackend {
                 head_bytes_read: 0,
                 errors: 0,
                 last_error: None,
+                incidents,
             }),
             jobs: Mutex::new(Jobs::default()),
             job_ready: Condvar::new(),
@@ -300,6 +306,11 @@ impl LiuBackend {
             }
         }
         Ok(LiuBackend { inner, workers })
+    }
+
+    /// The ring of LiU's newest failures (`last_errors`).
+    pub fn incidents(&self) -> Arc<Incidents> {
+        Arc::clone(&lock(&self.inner.state).incidents)
     }
 
     /// A snapshot for status displays and metrics.
@@ -366,8 +377,18 @@ fn worker(inner: &Inner) {
 }
 
 impl State {
-    fn record_error(&mut self, message: String) {
+    /// Count a failure of `op` on `tier`, keep its message and record it
+    /// as an incident (logged).
+    fn record_error(&mut self, op: &str, tier: &str, e: &io::Error, message: String) {
         self.errors += 1;
+        self.incidents.record(Incident {
+            at: std::time::SystemTime::now(),
+            op: op.to_string(),
+            path: None,
+            tier: Some(tier.to_string()),
+            errno: Some(sluice_env::errno::errno_of(e)),
+            message: message.clone(),
+        });
         self.last_error = Some(message);
     }
 }
@@ -435,11 +456,16 @@ impl Inner {
                 segment.set(part, Part::Ready(bytes.into()));
             }
             Err(e) => {
-                let what = match source {
-                    Source::Head(_) => "fast tier (lifted head)",
-                    Source::Capacity(_) => "capacity tier",
+                let (what, tier) = match source {
+                    Source::Head(_) => ("fast tier (lifted head)", "fast"),
+                    Source::Capacity(_) => ("capacity tier", "capacity"),
                 };
-                state.record_error(format!("liu: load from the {what}: {e}"));
+                state.record_error(
+                    "liu-load",
+                    tier,
+                    &e,
+                    format!("liu: load from the {what}: {e}"),
+                );
                 // The segment is dropped so the next access reloads it.
                 drop_if_current(&mut state, segment);
                 self.settle(state, Vec::new());
@@ -451,7 +477,12 @@ impl Inner {
     fn lift(&self, key: SegmentKey, slot: u32, bytes: &[u8]) {
         let result = self.heads.write_at(bytes, self.slot_offset(slot));
         if let Err(e) = &result {
-            lock(&self.state).record_error(format!("liu: lift a head to the fast tier: {e}"));
+            lock(&self.state).record_error(
+                "liu-lift",
+                "fast",
+                e,
+                format!("liu: lift a head to the fast tier: {e}"),
+            );
         }
         self.lift_finished(key, result.is_ok());
     }
@@ -553,7 +584,12 @@ impl Inner {
                         Ok(())
                     }
                     Err(e) => {
-                        state.record_error(format!("liu: read a lifted head: {e}"));
+                        state.record_error(
+                            "liu-read-head",
+                            "fast",
+                            &e,
+                            format!("liu: read a lifted head: {e}"),
+                        );
                         drop(state);
                         read_fully(file.as_ref(), out, segment_start + slice_start)
                     }

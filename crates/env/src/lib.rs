@@ -12,8 +12,9 @@
 //! * [`emulated::EmulatedBackend`] — wraps another backend and applies a
 //!   device model (HDD or SSD from `sluice-devices`) in real time.
 //!
-//! Errors are `std::io::Error` with the path in the message; the FUSE layer
-//! maps their kind or raw OS error to an errno.
+//! Errors are `std::io::Error` with the path in the message; [`errno`]
+//! says which errno one stands for (its raw OS error, else its kind's),
+//! which the FUSE layer answers with and incidents record.
 //!
 //! Beyond what the engine needs (regular files and directories), the trait
 //! carries the POSIX metadata a FUSE mount serves: full attributes
@@ -99,6 +100,7 @@ pub fn copy_range(
 
 pub mod crash;
 pub mod emulated;
+pub mod errno;
 pub mod fault;
 pub mod memory;
 mod namespace;

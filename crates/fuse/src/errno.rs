@@ -1,5 +1,7 @@
-//! The one place errors become errnos (DESIGN §2): the OS error a tier
-//! reported if there is one, else the error's kind.
+//! The one place errors become errnos for the kernel (DESIGN §2): the OS
+//! error a tier reported if there is one, else the error's kind
+//! ([`sluice_env::errno::errno_of`]), and which of those answers are
+//! failures worth an incident ([`is_failure`]).
 
 use std::io;
 
@@ -7,53 +9,47 @@ use fuser::Errno;
 
 /// The errno the kernel gets for `error`.
 pub fn errno(error: &io::Error) -> Errno {
-    if let Some(code) = sluice_env::raw_os_error(error) {
-        return Errno::from_i32(code);
-    }
-    // No OS error: context was put in front of it by formatting (the
-    // engine does), so only its kind is left. Every kind std derives from
-    // an errno maps back to that errno (EROFS must stay EROFS, not EIO).
-    use io::ErrorKind as K;
-    match error.kind() {
-        K::NotFound => Errno::ENOENT,
-        K::AlreadyExists => Errno::EEXIST,
-        K::PermissionDenied => Errno::EACCES,
-        K::InvalidInput => Errno::EINVAL,
-        K::StorageFull => Errno::ENOSPC,
-        K::ReadOnlyFilesystem => Errno::EROFS,
-        K::Unsupported => Errno::EOPNOTSUPP,
-        K::DirectoryNotEmpty => Errno::ENOTEMPTY,
-        K::IsADirectory => Errno::EISDIR,
-        K::NotADirectory => Errno::ENOTDIR,
-        K::FileTooLarge => Errno::EFBIG,
-        K::ResourceBusy => Errno::EBUSY,
-        K::TimedOut => Errno::ETIMEDOUT,
-        K::Interrupted => Errno::EINTR,
-        K::WouldBlock => Errno::EAGAIN,
-        K::CrossesDevices => Errno::EXDEV,
-        K::TooManyLinks => Errno::EMLINK,
-        K::InvalidFilename => Errno::ENAMETOOLONG,
-        K::ArgumentListTooLong => Errno::E2BIG,
-        K::ExecutableFileBusy => Errno::ETXTBSY,
-        K::StaleNetworkFileHandle => Errno::ESTALE,
-        K::NotSeekable => Errno::ESPIPE,
-        K::QuotaExceeded => Errno::EDQUOT,
-        K::Deadlock => Errno::EDEADLK,
-        K::OutOfMemory => Errno::ENOMEM,
-        K::BrokenPipe => Errno::EPIPE,
-        K::NotConnected => Errno::ENOTCONN,
-        K::ConnectionRefused => Errno::ECONNREFUSED,
-        K::ConnectionReset => Errno::ECONNRESET,
-        K::ConnectionAborted => Errno::ECONNABORTED,
-        K::AddrInUse => Errno::EADDRINUSE,
-        K::AddrNotAvailable => Errno::EADDRNOTAVAIL,
-        K::HostUnreachable => Errno::EHOSTUNREACH,
-        K::NetworkUnreachable => Errno::ENETUNREACH,
-        K::NetworkDown => Errno::ENETDOWN,
-        // Corrupt data (a payload whose checksum fails) and everything
-        // else: an I/O error, never wrong bytes.
-        _ => Errno::EIO,
-    }
+    Errno::from_i32(sluice_env::errno::errno_of(error))
+}
+
+/// Errnos that answer a request rather than report a failure: the
+/// application asked for something that is not there, not allowed or not
+/// possible (a missing name, a name that exists, a directory not empty,
+/// no permission, a bad argument, a missing xattr, a buffer too small, an
+/// operation the mount does not do). Everything else — EIO, ENOSPC,
+/// EDQUOT, EROFS, EFBIG, ENOLCK, ETIMEDOUT, ENOTCONN, ESTALE, ENOMEM and
+/// any errno not listed here — is a failure: it is counted, logged and
+/// kept in `last_errors` (docs/fuse.md, "Logs and last_errors").
+const ANSWERS: &[Errno] = &[
+    Errno::ENOENT,
+    Errno::EEXIST,
+    Errno::ENOTEMPTY,
+    Errno::EACCES,
+    Errno::EPERM,
+    Errno::EINVAL,
+    Errno::ENOTDIR,
+    Errno::EISDIR,
+    Errno::ENAMETOOLONG,
+    Errno::NO_XATTR,
+    Errno::ERANGE,
+    Errno::EAGAIN,
+    Errno::EINTR,
+    Errno::EOPNOTSUPP,
+    Errno::ENOSYS,
+    Errno::EXDEV,
+    Errno::EMLINK,
+    Errno::ELOOP,
+    Errno::EBUSY,
+    Errno::EBADF,
+    Errno::E2BIG,
+    Errno::ETXTBSY,
+    Errno::ESPIPE,
+];
+
+/// Whether answering with `errno` means something failed (see
+/// [`ANSWERS`] for the errnos that do not).
+pub fn is_failure(errno: Errno) -> bool {
+    !ANSWERS.contains(&errno)
 }
 
 #[cfg(test)]
@@ -99,25 +95,59 @@ mod tests {
         assert_eq!(errno(&engine), Errno::EROFS);
     }
 
-    /// Every kind std derives from an errno maps back to that errno, so
-    /// context that keeps only the kind loses nothing the caller sees.
+    /// Issue 19: the failures an operator must see are incidents; the
+    /// answers an application expects (a lookup miss, an existing name)
+    /// are not, or they would push the real causes out of `last_errors`.
     #[test]
-    fn kinds_decoded_from_errnos_map_back_to_them() {
-        for code in 1..134 {
-            let kind = io::Error::from_raw_os_error(code).kind();
-            // Only the kind survives, as after the engine's context.
-            let mapped = errno(&io::Error::new(kind, "context"));
-            let kind_of_mapped = io::Error::from_raw_os_error(mapped.code()).kind();
-            // Errnos std leaves uncategorized have no kind to map back;
-            // kinds not yet stable (ELOOP, EINPROGRESS) cannot be named.
-            let name = format!("{kind:?}");
-            if ["Uncategorized", "FilesystemLoop", "InProgress"].contains(&name.as_str()) {
-                continue;
-            }
-            assert_eq!(
-                kind_of_mapped, kind,
-                "errno {code} ({kind:?}) came back as {mapped:?}"
-            );
+    fn failures_are_incidents_answers_are_not() {
+        for failure in [
+            Errno::EIO,
+            Errno::ENOSPC,
+            Errno::EDQUOT,
+            Errno::EROFS,
+            Errno::ENOLCK,
+            Errno::ETIMEDOUT,
+            Errno::ENOTCONN,
+            Errno::EFBIG,
+            Errno::ESTALE,
+        ] {
+            assert!(is_failure(failure), "{failure:?}");
+        }
+        for answer in [
+            Errno::ENOENT,
+            Errno::EEXIST,
+            Errno::ENOTEMPTY,
+            Errno::EACCES,
+            Errno::EPERM,
+            Errno::EINVAL,
+            Errno::ENOTDIR,
+            Errno::EISDIR,
+            Errno::ENAMETOOLONG,
+            Errno::NO_XATTR,
+            Errno::ERANGE,
+            Errno::EAGAIN,
+        ] {
+            assert!(!is_failure(answer), "{answer:?}");
+        }
+    }
+
+    /// The names status shows are the names of fuser's constants.
+    #[test]
+    fn errno_names_match_fusers_constants() {
+        for (errno, name) in [
+            (Errno::EIO, "EIO"),
+            (Errno::ENOSPC, "ENOSPC"),
+            (Errno::EDQUOT, "EDQUOT"),
+            (Errno::EROFS, "EROFS"),
+            (Errno::ENOLCK, "ENOLCK"),
+            (Errno::ETIMEDOUT, "ETIMEDOUT"),
+            (Errno::ENOTCONN, "ENOTCONN"),
+            (Errno::EFBIG, "EFBIG"),
+            (Errno::ENOENT, "ENOENT"),
+            (Errno::EACCES, "EACCES"),
+            (Errno::EOPNOTSUPP, "EOPNOTSUPP"),
+        ] {
+            assert_eq!(sluice_env::errno::errno_name(errno.code()), Some(name));
         }
     }
 }

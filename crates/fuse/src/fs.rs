@@ -1,7 +1,10 @@
 //! [`SluiceFs`]: fuser's `Filesystem` over a [`Volume`]. Each handler
 //! converts fuser's arguments to sluice's types, calls one `Volume` method,
 //! maps an `io::Error` to an errno with [`errno`] (the only place errors
-//! become errnos) and replies. Decisions — routing between the engine and
+//! become errnos) and replies. An errno that reports a failure rather
+//! than answers the request ([`is_failure`]: EIO, ENOSPC, ..., not ENOENT)
+//! is recorded with the operation, the path and the error's message in
+//! the engine's `last_errors`, which logs it ([`SluiceFs::answer`]). Decisions — routing between the engine and
 //! the checkpoint stager, names, rename rules, permissions, set-ID
 //! clearing, ownership of new nodes — are the volume's
 //! (`crates/fuse/src/volume/`), tested without a mount. This module keeps
@@ -25,7 +28,7 @@ use fuser::{
 use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{StatKind, TimeSet};
 
-use crate::errno::errno;
+use crate::errno::{errno, is_failure};
 use crate::volume::{Attr, AttrChanges, Caller, Volume};
 
 pub use crate::volume::CONTROL_XATTR;
@@ -138,46 +141,87 @@ impl SluiceFs {
         }
     }
 
-    /// The errno for `e`, counted as a failed request.
-    fn fail(&self, e: &io::Error) -> Errno {
+    /// The errno for `e`, counted as a failed request; see
+    /// [`SluiceFs::answer`].
+    fn fail(&self, op: &str, ino: u64, name: Option<&OsStr>, e: &io::Error) -> Errno {
         self.counters.errors.fetch_add(1, Ordering::Relaxed);
-        errno(e)
+        self.answer(op, ino, name, e)
+    }
+
+    /// The errno for `e`, the answer to request `op` on node `ino` (or on
+    /// `name` in directory `ino`). A failure (not an expected answer such
+    /// as ENOENT: [`is_failure`]) is recorded as an incident with its
+    /// path, the tier its message names, the errno and the message, and
+    /// logged.
+    fn answer(&self, op: &str, ino: u64, name: Option<&OsStr>, e: &io::Error) -> Errno {
+        let errno = errno(e);
+        if is_failure(errno) {
+            let path = self.volume.describe(ino, name);
+            self.volume
+                .engine()
+                .incidents()
+                .record_error(op, Some(&path), None, e);
+        }
+        errno
     }
 
     fn meta(&self) {
         self.counters.metadata_ops.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn reply_empty(&self, result: io::Result<()>, reply: ReplyEmpty) {
+    /// Answer request `op` on `ino` (or `name` in it) that returns nothing.
+    fn reply_empty(
+        &self,
+        op: &str,
+        ino: u64,
+        name: Option<&OsStr>,
+        result: io::Result<()>,
+        reply: ReplyEmpty,
+    ) {
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail(op, ino, name, &e)),
         }
     }
 
-    fn reply_attr(&self, result: io::Result<Attr>, reply: ReplyAttr) {
+    fn reply_attr(&self, op: &str, ino: u64, result: io::Result<Attr>, reply: ReplyAttr) {
         match result {
             Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail(op, ino, None, &e)),
         }
     }
 
-    /// Answer a request that handed a node to the kernel.
-    fn reply_entry(&self, result: io::Result<Attr>, reply: ReplyEntry) {
+    /// Answer a request (`op` on `name` in directory `parent`) that handed
+    /// a node to the kernel.
+    fn reply_entry(
+        &self,
+        op: &str,
+        parent: u64,
+        name: &OsStr,
+        result: io::Result<Attr>,
+        reply: ReplyEntry,
+    ) {
         match result {
             Ok(attr) => reply.entry(&TTL, &file_attr(&attr), Generation(0)),
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail(op, parent, Some(name), &e)),
         }
     }
 
     /// An xattr value or list: its size when asked with `size` 0, ERANGE
     /// when it does not fit.
-    fn reply_xattr(&self, result: io::Result<Vec<u8>>, size: u32, reply: ReplyXattr) {
+    fn reply_xattr(
+        &self,
+        op: &str,
+        ino: u64,
+        result: io::Result<Vec<u8>>,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
         match result {
             Ok(value) if size == 0 => reply.size(u32::try_from(value.len()).unwrap_or(u32::MAX)),
             Ok(value) if value.len() > size as usize => reply.error(Errno::ERANGE),
             Ok(value) => reply.data(&value),
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail(op, ino, None, &e)),
         }
     }
 }
@@ -204,7 +248,7 @@ impl Filesystem for SluiceFs {
         match self.volume.lookup(parent.0, name) {
             Ok(attr) => reply.entry(&TTL, &file_attr(&attr), Generation(0)),
             // A miss is not an error worth counting.
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.answer("lookup", parent.0, Some(name), &e)),
         }
     }
 
@@ -214,7 +258,12 @@ impl Filesystem for SluiceFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         self.meta();
-        self.reply_attr(self.volume.getattr(ino.0, fh.map(|fh| fh.0)), reply);
+        self.reply_attr(
+            "getattr",
+            ino.0,
+            self.volume.getattr(ino.0, fh.map(|fh| fh.0)),
+            reply,
+        );
     }
 
     fn setattr(
@@ -245,14 +294,14 @@ impl Filesystem for SluiceFs {
             mtime: mtime.map(to_time_set),
         };
         let result = self.volume.setattr(ino.0, fh.map(|fh| fh.0), &changes);
-        self.reply_attr(result, reply);
+        self.reply_attr("setattr", ino.0, result, reply);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         self.meta();
         match self.volume.readlink(ino.0) {
             Ok(target) => reply.data(sluice_env::name_to_os(&target).as_encoded_bytes()),
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail("readlink", ino.0, None, &e)),
         }
     }
 
@@ -270,7 +319,7 @@ impl Filesystem for SluiceFs {
         let result = self
             .volume
             .mknod(&caller(req, umask), parent.0, name, mode, rdev);
-        self.reply_entry(result, reply);
+        self.reply_entry("mknod", parent.0, name, result, reply);
     }
 
     fn mkdir(
@@ -284,17 +333,19 @@ impl Filesystem for SluiceFs {
     ) {
         self.meta();
         let result = self.volume.mkdir(&caller(req, umask), parent.0, name, mode);
-        self.reply_entry(result, reply);
+        self.reply_entry("mkdir", parent.0, name, result, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.meta();
-        self.reply_empty(self.volume.unlink(parent.0, name), reply);
+        let result = self.volume.unlink(parent.0, name);
+        self.reply_empty("unlink", parent.0, Some(name), result, reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.meta();
-        self.reply_empty(self.volume.rmdir(parent.0, name), reply);
+        let result = self.volume.rmdir(parent.0, name);
+        self.reply_empty("rmdir", parent.0, Some(name), result, reply);
     }
 
     fn symlink(
@@ -309,7 +360,7 @@ impl Filesystem for SluiceFs {
         let result = self
             .volume
             .symlink(&caller(req, 0), parent.0, link_name, target);
-        self.reply_entry(result, reply);
+        self.reply_entry("symlink", parent.0, link_name, result, reply);
     }
 
     fn rename(
@@ -326,7 +377,7 @@ impl Filesystem for SluiceFs {
         let result = self
             .volume
             .rename(parent.0, name, newparent.0, newname, flags.bits());
-        self.reply_empty(result, reply);
+        self.reply_empty("rename", parent.0, Some(name), result, reply);
     }
 
     fn link(
@@ -338,7 +389,8 @@ impl Filesystem for SluiceFs {
         reply: ReplyEntry,
     ) {
         self.meta();
-        self.reply_entry(self.volume.link(ino.0, newparent.0, newname), reply);
+        let result = self.volume.link(ino.0, newparent.0, newname);
+        self.reply_entry("link", newparent.0, newname, result, reply);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -348,14 +400,14 @@ impl Filesystem for SluiceFs {
                 self.counters.open_files.fetch_add(1, Ordering::Relaxed);
                 reply.opened(FileHandle(fh), self.open_flags);
             }
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail("open", ino.0, None, &e)),
         }
     }
 
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -371,7 +423,7 @@ impl Filesystem for SluiceFs {
                     .fetch_add(data.len() as u64, Ordering::Relaxed);
                 reply.data(&data);
             }
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail("read", ino.0, None, &e)),
         }
     }
 
@@ -396,7 +448,7 @@ impl Filesystem for SluiceFs {
                     .fetch_add(data.len() as u64, Ordering::Relaxed);
                 reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX));
             }
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail("write", ino.0, None, &e)),
         }
     }
 
@@ -437,20 +489,20 @@ impl Filesystem for SluiceFs {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
         self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-        self.reply_empty(self.volume.fsync(fh.0), reply);
+        self.reply_empty("fsync", ino.0, None, self.volume.fsync(fh.0), reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.meta();
         match self.volume.opendir(ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail("opendir", ino.0, None, &e)),
         }
     }
 
@@ -472,7 +524,7 @@ impl Filesystem for SluiceFs {
         });
         match listed {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.answer("readdir", ino.0, None, &e)),
         }
     }
 
@@ -496,10 +548,10 @@ impl Filesystem for SluiceFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(self.volume.fsyncdir(ino.0), reply);
+        self.reply_empty("fsyncdir", ino.0, None, self.volume.fsyncdir(ino.0), reply);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         match self.volume.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks,
@@ -511,7 +563,7 @@ impl Filesystem for SluiceFs {
                 s.name_max,
                 s.block_size,
             ),
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail("statfs", ino.0, None, &e)),
         }
     }
 
@@ -526,28 +578,30 @@ impl Filesystem for SluiceFs {
         reply: ReplyEmpty,
     ) {
         self.meta();
-        self.reply_empty(self.volume.set_xattr(ino.0, name, value, flags), reply);
+        let result = self.volume.set_xattr(ino.0, name, value, flags);
+        self.reply_empty("setxattr", ino.0, None, result, reply);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.meta();
         match self.volume.get_xattr(ino.0, name) {
-            Ok(value) => self.reply_xattr(Ok(value), size, reply),
+            Ok(value) => self.reply_xattr("getxattr", ino.0, Ok(value), size, reply),
             // A missing attribute (ENODATA) is an answer, not a failure.
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.answer("getxattr", ino.0, None, &e)),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.meta();
-        self.reply_xattr(self.volume.list_xattr(ino.0), size, reply);
+        let result = self.volume.list_xattr(ino.0);
+        self.reply_xattr("listxattr", ino.0, result, size, reply);
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.meta();
         match self.volume.remove_xattr(ino.0, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.answer("removexattr", ino.0, None, &e)),
         }
     }
 
@@ -558,7 +612,7 @@ impl Filesystem for SluiceFs {
             .access(&caller(req, 0), ino.0, mask.bits() as u32)
         {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.answer("access", ino.0, None, &e)),
         }
     }
 
@@ -587,14 +641,14 @@ impl Filesystem for SluiceFs {
                     self.open_flags,
                 );
             }
-            Err(e) => reply.error(self.fail(&e)),
+            Err(e) => reply.error(self.fail("create", parent.0, Some(name), &e)),
         }
     }
 
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -604,7 +658,7 @@ impl Filesystem for SluiceFs {
         let result = self.volume.fallocate(fh.0, offset, length, mode);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.answer("fallocate", ino.0, None, &e)),
         }
     }
 }

@@ -856,7 +856,12 @@ fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
         return;
     }
     let request = line.trim();
+    tracing::debug!(
+        request = %request.chars().take(80).collect::<String>(),
+        "control request"
+    );
     let answer = if let Err(refusal) = authorize(shared, &stream) {
+        tracing::warn!(mountpoint = %shared.mountpoint, "refused a control request: {refusal}");
         format!("error: {refusal}")
     } else if shared.closing.load(Ordering::Relaxed) {
         format!("error: {} is being unmounted", shared.mountpoint)
@@ -898,7 +903,10 @@ fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
                 .unwrap_or_else(|e| format!("error: {e}")),
             "drain" => match shared.drain() {
                 Ok(()) => "ok".to_string(),
-                Err(e) => format!("error: {e}"),
+                Err(e) => {
+                    tracing::warn!(mountpoint = %shared.mountpoint, "drain failed: {e}");
+                    format!("error: {e}")
+                }
             },
             l if l.starts_with("sync ") => match sluice_env::RelPath::new(&l[5..]) {
                 Ok(path) => match shared.engine.sync_path(&path) {

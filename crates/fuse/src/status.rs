@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
-use sluice_engine::{Checkpoints, Engine, LiuBackend};
+use sluice_engine::{Checkpoints, Engine, Incident, LiuBackend};
 use sluice_policy::Tier;
 
 use crate::fs::OpCounters;
@@ -119,6 +119,63 @@ pub mod names {
     pub const CKPT_DWPP: &str = "sluice_ckpt_dwpp_bytes";
     /// BBOS: failed demotions and catalogue updates, `what="demotion|catalogue"`.
     pub const CKPT_ERRORS: &str = "sluice_ckpt_errors_total";
+    /// Incidents recorded (`last_errors`): failures answered to
+    /// applications and background failures, each logged.
+    pub const INCIDENTS: &str = "sluice_incidents_total";
+}
+
+/// One of `last_errors`: a failure answered to an application or a
+/// background failure (`sluice_engine::Incident`), as status shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IncidentView {
+    /// When (UTC, RFC 3339).
+    pub at: String,
+    /// The operation (`write`, `create`, `flush`, `demote`, ...).
+    pub op: String,
+    /// The path (relative to the mount) or `inode N`, if one.
+    pub path: Option<String>,
+    /// `fast` or `capacity`, if known.
+    pub tier: Option<String>,
+    /// The errno number.
+    pub errno: Option<i32>,
+    /// Its name (`ENOSPC`).
+    pub errno_name: Option<String>,
+    /// The error's whole message.
+    pub message: String,
+}
+
+impl IncidentView {
+    fn of(incident: &Incident) -> IncidentView {
+        IncidentView {
+            at: sluice_engine::incidents::utc_rfc3339(incident.at),
+            op: incident.op.clone(),
+            path: incident.path.clone(),
+            tier: incident.tier.clone(),
+            errno: incident.errno,
+            errno_name: incident.errno_name().map(str::to_string),
+            message: incident.message.clone(),
+        }
+    }
+
+    /// One line of `sluice status`: time, operation and path, tier, errno,
+    /// message.
+    fn line(&self) -> String {
+        let errno = match (&self.errno_name, self.errno) {
+            (Some(name), _) => name.clone(),
+            (None, Some(n)) => format!("errno {n}"),
+            (None, None) => "-".to_string(),
+        };
+        format!(
+            "  {} {}{} [{} tier, {errno}] {}",
+            self.at,
+            self.op,
+            self.path
+                .as_ref()
+                .map_or_else(String::new, |p| format!(" {p}")),
+            self.tier.as_deref().unwrap_or("no"),
+            self.message
+        )
+    }
 }
 
 /// BBOS's checkpoint stager, when on.
@@ -407,6 +464,13 @@ pub struct Status {
     /// Where the most recently written files' bytes went, newest first.
     #[serde(default)]
     pub files: Vec<FileStatusView>,
+    /// The newest failures (at most 32, newest first): errors answered to
+    /// applications and background failures, with their causes.
+    #[serde(default)]
+    pub last_errors: Vec<IncidentView>,
+    /// Every failure recorded since the mount (kept or not).
+    #[serde(default)]
+    pub incidents_total: u64,
     /// Files whose recovered bytes were not written back (their capacity
     /// file changed while the node was down), oldest first.
     #[serde(default)]
@@ -459,6 +523,13 @@ impl Status {
             }
         };
         let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let liu_incidents = liu.map(LiuBackend::incidents);
+        let (last_errors, incidents_total) = sluice_engine::incidents::merged(
+            [Some(&**engine.incidents()), ckpt.map(|c| &**c.incidents())]
+                .into_iter()
+                .flatten()
+                .chain(liu_incidents.as_deref()),
+        );
         Status {
             mountpoint: mountpoint.to_string(),
             fast: tier(engine.fast_tier()),
@@ -531,6 +602,8 @@ impl Status {
                     route: f.route.name().to_string(),
                 })
                 .collect(),
+            last_errors: last_errors.iter().map(IncidentView::of).collect(),
+            incidents_total,
         }
     }
 
@@ -720,6 +793,18 @@ impl Status {
                     .as_ref()
                     .map_or_else(String::new, |e| format!(" (last: {e})")),
             );
+        }
+        if self.incidents_total > 0 {
+            let _ = writeln!(
+                out,
+                "last errors {} since the mount, newest first:",
+                self.incidents_total
+            );
+            for incident in &self.last_errors {
+                let _ = writeln!(out, "{}", incident.line());
+            }
+        } else {
+            let _ = writeln!(out, "last errors none");
         }
         out
     }
@@ -911,6 +996,12 @@ impl Status {
             "counter",
             "FUSE requests answered with an error.",
             &[("", f(self.fuse_errors))],
+        );
+        metric(
+            INCIDENTS,
+            "counter",
+            "Failures recorded in last_errors (errors answered to applications, background failures), each logged.",
+            &[("", f(self.incidents_total))],
         );
         metric(
             RECOVERED_RECORDS,

@@ -207,7 +207,7 @@ impl Sink {
 
 fn log(peer: Option<SocketAddr>, e: &io::Error) {
     let peer = peer.map_or_else(|| "?".to_owned(), |p| p.to_string());
-    eprintln!("sluice xfer serve: {peer}: {e}");
+    tracing::warn!(%peer, "sluice xfer serve: {e}");
 }
 
 /// Check a `/`-separated relative path and split it into components.

@@ -47,10 +47,13 @@ pub(super) fn fast_append_failed(
     state.stats.fast_errors += 1;
     let e = append_error(shared, e);
     state.stats.last_fast_error = Some(e.to_string());
-    eprintln!(
-        "sluice: {e}; region {} closed, data writes go to the capacity tier for {} s",
-        region.0,
-        backoff.as_secs()
+    shared
+        .incidents
+        .record_error("append", None, Some("fast"), &e);
+    tracing::warn!(
+        region = region.0,
+        for_s = backoff.as_secs(),
+        "region closed after a failed append; data writes go to the capacity tier meanwhile"
     );
     // The closed region is full: the flusher may take it.
     shared.changed.notify_all();
@@ -62,7 +65,7 @@ pub(super) fn fast_append_failed(
 pub(super) fn fast_append_worked(state: &mut State) {
     if state.fast_retry_at.take().is_some() {
         state.fast_backoff = FAST_RETRY_MIN;
-        eprintln!("sluice: the fast tier takes log records again");
+        tracing::info!("the fast tier takes log records again");
     }
 }
 

@@ -37,6 +37,7 @@ pub(super) fn flusher_loop(shared: &Shared) {
                 let mut state = lock(shared);
                 state.stats.flush_errors += 1;
                 state.stats.last_flush_error = Some(e.to_string());
+                shared.incidents.record_error("flush", None, None, &e);
                 shared.changed.notify_all();
                 let backoff = state.flush_backoff;
                 state.flush_backoff = (backoff * 2).min(FLUSH_BACKOFF_MAX);

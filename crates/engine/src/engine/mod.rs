@@ -58,6 +58,7 @@ use sluice_policy::write_buffer::{
 };
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 
+use crate::incidents::Incidents;
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
 
 mod append;
@@ -100,6 +101,9 @@ struct Shared {
     changed: Condvar,
     /// Set (and notified) when the engine stops: ends the heartbeat.
     alive_stop: (Mutex<bool>, Condvar),
+    /// `last_errors`: the newest failures (flushes here; the FUSE adapter
+    /// records the errors it answers applications with).
+    incidents: Arc<Incidents>,
 }
 
 struct LogRegion {
@@ -296,6 +300,13 @@ impl Engine {
     /// and earlier ones), oldest first: docs/crash-consistency.md.
     pub fn quarantined(&self) -> io::Result<Vec<QuarantineEntry>> {
         quarantine::list(self.shared.fast.as_ref())
+    }
+
+    /// The ring of this engine's newest failures (`last_errors`): the
+    /// flusher records its errors there, the FUSE adapter the errors it
+    /// answers applications with.
+    pub fn incidents(&self) -> &Arc<Incidents> {
+        &self.shared.incidents
     }
 
     /// The fast tier (for `statfs` and status).

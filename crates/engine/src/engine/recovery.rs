@@ -126,7 +126,7 @@ pub(super) fn open(
 
     stats.fast_space_warning = space_warning(fast.as_ref(), &regions, total_bytes);
     if let Some(warning) = &stats.fast_space_warning {
-        eprintln!("sluice: warning: {warning}");
+        tracing::warn!("{warning}");
     }
 
     if created_any {
@@ -267,9 +267,11 @@ pub(super) fn open(
         }
         if let Some(reason) = quarantine::judge(capacity.as_ref(), &path, ino, alive)? {
             let entry = quarantine::quarantine(fast.as_ref(), &mut state, id, &path, &reason)?;
-            eprintln!(
-                "sluice: recovery: {} B buffered for {path} not written back: {reason}; kept in {}/{} on the fast tier (sluice quarantine restore)",
-                entry.bytes(),
+            tracing::warn!(
+                path = %path,
+                bytes = entry.bytes(),
+                entry = %entry.name,
+                "recovery: buffered bytes not written back: {reason}; kept in {}/{} on the fast tier (sluice quarantine restore)",
                 quarantine::QUARANTINE_DIR,
                 entry.name
             );
@@ -300,6 +302,8 @@ pub(super) fn open(
         );
     }
 
+    log_recovery(&fast, &state, started);
+    let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
     let alive_file = quarantine::open_alive(fast.as_ref())?;
     quarantine::beat(alive_file.as_ref())
         .map_err(context(format!("fast tier {}: log/alive", fast.describe())))?;
@@ -311,6 +315,7 @@ pub(super) fn open(
         state: Mutex::new(state),
         changed: Condvar::new(),
         alive_stop: (Mutex::new(false), Condvar::new()),
+        incidents,
     });
     let flusher_shared = Arc::clone(&shared);
     let flusher = std::thread::Builder::new()
@@ -325,6 +330,43 @@ pub(super) fn open(
         flusher: Some(flusher),
         heartbeat: Some(heartbeat),
     })
+}
+
+/// One log line per recovery: what was found in the log and replayed;
+/// a WARN when corrupt ranges were skipped.
+fn log_recovery(fast: &Arc<dyn Backend>, state: &State, started: Instant) {
+    let stats = &state.stats;
+    let (regions, buffered_bytes, files) = (
+        state.regions.len(),
+        state.buffer.buffered_bytes(),
+        state.files.len(),
+    );
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    if stats.corrupt_ranges > 0 {
+        tracing::warn!(
+            fast = %fast.describe(),
+            regions,
+            records = stats.recovered_records,
+            buffered_bytes,
+            files,
+            torn_tails = stats.torn_tails,
+            corrupt_ranges = stats.corrupt_ranges,
+            elapsed_ms,
+            "recovered the log, skipping corrupt ranges (their records are lost; see docs/crash-consistency.md)"
+        );
+    } else {
+        tracing::info!(
+            fast = %fast.describe(),
+            regions,
+            records = stats.recovered_records,
+            buffered_bytes,
+            files,
+            torn_tails = stats.torn_tails,
+            corrupt_ranges = stats.corrupt_ranges,
+            elapsed_ms,
+            "recovered the log"
+        );
+    }
 }
 
 /// The log names `path` as the file's newest name but the capacity tier has

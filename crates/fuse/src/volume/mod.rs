@@ -170,6 +170,22 @@ impl Volume {
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
     }
 
+    /// What a request on `ino` (or on `name` in directory `ino`) was
+    /// about, for logs and `last_errors`: the path relative to the mount
+    /// (`/` for its root), or `inode N` for a node with no name left.
+    pub fn describe(&self, ino: u64, name: Option<&OsStr>) -> String {
+        let path = lock(&self.inodes).path(ino);
+        let name = name.map(|n| sluice_env::name_from_os(n).into_owned());
+        match (path, name) {
+            (Some(dir), Some(name)) => dir
+                .join(&name)
+                .map_or_else(|_| format!("{dir}/{name}"), |p| p.to_string()),
+            (Some(path), None) => path.to_string(),
+            (None, Some(name)) => format!("inode {ino}/{name}"),
+            (None, None) => format!("inode {ino}"),
+        }
+    }
+
     /// The path of `name` in directory `parent`. Any name the kernel
     /// passes works: bytes that are not UTF-8 are held escaped
     /// ([`sluice_env::name_from_os`]) and reach the capacity tier as they

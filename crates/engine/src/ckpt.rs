@@ -944,6 +944,7 @@ impl Checkpoints {
             location: Location::Capacity,
             staged_id: None,
             created_unix_ns: unix_ns(),
+            node: None,
         };
         let target = match placement {
             Placement::Direct { spill } => {

@@ -22,6 +22,7 @@ fn job(id: &str, bytes: u64, glob: &str, failure: Failure, versions: u32) -> Job
         failure,
         versions,
         glob: glob.into(),
+        files: 1,
     }
 }
 

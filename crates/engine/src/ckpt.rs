@@ -33,9 +33,9 @@
 //!   without a node), never another node's.
 //!
 //! Many nodes, one catalogue (issue 20, docs/catalog.md): jobs registered
-//! on another node are picked up when a path matches no known job and the
-//! catalogue's job generation changed (checked at most every
-//! `jobs_refresh`); a new checkpoint file joins its job's open version
+//! on another node are read again when the catalogue's job generation
+//! changed (checked when a path is routed, at most every `jobs_refresh`);
+//! a new checkpoint file joins its job's open version
 //! ([`Catalog::join_version`]: `files` files per version); a restart read
 //! of a checkpoint whose only full copy is staged on another node waits,
 //! at most `remote_wait`, for its demotion, then fails with EAGAIN.
@@ -122,8 +122,8 @@ pub struct CkptOptions {
     /// then the open fails with EAGAIN.
     pub remote_wait: Duration,
     /// Least time between two checks of the catalogue's job generation
-    /// for jobs registered through other nodes (zero: at every path that
-    /// matches no known job).
+    /// for jobs registered through other nodes (zero: at every path
+    /// routed).
     pub jobs_refresh: Duration,
 }
 

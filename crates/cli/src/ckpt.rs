@@ -180,8 +180,8 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
                 return Ok(());
             }
             println!(
-                "{:<16} {:>10} {:>12} {:>14} {:>8}  glob",
-                "job", "period", "checkpoint", "failure", "versions"
+                "{:<16} {:>10} {:>12} {:>14} {:>8} {:>6}  glob",
+                "job", "period", "checkpoint", "failure", "versions", "files"
             );
             for j in jobs {
                 let failure = match j.failure {
@@ -189,12 +189,13 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
                     Failure::MtbfSecs(s) => format!("MTBF {s}s"),
                 };
                 println!(
-                    "{:<16} {:>9}s {:>12} {:>14} {:>8}  {}",
+                    "{:<16} {:>9}s {:>12} {:>14} {:>8} {:>6}  {}",
                     j.id,
                     j.period_s,
                     ByteSize(j.ckpt_bytes).to_string(),
                     failure,
                     j.versions,
+                    j.files,
                     j.glob
                 );
             }

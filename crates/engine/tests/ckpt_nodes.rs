@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sluice_catalog::{Catalog, CkptRecord, Failure, JobSpec, Location, MetaSpec};
+use sluice_catalog::{
+    Catalog, CatalogError, CkptRecord, Failure, JobSpec, Location, MetaSpec, PeriodStats,
+};
 use sluice_engine::ckpt::CATALOG_RETRY;
 use sluice_engine::{Checkpoints, CkptOptions};
 use sluice_env::posix::PosixBackend;
@@ -515,4 +517,139 @@ fn node_ids_are_kept_or_given_and_checked() {
     );
     let err = bad.err().expect("refused").to_string();
     assert!(err.contains("node id"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// Any store that fails: a redb catalogue with failures injected
+
+/// A catalogue whose every call fails while `down` is set.
+struct Flaky {
+    inner: Box<dyn Catalog>,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Flaky {
+    fn check(&self) -> Result<(), CatalogError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(CatalogError::Redb {
+                path: "/injected/catalog.redb".into(),
+                reason: "injected failure".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Catalog for Flaky {
+    fn put_job(&self, job: &JobSpec) -> Result<(), CatalogError> {
+        self.check()?;
+        self.inner.put_job(job)
+    }
+    fn remove_job(&self, id: &str) -> Result<bool, CatalogError> {
+        self.check()?;
+        self.inner.remove_job(id)
+    }
+    fn job(&self, id: &str) -> Result<Option<JobSpec>, CatalogError> {
+        self.check()?;
+        self.inner.job(id)
+    }
+    fn jobs(&self) -> Result<Vec<JobSpec>, CatalogError> {
+        self.check()?;
+        self.inner.jobs()
+    }
+    fn next_version(&self, job: &str) -> Result<u64, CatalogError> {
+        self.check()?;
+        self.inner.next_version(job)
+    }
+    fn put_ckpt(&self, rec: &CkptRecord) -> Result<(), CatalogError> {
+        self.check()?;
+        self.inner.put_ckpt(rec)
+    }
+    fn ckpt(&self, path: &str) -> Result<Option<CkptRecord>, CatalogError> {
+        self.check()?;
+        self.inner.ckpt(path)
+    }
+    fn remove_ckpt(&self, path: &str) -> Result<bool, CatalogError> {
+        self.check()?;
+        self.inner.remove_ckpt(path)
+    }
+    fn rename_ckpt(&self, from: &str, to: &str) -> Result<bool, CatalogError> {
+        self.check()?;
+        self.inner.rename_ckpt(from, to)
+    }
+    fn ckpts(&self) -> Result<Vec<CkptRecord>, CatalogError> {
+        self.check()?;
+        self.inner.ckpts()
+    }
+    fn put_period(&self, p: &PeriodStats) -> Result<(), CatalogError> {
+        self.check()?;
+        self.inner.put_period(p)
+    }
+    fn periods(&self, last: usize) -> Result<Vec<PeriodStats>, CatalogError> {
+        self.check()?;
+        self.inner.periods(last)
+    }
+    fn trim_periods(&self, keep: usize) -> Result<(), CatalogError> {
+        self.check()?;
+        self.inner.trim_periods(keep)
+    }
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
+    fn jobs_generation(&self) -> Result<u64, CatalogError> {
+        self.check()?;
+        self.inner.jobs_generation()
+    }
+    fn join_version(
+        &self,
+        job: &str,
+        files: u32,
+        window_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, CatalogError> {
+        self.check()?;
+        self.inner.join_version(job, files, window_ms, now_ms)
+    }
+    fn describe(&self) -> String {
+        format!("flaky {}", self.inner.describe())
+    }
+}
+
+/// Issue 19 with the embedded store: a redb catalogue that errors falls
+/// back the same way, and the node keeps serving what it knows.
+#[test]
+fn issue_19_a_failing_redb_catalogue_falls_back_the_same_way() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cluster = Cluster::new();
+    let meta = tempfile::tempdir().unwrap();
+    let down = Arc::new(AtomicBool::new(false));
+    let flaky = Flaky {
+        inner: redb(meta.path()),
+        down: Arc::clone(&down),
+    };
+    let a = cluster.node("a", Box::new(flaky), options());
+    a.register(job(1)).unwrap();
+    let v1 = bytes(1, 30 * KIB);
+    write_file(&a, "ck/v1", &v1);
+    a.drain().unwrap();
+    std::fs::write(cluster.root.path().join("capacity/ck/old"), b"older").unwrap();
+
+    down.store(true, Ordering::SeqCst);
+    let v2 = bytes(2, 30 * KIB);
+    write_file(&a, "ck/v2", &v2);
+    assert_eq!(a.size(&p("ck/v2")), None);
+    assert_eq!(cluster.capacity_file("ck/v2"), v2);
+    // Reads: the cached copy, and the capacity tier for the rest (the
+    // catalogue cannot say whether another node stages it).
+    assert_eq!(read_all(&a, "ck/v1").unwrap(), v1);
+    assert_eq!(read_all(&a, "ck/old").unwrap(), b"older");
+    let s = a.status().stats;
+    assert_eq!(s.catalog_fallbacks, 1, "{s:?}");
+    assert!(s.catalog_errors >= 2, "{s:?}");
+    assert!(s.last_error.unwrap().contains("injected failure"));
+
+    down.store(false, Ordering::SeqCst);
+    thread::sleep(CATALOG_RETRY + Duration::from_millis(50));
+    write_file(&a, "ck/v3", &bytes(3, 30 * KIB));
+    assert_eq!(a.size(&p("ck/v3")), Some(30 * KIB), "staged again");
 }

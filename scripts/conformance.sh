@@ -13,10 +13,13 @@
 #              passes through the mount now fails the run too, until its line
 #              is deleted.
 #   fsx        runs fsx with each seed for each case, each on a fresh mount:
-#                default             the default config (policy ssdup+)
+#                default             the default config (policy cost)
 #                fast-all            policy fast-all (every write to the log)
 #                tiny-wait           fast-all, a 2 x 1 MiB log, when_full = wait
 #                tiny-write-through  fast-all, a 2 x 1 MiB log, when_full = write-through
+#                full-fast           fast-all, a 2 x 2 MiB log on a 3 MiB tmpfs fast
+#                                    tier: appends fail with ENOSPC and fall back to
+#                                    the capacity tier (root only; skipped otherwise)
 #                mmap                default config, mmap reads and writes (+ msync)
 #                close-open          default config, close and reopen of the file
 #              pread/pwrite/truncate/fsync/fdatasync in every case. After each
@@ -60,7 +63,7 @@ usage() {
     exit "${1:-0}"
 }
 
-ALL_CASES="default fast-all tiny-wait tiny-write-through mmap close-open"
+ALL_CASES="default fast-all tiny-wait tiny-write-through full-fast mmap close-open"
 PART=all
 OPS=20000
 SEEDS="1 2 3"
@@ -360,6 +363,10 @@ sluice_case_lines() {
             printf '%s\n' '' '[log]' 'regions = 2' 'region_size = "1MiB"' 'record_max = "256KiB"' \
                 "when_full = \"${1#tiny-}\"" '' '[policy]' 'name = "fast-all"'
             ;;
+        full-fast)
+            printf '%s\n' '' '[log]' 'regions = 2' 'region_size = "2MiB"' 'record_max = "256KiB"' \
+                '' '[policy]' 'name = "fast-all"'
+            ;;
     esac
 }
 
@@ -370,6 +377,16 @@ run_fsx_one() {
     dir=$WORK/fsx/$case-seed$seed
     rm -rf "$dir"
     mkdir -p "$dir/fast" "$dir/cap" "$dir/mnt" "$dir/artifacts"
+    local tmpfs=""
+    if [ "$case" = full-fast ]; then
+        if [ "$(id -u)" -ne 0 ]; then
+            printf '  %-20s seed %-6s skipped: needs root to mount a tmpfs fast tier\n' "$case" "$seed"
+            return 0
+        fi
+        # A fast tier smaller than the log: appends fail with ENOSPC.
+        mount -t tmpfs -o size=3m,mode=0700 sluice-fsx "$dir/fast"
+        tmpfs=$dir/fast
+    fi
     fsx_cfg=$dir/fsx.toml
     cfg=$dir/sluice.toml
     fsx_weights "$fsx_cfg" "$case"
@@ -382,7 +399,7 @@ run_fsx_one() {
     # the overlap rule). It stops when fsx is done (or the mount is gone).
     local filler=""
     case "$case" in
-        tiny-*)
+        tiny-* | full-fast)
             (
                 i=0
                 while dd if=/dev/zero of="$dir/mnt/filler.data" bs=256K count=4 \
@@ -427,6 +444,11 @@ run_fsx_one() {
         echo "--- sluice status $dir/mnt:"
         sed 's/^/    /' "$dir/status.txt"
         unmount_sluice "$dir/sluice.log" || true
+    fi
+    if [ -n "$tmpfs" ]; then
+        grep -q 'append to the log' "$dir/sluice.log" ||
+            result="FAILED: no append failed on the full fast tier (the case tests nothing; log $dir/sluice.log)"
+        umount -l "$tmpfs" || true
     fi
     printf '  %-20s seed %-6s %8s ops %7s s  %s%s\n' "$case" "$seed" "$OPS" "$secs" "$result" \
         "${routed:+  [routed $routed]}"

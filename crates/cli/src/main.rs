@@ -5,6 +5,7 @@ mod ckpt;
 mod demo;
 mod mount;
 mod profile;
+mod quarantine;
 mod report;
 mod sim;
 mod xfer;
@@ -70,6 +71,10 @@ enum Command {
     /// LADS bulk transfer: serve (sink), send (source), keygen.
     #[command(subcommand)]
     Xfer(xfer::XferCommand),
+    /// Bytes a recovery did not write back because their file changed on
+    /// the capacity tier while the node was down: list, restore, drop.
+    #[command(subcommand)]
+    Quarantine(quarantine::QuarantineCommand),
 }
 
 #[derive(Args, Debug)]
@@ -252,6 +257,7 @@ fn main() -> ExitCode {
         Some(Command::Profile(args)) => profile::profile(&args),
         Some(Command::Ckpt(command)) => ckpt::run(&command),
         Some(Command::Xfer(command)) => xfer::run(command),
+        Some(Command::Quarantine(command)) => quarantine::run(&command),
         None => run_analyse(&cli.analyse),
     };
     match result {

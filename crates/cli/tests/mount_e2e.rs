@@ -2109,3 +2109,153 @@ fn issue_19_a_live_mount_point_is_refused() {
     assert_eq!(fs::read(m.path("f")).unwrap(), b"first");
     m.unmount(false);
 }
+
+/// Regression (issue 19): when the fast tier's file system filled, every
+/// write got ENOSPC until a manual drain, although the capacity tier had
+/// room, and nothing warned that the regions did not fit. On a 6 MiB
+/// tmpfs fast tier with 2 × 4 MiB regions, 24 MiB of writes (and
+/// rewrites of buffered ranges) all succeed, status says why bytes went to
+/// the capacity tier, and the drain leaves every byte there.
+#[test]
+fn issue_19_a_full_fast_tier_file_system_falls_back_to_the_capacity_tier() {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    if !fuse_available_as_root("needs root to mount a tmpfs") {
+        return;
+    }
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = config_file(
+        conf_dir.path(),
+        "[log]\nregions = 2\nregion_size = \"4MiB\"\nrecord_max = \"256KiB\"\n\
+         [policy]\nname = \"fast-all\"\n",
+    );
+    let mut m = Mounted::unstarted(&["--config", &conf]);
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=6m,mode=0700", "sluice-test"])
+        .arg(m.fast()));
+    let _tmpfs = MountGuard(m.fast());
+    m.start();
+    assert!(
+        m.log().contains("need up to"),
+        "a warning at mount: {}",
+        m.log()
+    );
+    let mut model = vec![0u8; 24 << 20];
+    let mut rng = Rng(19);
+    for b in model.iter_mut() {
+        *b = (rng.next() >> 24) as u8;
+    }
+    let mut f = File::create(m.path("f")).unwrap();
+    for chunk in model.chunks(1 << 20) {
+        f.write_all(chunk).expect("a sequential write");
+    }
+    for i in 0..32u64 {
+        let offset = (rng.next() % (24 << 20) as u64) & !4095;
+        let len = (64 << 10).min(model.len() - offset as usize);
+        let fill = vec![i as u8 | 0x80; len];
+        f.write_all_at(&fill, offset).expect("a rewrite");
+        model[offset as usize..offset as usize + len].copy_from_slice(&fill);
+    }
+    f.sync_all().unwrap();
+    assert!(fs::read(m.path("f")).unwrap() == model, "read back");
+    let status = m.sluice(&["status", m.point.to_str().unwrap(), "--json"]);
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    let field = |name: &str| {
+        status
+            .split(&format!("\"{name}\":"))
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {status}"))
+    };
+    assert!(field("fast_errors") > 0, "{status}");
+    assert!(field("fast_fallback_bytes") > 0, "{status}");
+    assert!(status.contains("No space left"), "the cause: {status}");
+    drop(f);
+    m.unmount(false);
+    assert!(
+        fs::read(m.capacity().join("f")).unwrap() == model,
+        "the capacity file after the drain"
+    );
+}
+
+/// Regression (issue 20): a kill -9'd node that remounted replayed its log
+/// over whatever happened meanwhile: a file deleted through the shared
+/// capacity tier came back with the old bytes, and one replaced was
+/// overwritten. They are quarantined instead: listed by status, restorable
+/// with `sluice quarantine restore`.
+#[test]
+fn issue_20_recovery_after_kill_9_never_overwrites_the_future() {
+    use std::os::unix::fs::FileExt;
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    for name in ["deleted", "replaced", "kept"] {
+        let f = File::create(m.path(name)).unwrap();
+        f.write_all_at(b"NEW!", 0).unwrap();
+        f.sync_all().unwrap();
+    }
+    m.kill9();
+    // Another node, through the shared capacity directory.
+    fs::remove_file(m.capacity().join("deleted")).unwrap();
+    fs::write(m.capacity().join("tmp"), b"theirs").unwrap();
+    fs::rename(m.capacity().join("tmp"), m.capacity().join("replaced")).unwrap();
+    m.start();
+    assert!(!m.path("deleted").exists(), "a deleted file came back");
+    assert_eq!(fs::read(m.path("replaced")).unwrap(), b"theirs");
+    assert_eq!(fs::read(m.path("kept")).unwrap(), b"NEW!");
+    let status = m.sluice(&["status", m.point.to_str().unwrap()]);
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(
+        status.contains("quarantine  2 files"),
+        "status lists them: {status}"
+    );
+    let fast = m.fast().display().to_string();
+    let list = m.sluice(&["quarantine", "list", "--fast", &fast]);
+    let list = String::from_utf8_lossy(&list.stdout).to_string();
+    let line = list
+        .lines()
+        .find(|l| l.contains(" deleted "))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(line.contains("deleted from the capacity tier"), "{line}");
+    let name = line.split_whitespace().next().unwrap();
+    let to = m.path("restored");
+    let out = m.sluice(&[
+        "quarantine",
+        "restore",
+        "--fast",
+        &fast,
+        name,
+        "--to",
+        to.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(fs::read(&to).unwrap(), b"NEW!");
+    let list = m.sluice(&["quarantine", "list", "--fast", &fast]);
+    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 1);
+    m.unmount(false);
+    assert!(!m.capacity().join("deleted").exists());
+    assert_eq!(fs::read(m.capacity().join("replaced")).unwrap(), b"theirs");
+}
+
+/// Regression (issue 19): with the capacity directory deleted under a live
+/// mount, writes got ENOENT, yet `sluice drain` said "the capacity tier
+/// holds every byte". The drain fails and says the directory is gone.
+#[test]
+fn issue_19_drain_fails_when_the_capacity_directory_was_removed() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    fs::write(m.path("f"), b"buffered").unwrap();
+    fs::remove_dir_all(m.capacity()).unwrap();
+    let out = m.sluice(&["drain", m.point.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "drain succeeded: {stderr}");
+    assert!(
+        stderr.contains("removed or replaced"),
+        "the cause: {stderr}"
+    );
+    m.unmount(true);
+}

@@ -18,5 +18,8 @@ pub mod liu;
 pub mod log;
 
 pub use ckpt::{Checkpoints, CkptOptions, CkptStats, CkptStatus};
-pub use engine::{Engine, EngineConfig, EngineStats, EngineStatus};
+pub use engine::{
+    quarantine_list, Engine, EngineConfig, EngineStats, EngineStatus, QuarantineEntry,
+    QUARANTINE_DIR,
+};
 pub use liu::{LiuBackend, LiuOptions, LiuStatus};

@@ -943,6 +943,10 @@ impl Backend for LiuBackend {
         self.inner.capacity.space()
     }
 
+    fn check_root(&self) -> io::Result<()> {
+        self.inner.capacity.check_root()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.inner.capacity.stat(path)
     }

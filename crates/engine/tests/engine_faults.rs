@@ -372,3 +372,104 @@ fn full_log_truncate_and_rename_wait_for_room() {
     file.read_at(&mut buf, 0).unwrap();
     assert!(buf == vec![b'A'; 64 * 1024]);
 }
+
+/// A fast tier whose writes to the log fail with `errno` from now on
+/// (`remaining`: that many times), over memory tiers.
+fn failing_fast(errno: i32, remaining: Option<u64>) -> FaultRule {
+    FaultRule {
+        path_prefix: Some("log/".to_string()),
+        remaining,
+        ..FaultRule::new(FaultOp::Write, errno)
+    }
+}
+
+fn capacity_bytes(capacity: &Arc<dyn Backend>, path: &str, offset: u64, len: usize) -> Vec<u8> {
+    let file = capacity
+        .open(&RelPath::new(path).unwrap(), OpenOptions::default())
+        .unwrap();
+    let mut buf = vec![0u8; len];
+    file.read_at(&mut buf, offset).unwrap();
+    buf
+}
+
+/// Regression (issue 19): when the fast tier's file system filled (or its
+/// device failed), every write got ENOSPC (EIO) until a manual drain,
+/// although the capacity tier had room. Writes go through to the capacity
+/// tier instead, counted, and every byte stays readable and is drained.
+#[test]
+fn issue_19_a_failing_fast_tier_falls_back_to_the_capacity_tier() {
+    for errno in [ENOSPC, EIO] {
+        let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+        let fast: Arc<dyn Backend> = faulty.clone();
+        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let engine = open(&fast, &capacity);
+        let id = engine.create(&RelPath::new("f").unwrap()).unwrap();
+        write_slots(&engine, id, 16);
+        faulty.inject(failing_fast(errno, None));
+        for i in 16..32 {
+            engine
+                .write(id, i * 2 * SLOT, &pattern(i))
+                .unwrap_or_else(|e| panic!("errno {errno}, slot {i}: {e}"));
+        }
+        let stats = engine.stats();
+        assert_eq!(stats.fast_errors, 1, "errno {errno}: {stats:?}");
+        assert_eq!(stats.fast_fallback_bytes, SLOT, "{stats:?}");
+        assert!(stats.capacity_bytes >= 15 * SLOT, "{stats:?}");
+        let cause = stats.last_fast_error.unwrap();
+        assert!(cause.contains("fast tier"), "{cause}");
+        check_slots(&engine, id, 32);
+        faulty.clear();
+        engine.drain().unwrap();
+        for i in 0..32 {
+            assert!(
+                capacity_bytes(&capacity, "f", i * 2 * SLOT, SLOT as usize) == pattern(i),
+                "errno {errno}: slot {i} on the capacity tier"
+            );
+        }
+    }
+}
+
+/// The overlap rule under a failing fast tier: a write over buffered bytes
+/// whose append fails goes to the capacity tier only once the older copy
+/// can no longer be replayed over it, so the newer bytes survive a crash
+/// (the engine closed without a drain, then recovered).
+#[test]
+fn issue_19_a_fast_tier_failure_over_buffered_bytes_keeps_the_newer_bytes_across_a_crash() {
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let fast: Arc<dyn Backend> = faulty.clone();
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity);
+    let f = RelPath::new("f").unwrap();
+    let id = engine.create(&f).unwrap();
+    engine.write(id, 0, &vec![b'A'; SLOT as usize]).unwrap();
+    engine.fsync(id).unwrap();
+    faulty.inject(failing_fast(ENOSPC, Some(1)));
+    engine.write(id, 0, &vec![b'B'; SLOT as usize]).unwrap();
+    engine.fsync(id).unwrap();
+    assert_eq!(engine.stats().fast_errors, 1);
+    assert!(engine.read(id, 0, SLOT).unwrap() == vec![b'B'; SLOT as usize]);
+    engine.release(id);
+    engine.close();
+
+    let engine = open(&fast, &capacity);
+    let id = engine.open_file(&f).unwrap();
+    assert!(
+        engine.read(id, 0, SLOT).unwrap() == vec![b'B'; SLOT as usize],
+        "recovery replayed the older bytes over the newer ones"
+    );
+    engine.drain().unwrap();
+    assert!(capacity_bytes(&capacity, "f", 0, SLOT as usize) == vec![b'B'; SLOT as usize]);
+}
+
+/// Issue 19: nothing warned that the configured regions do not fit the
+/// fast tier's free space.
+#[test]
+fn issue_19_regions_larger_than_the_fast_tier_are_warned_about() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(512 * 1024));
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity);
+    let warning = engine.stats().fast_space_warning.expect("a warning");
+    assert!(warning.contains("2 log regions of 1.0 MiB"), "{warning}");
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(64 * 1024 * 1024));
+    assert_eq!(open(&fast, &capacity).stats().fast_space_warning, None);
+}

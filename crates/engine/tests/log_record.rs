@@ -222,7 +222,7 @@ fn region_header_round_trips_and_rejects_damage() {
     };
     let good = header.encode();
     assert_eq!(&good[0..4], b"SLRG");
-    assert_eq!(&good[4..6], &1u16.to_le_bytes());
+    assert_eq!(&good[4..6], &2u16.to_le_bytes());
     assert_eq!(&good[8..12], &3u32.to_le_bytes());
     assert_eq!(&good[12..20], &(1u64 << 40).to_le_bytes());
     assert_eq!(&good[20..28], &(1u64 << 30).to_le_bytes());
@@ -242,11 +242,17 @@ fn region_header_round_trips_and_rejects_damage() {
         Err(RegionHeaderError::BadMagic(_))
     ));
     let mut bad = good;
-    bad[4] = 2;
+    bad[4] = 3;
     assert_eq!(
         RegionHeader::decode(&bad),
-        Err(RegionHeaderError::UnsupportedVersion(2))
+        Err(RegionHeaderError::UnsupportedVersion(3))
     );
+    // Version 1 (path records without a capacity inode) is still read.
+    let mut old = good;
+    old[4] = 1;
+    let crc = crc32c::crc32c(&old[..60]);
+    old[60..64].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(RegionHeader::decode(&old), Ok(header));
     let mut bad = good;
     bad[13] ^= 1;
     assert!(matches!(

@@ -499,6 +499,10 @@ impl Backend for EmulatedBackend {
         self.inner.space()
     }
 
+    fn check_root(&self) -> io::Result<()> {
+        self.inner.check_root()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.inner.stat(path)
     }

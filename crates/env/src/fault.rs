@@ -251,6 +251,10 @@ impl Backend for FaultBackend {
         self.inner.space()
     }
 
+    fn check_root(&self) -> io::Result<()> {
+        self.inner.check_root()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.check(FaultOp::Metadata, &[path], &What("stat", path))?;
         self.inner.stat(path)

@@ -598,6 +598,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Total and free space.
     fn space(&self) -> io::Result<SpaceInfo>;
 
+    /// Whether the tier's root is still reachable by its name: an error
+    /// (NotFound) when the directory the backend was opened on has been
+    /// removed or replaced since, so that files written through the open
+    /// root are no longer where users look. Backends without a named root
+    /// answer Ok.
+    fn check_root(&self) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Full attributes of `path`, the link itself if it is a symbolic link
     /// (unlike [`Backend::metadata`], which refuses links). NotFound if
     /// absent.

@@ -620,6 +620,29 @@ impl Backend for PosixBackend {
         })
     }
 
+    fn check_root(&self) -> io::Result<()> {
+        let open = rfs::fstat(&self.root_fd)
+            .map_err(|errno| errno_error(errno, format_args!("{}: fstat the root", self.label)))?;
+        let gone = || {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{}: the directory was removed or replaced while in use; what was written since is in files no longer reachable by its name",
+                    self.label
+                ),
+            )
+        };
+        match rfs::stat(&self.root) {
+            Ok(named) if named.st_dev == open.st_dev && named.st_ino == open.st_ino => Ok(()),
+            Ok(_) => Err(gone()),
+            Err(Errno::NOENT) => Err(gone()),
+            Err(errno) => Err(errno_error(
+                errno,
+                format_args!("{}: stat the root", self.label),
+            )),
+        }
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         let stat = self
             .lstat(path)

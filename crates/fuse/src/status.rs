@@ -34,6 +34,12 @@ pub mod names {
     pub const REGIONS: &str = "sluice_regions";
     /// Flush attempts that failed.
     pub const FLUSH_ERRORS: &str = "sluice_flush_errors_total";
+    /// Appends to the log that failed (a full or failing fast tier).
+    pub const FAST_ERRORS: &str = "sluice_fast_errors_total";
+    /// Bytes written to the capacity tier because an append to the log failed.
+    pub const FAST_FALLBACK_BYTES: &str = "sluice_fast_fallback_bytes_total";
+    /// Files whose recovered bytes are quarantined.
+    pub const QUARANTINED_FILES: &str = "sluice_quarantined_files";
     /// Payloads whose checksum failed (never served).
     pub const CORRUPT_PAYLOADS: &str = "sluice_corrupt_payloads_total";
     /// Writes that waited for a free region.
@@ -379,6 +385,18 @@ pub struct Status {
     pub flush_errors: u64,
     /// The last flush error.
     pub last_flush_error: Option<String>,
+    /// Appends to the log that failed (a full or failing fast tier).
+    #[serde(default)]
+    pub fast_errors: u64,
+    /// The last of them, with its cause.
+    #[serde(default)]
+    pub last_fast_error: Option<String>,
+    /// Bytes written to the capacity tier because an append failed.
+    #[serde(default)]
+    pub fast_fallback_bytes: u64,
+    /// Set at mount when the log regions may not fit the fast tier.
+    #[serde(default)]
+    pub fast_space_warning: Option<String>,
     /// Corrupt payloads found.
     pub corrupt_payloads: u64,
     /// Records recovered at mount.
@@ -410,6 +428,23 @@ pub struct Status {
     /// Where the most recently written files' bytes went, newest first.
     #[serde(default)]
     pub files: Vec<FileStatusView>,
+    /// Files whose recovered bytes were not written back (their capacity
+    /// file changed while the node was down), oldest first.
+    #[serde(default)]
+    pub quarantined: Vec<QuarantineView>,
+}
+
+/// One quarantined file (`sluice quarantine list`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuarantineView {
+    /// The entry's name.
+    pub name: String,
+    /// The file's path, relative to the mount.
+    pub path: String,
+    /// Bytes held.
+    pub bytes: u64,
+    /// Why they were not written back.
+    pub reason: String,
 }
 
 /// Where one file's written bytes went since the mount.
@@ -479,6 +514,10 @@ impl Status {
             draining: s.draining,
             flush_errors: s.stats.flush_errors,
             last_flush_error: s.stats.last_flush_error,
+            fast_errors: s.stats.fast_errors,
+            last_fast_error: s.stats.last_fast_error,
+            fast_fallback_bytes: s.stats.fast_fallback_bytes,
+            fast_space_warning: s.stats.fast_space_warning,
             corrupt_payloads: s.stats.corrupt_payloads,
             recovered_records: s.stats.recovered_records,
             recovery_records_per_s: s.stats.recovery_records_per_s,
@@ -490,6 +529,17 @@ impl Status {
             fuse_fsyncs: c(&counters.fsyncs),
             fuse_metadata_ops: c(&counters.metadata_ops),
             fuse_errors: c(&counters.errors),
+            quarantined: engine
+                .quarantined()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| QuarantineView {
+                    bytes: e.bytes(),
+                    name: e.name,
+                    path: e.path,
+                    reason: e.reason,
+                })
+                .collect(),
             liu: liu.map(LiuStatusView::take),
             bbos: ckpt.map(CkptStatusView::take),
             files: s
@@ -613,6 +663,32 @@ impl Status {
             self.corrupt_payloads,
             self.recovered_records
         );
+        if self.fast_errors > 0 {
+            let _ = writeln!(
+                out,
+                "fast tier   {} failed appends, {} written to the capacity tier instead{}",
+                self.fast_errors,
+                mib(self.fast_fallback_bytes),
+                self.last_fast_error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!(" (last: {e})")),
+            );
+        }
+        if !self.quarantined.is_empty() {
+            let _ = writeln!(
+                out,
+                "quarantine  {} files not written back at recovery, {} (sluice quarantine list --fast {})",
+                self.quarantined.len(),
+                mib(self.quarantined.iter().map(|q| q.bytes).sum()),
+                self.fast.describe.trim_start_matches("posix ")
+            );
+            for q in self.quarantined.iter().take(8) {
+                let _ = writeln!(out, "  {}  {}: {}", q.name, q.path, q.reason);
+            }
+        }
+        if let Some(warning) = &self.fast_space_warning {
+            let _ = writeln!(out, "warning     {warning}");
+        }
         if let Some(l) = &self.liu {
             let _ = writeln!(
                 out,
@@ -752,6 +828,24 @@ impl Status {
             "counter",
             "Flush attempts that failed (data stays buffered).",
             &[("", f(self.flush_errors))],
+        );
+        metric(
+            FAST_ERRORS,
+            "counter",
+            "Appends to the log that failed (a full or failing fast tier); data writes then go to the capacity tier for a while.",
+            &[("", f(self.fast_errors))],
+        );
+        metric(
+            QUARANTINED_FILES,
+            "gauge",
+            "Files whose recovered bytes were not written back because their capacity file changed while the node was down (sluice quarantine list).",
+            &[("", f(self.quarantined.len() as u64))],
+        );
+        metric(
+            FAST_FALLBACK_BYTES,
+            "counter",
+            "Bytes written to the capacity tier because an append to the log failed.",
+            &[("", f(self.fast_fallback_bytes))],
         );
         metric(
             CORRUPT_PAYLOADS,

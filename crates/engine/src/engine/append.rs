@@ -152,7 +152,16 @@ pub(super) fn reserve_and_append<'a>(
         let full_before = state.buffer.pipeline().full_count();
         // A name-less file takes no log record (module docs of `OpenFile`),
         // and has nothing buffered for a write to overlap.
-        let tier = tier.map(|tier| if nameless { Tier::Capacity } else { tier });
+        // While the fast tier is failing (degrade.rs), data writes take the
+        // capacity tier unless they overlap buffered bytes.
+        let degraded = fast_degraded(shared, &state);
+        let tier = tier.map(|tier| {
+            if nameless || degraded {
+                Tier::Capacity
+            } else {
+                tier
+            }
+        });
         let placement = match (tier, file) {
             (Some(tier), Some(id)) => state.buffer.place_write(
                 now,
@@ -177,11 +186,11 @@ pub(super) fn reserve_and_append<'a>(
                     state
                         .files
                         .get(&id)
-                        .map(|open| (seq, id, open.path.clone()))
+                        .map(|open| (seq, id, open.path.clone(), open.ino))
                 });
-                if let Some((seq, id, path)) = describe {
+                if let Some((seq, id, path, ino)) = describe {
                     let path_header = match RecordHeader::path(id, &path, seq) {
-                        Ok(h) => h,
+                        Ok(h) => h.with_identity(ino.map_or(0, |(_, ino)| ino)),
                         Err(e) => {
                             return (
                                 state,
@@ -195,7 +204,8 @@ pub(super) fn reserve_and_append<'a>(
                             .file
                             .append_at(at, &path_header, path.as_str().as_bytes())
                     {
-                        return (state, Err(append_error(shared, e)));
+                        let e = fast_append_failed(shared, &mut state, region, at, e);
+                        return fall_back_or_fail(shared, state, &header, tier, e);
                     }
                     at += path_header.record_len();
                 }
@@ -227,11 +237,26 @@ pub(super) fn reserve_and_append<'a>(
                         shared.changed.notify_all();
                     }
                     if let Err(e) = written {
-                        return (state, Err(append_error(shared, e)));
+                        let e = fast_append_failed(shared, &mut state, region, at, e);
+                        return fall_back_or_fail(shared, state, &header, tier, e);
+                    }
+                    // An append before this one in the region failed while
+                    // this one was being written: recovery ends the region
+                    // at that hole, so this record must not be relied on.
+                    let hole = state.regions[region.0 as usize].broken_at;
+                    if let Some(hole) = hole.filter(|&hole| hole < at) {
+                        let e = io::Error::other(format!(
+                            "fast tier {}: an earlier append to region {} at {hole} failed",
+                            shared.fast.describe(),
+                            region.0
+                        ));
+                        return fall_back_or_fail(shared, state, &header, tier, e);
                     }
                 } else if let Err(e) = log_region.file.append_at(at, &header, payload) {
-                    return (state, Err(append_error(shared, e)));
+                    let e = fast_append_failed(shared, &mut state, region, at, e);
+                    return (state, Err(e));
                 }
+                fast_append_worked(&mut state);
                 let log_region = &mut state.regions[region.0 as usize];
                 log_region.dirty = true;
                 let payload_offset = at + crate::log::RECORD_HEADER_BYTES;
@@ -292,6 +317,33 @@ pub(super) fn reserve_and_append<'a>(
             }
         }
     }
+}
+
+/// A record could not be appended (`e`): a data record (`tier` given) goes
+/// to the capacity tier instead once that is safe (degrade.rs), and the
+/// caller writes it there; any other record fails with `e`.
+fn fall_back_or_fail<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    header: &RecordHeader,
+    tier: Option<Tier>,
+    e: io::Error,
+) -> (
+    MutexGuard<'a, State>,
+    io::Result<Option<(LogLocation, u64)>>,
+) {
+    if tier.is_none() || header.kind != RecordKind::Data {
+        return (state, Err(e));
+    }
+    let (state, settled) = fall_back(
+        shared,
+        state,
+        header.file_id,
+        header.offset,
+        u64::from(header.len),
+        &e,
+    );
+    (state, settled.map(|()| None))
 }
 
 pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {

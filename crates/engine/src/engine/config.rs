@@ -110,6 +110,21 @@ pub struct EngineStats {
     pub flush_errors: u64,
     /// The last flush error, with the path.
     pub last_flush_error: Option<String>,
+    /// Appends to the log that failed (the fast tier's file system full,
+    /// or an I/O error): each closed its region and sent data writes to
+    /// the capacity tier for a while.
+    pub fast_errors: u64,
+    /// The last of them, with its cause.
+    pub last_fast_error: Option<String>,
+    /// Bytes written to the capacity tier because an append to the log
+    /// failed (counted in `fast_bytes` too when the log had placed them).
+    pub fast_fallback_bytes: u64,
+    /// Set at start when the configured regions may not fit the fast
+    /// tier's free space.
+    pub fast_space_warning: Option<String>,
+    /// Files whose recovered bytes were quarantined at start, because
+    /// their capacity file was deleted, replaced or modified meanwhile.
+    pub quarantined_files: u64,
     /// Records recovered at start.
     pub recovered_records: u64,
     /// Recovery speed at start, records per second.

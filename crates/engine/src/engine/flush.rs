@@ -156,6 +156,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         }
         log_region.records.clear();
         log_region.dirty = false;
+        log_region.broken_at = None;
         state
             .buffer
             .finish_flush(region)

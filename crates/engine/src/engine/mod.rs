@@ -12,10 +12,12 @@
 //! flusher polls the write buffer for regions to flush.
 //!
 //! Layout: this file holds the shared state and the public API; `config`
-//! (configuration, counters, status), `recovery` (open), `files` (the
-//! open-file table), `names` (link, unlink, rename), `append` (placing and
-//! appending records, log syncs), `read` (buffered and capacity reads) and
-//! `flush` (the flusher thread).
+//! (configuration, counters, status), `recovery` (open), `quarantine`
+//! (the heartbeat, and recovered bytes not written over a file changed
+//! meanwhile), `files` (the open-file table), `names` (link, unlink,
+//! rename), `append` (placing and appending records, log syncs),
+//! `degrade` (an append that fails), `read` (buffered and capacity reads)
+//! and `flush` (the flusher thread).
 //!
 //! Concurrency: one mutex guards the policies, the index and the log;
 //! foreground operations run under it, except the payload write of a data
@@ -60,17 +62,21 @@ use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REG
 
 mod append;
 mod config;
+mod degrade;
 mod files;
 mod flush;
 mod names;
+mod quarantine;
 mod read;
 mod recovery;
 
 use append::*;
 use config::Placements;
 pub use config::{EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_PLACED_MAX};
+use degrade::*;
 use files::*;
 use flush::*;
+pub use quarantine::{list as quarantine_list, QuarantineEntry, QUARANTINE_DIR};
 pub(crate) use read::read_fully;
 use read::*;
 
@@ -82,6 +88,7 @@ const FORCED_WAIT_MAX: Duration = Duration::from_secs(60);
 pub struct Engine {
     shared: Arc<Shared>,
     flusher: Option<JoinHandle<()>>,
+    heartbeat: Option<JoinHandle<()>>,
 }
 
 struct Shared {
@@ -91,6 +98,8 @@ struct Shared {
     config: EngineConfig,
     state: Mutex<State>,
     changed: Condvar,
+    /// Set (and notified) when the engine stops: ends the heartbeat.
+    alive_stop: (Mutex<bool>, Condvar),
 }
 
 struct LogRegion {
@@ -111,6 +120,10 @@ struct LogRegion {
     /// synced the region outside the lock appends its commit record only
     /// if nothing was appended since.
     appends: u64,
+    /// The offset of the first record whose append failed since the last
+    /// reset: the region was closed there, and recovery ends it there
+    /// (degrade.rs).
+    broken_at: Option<u64>,
 }
 
 struct OpenFile {
@@ -183,6 +196,11 @@ struct State {
     /// A drain asks the flusher to retry now instead of sitting out its
     /// backoff.
     flush_retry_now: bool,
+    /// After an append to the log failed: until when data writes go to the
+    /// capacity tier (degrade.rs).
+    fast_retry_at: Option<Time>,
+    /// How long the next failure sends them there.
+    fast_backoff: Duration,
     stats: EngineStats,
     /// Where the most recently written files' bytes went.
     placements: Placements,
@@ -272,6 +290,12 @@ impl Engine {
             draining: state.draining > 0,
             files: state.placements.snapshot(|f| redirector.route_of(f)),
         }
+    }
+
+    /// Files whose recovered bytes were quarantined (this mount's recovery
+    /// and earlier ones), oldest first: docs/crash-consistency.md.
+    pub fn quarantined(&self) -> io::Result<Vec<QuarantineEntry>> {
+        quarantine::list(self.shared.fast.as_ref())
     }
 
     /// The fast tier (for `statfs` and status).
@@ -494,6 +518,12 @@ impl Engine {
         let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
         let synced = synced.map_err(context(&what))?;
         commit(shared, &mut state, &synced).map_err(context(&what))?;
+        // Bytes of the file in a region behind a failed append are not
+        // recovered from it (degrade.rs): durable only once flushed.
+        let behind_hole = regions_holding(&state, file, 0, u64::MAX, true);
+        let (s, settled) = wait_reset(shared, state, &behind_hole, &what);
+        state = s;
+        settled?;
         if dir_unsynced {
             if let Some(open) = state.files.get_mut(&file) {
                 open.created_unsynced = false;
@@ -700,7 +730,16 @@ impl Engine {
         if state.draining == 0 {
             state.buffer.set_draining(false);
         }
-        result
+        drop(state);
+        // The flush wrote through open files: if the capacity directory
+        // was removed or replaced meanwhile, the bytes are not where users
+        // look, and the drain must not say they are.
+        result.and_then(|()| {
+            shared
+                .capacity
+                .check_root()
+                .map_err(context("drain: capacity tier"))
+        })
     }
 
     /// Stop the flusher and close, leaving buffered data in the log (the
@@ -715,6 +754,16 @@ impl Engine {
         if let Some(flusher) = self.flusher.take() {
             // A flusher panic is a bug already reported on stderr.
             let _ = flusher.join();
+        }
+        *self
+            .shared
+            .alive_stop
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.alive_stop.1.notify_all();
+        if let Some(heartbeat) = self.heartbeat.take() {
+            let _ = heartbeat.join();
         }
     }
 }

@@ -128,7 +128,8 @@ impl Engine {
                 // The new path must be durable before the capacity rename,
                 // or a crash could flush buffered bytes to the old name.
                 let header = RecordHeader::path(*id, new_path, 0)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?
+                    .with_identity(open.ino.map_or(0, |(_, ino)| ino));
                 let (s, appended) =
                     append_required(shared, state, header, new_path.as_str().as_bytes(), None);
                 state = s;

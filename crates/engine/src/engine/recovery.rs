@@ -120,7 +120,13 @@ pub(super) fn open(
             appends: 0,
             records: BTreeMap::new(),
             dirty: false,
+            broken_at: None,
         });
+    }
+
+    stats.fast_space_warning = space_warning(fast.as_ref(), &regions, total_bytes);
+    if let Some(warning) = &stats.fast_space_warning {
+        eprintln!("sluice: warning: {warning}");
     }
 
     if created_any {
@@ -145,6 +151,8 @@ pub(super) fn open(
     // (region, file) of every path record: the regions that describe
     // each file.
     let mut described: Vec<(RegionId, FileId)> = Vec::new();
+    // The capacity inode each file's newest path record names (0 unknown).
+    let mut identity: HashMap<FileId, u64> = HashMap::new();
     for (region, rec) in &recovered {
         let h = rec.header;
         next_file_id = next_file_id.max(h.file_id.0 + 1);
@@ -153,6 +161,9 @@ pub(super) fn open(
             RecordKind::Path => {
                 if let Some(path) = &rec.path {
                     paths.insert(h.file_id, path.clone());
+                    if h.offset != 0 {
+                        identity.insert(h.file_id, h.offset);
+                    }
                     let history = names.entry(h.file_id).or_default();
                     if history.last() != Some(path) {
                         history.push(path.clone());
@@ -180,6 +191,7 @@ pub(super) fn open(
             RecordKind::Unlink => {
                 index.remove_file(h.file_id);
                 paths.remove(&h.file_id);
+                identity.remove(&h.file_id);
                 names.remove(&h.file_id);
             }
             RecordKind::Commit => {}
@@ -220,13 +232,18 @@ pub(super) fn open(
         unsynced_creates: HashSet::new(),
         next_file_id,
         draining: 0,
+        fast_retry_at: None,
+        fast_backoff: FAST_RETRY_MIN,
         shutdown: false,
         flush_backoff: flush::FLUSH_BACKOFF_MIN,
         flush_retry_now: false,
         stats,
         placements: Placements::default(),
     };
-    // Reattach every file that still has buffered bytes.
+    // Reattach every file that still has buffered bytes, unless its
+    // capacity file was deleted, replaced or modified since this node last
+    // ran: then quarantine them (quarantine.rs).
+    let alive = quarantine::last_alive(fast.as_ref());
     let buffered: Vec<FileId> = state.buffer.buffered_files().collect();
     for id in buffered {
         let Some(path) = paths.get(&id).cloned() else {
@@ -239,14 +256,32 @@ pub(super) fn open(
                 ),
             ));
         };
+        let ino = identity.get(&id).copied().unwrap_or(0);
         if capacity.metadata(&path).is_err() {
             redo_rename(
                 capacity.as_ref(),
                 names.get(&id).map_or(&[][..], Vec::as_slice),
                 &path,
+                ino,
             )?;
         }
-        let handle = open_creating_parents(capacity.as_ref(), &path)?;
+        if let Some(reason) = quarantine::judge(capacity.as_ref(), &path, ino, alive)? {
+            let entry = quarantine::quarantine(fast.as_ref(), &mut state, id, &path, &reason)?;
+            eprintln!(
+                "sluice: recovery: {} B buffered for {path} not written back: {reason}; kept in {}/{} on the fast tier (sluice quarantine restore)",
+                entry.bytes(),
+                quarantine::QUARANTINE_DIR,
+                entry.name
+            );
+            state.stats.quarantined_files += 1;
+            continue;
+        }
+        let handle = capacity
+            .open(&path, OpenOptions::default())
+            .map_err(context(format!(
+                "recovery: capacity tier {}: open {path}",
+                capacity.describe()
+            )))?;
         let capacity_len = handle.len()?;
         let buffered_end = state.buffer.buffered_end(id);
         let ino = handle
@@ -265,6 +300,9 @@ pub(super) fn open(
         );
     }
 
+    let alive_file = quarantine::open_alive(fast.as_ref())?;
+    quarantine::beat(alive_file.as_ref())
+        .map_err(context(format!("fast tier {}: log/alive", fast.describe())))?;
     let shared = Arc::new(Shared {
         fast,
         capacity,
@@ -272,49 +310,43 @@ pub(super) fn open(
         config,
         state: Mutex::new(state),
         changed: Condvar::new(),
+        alive_stop: (Mutex::new(false), Condvar::new()),
     });
     let flusher_shared = Arc::clone(&shared);
     let flusher = std::thread::Builder::new()
         .name("sluice-flusher".into())
         .spawn(move || flusher_loop(&flusher_shared))?;
+    let heartbeat_shared = Arc::clone(&shared);
+    let heartbeat = std::thread::Builder::new()
+        .name("sluice-heartbeat".into())
+        .spawn(move || quarantine::heartbeat_loop(&heartbeat_shared, alive_file.as_ref()))?;
     Ok(Engine {
         shared,
         flusher: Some(flusher),
+        heartbeat: Some(heartbeat),
     })
-}
-
-pub(super) fn open_creating_parents(
-    backend: &dyn Backend,
-    path: &RelPath,
-) -> io::Result<Arc<dyn BackendFile>> {
-    let mut missing = Vec::new();
-    let mut dir = path.parent();
-    while let Some(d) = dir {
-        if d.is_root() || backend.metadata(&d).is_ok() {
-            break;
-        }
-        dir = d.parent();
-        missing.push(d);
-    }
-    for d in missing.into_iter().rev() {
-        backend.create_dir(&d)?;
-    }
-    backend.open(path, OpenOptions::CREATE)
 }
 
 /// The log names `path` as the file's newest name but the capacity tier has
 /// no such file: a crash fell between a rename's log sync and the capacity
 /// rename. Redo it from the newest older name that still exists.
+///
+/// Only an older name that is still the same file (inode `ino`, when
+/// known) is moved: another file there is someone else's.
 pub(super) fn redo_rename(
     capacity: &dyn Backend,
     history: &[RelPath],
     path: &RelPath,
+    ino: u64,
 ) -> io::Result<()> {
     let older = history
         .iter()
         .rev()
         .skip(1)
-        .find(|p| capacity.metadata(p).is_ok());
+        .find(|p| match capacity.stat(p) {
+            Ok(stat) => ino == 0 || stat.ino == ino,
+            Err(_) => false,
+        });
     if let Some(from) = older {
         if let Some(parent) = path.parent() {
             if !parent.is_root() && capacity.metadata(&parent).is_err() {
@@ -327,4 +359,34 @@ pub(super) fn redo_rename(
         capacity.sync_dir(&path.parent().unwrap_or_else(RelPath::root))?;
     }
     Ok(())
+}
+
+/// A warning when the log regions, grown to their full size, would need
+/// more than the fast tier's free space: appends then fail with ENOSPC
+/// before a region is full, and data writes go to the capacity tier for a
+/// while each time (degrade.rs). `None` when they fit, or when the fast
+/// tier cannot tell its free space.
+fn space_warning(fast: &dyn Backend, regions: &[LogRegion], total_bytes: u64) -> Option<String> {
+    let space = fast.space().ok()?;
+    let mut grow = 0u64;
+    for region in regions {
+        let len = region.file.file().len().ok()?;
+        grow = grow.saturating_add(total_bytes.saturating_sub(len));
+    }
+    (grow > space.free_bytes).then(|| {
+        format!(
+            "fast tier {}: {} log regions of {:.1} MiB need up to {:.1} MiB more, and its file system has {:.1} MiB free; \
+             when it fills, data writes go to the capacity tier until a region is flushed \
+             (set [log] regions or region_size smaller to fit)",
+            fast.describe(),
+            regions.len(),
+            mib(total_bytes - REGION_HEADER_BYTES),
+            mib(grow),
+            mib(space.free_bytes)
+        )
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
 }

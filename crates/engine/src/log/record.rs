@@ -15,7 +15,7 @@
 //! | 4      | kind         | 1 data, 2 path, 3 truncate, 4 unlink, 5 commit |
 //! | 5..8   | reserved     | zero                                         |
 //! | 8..16  | file id      | 0 for commit records                         |
-//! | 16..24 | offset       | data: file offset; truncate: new size; else 0 |
+//! | 16..24 | offset       | data: file offset; truncate: new size; path: capacity inode (0: unknown); else 0 |
 //! | 24..28 | len          | payload bytes                                |
 //! | 28..32 | payload crc  | crc32c of the payload                        |
 //! | 32..40 | seq          | global sequence number                       |
@@ -28,7 +28,9 @@
 //! per-kind field rules below); any single flipped bit is rejected.
 //! Per-kind rules: commit records have file id, offset and length 0;
 //! truncate and unlink records have no payload (unlink also offset 0); path
-//! records have a payload of 1..=[`MAX_PATH_BYTES`] bytes and offset 0; an
+//! records have a payload of 1..=[`MAX_PATH_BYTES`] bytes, and their offset
+//! is the capacity file's inode number when it was written (0 when unknown;
+//! always 0 in format version 1, see `region.rs`); an
 //! empty payload has checksum 0 (the crc32c of no bytes).
 //! Decoding never allocates.
 
@@ -240,6 +242,17 @@ impl RecordHeader {
         })
     }
 
+    /// This path record with the capacity file's inode number `ino`, so
+    /// recovery can tell that the file at the path was replaced meanwhile
+    /// (docs/crash-consistency.md, "Recovery never overwrites the future").
+    pub fn with_identity(self, ino: u64) -> RecordHeader {
+        debug_assert_eq!(self.kind, RecordKind::Path);
+        RecordHeader {
+            offset: ino,
+            ..self
+        }
+    }
+
     /// A truncate record: `file` was truncated to `new_size` bytes.
     pub fn truncate(file: FileId, new_size: u64, seq: u64) -> RecordHeader {
         RecordHeader::empty(RecordKind::Truncate, file, new_size, seq)
@@ -331,7 +344,6 @@ impl RecordHeader {
             RecordKind::Path if self.len == 0 || self.len as usize > MAX_PATH_BYTES => {
                 malformed("path length out of range")
             }
-            RecordKind::Path if self.offset != 0 => malformed("offset must be 0"),
             RecordKind::Path => Ok(()),
             RecordKind::Truncate if self.len != 0 => malformed("payload must be empty"),
             RecordKind::Truncate => Ok(()),

@@ -32,8 +32,11 @@ use super::LogError;
 
 /// Magic of a region header.
 pub const REGION_MAGIC: [u8; 4] = *b"SLRG";
-/// The region format this code writes and reads.
-pub const REGION_FORMAT_VERSION: u16 = 1;
+/// The region format this code writes. It reads this one and version 1,
+/// whose path records carry no capacity inode (their offset is 0). Version
+/// 2 exists so that a build that reads only version 1 refuses a region
+/// whose path records carry one, rather than taking them for corruption.
+pub const REGION_FORMAT_VERSION: u16 = 2;
 
 /// Bytes covered by the region header checksum.
 const REGION_CRC_COVERS: usize = 60;
@@ -83,7 +86,7 @@ impl std::fmt::Display for RegionHeaderError {
             }
             RegionHeaderError::UnsupportedVersion(version) => write!(
                 f,
-                "format version {version}, this build reads version {REGION_FORMAT_VERSION}"
+                "format version {version}, this build reads versions 1 to {REGION_FORMAT_VERSION}"
             ),
             RegionHeaderError::BadChecksum { stored, computed } => write!(
                 f,
@@ -150,7 +153,7 @@ impl RegionHeader {
             return Err(RegionHeaderError::BadMagic(magic));
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != REGION_FORMAT_VERSION {
+        if version != REGION_FORMAT_VERSION && version != 1 {
             return Err(RegionHeaderError::UnsupportedVersion(version));
         }
         let stored = u32::from_le_bytes([bytes[60], bytes[61], bytes[62], bytes[63]]);

@@ -1,0 +1,177 @@
+//! A failing fast tier (docs/engine.md, "A failing fast tier"): an append
+//! to the log that fails (its file system is full, the device returns EIO)
+//! does not fail the application's write. The region is closed at the
+//! failed record, data writes go to the capacity tier for a while
+//! (doubling from [`FAST_RETRY_MIN`] to [`FAST_RETRY_MAX`] while the
+//! failures go on), and a write whose range overlaps buffered bytes first
+//! waits until no log copy of those bytes can be replayed over it.
+//!
+//! Why the region is closed: the failed record leaves a hole (zeros, or a
+//! record whose checksum fails) after the last commit, where recovery ends
+//! the region (a torn tail). A record placed behind the hole would be
+//! dropped at recovery, so no record may be placed there: records already
+//! in flight behind it take the capacity tier too, and an fsync of a file
+//! with indexed bytes behind a hole waits for that region's reset.
+//!
+//! Why the wait (the overlap rule): recovery replays every record still in
+//! the log. Bytes written to the capacity tier over an older buffered copy
+//! would be overwritten by that copy's replay after a crash, so they are
+//! written only once every region holding a copy has been flushed and
+//! reset (regions reset oldest first, so older copies went before).
+
+use super::*;
+
+/// The first wait before the log is tried again after a failed append.
+pub(super) const FAST_RETRY_MIN: Duration = Duration::from_secs(1);
+/// The longest wait before the log is tried again.
+pub(super) const FAST_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// An append at `at` in `region` failed with `e`: close the region there,
+/// send data writes to the capacity tier until the retry time, count and
+/// report it. Returns the error with its context.
+pub(super) fn fast_append_failed(
+    shared: &Shared,
+    state: &mut State,
+    region: RegionId,
+    at: u64,
+    e: io::Error,
+) -> io::Error {
+    let log_region = &mut state.regions[region.0 as usize];
+    log_region.broken_at = Some(log_region.broken_at.map_or(at, |b| b.min(at)));
+    if state.buffer.pipeline().filling() == Some(region) {
+        state.buffer.seal();
+    }
+    let backoff = state.fast_backoff;
+    state.fast_retry_at = Some(shared.clock.now().saturating_add(backoff));
+    state.fast_backoff = (backoff * 2).min(FAST_RETRY_MAX);
+    state.stats.fast_errors += 1;
+    let e = append_error(shared, e);
+    state.stats.last_fast_error = Some(e.to_string());
+    eprintln!(
+        "sluice: {e}; region {} closed, data writes go to the capacity tier for {} s",
+        region.0,
+        backoff.as_secs()
+    );
+    // The closed region is full: the flusher may take it.
+    shared.changed.notify_all();
+    e
+}
+
+/// An append to the log worked: after a failure, the retry time passed and
+/// the fast tier takes records again.
+pub(super) fn fast_append_worked(state: &mut State) {
+    if state.fast_retry_at.take().is_some() {
+        state.fast_backoff = FAST_RETRY_MIN;
+        eprintln!("sluice: the fast tier takes log records again");
+    }
+}
+
+/// Data writes skip the log now (a recent append failed).
+pub(super) fn fast_degraded(shared: &Shared, state: &State) -> bool {
+    state
+        .fast_retry_at
+        .is_some_and(|at| shared.clock.now() < at)
+}
+
+/// Each region holding a buffered piece of `file` in `offset..offset+len`
+/// (with `behind_hole`: only pieces behind a failed append of their
+/// region), with its generation now.
+pub(super) fn regions_holding(
+    state: &State,
+    file: FileId,
+    offset: u64,
+    len: u64,
+    behind_hole: bool,
+) -> Vec<(RegionId, u64)> {
+    let mut regions: Vec<(RegionId, u64)> = state
+        .buffer
+        .buffered_pieces(file, offset, len, None)
+        .into_iter()
+        .filter(|(_, _, location)| {
+            !behind_hole
+                || state.regions[location.region.0 as usize]
+                    .broken_at
+                    .is_some_and(|b| location.offset > b)
+        })
+        .map(|(_, _, location)| {
+            let region = location.region;
+            (region, state.regions[region.0 as usize].file.generation())
+        })
+        .collect();
+    regions.sort_unstable();
+    regions.dedup();
+    regions
+}
+
+/// Wait until every region of `regions` (each with the generation it had)
+/// has been reset, flushing as a drain does meanwhile. Fails after
+/// [`FORCED_WAIT_MAX`] with `what` and the flusher's last error.
+pub(super) fn wait_reset<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    regions: &[(RegionId, u64)],
+    what: &str,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    let reset = |state: &State| {
+        regions
+            .iter()
+            .all(|&(r, generation)| state.regions[r.0 as usize].file.generation() != generation)
+    };
+    if reset(&state) {
+        return (state, Ok(()));
+    }
+    let started = Instant::now();
+    state.draining += 1;
+    state.buffer.set_draining(true);
+    state.flush_backoff = flush::FLUSH_BACKOFF_MIN;
+    state.flush_retry_now = true;
+    let result = loop {
+        if regions
+            .iter()
+            .any(|&(r, _)| state.buffer.pipeline().filling() == Some(r))
+        {
+            state.buffer.seal();
+        }
+        shared.changed.notify_all();
+        if reset(&state) {
+            break Ok(());
+        }
+        if started.elapsed() > FORCED_WAIT_MAX {
+            break Err(io::Error::other(format!(
+                "{what}: the log regions holding older bytes of the range were not flushed in {} s ({})",
+                FORCED_WAIT_MAX.as_secs(),
+                state.stats.last_flush_error.clone().unwrap_or_default()
+            )));
+        }
+        state = shared
+            .changed
+            .wait_timeout(state, Duration::from_millis(50))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    };
+    state.draining -= 1;
+    if state.draining == 0 {
+        state.buffer.set_draining(false);
+    }
+    (state, result)
+}
+
+/// A data record of `file` (`len` bytes at `offset`) could not be placed in
+/// the log after all (`cause`): make it safe to write to the capacity tier
+/// instead (module docs), and count it. The caller writes it there.
+pub(super) fn fall_back<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    file: FileId,
+    offset: u64,
+    len: u64,
+    cause: &io::Error,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    let older = regions_holding(&state, file, offset, len, false);
+    let what = format!("write after a fast tier failure ({cause})");
+    let (mut state, result) = wait_reset(shared, state, &older, &what);
+    if result.is_ok() {
+        state.stats.fast_fallback_bytes += len;
+    }
+    (state, result)
+}

@@ -97,6 +97,17 @@ pub enum CatalogError {
         /// How many compare-and-swap attempts were made.
         attempts: u32,
     },
+    /// The store was written by a newer sluice, in a format this one
+    /// cannot read.
+    #[error("catalogue {store} is in format {found}, written by a newer sluice; this one reads formats 1 to {supported}: upgrade sluice on this node, or give it its own catalogue (another redb file or Redis prefix)")]
+    NewerFormat {
+        /// The store (`redb /x/catalog.redb`, `redis redis://… prefix p`).
+        store: String,
+        /// The format found.
+        found: u64,
+        /// The newest format this sluice reads.
+        supported: u64,
+    },
     /// A stored value could not be decoded or is inconsistent.
     #[error("corrupt value in {store} at key {key:?}: {reason}")]
     Corrupt {

@@ -19,7 +19,13 @@
 //! * `rename_ckpt` moves a record atomically: no reader sees it at both or
 //!   neither path;
 //! * a stored value that cannot be decoded is an error naming the store and
-//!   key, never a panic and never silently skipped.
+//!   key, never a panic and never silently skipped;
+//! * `jobs_generation` changes whenever the set of jobs does, and is read
+//!   before the jobs, so a node that saw generation `g` and then the jobs
+//!   has jobs at least as new as `g`;
+//! * a store is marked with its [`FORMAT`]; one marked with a newer format
+//!   is refused at open, an unmarked (format 1) one is marked and read with
+//!   the defaults of the fields format 2 added.
 
 mod error;
 mod model;
@@ -34,6 +40,12 @@ pub use redb_store::RedbCatalog;
 pub use redis_store::{
     RedisCatalog, CONNECT_TIMEOUT, IDLE_CONNECTIONS_MAX, IO_TIMEOUT, RENAME_ATTEMPTS_MAX,
 };
+/// The catalogue format this sluice reads and writes. Format 2 added the
+/// node id of a checkpoint record, a job's `files` per checkpoint, the job
+/// generation and the open version of each job; format 1 stores (sluice
+/// before node ids, unmarked) are read with `node: None` and `files: 1`.
+pub const FORMAT: u64 = 2;
+
 pub use spec::{MetaSpec, RedisSpec, DEFAULT_PREFIX, DEFAULT_REDIS_PORT, PREFIX_LEN_MAX};
 
 /// A store of checkpoint metadata. Implementations are shared between
@@ -72,6 +84,29 @@ pub trait Catalog: Send + Sync {
     fn periods(&self, last: usize) -> Result<Vec<PeriodStats>, CatalogError>;
     /// Removes all periods but the `keep` with the highest indexes.
     fn trim_periods(&self, keep: usize) -> Result<(), CatalogError>;
+    /// Whether other sluice nodes may use this catalogue at the same time
+    /// (Redis). A record without a node id (format 1) is then nobody's to
+    /// reconcile; in a catalogue only one node opens (redb), it is that
+    /// node's.
+    fn shared(&self) -> bool;
+    /// A counter that changes whenever a job is put or removed (0 before
+    /// any): a node compares it with the value it last saw and re-reads
+    /// [`Catalog::jobs`] only when it differs.
+    fn jobs_generation(&self) -> Result<u64, CatalogError>;
+    /// The version a new checkpoint file of `job` belongs to, atomically
+    /// across nodes: the job's open version if it has had fewer than
+    /// `files` files and began less than `window_ms` before `now_ms` (in
+    /// either direction: clocks of nodes differ); otherwise a new version
+    /// from the same counter as [`Catalog::next_version`], opened at
+    /// `now_ms` with this file as its first. With `files` = 1 every call is
+    /// a new version.
+    fn join_version(
+        &self,
+        job: &str,
+        files: u32,
+        window_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, CatalogError>;
     /// The store and its location, for logs and status:
     /// `redb /path/catalog.redb` or
     /// `redis redis://127.0.0.1:6390 prefix sluice`.

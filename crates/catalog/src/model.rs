@@ -30,6 +30,16 @@ pub struct JobSpec {
     /// Glob (relative to the mount) matching the job's checkpoint files; not
     /// empty.
     pub glob: String,
+    /// Files in one checkpoint (one per rank of an N-N checkpoint); at
+    /// least 1. A checkpoint version is the job's next `files` new files,
+    /// closed early when half a period passes after its first
+    /// ([`crate::Catalog::join_version`]). Stored jobs without it have 1.
+    #[serde(default = "one_file")]
+    pub files: u32,
+}
+
+fn one_file() -> u32 {
+    1
 }
 
 /// How a job's failure rate is given to the planner.
@@ -60,6 +70,12 @@ pub struct CkptRecord {
     pub staged_id: Option<u64>,
     /// When it was created, in nanoseconds since the Unix epoch.
     pub created_unix_ns: u64,
+    /// The node whose fast tier holds the staged or cached copy (its node
+    /// id, `docs/catalog.md`); `None` in records written before node ids
+    /// (catalogue format 1), which only a catalogue no other node shares
+    /// takes as its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// Which tiers hold a checkpoint.
@@ -118,6 +134,9 @@ impl JobSpec {
         }
         if self.versions == 0 {
             return Err(invalid(WHAT, "versions", "must be at least 1"));
+        }
+        if self.files == 0 {
+            return Err(invalid(WHAT, "files", "must be at least 1"));
         }
         non_empty(WHAT, "glob", &self.glob)?;
         match self.failure {
@@ -200,11 +219,16 @@ impl JobSpec {
 }
 
 impl CkptRecord {
-    /// Checks the fields a catalogue relies on: a non-empty `path` and `job`.
+    /// Checks the fields a catalogue relies on: a non-empty `path` and `job`,
+    /// and a node id, if any, that is not empty.
     pub fn check(&self) -> Result<(), CatalogError> {
         const WHAT: &str = "checkpoint record";
         non_empty(WHAT, "path", &self.path)?;
-        non_empty(WHAT, "job", &self.job)
+        non_empty(WHAT, "job", &self.job)?;
+        match &self.node {
+            Some(node) => non_empty(WHAT, "node", node),
+            None => Ok(()),
+        }
     }
 }
 
@@ -297,6 +321,7 @@ mod tests {
             failure: Failure::Nodes(64),
             versions: 2,
             glob: "ckpt/*.h5".into(),
+            files: 1,
         }
     }
 
@@ -304,8 +329,9 @@ mod tests {
     fn job_check_names_the_field() {
         job().check().unwrap();
         type Break = fn(&mut JobSpec);
-        let cases: [(Break, &str); 6] = [
+        let cases: [(Break, &str); 7] = [
             (|j| j.id.clear(), "`id`"),
+            (|j| j.files = 0, "`files`"),
             (|j| j.period_s = 0, "`period_s`"),
             (|j| j.versions = 0, "`versions`"),
             (|j| j.glob.clear(), "`glob`"),
@@ -363,6 +389,22 @@ mod tests {
         assert!(s.contains(r#""failure":{"nodes":64}"#), "{s}");
         let loc = String::from_utf8(encode(&Location::Cached)).unwrap();
         assert_eq!(loc, r#""cached""#);
+    }
+
+    /// Records written before node ids and multi-file versions (catalogue
+    /// format 1) still read: one file per checkpoint, no node.
+    #[test]
+    fn format_1_records_read_with_defaults() {
+        let old_job = br#"{"id":"lammps","period_s":600,"ckpt_bytes":1073741824,
+            "failure":{"nodes":64},"versions":2,"glob":"ckpt/*.h5"}"#;
+        assert_eq!(decode_job("test", "lammps", old_job).unwrap(), job());
+        let old_rec = br#"{"path":"ckpt/a.h5","job":"lammps","version":3,"bytes":5,
+            "location":"staged","staged_id":7,"created_unix_ns":1}"#;
+        let rec = decode_ckpt("test", "ckpt/a.h5", old_rec).unwrap();
+        assert_eq!(rec.node, None);
+        // A record without a node is stored without the field.
+        let s = String::from_utf8(encode(&rec)).unwrap();
+        assert!(!s.contains("node"), "{s}");
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //! * `jobs`: job id (`&str`) → JSON [`JobSpec`];
 //! * `ckpts`: checkpoint path (`&str`) → JSON [`CkptRecord`];
 //! * `versions`: job id (`&str`) → last version issued (`u64`);
-//! * `periods`: period index (`u64`) → JSON [`PeriodStats`].
+//! * `periods`: period index (`u64`) → JSON [`PeriodStats`];
+//! * `open_versions`: job id (`&str`) → (version, started ms since the
+//!   epoch, files joined) of the job's open version (`join_version`);
+//! * `meta`: `format` → [`crate::FORMAT`], `jobs_generation` → bumped by
+//!   every job put or removed (in the same transaction).
 //!
 //! Every write is one redb write transaction committed with redb's default
 //! `Durability::Immediate` (fsync before `commit` returns), so a call that
@@ -34,6 +38,10 @@ const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 const CKPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("ckpts");
 const VERSIONS: TableDefinition<&str, u64> = TableDefinition::new("versions");
 const PERIODS: TableDefinition<u64, &[u8]> = TableDefinition::new("periods");
+const OPEN_VERSIONS: TableDefinition<&str, (u64, u64, u64)> = TableDefinition::new("open_versions");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const FORMAT_KEY: &str = "format";
+const JOBS_GENERATION_KEY: &str = "jobs_generation";
 
 /// A catalogue in a redb database file.
 pub struct RedbCatalog {
@@ -82,11 +90,26 @@ impl RedbCatalog {
                 txn.open_table(CKPTS)?;
                 txn.open_table(VERSIONS)?;
                 txn.open_table(PERIODS)?;
+                txn.open_table(OPEN_VERSIONS)?;
+                let mut meta = txn.open_table(META)?;
+                // Unmarked: format 1, read with the new fields' defaults.
+                let found = meta.get(FORMAT_KEY)?.map_or(1, |v| v.value());
+                if found > crate::FORMAT {
+                    return Err(TxnError::Catalog(CatalogError::NewerFormat {
+                        store: catalog.describe(),
+                        found,
+                        supported: crate::FORMAT,
+                    }));
+                }
+                meta.insert(FORMAT_KEY, crate::FORMAT)?;
                 Ok(())
             })
-            .map_err(|e| CatalogError::RedbOpen {
-                path: catalog.path.clone(),
-                reason: e.to_string(),
+            .map_err(|e| match e {
+                e @ CatalogError::NewerFormat { .. } => e,
+                e => CatalogError::RedbOpen {
+                    path: catalog.path.clone(),
+                    reason: e.to_string(),
+                },
             })?;
         Ok(catalog)
     }
@@ -155,6 +178,14 @@ impl RedbCatalog {
     }
 }
 
+/// Bumps the job generation in the transaction that changes the jobs.
+fn bump_jobs_generation(txn: &WriteTransaction) -> Result<(), TxnError> {
+    let mut meta = txn.open_table(META)?;
+    let generation = meta.get(JOBS_GENERATION_KEY)?.map_or(0, |v| v.value());
+    meta.insert(JOBS_GENERATION_KEY, generation.wrapping_add(1))?;
+    Ok(())
+}
+
 /// An error inside a write transaction: redb's own or the catalogue's.
 enum TxnError {
     Redb(Box<redb::Error>),
@@ -183,12 +214,18 @@ impl Catalog for RedbCatalog {
         self.write(|txn| {
             txn.open_table(JOBS)?
                 .insert(job.id.as_str(), bytes.as_slice())?;
-            Ok(())
+            bump_jobs_generation(txn)
         })
     }
 
     fn remove_job(&self, id: &str) -> Result<bool, CatalogError> {
-        self.write(|txn| Ok(txn.open_table(JOBS)?.remove(id)?.is_some()))
+        self.write(|txn| {
+            let removed = txn.open_table(JOBS)?.remove(id)?.is_some();
+            if removed {
+                bump_jobs_generation(txn)?;
+            }
+            Ok(removed)
+        })
     }
 
     fn job(&self, id: &str) -> Result<Option<JobSpec>, CatalogError> {
@@ -218,6 +255,53 @@ impl Catalog for RedbCatalog {
                 })
             })?;
             t.insert(job, next)?;
+            Ok(next)
+        })
+    }
+
+    fn shared(&self) -> bool {
+        false
+    }
+
+    fn jobs_generation(&self) -> Result<u64, CatalogError> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let t = txn.open_table(META).map_err(|e| self.error(e))?;
+        let value = t.get(JOBS_GENERATION_KEY).map_err(|e| self.error(e))?;
+        Ok(value.map_or(0, |v| v.value()))
+    }
+
+    fn join_version(
+        &self,
+        job: &str,
+        files: u32,
+        window_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, CatalogError> {
+        non_empty("version counter", "job", job)?;
+        self.write(|txn| {
+            let mut versions = txn.open_table(VERSIONS)?;
+            let mut open = txn.open_table(OPEN_VERSIONS)?;
+            let last = versions.get(job)?.map_or(0, |v| v.value());
+            let current = open.get(job)?.map(|v| v.value());
+            if let Some((version, started_ms, joined)) = current {
+                if version == last
+                    && last > 0
+                    && joined < u64::from(files)
+                    && now_ms.abs_diff(started_ms) < window_ms
+                {
+                    open.insert(job, (version, started_ms, joined + 1))?;
+                    return Ok(version);
+                }
+            }
+            let next = last.checked_add(1).ok_or_else(|| {
+                TxnError::Catalog(CatalogError::Corrupt {
+                    store: self.store("versions"),
+                    key: job.to_owned(),
+                    reason: "version counter at u64::MAX".into(),
+                })
+            })?;
+            versions.insert(job, next)?;
+            open.insert(job, (next, now_ms, 1))?;
             Ok(next)
         })
     }

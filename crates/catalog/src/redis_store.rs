@@ -1,15 +1,20 @@
 //! The shared catalogue: a Redis server, spoken to with [`crate::resp`].
 //!
-//! Key layout (PREFIX from the URL, `sluice` by default), four hashes:
+//! Key layout (PREFIX from the URL, `sluice` by default), six hashes:
 //! * `PREFIX:jobs`: job id → JSON [`JobSpec`];
 //! * `PREFIX:ckpts`: checkpoint path → JSON [`CkptRecord`];
 //! * `PREFIX:versions`: job id → last version issued (decimal, `HINCRBY`);
-//! * `PREFIX:periods`: period index (decimal) → JSON [`PeriodStats`].
+//! * `PREFIX:periods`: period index (decimal) → JSON [`PeriodStats`];
+//! * `PREFIX:open_versions`: job id → `VERSION STARTED_MS JOINED`, the
+//!   job's open version (`join_version`);
+//! * `PREFIX:meta`: `format` → [`crate::FORMAT`], `jobs_generation` →
+//!   bumped with every job put or removed (in the same script).
 //!
 //! Nothing is written outside these keys, so sluice instances with different
 //! prefixes share a server.
 //!
-//! Atomicity: every operation is one command, except `rename_ckpt` (a read,
+//! Atomicity: every operation is one command (`put_job`, `remove_job` and
+//! `join_version` are each one Lua script), except `rename_ckpt` (a read,
 //! then a Lua compare-and-swap that moves the record only if the source still
 //! holds the bytes read; retried up to [`RENAME_ATTEMPTS_MAX`] times) and
 //! `trim_periods` (`HKEYS`, then one `HDEL` per chunk: a period added
@@ -61,6 +66,41 @@ redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
 return 1
 ";
 
+/// Sets job ARGV[1] of hash KEYS[1] to ARGV[2] and bumps the job generation
+/// in hash KEYS[2], atomically.
+const PUT_JOB_SCRIPT: &str = r"
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[2], 'jobs_generation', 1)
+return 1
+";
+
+/// Removes job ARGV[1] of hash KEYS[1] and, if there was one, bumps the job
+/// generation in hash KEYS[2]; returns how many were removed.
+const REMOVE_JOB_SCRIPT: &str = r"
+local n = redis.call('HDEL', KEYS[1], ARGV[1])
+if n > 0 then redis.call('HINCRBY', KEYS[2], 'jobs_generation', 1) end
+return n
+";
+
+/// `join_version` (see the trait): KEYS[1] the versions hash, KEYS[2] the
+/// open versions hash; ARGV job, files, window_ms, now_ms. Milliseconds
+/// since the epoch stay below 2^53, so Lua's doubles hold them exactly.
+const JOIN_VERSION_SCRIPT: &str = r"
+local last = redis.call('HGET', KEYS[1], ARGV[1])
+local open = redis.call('HGET', KEYS[2], ARGV[1])
+if last and open then
+  local v, started, joined = string.match(open, '^(%d+) (%d+) (%d+)$')
+  if v and v == last and tonumber(joined) < tonumber(ARGV[2])
+     and math.abs(tonumber(ARGV[4]) - tonumber(started)) < tonumber(ARGV[3]) then
+    redis.call('HSET', KEYS[2], ARGV[1], v .. ' ' .. started .. ' ' .. (tonumber(joined) + 1))
+    return tonumber(v)
+  end
+end
+local nv = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %s 1', nv, ARGV[4]))
+return nv
+";
+
 /// A catalogue in a Redis server.
 pub struct RedisCatalog {
     spec: RedisSpec,
@@ -69,6 +109,8 @@ pub struct RedisCatalog {
     ckpts_key: String,
     versions_key: String,
     periods_key: String,
+    open_versions_key: String,
+    meta_key: String,
     idle: Mutex<Vec<Connection>>,
 }
 
@@ -93,13 +135,39 @@ impl RedisCatalog {
             ckpts_key: key("ckpts"),
             versions_key: key("versions"),
             periods_key: key("periods"),
+            open_versions_key: key("open_versions"),
+            meta_key: key("meta"),
             spec: spec.clone(),
             idle: Mutex::new(Vec::new()),
         };
         match catalog.call("PING", &[b"PING"])? {
-            Reply::Status(s) if s == "PONG" => Ok(catalog),
-            other => Err(catalog.unexpected("PING", &other)),
+            Reply::Status(s) if s == "PONG" => {}
+            other => return Err(catalog.unexpected("PING", &other)),
         }
+        // Unmarked: format 1, read with the new fields' defaults.
+        let found = match catalog.hget(&catalog.meta_key, "format")? {
+            None => 1,
+            Some(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or_else(|| CatalogError::Corrupt {
+                    store: catalog.store(&catalog.meta_key),
+                    key: "format".into(),
+                    reason: "not a format number".into(),
+                })?,
+        };
+        if found > crate::FORMAT {
+            return Err(CatalogError::NewerFormat {
+                store: catalog.describe(),
+                found,
+                supported: crate::FORMAT,
+            });
+        }
+        if found < crate::FORMAT {
+            let format = crate::FORMAT.to_string();
+            catalog.hset(&catalog.meta_key, "format", format.as_bytes())?;
+        }
+        Ok(catalog)
     }
 
     /// The server's address, database and key prefix.
@@ -290,11 +358,30 @@ impl RedisCatalog {
 impl Catalog for RedisCatalog {
     fn put_job(&self, job: &JobSpec) -> Result<(), CatalogError> {
         job.check()?;
-        self.hset(&self.jobs_key, &job.id, &encode(job))
+        let bytes = encode(job);
+        let args: [&[u8]; 7] = [
+            b"EVAL",
+            PUT_JOB_SCRIPT.as_bytes(),
+            b"2",
+            self.jobs_key.as_bytes(),
+            self.meta_key.as_bytes(),
+            job.id.as_bytes(),
+            &bytes,
+        ];
+        self.call_int("EVAL", &args)?;
+        Ok(())
     }
 
     fn remove_job(&self, id: &str) -> Result<bool, CatalogError> {
-        self.hdel(&self.jobs_key, id)
+        let args: [&[u8]; 6] = [
+            b"EVAL",
+            REMOVE_JOB_SCRIPT.as_bytes(),
+            b"2",
+            self.jobs_key.as_bytes(),
+            self.meta_key.as_bytes(),
+            id.as_bytes(),
+        ];
+        Ok(self.call_int("EVAL", &args)? > 0)
     }
 
     fn job(&self, id: &str) -> Result<Option<JobSpec>, CatalogError> {
@@ -331,6 +418,70 @@ impl Catalog for RedisCatalog {
                 .filter(|&n| n >= 1)
                 .ok_or_else(|| corrupt(format!("version counter is {n}"))),
             // The stored counter is not an integer, or would overflow.
+            Err(CatalogError::RedisReply { message, .. })
+                if message.contains("not an integer") || message.contains("overflow") =>
+            {
+                Err(corrupt(message))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn jobs_generation(&self) -> Result<u64, CatalogError> {
+        let Some(bytes) = self.hget(&self.meta_key, "jobs_generation")? else {
+            return Ok(0);
+        };
+        std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| CatalogError::Corrupt {
+                store: self.store(&self.meta_key),
+                key: "jobs_generation".into(),
+                reason: "not a counter".into(),
+            })
+    }
+
+    fn join_version(
+        &self,
+        job: &str,
+        files: u32,
+        window_ms: u64,
+        now_ms: u64,
+    ) -> Result<u64, CatalogError> {
+        non_empty("version counter", "job", job)?;
+        let corrupt = |reason: String| CatalogError::Corrupt {
+            store: self.store(&self.versions_key),
+            key: job.to_owned(),
+            reason,
+        };
+        // Above 2^53 a Lua double would round: clamp (a window that long
+        // is "never closes by time", a clock that far is broken anyway).
+        const EXACT_MAX: u64 = 1 << 53;
+        let (files, window, now) = (
+            files.to_string(),
+            window_ms.min(EXACT_MAX).to_string(),
+            now_ms.min(EXACT_MAX).to_string(),
+        );
+        let args: [&[u8]; 9] = [
+            b"EVAL",
+            JOIN_VERSION_SCRIPT.as_bytes(),
+            b"2",
+            self.versions_key.as_bytes(),
+            self.open_versions_key.as_bytes(),
+            job.as_bytes(),
+            files.as_bytes(),
+            window.as_bytes(),
+            now.as_bytes(),
+        ];
+        match self.call_int("EVAL", &args) {
+            Ok(n) => u64::try_from(n)
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| corrupt(format!("version counter is {n}"))),
             Err(CatalogError::RedisReply { message, .. })
                 if message.contains("not an integer") || message.contains("overflow") =>
             {

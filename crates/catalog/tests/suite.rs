@@ -270,6 +270,7 @@ fn job(id: &str) -> JobSpec {
         failure: Failure::Nodes(128),
         versions: 2,
         glob: format!("{id}/ckpt-*.h5"),
+        files: 1,
     }
 }
 
@@ -283,6 +284,7 @@ fn ckpt(path: &str, version: u64) -> CkptRecord {
         staged_id: Some(version * 10),
         // Above 2^53: must survive JSON and Redis without rounding.
         created_unix_ns: 1_763_000_000_123_456_789,
+        node: Some("node-a".to_owned()),
     }
 }
 
@@ -329,6 +331,7 @@ fn round_trip_every_type(store: &mut dyn Store) {
                 version: u64::MAX - i as u64,
                 bytes: u64::MAX,
                 created_unix_ns: u64::MAX,
+                node: (i != 1).then(|| format!("host ✓-{i}")),
                 ..ckpt(&format!("/ckpt/{i}/{staged_id:?} ✓"), 1)
             });
         }
@@ -439,6 +442,13 @@ fn invalid_records_are_rejected(store: &mut dyn Store) {
         })
         .unwrap_err();
     assert!(err.to_string().contains("`path`"), "{err}");
+    let err = c
+        .put_ckpt(&CkptRecord {
+            node: Some(String::new()),
+            ..ckpt("x", 1)
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("`node`"), "{err}");
     assert!(c.next_version("").is_err());
     assert!(c.jobs().unwrap().is_empty());
     assert!(c.ckpts().unwrap().is_empty());
@@ -626,6 +636,86 @@ fn corrupt_values_are_errors(store: &mut dyn Store) {
     assert!(c.periods(10).unwrap().is_empty());
 }
 
+/// Issue 20: jobs registered through one node reach the others; the
+/// generation tells a node when to read the jobs again.
+fn issue_20_jobs_generation_changes_with_the_jobs(store: &mut dyn Store) {
+    let c = store.open();
+    let g0 = c.jobs_generation().unwrap();
+    c.put_job(&job("a")).unwrap();
+    let g1 = c.jobs_generation().unwrap();
+    assert_ne!(g0, g1);
+    // Another handle on the same store (another node) sees the same.
+    c.put_job(&job("b")).unwrap();
+    let g2 = c.jobs_generation().unwrap();
+    assert_ne!(g1, g2);
+    assert!(!c.remove_job("nope").unwrap());
+    assert_eq!(c.jobs_generation().unwrap(), g2, "nothing removed");
+    assert!(c.remove_job("a").unwrap());
+    let g3 = c.jobs_generation().unwrap();
+    assert_ne!(g2, g3);
+    drop(c);
+    store.restart();
+    let c = store.open();
+    assert_eq!(c.jobs_generation().unwrap(), g3, "kept across a restart");
+}
+
+/// Issue 20: one checkpoint of N files is one version.
+fn issue_20_join_version_groups_files(store: &mut dyn Store) {
+    let c = store.open();
+    const W: u64 = 30_000;
+    let t = 1_763_000_000_000; // ms since the epoch
+                               // Four files per checkpoint: 4 joins, then the fifth opens version 2.
+    let got: Vec<u64> = (0..9)
+        .map(|i| c.join_version("j", 4, W, t + i).unwrap())
+        .collect();
+    assert_eq!(got, [1, 1, 1, 1, 2, 2, 2, 2, 3]);
+    // A version whose window passed is closed however few files it has;
+    // a clock behind the opener's (another node) still joins.
+    assert_eq!(c.join_version("j", 4, W, t + 10 - 5_000).unwrap(), 3);
+    assert_eq!(c.join_version("j", 4, W, t + 10 + W).unwrap(), 4);
+    // One file per checkpoint: every call is a new version.
+    assert_eq!(c.join_version("k", 1, W, t).unwrap(), 1);
+    assert_eq!(c.join_version("k", 1, W, t).unwrap(), 2);
+    // The same counter as next_version: never a version twice.
+    assert_eq!(c.next_version("k").unwrap(), 3);
+    assert_eq!(c.join_version("k", 4, W, t).unwrap(), 4);
+    assert_eq!(c.join_version("k", 4, W, t).unwrap(), 4);
+    assert!(c.join_version("", 1, W, t).is_err());
+    drop(c);
+    store.restart();
+    let c = store.open();
+    assert_eq!(
+        c.join_version("k", 4, W, t).unwrap(),
+        4,
+        "open version kept"
+    );
+}
+
+/// Concurrent joiners of one job (ranks on many nodes) get whole groups.
+fn issue_20_join_version_is_atomic_across_threads(store: &mut dyn Store) {
+    const THREADS: usize = 8;
+    const EACH: usize = 10;
+    let c: Arc<dyn Catalog> = Arc::from(store.open());
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let c = Arc::clone(&c);
+            thread::spawn(move || {
+                (0..EACH)
+                    .map(|_| c.join_version("job", 8, u64::MAX, 1).unwrap())
+                    .collect::<Vec<u64>>()
+            })
+        })
+        .collect();
+    let mut count = std::collections::BTreeMap::new();
+    for h in handles {
+        for v in h.join().unwrap() {
+            *count.entry(v).or_insert(0) += 1;
+        }
+    }
+    let want: std::collections::BTreeMap<u64, i32> = (1..=10).map(|v| (v, 8)).collect();
+    assert_eq!(count, want, "80 files in groups of 8");
+}
+
 macro_rules! suite {
     ($($test:ident),* $(,)?) => {
         mod on_redb {
@@ -660,7 +750,52 @@ suite!(
     rename_is_atomic_to_readers,
     periods_are_ordered_and_trimmed,
     corrupt_values_are_errors,
+    issue_20_jobs_generation_changes_with_the_jobs,
+    issue_20_join_version_groups_files,
+    issue_20_join_version_is_atomic_across_threads,
 );
+
+/// Issue 20: a store marked with a newer format is refused with a clear
+/// message; an unmarked (format 1) one is marked and read.
+#[test]
+fn issue_20_newer_format_is_refused_older_is_marked() {
+    let store = RedbStore::new();
+    drop(store.open());
+    {
+        let db = redb::Database::create(store.path()).unwrap();
+        let txn = db.begin_write().unwrap();
+        let def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+        txn.open_table(def).unwrap().insert("format", 3).unwrap();
+        txn.commit().unwrap();
+    }
+    let spec = MetaSpec::parse(&format!("redb:{}", store.path().display())).unwrap();
+    let err = open(&spec).err().expect("format 3 refused").to_string();
+    assert!(
+        err.contains("format 3") && err.contains("newer sluice"),
+        "{err}"
+    );
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // Format 1: records without node or files, no format mark.
+    raw_redis(
+        server.port,
+        &[
+            b"HSET",
+            b"old:ckpts",
+            b"a/1",
+            br#"{"path":"a/1","job":"j","version":1,"bytes":5,"location":"staged","staged_id":1,"created_unix_ns":1}"#,
+        ],
+    );
+    let c = open(&server.spec("old")).unwrap();
+    assert!(c.shared());
+    assert_eq!(c.ckpt("a/1").unwrap().unwrap().node, None);
+    let mark = raw_redis(server.port, &[b"HGET", b"old:meta", b"format"]);
+    assert!(matches!(&mark, Raw::Bulk(Some(b)) if b == b"2"), "{mark:?}");
+    raw_redis(server.port, &[b"HSET", b"old:meta", b"format", b"3"]);
+    let err = open(&server.spec("old")).err().expect("format 3 refused");
+    assert!(err.to_string().contains("format 3"), "{err}");
+}
 
 // ---------------------------------------------------------------------------
 // Redis only
@@ -799,8 +934,10 @@ fn redis_prefixes_keep_instances_apart() {
         [
             "one:ckpts",
             "one:jobs",
+            "one:meta",
             "one:periods",
             "one:versions",
+            "two:meta",
             "two:versions"
         ]
     );
@@ -1027,11 +1164,14 @@ fn fake_redis(replies: &'static [&'static [u8]]) -> u16 {
     port
 }
 
+/// The reply to `open`'s `HGET PREFIX:meta format` of a format 2 store.
+const FORMAT_2: &[u8] = b"$1\r\n2\r\n";
+
 // Named to sort first: libtest starts tests in name order, and this one
 // waits out the 5 s read timeout while the others run.
 #[test]
 fn hung_redis_times_out_naming_the_url() {
-    let port = fake_redis(&[b"+PONG\r\n"]);
+    let port = fake_redis(&[b"+PONG\r\n", FORMAT_2]);
     let c = open(&MetaSpec::parse(&format!("redis://127.0.0.1:{port}")).unwrap()).unwrap();
     let started = Instant::now();
     let msg = c.ckpt("/x").unwrap_err().to_string();
@@ -1049,10 +1189,22 @@ fn hung_redis_times_out_naming_the_url() {
 #[test]
 fn redis_malformed_replies_are_errors() {
     let cases: [(&'static [&'static [u8]], &str); 4] = [
-        (&[b"+PONG\r\n", b"?what\r\n"], "unknown reply type"),
-        (&[b"+PONG\r\n", b"$999999999999\r\n"], "exceeds the limit"),
-        (&[b"+PONG\r\n", b":12\r\n"], "unexpected reply to HGET"),
-        (&[b"+PONG\r\n", b"-ERR nope\r\n"], "refused HGET: ERR nope"),
+        (
+            &[b"+PONG\r\n", FORMAT_2, b"?what\r\n"],
+            "unknown reply type",
+        ),
+        (
+            &[b"+PONG\r\n", FORMAT_2, b"$999999999999\r\n"],
+            "exceeds the limit",
+        ),
+        (
+            &[b"+PONG\r\n", FORMAT_2, b":12\r\n"],
+            "unexpected reply to HGET",
+        ),
+        (
+            &[b"+PONG\r\n", FORMAT_2, b"-ERR nope\r\n"],
+            "refused HGET: ERR nope",
+        ),
     ];
     for (replies, want) in cases {
         let port = fake_redis(replies);

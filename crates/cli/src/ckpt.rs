@@ -60,6 +60,11 @@ pub struct RegisterArgs {
     /// (`*` and `?` within a component, `**` across).
     #[arg(long)]
     glob: String,
+    /// Files in one checkpoint (one per rank for N-N checkpoints): the next
+    /// this many new files of the job are one version (closed early half a
+    /// period after the first).
+    #[arg(long, default_value_t = 1)]
+    files: u32,
     #[command(flatten)]
     target: Target,
 }
@@ -116,6 +121,7 @@ fn in_flags(e: CatalogError) -> String {
                 "period_s" => "--period",
                 "ckpt_bytes" => "--size",
                 "versions" => "--versions",
+                "files" => "--files",
                 "glob" => "--glob",
                 "failure" => "--nodes / --mtbf",
                 _ => return e.to_string(),
@@ -142,6 +148,7 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
                 },
                 versions: a.versions,
                 glob: a.glob.clone(),
+                files: a.files,
             };
             // What can be checked without the other jobs, in flags' words;
             // the mount (or the store below) checks against its jobs too.
@@ -173,8 +180,8 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
                 return Ok(());
             }
             println!(
-                "{:<16} {:>10} {:>12} {:>14} {:>8}  glob",
-                "job", "period", "checkpoint", "failure", "versions"
+                "{:<16} {:>10} {:>12} {:>14} {:>8} {:>6}  glob",
+                "job", "period", "checkpoint", "failure", "versions", "files"
             );
             for j in jobs {
                 let failure = match j.failure {
@@ -182,12 +189,13 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
                     Failure::MtbfSecs(s) => format!("MTBF {s}s"),
                 };
                 println!(
-                    "{:<16} {:>9}s {:>12} {:>14} {:>8}  {}",
+                    "{:<16} {:>9}s {:>12} {:>14} {:>8} {:>6}  {}",
                     j.id,
                     j.period_s,
                     ByteSize(j.ckpt_bytes).to_string(),
                     failure,
                     j.versions,
+                    j.files,
                     j.glob
                 );
             }

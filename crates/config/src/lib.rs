@@ -276,6 +276,15 @@ pub struct BbosSection {
     pub node_mtbf: Span,
     /// Longest wait of a new checkpoint for its job's turn.
     pub admit_wait: Span,
+    /// This node's id in a shared catalogue; unset: generated once and kept
+    /// in `FAST/ckpt/node-id` (docs/catalog.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    /// Longest wait of a restart read for another node to demote the only
+    /// full copy of a checkpoint; then EAGAIN.
+    pub remote_wait: Span,
+    /// Least time between two checks for jobs registered on other nodes.
+    pub jobs_refresh: Span,
     /// Bytes per demotion step.
     pub chunk: ByteSize,
     /// Bwmax: checkpoint writes with no demotion beside them.
@@ -337,6 +346,9 @@ impl Default for BbosSection {
             window: o.window as u32,
             node_mtbf: Span(o.node_mtbf),
             admit_wait: Span(o.admit_wait),
+            node_id: None,
+            remote_wait: Span(o.remote_wait),
+            jobs_refresh: Span(o.jobs_refresh),
             chunk: ByteSize(o.chunk_bytes),
             write_max: ByteSize(bw.write_max as u64),
             write_min: ByteSize(bw.write_min as u64),
@@ -658,6 +670,12 @@ impl Config {
         if !(1..=64).contains(&b.window) {
             return Err(self.out_of_range("bbos.window"));
         }
+        if b.node_id
+            .as_deref()
+            .is_some_and(|id| sluice_engine::ckpt::check_node_id(id).is_err())
+        {
+            return Err(self.out_of_range("bbos.node_id"));
+        }
         for (key, zero) in [
             ("bbos.capacity", b.capacity.0 == 0),
             ("bbos.chunk", b.chunk.0 == 0),
@@ -716,6 +734,9 @@ impl Config {
             admit_wait: b.admit_wait.0,
             chunk_bytes: b.chunk.0,
             background: true,
+            node_id: b.node_id.clone(),
+            remote_wait: b.remote_wait.0,
+            jobs_refresh: b.jobs_refresh.0,
         })
     }
 

@@ -26,7 +26,26 @@
 //! - only `cached` copies no handle writes or reads are evicted;
 //! - `used` is the sum of the lengths of all copies;
 //! - every copy's job has a key in `job_keys` (given at `begin` or at
-//!   recovery), so the cold ranking never takes two jobs for one.
+//!   recovery), so the cold ranking never takes two jobs for one;
+//! - every record this node writes names it (`CkptRecord::node`, this
+//!   node's id, kept in `ckpt/node-id`); at open a node rewrites only its
+//!   own records (and, in a catalogue no other node shares, records
+//!   without a node), never another node's.
+//!
+//! Many nodes, one catalogue (issue 20, docs/catalog.md): jobs registered
+//! on another node are read again when the catalogue's job generation
+//! changed (checked when a path is routed, at most every `jobs_refresh`);
+//! a new checkpoint file joins its job's open version
+//! ([`Catalog::join_version`]: `files` files per version); a restart read
+//! of a checkpoint whose only full copy is staged on another node waits,
+//! at most `remote_wait`, for its demotion, then fails with EAGAIN.
+//!
+//! A catalogue outage (issue 19) never fails a new checkpoint: when the
+//! catalogue cannot give it a version it is created as an ordinary file on
+//! the capacity tier (counted in `catalog_fallbacks`, logged with the
+//! cause), and the catalogue is not asked again for new checkpoints for
+//! [`CATALOG_RETRY`]. Copies' records missed meanwhile are put again once
+//! it answers.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -55,6 +74,21 @@ pub const HANDLE_BIT: u64 = 1 << 62;
 /// The staging directory on the fast tier.
 const DIR: &str = "ckpt";
 
+/// The file in the staging directory that keeps this node's id.
+const NODE_ID_FILE: &str = "node-id";
+
+/// Longest node id accepted (given or read back).
+pub const NODE_ID_LEN_MAX: usize = 128;
+
+/// After a failed catalogue call, new checkpoints go to the capacity tier
+/// without asking the catalogue for this long (a down server is not waited
+/// for by every create).
+pub const CATALOG_RETRY: Duration = Duration::from_secs(1);
+
+/// How often a restart read waiting for another node's demotion asks the
+/// catalogue again.
+const REMOTE_POLL: Duration = Duration::from_millis(50);
+
 /// How the stager behaves; see docs/bbos.md.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CkptOptions {
@@ -80,6 +114,19 @@ pub struct CkptOptions {
     /// Run the demotion thread (tests step it by hand with
     /// [`Checkpoints::demote_next`]).
     pub background: bool,
+    /// This node's id in the catalogue; `None`: the id kept in
+    /// `FAST/ckpt/node-id`, generated at the first open as
+    /// `HOSTNAME-XXXXXXXX` (random hex). 1 to [`NODE_ID_LEN_MAX`] of
+    /// `A-Z a-z 0-9 . _ -`.
+    pub node_id: Option<String>,
+    /// Longest wait of a restart read whose checkpoint's only full copy is
+    /// staged on another node's fast tier, for that node to demote it;
+    /// then the open fails with EAGAIN.
+    pub remote_wait: Duration,
+    /// Least time between two checks of the catalogue's job generation
+    /// for jobs registered through other nodes (zero: at every path
+    /// routed).
+    pub jobs_refresh: Duration,
 }
 
 impl Default for CkptOptions {
@@ -97,6 +144,9 @@ impl Default for CkptOptions {
             admit_wait: Duration::from_secs(30),
             chunk_bytes: 1 << 20,
             background: true,
+            node_id: None,
+            remote_wait: Duration::from_secs(60),
+            jobs_refresh: Duration::from_secs(1),
         }
     }
 }
@@ -128,8 +178,17 @@ pub struct CkptStats {
     pub demotion_restarts: u64,
     /// The last error of a demotion or a catalogue update.
     pub last_error: Option<String>,
-    /// Catalogue updates that failed (the staging dir stays the truth).
+    /// Catalogue calls that failed (the staging dir stays the truth).
     pub catalog_errors: u64,
+    /// New checkpoints created as ordinary capacity-tier files because the
+    /// catalogue could not be reached (issue 19).
+    pub catalog_fallbacks: u64,
+    /// Times the jobs were read again because another node changed them.
+    pub jobs_reloads: u64,
+    /// Restart reads that waited for another node's demotion.
+    pub remote_waits: u64,
+    /// Those waits that ran out (the open failed with EAGAIN).
+    pub remote_timeouts: u64,
     /// Cached copies evicted.
     pub evictions: u64,
     /// Bytes evicted.
@@ -163,6 +222,8 @@ pub struct CkptStatus {
     pub eviction: &'static str,
     /// The catalogue.
     pub catalog: String,
+    /// This node's id in it.
+    pub node: String,
     /// Registered jobs.
     pub jobs: usize,
     /// `S`.
@@ -244,6 +305,16 @@ struct State {
     writers: u32,
     stats: CkptStats,
     shutdown: bool,
+    /// The catalogue's job generation `jobs` was read at.
+    jobs_generation: u64,
+    /// When the job generation was last checked.
+    jobs_checked: Option<Time>,
+    /// A record update failed: put every copy's record again when the
+    /// catalogue answers.
+    catalog_behind: bool,
+    /// After a failed call, new checkpoints do not ask the catalogue
+    /// before this time.
+    catalog_retry_at: Option<Time>,
 }
 
 struct Shared {
@@ -252,6 +323,8 @@ struct Shared {
     catalog: Box<dyn Catalog>,
     clock: Arc<dyn Clock>,
     options: CkptOptions,
+    /// This node's id (records name it).
+    node: String,
     state: Mutex<State>,
     changed: Condvar,
     /// `last_errors` of the stager: failed demotions and catalogue updates.
@@ -369,21 +442,106 @@ impl Shared {
             .0
     }
 
+    /// Counts and logs a failed catalogue call; the next new checkpoint
+    /// asks the catalogue again only after [`CATALOG_RETRY`], and every
+    /// copy's record is put again once it answers.
     fn note_catalog(&self, state: &mut State, result: Result<(), sluice_catalog::CatalogError>) {
         if let Err(e) = result {
             state.stats.catalog_errors += 1;
             let message = format!("catalogue {}: {e}", self.catalog.describe());
-            // The staging directory stays the truth: no tier failed, and
-            // no errno reached an application.
-            self.incidents.record(Incident {
-                at: std::time::SystemTime::now(),
-                op: "catalogue".to_string(),
-                path: None,
-                tier: None,
-                errno: None,
-                message: message.clone(),
-            });
+            // The first failure after a good call is an incident (in
+            // `last_errors`, logged); the rest of an outage is counted,
+            // and logged at debug level. The staging directory stays the
+            // truth: no tier failed, and no errno reached an application.
+            if state.catalog_retry_at.is_none() {
+                self.incidents.record(Incident {
+                    at: std::time::SystemTime::now(),
+                    op: "catalogue".to_string(),
+                    path: None,
+                    tier: None,
+                    errno: None,
+                    message: message.clone(),
+                });
+            } else {
+                tracing::debug!(error = %message, "checkpoint catalogue call failed");
+            }
             state.stats.last_error = Some(message);
+            state.catalog_behind = true;
+            state.catalog_retry_at = Some(self.clock.now().saturating_add(CATALOG_RETRY));
+        }
+    }
+
+    /// Puts every copy's record again after failed updates; stays behind
+    /// (and counts the error) if the catalogue still fails.
+    fn resync(&self, state: &mut State) {
+        let recs: Vec<CkptRecord> = state.copies.values().map(|c| c.rec.clone()).collect();
+        for rec in &recs {
+            if let Err(e) = self.catalog.put_ckpt(rec) {
+                self.note_catalog(state, Err(e));
+                return;
+            }
+        }
+        state.catalog_behind = false;
+        state.catalog_retry_at = None;
+        tracing::info!(
+            catalogue = %self.catalog.describe(),
+            records = recs.len(),
+            "checkpoint catalogue answers again; records put again"
+        );
+    }
+
+    /// The version a new checkpoint of `job` joins, or why the catalogue
+    /// could not give one (then the caller falls back to the capacity
+    /// tier).
+    fn version_for(&self, state: &mut State, job: &JobSpec, now: Time) -> Result<u64, String> {
+        if let Some(at) = state.catalog_retry_at {
+            if now < at {
+                return Err(format!(
+                    "catalogue {} failed less than {} ms ago ({})",
+                    self.catalog.describe(),
+                    CATALOG_RETRY.as_millis(),
+                    state.stats.last_error.as_deref().unwrap_or("no message")
+                ));
+            }
+        }
+        // Half a period: the ranks of one checkpoint start within it, the
+        // next checkpoint of the job starts a period later.
+        let window_ms = job.period_s.saturating_mul(500).max(1000);
+        let now_ms = unix_ns() / 1_000_000;
+        match self
+            .catalog
+            .join_version(&job.id, job.files, window_ms, now_ms)
+        {
+            Ok(version) => {
+                state.catalog_retry_at = None;
+                if state.catalog_behind {
+                    self.resync(state);
+                }
+                Ok(version)
+            }
+            Err(e) => {
+                let message = format!("catalogue {}: {e}", self.catalog.describe());
+                self.note_catalog(state, Err(e));
+                Err(message)
+            }
+        }
+    }
+
+    /// Whether `rec` says its only full copy is staged on another node.
+    fn staged_elsewhere(&self, rec: &CkptRecord) -> bool {
+        rec.location == Location::Staged
+            && match &rec.node {
+                Some(node) => *node != self.node,
+                // Format 1: nobody's in a shared catalogue, ours otherwise.
+                None => self.catalog.shared(),
+            }
+    }
+
+    /// Whether this node reconciles `rec` at open.
+    fn own(&self, rec: &CkptRecord) -> bool {
+        match &rec.node {
+            Some(node) => *node == self.node,
+            None => !self.catalog.shared(),
         }
     }
 
@@ -563,6 +721,12 @@ impl Checkpoints {
             }
             Err(e) => return Err(e),
         }
+        let node = match &options.node_id {
+            Some(id) => check_node_id(id).map_err(invalid)?,
+            None => node_id(fast.as_ref())?,
+        };
+        // The generation first: jobs read after it are at least as new.
+        let jobs_generation = catalog.jobs_generation().map_err(catalog_io)?;
         let jobs = catalog.jobs().map_err(catalog_io)?;
         let mut tracker = DwppTracker::new(options.period, options.window, 0)
             .map_err(|e| invalid(format!("bbos: {e}")))?;
@@ -612,6 +776,10 @@ impl Checkpoints {
             writers: 0,
             stats: CkptStats::default(),
             shutdown: false,
+            jobs_generation,
+            jobs_checked: Some(now),
+            catalog_behind: false,
+            catalog_retry_at: None,
         };
         let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
         let shared = Arc::new(Shared {
@@ -620,6 +788,7 @@ impl Checkpoints {
             catalog,
             clock,
             options,
+            node,
             state: Mutex::new(state),
             changed: Condvar::new(),
             incidents,
@@ -662,10 +831,62 @@ impl Checkpoints {
     }
 
     /// Whether the stager handles `path`: a registered glob matches it or a
-    /// copy of it is staged.
+    /// copy of it is staged. At most every `jobs_refresh` this checks the
+    /// catalogue's job generation first and reads the jobs again if another
+    /// node changed them (one small read per interval, not per call).
     pub fn handles(&self, path: &RelPath) -> bool {
-        let state = self.shared.lock();
-        state.by_path.contains_key(path) || Checkpoints::job_of(&state, path).is_some()
+        let shared = &*self.shared;
+        {
+            let mut state = shared.lock();
+            if state.by_path.contains_key(path) {
+                return true;
+            }
+            let now = shared.clock.now();
+            let fresh = state
+                .jobs_checked
+                .is_some_and(|t| now.saturating_since(t) < shared.options.jobs_refresh);
+            if fresh {
+                return Checkpoints::job_of(&state, path).is_some();
+            }
+            state.jobs_checked = Some(now);
+        }
+        self.refresh_jobs();
+        Checkpoints::job_of(&shared.lock(), path).is_some()
+    }
+
+    /// Reads the jobs again if the catalogue's job generation changed;
+    /// whether they were. A failing catalogue keeps the jobs known.
+    fn refresh_jobs(&self) -> bool {
+        let shared = &*self.shared;
+        let generation = match shared.catalog.jobs_generation() {
+            Ok(g) => g,
+            Err(e) => {
+                shared.note_catalog(&mut shared.lock(), Err(e));
+                return false;
+            }
+        };
+        if generation == shared.lock().jobs_generation {
+            return false;
+        }
+        let jobs = match shared.catalog.jobs() {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                shared.note_catalog(&mut shared.lock(), Err(e));
+                return false;
+            }
+        };
+        let mut state = shared.lock();
+        let p = prior(&jobs, shared.options.period);
+        state.planner.set_prior(p);
+        tracing::info!(
+            jobs = jobs.len(),
+            generation,
+            "checkpoint jobs changed in the catalogue: read again"
+        );
+        state.jobs = jobs;
+        state.jobs_generation = generation;
+        state.stats.jobs_reloads += 1;
+        true
     }
 
     /// The length of `path`'s fast-tier copy, if it has one.
@@ -696,12 +917,19 @@ impl Checkpoints {
     }
 
     fn reload_jobs(&self) -> io::Result<()> {
+        let generation = self.shared.catalog.jobs_generation().map_err(catalog_io)?;
         let jobs = self.shared.catalog.jobs().map_err(catalog_io)?;
         let mut state = self.shared.lock();
         let p = prior(&jobs, self.shared.options.period);
         state.planner.set_prior(p);
         state.jobs = jobs;
+        state.jobs_generation = generation;
         Ok(())
+    }
+
+    /// This node's id in the catalogue.
+    pub fn node_id(&self) -> &str {
+        &self.shared.node
     }
 
     /// The registered jobs.
@@ -728,6 +956,10 @@ impl Checkpoints {
             if truncate || empty {
                 return self.begin(path, false);
             }
+        }
+        let local = shared.lock().by_path.contains_key(path);
+        if !write && !local {
+            self.wait_for_demotion_elsewhere(path)?;
         }
         let mut state = shared.lock();
         let now = shared.clock.now();
@@ -769,6 +1001,61 @@ impl Checkpoints {
                 created: None,
             },
         ))
+    }
+
+    /// Waits, at most `remote_wait`, while the catalogue says the only
+    /// full copy of `path` is staged on another node's fast tier (its
+    /// capacity-tier file is empty or partly copied): EAGAIN when the wait
+    /// runs out, never a short file. With the catalogue down the node
+    /// serves what it has (the capacity tier), and says so in the log.
+    fn wait_for_demotion_elsewhere(&self, path: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let started = shared.clock.now();
+        let deadline = started.saturating_add(shared.options.remote_wait);
+        let mut waited = false;
+        loop {
+            let rec = match shared.catalog.ckpt(path.as_str()) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    tracing::warn!(
+                        path = %path,
+                        error = %e,
+                        "restart read served by the capacity tier without asking the \
+                         catalogue: a copy staged on another node would not be seen"
+                    );
+                    shared.note_catalog(&mut shared.lock(), Err(e));
+                    return Ok(());
+                }
+            };
+            let holder = match rec {
+                Some(rec) if shared.staged_elsewhere(&rec) => rec.node,
+                _ => {
+                    if waited {
+                        shared.lock().stats.remote_waits += 1;
+                    }
+                    return Ok(());
+                }
+            };
+            let now = shared.clock.now();
+            if now >= deadline {
+                let holder = holder.as_deref().unwrap_or("(unknown: a format-1 record)");
+                let message = format!(
+                    "{path}: its only full copy is staged on node {holder}'s fast tier and \
+                     was not demoted within {} ms (bbos.remote_wait); try again later",
+                    shared.options.remote_wait.as_millis()
+                );
+                tracing::warn!(path = %path, node = %holder, "restart read refused: {message}");
+                let mut state = shared.lock();
+                state.stats.remote_waits += 1;
+                state.stats.remote_timeouts += 1;
+                state.stats.last_error = Some(message.clone());
+                return Err(io::Error::new(io::ErrorKind::WouldBlock, message));
+            }
+            waited = true;
+            shared
+                .clock
+                .sleep(deadline.saturating_since(now).min(REMOTE_POLL));
+        }
     }
 
     /// A write to a cached copy makes it staged again, durably first.
@@ -852,7 +1139,10 @@ impl Checkpoints {
         if let Some(old) = state.by_path.get(path).copied() {
             shared.remove_copy(&mut state, old)?;
         }
-        let version = shared.catalog.next_version(&job.id).map_err(catalog_io)?;
+        let version = match shared.version_for(&mut state, job, now) {
+            Ok(version) => version,
+            Err(cause) => return self.fallback(state, path, job, create_new, ticket, &cause),
+        };
         // Superseded versions beyond what the job keeps leave the fast tier.
         let stale: Vec<u64> = state
             .copies
@@ -961,6 +1251,7 @@ impl Checkpoints {
             location: Location::Capacity,
             staged_id: None,
             created_unix_ns: unix_ns(),
+            node: Some(shared.node.clone()),
         };
         let target = match placement {
             Placement::Direct { spill } => {
@@ -1019,6 +1310,47 @@ impl Checkpoints {
                 hit: None,
                 ticket,
                 created,
+            },
+        ))
+    }
+
+    /// A new checkpoint the catalogue could not give a version: an
+    /// ordinary file on the capacity tier, with no record (issue 19: an
+    /// outage costs the fast tier, never the create).
+    fn fallback(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        path: &RelPath,
+        job: &JobSpec,
+        create_new: bool,
+        ticket: Option<Ticket>,
+        cause: &str,
+    ) -> io::Result<u64> {
+        let file = self.shared.capacity.open(
+            path,
+            OpenOptions {
+                create: true,
+                create_new,
+                truncate: true,
+                ..OpenOptions::default()
+            },
+        )?;
+        state.stats.checkpoints += 1;
+        state.stats.catalog_fallbacks += 1;
+        tracing::warn!(
+            path = %path,
+            job = %job.id,
+            cause = %cause,
+            "new checkpoint written to the capacity tier as an ordinary file: no catalogue"
+        );
+        Ok(add_handle(
+            &mut state,
+            Handle {
+                target: Target::Capacity(file),
+                writing: true,
+                hit: None,
+                ticket,
+                created: Some(path.clone()),
             },
         ))
     }
@@ -1301,6 +1633,7 @@ impl Checkpoints {
             scheme: shared.options.scheme.name(),
             eviction: shared.options.eviction.name(),
             catalog: shared.catalog.describe(),
+            node: shared.node.clone(),
             jobs: state.jobs.len(),
             capacity_bytes: shared.options.capacity,
             staged,
@@ -1329,6 +1662,89 @@ impl Drop for Checkpoints {
             let _ = d.join();
         }
     }
+}
+
+/// Checks a node id given in the options (1 to [`NODE_ID_LEN_MAX`] of
+/// `A-Z a-z 0-9 . _ -`); the message says what is accepted.
+pub fn check_node_id(id: &str) -> Result<String, String> {
+    let ok = !id.is_empty()
+        && id.len() <= NODE_ID_LEN_MAX
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if ok {
+        Ok(id.to_owned())
+    } else {
+        Err(format!(
+            "bbos node id {id:?}: give 1 to {NODE_ID_LEN_MAX} of A-Z a-z 0-9 . _ -"
+        ))
+    }
+}
+
+/// This node's id, kept in `ckpt/node-id` on the fast tier: read back, or
+/// generated (`HOSTNAME-XXXXXXXX`) and written durably at the first open.
+/// The id goes with the fast tier because the copies it names are there:
+/// a node whose fast tier is replaced is a new node.
+fn node_id(fast: &dyn Backend) -> io::Result<String> {
+    let path = rel(format!("{DIR}/{NODE_ID_FILE}"));
+    match fast.open(&path, OpenOptions::default().private()) {
+        Ok(file) => {
+            let len = file.len()?.min(NODE_ID_LEN_MAX as u64 + 1);
+            let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+            crate::engine::read_fully(file.as_ref(), &mut buf, 0)?;
+            let text = String::from_utf8_lossy(&buf);
+            check_node_id(text.trim_end()).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "fast tier {}: {path}: {e}; remove the file to have a new id generated \
+                         (this node's catalogue records then belong to nobody)",
+                        fast.describe()
+                    ),
+                )
+            })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let mut host: String = host
+                .trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
+                .take(NODE_ID_LEN_MAX - 9)
+                .collect();
+            if host.is_empty() {
+                host = "node".into();
+            }
+            let id = format!("{host}-{:08x}", random_u32());
+            let tmp = rel(format!("{DIR}/{NODE_ID_FILE}.tmp"));
+            let file = fast.open(
+                &tmp,
+                OpenOptions {
+                    create: true,
+                    truncate: true,
+                    ..OpenOptions::default()
+                }
+                .private(),
+            )?;
+            file.write_at(format!("{id}\n").as_bytes(), 0)?;
+            file.sync_data()?;
+            drop(file);
+            fast.rename(&tmp, &path)?;
+            fast.sync_dir(&dir())?;
+            Ok(id)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// 32 random bits from the standard library's per-process random hash
+/// keys (seeded by the OS), mixed with the time and the process id.
+fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(unix_ns());
+    h.write_u32(std::process::id());
+    (h.finish() >> 16) as u32
 }
 
 fn gone(path: &RelPath) -> io::Error {
@@ -1416,6 +1832,8 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
         let mut rec = rec;
         rec.bytes = len;
         rec.staged_id = Some(id);
+        // Held here: ours, also if written before node ids.
+        rec.node = Some(shared.node.clone());
         let rpath = RelPath::new(&rec.path)?;
         // Every copy's job has a scheduler/ranking key (see `resident`).
         Shared::job_key(state, &rec.job);
@@ -1447,14 +1865,15 @@ fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Result<()> {
     if changed {
         fast.sync_dir(&dir())?;
     }
-    // Catalogue records of copies the staging dir no longer has.
+    // Catalogue records of copies the staging dir no longer has: only
+    // this node's (issue 20: another node's staged copy is on its tier).
     match shared.catalog.ckpts() {
         Ok(all) => {
             for mut rec in all {
                 let held = RelPath::new(&rec.path)
                     .ok()
                     .is_some_and(|p| state.by_path.contains_key(&p));
-                if !held && rec.location != Location::Capacity {
+                if !held && rec.location != Location::Capacity && shared.own(&rec) {
                     rec.location = Location::Capacity;
                     rec.staged_id = None;
                     let r = shared.catalog.put_ckpt(&rec);
@@ -1477,8 +1896,18 @@ const DEMOTE_BACKOFF_MAX: Duration = Duration::from_secs(5);
 fn demoter_loop(shared: &Shared) {
     let mut backoff = DEMOTE_BACKOFF_MIN;
     loop {
-        if shared.lock().shutdown {
-            return;
+        {
+            let mut state = shared.lock();
+            if state.shutdown {
+                return;
+            }
+            // Records missed during a catalogue outage, once it may answer.
+            let due = state
+                .catalog_retry_at
+                .is_none_or(|at| shared.clock.now() >= at);
+            if state.catalog_behind && due {
+                shared.resync(&mut state);
+            }
         }
         let wait = match demote_next(shared) {
             Ok(true) => {

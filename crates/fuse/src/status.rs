@@ -122,6 +122,9 @@ pub mod names {
     /// Incidents recorded (`last_errors`): failures answered to
     /// applications and background failures, each logged.
     pub const INCIDENTS: &str = "sluice_incidents_total";
+    /// BBOS: restart reads that waited for another node's demotion,
+    /// `result="served|timed_out"`.
+    pub const CKPT_REMOTE_WAITS: &str = "sluice_ckpt_remote_waits_total";
 }
 
 /// One of `last_errors`: a failure answered to an application or a
@@ -187,6 +190,9 @@ pub struct CkptStatusView {
     pub eviction: String,
     /// The catalogue.
     pub catalog: String,
+    /// This node's id in the catalogue.
+    #[serde(default)]
+    pub node: String,
     /// Registered jobs.
     pub jobs: usize,
     /// `S`.
@@ -247,8 +253,19 @@ pub struct CkptStatusView {
     pub throttle_s: f64,
     /// Failed demotions.
     pub demotion_errors: u64,
-    /// Failed catalogue updates.
+    /// Failed catalogue calls.
     pub catalog_errors: u64,
+    /// New checkpoints written to the capacity tier as ordinary files
+    /// because the catalogue failed.
+    #[serde(default)]
+    pub catalog_fallbacks: u64,
+    /// Restart reads that waited for another node's demotion, and those
+    /// whose wait ran out (EAGAIN).
+    #[serde(default)]
+    pub remote_waits: u64,
+    /// See `remote_waits`.
+    #[serde(default)]
+    pub remote_timeouts: u64,
     /// The last of those errors.
     pub last_error: Option<String>,
     /// Copies found in the staging directory at mount.
@@ -263,6 +280,7 @@ impl CkptStatusView {
             scheme: s.scheme.to_string(),
             eviction: s.eviction.to_string(),
             catalog: s.catalog,
+            node: s.node,
             jobs: s.jobs,
             capacity_bytes: s.capacity_bytes,
             staged_files: s.staged.0,
@@ -294,6 +312,9 @@ impl CkptStatusView {
             throttle_s: t.throttle_ns as f64 / 1e9,
             demotion_errors: t.demotion_errors,
             catalog_errors: t.catalog_errors,
+            catalog_fallbacks: t.catalog_fallbacks,
+            remote_waits: t.remote_waits,
+            remote_timeouts: t.remote_timeouts,
             last_error: t.last_error,
             recovered: t.recovered,
         }
@@ -765,11 +786,12 @@ impl Status {
         if let Some(b) = &self.bbos {
             let _ = writeln!(
                 out,
-                "bbos        {} ({} eviction), {} jobs, catalogue {}; S {}: {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
+                "bbos        {} ({} eviction), {} jobs, catalogue {} (node {}); S {}: {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled, {} without catalogue), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
                 b.scheme,
                 b.eviction,
                 b.jobs,
                 b.catalog,
+                b.node,
                 mib(b.capacity_bytes),
                 b.staged_files,
                 mib(b.staged_bytes),
@@ -781,6 +803,7 @@ impl Status {
                 b.checkpoints,
                 b.cold_direct,
                 b.spills,
+                b.catalog_fallbacks,
                 b.demotions,
                 mib(b.demoted_bytes),
                 b.evictions,
@@ -1114,7 +1137,9 @@ impl Status {
                 "BBOS: bytes of checkpoint copies on the fast tier.",
                 &states(b.staged_bytes, b.cached_bytes),
             );
-            let staged = b.checkpoints.saturating_sub(b.cold_direct + b.spills);
+            let staged = b
+                .checkpoints
+                .saturating_sub(b.cold_direct + b.spills + b.catalog_fallbacks);
             metric(
                 CKPT_CHECKPOINTS,
                 "counter",
@@ -1123,6 +1148,7 @@ impl Status {
                     ("placement=\"staged\"", f(staged)),
                     ("placement=\"cold_direct\"", f(b.cold_direct)),
                     ("placement=\"spilled\"", f(b.spills)),
+                    ("placement=\"catalogue_fallback\"", f(b.catalog_fallbacks)),
                 ],
             );
             metric(
@@ -1216,6 +1242,18 @@ impl Status {
                 &[
                     ("what=\"demotion\"", f(b.demotion_errors)),
                     ("what=\"catalogue\"", f(b.catalog_errors)),
+                ],
+            );
+            metric(
+                CKPT_REMOTE_WAITS,
+                "counter",
+                "BBOS: restart reads that waited for another node's demotion.",
+                &[
+                    (
+                        "result=\"served\"",
+                        f(b.remote_waits.saturating_sub(b.remote_timeouts)),
+                    ),
+                    ("result=\"timed_out\"", f(b.remote_timeouts)),
                 ],
             );
         }

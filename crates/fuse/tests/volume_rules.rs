@@ -88,6 +88,7 @@ fn volume_with_stager(dir: &std::path::Path) -> (Volume, Arc<Checkpoints>) {
         failure: Failure::Nodes(4),
         versions: 1,
         glob: "ckpt/j/*".into(),
+        files: 1,
     })
     .unwrap();
     let engine = engine(&fast, &capacity);

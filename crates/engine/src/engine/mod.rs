@@ -320,6 +320,14 @@ impl Engine {
         &self.shared.capacity
     }
 
+    /// Whether the engine holds the file at `path` (open, or with bytes
+    /// buffered): then its bytes are the engine's to serve, even if the
+    /// path has since joined another class (a checkpoint job registered
+    /// after it was written).
+    pub fn holds(&self, path: &RelPath) -> bool {
+        lock(&self.shared).ids.contains_key(path)
+    }
+
     /// Bytes buffered in the log (not yet on the capacity tier).
     pub fn buffered_bytes(&self) -> u64 {
         lock(&self.shared).buffer.buffered_bytes()

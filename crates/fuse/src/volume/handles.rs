@@ -22,7 +22,13 @@ impl Volume {
     /// The stager, if it takes `path` (a registered glob matches it or it
     /// has a fast-tier copy).
     pub(super) fn ckpt_for(&self, path: &RelPath) -> Option<&Checkpoints> {
-        self.ckpt.as_deref().filter(|c| c.handles(path))
+        // A file the engine holds stays the engine's until it lets it go:
+        // a job registered (or learned from another node) after the file
+        // was written through the engine would otherwise serve the capacity
+        // tier's bytes without the ones still buffered.
+        self.ckpt
+            .as_deref()
+            .filter(|c| c.handles(path) && !self.engine.holds(path))
     }
 
     /// The stager, if `fh` is one of its handles.

@@ -160,7 +160,10 @@ impl Cluster {
             let start = Instant::now();
             while !is_mounted(&node.point) {
                 if let Some(status) = node.child.as_mut().unwrap().try_wait().unwrap() {
-                    panic!("node {i}: sluice mount exited with {status}: {}", node.log());
+                    panic!(
+                        "node {i}: sluice mount exited with {status}: {}",
+                        node.log()
+                    );
                 }
                 assert!(
                     start.elapsed() < Duration::from_secs(30),
@@ -307,13 +310,20 @@ fn issue_20_sizes_froze_while_another_node_held_the_file_open() {
     assert_eq!(seen.len(), first.len());
     // A appends 4 MiB and closes.
     let second = pattern(4 << 20, 2);
-    let mut f = OpenOptions::new().append(true).open(a.path("grow")).unwrap();
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(a.path("grow"))
+        .unwrap();
     f.write_all(&second).unwrap();
     drop(f);
     // The open descriptor reads on past its first size.
     let mut rest = Vec::new();
     held.read_to_end(&mut rest).unwrap();
-    assert_eq!(rest.len(), second.len(), "the open descriptor read the append");
+    assert_eq!(
+        rest.len(),
+        second.len(),
+        "the open descriptor read the append"
+    );
     assert!(rest == second);
     // stat and a new open see 8 MiB (within the 1 s attribute timeout).
     let took = within(Duration::from_secs(3), || {
@@ -452,12 +462,24 @@ fn issue_20_fcntl_locks_are_arbitrated_by_the_capacity_tier() {
     let c = Cluster::new(2, &config, &[]);
     let (a, b) = (&c.nodes[0], &c.nodes[1]);
     fs::write(a.path("shared"), pattern(64 << 10, 0)).unwrap();
-    let fa = File::options().read(true).write(true).open(a.path("shared")).unwrap();
-    let fb = File::options().read(true).write(true).open(b.path("shared")).unwrap();
+    let fa = File::options()
+        .read(true)
+        .write(true)
+        .open(a.path("shared"))
+        .unwrap();
+    let fb = File::options()
+        .read(true)
+        .write(true)
+        .open(b.path("shared"))
+        .unwrap();
     setlk(&fa, libc::F_WRLCK, 0, 4096).unwrap();
     let e = setlk(&fb, libc::F_WRLCK, 0, 4096).unwrap_err();
     assert!(is_conflict(e), "B's lock of A's range: {e}");
-    assert_eq!(getlk(&fb, libc::F_WRLCK, 0, 0), libc::F_WRLCK, "F_GETLK sees A's lock");
+    assert_eq!(
+        getlk(&fb, libc::F_WRLCK, 0, 0),
+        libc::F_WRLCK,
+        "F_GETLK sees A's lock"
+    );
     assert_eq!(getlk(&fb, libc::F_WRLCK, 8192, 4096), libc::F_UNLCK);
     setlk(&fb, libc::F_WRLCK, 8192, 4096).expect("a disjoint range");
     // A writes under its lock (buffered: fast-all), then unlocks.
@@ -481,7 +503,11 @@ fn issue_20_fcntl_locks_are_arbitrated_by_the_capacity_tier() {
     setlk(&fb, libc::F_RDLCK, 100, 1).expect("A's close dropped its lock");
     setlk(&fb, libc::F_UNLCK, 0, 0).unwrap();
     // F_SETLKW through B waits for A.
-    let fa = File::options().read(true).write(true).open(a.path("shared")).unwrap();
+    let fa = File::options()
+        .read(true)
+        .write(true)
+        .open(a.path("shared"))
+        .unwrap();
     setlk(&fa, libc::F_WRLCK, 0, 0).unwrap();
     let waiter = std::thread::spawn(move || {
         let lock = libc::flock {
@@ -496,7 +522,10 @@ fn issue_20_fcntl_locks_are_arbitrated_by_the_capacity_tier() {
         started.elapsed()
     });
     std::thread::sleep(Duration::from_millis(500));
-    assert!(!waiter.is_finished(), "F_SETLKW returned while A held the lock");
+    assert!(
+        !waiter.is_finished(),
+        "F_SETLKW returned while A held the lock"
+    );
     setlk(&fa, libc::F_UNLCK, 0, 0).unwrap();
     let waited = waiter.join().unwrap();
     assert!(waited >= Duration::from_millis(400), "waited {waited:?}");
@@ -517,7 +546,11 @@ fn issue_20_flock_locks_are_arbitrated_by_the_capacity_tier() {
     let fb = File::open(b.path("f")).unwrap();
     flock(&fa, FlockOperation::NonBlockingLockExclusive).unwrap();
     let e = flock(&fb, FlockOperation::NonBlockingLockShared).unwrap_err();
-    assert_eq!(e, rustix::io::Errno::WOULDBLOCK, "B's flock while A holds one");
+    assert_eq!(
+        e,
+        rustix::io::Errno::WOULDBLOCK,
+        "B's flock while A holds one"
+    );
     flock(&fa, FlockOperation::NonBlockingUnlock).unwrap();
     flock(&fb, FlockOperation::NonBlockingLockShared).expect("after A's unlock");
     flock(&fa, FlockOperation::NonBlockingLockShared).expect("two shared locks");
@@ -544,8 +577,15 @@ fn issue_20_locks_are_refused_with_enolck_where_the_capacity_tier_cannot_lock() 
     let c = Cluster::new(1, BUFFERED, &["--capacity-device", "hdd"]);
     let a = &c.nodes[0];
     fs::write(a.path("f"), b"x").unwrap();
-    let f = File::options().read(true).write(true).open(a.path("f")).unwrap();
-    assert_eq!(setlk(&f, libc::F_WRLCK, 0, 0), Err(nix::errno::Errno::ENOLCK));
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .open(a.path("f"))
+        .unwrap();
+    assert_eq!(
+        setlk(&f, libc::F_WRLCK, 0, 0),
+        Err(nix::errno::Errno::ENOLCK)
+    );
     let e = rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive);
     assert_eq!(e, Err(rustix::io::Errno::NOLCK));
 }

@@ -140,7 +140,10 @@ fn issue_20_the_size_follows_the_capacity_file_changed_by_another_node() {
     let read = a.read(held, 0, 4096).unwrap();
     assert_eq!(read.len(), 3100);
     assert_eq!(read[..500], [7u8; 500]);
-    assert!(read[500..3000].iter().all(|&x| x == 0), "B's truncate is seen");
+    assert!(
+        read[500..3000].iter().all(|&x| x == 0),
+        "B's truncate is seen"
+    );
     assert_eq!(read[3000..], [9u8; 100]);
     // Once A's bytes are on the capacity tier, B's shrink wins.
     a.sync_file(held, false).unwrap();

@@ -659,13 +659,15 @@ impl Filesystem for SluiceFs {
         let counters = Arc::clone(&self.counters);
         let spawned = std::thread::Builder::new()
             .name("sluice-lock-wait".into())
-            .spawn(move || match volume.set_lock(fh.0, lock_owner.0, range, true) {
-                Ok(()) => reply.ok(),
-                Err(e) => {
-                    counters.errors.fetch_add(1, Ordering::Relaxed);
-                    reply.error(errno(&e));
-                }
-            });
+            .spawn(
+                move || match volume.set_lock(fh.0, lock_owner.0, range, true) {
+                    Ok(()) => reply.ok(),
+                    Err(e) => {
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                        reply.error(errno(&e));
+                    }
+                },
+            );
         if let Err(e) = spawned {
             // The reply moved into the closure that never ran: the kernel
             // gets an error when it is dropped.

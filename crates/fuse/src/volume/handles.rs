@@ -168,12 +168,12 @@ impl Volume {
                     });
                 }
                 let opened = self.open(attr.ino, flags).and_then(|fh| {
-                    let truncated = if bits.contains(OFlags::TRUNC) && self.ckpt_handle(fh).is_none()
-                    {
-                        self.engine.truncate(FileId(fh), 0)
-                    } else {
-                        Ok(())
-                    };
+                    let truncated =
+                        if bits.contains(OFlags::TRUNC) && self.ckpt_handle(fh).is_none() {
+                            self.engine.truncate(FileId(fh), 0)
+                        } else {
+                            Ok(())
+                        };
                     match truncated.and_then(|()| self.attr(attr.ino, &path)) {
                         Ok(attr) => Ok((attr, fh)),
                         Err(e) => {

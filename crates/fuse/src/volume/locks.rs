@@ -156,7 +156,9 @@ impl Volume {
         let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         use rustix::fs::{Mode, OFlags};
         rustix::fs::open(&proc_path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
-            .or_else(|_| rustix::fs::open(&proc_path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()))
+            .or_else(|_| {
+                rustix::fs::open(&proc_path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            })
             .map_err(io::Error::from)
     }
 
@@ -167,9 +169,7 @@ impl Volume {
         }
         let fd = Arc::new(self.reopen(file)?);
         Ok(Arc::clone(
-            lock(&self.locks.held)
-                .entry((file.0, owner))
-                .or_insert(fd),
+            lock(&self.locks.held).entry((file.0, owner)).or_insert(fd),
         ))
     }
 

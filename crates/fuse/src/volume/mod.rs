@@ -55,8 +55,8 @@ use crate::inodes::Inodes;
 
 pub use attr::{mode_after_unprivileged_write, Attr, AttrChanges, FsStats};
 pub use locks::LockRange;
-pub use sluice_config::Consistency;
 pub use names::{node_to_make, DirEntry, NodeToMake, RENAME_NOREPLACE};
+pub use sluice_config::Consistency;
 
 /// The virtual xattr on the root that names the control socket.
 pub const CONTROL_XATTR: &str = "user.sluice.control";

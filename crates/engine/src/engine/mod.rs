@@ -619,7 +619,14 @@ impl Engine {
         let shared = &*self.shared;
         let io = file_io(shared, id)?;
         let _io = hold(&io);
-        let mut state = wait_appended(shared, lock(shared), id);
+        let state = wait_appended(shared, lock(shared), id);
+        // A flush of the file looked up before now may carry bytes older
+        // than the newest (superseded since, masked by the index): it must
+        // land before this sync writes the newest, or it would land after
+        // them once they are dropped from the index, and win. A flush that
+        // starts later looks up the newest bytes (the I/O lock keeps new
+        // writes out), the same this sync writes.
+        let mut state = wait_not_busy(shared, state, id)?;
         let Some(open) = state.files.get_mut(&id) else {
             return Err(unknown(id));
         };
@@ -674,8 +681,9 @@ impl Engine {
                 .map_err(context(&what))?;
             state.buffer.drop_buffered(id);
             state.buffer.forget_descriptions(id);
-            // A flush of these bytes looked up before they were dropped
-            // lands before the caller goes on.
+            // A flush of these same bytes looked up before they were
+            // dropped lands before the caller goes on (a write of another
+            // node after this returns must not be overwritten by it).
             drop(wait_not_busy(shared, state, id)?);
         }
         Ok(written)

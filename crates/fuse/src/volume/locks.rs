@@ -19,8 +19,10 @@
 //!
 //! Release: a POSIX owner loses its locks of a file at any close of it
 //! (the kernel's FLUSH names the owner), an `flock` owner at the last
-//! close of its open file (RELEASE with the flock flag); both by closing
-//! the owner's description. Before an unlock, or a close that drops
+//! close of its open file (RELEASE with the flock flag); both by an
+//! explicit unlock of the whole file on the owner's description, then
+//! closing it (a network client may release a closed description's locks
+//! only later, in its own release). Before an unlock, or a close that drops
 //! locks, the file's buffered bytes are written to its capacity file and
 //! synced (`Engine::sync_file`), so the next holder, on any node, reads
 //! them.
@@ -101,9 +103,24 @@ impl Locks {
         lock(&self.held).contains_key(&(file, owner))
     }
 
-    /// Close `owner`'s description of `file`: every lock on it goes.
-    pub(super) fn drop_owner(&self, file: u64, owner: u64) {
-        lock(&self.held).remove(&(file, owner));
+    /// Close `owner`'s description of `file`: every lock on it goes. They
+    /// are unlocked explicitly first: a network file system's client may
+    /// release a closed description's locks only once its own release
+    /// runs, after `close` returned (Gluster's FUSE client does), and the
+    /// next holder on another node must not find them still held.
+    pub(super) fn drop_owner(&self, file: u64, owner: u64) -> io::Result<()> {
+        let Some(fd) = lock(&self.held).remove(&(file, owner)) else {
+            return Ok(());
+        };
+        let everything = LockRange {
+            start: 0,
+            end: OFFSET_MAX,
+            typ: libc::F_UNLCK,
+        }
+        .flock()?;
+        fcntl(fd.as_fd(), FcntlArg::F_OFD_SETLK(&everything))
+            .map(drop)
+            .map_err(lock_error)
     }
 }
 
@@ -251,7 +268,7 @@ impl Volume {
             return Ok(());
         }
         let synced = self.engine.sync_file(FileId(fh), false).map(drop);
-        self.locks.drop_owner(fh, owner);
-        synced
+        let dropped = self.locks.drop_owner(fh, owner);
+        synced.and(dropped)
     }
 }

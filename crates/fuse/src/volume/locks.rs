@@ -272,3 +272,53 @@ impl Volume {
         synced.and(dropped)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's inclusive `[start, end]` becomes `fcntl`'s start and
+    /// length; `end` OFFSET_MAX is length 0 ("to the end, however far").
+    #[test]
+    fn kernel_ranges_become_fcntl_ranges() {
+        let flock = |start, end, typ| LockRange { start, end, typ }.flock();
+        let l = flock(0, OFFSET_MAX, libc::F_WRLCK).unwrap();
+        assert_eq!((l.l_start, l.l_len), (0, 0));
+        let l = flock(100, 100, libc::F_RDLCK).unwrap();
+        assert_eq!((l.l_start, l.l_len), (100, 1), "one byte");
+        let l = flock(4096, 8191, libc::F_UNLCK).unwrap();
+        assert_eq!(
+            (l.l_start, l.l_len, i32::from(l.l_type)),
+            (4096, 4096, libc::F_UNLCK)
+        );
+        let invalid = Some(Errno::INVAL.raw_os_error());
+        assert_eq!(
+            flock(10, 9, libc::F_WRLCK).unwrap_err().raw_os_error(),
+            invalid
+        );
+        assert_eq!(flock(0, 0, 99).unwrap_err().raw_os_error(), invalid);
+        assert_eq!(
+            flock(u64::MAX, OFFSET_MAX, libc::F_WRLCK)
+                .unwrap_err()
+                .raw_os_error(),
+            invalid
+        );
+    }
+
+    /// A conflict is EAGAIN whatever `F_OFD_SETLK` said (EACCES or
+    /// EAGAIN); a file system without such locks is ENOLCK, never a grant.
+    #[test]
+    fn lock_errors_map_to_what_fcntl_callers_expect() {
+        use nix::errno::Errno as N;
+        let code = |e| lock_error(e).raw_os_error();
+        assert_eq!(code(N::EACCES), Some(Errno::AGAIN.raw_os_error()));
+        assert_eq!(code(N::EAGAIN), Some(Errno::AGAIN.raw_os_error()));
+        for unsupported in [N::EINVAL, N::ENOSYS, N::EOPNOTSUPP] {
+            assert_eq!(
+                sluice_env::raw_os_error(&lock_error(unsupported)),
+                Some(Errno::NOLCK.raw_os_error())
+            );
+        }
+        assert_eq!(code(N::EIO), Some(N::EIO as i32));
+    }
+}

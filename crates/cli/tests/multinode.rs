@@ -628,3 +628,46 @@ fn issue_20_last_drainer_won_now_the_last_close_wins() {
     }
     assert!(fs::read(c.capacity_file("f")).unwrap() == seen);
 }
+
+/// Unlink and rename as on the PFS: a node's buffered bytes follow the
+/// capacity file (its inode), not its name. A file another node deleted
+/// is not brought back by this node's close or drain, and bytes of a file
+/// another node renamed land under the new name. Both modes.
+#[test]
+fn issue_20_a_file_another_node_removed_or_renamed_is_not_brought_back() {
+    if !fuse_available() {
+        return;
+    }
+    for mode in ["close-to-open", "node-local"] {
+        let config = format!("{BUFFERED}[mount]\nconsistency = \"{mode}\"\n");
+        let c = Cluster::new(2, &config, &[]);
+        let (a, b) = (&c.nodes[0], &c.nodes[1]);
+        // A writes two files, buffered, and keeps them open.
+        let mut gone = File::create(a.path("gone")).unwrap();
+        let mut moved = File::create(a.path("moved")).unwrap();
+        gone.write_all(&pattern(100_000, 1)).unwrap();
+        let data = pattern(100_000, 2);
+        moved.write_all(&data).unwrap();
+        // B removes one and renames the other.
+        let within_lookup = within(Duration::from_secs(3), || b.path("gone").exists());
+        assert!(within_lookup.is_some(), "{mode}: B sees A's new file");
+        fs::remove_file(b.path("gone")).unwrap();
+        fs::rename(b.path("moved"), b.path("renamed")).unwrap();
+        // A closes both and drains.
+        drop(gone);
+        drop(moved);
+        a.drain();
+        assert!(
+            !c.capacity_file("gone").exists(),
+            "{mode}: a file B deleted came back"
+        );
+        assert!(
+            !c.capacity_file("moved").exists(),
+            "{mode}: the old name came back"
+        );
+        assert!(
+            fs::read(c.capacity_file("renamed")).unwrap() == data,
+            "{mode}: A's bytes are under B's new name"
+        );
+    }
+}

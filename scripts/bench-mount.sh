@@ -24,6 +24,9 @@
 #   DOC=docs/results/mount-bench.md   (and its plot DOC's name .png, drawn
 #                                      when gnuplot is installed)
 #   SLUICE=${CARGO_TARGET_DIR:-target}/release/sluice   the binary
+#   SLUICE_CONFIG=               a config file for every sluice mount (to
+#                                compare settings, such as
+#                                mount.consistency); none by default
 # Needs fio, mergerfs, fusermount3 (apt-get install fio mergerfs fuse3),
 # python3, and cargo unless --no-build.
 set -euo pipefail
@@ -121,7 +124,9 @@ for ((run = 1; run <= RUNS; run++)); do
                     policy=ssdup+
                     [ "$sys" = sluice-fast-all ] && policy=fast-all
                     MNT=$RUN_DIR/mnt
-                    "$SLUICE" mount --fast "$RUN_DIR/fast" --capacity "$RUN_DIR/cap" \
+                    config=()
+                    [ -n "${SLUICE_CONFIG:-}" ] && config=(--config "$SLUICE_CONFIG")
+                    "$SLUICE" mount "${config[@]}" --fast "$RUN_DIR/fast" --capacity "$RUN_DIR/cap" \
                         --policy "$policy" "$MNT" >>"$log" 2>&1 &
                     PID=$!
                     await_mount "$MNT" "$PID" "$log"

@@ -39,6 +39,32 @@ else
   ./scripts/conformance.sh
 fi
 
+echo "== the multi-node suite again, over the loopback GlusterFS volume (scripts/gluster.sh)"
+# crates/cli/tests/multinode.rs ran above over a plain shared directory;
+# here its nodes share a directory on a Gluster volume. One volume per host
+# (the xfer Gluster test has finished by now). Needs root, FUSE and
+# glusterd: under CI their absence is a failure, otherwise a skip.
+gluster_dir=$(mktemp -d)
+if [ "$(id -u)" -ne 0 ] || [ ! -e /dev/fuse ]; then
+  [ -n "${CI:-}" ] && { echo "CI: the Gluster run needs root and /dev/fuse"; exit 1; }
+  echo "skipped: the Gluster run needs root and /dev/fuse"
+elif gluster_mnt=$(./scripts/gluster.sh start "$gluster_dir"); then
+  gluster_status=0
+  SLUICE_MULTINODE_CAPACITY=$gluster_mnt cargo test -p sluice-cli --test multinode 2>&1 | tee -a "$log" ||
+    gluster_status=$?
+  ./scripts/gluster.sh stop "$gluster_dir"
+  [ "$gluster_status" -eq 0 ] || exit "$gluster_status"
+else
+  status=$?
+  ./scripts/gluster.sh stop "$gluster_dir" || true
+  if [ "$status" -eq 2 ] && [ -z "${CI:-}" ]; then
+    echo "skipped: glusterd is not installed (scripts/setup.sh installs it)"
+  else
+    echo "scripts/gluster.sh start failed ($status)"; exit 1
+  fi
+fi
+rm -rf "$gluster_dir"
+
 echo "== the main job runs with its defaults (sluice demo, small) and shows the point"
 # 48 MiB: each random writer makes 48 requests, enough for cost's verdict
 # (after a file's first 16) to buffer most of them. The summary's last two

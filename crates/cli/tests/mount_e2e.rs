@@ -478,7 +478,11 @@ fn unmount_without_drain_leaves_data_for_the_next_mount() {
     if !fuse_available() {
         return;
     }
-    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    // node-local: close and fsync leave the bytes in the log (under the
+    // default close-to-open they would be on the capacity tier already).
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(setup.path(), "[mount]\nconsistency = \"node-local\"\n");
+    let mut m = Mounted::new(&["--policy", "fast-all", "--config", &config]);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     {
         let mut f = File::create(m.path("kept")).unwrap();
@@ -1448,14 +1452,16 @@ fn names_that_are_not_utf8_work_through_the_mount() {
 }
 
 /// `sluice sync PATH`: the named file's buffered bytes reach the capacity
-/// tier (synced) while they stay buffered, other files' do not; paths
-/// outside a mount and missing files are clear errors.
+/// tier (synced), other files' do not; paths outside a mount and missing
+/// files are clear errors. (node-local: a close leaves the bytes buffered.)
 #[test]
 fn sync_puts_the_named_files_on_the_capacity_tier() {
     if !fuse_available() {
         return;
     }
-    let m = Mounted::new(&["--policy", "fast-all"]);
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(setup.path(), "[mount]\nconsistency = \"node-local\"\n");
+    let m = Mounted::new(&["--policy", "fast-all", "--config", &config]);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
     fs::create_dir(m.path("dir")).unwrap();
     for name in ["dir/synced", "other"] {
@@ -1480,7 +1486,7 @@ fn sync_puts_the_named_files_on_the_capacity_tier() {
         fs::read(m.capacity().join("other")).unwrap_or_default(),
         data
     );
-    // Still served right through the mount, still buffered.
+    // Still served right through the mount.
     assert_eq!(fs::read(m.path("dir/synced")).unwrap(), data);
     for (path, expect) in [
         (m.path("missing"), "missing"),
@@ -2203,7 +2209,11 @@ fn issue_20_recovery_after_kill_9_never_overwrites_the_future() {
     if !fuse_available() {
         return;
     }
-    let mut m = Mounted::new(&["--policy", "fast-all"]);
+    // node-local: an fsync leaves the bytes in the log (under the default
+    // close-to-open they reach the capacity tier and leave the log).
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(setup.path(), "[mount]\nconsistency = \"node-local\"\n");
+    let mut m = Mounted::new(&["--config", &config, "--policy", "fast-all"]);
     for name in ["deleted", "replaced", "kept"] {
         let f = File::create(m.path(name)).unwrap();
         f.write_all_at(b"NEW!", 0).unwrap();

@@ -233,6 +233,28 @@ pub struct MountConfig {
     /// without a copy in the kernel's page cache (sluice decides where the
     /// bytes live; the tiers have their own caches).
     pub direct_io: bool,
+    /// When other nodes of a shared capacity tier see this mount's writes
+    /// to general-class files (docs/fuse.md, "Many nodes").
+    pub consistency: Consistency,
+    /// How long the kernel may keep a file's attributes and names before it
+    /// asks again, which re-reads them from the capacity tier (where other
+    /// nodes' changes show); `0` = ask every time.
+    pub attr_timeout: Span,
+}
+
+/// `mount.consistency`: when buffered bytes of a general-class file reach
+/// the capacity tier, where other nodes see them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Consistency {
+    /// As NFS: a close of the file, an fsync of it and the release of a
+    /// lock on it write its buffered bytes to its capacity file and sync
+    /// that before they return.
+    #[default]
+    CloseToOpen,
+    /// Buffered bytes stay on this node until the flusher moves them (a
+    /// full region, or `flush.age`); fsync makes them durable in the log.
+    NodeLocal,
 }
 
 /// `metrics` section.
@@ -458,6 +480,8 @@ impl Default for MountConfig {
             drain_on_unmount: true,
             max_write: ByteSize(1 << 20),
             direct_io: true,
+            consistency: Consistency::CloseToOpen,
+            attr_timeout: Span(std::time::Duration::from_secs(1)),
         }
     }
 }
@@ -578,6 +602,9 @@ impl Config {
         }
         if !(1..=256).contains(&self.mount.threads) {
             return Err(self.out_of_range("mount.threads"));
+        }
+        if self.mount.attr_timeout.0 > std::time::Duration::from_secs(60) {
+            return Err(self.out_of_range("mount.attr_timeout"));
         }
         if !(4096..=(1 << 20)).contains(&self.mount.max_write.0) {
             return Err(self.out_of_range("mount.max_write"));

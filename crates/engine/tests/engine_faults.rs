@@ -473,3 +473,50 @@ fn issue_19_regions_larger_than_the_fast_tier_are_warned_about() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(64 * 1024 * 1024));
     assert_eq!(open(&fast, &capacity).stats().fast_space_warning, None);
 }
+
+/// A truncate or an unlink whose record the failing fast tier cannot take
+/// goes on once no region holds any byte of the file (they are flushed
+/// and reset), so recovery has nothing of the file to replay: the truncate
+/// is not undone and the unlinked file does not come back after a crash.
+#[test]
+fn issue_19_truncate_and_unlink_on_a_failing_fast_tier_survive_a_crash() {
+    for unlink in [false, true] {
+        let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+        let fast: Arc<dyn Backend> = faulty.clone();
+        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let engine = open(&fast, &capacity);
+        let f = RelPath::new("f").unwrap();
+        let id = engine.create(&f).unwrap();
+        write_slots(&engine, id, 8);
+        engine.fsync(id).unwrap();
+        faulty.inject(failing_fast(ENOSPC, Some(1)));
+        engine.release(id);
+        if unlink {
+            engine.unlink(&f).unwrap();
+        } else {
+            let id = engine.open_file(&f).unwrap();
+            engine.truncate(id, 1000).unwrap();
+            assert_eq!(engine.read(id, 0, 2 * SLOT).unwrap(), pattern(0)[..1000]);
+            engine.release(id);
+        }
+        assert_eq!(
+            engine.stats().fast_errors,
+            1,
+            "unlink {unlink}: the record failed"
+        );
+        engine.close();
+
+        let engine = open(&fast, &capacity);
+        if unlink {
+            assert!(
+                capacity.metadata(&f).is_err(),
+                "the unlinked file came back"
+            );
+        } else {
+            let id = engine.open_file(&f).unwrap();
+            assert_eq!(engine.read(id, 0, 2 * SLOT).unwrap(), pattern(0)[..1000]);
+            engine.drain().unwrap();
+            assert_eq!(capacity_bytes(&capacity, "f", 0, 1000), pattern(0)[..1000]);
+        }
+    }
+}

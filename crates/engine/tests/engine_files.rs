@@ -239,7 +239,7 @@ fn buffered_writes_set_mtime_and_the_flush_keeps_it() {
     assert!(engine.buffered_bytes() > 0);
     let mut st = capacity.stat(&t).unwrap();
     assert!(st.mtime < before, "the capacity file is older");
-    engine.overlay(&t, &mut st);
+    engine.overlay(&t, &mut st, engine.log_epoch());
     assert!(st.mtime >= before && st.mtime <= after, "write sets mtime");
     assert!(st.ctime >= before, "write sets ctime");
     assert_eq!(st.len, 8);
@@ -296,7 +296,7 @@ fn hard_links_two_names_are_one_engine_file_with_its_buffered_bytes() {
         assert_eq!(engine.read(b, 0, 64).unwrap(), b"buffered through a");
         // Attributes through the other name carry the logical size.
         let mut st = capacity.stat(&p("b")).unwrap();
-        engine.overlay(&p("b"), &mut st);
+        engine.overlay(&p("b"), &mut st, engine.log_epoch());
         assert_eq!(st.len, 18, "{what}");
         assert_eq!(st.nlink, 2, "{what}");
         // Names linked on the tier before the engine opened either: one

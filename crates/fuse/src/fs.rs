@@ -9,8 +9,8 @@
 //! clearing, ownership of new nodes — are the volume's
 //! (`crates/fuse/src/volume/`), tested without a mount. This module keeps
 //! only what is FUSE's own: the kernel configuration at init, reply
-//! shapes (TTLs, open flags, xattr size probing) and the operation
-//! counters for metrics.
+//! shapes (TTLs, open flags, xattr size probing), the thread a waiting
+//! lock request blocks on, and the operation counters for metrics.
 
 use std::ffi::OsStr;
 use std::io;
@@ -22,20 +22,16 @@ use std::time::{Duration, SystemTime};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{StatKind, TimeSet};
 
 use crate::errno::{errno, is_failure};
-use crate::volume::{Attr, AttrChanges, Caller, Volume};
+use crate::volume::{Attr, AttrChanges, Caller, LockRange, Volume};
 
-pub use crate::volume::CONTROL_XATTR;
-
-/// How long the kernel may cache attributes and entries. Short: every
-/// change goes through this mount, but the capacity tier may be shared.
-const TTL: Duration = Duration::from_secs(1);
+pub use crate::volume::{Consistency, CONTROL_XATTR};
 
 /// Operation counters for metrics.
 #[derive(Debug, Default)]
@@ -62,7 +58,12 @@ pub struct OpCounters {
 
 /// The mounted file system.
 pub struct SluiceFs {
-    volume: Volume,
+    /// Shared with the threads that wait for a lock (`F_SETLKW`).
+    volume: Arc<Volume>,
+    /// How long the kernel may cache attributes and entries
+    /// (`mount.attr_timeout`): the capacity tier may be shared, and each
+    /// ask re-reads what other nodes changed.
+    ttl: Duration,
     counters: Arc<OpCounters>,
     max_write: u32,
     /// Open files with `FOPEN_DIRECT_IO`: no kernel page-cache copy.
@@ -120,7 +121,9 @@ fn caller(req: &Request, umask: u32) -> Caller {
 impl SluiceFs {
     /// A file system over `engine` (and the checkpoint stager, if BBOS is
     /// on); `control` is the control socket's path, served as
-    /// [`CONTROL_XATTR`] on the root.
+    /// [`CONTROL_XATTR`] on the root. Close and fsync follow
+    /// `consistency`; the kernel keeps attributes `attr_timeout`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         engine: Arc<Engine>,
         ckpt: Option<Arc<Checkpoints>>,
@@ -128,9 +131,12 @@ impl SluiceFs {
         control: Option<String>,
         max_write: u32,
         direct_io: bool,
+        consistency: Consistency,
+        attr_timeout: Duration,
     ) -> SluiceFs {
         SluiceFs {
-            volume: Volume::new(engine, ckpt, control),
+            volume: Arc::new(Volume::new(engine, ckpt, control).with_consistency(consistency)),
+            ttl: attr_timeout,
             counters,
             max_write,
             open_flags: if direct_io {
@@ -186,7 +192,7 @@ impl SluiceFs {
 
     fn reply_attr(&self, op: &str, ino: u64, result: io::Result<Attr>, reply: ReplyAttr) {
         match result {
-            Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
+            Ok(attr) => reply.attr(&self.ttl, &file_attr(&attr)),
             Err(e) => reply.error(self.fail(op, ino, None, &e)),
         }
     }
@@ -202,7 +208,7 @@ impl SluiceFs {
         reply: ReplyEntry,
     ) {
         match result {
-            Ok(attr) => reply.entry(&TTL, &file_attr(&attr), Generation(0)),
+            Ok(attr) => reply.entry(&self.ttl, &file_attr(&attr), Generation(0)),
             Err(e) => reply.error(self.fail(op, parent, Some(name), &e)),
         }
     }
@@ -238,6 +244,10 @@ impl Filesystem for SluiceFs {
         if !self.open_flags.is_empty() {
             let _ = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         }
+        // fcntl and flock locks come here (to be taken on the capacity
+        // file), not to the kernel's node-local lock table.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS);
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_FLOCK_LOCKS);
         Ok(())
     }
 
@@ -246,7 +256,7 @@ impl Filesystem for SluiceFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.meta();
         match self.volume.lookup(parent.0, name) {
-            Ok(attr) => reply.entry(&TTL, &file_attr(&attr), Generation(0)),
+            Ok(attr) => reply.entry(&self.ttl, &file_attr(&attr), Generation(0)),
             // A miss is not an error worth counting.
             Err(e) => reply.error(self.answer("lookup", parent.0, Some(name), &e)),
         }
@@ -455,13 +465,18 @@ impl Filesystem for SluiceFs {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // close() makes nothing durable (POSIX): fsync does.
-        reply.ok();
+        self.reply_empty(
+            "close",
+            ino.0,
+            None,
+            self.volume.flush(fh.0, lock_owner.0),
+            reply,
+        );
     }
 
     fn release(
@@ -470,10 +485,18 @@ impl Filesystem for SluiceFs {
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // An flock owner's lock goes with its open file; a failure to put
+        // the bytes on the capacity tier first is counted (release has no
+        // caller to tell: the bytes stay buffered and flush later).
+        if let Some(owner) = lock_owner {
+            if let Err(e) = self.volume.release_flock(fh.0, owner.0) {
+                self.fail("release", ino.0, None, &e);
+            }
+        }
         self.volume.release(ino.0, fh.0);
         // Saturating: a release the kernel sends for a handle it was never
         // given must not wrap the count around.
@@ -623,18 +646,18 @@ impl Filesystem for SluiceFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         self.meta();
         match self
             .volume
-            .create(&caller(req, umask), parent.0, name, mode)
+            .open_or_create(&caller(req, umask), parent.0, name, mode, flags)
         {
             Ok((attr, fh)) => {
                 self.counters.open_files.fetch_add(1, Ordering::Relaxed);
                 reply.created(
-                    &TTL,
+                    &self.ttl,
                     &file_attr(&attr),
                     Generation(0),
                     FileHandle(fh),
@@ -642,6 +665,83 @@ impl Filesystem for SluiceFs {
                 );
             }
             Err(e) => reply.error(self.fail("create", parent.0, Some(name), &e)),
+        }
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        let range = LockRange { start, end, typ };
+        match self.volume.get_lock(fh.0, lock_owner.0, range) {
+            Ok((found, pid)) => reply.locked(found.start, found.end, found.typ, pid),
+            Err(e) => reply.error(self.fail("getlk", ino.0, None, &e)),
+        }
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let range = LockRange { start, end, typ };
+        if !sleep {
+            let result = self.volume.set_lock(fh.0, lock_owner.0, range, false);
+            // A conflict is an answer, not a failure.
+            match result {
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+                    reply.error(Errno::EAGAIN)
+                }
+                other => self.reply_empty("setlk", ino.0, None, other, reply),
+            }
+            return;
+        }
+        // F_SETLKW blocks until the holder, on any node, lets go: on a
+        // thread of its own, so the request threads keep serving (the
+        // holder's unlock among them).
+        let volume = Arc::clone(&self.volume);
+        let counters = Arc::clone(&self.counters);
+        let spawned = std::thread::Builder::new()
+            .name("sluice-lock-wait".into())
+            .spawn(
+                move || match volume.set_lock(fh.0, lock_owner.0, range, true) {
+                    Ok(()) => reply.ok(),
+                    Err(e) => {
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                        let errno = errno(&e);
+                        if is_failure(errno) {
+                            let path = volume.describe(ino.0, None);
+                            volume.engine().incidents().record_error(
+                                "setlk",
+                                Some(&path),
+                                None,
+                                &e,
+                            );
+                        }
+                        reply.error(errno);
+                    }
+                },
+            );
+        if let Err(e) = spawned {
+            // The reply moved into the closure that never ran: the kernel
+            // gets an error when it is dropped.
+            self.fail("setlk", ino.0, None, &e);
         }
     }
 

@@ -424,6 +424,14 @@ impl WriteBuffer {
         self.index.lookup(file, offset, len)
     }
 
+    /// Drop every buffered extent of `file` from the index, keeping its
+    /// stream state (the redirector goes on classifying its writes): its
+    /// bytes were written to the capacity tier by the caller, and a durable
+    /// record says so. Returns whether it had any.
+    pub fn drop_buffered(&mut self, file: FileId) -> bool {
+        self.index.remove_file(file).is_some()
+    }
+
     /// Whether `file` has buffered bytes.
     pub fn has_buffered(&self, file: FileId) -> bool {
         self.index.file(&file).is_some()

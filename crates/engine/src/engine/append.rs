@@ -254,7 +254,7 @@ pub(super) fn reserve_and_append<'a>(
                     }
                 } else if let Err(e) = log_region.file.append_at(at, &header, payload) {
                     let e = fast_append_failed(shared, &mut state, region, at, e);
-                    return (state, Err(e));
+                    return fall_back_or_fail(shared, state, &header, tier, e);
                 }
                 fast_append_worked(&mut state);
                 let log_region = &mut state.regions[region.0 as usize];
@@ -319,9 +319,11 @@ pub(super) fn reserve_and_append<'a>(
     }
 }
 
-/// A record could not be appended (`e`): a data record (`tier` given) goes
-/// to the capacity tier instead once that is safe (degrade.rs), and the
-/// caller writes it there; any other record fails with `e`.
+/// A record could not be appended (`e`), and `None` is returned once that
+/// is safe (degrade.rs): a data record (`tier` given) goes to the capacity
+/// tier instead, and the caller writes it there; a truncate, unlink or path
+/// record of a file is not needed once no region holds any of the file's
+/// bytes, so the caller goes on without it. A commit fails with `e`.
 fn fall_back_or_fail<'a>(
     shared: &'a Shared,
     state: MutexGuard<'a, State>,
@@ -333,7 +335,13 @@ fn fall_back_or_fail<'a>(
     io::Result<Option<(LogLocation, u64)>>,
 ) {
     if tier.is_none() || header.kind != RecordKind::Data {
-        return (state, Err(e));
+        return match header.kind {
+            RecordKind::Truncate | RecordKind::Unlink | RecordKind::Path => {
+                let (state, settled) = evacuate(shared, state, header.file_id, &e);
+                (state, settled.map(|()| None))
+            }
+            RecordKind::Data | RecordKind::Commit => (state, Err(e)),
+        };
     }
     let (state, settled) = fall_back(
         shared,
@@ -437,7 +445,8 @@ pub(super) fn sync_log_unlocked<'a>(
 /// on) instead of a torn tail (which would drop later records). The commit
 /// itself is not synced: its claim is true whether or not it survives a
 /// crash, and the next sync of the region for a later record takes it
-/// along. It is an optimisation: when there is no room it is skipped.
+/// along. It is an optimisation: when there is no room it is skipped, and
+/// when its append fails the fsync still succeeds.
 pub(super) fn commit(
     shared: &Shared,
     state: &mut State,
@@ -463,12 +472,14 @@ pub(super) fn commit(
     // Not marked dirty: a commit alone is not worth a sync (and a sync
     // for it would let every idle fsync append another one).
     log_region.appends += 1;
-    log_region
+    let at = REGION_HEADER_BYTES + reservation.offset;
+    if let Err(e) = log_region
         .file
-        .append_at(
-            REGION_HEADER_BYTES + reservation.offset,
-            &RecordHeader::commit(reservation.seq),
-            &[],
-        )
-        .map_err(|e| append_error(shared, e))
+        .append_at(at, &RecordHeader::commit(reservation.seq), &[])
+    {
+        // An optimisation that failed: the records before it are synced
+        // all the same; the region is closed at the hole (degrade.rs).
+        fast_append_failed(shared, state, reservation.region, at, e);
+    }
+    Ok(())
 }

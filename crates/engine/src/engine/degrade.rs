@@ -159,6 +159,26 @@ pub(super) fn wait_reset<'a>(
     (state, result)
 }
 
+/// A truncate, unlink or path record of `file` could not be appended
+/// (`cause`): wait until no region holds any byte of the file (each is
+/// flushed to the capacity tier, then reset), so recovery has nothing of
+/// it to replay and the record is not needed; its next record comes with a
+/// new path record.
+pub(super) fn evacuate<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    file: FileId,
+    cause: &io::Error,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    let holding = regions_holding(&state, file, 0, u64::MAX, false);
+    let what = format!("after a fast tier failure ({cause})");
+    let (mut state, result) = wait_reset(shared, state, &holding, &what);
+    if result.is_ok() {
+        state.buffer.forget_descriptions(file);
+    }
+    (state, result)
+}
+
 /// A data record of `file` (`len` bytes at `offset`) could not be placed in
 /// the log after all (`cause`): make it safe to write to the capacity tier
 /// instead (module docs), and count it. The caller writes it there.

@@ -74,6 +74,7 @@ pub(super) fn attach(
             opens: 0,
             appending: 0,
             truncations: Vec::new(),
+            capacity_unsynced: false,
         },
     );
 }

@@ -162,6 +162,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
             .buffer
             .finish_flush(region)
             .map_err(|e| io::Error::other(e.to_string()))?;
+        state.left_log += 1;
         state.stats.regions_flushed += 1;
     }
     let flushed: Vec<FileId> = state.files.keys().copied().collect();

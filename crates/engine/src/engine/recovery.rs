@@ -239,6 +239,7 @@ pub(super) fn open(
         flush_retry_now: false,
         stats,
         placements: Placements::default(),
+        left_log: 0,
     };
     // Reattach every file that still has buffered bytes, unless its
     // capacity file was deleted, replaced or modified since this node last

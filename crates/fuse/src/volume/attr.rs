@@ -230,6 +230,7 @@ impl Volume {
     /// of a staged copy, or the engine's logical size for a file it holds
     /// open (under this or another name).
     pub(super) fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        let epoch = self.engine.log_epoch();
         let mut st: Stat = self.engine.capacity_tier().stat(path)?;
         if st.kind == StatKind::File {
             match self.ckpt.as_ref().and_then(|c| c.size(path)) {
@@ -237,7 +238,7 @@ impl Volume {
                     st.len = staged;
                     st.blocks = st.blocks.max(staged.div_ceil(512));
                 }
-                None => self.engine.overlay(path, &mut st),
+                None => self.engine.overlay(path, &mut st, epoch),
             }
         }
         Ok(st)

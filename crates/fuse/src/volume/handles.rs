@@ -16,7 +16,7 @@ use sluice_engine::Checkpoints;
 use sluice_env::RelPath;
 use sluice_policy::FileId;
 
-use super::{lock, Attr, Caller, Volume};
+use super::{lock, Attr, Caller, Consistency, Volume};
 
 impl Volume {
     /// The stager, if it takes `path` (a registered glob matches it or it
@@ -116,12 +116,92 @@ impl Volume {
         }
     }
 
-    /// Make what was written through `fh` durable (with its name).
+    /// Make what was written through `fh` durable (with its name). Under
+    /// `close-to-open` the file's buffered bytes go to its capacity file
+    /// first (synced), so other nodes see them when it returns.
     pub fn fsync(&self, fh: u64) -> io::Result<()> {
         match self.ckpt_handle(fh) {
             Some(c) => c.fsync(fh),
-            None => self.engine.fsync(FileId(fh)),
+            None => {
+                if self.consistency == Consistency::CloseToOpen {
+                    self.engine.sync_file(FileId(fh), false)?;
+                }
+                self.engine.fsync(FileId(fh))
+            }
         }
+    }
+
+    /// A `close(2)` of a descriptor of handle `fh` by lock owner `owner`
+    /// (the kernel's FLUSH; `close` returns its error). Under
+    /// `close-to-open` the file's buffered bytes go to its capacity file,
+    /// synced, before it returns, as NFS does at close; in either mode the
+    /// owner's `fcntl` locks on the file go (POSIX), after its bytes.
+    pub fn flush(&self, fh: u64, owner: u64) -> io::Result<()> {
+        if self.ckpt_handle(fh).is_some() {
+            return Ok(());
+        }
+        if self.consistency == Consistency::CloseToOpen {
+            self.engine.sync_file(FileId(fh), false)?;
+        }
+        self.drop_locks(fh, owner)
+    }
+
+    /// `O_CREAT` of `name` in `parent` with `open(2)`'s `flags`: create it
+    /// as [`Volume::create`] does, or, without `O_EXCL`, open it if it
+    /// exists already (another node made it between the kernel's lookup
+    /// and this create, or this node's engine holds it), as a parallel
+    /// file system's clients do; `O_TRUNC` then empties it.
+    pub fn open_or_create(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> io::Result<(Attr, u64)> {
+        use rustix::fs::OFlags;
+        let bits = OFlags::from_bits_retain(flags as u32);
+        match self.create(caller, parent, name, mode) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && !bits.contains(OFlags::EXCL) => {
+                let path = self.child(parent, name)?;
+                let attr = self.entry(&path)?;
+                if attr.kind != sluice_env::StatKind::File {
+                    // The reply hands nothing over: give back the lookup.
+                    self.forget(attr.ino, 1);
+                    return Err(match attr.kind {
+                        sluice_env::StatKind::Dir => io::ErrorKind::IsADirectory.into(),
+                        _ => e,
+                    });
+                }
+                let opened = self.open(attr.ino, flags).and_then(|fh| {
+                    let truncated =
+                        if bits.contains(OFlags::TRUNC) && self.ckpt_handle(fh).is_none() {
+                            self.engine.truncate(FileId(fh), 0)
+                        } else {
+                            Ok(())
+                        };
+                    match truncated.and_then(|()| self.attr(attr.ino, &path)) {
+                        Ok(attr) => Ok((attr, fh)),
+                        Err(e) => {
+                            self.release(attr.ino, fh);
+                            Err(e)
+                        }
+                    }
+                });
+                if opened.is_err() {
+                    self.forget(attr.ino, 1);
+                }
+                opened
+            }
+            other => other,
+        }
+    }
+
+    /// The `flock` owner `owner` closed its open file of handle `fh` for
+    /// good (RELEASE with the flock flag): its lock goes, after the file's
+    /// buffered bytes.
+    pub fn release_flock(&self, fh: u64, owner: u64) -> io::Result<()> {
+        self.drop_locks(fh, owner)
     }
 
     /// `fallocate` of every mode, punch-hole included: refused

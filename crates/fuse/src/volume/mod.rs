@@ -20,8 +20,13 @@
 //! - `handles`: class routing — a checkpoint-class path (a registered BBOS
 //!   job's glob matches it, or it has a staged copy) goes to the stager,
 //!   whose handles carry [`sluice_engine::ckpt::HANDLE_BIT`], everything
-//!   else to the engine — and open/read/write/fsync/release, with the
-//!   node's open handles kept so a file that lost its name is still served.
+//!   else to the engine — and open/read/write/flush/fsync/release, with
+//!   the node's open handles kept so a file that lost its name is still
+//!   served; the consistency mode (what close and fsync put on the
+//!   capacity tier, docs/fuse.md "Many nodes"); a create that meets a
+//!   file another node made since the kernel's lookup opens it;
+//! - `locks`: `fcntl` and `flock` locks, taken on the capacity file so the
+//!   capacity tier arbitrates them between nodes (ENOLCK where it cannot).
 //!
 //! Data goes through the engine (writes classified, buffered or written
 //! through; reads merged); metadata that does not touch file data (modes,
@@ -34,6 +39,7 @@
 
 mod attr;
 mod handles;
+mod locks;
 mod names;
 
 use std::collections::HashMap;
@@ -48,7 +54,9 @@ use sluice_env::{RelPath, Stat, StatKind};
 use crate::inodes::Inodes;
 
 pub use attr::{mode_after_unprivileged_write, Attr, AttrChanges, FsStats};
+pub use locks::LockRange;
 pub use names::{node_to_make, DirEntry, NodeToMake, RENAME_NOREPLACE};
+pub use sluice_config::Consistency;
 
 /// The virtual xattr on the root that names the control socket.
 pub const CONTROL_XATTR: &str = "user.sluice.control";
@@ -88,6 +96,11 @@ pub struct Volume {
     /// given to the caller when they differ.
     euid: u32,
     egid: u32,
+    /// What close and fsync of a general-class file put on the capacity
+    /// tier.
+    consistency: Consistency,
+    /// Lock owners' descriptions of capacity files.
+    locks: locks::Locks,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,7 +162,16 @@ impl Volume {
             control,
             euid: rustix::process::geteuid().as_raw(),
             egid: rustix::process::getegid().as_raw(),
+            consistency: Consistency::default(),
+            locks: locks::Locks::default(),
         }
+    }
+
+    /// The same volume with consistency mode `consistency` (the default is
+    /// `close-to-open`).
+    pub fn with_consistency(mut self, consistency: Consistency) -> Volume {
+        self.consistency = consistency;
+        self
     }
 
     /// The engine under it.

@@ -1,0 +1,673 @@
+//! Many nodes over one parallel file system (issue 20): two or three real
+//! `sluice mount` processes, each with its own fast tier, all over ONE
+//! shared capacity directory, as sluice runs on every compute node in
+//! front of one PFS. Each test is a scenario of the issue's "What was
+//! measured", named `issue_20_*` after it.
+//!
+//! The shared capacity tier is a plain directory here (one kernel
+//! arbitrates, as a coherent PFS would); the project's loopback GlusterFS
+//! (`scripts/gluster.sh`) can stand in for it with `SLUICE_MULTINODE_
+//! CAPACITY=/mnt/gluster-volume/dir` (each test makes its own directory
+//! under it).
+//!
+//! They need /dev/fuse and fusermount3, as `mount_e2e.rs` does: without
+//! them the tests fail under CI=true and are skipped with a message
+//! otherwise.
+
+// Tests wait for mounts and processes by wall clock.
+#![allow(clippy::disallowed_methods)]
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::libc;
+
+/// The `sluice` under test: this build's, or `SLUICE_MULTINODE_BIN` (to
+/// run the scenarios against another build, such as the one before a
+/// fix).
+fn sluice_bin() -> String {
+    std::env::var("SLUICE_MULTINODE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sluice").into())
+}
+
+fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && Command::new("fusermount3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: FUSE is required (/dev/fuse and fusermount3; scripts/setup.sh installs fuse3)"
+        );
+        eprintln!("skipped: no /dev/fuse or fusermount3 (install fuse3)");
+    }
+    ok
+}
+
+fn is_mounted(point: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let point = point.display().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
+}
+
+/// One node: a `sluice mount` child with its own fast tier and mount
+/// point, over the cluster's shared capacity directory.
+struct Node {
+    child: Option<Child>,
+    dir: PathBuf,
+    point: PathBuf,
+}
+
+impl Node {
+    fn path(&self, name: &str) -> PathBuf {
+        self.point.join(name)
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("mount.log")).unwrap_or_default()
+    }
+
+    fn sluice(&self, args: &[&str]) -> std::process::Output {
+        Command::new(sluice_bin()).args(args).output().unwrap()
+    }
+
+    fn drain(&self) {
+        let out = self.sluice(&["drain", self.point.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "sluice drain: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if is_mounted(&self.point) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.point)
+                .status();
+        }
+    }
+}
+
+/// Nodes over one shared capacity directory.
+struct Cluster {
+    nodes: Vec<Node>,
+    capacity: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// `n` nodes, each mounted with `config` (TOML) and `args`.
+    fn new(n: usize, config: &str, args: &[&str]) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let capacity = match std::env::var_os("SLUICE_MULTINODE_CAPACITY") {
+            Some(root) => {
+                let unique = dir.path().file_name().unwrap().to_owned();
+                let c = PathBuf::from(root).join(unique);
+                fs::create_dir_all(&c).unwrap();
+                c
+            }
+            None => dir.path().join("capacity"),
+        };
+        fs::create_dir_all(&capacity).unwrap();
+        let mut nodes = Vec::new();
+        for i in 0..n {
+            let node_dir = dir.path().join(format!("node{i}"));
+            let (fast, point) = (node_dir.join("fast"), node_dir.join("mnt"));
+            fs::create_dir_all(&fast).unwrap();
+            fs::create_dir_all(&point).unwrap();
+            let config_path = node_dir.join("sluice.toml");
+            fs::write(&config_path, config).unwrap();
+            let log = File::create(node_dir.join("mount.log")).unwrap();
+            let child = Command::new(sluice_bin())
+                .arg("mount")
+                .arg("--config")
+                .arg(&config_path)
+                .arg("--fast")
+                .arg(&fast)
+                .arg("--capacity")
+                .arg(&capacity)
+                .args(args)
+                .arg(&point)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap();
+            let mut node = Node {
+                child: Some(child),
+                dir: node_dir,
+                point,
+            };
+            let start = Instant::now();
+            while !is_mounted(&node.point) {
+                if let Some(status) = node.child.as_mut().unwrap().try_wait().unwrap() {
+                    panic!(
+                        "node {i}: sluice mount exited with {status}: {}",
+                        node.log()
+                    );
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "node {i}: not mounted after 30 s: {}",
+                    node.log()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            nodes.push(node);
+        }
+        Cluster {
+            nodes,
+            capacity,
+            _dir: dir,
+        }
+    }
+
+    fn capacity_file(&self, name: &str) -> PathBuf {
+        self.capacity.join(name)
+    }
+}
+
+/// Everything goes to the log, so nothing reaches the capacity tier by the
+/// write itself: what other nodes see is what the consistency mode put
+/// there. The age flush is far away unless a test says otherwise.
+const BUFFERED: &str = "[policy]\nname = \"fast-all\"\n[flush]\nage = \"10min\"\n";
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Poll `what` until it holds, at most `limit`; the time it took.
+fn within(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if what() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Issue 20, "buffered data never reaches the PFS by itself": with
+/// fast-all, another node saw nothing after write, fsync, close or 60 s
+/// idle. Under `close-to-open` (the default) the close puts the bytes on
+/// the capacity tier before it returns: a second and a third node read all
+/// of them at once, and the capacity file holds them.
+#[test]
+fn issue_20_close_to_open_close_makes_the_bytes_visible_to_other_nodes() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(3, BUFFERED, &[]);
+    let (a, b, third) = (&c.nodes[0], &c.nodes[1], &c.nodes[2]);
+    let data = pattern(3 << 20, 7);
+    let mut f = File::create(a.path("out")).unwrap();
+    f.write_all(&data).unwrap();
+    drop(f);
+    assert_eq!(
+        fs::read(c.capacity_file("out")).unwrap().len(),
+        data.len(),
+        "the close put every byte on the capacity tier"
+    );
+    for node in [b, third] {
+        let seen = fs::read(node.path("out")).unwrap();
+        assert_eq!(seen.len(), data.len(), "another node's size");
+        assert!(seen == data, "another node's bytes");
+    }
+}
+
+/// Issue 20: fsync through one node put nothing on the PFS. Under
+/// `close-to-open` it does, while the writer still holds the file open.
+#[test]
+fn issue_20_close_to_open_fsync_makes_the_bytes_visible_to_other_nodes() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, BUFFERED, &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(1 << 20, 3);
+    let mut f = File::create(a.path("ckpt")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    assert!(
+        fs::read(b.path("ckpt")).unwrap() == data,
+        "another node reads every fsynced byte while the writer holds the file open"
+    );
+    drop(f);
+}
+
+/// `node-local`: today's behaviour, bounded by the age flush. A close puts
+/// nothing on the capacity tier, and the bytes reach it (and the other
+/// node) once `flush.age` has passed.
+#[test]
+fn issue_20_node_local_is_bounded_by_the_age_flush() {
+    if !fuse_available() {
+        return;
+    }
+    let config = "[policy]\nname = \"fast-all\"\n[flush]\nage = \"2s\"\nidle = \"0s\"\n\
+                  [mount]\nconsistency = \"node-local\"\n";
+    let c = Cluster::new(2, config, &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(256 << 10, 9);
+    let mut f = File::create(a.path("slow")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(
+        fs::metadata(c.capacity_file("slow")).unwrap().len(),
+        0,
+        "node-local: close and fsync leave the bytes on this node"
+    );
+    let took = within(Duration::from_secs(15), || {
+        fs::read(b.path("slow")).is_ok_and(|seen| seen == data)
+    });
+    assert!(took.is_some(), "not on the other node after 15 s");
+    eprintln!("node-local: visible on the other node after {took:?} (flush.age 2s)");
+}
+
+/// Issue 20, "sizes freeze": while a process on B held a file open, B kept
+/// the size from that first open (stat and new opens returned it after A
+/// had written and drained; an open descriptor read 4 of 8 MiB after A
+/// appended). Now B sees the growth, through its open descriptor at once
+/// and through stat within the attribute timeout, and a shrink by A's
+/// truncate too.
+#[test]
+fn issue_20_sizes_froze_while_another_node_held_the_file_open() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, BUFFERED, &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let first = pattern(4 << 20, 1);
+    fs::write(a.path("grow"), &first).unwrap();
+    // B holds the file open from here on.
+    let mut held = File::open(b.path("grow")).unwrap();
+    let mut seen = Vec::new();
+    held.read_to_end(&mut seen).unwrap();
+    assert_eq!(seen.len(), first.len());
+    // A appends 4 MiB and closes.
+    let second = pattern(4 << 20, 2);
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(a.path("grow"))
+        .unwrap();
+    f.write_all(&second).unwrap();
+    drop(f);
+    // The open descriptor reads on past its first size.
+    let mut rest = Vec::new();
+    held.read_to_end(&mut rest).unwrap();
+    assert_eq!(
+        rest.len(),
+        second.len(),
+        "the open descriptor read the append"
+    );
+    assert!(rest == second);
+    // stat and a new open see 8 MiB (within the 1 s attribute timeout).
+    let took = within(Duration::from_secs(3), || {
+        fs::metadata(b.path("grow")).is_ok_and(|m| m.len() == 8 << 20)
+    });
+    assert!(
+        took.is_some(),
+        "stat on B: {:?}",
+        fs::metadata(b.path("grow")).map(|m| m.len())
+    );
+    assert_eq!(fs::read(b.path("grow")).unwrap().len(), 8 << 20);
+    // A truncates it to 1 MiB: B's stat and reads shrink with it.
+    File::options()
+        .write(true)
+        .open(a.path("grow"))
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let took = within(Duration::from_secs(3), || {
+        fs::metadata(b.path("grow")).is_ok_and(|m| m.len() == 1 << 20)
+    });
+    assert!(
+        took.is_some(),
+        "stat on B after A's truncate: {:?}",
+        fs::metadata(b.path("grow")).map(|m| m.len())
+    );
+    assert_eq!(fs::read(b.path("grow")).unwrap(), first[..1 << 20]);
+    drop(held);
+}
+
+/// Issue 20, "creates race": in 40 rounds of A and B each calling
+/// `open(O_CREAT|O_WRONLY)` (no `O_EXCL`) on the same new name at once,
+/// 19–36 opens failed with EEXIST (plain Gluster clients: 0). Now none
+/// does; with `O_EXCL` exactly one of the two wins each round.
+#[test]
+fn issue_20_create_race_without_o_excl_opens_the_existing_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, BUFFERED, &[]);
+    let points: Vec<PathBuf> = c.nodes.iter().map(|n| n.point.clone()).collect();
+    let mut failures = Vec::new();
+    let mut exclusive_wins = Vec::new();
+    for round in 0..40 {
+        for exclusive in [false, true] {
+            let name = format!("race-{round}-{exclusive}");
+            let barrier = Arc::new(Barrier::new(2));
+            let results: Vec<std::io::Result<File>> = std::thread::scope(|s| {
+                let handles: Vec<_> = points
+                    .iter()
+                    .map(|p| {
+                        let (path, barrier) = (p.join(&name), Arc::clone(&barrier));
+                        s.spawn(move || {
+                            barrier.wait();
+                            let mut o = OpenOptions::new();
+                            o.write(true);
+                            if exclusive {
+                                o.create_new(true);
+                            } else {
+                                o.create(true);
+                            }
+                            o.open(path)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            if exclusive {
+                let wins = results.iter().filter(|r| r.is_ok()).count();
+                for r in &results {
+                    if let Err(e) = r {
+                        assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{name}: {e}");
+                    }
+                }
+                exclusive_wins.push(wins);
+            } else {
+                for r in results {
+                    if let Err(e) = r {
+                        failures.push(format!("{name}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "opens failed: {failures:?}");
+    assert!(
+        exclusive_wins.iter().all(|&w| w == 1),
+        "O_EXCL: one winner per round: {exclusive_wins:?}"
+    );
+}
+
+/// `fcntl(F_SETLK)` on the whole file or a range: Ok, or the errno.
+fn setlk(f: &File, typ: i32, start: i64, len: i64) -> Result<(), nix::errno::Errno> {
+    let lock = libc::flock {
+        l_type: typ as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: start,
+        l_len: len,
+        l_pid: 0,
+    };
+    fcntl(f.as_fd(), FcntlArg::F_SETLK(&lock)).map(drop)
+}
+
+/// `fcntl(F_GETLK)`: the type of the conflicting lock (`F_UNLCK`: none).
+fn getlk(f: &File, typ: i32, start: i64, len: i64) -> i32 {
+    let mut lock = libc::flock {
+        l_type: typ as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: start,
+        l_len: len,
+        l_pid: 0,
+    };
+    fcntl(f.as_fd(), FcntlArg::F_GETLK(&mut lock)).unwrap();
+    i32::from(lock.l_type)
+}
+
+fn is_conflict(e: nix::errno::Errno) -> bool {
+    matches!(e, nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES)
+}
+
+/// Issue 20, "locks are node-local": an `fcntl` lock taken through A did
+/// not stop B from taking the same lock (plain Gluster: EAGAIN). Now the
+/// capacity tier arbitrates: B gets EAGAIN, F_GETLK through B reports A's
+/// lock, disjoint ranges coexist, and once A unlocks (its buffered bytes
+/// reach the capacity tier before the unlock returns, in either
+/// consistency mode) B gets the lock and reads A's bytes. A close drops
+/// the closer's locks (POSIX), and a blocking F_SETLKW on B returns once
+/// A lets go.
+#[test]
+fn issue_20_fcntl_locks_are_arbitrated_by_the_capacity_tier() {
+    if !fuse_available() {
+        return;
+    }
+    // node-local: the unlock, not the close, must put the bytes there.
+    let config = format!("{BUFFERED}[mount]\nconsistency = \"node-local\"\n");
+    let c = Cluster::new(2, &config, &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    fs::write(a.path("shared"), pattern(64 << 10, 0)).unwrap();
+    let fa = File::options()
+        .read(true)
+        .write(true)
+        .open(a.path("shared"))
+        .unwrap();
+    let fb = File::options()
+        .read(true)
+        .write(true)
+        .open(b.path("shared"))
+        .unwrap();
+    setlk(&fa, libc::F_WRLCK, 0, 4096).unwrap();
+    let e = setlk(&fb, libc::F_WRLCK, 0, 4096).unwrap_err();
+    assert!(is_conflict(e), "B's lock of A's range: {e}");
+    assert_eq!(
+        getlk(&fb, libc::F_WRLCK, 0, 0),
+        libc::F_WRLCK,
+        "F_GETLK sees A's lock"
+    );
+    assert_eq!(getlk(&fb, libc::F_WRLCK, 8192, 4096), libc::F_UNLCK);
+    setlk(&fb, libc::F_WRLCK, 8192, 4096).expect("a disjoint range");
+    // A writes under its lock (buffered: fast-all), then unlocks.
+    let mine = pattern(4096, 42);
+    fa.write_all_at(&mine, 0).unwrap();
+    setlk(&fa, libc::F_UNLCK, 0, 4096).unwrap();
+    assert_eq!(
+        fs::read(c.capacity_file("shared")).unwrap()[..4096],
+        mine[..],
+        "the unlock put A's bytes on the capacity tier"
+    );
+    setlk(&fb, libc::F_WRLCK, 0, 4096).expect("B's lock after A's unlock");
+    let mut seen = vec![0u8; 4096];
+    fb.read_exact_at(&mut seen, 0).unwrap();
+    assert_eq!(seen, mine, "B reads what A wrote under the lock");
+    setlk(&fb, libc::F_UNLCK, 0, 0).unwrap();
+    // A close drops the closer's locks.
+    setlk(&fa, libc::F_WRLCK, 0, 0).unwrap();
+    assert!(setlk(&fb, libc::F_RDLCK, 100, 1).is_err_and(is_conflict));
+    drop(fa);
+    setlk(&fb, libc::F_RDLCK, 100, 1).expect("A's close dropped its lock");
+    setlk(&fb, libc::F_UNLCK, 0, 0).unwrap();
+    // F_SETLKW through B waits for A.
+    let fa = File::options()
+        .read(true)
+        .write(true)
+        .open(a.path("shared"))
+        .unwrap();
+    setlk(&fa, libc::F_WRLCK, 0, 0).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let lock = libc::flock {
+            l_type: libc::F_WRLCK as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: 0,
+            l_len: 0,
+            l_pid: 0,
+        };
+        let started = Instant::now();
+        fcntl(fb.as_fd(), FcntlArg::F_SETLKW(&lock)).unwrap();
+        started.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !waiter.is_finished(),
+        "F_SETLKW returned while A held the lock"
+    );
+    setlk(&fa, libc::F_UNLCK, 0, 0).unwrap();
+    let waited = waiter.join().unwrap();
+    assert!(waited >= Duration::from_millis(400), "waited {waited:?}");
+}
+
+/// The same for `flock`: an exclusive flock through A makes B's
+/// non-blocking flock fail with EWOULDBLOCK, until A's close.
+#[test]
+fn issue_20_flock_locks_are_arbitrated_by_the_capacity_tier() {
+    if !fuse_available() {
+        return;
+    }
+    use rustix::fs::{flock, FlockOperation};
+    let c = Cluster::new(2, BUFFERED, &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    fs::write(a.path("f"), b"x").unwrap();
+    let fa = File::open(a.path("f")).unwrap();
+    let fb = File::open(b.path("f")).unwrap();
+    flock(&fa, FlockOperation::NonBlockingLockExclusive).unwrap();
+    let e = flock(&fb, FlockOperation::NonBlockingLockShared).unwrap_err();
+    assert_eq!(
+        e,
+        rustix::io::Errno::WOULDBLOCK,
+        "B's flock while A holds one"
+    );
+    flock(&fa, FlockOperation::NonBlockingUnlock).unwrap();
+    flock(&fb, FlockOperation::NonBlockingLockShared).expect("after A's unlock");
+    flock(&fa, FlockOperation::NonBlockingLockShared).expect("two shared locks");
+    flock(&fb, FlockOperation::NonBlockingUnlock).unwrap();
+    let fa_excl = File::open(a.path("f")).unwrap();
+    flock(&fa, FlockOperation::NonBlockingUnlock).unwrap();
+    flock(&fa_excl, FlockOperation::NonBlockingLockExclusive).unwrap();
+    assert!(flock(&fb, FlockOperation::NonBlockingLockShared).is_err());
+    drop(fa_excl);
+    let took = within(Duration::from_secs(2), || {
+        flock(&fb, FlockOperation::NonBlockingLockShared).is_ok()
+    });
+    assert!(took.is_some(), "A's close released its flock");
+}
+
+/// Where the capacity tier cannot lock (an emulated disk: no kernel file
+/// behind its handles), a lock is refused with ENOLCK, never granted by
+/// the node alone.
+#[test]
+fn issue_20_locks_are_refused_with_enolck_where_the_capacity_tier_cannot_lock() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(1, BUFFERED, &["--capacity-device", "hdd"]);
+    let a = &c.nodes[0];
+    fs::write(a.path("f"), b"x").unwrap();
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .open(a.path("f"))
+        .unwrap();
+    assert_eq!(
+        setlk(&f, libc::F_WRLCK, 0, 0),
+        Err(nix::errno::Errno::ENOLCK)
+    );
+    let e = rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+    assert_eq!(e, Err(rustix::io::Errno::NOLCK));
+}
+
+/// Issue 20, "last drainer wins, not last writer": for overlapping ranges
+/// the node that drained last won, whatever the write order; a
+/// read-modify-write from A of bytes B had written and fsynced left zeros
+/// after both drained. Under close-to-open the last close wins: bytes a
+/// node put on the capacity tier at close are not written again by its
+/// later drain.
+#[test]
+fn issue_20_last_drainer_won_now_the_last_close_wins() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, BUFFERED, &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    // Write order: A, then B, then A's read-modify-write of B's bytes.
+    fs::write(a.path("f"), pattern(64 << 10, 1)).unwrap();
+    let from_b = pattern(64 << 10, 2);
+    let mut f = File::options().write(true).open(b.path("f")).unwrap();
+    f.write_all(&from_b).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    // A reads B's bytes, changes the second half, writes it back.
+    let mut seen = fs::read(a.path("f")).unwrap();
+    assert!(seen == from_b, "A reads B's fsynced bytes");
+    for byte in &mut seen[32 << 10..] {
+        *byte = 0xAB;
+    }
+    let f = File::options().write(true).open(a.path("f")).unwrap();
+    f.write_all_at(&seen[32 << 10..], 32 << 10).unwrap();
+    drop(f);
+    // Drains in the "wrong" order: B (the earlier writer) last.
+    a.drain();
+    b.drain();
+    for node in [a, b] {
+        let end = fs::read(node.path("f")).unwrap();
+        assert!(end == seen, "the last close's bytes, through every node");
+    }
+    assert!(fs::read(c.capacity_file("f")).unwrap() == seen);
+}
+
+/// Unlink and rename as on the PFS: a node's buffered bytes follow the
+/// capacity file (its inode), not its name. A file another node deleted
+/// is not brought back by this node's close or drain, and bytes of a file
+/// another node renamed land under the new name. Both modes.
+#[test]
+fn issue_20_a_file_another_node_removed_or_renamed_is_not_brought_back() {
+    if !fuse_available() {
+        return;
+    }
+    for mode in ["close-to-open", "node-local"] {
+        let config = format!("{BUFFERED}[mount]\nconsistency = \"{mode}\"\n");
+        let c = Cluster::new(2, &config, &[]);
+        let (a, b) = (&c.nodes[0], &c.nodes[1]);
+        // A writes two files, buffered, and keeps them open.
+        let mut gone = File::create(a.path("gone")).unwrap();
+        let mut moved = File::create(a.path("moved")).unwrap();
+        gone.write_all(&pattern(100_000, 1)).unwrap();
+        let data = pattern(100_000, 2);
+        moved.write_all(&data).unwrap();
+        // B removes one and renames the other.
+        let within_lookup = within(Duration::from_secs(3), || b.path("gone").exists());
+        assert!(within_lookup.is_some(), "{mode}: B sees A's new file");
+        fs::remove_file(b.path("gone")).unwrap();
+        fs::rename(b.path("moved"), b.path("renamed")).unwrap();
+        // A closes both and drains.
+        drop(gone);
+        drop(moved);
+        a.drain();
+        assert!(
+            !c.capacity_file("gone").exists(),
+            "{mode}: a file B deleted came back"
+        );
+        assert!(
+            !c.capacity_file("moved").exists(),
+            "{mode}: the old name came back"
+        );
+        assert!(
+            fs::read(c.capacity_file("renamed")).unwrap() == data,
+            "{mode}: A's bytes are under B's new name"
+        );
+    }
+}

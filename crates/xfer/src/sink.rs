@@ -13,7 +13,13 @@
 //! component (no empty, `.`, `..` or NUL components, never absolute), and
 //! the directories are then walked from the root's descriptor with
 //! `openat(O_NOFOLLOW | O_DIRECTORY)` one component at a time, so neither a
-//! `..` nor a symlink planted inside the root can lead outside it.
+//! `..` nor a symlink planted inside the root can lead outside it. The same
+//! walk, without creating anything, answers `Stat`: it reports only regular
+//! files (`fstatat(AT_SYMLINK_NOFOLLOW)`) under the root, and a path with a
+//! symlink in it reads as absent. `Symlink` stores the link's target as
+//! given, under a hidden name renamed over the final one; the sink never
+//! resolves a link it made, and files replace a link rather than write
+//! through it (the partial copy is renamed over the link).
 //!
 //! Authentication: a connection must present the sink's token in `Hello`
 //! (compared in constant time) when one is configured, and a client
@@ -35,7 +41,7 @@ use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
 use rustls::ServerConfig;
 
 use crate::tls::{Channel, Writer};
-use crate::wire::{self, ErrorCode, Message};
+use crate::wire::{self, DestStat, ErrorCode, Message};
 
 /// Suffix of partial copies.
 pub const PART_SUFFIX: &str = ".sluice-part";
@@ -66,6 +72,8 @@ pub struct SinkStats {
     pub failed: AtomicU64,
     /// Block bytes written.
     pub bytes: AtomicU64,
+    /// Symlinks made or found already in place.
+    pub links: AtomicU64,
 }
 
 struct Shared {
@@ -231,6 +239,102 @@ pub fn components(path: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
+}
+
+/// Open the existing directory `dirs` under `root`, one component at a
+/// time, never following a symlink and never creating anything.
+fn find_dirs(root: &OwnedFd, dirs: &[String]) -> io::Result<OwnedFd> {
+    let mut fd = rustix::fs::openat(
+        root,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    for d in dirs {
+        fd = rustix::fs::openat(
+            &fd,
+            d.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+    }
+    Ok(fd)
+}
+
+/// What is at `dirs/name` under `root`: a regular file's size and mtime
+/// (and crc32c when `checksum_if_size` names its size), else absent.
+fn stat_file(
+    root: &OwnedFd,
+    dirs: &[String],
+    name: &str,
+    checksum_if_size: Option<u64>,
+) -> io::Result<DestStat> {
+    let Ok(dir) = find_dirs(root, dirs) else {
+        return Ok(DestStat::Absent);
+    };
+    let st = match rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(_) => return Ok(DestStat::Absent),
+    };
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Ok(DestStat::Absent);
+    }
+    let size = st.st_size as u64;
+    let crc = match checksum_if_size {
+        Some(want) if want == size => {
+            let fd = rustix::fs::openat(
+                &dir,
+                name,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            Some(crc_of(&File::from(fd), size)?)
+        }
+        _ => None,
+    };
+    Ok(DestStat::File {
+        size,
+        mtime_sec: st.st_mtime as i64,
+        mtime_nsec: st.st_mtime_nsec as u32,
+        crc,
+    })
+}
+
+/// crc32c of the first `size` bytes of `file`.
+pub fn crc_of(file: &File, size: u64) -> io::Result<u32> {
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], offset)?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        offset += n as u64;
+    }
+    Ok(crc)
+}
+
+/// Make (or replace) the symlink `name` in `dir` pointing at `target`:
+/// created under the hidden partial name, then renamed over `name`, so a
+/// file or link already there is replaced, never written through. A
+/// directory there is left alone (the rename fails).
+fn make_symlink(dir: &OwnedFd, name: &str, target: &str) -> io::Result<()> {
+    if let Ok(old) = rustix::fs::readlinkat(dir, name, Vec::new()) {
+        if old.as_bytes() == target.as_bytes() {
+            return Ok(());
+        }
+    }
+    let part = format!(".{name}{PART_SUFFIX}");
+    match rustix::fs::unlinkat(dir, part.as_str(), rustix::fs::AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(e.into()),
+    }
+    rustix::fs::symlinkat(target, dir, part.as_str())?;
+    if let Err(e) = rustix::fs::renameat(dir, part.as_str(), dir, name) {
+        let _ = rustix::fs::unlinkat(dir, part.as_str(), rustix::fs::AtFlags::empty());
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// Open (creating as needed) the directory `dirs` under `root`, one
@@ -437,6 +541,56 @@ impl Conn<'_> {
                         }
                     }
                 }
+                Message::Stat {
+                    req,
+                    checksum,
+                    files,
+                } => {
+                    let mut entries = Vec::with_capacity(files.len());
+                    for (path, size) in &files {
+                        let (dirs, name) = self.split(path)?;
+                        let found =
+                            stat_file(&self.shared.root, &dirs, &name, checksum.then_some(*size))
+                                .map_err(|e| {
+                                refuse(&self.writer, ErrorCode::Io, format!("{path:?}: {e}"))
+                            })?;
+                        entries.push(found);
+                    }
+                    self.writer.message(&Message::StatReply { req, entries })?;
+                }
+                Message::MakeDir { req, path } => {
+                    let (mut dirs, name) = self.split(&path)?;
+                    dirs.push(name);
+                    let failure = self.entry(&path, open_dirs(&self.shared.root, &dirs))?;
+                    self.writer.message(&Message::EntryDone { req, failure })?;
+                }
+                Message::Symlink { req, path, target } => {
+                    if target.is_empty() || target.contains('\0') {
+                        return Err(refuse(
+                            &self.writer,
+                            ErrorCode::BadPath,
+                            format!("{path:?}: link target {target:?} refused"),
+                        ));
+                    }
+                    let (dirs, name) = self.split(&path)?;
+                    let made = open_dirs(&self.shared.root, &dirs)
+                        .and_then(|dir| make_symlink(&dir, &name, &target));
+                    let failure = self.entry(&path, made)?;
+                    if failure.is_none() {
+                        self.shared.stats.links.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.writer.message(&Message::EntryDone { req, failure })?;
+                }
+                Message::FileCancel { file, reason } => {
+                    let f = self.take_file(file)?;
+                    let _ =
+                        rustix::fs::unlinkat(&f.dir, f.part.as_str(), rustix::fs::AtFlags::empty());
+                    self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    self.writer.message(&Message::FileFailed {
+                        file,
+                        reason: format!("{}: {reason}", f.name),
+                    })?;
+                }
                 Message::NewBlock {
                     file,
                     offset,
@@ -519,6 +673,40 @@ impl Conn<'_> {
 
     fn session(&self) -> &Session {
         self.session.as_deref().expect("hello sets the session")
+    }
+
+    /// Check `path` and split destination + path into the parent
+    /// directories and the final name; a bad path ends the connection.
+    fn split(&self, path: &str) -> io::Result<(Vec<String>, String)> {
+        let mut parts = self.session().dest.clone();
+        match components(path) {
+            Ok(rel) if !rel.is_empty() => parts.extend(rel),
+            Ok(_) => {
+                return Err(refuse(
+                    &self.writer,
+                    ErrorCode::BadPath,
+                    "empty path".into(),
+                ))
+            }
+            Err(e) => return Err(refuse(&self.writer, ErrorCode::BadPath, e)),
+        }
+        let name = parts.pop().expect("not empty");
+        Ok((parts, name))
+    }
+
+    /// The outcome of a `MakeDir` or `Symlink`: a path through a symlink
+    /// ends the connection as `NewFile` does; other errors are the
+    /// entry's failure.
+    fn entry<T>(&self, path: &str, made: io::Result<T>) -> io::Result<Option<String>> {
+        match made {
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(refuse(
+                &self.writer,
+                ErrorCode::BadPath,
+                format!("{path:?}: {e}"),
+            )),
+            Err(e) => Ok(Some(format!("{path}: {e}"))),
+        }
     }
 
     fn new_file(
@@ -628,15 +816,7 @@ fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
     if len != size {
         f.file.set_len(size)?;
     }
-    let mut got = 0u32;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut offset = 0u64;
-    while offset < size {
-        let n = (size - offset).min(buf.len() as u64) as usize;
-        f.file.read_exact_at(&mut buf[..n], offset)?;
-        got = crc32c::crc32c_append(got, &buf[..n]);
-        offset += n as u64;
-    }
+    let got = crc_of(&f.file, size)?;
     if got != crc {
         return Err(other(format!(
             "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes received this run)",

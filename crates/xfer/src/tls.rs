@@ -245,11 +245,17 @@ impl Read for Reader {
                 // The peer closed the socket: rustls knows whether the
                 // close was clean (close_notify seen) or a truncation.
                 let mut conn = lock(&self.shared.conn);
+                // rustls words the truncation with a URL; say it plainly.
                 return match conn.reader().read(out) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "peer closed the connection without close_notify",
-                    )),
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            || e.kind() == io::ErrorKind::UnexpectedEof =>
+                    {
+                        Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "peer closed the connection without close_notify",
+                        ))
+                    }
                     other => other,
                 };
             }

@@ -46,6 +46,11 @@ pub struct ServeArgs {
     /// Require client certificates issued by (or equal to) these (PEM).
     #[arg(long)]
     client_ca: Option<PathBuf>,
+    /// Do not fsync files and directories before and after their rename
+    /// (rsync's default): faster, but a crash of this machine can leave a
+    /// received file under its final name with bytes missing.
+    #[arg(long)]
+    no_fsync: bool,
 }
 
 /// Scheduling mode on the command line.
@@ -240,6 +245,7 @@ fn serve(a: &ServeArgs) -> Result<(), String> {
             tls,
             token,
             mutual_tls: a.client_ca.is_some(),
+            fsync: !a.no_fsync,
         },
     )
     .map_err(|e| e.to_string())?;

@@ -4,7 +4,14 @@
 //! Files are written to a partial copy `.NAME.sluice-part` beside their
 //! final name and renamed into place only after `FileDone` verified the
 //! whole file's crc32c and size, applied mode and mtime and synced the file;
-//! the directory is synced after the rename. A broken connection, a bad
+//! the directory is synced after the rename. That end of a file (read
+//! back, fsync, rename) runs on a pool of [`FINISHERS`] threads, so a
+//! connection keeps writing the blocks of other files while one is synced;
+//! the pool's queue is bounded ([`FINISH_QUEUE`]) and a full queue holds
+//! the connection back. With `fsync` off ([`SinkOptions::fsync`], `serve
+//! --no-fsync`), the file is renamed into place without either sync, as
+//! rsync does by default: a crash of the sink's machine can then leave a
+//! file under its final name with bytes missing. A broken connection, a bad
 //! block or a failed verification never leaves a file under its final
 //! name: at worst a partial copy, which a resumed transfer continues
 //! (`NewFile` with `resume`) and any other transfer truncates.
@@ -26,7 +33,7 @@
 //! certificate when `--client-ca` is configured (rustls refuses the
 //! handshake otherwise). A sink with neither refuses to start.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -34,6 +41,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 
@@ -45,6 +53,10 @@ use crate::wire::{self, DestStat, ErrorCode, Message};
 
 /// Suffix of partial copies.
 pub const PART_SUFFIX: &str = ".sluice-part";
+/// Threads that verify, sync and rename finished files.
+pub const FINISHERS: usize = 4;
+/// Finished files waiting for a finisher, at most.
+pub const FINISH_QUEUE: usize = 256;
 
 /// How a sink runs.
 #[derive(Clone)]
@@ -57,6 +69,9 @@ pub struct SinkOptions {
     pub token: Option<Vec<u8>>,
     /// True when the TLS configuration requires client certificates.
     pub mutual_tls: bool,
+    /// Sync each file and its directory before and after the rename
+    /// (false: `--no-fsync`, rsync's default durability).
+    pub fsync: bool,
 }
 
 /// Counters of a running sink.
@@ -81,8 +96,60 @@ struct Shared {
     options: SinkOptions,
     sessions: Mutex<HashMap<u64, Weak<Session>>>,
     next_session: AtomicU64,
-    stats: SinkStats,
+    stats: Arc<SinkStats>,
     stop: AtomicBool,
+    /// Finished files for the finisher pool; dropping the last sender
+    /// (with `Shared`) ends the pool.
+    finish: SyncSender<Finish>,
+}
+
+/// A file whose `FileDone` arrived: verify, sync, rename, answer.
+struct Finish {
+    file: Arc<SinkFile>,
+    id: u32,
+    size: u64,
+    crc: u32,
+    writer: Writer,
+    stats: Arc<SinkStats>,
+    fsync: bool,
+}
+
+impl Finish {
+    fn run(self) {
+        let reply = match finish(&self.file, self.size, self.crc, self.fsync) {
+            Ok(()) => {
+                self.stats.files.fetch_add(1, Ordering::Relaxed);
+                Message::FileOk { file: self.id }
+            }
+            Err(e) => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                let f = &self.file;
+                let _ = rustix::fs::unlinkat(&f.dir, f.part.as_str(), rustix::fs::AtFlags::empty());
+                Message::FileFailed {
+                    file: self.id,
+                    reason: format!("{}: {e}", f.name),
+                }
+            }
+        };
+        // The source may have gone; its rerun sends the file again.
+        let _ = self.writer.message(&reply);
+    }
+}
+
+fn finisher_pool() -> SyncSender<Finish> {
+    let (tx, rx) = mpsc::sync_channel::<Finish>(FINISH_QUEUE);
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..FINISHERS {
+        let rx: Arc<Mutex<Receiver<Finish>>> = Arc::clone(&rx);
+        thread::spawn(move || loop {
+            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            match job {
+                Ok(job) => job.run(),
+                Err(_) => return,
+            }
+        });
+    }
+    tx
 }
 
 struct Session {
@@ -101,6 +168,38 @@ struct SinkFile {
     mtime: Timespec,
     /// Bytes of the file that blocks covered so far (for logs).
     written: AtomicU64,
+    /// An earlier partial copy was kept: its bytes were not checked this
+    /// session, so `finish` reads the whole file back.
+    resumed: bool,
+    /// Blocks written this session, offset → (length, crc32c), each
+    /// checked against its crc before the write; `None` once more than
+    /// [`MAX_TRACKED_BLOCKS`] (then `finish` reads the file back).
+    blocks: Mutex<Option<BTreeMap<u64, (u64, u32)>>>,
+}
+
+/// Blocks whose crcs a file keeps for its final check without a read-back
+/// (a 16 GiB file of 1 MiB objects; about 1 MiB of memory).
+pub const MAX_TRACKED_BLOCKS: usize = 16_384;
+
+impl SinkFile {
+    /// The crc32c of the whole file from the crcs of this session's
+    /// blocks, when they cover it exactly; `None` otherwise.
+    fn crc_from_blocks(&self, size: u64) -> Option<u32> {
+        if self.resumed {
+            return None;
+        }
+        let blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut crc = 0u32;
+        let mut expect = 0u64;
+        for (&offset, &(len, c)) in blocks.as_ref()? {
+            if offset != expect {
+                return None;
+            }
+            crc = crc32c::crc32c_combine(crc, c, len as usize);
+            expect += len;
+        }
+        (expect == size).then_some(crc)
+    }
 }
 
 /// A bound sink; [`Sink::run`] serves it.
@@ -172,8 +271,9 @@ impl Sink {
                 options,
                 sessions: Mutex::new(HashMap::new()),
                 next_session: AtomicU64::new(1),
-                stats: SinkStats::default(),
+                stats: Arc::new(SinkStats::default()),
                 stop: AtomicBool::new(false),
+                finish: finisher_pool(),
             }),
         })
     }
@@ -495,14 +595,23 @@ impl Conn<'_> {
 
     fn serve(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
         loop {
-            let msg = match wire::read_message(reader, buf) {
-                Ok(Some(m)) => m,
-                Ok(None) => return Ok(()),
+            match wire::read_frame(reader, buf) {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                     return Err(refuse(&self.writer, ErrorCode::Protocol, e.to_string()));
                 }
                 Err(e) => return Err(e),
-            };
+            }
+            // Blocks, nearly every frame, are written from the frame itself.
+            if let Some(block) = wire::decode_block(buf) {
+                let b =
+                    block.map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
+                self.block(b.file, b.offset, b.crc, b.data)?;
+                continue;
+            }
+            let msg = Message::decode(buf)
+                .map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
             match msg {
                 Message::NewFile {
                     req,
@@ -596,62 +705,20 @@ impl Conn<'_> {
                     offset,
                     crc,
                     data,
-                } => {
-                    let f = self.file(file)?;
-                    let end = offset.checked_add(data.len() as u64);
-                    if end.is_none_or(|end| end > f.size) {
-                        return Err(refuse(
-                            &self.writer,
-                            ErrorCode::Protocol,
-                            format!(
-                                "block at {offset}+{} is past the end of file {file} ({} bytes)",
-                                data.len(),
-                                f.size
-                            ),
-                        ));
-                    }
-                    if crc32c::crc32c(&data) != crc {
-                        return Err(refuse(
-                            &self.writer,
-                            ErrorCode::Checksum,
-                            format!("block at {offset} of file {file}: crc32c mismatch"),
-                        ));
-                    }
-                    if let Err(e) = f.file.write_all_at(&data, offset) {
-                        return Err(refuse(
-                            &self.writer,
-                            ErrorCode::Io,
-                            format!("{}: {e}", f.name),
-                        ));
-                    }
-                    f.written.fetch_add(data.len() as u64, Ordering::Relaxed);
-                    self.shared
-                        .stats
-                        .bytes
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
-                    self.writer.message(&Message::BlockDone { file, offset })?;
-                }
+                } => self.block(file, offset, crc, &data)?,
                 Message::FileDone { file, size, crc } => {
-                    let f = self.take_file(file)?;
-                    let reply = match finish(&f, size, crc) {
-                        Ok(()) => {
-                            self.shared.stats.files.fetch_add(1, Ordering::Relaxed);
-                            Message::FileOk { file }
-                        }
-                        Err(e) => {
-                            self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
-                            let _ = rustix::fs::unlinkat(
-                                &f.dir,
-                                f.part.as_str(),
-                                rustix::fs::AtFlags::empty(),
-                            );
-                            Message::FileFailed {
-                                file,
-                                reason: format!("{}: {e}", f.name),
-                            }
-                        }
+                    let job = Finish {
+                        file: self.take_file(file)?,
+                        id: file,
+                        size,
+                        crc,
+                        writer: self.writer.clone(),
+                        stats: Arc::clone(&self.shared.stats),
+                        fsync: self.shared.options.fsync,
                     };
-                    self.writer.message(&reply)?;
+                    if self.shared.finish.send(job).is_err() {
+                        return Err(io::Error::other("the finisher pool stopped"));
+                    }
                 }
                 Message::Bye => {
                     self.writer.close();
@@ -669,6 +736,52 @@ impl Conn<'_> {
                 }
             }
         }
+    }
+
+    /// Check a block against its file and crc, write it, acknowledge it.
+    fn block(&self, file: u32, offset: u64, crc: u32, data: &[u8]) -> io::Result<()> {
+        let f = self.file(file)?;
+        let end = offset.checked_add(data.len() as u64);
+        if end.is_none_or(|end| end > f.size) {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Protocol,
+                format!(
+                    "block at {offset}+{} is past the end of file {file} ({} bytes)",
+                    data.len(),
+                    f.size
+                ),
+            ));
+        }
+        if crc32c::crc32c(data) != crc {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Checksum,
+                format!("block at {offset} of file {file}: crc32c mismatch"),
+            ));
+        }
+        if let Err(e) = f.file.write_all_at(data, offset) {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Io,
+                format!("{}: {e}", f.name),
+            ));
+        }
+        f.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        {
+            let mut blocks = f.blocks.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(map) = blocks.as_mut() {
+                map.insert(offset, (data.len() as u64, crc));
+                if map.len() > MAX_TRACKED_BLOCKS {
+                    *blocks = None;
+                }
+            }
+        }
+        self.shared
+            .stats
+            .bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.writer.message(&Message::BlockDone { file, offset })
     }
 
     fn session(&self) -> &Session {
@@ -770,6 +883,8 @@ impl Conn<'_> {
             mode,
             mtime,
             written: AtomicU64::new(0),
+            resumed,
+            blocks: Mutex::new(Some(BTreeMap::new())),
         });
         self.files().insert(id, f);
         Ok((id, resumed))
@@ -803,9 +918,10 @@ impl Conn<'_> {
     }
 }
 
-/// Verify a file against the source's size and crc32c, apply its mode and
-/// mtime, sync it and rename it into place.
-fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
+/// Verify a file against the source's size and crc32c (from the crcs of
+/// its blocks, or by reading it back), apply its mode and mtime, sync it
+/// (unless `fsync` is off) and rename it into place.
+fn finish(f: &SinkFile, size: u64, crc: u32, fsync: bool) -> io::Result<()> {
     if size != f.size {
         return Err(other(format!(
             "size {size} differs from the announced {}",
@@ -816,7 +932,13 @@ fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
     if len != size {
         f.file.set_len(size)?;
     }
-    let got = crc_of(&f.file, size)?;
+    // Every block was checked against its crc before it was written; when
+    // this session's blocks tile the file, their crcs combined are the
+    // file's. Otherwise (a resumed copy, gaps) read the file back.
+    let got = match f.crc_from_blocks(size) {
+        Some(got) => got,
+        None => crc_of(&f.file, size)?,
+    };
     if got != crc {
         return Err(other(format!(
             "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes received this run)",
@@ -831,9 +953,13 @@ fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
             last_modification: f.mtime,
         },
     )?;
-    f.file.sync_all()?;
+    if fsync {
+        f.file.sync_all()?;
+    }
     rustix::fs::renameat(&f.dir, f.part.as_str(), &f.dir, f.name.as_str())?;
-    rustix::fs::fsync(&f.dir)?;
+    if fsync {
+        rustix::fs::fsync(&f.dir)?;
+    }
     Ok(())
 }
 

@@ -523,7 +523,7 @@ fn network_error(sink: &str, doing: &str, e: &io::Error) -> String {
         | io::ErrorKind::NotConnected => {
             format!("the sink {sink} closed the connection (while {doing})")
         }
-        _ => format!("{doing} the sink {sink}: {e}"),
+        _ => format!("the connection to the sink {sink} failed while {doing}: {e}"),
     }
 }
 
@@ -561,7 +561,7 @@ fn connect(options: &SendOptions, session: u64) -> io::Result<(Channel, u64)> {
         )),
         Err(e) => Err(io::Error::new(
             e.kind(),
-            network_error(&sink_address(d), "waiting for Welcome from", &e),
+            network_error(&sink_address(d), "waiting for Welcome", &e),
         )),
     }
 }
@@ -771,7 +771,7 @@ fn announce(core: &Core, writer: &Writer, files_in_flight: usize, compare: Compa
             path: path.clone(),
         };
         if let Err(err) = writer.message(&msg) {
-            core.fail(network_error(&core.sink, "sending to", &err));
+            core.fail(network_error(&core.sink, "sending", &err));
             return count;
         }
     }
@@ -783,7 +783,7 @@ fn announce(core: &Core, writer: &Writer, files_in_flight: usize, compare: Compa
             target: target.clone(),
         };
         if let Err(err) = writer.message(&msg) {
-            core.fail(network_error(&core.sink, "sending to", &err));
+            core.fail(network_error(&core.sink, "sending", &err));
             return count;
         }
     }
@@ -835,7 +835,7 @@ fn unchanged(
         files,
     };
     if let Err(err) = writer.message(&msg) {
-        core.fail(network_error(&core.sink, "sending to", &err));
+        core.fail(network_error(&core.sink, "sending", &err));
         return None;
     }
     let mut st = core.lock();
@@ -948,7 +948,7 @@ fn announce_file(core: &Core, writer: &Writer, files_in_flight: usize, idx: usiz
         resume: core.progress.objects.contains_key(&e.key),
     };
     if let Err(err) = writer.message(&msg) {
-        core.fail(network_error(&core.sink, "sending to", &err));
+        core.fail(network_error(&core.sink, "sending", &err));
         return false;
     }
     true
@@ -967,7 +967,7 @@ fn read_loop(core: &Core, mut reader: tls::Reader, writer: &Writer) {
             Ok(Some(m)) => m,
             Ok(None) | Err(_) if core.lock().closing => return,
             Ok(None) => return core.fail(format!("the sink {} closed the connection", core.sink)),
-            Err(e) => return core.fail(network_error(&core.sink, "receiving from", &e)),
+            Err(e) => return core.fail(network_error(&core.sink, "receiving", &e)),
         };
         match msg {
             Message::StatReply { req, entries } => {
@@ -1100,7 +1100,7 @@ fn file_done(core: &Core, writer: &Writer, id: u32) {
             file: id,
             reason: why,
         }) {
-            core.fail(network_error(&core.sink, "sending to", &e));
+            core.fail(network_error(&core.sink, "sending", &e));
         }
         return;
     }
@@ -1127,7 +1127,7 @@ fn file_done(core: &Core, writer: &Writer, id: u32) {
         size,
         crc,
     }) {
-        core.fail(network_error(&core.sink, "sending to", &e));
+        core.fail(network_error(&core.sink, "sending", &e));
     }
 }
 
@@ -1303,7 +1303,7 @@ fn send_loop(core: &Core, writer: &Writer) {
         drop(st);
         let header = wire::block_header(b.file, b.offset, b.crc, ready.buf.len());
         if let Err(e) = writer.send(&[&header, &ready.buf]) {
-            return core.fail(network_error(&core.sink, "sending to", &e));
+            return core.fail(network_error(&core.sink, "sending", &e));
         }
         core.lock().bufs.push(ready.buf);
     }

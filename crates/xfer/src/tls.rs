@@ -143,8 +143,23 @@ pub fn server_name(host: &str) -> io::Result<ServerName<'static>> {
 
 struct Shared {
     conn: Mutex<Connection>,
-    tx: Mutex<TcpStream>,
+    tx: Mutex<Tx>,
 }
+
+/// The socket's write half and the buffer records are encrypted into,
+/// kept between sends so a 1 MiB block does not cost a fresh allocation
+/// (and its page faults) every time.
+struct Tx {
+    stream: TcpStream,
+    out: Vec<u8>,
+}
+
+/// Plaintext handed to rustls at once: four full TLS records.
+const ENCRYPT_CHUNK: usize = 4 * 16_384;
+
+/// Largest encryption buffer a connection keeps between sends: one
+/// largest frame with its TLS overhead.
+const MAX_KEPT: usize = crate::wire::MAX_FRAME + (crate::wire::MAX_FRAME >> 6);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -154,17 +169,33 @@ impl Shared {
     /// Encrypt `parts` (may be empty: flush pending records) and send.
     fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
         let mut tx = lock(&self.tx);
-        let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 64);
+        let Tx { stream, out } = &mut *tx;
+        out.clear();
         {
             let mut conn = lock(&self.conn);
+            // rustls allocates every record it encrypts and frees it when
+            // `write_tls` takes it; fed a whole 1 MiB block at once, that is
+            // 1 MiB of heap grown and trimmed per block (a page fault per
+            // 4 KiB). Fed a few records at a time, the same few
+            // allocations are reused.
             for p in parts {
-                conn.writer().write_all(p)?;
+                for chunk in p.chunks(ENCRYPT_CHUNK) {
+                    conn.writer().write_all(chunk)?;
+                    while conn.wants_write() {
+                        conn.write_tls(out)?;
+                    }
+                }
             }
             while conn.wants_write() {
-                conn.write_tls(&mut out)?;
+                conn.write_tls(out)?;
             }
         }
-        tx.write_all(&out)
+        let sent = stream.write_all(out);
+        // Keep the buffer for the next block, but not a burst's worth.
+        if out.capacity() > MAX_KEPT {
+            *out = Vec::new();
+        }
+        sent
     }
 }
 
@@ -189,12 +220,12 @@ impl Writer {
     pub fn close(&self) {
         lock(&self.0.conn).send_close_notify();
         let _ = self.0.send(&[]);
-        let _ = lock(&self.0.tx).shutdown(Shutdown::Write);
+        let _ = lock(&self.0.tx).stream.shutdown(Shutdown::Write);
     }
 
     /// Shut the socket down both ways (wakes a blocked reader).
     pub fn abort(&self) {
-        let _ = lock(&self.0.tx).shutdown(Shutdown::Both);
+        let _ = lock(&self.0.tx).stream.shutdown(Shutdown::Both);
     }
 }
 
@@ -283,7 +314,10 @@ impl Channel {
         let rx = tcp.try_clone()?;
         let shared = Arc::new(Shared {
             conn: Mutex::new(conn),
-            tx: Mutex::new(tcp),
+            tx: Mutex::new(Tx {
+                stream: tcp,
+                out: Vec::new(),
+            }),
         });
         Ok(Channel {
             reader: Reader {

@@ -707,6 +707,47 @@ impl<'a> Dec<'a> {
     }
 }
 
+/// A `NewBlock` whose data borrows from the frame it came in.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BlockRef<'a> {
+    /// File id.
+    pub file: u32,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// crc32c of `data`.
+    pub crc: u32,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// Decode a frame body as a `NewBlock` without copying its data (the
+/// sink's write path); `None` when it is another type of message.
+pub fn decode_block(body: &[u8]) -> Option<Result<BlockRef<'_>, WireError>> {
+    if body.first() != Some(&T_NEW_BLOCK) {
+        return None;
+    }
+    let mut d = Dec(&body[1..]);
+    Some((|| {
+        let file = d.u32("file")?;
+        let offset = d.u64("offset")?;
+        let crc = d.u32("crc")?;
+        let data = d.0;
+        if data.len() > MAX_OBJECT {
+            return Err(WireError::TooLong {
+                field: "block",
+                len: data.len(),
+                max: MAX_OBJECT,
+            });
+        }
+        Ok(BlockRef {
+            file,
+            offset,
+            crc,
+            data,
+        })
+    })())
+}
+
 /// Write the frame of a `NewBlock` without copying `data` into a message.
 pub fn block_header(file: u32, offset: u64, crc: u32, len: usize) -> [u8; 4 + BLOCK_HEADER] {
     assert!(len <= MAX_OBJECT, "block over MAX_OBJECT");
@@ -741,8 +782,12 @@ pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
             WireError::FrameSize(n),
         ));
     }
-    buf.clear();
-    buf.resize(n, 0);
+    // Every byte is overwritten by the read: only growth is zero-filled.
+    if buf.len() > n {
+        buf.truncate(n);
+    } else {
+        buf.resize(n, 0);
+    }
     r.read_exact(buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             truncated("frame body")
@@ -882,6 +927,24 @@ mod tests {
             assert_eq!(read_message(&mut r, &mut buf).unwrap(), Some(m));
         }
         assert_eq!(read_message(&mut r, &mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn decode_block_borrows_what_decode_copies() {
+        let m = Message::NewBlock {
+            file: 1,
+            offset: 2,
+            crc: 3,
+            data: vec![4; 5],
+        };
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        let b = decode_block(&out[4..]).unwrap().unwrap();
+        assert_eq!((b.file, b.offset, b.crc, b.data), (1, 2, 3, &[4u8; 5][..]));
+        assert!(decode_block(&out[4..10]).unwrap().is_err());
+        let mut bye = Vec::new();
+        Message::Bye.encode(&mut bye);
+        assert!(decode_block(&bye[4..]).is_none());
     }
 
     #[test]

@@ -44,6 +44,7 @@ fn sink(keys: &Keys, root: &Path, token: Option<&[u8]>, mutual: bool) -> SinkHan
         tls: tls::server_config(&keys.server.0, &keys.server.1, client_ca).unwrap(),
         token: token.map(<[u8]>::to_vec),
         mutual_tls: mutual,
+        fsync: true,
     };
     Sink::bind("127.0.0.1:0", options).unwrap().spawn().unwrap()
 }
@@ -290,6 +291,7 @@ fn a_sink_without_authentication_refuses_to_start() {
         tls: tls::server_config(&keys.server.0, &keys.server.1, None).unwrap(),
         token: None,
         mutual_tls: false,
+        fsync: true,
     };
     let e = Sink::bind("127.0.0.1:0", options).err().expect("refused");
     assert!(e.to_string().contains("authentication"), "{e}");
@@ -868,4 +870,44 @@ fn issue_21_the_summary_names_the_layout_and_how_many_targets_it_used() {
     let s = run(options(&keys, &sink, "posix", vec![src.path().join("set")]));
     assert_eq!((s.layout.as_str(), s.targets), ("posix", 1), "{s}");
     assert!(s.to_string().contains("posix layout, 1 target,"), "{s}");
+}
+
+#[test]
+fn overlapping_blocks_are_checked_by_reading_the_file_back() {
+    let keys = keys();
+    let dst = tempfile::tempdir().unwrap();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let (a, b) = (vec![1u8; 1000], vec![2u8; 1000]);
+    let mut content = a.clone();
+    content.truncate(500);
+    content.extend_from_slice(&b);
+    // The blocks' crcs combined describe 2000 bytes; the file holds 1500.
+    let lying = crc32c::crc32c_combine(crc32c::crc32c(&a), crc32c::crc32c(&b), 1000);
+    for (name, crc, ok) in [
+        ("lying", lying, false),
+        ("true", crc32c::crc32c(&content), true),
+    ] {
+        let (mut ch, file) = opened(&keys, &sink, name, 1500);
+        for (offset, data) in [(0u64, &a), (500, &b)] {
+            let m = Message::NewBlock {
+                file,
+                offset,
+                crc: crc32c::crc32c(data),
+                data: data.clone(),
+            };
+            assert!(matches!(ask(&mut ch, &m), Some(Message::BlockDone { .. })));
+        }
+        let done = Message::FileDone {
+            file,
+            size: 1500,
+            crc,
+        };
+        match ask(&mut ch, &done) {
+            Some(Message::FileOk { .. }) => assert!(ok, "{name} accepted"),
+            Some(Message::FileFailed { .. }) => assert!(!ok, "{name} refused"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(fs::read(dst.path().join("true")).unwrap(), content);
+    assert!(!dst.path().join("lying").exists());
 }

@@ -3,11 +3,15 @@
 #
 # 1. Loopback, two sets: SMALL files of 1 MB (2,000) and BIG files of
 #    256 MB (8). sluice xfer in congestion-aware mode (ca) and in its own
-#    file-at-a-time mode (file, the bbcp model), rsync to an rsync daemon
-#    (no encryption), rclone to `rclone serve sftp` (encrypted, like
+#    file-at-a-time mode (file, the bbcp model), to a sink that fsyncs
+#    every file (the default) and to one started with --no-fsync (rsync's
+#    durability); rsync to an rsync daemon (no encryption), with and
+#    without --fsync; rclone to `rclone serve sftp` (encrypted, like
 #    sluice's TLS). Every tool starts from the page cache and writes a
 #    fresh directory; wall time is measured by this script around each
-#    command, and every copy is checked (file count and bytes).
+#    command, and every copy is checked (file count and bytes). Then each
+#    set is sent again over a complete copy (a rerun): sluice and rsync
+#    should find every file unchanged and move no data.
 # 2. An emulated 16-target PFS at the source (`--layout pfs`: a 7200 rpm
 #    disk model per target, one request at a time) holding the BIG set
 #    striped over PFS_STRIPE targets, with PFS_CONGESTED targets slowed
@@ -43,7 +47,7 @@ for tool in rsync rclone python3; do
     command -v "$tool" >/dev/null 2>&1 || die "missing: $tool (scripts/setup.sh installs it)"
 done
 if [ "$BUILD" = 1 ]; then cargo build --release -q -p sluice-cli; fi
-SLUICE=$PWD/target/release/sluice
+SLUICE=${CARGO_TARGET_DIR:-$PWD/target}/release/sluice
 [ -x "$SLUICE" ] || die "no $SLUICE (build it or drop --no-build)"
 
 START=$(date +%s)
@@ -73,9 +77,12 @@ sync
 # --- servers ---------------------------------------------------------------
 "$SLUICE" xfer keygen --out "$WORK/keys" >/dev/null
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
-mkdir -p "$WORK/dst-sluice" "$WORK/dst-rsync" "$WORK/dst-rclone"
+mkdir -p "$WORK/dst-sluice" "$WORK/dst-sluice-nofsync" "$WORK/dst-rsync" "$WORK/dst-rclone"
 "$SLUICE" xfer serve --root "$WORK/dst-sluice" --listen "127.0.0.1:$PORT" \
     --cert "$WORK/keys/sluice.crt" --key "$WORK/keys/sluice.key" --token-file "$WORK/token" 2>"$WORK/serve.log" &
+PIDS+=($!)
+"$SLUICE" xfer serve --root "$WORK/dst-sluice-nofsync" --listen "127.0.0.1:$((PORT + 3))" --no-fsync \
+    --cert "$WORK/keys/sluice.crt" --key "$WORK/keys/sluice.key" --token-file "$WORK/token" 2>"$WORK/serve-nofsync.log" &
 PIDS+=($!)
 cat >"$WORK/rsyncd.conf" <<EOF
 pid file = $WORK/rsyncd.pid
@@ -130,9 +137,12 @@ extra() {
     esac
 }
 sluice_send() {
-    local set=$1
-    shift
-    "$SLUICE" xfer send "$WORK/src/$set" "sluice://127.0.0.1:$PORT/" --ca "$WORK/keys/sluice.crt" \
+    sluice_send_to "$PORT" "$@"
+}
+sluice_send_to() {
+    local port=$1 set=$2
+    shift 2
+    "$SLUICE" xfer send "$WORK/src/$set" "sluice://127.0.0.1:$port/" --ca "$WORK/keys/sluice.crt" \
         --token-file "$WORK/token" --no-journal --progress false --json "$@"
 }
 
@@ -147,13 +157,42 @@ done
 case ",$PARTS," in *,loop,*) LOOP_SETS="small big" ;; *) LOOP_SETS="" ;; esac
 for set in $LOOP_SETS; do
     run "sluice xfer ca" $set "$WORK/dst-sluice" sluice_send $set --mode ca --threads "$THREADS"
+    run "sluice xfer ca, sink --no-fsync" $set "$WORK/dst-sluice-nofsync" \
+        sluice_send_to $((PORT + 3)) $set --mode ca --threads "$THREADS"
     run "sluice xfer file" $set "$WORK/dst-sluice" sluice_send $set --mode file --threads "$THREADS"
     run "rsync (daemon)" $set "$WORK/dst-rsync" rsync -a "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
+    run "rsync --fsync (daemon)" $set "$WORK/dst-rsync" rsync -a --fsync "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
     run "rclone (sftp)" $set "$WORK/dst-rclone" rclone copy "$WORK/src/$set" \
         ":sftp,host=127.0.0.1,port=$((PORT + 2)),user=bench,pass=$RCLONE_PASS:$set" --transfers "$THREADS"
 done
 LOOP=("${ROWS[@]+"${ROWS[@]}"}")
 ROWS=()
+
+# rerun NAME SET COMMAND...: COMMAND once to make a complete copy, then
+# time it again over that copy; a row with the seconds and what was sent.
+RERUN=()
+rerun() {
+    local name=$1 set=$2
+    shift 2
+    "$@" >/dev/null 2>"$WORK/last.err" || die "$name on $set failed: $(cat "$WORK/last.err")"
+    local t0 t1 sent
+    t0=$(date +%s.%N)
+    "$@" >"$WORK/last.out" 2>"$WORK/last.err" || die "$name rerun on $set failed: $(cat "$WORK/last.err")"
+    t1=$(date +%s.%N)
+    case "$name" in
+        sluice*) sent=$(python3 -c "import json; s=json.load(open('$WORK/last.out')); print(f\"{s['bytes']} bytes, {s['files_unchanged']} files unchanged\")") ;;
+        rsync*) sent=$(awk '/^sent /{print $2 " bytes on the wire (file list and checksums)"}' "$WORK/last.out") ;;
+    esac
+    local secs
+    secs=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+    echo "$name rerun $set: $secs s, $sent" >&2
+    RERUN+=("| $set | $name | $secs | $sent |")
+}
+for set in $LOOP_SETS; do
+    rerun "sluice xfer ca" $set sluice_send $set --mode ca --threads "$THREADS"
+    rerun "rsync (daemon)" $set rsync -a --stats "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
+    rm -rf "${WORK:?}/dst-sluice/$set" "${WORK:?}/dst-rsync/$set"
+done
 
 # --- 2. emulated PFS with congested targets ---------------------------------
 PFS=(--layout pfs --pfs-targets 16 --pfs-stripe "$PFS_STRIPE" --pfs-congested "$PFS_CONGESTED"
@@ -171,6 +210,12 @@ sets: small = $SMALL × 1 MB, big = $BIG × 256 MiB:
 | set | tool | seconds | MB/s | scheduler |
 |---|---|---:|---:|---|
 $(printf '%s\n' "${LOOP[@]}")
+
+A rerun over a complete copy:
+
+| set | tool | seconds | sent |
+|---|---|---:|---|
+$(printf '%s\n' "${RERUN[@]+"${RERUN[@]}"}")
 
 Emulated PFS at the source: 16 targets (7200 rpm model each), big set striped over $PFS_STRIPE,
 targets $PFS_CONGESTED congested ${PFS_FACTOR}×, the set moving $PFS_ROTATE targets on every $PFS_PERIOD, $PFS_THREADS I/O threads:

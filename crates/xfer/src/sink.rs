@@ -189,16 +189,15 @@ impl SinkFile {
             return None;
         }
         let blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
-        let mut crc = 0u32;
+        let blocks = blocks.as_ref()?;
         let mut expect = 0u64;
-        for (&offset, &(len, c)) in blocks.as_ref()? {
+        for (&offset, &(len, _)) in blocks {
             if offset != expect {
                 return None;
             }
-            crc = crc32c::crc32c_combine(crc, c, len as usize);
             expect += len;
         }
-        (expect == size).then_some(crc)
+        (expect == size).then(|| crate::crc::combine_all(blocks.values().copied()))
     }
 }
 

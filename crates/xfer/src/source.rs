@@ -1106,9 +1106,8 @@ fn file_done(core: &Core, writer: &Writer, id: u32) {
     }
     st = core.lock();
     let Some(live) = st.live.get(&id) else { return };
-    let mut crc = 0u32;
     let mut expect = 0u64;
-    for (&off, &(len, c)) in &live.crcs {
+    for (&off, &(len, _)) in &live.crcs {
         if off != expect {
             let why = format!(
                 "{}: objects do not tile the file at {expect}",
@@ -1117,11 +1116,12 @@ fn file_done(core: &Core, writer: &Writer, id: u32) {
             drop(st);
             return core.fail(why);
         }
-        crc = crc32c::crc32c_combine(crc, c, len as usize);
         expect += len;
     }
+    let pieces: Vec<(u64, u32)> = live.crcs.values().copied().collect();
     let size = core.entries[live.entry].size;
     drop(st);
+    let crc = crate::crc::combine_all(pieces);
     if let Err(e) = writer.message(&Message::FileDone {
         file: id,
         size,

@@ -146,9 +146,8 @@ struct Shared {
     tx: Mutex<Tx>,
 }
 
-/// The socket's write half and the buffer records are encrypted into,
-/// kept between sends so a 1 MiB block does not cost a fresh allocation
-/// (and its page faults) every time.
+/// The socket's write half and the buffer records are encrypted into
+/// ([`ENCRYPT_CHUNK`] of plaintext at a time), kept between sends.
 struct Tx {
     stream: TcpStream,
     out: Vec<u8>,
@@ -156,10 +155,6 @@ struct Tx {
 
 /// Plaintext handed to rustls at once: four full TLS records.
 const ENCRYPT_CHUNK: usize = 4 * 16_384;
-
-/// Largest encryption buffer a connection keeps between sends: one
-/// largest frame with its TLS overhead.
-const MAX_KEPT: usize = crate::wire::MAX_FRAME + (crate::wire::MAX_FRAME >> 6);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -170,32 +165,39 @@ impl Shared {
     fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
         let mut tx = lock(&self.tx);
         let Tx { stream, out } = &mut *tx;
-        out.clear();
-        {
-            let mut conn = lock(&self.conn);
-            // rustls allocates every record it encrypts and frees it when
-            // `write_tls` takes it; fed a whole 1 MiB block at once, that is
-            // 1 MiB of heap grown and trimmed per block (a page fault per
-            // 4 KiB). Fed a few records at a time, the same few
-            // allocations are reused.
-            for p in parts {
-                for chunk in p.chunks(ENCRYPT_CHUNK) {
+        // rustls allocates every record it encrypts and frees it when
+        // `write_tls` takes it; fed a whole 1 MiB block at once, that is
+        // 1 MiB of heap grown and trimmed per block (a page fault per
+        // 4 KiB). Fed a few records at a time, the same few allocations are
+        // reused, and the ciphertext goes to the socket while it is still
+        // in the cache. `tx` is held throughout, so records still reach the
+        // socket in sequence order.
+        for p in parts {
+            for chunk in p.chunks(ENCRYPT_CHUNK) {
+                out.clear();
+                {
+                    let mut conn = lock(&self.conn);
                     conn.writer().write_all(chunk)?;
                     while conn.wants_write() {
                         conn.write_tls(out)?;
                     }
                 }
+                stream.write_all(out)?;
             }
+        }
+        // Anything else pending (close_notify, a key update).
+        out.clear();
+        {
+            let mut conn = lock(&self.conn);
             while conn.wants_write() {
                 conn.write_tls(out)?;
             }
         }
-        let sent = stream.write_all(out);
-        // Keep the buffer for the next block, but not a burst's worth.
-        if out.capacity() > MAX_KEPT {
-            *out = Vec::new();
+        if out.is_empty() {
+            Ok(())
+        } else {
+            stream.write_all(out)
         }
-        sent
     }
 }
 

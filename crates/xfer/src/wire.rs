@@ -1000,6 +1000,21 @@ mod tests {
         // Not UTF-8.
         let body = [T_ERROR, 0, 1, 0, 1, 0xff];
         assert_eq!(Message::decode(&body), Err(WireError::NotUtf8("message")));
+        // A Stat or StatReply that lists more than MAX_STAT entries, and an
+        // entry kind that does not exist.
+        let over = ((MAX_STAT + 1) as u16).to_be_bytes();
+        let body = [T_STAT, 0, 0, 0, 1, 0, over[0], over[1]];
+        assert!(matches!(
+            Message::decode(&body),
+            Err(WireError::TooLong { max: MAX_STAT, .. })
+        ));
+        let body = [T_STAT_REPLY, 0, 0, 0, 1, over[0], over[1]];
+        assert!(matches!(
+            Message::decode(&body),
+            Err(WireError::TooLong { max: MAX_STAT, .. })
+        ));
+        let body = [T_STAT_REPLY, 0, 0, 0, 1, 0, 1, 3];
+        assert_eq!(Message::decode(&body), Err(WireError::BadFlag(3)));
     }
 
     proptest! {

@@ -294,6 +294,24 @@ fn issue_21_a_second_run_moves_no_bytes() {
     );
     assert_eq!(all["bytes"], 1_500_000, "{all}");
     assert_eq!(all["targets"], 1, "{all}");
+    // --checksum reads both copies and finds them equal.
+    let sums = json(
+        &send(dir.path(), &src, port, &["--checksum"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(sums["bytes"], 0, "{sums}");
+    assert_eq!(sums["files_unchanged"], 5, "{sums}");
+    // --no-links leaves the link out and counts it.
+    fs::remove_file(dst.join("in/set/link")).unwrap();
+    let nolinks = json(
+        &send(dir.path(), &src, port, &["--no-links"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(nolinks["links"], 0, "{nolinks}");
+    assert_eq!(nolinks["skipped_not_regular"], 1, "{nolinks}");
+    assert!(fs::symlink_metadata(dst.join("in/set/link")).is_err());
 }
 
 #[test]

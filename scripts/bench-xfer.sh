@@ -3,11 +3,17 @@
 #
 # 1. Loopback, two sets: SMALL files of 1 MB (2,000) and BIG files of
 #    256 MB (8). sluice xfer in congestion-aware mode (ca) and in its own
-#    file-at-a-time mode (file, the bbcp model), rsync to an rsync daemon
-#    (no encryption), rclone to `rclone serve sftp` (encrypted, like
-#    sluice's TLS). Every tool starts from the page cache and writes a
+#    file-at-a-time mode (file, the bbcp model), to a sink that fsyncs
+#    every file (the default) and to one started with --no-fsync (rsync's
+#    durability); rsync to an rsync daemon (no encryption), with and
+#    without --fsync; rclone to `rclone serve sftp` (encrypted, like
+#    sluice's TLS; each round into a directory of its own, or rclone finds
+#    the previous round's copy in the server's directory cache and sends
+#    nothing). Every tool starts from the page cache and writes a
 #    fresh directory; wall time is measured by this script around each
-#    command, and every copy is checked (file count and bytes).
+#    command, and every copy is checked (file count and bytes). Then each
+#    set is sent again over a complete copy (a rerun): sluice and rsync
+#    should find every file unchanged and move no data.
 # 2. An emulated 16-target PFS at the source (`--layout pfs`: a 7200 rpm
 #    disk model per target, one request at a time) holding the BIG set
 #    striped over PFS_STRIPE targets, with PFS_CONGESTED targets slowed
@@ -15,8 +21,13 @@
 #    PFS_PERIOD (congestion that wanders, as in the paper's Fig. 10):
 #    round-robin vs congestion-aware vs file-at-a-time, PFS_THREADS threads.
 #
+# Every measurement is repeated REPS times, the tools taking turns within
+# each round, and the table gives the median with the range: on a shared
+# machine one run of each says little.
+#
 # Writes the table into docs/results/lads-bench.md (unless --no-doc).
 # Env: WORK (scratch dir, default /tmp/sluice-bench-xfer; needs ~5 GB),
+# REPS (3),
 # SMALL (2000), BIG (8), THREADS (8), PFS_THREADS (8), PFS_CONGESTED (0-3),
 # PFS_FACTOR (8), PFS_PERIOD (2s), PFS_ROTATE (4), PFS_STRIPE (4), PORT (base
 # port, 7400), PARTS (loop,pfs: which parts to run).
@@ -38,12 +49,13 @@ PFS_ROTATE=${PFS_ROTATE:-4}
 PARTS=${PARTS:-loop,pfs}
 PFS_STRIPE=${PFS_STRIPE:-4}
 PORT=${PORT:-7400}
+REPS=${REPS:-3}
 
 for tool in rsync rclone python3; do
     command -v "$tool" >/dev/null 2>&1 || die "missing: $tool (scripts/setup.sh installs it)"
 done
 if [ "$BUILD" = 1 ]; then cargo build --release -q -p sluice-cli; fi
-SLUICE=$PWD/target/release/sluice
+SLUICE=${CARGO_TARGET_DIR:-$PWD/target}/release/sluice
 [ -x "$SLUICE" ] || die "no $SLUICE (build it or drop --no-build)"
 
 START=$(date +%s)
@@ -73,9 +85,12 @@ sync
 # --- servers ---------------------------------------------------------------
 "$SLUICE" xfer keygen --out "$WORK/keys" >/dev/null
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/token"
-mkdir -p "$WORK/dst-sluice" "$WORK/dst-rsync" "$WORK/dst-rclone"
+mkdir -p "$WORK/dst-sluice" "$WORK/dst-sluice-nofsync" "$WORK/dst-rsync" "$WORK/dst-rclone"
 "$SLUICE" xfer serve --root "$WORK/dst-sluice" --listen "127.0.0.1:$PORT" \
     --cert "$WORK/keys/sluice.crt" --key "$WORK/keys/sluice.key" --token-file "$WORK/token" 2>"$WORK/serve.log" &
+PIDS+=($!)
+"$SLUICE" xfer serve --root "$WORK/dst-sluice-nofsync" --listen "127.0.0.1:$((PORT + 3))" --no-fsync \
+    --cert "$WORK/keys/sluice.crt" --key "$WORK/keys/sluice.key" --token-file "$WORK/token" 2>"$WORK/serve-nofsync.log" &
 PIDS+=($!)
 cat >"$WORK/rsyncd.conf" <<EOF
 pid file = $WORK/rsyncd.pid
@@ -96,8 +111,11 @@ PIDS+=($!)
 RCLONE_PASS=$(rclone obscure bench)
 sleep 2
 
-# run NAME SET DSTDIR COMMAND...: time COMMAND, check DSTDIR/SET, print a row.
-ROWS=()
+# run NAME SET DSTDIR COMMAND...: time COMMAND, check DSTDIR/SET, record
+# the time under PART in TIMES.
+TIMES=$WORK/times.tsv
+: >"$TIMES"
+PART=loop
 run() {
     local name=$1 set=$2 dst=$3
     shift 3
@@ -111,8 +129,8 @@ run() {
     }
     t1=$(date +%s.%N)
     local want got nwant ngot
-    want=$(find "$WORK/src/$set" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-    got=$(find "$dst/$set" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+    want=$(find "$WORK/src/$set" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d\n", s}')
+    got=$(find "$dst/$set" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d\n", s}')
     nwant=$(find "$WORK/src/$set" -type f | wc -l)
     ngot=$(find "$dst/$set" -type f | wc -l)
     [ "$want" = "$got" ] && [ "$nwant" = "$ngot" ] || die "$name on $set: copied $ngot files / $got bytes, want $nwant / $want"
@@ -120,8 +138,23 @@ run() {
     secs=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
     mbs=$(python3 -c "print(f'{$want / 1e6 / ($t1 - $t0):.1f}')")
     echo "$name $set: $secs s, $mbs MB/s" >&2
-    ROWS+=("| $set | $name | $secs | $mbs | $(extra "$name") |")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$PART" "$set" "$name" "$secs" "$want" "$(extra "$name")" >>"$TIMES"
     rm -rf "${dst:?}/$set"
+}
+# table PART: one row per set and tool, the median time of its runs.
+table() {
+    python3 - "$TIMES" "$1" <<'EOF'
+import collections, statistics, sys
+rows = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    part, set_, name, secs, want, extra = line.rstrip("\n").split("\t")
+    if part == sys.argv[2]:
+        rows.setdefault((set_, name), []).append((float(secs), int(want), extra))
+for (set_, name), runs in rows.items():
+    secs = sorted(r[0] for r in runs)
+    med = statistics.median(secs)
+    print(f"| {set_} | {name} | {med:.2f} | {secs[0]:.2f}–{secs[-1]:.2f} | {runs[0][1] / 1e6 / med:.1f} | {runs[-1][2]} |")
+EOF
 }
 extra() {
     case "$1" in
@@ -130,9 +163,12 @@ extra() {
     esac
 }
 sluice_send() {
-    local set=$1
-    shift
-    "$SLUICE" xfer send "$WORK/src/$set" "sluice://127.0.0.1:$PORT/" --ca "$WORK/keys/sluice.crt" \
+    sluice_send_to "$PORT" "$@"
+}
+sluice_send_to() {
+    local port=$1 set=$2
+    shift 2
+    "$SLUICE" xfer send "$WORK/src/$set" "sluice://127.0.0.1:$port/" --ca "$WORK/keys/sluice.crt" \
         --token-file "$WORK/token" --no-journal --progress false --json "$@"
 }
 
@@ -145,41 +181,79 @@ done
 
 # --- 1. loopback -----------------------------------------------------------
 case ",$PARTS," in *,loop,*) LOOP_SETS="small big" ;; *) LOOP_SETS="" ;; esac
-for set in $LOOP_SETS; do
+for round in $(seq "$REPS"); do
+  echo "round $round of $REPS" >&2
+  for set in $LOOP_SETS; do
     run "sluice xfer ca" $set "$WORK/dst-sluice" sluice_send $set --mode ca --threads "$THREADS"
+    run "sluice xfer ca, sink --no-fsync" $set "$WORK/dst-sluice-nofsync" \
+        sluice_send_to $((PORT + 3)) $set --mode ca --threads "$THREADS"
     run "sluice xfer file" $set "$WORK/dst-sluice" sluice_send $set --mode file --threads "$THREADS"
     run "rsync (daemon)" $set "$WORK/dst-rsync" rsync -a "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
-    run "rclone (sftp)" $set "$WORK/dst-rclone" rclone copy "$WORK/src/$set" \
-        ":sftp,host=127.0.0.1,port=$((PORT + 2)),user=bench,pass=$RCLONE_PASS:$set" --transfers "$THREADS"
+    run "rsync --fsync (daemon)" $set "$WORK/dst-rsync" rsync -a --fsync "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
+    run "rclone (sftp)" $set "$WORK/dst-rclone/r$round" rclone copy "$WORK/src/$set" \
+        ":sftp,host=127.0.0.1,port=$((PORT + 2)),user=bench,pass=$RCLONE_PASS:r$round/$set" --transfers "$THREADS"
+  done
 done
-LOOP=("${ROWS[@]+"${ROWS[@]}"}")
-ROWS=()
+
+# rerun NAME SET COMMAND...: COMMAND once to make a complete copy, then
+# time it again over that copy; a row with the seconds and what was sent.
+RERUN=()
+rerun() {
+    local name=$1 set=$2
+    shift 2
+    "$@" >/dev/null 2>"$WORK/last.err" || die "$name on $set failed: $(cat "$WORK/last.err")"
+    local t0 t1 sent
+    t0=$(date +%s.%N)
+    "$@" >"$WORK/last.out" 2>"$WORK/last.err" || die "$name rerun on $set failed: $(cat "$WORK/last.err")"
+    t1=$(date +%s.%N)
+    case "$name" in
+        sluice*) sent=$(python3 -c "import json; s=json.load(open('$WORK/last.out')); print(f\"{s['bytes']} bytes, {s['files_unchanged']} files unchanged\")") ;;
+        rsync*) sent=$(awk '/^sent /{print $2 " bytes on the wire (file list and checksums)"}' "$WORK/last.out") ;;
+    esac
+    local secs
+    secs=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+    echo "$name rerun $set: $secs s, $sent" >&2
+    RERUN+=("| $set | $name | $secs | $sent |")
+}
+for set in $LOOP_SETS; do
+    rerun "sluice xfer ca" $set sluice_send $set --mode ca --threads "$THREADS"
+    rerun "rsync (daemon)" $set rsync -a --stats "$WORK/src/$set" "rsync://127.0.0.1:$((PORT + 1))/dst/"
+    rm -rf "${WORK:?}/dst-sluice/$set" "${WORK:?}/dst-rsync/$set"
+done
 
 # --- 2. emulated PFS with congested targets ---------------------------------
 PFS=(--layout pfs --pfs-targets 16 --pfs-stripe "$PFS_STRIPE" --pfs-congested "$PFS_CONGESTED"
     --pfs-factor "$PFS_FACTOR" --pfs-on "$PFS_PERIOD" --pfs-rotate "$PFS_ROTATE" --threads "$PFS_THREADS")
 case ",$PARTS," in *,pfs,*) PFS_MODES="rr ca file" ;; *) PFS_MODES="" ;; esac
-for mode in $PFS_MODES; do
-    run "sluice xfer $mode" big "$WORK/dst-sluice" sluice_send big --mode "$mode" "${PFS[@]}"
+PART=pfs
+for round in $(seq "$REPS"); do
+    for mode in $PFS_MODES; do
+        run "sluice xfer $mode" big "$WORK/dst-sluice" sluice_send big --mode "$mode" "${PFS[@]}"
+    done
 done
-PFSROWS=("${ROWS[@]+"${ROWS[@]}"}")
 
 ELAPSED=$(($(date +%s) - START))
 TABLE="Loopback (TLS for sluice and rclone/sftp, none for the rsync daemon), $THREADS threads/transfers,
-sets: small = $SMALL × 1 MB, big = $BIG × 256 MiB:
+sets: small = $SMALL × 1 MB, big = $BIG × 256 MiB; median of $REPS rounds (range: fastest–slowest):
 
-| set | tool | seconds | MB/s | scheduler |
-|---|---|---:|---:|---|
-$(printf '%s\n' "${LOOP[@]}")
+| set | tool | seconds | range | MB/s | scheduler |
+|---|---|---:|---:|---:|---|
+$(table loop)
+
+A rerun over a complete copy:
+
+| set | tool | seconds | sent |
+|---|---|---:|---|
+$(printf '%s\n' "${RERUN[@]+"${RERUN[@]}"}")
 
 Emulated PFS at the source: 16 targets (7200 rpm model each), big set striped over $PFS_STRIPE,
 targets $PFS_CONGESTED congested ${PFS_FACTOR}×, the set moving $PFS_ROTATE targets on every $PFS_PERIOD, $PFS_THREADS I/O threads:
 
-| set | mode | seconds | MB/s | scheduler |
-|---|---|---:|---:|---|
-$(printf '%s\n' "${PFSROWS[@]}")"
+| set | mode | seconds | range | MB/s | scheduler |
+|---|---|---:|---:|---:|---|
+$(table pfs)"
 echo "$TABLE"
 if [ "$WRITE_DOC" = 1 ]; then
     python3 scripts/bench-doc.py lads-bench docs/results/lads-bench.md "$TABLE" "$ELAPSED" \
-        "SMALL=$SMALL BIG=$BIG THREADS=$THREADS PFS_THREADS=$PFS_THREADS PFS_CONGESTED=$PFS_CONGESTED PFS_FACTOR=$PFS_FACTOR PFS_PERIOD=$PFS_PERIOD PFS_ROTATE=$PFS_ROTATE PFS_STRIPE=$PFS_STRIPE PARTS=$PARTS scripts/bench-xfer.sh"
+        "REPS=$REPS SMALL=$SMALL BIG=$BIG THREADS=$THREADS PFS_THREADS=$PFS_THREADS PFS_CONGESTED=$PFS_CONGESTED PFS_FACTOR=$PFS_FACTOR PFS_PERIOD=$PFS_PERIOD PFS_ROTATE=$PFS_ROTATE PFS_STRIPE=$PFS_STRIPE PARTS=$PARTS scripts/bench-xfer.sh"
 fi

@@ -11,7 +11,7 @@ use sluice_xfer::layout::pfs::{EmulatedPfs, PfsConfig};
 use sluice_xfer::layout::posix::PosixLayout;
 use sluice_xfer::layout::{self, LayoutProvider};
 use sluice_xfer::sink::{Sink, SinkOptions};
-use sluice_xfer::source::{self, Destination, SendOptions};
+use sluice_xfer::source::{self, Compare, Destination, SendOptions};
 use sluice_xfer::tls;
 
 /// `sluice xfer ...`.
@@ -46,6 +46,11 @@ pub struct ServeArgs {
     /// Require client certificates issued by (or equal to) these (PEM).
     #[arg(long)]
     client_ca: Option<PathBuf>,
+    /// Do not fsync files and directories before and after their rename
+    /// (rsync's default): faster, but a crash of this machine can leave a
+    /// received file under its final name with bytes missing.
+    #[arg(long)]
+    no_fsync: bool,
 }
 
 /// Scheduling mode on the command line.
@@ -95,11 +100,13 @@ pub struct SendArgs {
     /// Our private key, for mutual TLS.
     #[arg(long, requires = "cert")]
     key: Option<PathBuf>,
-    /// I/O threads.
-    #[arg(long, default_value_t = 8)]
+    /// I/O threads (1 to 1024).
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: usize,
-    /// TCP connections.
-    #[arg(long, default_value_t = 2)]
+    /// TCP connections (1 to 64).
+    #[arg(long, default_value_t = 2,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     connections: usize,
     /// Scheduling mode.
     #[arg(long, value_enum, default_value_t = ModeArg::Ca)]
@@ -130,9 +137,22 @@ pub struct SendArgs {
     /// Spill buffer size.
     #[arg(long, default_value = "1GiB")]
     spill_size: ByteSize,
-    /// Files open at once.
-    #[arg(long, default_value_t = 64)]
+    /// Files open at once (1 to 65536).
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     files_in_flight: usize,
+    /// Decide that a destination file is unchanged by size and crc32c
+    /// (reading both copies) instead of size and mtime.
+    #[arg(long, short = 'c', conflicts_with = "ignore_times")]
+    checksum: bool,
+    /// Send every file, even those the sink holds with the same size and
+    /// mtime.
+    #[arg(long, short = 'I')]
+    ignore_times: bool,
+    /// Skip symbolic links (counted in the summary) instead of recreating
+    /// them as links at the sink.
+    #[arg(long)]
+    no_links: bool,
     /// Resume journal (default under ~/.local/state/sluice/xfer).
     #[arg(long, conflicts_with = "no_journal")]
     journal: Option<PathBuf>,
@@ -225,6 +245,7 @@ fn serve(a: &ServeArgs) -> Result<(), String> {
             tls,
             token,
             mutual_tls: a.client_ca.is_some(),
+            fsync: !a.no_fsync,
         },
     )
     .map_err(|e| e.to_string())?;
@@ -285,6 +306,14 @@ fn provider(
 }
 
 fn send(a: &SendArgs) -> Result<(), String> {
+    if a.object_size.0 == 0 {
+        return Err(
+            "--object-size 0B refused: objects must be at least 1 byte (default 1MiB)".into(),
+        );
+    }
+    if a.buffer.0 == 0 {
+        return Err("--buffer 0B refused: the send buffer must hold at least one object".into());
+    }
     let (dest, sources) = a.paths.split_last().expect("clap requires two");
     let destination: Destination = dest.parse()?;
     let sources: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
@@ -338,6 +367,14 @@ fn send(a: &SendArgs) -> Result<(), String> {
         progress: a
             .progress
             .unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        compare: if a.ignore_times {
+            Compare::Never
+        } else if a.checksum {
+            Compare::Checksum
+        } else {
+            Compare::SizeAndMtime
+        },
+        links: !a.no_links,
     })
     .map_err(|e| e.to_string())?;
     let text = if a.json {
@@ -347,13 +384,11 @@ fn send(a: &SendArgs) -> Result<(), String> {
     };
     // A closed stdout (`| head`) must not turn a finished transfer into a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
-    if summary.failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} files failed verification; rerun to resend them",
-            summary.failed.len()
-        ))
+    match (summary.failed.len(), summary.changed.len()) {
+        (0, 0) => Ok(()),
+        (failed, changed) => Err(format!(
+            "{failed} entries failed and {changed} files changed while they were sent (not put in place); rerun to resend them"
+        )),
     }
 }
 

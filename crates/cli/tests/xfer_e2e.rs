@@ -234,3 +234,193 @@ fn bad_credentials_and_a_sink_without_authentication_are_refused() {
     assert_eq!(s["files"], 1);
     assert_eq!(fs::read(dst.join("in/f")).unwrap(), b"x");
 }
+
+fn symlink_metadata_is_link(p: &Path) -> bool {
+    fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+#[test]
+fn issue_21_a_second_run_moves_no_bytes() {
+    let dir = setup();
+    let (src, dst) = (dir.path().join("src/set"), dir.path().join("dst"));
+    fs::create_dir_all(src.join("sub/empty")).unwrap();
+    fs::create_dir_all(&dst).unwrap();
+    for i in 0..5 {
+        fs::write(src.join(format!("sub/f{i}")), vec![i as u8; 300_000]).unwrap();
+    }
+    std::os::unix::fs::symlink("sub/f0", src.join("link")).unwrap();
+    let port = free_port();
+    let _sink = serve(dir.path(), &dst, port);
+    let first = json(&send(dir.path(), &src, port, &[]).output().unwrap());
+    assert_eq!(first["files"], 5, "{first}");
+    assert_eq!(first["bytes"], 1_500_000, "{first}");
+    assert_eq!(first["dirs"], 3, "{first}");
+    assert_eq!(first["links"], 1, "{first}");
+    assert!(dst.join("in/set/sub/empty").is_dir());
+    assert!(symlink_metadata_is_link(&dst.join("in/set/link")));
+
+    // The second run, in words: nothing sent, everything counted.
+    let out = sluice()
+        .args(["xfer", "send"])
+        .arg(&src)
+        .arg(format!("sluice://127.0.0.1:{port}/in"))
+        .arg("--ca")
+        .arg(dir.path().join("keys/sluice.crt"))
+        .arg("--token-file")
+        .arg(dir.path().join("token"))
+        .args(["--no-journal", "--progress", "false"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sent 0 files, 0.0 MB"), "{text}");
+    assert!(text.contains("posix layout, 0 targets"), "{text}");
+    assert!(
+        text.contains("unchanged 5 files (1.5 MB) not sent"),
+        "{text}"
+    );
+    let again = json(&send(dir.path(), &src, port, &[]).output().unwrap());
+    assert_eq!(again["bytes"], 0, "{again}");
+    assert_eq!(again["files_unchanged"], 5, "{again}");
+    // --ignore-times sends it all again.
+    let all = json(
+        &send(dir.path(), &src, port, &["--ignore-times"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(all["bytes"], 1_500_000, "{all}");
+    assert_eq!(all["targets"], 1, "{all}");
+    // --checksum reads both copies and finds them equal.
+    let sums = json(
+        &send(dir.path(), &src, port, &["--checksum"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(sums["bytes"], 0, "{sums}");
+    assert_eq!(sums["files_unchanged"], 5, "{sums}");
+    // --no-links leaves the link out and counts it.
+    fs::remove_file(dst.join("in/set/link")).unwrap();
+    let nolinks = json(
+        &send(dir.path(), &src, port, &["--no-links"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(nolinks["links"], 0, "{nolinks}");
+    assert_eq!(nolinks["skipped_not_regular"], 1, "{nolinks}");
+    assert!(fs::symlink_metadata(dst.join("in/set/link")).is_err());
+}
+
+#[test]
+fn issue_21_zero_object_size_threads_and_connections_are_refused() {
+    let dir = setup();
+    let src = dir.path().join("f");
+    fs::write(&src, vec![1u8; 9800]).unwrap();
+    let dst = dir.path().join("dst");
+    fs::create_dir(&dst).unwrap();
+    let port = free_port();
+    let _sink = serve(dir.path(), &dst, port);
+    for (flag, value) in [
+        ("--object-size", "0B"),
+        ("--threads", "0"),
+        ("--connections", "0"),
+        ("--files-in-flight", "0"),
+        ("--buffer", "0B"),
+    ] {
+        let out = send(dir.path(), &src, port, &[flag, value])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} {value} accepted");
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+    assert_eq!(fs::read_dir(&dst).unwrap().count(), 0);
+}
+
+/// A slow source (an emulated PFS of 2 congested disks, 256 KiB objects)
+/// sending `src`; returns once the journal shows `lines` acknowledged
+/// objects.
+fn slow_send(dir: &Path, src: &Path, port: u16, lines: usize) -> Child {
+    let slow = [
+        "--layout",
+        "pfs",
+        "--pfs-targets",
+        "2",
+        "--pfs-congested",
+        "0-1",
+        "--pfs-factor",
+        "4",
+        "--object-size",
+        "256KiB",
+        "--threads",
+        "2",
+    ];
+    let mut child = send(dir, src, port, &slow)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = fs::read_to_string(dir.join("journal")).map_or(0, |j| j.lines().count());
+        if n >= lines {
+            return child;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "finished too early");
+        assert!(Instant::now() < deadline, "no progress in the journal");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn issue_21_a_file_that_grows_during_its_send_fails_the_transfer() {
+    let dir = setup();
+    let (src, dst) = (dir.path().join("src/set"), dir.path().join("dst"));
+    fs::create_dir_all(&src).unwrap();
+    fs::create_dir_all(&dst).unwrap();
+    fs::write(src.join("log"), vec![5u8; 8 << 20]).unwrap();
+    let port = free_port();
+    let _sink = serve(dir.path(), &dst, port);
+    let child = slow_send(dir.path(), &src, port, 3);
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(src.join("log"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"one more line\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a torn copy exited 0: {err}");
+    assert!(
+        err.contains("1 files changed while they were sent"),
+        "{err}"
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("size 8388608 -> 8388622"), "{report}");
+    assert!(!dst.join("in/set/log").exists(), "torn copy put in place");
+    eprintln!("sender said: {report}{err}");
+}
+
+#[test]
+fn issue_21_a_sink_killed_midway_reads_as_a_closed_connection() {
+    let dir = setup();
+    let (src, dst) = (dir.path().join("src/set"), dir.path().join("dst"));
+    fs::create_dir_all(&src).unwrap();
+    fs::create_dir_all(&dst).unwrap();
+    fs::write(src.join("big"), vec![5u8; 16 << 20]).unwrap();
+    let port = free_port();
+    let sink = serve(dir.path(), &dst, port);
+    let child = slow_send(dir.path(), &src, port, 3);
+    drop(sink); // kill -9
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("the sink 127.0.0.1:{port} closed the connection")),
+        "{err}"
+    );
+    assert!(!err.contains("docs.rs") && !err.contains("rustls"), "{err}");
+    eprintln!("sender said: {err}");
+}

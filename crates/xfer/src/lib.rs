@@ -10,8 +10,10 @@
 //!   target with `sluice_policy::lads`;
 //! * [`layout`]: where objects live (POSIX, emulated PFS, GlusterFS,
 //!   Lustre, CephFS);
-//! * [`journal`]: the source's resume journal.
+//! * [`journal`]: the source's resume journal;
+//! * [`crc`]: a file's crc32c from its pieces'.
 
+pub mod crc;
 pub mod journal;
 pub mod layout;
 pub mod sink;

@@ -4,7 +4,14 @@
 //! Files are written to a partial copy `.NAME.sluice-part` beside their
 //! final name and renamed into place only after `FileDone` verified the
 //! whole file's crc32c and size, applied mode and mtime and synced the file;
-//! the directory is synced after the rename. A broken connection, a bad
+//! the directory is synced after the rename. That end of a file (read
+//! back, fsync, rename) runs on a pool of [`FINISHERS`] threads, so a
+//! connection keeps writing the blocks of other files while one is synced;
+//! the pool's queue is bounded ([`FINISH_QUEUE`]) and a full queue holds
+//! the connection back. With `fsync` off ([`SinkOptions::fsync`], `serve
+//! --no-fsync`), the file is renamed into place without either sync, as
+//! rsync does by default: a crash of the sink's machine can then leave a
+//! file under its final name with bytes missing. A broken connection, a bad
 //! block or a failed verification never leaves a file under its final
 //! name: at worst a partial copy, which a resumed transfer continues
 //! (`NewFile` with `resume`) and any other transfer truncates.
@@ -13,14 +20,20 @@
 //! component (no empty, `.`, `..` or NUL components, never absolute), and
 //! the directories are then walked from the root's descriptor with
 //! `openat(O_NOFOLLOW | O_DIRECTORY)` one component at a time, so neither a
-//! `..` nor a symlink planted inside the root can lead outside it.
+//! `..` nor a symlink planted inside the root can lead outside it. The same
+//! walk, without creating anything, answers `Stat`: it reports only regular
+//! files (`fstatat(AT_SYMLINK_NOFOLLOW)`) under the root, and a path with a
+//! symlink in it reads as absent. `Symlink` stores the link's target as
+//! given, under a hidden name renamed over the final one; the sink never
+//! resolves a link it made, and files replace a link rather than write
+//! through it (the partial copy is renamed over the link).
 //!
 //! Authentication: a connection must present the sink's token in `Hello`
 //! (compared in constant time) when one is configured, and a client
 //! certificate when `--client-ca` is configured (rustls refuses the
 //! handshake otherwise). A sink with neither refuses to start.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,6 +41,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 
@@ -35,10 +49,14 @@ use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
 use rustls::ServerConfig;
 
 use crate::tls::{Channel, Writer};
-use crate::wire::{self, ErrorCode, Message};
+use crate::wire::{self, DestStat, ErrorCode, Message};
 
 /// Suffix of partial copies.
 pub const PART_SUFFIX: &str = ".sluice-part";
+/// Threads that verify, sync and rename finished files.
+pub const FINISHERS: usize = 4;
+/// Finished files waiting for a finisher, at most.
+pub const FINISH_QUEUE: usize = 256;
 
 /// How a sink runs.
 #[derive(Clone)]
@@ -51,6 +69,9 @@ pub struct SinkOptions {
     pub token: Option<Vec<u8>>,
     /// True when the TLS configuration requires client certificates.
     pub mutual_tls: bool,
+    /// Sync each file and its directory before and after the rename
+    /// (false: `--no-fsync`, rsync's default durability).
+    pub fsync: bool,
 }
 
 /// Counters of a running sink.
@@ -66,6 +87,8 @@ pub struct SinkStats {
     pub failed: AtomicU64,
     /// Block bytes written.
     pub bytes: AtomicU64,
+    /// Symlinks made or found already in place.
+    pub links: AtomicU64,
 }
 
 struct Shared {
@@ -73,8 +96,60 @@ struct Shared {
     options: SinkOptions,
     sessions: Mutex<HashMap<u64, Weak<Session>>>,
     next_session: AtomicU64,
-    stats: SinkStats,
+    stats: Arc<SinkStats>,
     stop: AtomicBool,
+    /// Finished files for the finisher pool; dropping the last sender
+    /// (with `Shared`) ends the pool.
+    finish: SyncSender<Finish>,
+}
+
+/// A file whose `FileDone` arrived: verify, sync, rename, answer.
+struct Finish {
+    file: Arc<SinkFile>,
+    id: u32,
+    size: u64,
+    crc: u32,
+    writer: Writer,
+    stats: Arc<SinkStats>,
+    fsync: bool,
+}
+
+impl Finish {
+    fn run(self) {
+        let reply = match finish(&self.file, self.size, self.crc, self.fsync) {
+            Ok(()) => {
+                self.stats.files.fetch_add(1, Ordering::Relaxed);
+                Message::FileOk { file: self.id }
+            }
+            Err(e) => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                let f = &self.file;
+                let _ = rustix::fs::unlinkat(&f.dir, f.part.as_str(), rustix::fs::AtFlags::empty());
+                Message::FileFailed {
+                    file: self.id,
+                    reason: format!("{}: {e}", f.name),
+                }
+            }
+        };
+        // The source may have gone; its rerun sends the file again.
+        let _ = self.writer.message(&reply);
+    }
+}
+
+fn finisher_pool() -> SyncSender<Finish> {
+    let (tx, rx) = mpsc::sync_channel::<Finish>(FINISH_QUEUE);
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..FINISHERS {
+        let rx: Arc<Mutex<Receiver<Finish>>> = Arc::clone(&rx);
+        thread::spawn(move || loop {
+            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            match job {
+                Ok(job) => job.run(),
+                Err(_) => return,
+            }
+        });
+    }
+    tx
 }
 
 struct Session {
@@ -93,6 +168,37 @@ struct SinkFile {
     mtime: Timespec,
     /// Bytes of the file that blocks covered so far (for logs).
     written: AtomicU64,
+    /// An earlier partial copy was kept: its bytes were not checked this
+    /// session, so `finish` reads the whole file back.
+    resumed: bool,
+    /// Blocks written this session, offset → (length, crc32c), each
+    /// checked against its crc before the write; `None` once more than
+    /// [`MAX_TRACKED_BLOCKS`] (then `finish` reads the file back).
+    blocks: Mutex<Option<BTreeMap<u64, (u64, u32)>>>,
+}
+
+/// Blocks whose crcs a file keeps for its final check without a read-back
+/// (a 16 GiB file of 1 MiB objects; about 1 MiB of memory).
+pub const MAX_TRACKED_BLOCKS: usize = 16_384;
+
+impl SinkFile {
+    /// The crc32c of the whole file from the crcs of this session's
+    /// blocks, when they cover it exactly; `None` otherwise.
+    fn crc_from_blocks(&self, size: u64) -> Option<u32> {
+        if self.resumed {
+            return None;
+        }
+        let blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+        let blocks = blocks.as_ref()?;
+        let mut expect = 0u64;
+        for (&offset, &(len, _)) in blocks {
+            if offset != expect {
+                return None;
+            }
+            expect += len;
+        }
+        (expect == size).then(|| crate::crc::combine_all(blocks.values().copied()))
+    }
 }
 
 /// A bound sink; [`Sink::run`] serves it.
@@ -164,8 +270,9 @@ impl Sink {
                 options,
                 sessions: Mutex::new(HashMap::new()),
                 next_session: AtomicU64::new(1),
-                stats: SinkStats::default(),
+                stats: Arc::new(SinkStats::default()),
                 stop: AtomicBool::new(false),
+                finish: finisher_pool(),
             }),
         })
     }
@@ -231,6 +338,102 @@ pub fn components(path: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
+}
+
+/// Open the existing directory `dirs` under `root`, one component at a
+/// time, never following a symlink and never creating anything.
+fn find_dirs(root: &OwnedFd, dirs: &[String]) -> io::Result<OwnedFd> {
+    let mut fd = rustix::fs::openat(
+        root,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    for d in dirs {
+        fd = rustix::fs::openat(
+            &fd,
+            d.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+    }
+    Ok(fd)
+}
+
+/// What is at `dirs/name` under `root`: a regular file's size and mtime
+/// (and crc32c when `checksum_if_size` names its size), else absent.
+fn stat_file(
+    root: &OwnedFd,
+    dirs: &[String],
+    name: &str,
+    checksum_if_size: Option<u64>,
+) -> io::Result<DestStat> {
+    let Ok(dir) = find_dirs(root, dirs) else {
+        return Ok(DestStat::Absent);
+    };
+    let st = match rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(_) => return Ok(DestStat::Absent),
+    };
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Ok(DestStat::Absent);
+    }
+    let size = st.st_size as u64;
+    let crc = match checksum_if_size {
+        Some(want) if want == size => {
+            let fd = rustix::fs::openat(
+                &dir,
+                name,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            Some(crc_of(&File::from(fd), size)?)
+        }
+        _ => None,
+    };
+    Ok(DestStat::File {
+        size,
+        mtime_sec: st.st_mtime as i64,
+        mtime_nsec: st.st_mtime_nsec as u32,
+        crc,
+    })
+}
+
+/// crc32c of the first `size` bytes of `file`.
+pub fn crc_of(file: &File, size: u64) -> io::Result<u32> {
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], offset)?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        offset += n as u64;
+    }
+    Ok(crc)
+}
+
+/// Make (or replace) the symlink `name` in `dir` pointing at `target`:
+/// created under the hidden partial name, then renamed over `name`, so a
+/// file or link already there is replaced, never written through. A
+/// directory there is left alone (the rename fails).
+fn make_symlink(dir: &OwnedFd, name: &str, target: &str) -> io::Result<()> {
+    if let Ok(old) = rustix::fs::readlinkat(dir, name, Vec::new()) {
+        if old.as_bytes() == target.as_bytes() {
+            return Ok(());
+        }
+    }
+    let part = format!(".{name}{PART_SUFFIX}");
+    match rustix::fs::unlinkat(dir, part.as_str(), rustix::fs::AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(e.into()),
+    }
+    rustix::fs::symlinkat(target, dir, part.as_str())?;
+    if let Err(e) = rustix::fs::renameat(dir, part.as_str(), dir, name) {
+        let _ = rustix::fs::unlinkat(dir, part.as_str(), rustix::fs::AtFlags::empty());
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// Open (creating as needed) the directory `dirs` under `root`, one
@@ -391,14 +594,23 @@ impl Conn<'_> {
 
     fn serve(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
         loop {
-            let msg = match wire::read_message(reader, buf) {
-                Ok(Some(m)) => m,
-                Ok(None) => return Ok(()),
+            match wire::read_frame(reader, buf) {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                     return Err(refuse(&self.writer, ErrorCode::Protocol, e.to_string()));
                 }
                 Err(e) => return Err(e),
-            };
+            }
+            // Blocks, nearly every frame, are written from the frame itself.
+            if let Some(block) = wire::decode_block(buf) {
+                let b =
+                    block.map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
+                self.block(b.file, b.offset, b.crc, b.data)?;
+                continue;
+            }
+            let msg = Message::decode(buf)
+                .map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
             match msg {
                 Message::NewFile {
                     req,
@@ -437,67 +649,75 @@ impl Conn<'_> {
                         }
                     }
                 }
+                Message::Stat {
+                    req,
+                    checksum,
+                    files,
+                } => {
+                    let mut entries = Vec::with_capacity(files.len());
+                    for (path, size) in &files {
+                        let (dirs, name) = self.split(path)?;
+                        let found =
+                            stat_file(&self.shared.root, &dirs, &name, checksum.then_some(*size))
+                                .map_err(|e| {
+                                refuse(&self.writer, ErrorCode::Io, format!("{path:?}: {e}"))
+                            })?;
+                        entries.push(found);
+                    }
+                    self.writer.message(&Message::StatReply { req, entries })?;
+                }
+                Message::MakeDir { req, path } => {
+                    let (mut dirs, name) = self.split(&path)?;
+                    dirs.push(name);
+                    let failure = self.entry(&path, open_dirs(&self.shared.root, &dirs))?;
+                    self.writer.message(&Message::EntryDone { req, failure })?;
+                }
+                Message::Symlink { req, path, target } => {
+                    if target.is_empty() || target.contains('\0') {
+                        return Err(refuse(
+                            &self.writer,
+                            ErrorCode::BadPath,
+                            format!("{path:?}: link target {target:?} refused"),
+                        ));
+                    }
+                    let (dirs, name) = self.split(&path)?;
+                    let made = open_dirs(&self.shared.root, &dirs)
+                        .and_then(|dir| make_symlink(&dir, &name, &target));
+                    let failure = self.entry(&path, made)?;
+                    if failure.is_none() {
+                        self.shared.stats.links.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.writer.message(&Message::EntryDone { req, failure })?;
+                }
+                Message::FileCancel { file, reason } => {
+                    let f = self.take_file(file)?;
+                    let _ =
+                        rustix::fs::unlinkat(&f.dir, f.part.as_str(), rustix::fs::AtFlags::empty());
+                    self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    self.writer.message(&Message::FileFailed {
+                        file,
+                        reason: format!("{}: {reason}", f.name),
+                    })?;
+                }
                 Message::NewBlock {
                     file,
                     offset,
                     crc,
                     data,
-                } => {
-                    let f = self.file(file)?;
-                    let end = offset.checked_add(data.len() as u64);
-                    if end.is_none_or(|end| end > f.size) {
-                        return Err(refuse(
-                            &self.writer,
-                            ErrorCode::Protocol,
-                            format!(
-                                "block at {offset}+{} is past the end of file {file} ({} bytes)",
-                                data.len(),
-                                f.size
-                            ),
-                        ));
-                    }
-                    if crc32c::crc32c(&data) != crc {
-                        return Err(refuse(
-                            &self.writer,
-                            ErrorCode::Checksum,
-                            format!("block at {offset} of file {file}: crc32c mismatch"),
-                        ));
-                    }
-                    if let Err(e) = f.file.write_all_at(&data, offset) {
-                        return Err(refuse(
-                            &self.writer,
-                            ErrorCode::Io,
-                            format!("{}: {e}", f.name),
-                        ));
-                    }
-                    f.written.fetch_add(data.len() as u64, Ordering::Relaxed);
-                    self.shared
-                        .stats
-                        .bytes
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
-                    self.writer.message(&Message::BlockDone { file, offset })?;
-                }
+                } => self.block(file, offset, crc, &data)?,
                 Message::FileDone { file, size, crc } => {
-                    let f = self.take_file(file)?;
-                    let reply = match finish(&f, size, crc) {
-                        Ok(()) => {
-                            self.shared.stats.files.fetch_add(1, Ordering::Relaxed);
-                            Message::FileOk { file }
-                        }
-                        Err(e) => {
-                            self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
-                            let _ = rustix::fs::unlinkat(
-                                &f.dir,
-                                f.part.as_str(),
-                                rustix::fs::AtFlags::empty(),
-                            );
-                            Message::FileFailed {
-                                file,
-                                reason: format!("{}: {e}", f.name),
-                            }
-                        }
+                    let job = Finish {
+                        file: self.take_file(file)?,
+                        id: file,
+                        size,
+                        crc,
+                        writer: self.writer.clone(),
+                        stats: Arc::clone(&self.shared.stats),
+                        fsync: self.shared.options.fsync,
                     };
-                    self.writer.message(&reply)?;
+                    if self.shared.finish.send(job).is_err() {
+                        return Err(io::Error::other("the finisher pool stopped"));
+                    }
                 }
                 Message::Bye => {
                     self.writer.close();
@@ -517,8 +737,88 @@ impl Conn<'_> {
         }
     }
 
+    /// Check a block against its file and crc, write it, acknowledge it.
+    fn block(&self, file: u32, offset: u64, crc: u32, data: &[u8]) -> io::Result<()> {
+        let f = self.file(file)?;
+        let end = offset.checked_add(data.len() as u64);
+        if end.is_none_or(|end| end > f.size) {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Protocol,
+                format!(
+                    "block at {offset}+{} is past the end of file {file} ({} bytes)",
+                    data.len(),
+                    f.size
+                ),
+            ));
+        }
+        if crc32c::crc32c(data) != crc {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Checksum,
+                format!("block at {offset} of file {file}: crc32c mismatch"),
+            ));
+        }
+        if let Err(e) = f.file.write_all_at(data, offset) {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Io,
+                format!("{}: {e}", f.name),
+            ));
+        }
+        f.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        {
+            let mut blocks = f.blocks.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(map) = blocks.as_mut() {
+                map.insert(offset, (data.len() as u64, crc));
+                if map.len() > MAX_TRACKED_BLOCKS {
+                    *blocks = None;
+                }
+            }
+        }
+        self.shared
+            .stats
+            .bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.writer.message(&Message::BlockDone { file, offset })
+    }
+
     fn session(&self) -> &Session {
         self.session.as_deref().expect("hello sets the session")
+    }
+
+    /// Check `path` and split destination + path into the parent
+    /// directories and the final name; a bad path ends the connection.
+    fn split(&self, path: &str) -> io::Result<(Vec<String>, String)> {
+        let mut parts = self.session().dest.clone();
+        match components(path) {
+            Ok(rel) if !rel.is_empty() => parts.extend(rel),
+            Ok(_) => {
+                return Err(refuse(
+                    &self.writer,
+                    ErrorCode::BadPath,
+                    "empty path".into(),
+                ))
+            }
+            Err(e) => return Err(refuse(&self.writer, ErrorCode::BadPath, e)),
+        }
+        let name = parts.pop().expect("not empty");
+        Ok((parts, name))
+    }
+
+    /// The outcome of a `MakeDir` or `Symlink`: a path through a symlink
+    /// ends the connection as `NewFile` does; other errors are the
+    /// entry's failure.
+    fn entry<T>(&self, path: &str, made: io::Result<T>) -> io::Result<Option<String>> {
+        match made {
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(refuse(
+                &self.writer,
+                ErrorCode::BadPath,
+                format!("{path:?}: {e}"),
+            )),
+            Err(e) => Ok(Some(format!("{path}: {e}"))),
+        }
     }
 
     fn new_file(
@@ -582,6 +882,8 @@ impl Conn<'_> {
             mode,
             mtime,
             written: AtomicU64::new(0),
+            resumed,
+            blocks: Mutex::new(Some(BTreeMap::new())),
         });
         self.files().insert(id, f);
         Ok((id, resumed))
@@ -615,9 +917,10 @@ impl Conn<'_> {
     }
 }
 
-/// Verify a file against the source's size and crc32c, apply its mode and
-/// mtime, sync it and rename it into place.
-fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
+/// Verify a file against the source's size and crc32c (from the crcs of
+/// its blocks, or by reading it back), apply its mode and mtime, sync it
+/// (unless `fsync` is off) and rename it into place.
+fn finish(f: &SinkFile, size: u64, crc: u32, fsync: bool) -> io::Result<()> {
     if size != f.size {
         return Err(other(format!(
             "size {size} differs from the announced {}",
@@ -628,15 +931,13 @@ fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
     if len != size {
         f.file.set_len(size)?;
     }
-    let mut got = 0u32;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut offset = 0u64;
-    while offset < size {
-        let n = (size - offset).min(buf.len() as u64) as usize;
-        f.file.read_exact_at(&mut buf[..n], offset)?;
-        got = crc32c::crc32c_append(got, &buf[..n]);
-        offset += n as u64;
-    }
+    // Every block was checked against its crc before it was written; when
+    // this session's blocks tile the file, their crcs combined are the
+    // file's. Otherwise (a resumed copy, gaps) read the file back.
+    let got = match f.crc_from_blocks(size) {
+        Some(got) => got,
+        None => crc_of(&f.file, size)?,
+    };
     if got != crc {
         return Err(other(format!(
             "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes received this run)",
@@ -651,9 +952,13 @@ fn finish(f: &SinkFile, size: u64, crc: u32) -> io::Result<()> {
             last_modification: f.mtime,
         },
     )?;
-    f.file.sync_all()?;
+    if fsync {
+        f.file.sync_all()?;
+    }
     rustix::fs::renameat(&f.dir, f.part.as_str(), &f.dir, f.name.as_str())?;
-    rustix::fs::fsync(&f.dir)?;
+    if fsync {
+        rustix::fs::fsync(&f.dir)?;
+    }
     Ok(())
 }
 

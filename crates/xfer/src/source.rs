@@ -23,8 +23,19 @@
 //! block, so the in-memory buffer bounds the data read ahead and in flight
 //! (the paper's RMA buffer). All shared state is one mutex with one
 //! condition variable; no I/O happens under the lock.
+//!
+//! Before announcing files, the announcer sends `MakeDir` for every
+//! directory and `Symlink` for every symbolic link (unless links are
+//! skipped), then asks the sink, in `Stat` batches, for the size and mtime
+//! of each file's destination; files equal by size and mtime (or by size
+//! and crc32c with `--checksum`) are counted unchanged and not sent, as
+//! rsync's quick check. Each file's size, mtime and ctime are taken at the
+//! walk and checked again (`fstat` on the open file) before `FileDone`, and
+//! when a read falls short: a file that changed while it was read is
+//! cancelled (`FileCancel`), reported in [`Summary::changed`], and never
+//! put in place.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, IsTerminal, Write};
@@ -44,7 +55,7 @@ use sluice_policy::{FileId, Time};
 use crate::journal::{self, Journal, Progress};
 use crate::layout::LayoutProvider;
 use crate::tls::{self, Channel, Writer};
-use crate::wire::{self, Message, MAX_OBJECT};
+use crate::wire::{self, DestStat, Message, MAX_OBJECT, MAX_STAT};
 
 /// `sluice://HOST:PORT/DEST`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,6 +112,17 @@ impl fmt::Display for Destination {
     }
 }
 
+/// How a rerun decides that a destination file is already up to date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compare {
+    /// Equal size and mtime (to the nanosecond): rsync's quick check.
+    SizeAndMtime,
+    /// Equal size and crc32c (both sides read the file): `--checksum`.
+    Checksum,
+    /// Send every file (`--ignore-times`).
+    Never,
+}
+
 /// How to send.
 pub struct SendOptions {
     /// Files and directories to send; each lands under `DEST` by its name.
@@ -132,6 +154,10 @@ pub struct SendOptions {
     pub files_in_flight: usize,
     /// Draw a progress line on stderr.
     pub progress: bool,
+    /// Which destination files count as unchanged and are not sent.
+    pub compare: Compare,
+    /// Recreate symbolic links at the sink (`false`: skip and count them).
+    pub links: bool,
 }
 
 /// What a transfer did.
@@ -141,9 +167,20 @@ pub struct Summary {
     pub files: u64,
     /// Files the journal showed complete from an earlier run.
     pub files_already_done: u64,
-    /// Files that failed (path and reason).
+    /// Files the sink already had, equal by size and mtime (or checksum).
+    pub files_unchanged: u64,
+    /// Bytes of the unchanged files.
+    pub bytes_unchanged: u64,
+    /// Directories created or found at the sink.
+    pub dirs: u64,
+    /// Symbolic links recreated at the sink.
+    pub links: u64,
+    /// Files, directories or links that failed (path and reason).
     pub failed: Vec<String>,
-    /// Symlinks and special files not sent.
+    /// Files that changed while they were read (path and what changed);
+    /// their partial copies were dropped.
+    pub changed: Vec<String>,
+    /// Special files (and symlinks, when links are skipped) not sent.
     pub skipped_not_regular: u64,
     /// Bytes sent and acknowledged this run.
     pub bytes: u64,
@@ -159,6 +196,8 @@ pub struct Summary {
     pub mode: String,
     /// Layout provider.
     pub layout: String,
+    /// Storage targets the sent objects came from.
+    pub targets: u64,
     /// I/O threads.
     pub threads: usize,
     /// Connections.
@@ -177,15 +216,25 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "sent {} files, {:.1} MB in {:.2} s: {:.1} MB/s ({} mode, {} layout, {} threads, {} connections)",
+            "sent {} files, {:.1} MB in {:.2} s: {:.1} MB/s ({} mode, {} layout, {} target{}, {} threads, {} connections)",
             self.files,
             self.bytes as f64 / 1e6,
             self.seconds,
             self.mb_per_s,
             self.mode,
             self.layout,
+            self.targets,
+            if self.targets == 1 { "" } else { "s" },
             self.threads,
             self.connections
+        )?;
+        writeln!(
+            f,
+            "unchanged {} files ({:.1} MB) not sent; {} directories, {} symlinks",
+            self.files_unchanged,
+            self.bytes_unchanged as f64 / 1e6,
+            self.dirs,
+            self.links
         )?;
         writeln!(
             f,
@@ -201,12 +250,15 @@ impl fmt::Display for Summary {
         if self.skipped_not_regular > 0 {
             writeln!(
                 f,
-                "{} symlinks or special files not sent",
+                "{} special files (or skipped symlinks) not sent",
                 self.skipped_not_regular
             )?;
         }
         for fail in &self.failed {
             writeln!(f, "FAILED {fail}")?;
+        }
+        for change in &self.changed {
+            writeln!(f, "CHANGED {change}")?;
         }
         Ok(())
     }
@@ -221,7 +273,50 @@ struct Entry {
     mode: u32,
     mtime_sec: i64,
     mtime_nsec: u32,
+    ctime_sec: i64,
+    ctime_nsec: u32,
     key: String,
+}
+
+impl Entry {
+    /// What changed in the open file since the walk (size, mtime, ctime),
+    /// or `None`.
+    fn changed(&self, file: &File) -> Option<String> {
+        let m = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => return Some(format!("fstat: {e}")),
+        };
+        let mut what = Vec::new();
+        if m.len() != self.size {
+            what.push(format!("size {} -> {} bytes", self.size, m.len()));
+        }
+        if (m.mtime(), m.mtime_nsec() as u32) != (self.mtime_sec, self.mtime_nsec) {
+            what.push("mtime".to_owned());
+        }
+        if (m.ctime(), m.ctime_nsec() as u32) != (self.ctime_sec, self.ctime_nsec) {
+            what.push("ctime".to_owned());
+        }
+        (!what.is_empty()).then(|| {
+            format!(
+                "{}: changed while it was sent ({})",
+                self.src.display(),
+                what.join(", ")
+            )
+        })
+    }
+}
+
+/// What the walk found under the sources.
+#[derive(Default)]
+struct Tree {
+    /// Regular files.
+    files: Vec<Entry>,
+    /// Directories, parents before children.
+    dirs: Vec<String>,
+    /// Symbolic links: path and target.
+    links: Vec<(String, String)>,
+    /// Special files, and links when they are skipped.
+    skipped: u64,
 }
 
 /// A file name as UTF-8 (the wire's paths are), or a clear error.
@@ -230,9 +325,8 @@ fn utf8(name: std::ffi::OsString) -> io::Result<String> {
         .map_err(|n| io::Error::new(io::ErrorKind::InvalidInput, format!("{n:?}: not UTF-8")))
 }
 
-fn walk(sources: &[PathBuf]) -> io::Result<(Vec<Entry>, u64)> {
-    let mut out = Vec::new();
-    let mut skipped = 0;
+fn walk(sources: &[PathBuf], links: bool) -> io::Result<Tree> {
+    let mut tree = Tree::default();
     for src in sources {
         let name = match src.file_name() {
             Some(n) => n.to_owned(),
@@ -246,24 +340,27 @@ fn walk(sources: &[PathBuf]) -> io::Result<(Vec<Entry>, u64)> {
                     )
                 })?,
         };
-        walk_one(src, utf8(name)?, &mut out, &mut skipped)?;
+        walk_one(src, utf8(name)?, links, &mut tree)?;
     }
-    Ok((out, skipped))
+    Ok(tree)
 }
 
-fn walk_one(path: &Path, rel: String, out: &mut Vec<Entry>, skipped: &mut u64) -> io::Result<()> {
-    let meta = fs::symlink_metadata(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+fn walk_one(path: &Path, rel: String, links: bool, tree: &mut Tree) -> io::Result<()> {
+    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let meta = fs::symlink_metadata(path).map_err(with_path)?;
     if meta.is_dir() {
-        let mut names: Vec<_> = fs::read_dir(path)?.collect::<Result<Vec<_>, _>>()?;
+        tree.dirs.push(rel.clone());
+        let mut names: Vec<_> = fs::read_dir(path)
+            .and_then(|d| d.collect::<Result<Vec<_>, _>>())
+            .map_err(with_path)?;
         names.sort_by_key(|e| e.file_name());
         for e in names {
             let name = utf8(e.file_name())?;
-            walk_one(&e.path(), format!("{rel}/{name}"), out, skipped)?;
+            walk_one(&e.path(), format!("{rel}/{name}"), links, tree)?;
         }
     } else if meta.is_file() {
         let (size, mtime_sec, mtime_nsec) = (meta.len(), meta.mtime(), meta.mtime_nsec() as u32);
-        out.push(Entry {
+        tree.files.push(Entry {
             src: path.to_owned(),
             key: journal::key(&rel, size, mtime_sec, mtime_nsec),
             rel,
@@ -271,9 +368,14 @@ fn walk_one(path: &Path, rel: String, out: &mut Vec<Entry>, skipped: &mut u64) -
             mode: meta.permissions().mode() & 0o7777,
             mtime_sec,
             mtime_nsec,
+            ctime_sec: meta.ctime(),
+            ctime_nsec: meta.ctime_nsec() as u32,
         });
+    } else if meta.file_type().is_symlink() && links {
+        let target = utf8(fs::read_link(path).map_err(with_path)?.into_os_string())?;
+        tree.links.push((rel, target));
     } else {
-        *skipped += 1;
+        tree.skipped += 1;
     }
     Ok(())
 }
@@ -305,6 +407,8 @@ struct Live {
     /// Objects not yet acknowledged.
     left: usize,
     crcs: BTreeMap<u64, (u64, u32)>,
+    /// The file changed while it was read: what changed.
+    changed: Option<String>,
 }
 
 struct Announced {
@@ -328,12 +432,22 @@ struct State {
     fatal: Option<String>,
     closing: bool,
     summary: Summary,
+    /// Targets that objects were queued on.
+    targets: HashSet<u32>,
+    /// `StatReply` entries by request number, until the announcer takes them.
+    stat_replies: HashMap<u32, Vec<DestStat>>,
 }
 
 struct Core {
     state: Mutex<State>,
     cv: Condvar,
     entries: Vec<Entry>,
+    /// Directories then links: `EntryDone` request numbers below
+    /// `dirs.len()` are directories.
+    dirs: Vec<String>,
+    links: Vec<(String, String)>,
+    /// `HOST:PORT` of the sink, for messages.
+    sink: String,
     journal: Option<Journal>,
     progress: Progress,
     layout: Arc<dyn LayoutProvider>,
@@ -388,6 +502,31 @@ fn bounded(objects: Vec<Object>) -> Vec<Object> {
     out
 }
 
+/// `HOST:PORT` of the sink.
+fn sink_address(d: &Destination) -> String {
+    if d.host.contains(':') {
+        format!("[{}]:{}", d.host, d.port)
+    } else {
+        format!("{}:{}", d.host, d.port)
+    }
+}
+
+/// A network error in words a user can act on: a connection the sink
+/// closed or reset reads "the sink ADDR closed the connection" whatever
+/// layer (TCP, TLS) noticed it first.
+fn network_error(sink: &str, doing: &str, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe
+        | io::ErrorKind::NotConnected => {
+            format!("the sink {sink} closed the connection (while {doing})")
+        }
+        _ => format!("the connection to the sink {sink} failed while {doing}: {e}"),
+    }
+}
+
 fn connect(options: &SendOptions, session: u64) -> io::Result<(Channel, u64)> {
     let d = &options.destination;
     let tcp = TcpStream::connect((d.host.as_str(), d.port))
@@ -409,18 +548,50 @@ fn connect(options: &SendOptions, session: u64) -> io::Result<(Channel, u64)> {
             io::ErrorKind::PermissionDenied,
             format!("{d} refused: {message}"),
         )),
-        Ok(other) => Err(io::Error::new(
+        Ok(Some(other)) => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{d}: unexpected answer to Hello: {other:?}"),
         )),
-        Err(e) => Err(io::Error::new(e.kind(), format!("{d}: {e}"))),
+        Ok(None) => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the sink {} closed the connection after Hello",
+                sink_address(d)
+            ),
+        )),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            network_error(&sink_address(d), "waiting for Welcome", &e),
+        )),
     }
+}
+
+/// Refuse settings that cannot work: zero threads, connections, files in
+/// flight or object size.
+fn check(options: &SendOptions) -> io::Result<()> {
+    let zero = [
+        ("threads", options.threads as u64),
+        ("connections", options.connections as u64),
+        ("files in flight", options.files_in_flight as u64),
+        ("object size (bytes)", options.slot_size),
+        ("buffer (bytes)", options.buffer),
+    ];
+    for (what, v) in zero {
+        if v == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{what} must be at least 1, not 0"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Send the sources; returns the summary (which lists files that failed),
 /// or an error that stopped the whole transfer.
 pub fn send(options: SendOptions) -> io::Result<Summary> {
-    let (entries, skipped) = walk(&options.sources)?;
+    check(&options)?;
+    let tree = walk(&options.sources, options.links)?;
     let (journal, progress) = match &options.journal {
         Some(p) => {
             let (j, p) = Journal::open(p)?;
@@ -469,8 +640,10 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
             finished: 0,
             fatal: None,
             closing: false,
+            targets: HashSet::new(),
+            stat_replies: HashMap::new(),
             summary: Summary {
-                skipped_not_regular: skipped,
+                skipped_not_regular: tree.skipped,
                 mode: options.scheduler.mode.name().to_owned(),
                 layout: options.layout.name().to_owned(),
                 threads: options.threads.max(1),
@@ -479,7 +652,10 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
             },
         }),
         cv: Condvar::new(),
-        entries,
+        entries: tree.files,
+        dirs: tree.dirs,
+        links: tree.links,
+        sink: sink_address(&options.destination),
         journal,
         progress,
         layout: Arc::clone(&options.layout),
@@ -507,8 +683,8 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
         threads.push(thread::spawn(move || send_loop(&core, &writer)));
     }
     for _ in 0..options.threads.max(1) {
-        let core = Arc::clone(&core);
-        threads.push(thread::spawn(move || io_loop(&core)));
+        let (core, writer) = (Arc::clone(&core), writers[0].clone());
+        threads.push(thread::spawn(move || io_loop(&core, &writer)));
     }
     if core.spill.is_some() {
         let core = Arc::clone(&core);
@@ -525,7 +701,7 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
         Mode::FileAtATime => 1,
         Mode::RoundRobin | Mode::CongestionAware => options.files_in_flight.max(1),
     };
-    let to_send = announce(&core, &writers[0], in_flight);
+    let to_send = announce(&core, &writers[0], in_flight, options.compare);
 
     // Wait for every announced file to finish, or for a fatal error.
     let mut st = core.lock();
@@ -554,6 +730,7 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     let mut st = core.lock();
     let stats = st.sched.stats();
     let spilled = st.pool.spilled();
+    let targets = st.targets.len() as u64;
     let mut summary = std::mem::take(&mut st.summary);
     drop(st);
     summary.seconds = core.start.elapsed().as_secs_f64();
@@ -566,6 +743,7 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     summary.congested_skips = stats.congested_skips;
     summary.congested_marks = stats.congested_marks;
     summary.spilled = spilled;
+    summary.targets = targets;
     if let Some(why) = fatal {
         return Err(io::Error::other(format!(
             "{why} (after {} files; rerun the same command to resume)",
@@ -574,75 +752,206 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     }
     let core = Arc::into_inner(core).expect("threads joined");
     if let Some(j) = core.journal {
-        if summary.failed.is_empty() {
+        if summary.failed.is_empty() && summary.changed.is_empty() {
             j.remove()?;
         }
     }
     Ok(summary)
 }
 
-/// Announce every file not already done; returns how many were announced
-/// or failed before announcement (what the caller waits for).
-fn announce(core: &Core, writer: &Writer, files_in_flight: usize) -> usize {
+/// Make the directories and links, then announce every file not already
+/// done or unchanged at the sink; returns how many requests were sent or
+/// failed before sending (what the caller waits for).
+fn announce(core: &Core, writer: &Writer, files_in_flight: usize, compare: Compare) -> usize {
     let mut count = 0;
-    for (idx, e) in core.entries.iter().enumerate() {
-        if core.progress.files.contains(&e.key) {
-            core.lock().summary.files_already_done += 1;
-            continue;
-        }
+    for (req, path) in core.dirs.iter().enumerate() {
         count += 1;
-        let prepared = File::open(&e.src)
-            .map_err(|err| format!("{}: {err}", e.src.display()))
-            .and_then(|f| {
-                core.layout
-                    .layout(&e.src, e.size)
-                    .map(|l| (f, bounded(l.objects(FileId(0), e.size))))
-                    .map_err(|err| format!("{}: layout: {err}", e.src.display()))
-            });
-        let (file, objects) = match prepared {
-            Ok(p) => p,
-            Err(why) => {
-                let mut st = core.lock();
-                st.summary.failed.push(why);
-                st.finished += 1;
-                drop(st);
-                core.cv.notify_all();
-                continue;
-            }
-        };
-        let mut st = core.lock();
-        while st.fatal.is_none() && st.open >= files_in_flight {
-            st = core.wait(st);
-        }
-        if st.fatal.is_some() {
-            return count;
-        }
-        st.open += 1;
-        let req = idx as u32;
-        st.waiting.insert(
-            req,
-            Announced {
-                entry: idx,
-                file: Arc::new(file),
-                objects,
-            },
-        );
-        drop(st);
-        let msg = Message::NewFile {
-            req,
-            path: e.rel.clone(),
-            size: e.size,
-            mode: e.mode,
-            mtime_sec: e.mtime_sec,
-            mtime_nsec: e.mtime_nsec,
-            resume: core.progress.objects.contains_key(&e.key),
+        let msg = Message::MakeDir {
+            req: req as u32,
+            path: path.clone(),
         };
         if let Err(err) = writer.message(&msg) {
-            core.fail(format!("send: {err}"));
+            core.fail(network_error(&core.sink, "sending", &err));
             return count;
         }
     }
+    for (i, (path, target)) in core.links.iter().enumerate() {
+        count += 1;
+        let msg = Message::Symlink {
+            req: (core.dirs.len() + i) as u32,
+            path: path.clone(),
+            target: target.clone(),
+        };
+        if let Err(err) = writer.message(&msg) {
+            core.fail(network_error(&core.sink, "sending", &err));
+            return count;
+        }
+    }
+    let mut pending = Vec::new();
+    for (idx, e) in core.entries.iter().enumerate() {
+        if core.progress.files.contains(&e.key) {
+            core.lock().summary.files_already_done += 1;
+        } else {
+            pending.push(idx);
+        }
+    }
+    for (batch, chunk) in pending.chunks(MAX_STAT).enumerate() {
+        let changed = match compare {
+            Compare::Never => chunk.to_vec(),
+            Compare::SizeAndMtime | Compare::Checksum => {
+                match unchanged(core, writer, batch as u32, chunk, compare) {
+                    Some(changed) => changed,
+                    None => return count,
+                }
+            }
+        };
+        for idx in changed {
+            count += 1;
+            if !announce_file(core, writer, files_in_flight, idx) {
+                return count;
+            }
+        }
+    }
     count
+}
+
+/// Ask the sink what it holds for the files `chunk` (entry indices) and
+/// return those to send; the others are counted unchanged. `None` when
+/// the transfer stopped.
+fn unchanged(
+    core: &Core,
+    writer: &Writer,
+    req: u32,
+    chunk: &[usize],
+    compare: Compare,
+) -> Option<Vec<usize>> {
+    let files = chunk
+        .iter()
+        .map(|&i| (core.entries[i].rel.clone(), core.entries[i].size))
+        .collect();
+    let msg = Message::Stat {
+        req,
+        checksum: compare == Compare::Checksum,
+        files,
+    };
+    if let Err(err) = writer.message(&msg) {
+        core.fail(network_error(&core.sink, "sending", &err));
+        return None;
+    }
+    let mut st = core.lock();
+    let found = loop {
+        if st.fatal.is_some() {
+            return None;
+        }
+        if let Some(found) = st.stat_replies.remove(&req) {
+            break found;
+        }
+        st = core.wait(st);
+    };
+    drop(st);
+    if found.len() != chunk.len() {
+        core.fail(format!(
+            "the sink answered {} of {} paths in a Stat",
+            found.len(),
+            chunk.len()
+        ));
+        return None;
+    }
+    let mut send = Vec::new();
+    for (&idx, dest) in chunk.iter().zip(found) {
+        let e = &core.entries[idx];
+        let same = match dest {
+            DestStat::Absent => false,
+            DestStat::File {
+                size,
+                mtime_sec,
+                mtime_nsec,
+                crc,
+            } => {
+                size == e.size
+                    && match compare {
+                        Compare::SizeAndMtime => {
+                            (mtime_sec, mtime_nsec) == (e.mtime_sec, e.mtime_nsec)
+                        }
+                        // A file we cannot read now is sent, and its read
+                        // reports the error.
+                        Compare::Checksum => {
+                            crc.is_some()
+                                && File::open(&e.src)
+                                    .and_then(|f| crate::sink::crc_of(&f, e.size))
+                                    .ok()
+                                    == crc
+                        }
+                        Compare::Never => false,
+                    }
+            }
+        };
+        if same {
+            let mut st = core.lock();
+            st.summary.files_unchanged += 1;
+            st.summary.bytes_unchanged += e.size;
+        } else {
+            send.push(idx);
+        }
+    }
+    Some(send)
+}
+
+/// Open, lay out and announce file `idx`, waiting for room among the
+/// files in flight; false when the transfer stopped.
+fn announce_file(core: &Core, writer: &Writer, files_in_flight: usize, idx: usize) -> bool {
+    let e = &core.entries[idx];
+    let prepared = File::open(&e.src)
+        .map_err(|err| format!("{}: {err}", e.src.display()))
+        .and_then(|f| {
+            core.layout
+                .layout(&e.src, e.size)
+                .map(|l| (f, bounded(l.objects(FileId(0), e.size))))
+                .map_err(|err| format!("{}: layout: {err}", e.src.display()))
+        });
+    let (file, objects) = match prepared {
+        Ok(p) => p,
+        Err(why) => {
+            let mut st = core.lock();
+            st.summary.failed.push(why);
+            st.finished += 1;
+            drop(st);
+            core.cv.notify_all();
+            return true;
+        }
+    };
+    let mut st = core.lock();
+    while st.fatal.is_none() && st.open >= files_in_flight {
+        st = core.wait(st);
+    }
+    if st.fatal.is_some() {
+        return false;
+    }
+    st.open += 1;
+    let req = idx as u32;
+    st.waiting.insert(
+        req,
+        Announced {
+            entry: idx,
+            file: Arc::new(file),
+            objects,
+        },
+    );
+    drop(st);
+    let msg = Message::NewFile {
+        req,
+        path: e.rel.clone(),
+        size: e.size,
+        mode: e.mode,
+        mtime_sec: e.mtime_sec,
+        mtime_nsec: e.mtime_nsec,
+        resume: core.progress.objects.contains_key(&e.key),
+    };
+    if let Err(err) = writer.message(&msg) {
+        core.fail(network_error(&core.sink, "sending", &err));
+        return false;
+    }
+    true
 }
 
 fn journal_note(core: &Core, r: io::Result<()>) {
@@ -657,10 +966,15 @@ fn read_loop(core: &Core, mut reader: tls::Reader, writer: &Writer) {
         let msg = match wire::read_message(&mut reader, &mut buf) {
             Ok(Some(m)) => m,
             Ok(None) | Err(_) if core.lock().closing => return,
-            Ok(None) => return core.fail("the sink closed the connection".into()),
-            Err(e) => return core.fail(format!("receive: {e}")),
+            Ok(None) => return core.fail(format!("the sink {} closed the connection", core.sink)),
+            Err(e) => return core.fail(network_error(&core.sink, "receiving", &e)),
         };
         match msg {
+            Message::StatReply { req, entries } => {
+                core.lock().stat_replies.insert(req, entries);
+                core.cv.notify_all();
+            }
+            Message::EntryDone { req, failure } => entry_done(core, req, failure),
             Message::FileId { req, file, resumed } => file_id(core, writer, req, file, resumed),
             Message::BlockDone { file, offset } => block_done(core, writer, file, offset),
             Message::FileOk { file } => file_finished(core, file, None),
@@ -671,6 +985,23 @@ fn read_loop(core: &Core, mut reader: tls::Reader, writer: &Writer) {
             other => return core.fail(format!("unexpected {} from the sink", other.name())),
         }
     }
+}
+
+fn entry_done(core: &Core, req: u32, failure: Option<String>) {
+    let mut st = core.lock();
+    let req = req as usize;
+    if req >= core.dirs.len() + core.links.len() {
+        drop(st);
+        return core.fail(format!("EntryDone for unknown request {req}"));
+    }
+    st.finished += 1;
+    match failure {
+        Some(why) => st.summary.failed.push(why),
+        None if req < core.dirs.len() => st.summary.dirs += 1,
+        None => st.summary.links += 1,
+    }
+    drop(st);
+    core.cv.notify_all();
 }
 
 fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: bool) {
@@ -698,6 +1029,7 @@ fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: bool) {
             }
         }
         o.file = FileId(u64::from(id));
+        st.targets.insert(o.target.0);
         st.sched.push(o);
         queued += 1;
     }
@@ -708,6 +1040,7 @@ fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: bool) {
             file: a.file,
             left: queued,
             crcs,
+            changed: None,
         },
     );
     drop(st);
@@ -751,11 +1084,30 @@ fn block_done(core: &Core, writer: &Writer, id: u32, offset: u64) {
 }
 
 fn file_done(core: &Core, writer: &Writer, id: u32) {
-    let st = core.lock();
+    let mut st = core.lock();
     let Some(live) = st.live.get(&id) else { return };
-    let mut crc = 0u32;
+    let (entry, file, seen) = (live.entry, Arc::clone(&live.file), live.changed.clone());
+    drop(st);
+    // Checked after the last object was read: a file that changed since
+    // the walk is dropped at the sink, not put in place torn.
+    if let Some(why) = seen.or_else(|| core.entries[entry].changed(&file)) {
+        st = core.lock();
+        if let Some(live) = st.live.get_mut(&id) {
+            live.changed = Some(why.clone());
+        }
+        drop(st);
+        if let Err(e) = writer.message(&Message::FileCancel {
+            file: id,
+            reason: why,
+        }) {
+            core.fail(network_error(&core.sink, "sending", &e));
+        }
+        return;
+    }
+    st = core.lock();
+    let Some(live) = st.live.get(&id) else { return };
     let mut expect = 0u64;
-    for (&off, &(len, c)) in &live.crcs {
+    for (&off, &(len, _)) in &live.crcs {
         if off != expect {
             let why = format!(
                 "{}: objects do not tile the file at {expect}",
@@ -764,17 +1116,18 @@ fn file_done(core: &Core, writer: &Writer, id: u32) {
             drop(st);
             return core.fail(why);
         }
-        crc = crc32c::crc32c_combine(crc, c, len as usize);
         expect += len;
     }
+    let pieces: Vec<(u64, u32)> = live.crcs.values().copied().collect();
     let size = core.entries[live.entry].size;
     drop(st);
+    let crc = crate::crc::combine_all(pieces);
     if let Err(e) = writer.message(&Message::FileDone {
         file: id,
         size,
         crc,
     }) {
-        core.fail(format!("send: {e}"));
+        core.fail(network_error(&core.sink, "sending", &e));
     }
 }
 
@@ -787,9 +1140,11 @@ fn file_finished(core: &Core, id: u32, failure: Option<String>) {
     st.open -= 1;
     st.finished += 1;
     let key = core.entries[live.entry].key.clone();
-    match &failure {
-        None => st.summary.files += 1,
-        Some(reason) => st.summary.failed.push(reason.clone()),
+    match (&failure, live.changed) {
+        (None, _) => st.summary.files += 1,
+        // The sink's answer to our `FileCancel`: report what changed.
+        (Some(_), Some(changed)) => st.summary.changed.push(changed),
+        (Some(reason), None) => st.summary.failed.push(reason.clone()),
     }
     drop(st);
     core.cv.notify_all();
@@ -805,7 +1160,7 @@ fn file_finished(core: &Core, id: u32, failure: Option<String>) {
     }
 }
 
-fn io_loop(core: &Core) {
+fn io_loop(core: &Core, writer: &Writer) {
     let mut scratch = Vec::new();
     loop {
         let mut st = core.lock();
@@ -826,7 +1181,8 @@ fn io_loop(core: &Core) {
             drop(st);
             return core.fail(format!("object of unknown file {id}"));
         };
-        let (file, path) = (Arc::clone(&live.file), core.entries[live.entry].src.clone());
+        let (file, entry) = (Arc::clone(&live.file), live.entry);
+        let path = core.entries[entry].src.clone();
         let mut buf = match slot {
             Slot::Memory => st.bufs.pop().unwrap_or_default(),
             Slot::Spill => std::mem::take(&mut scratch),
@@ -837,11 +1193,33 @@ fn io_loop(core: &Core) {
         let read = core.layout.read_object(&path, &file, &object, &mut buf);
         let finished = core.now();
         if let Err(e) = read {
-            return core.fail(format!(
-                "{}: read at {}: {e}",
-                path.display(),
-                object.offset
-            ));
+            // A file that shrank (or was otherwise changed) is that file's
+            // failure; any other read error stops the transfer.
+            let Some(why) = core.entries[entry].changed(&file) else {
+                return core.fail(format!(
+                    "{}: read at {}: {e}",
+                    path.display(),
+                    object.offset
+                ));
+            };
+            let mut st = core.lock();
+            st.sched.complete(&object, started, finished);
+            st.pool.release(slot);
+            match slot {
+                Slot::Memory => st.bufs.push(buf),
+                Slot::Spill => scratch = buf,
+            }
+            let last = st.live.get_mut(&id).is_some_and(|live| {
+                live.changed.get_or_insert(why);
+                live.left -= 1;
+                live.left == 0
+            });
+            drop(st);
+            core.cv.notify_all();
+            if last {
+                file_done(core, writer, id);
+            }
+            continue;
         }
         let crc = crc32c::crc32c(&buf);
         let mut st = core.lock();
@@ -925,7 +1303,7 @@ fn send_loop(core: &Core, writer: &Writer) {
         drop(st);
         let header = wire::block_header(b.file, b.offset, b.crc, ready.buf.len());
         if let Err(e) = writer.send(&[&header, &ready.buf]) {
-            return core.fail(format!("send: {e}"));
+            return core.fail(network_error(&core.sink, "sending", &e));
         }
         core.lock().bufs.push(ready.buf);
     }

@@ -143,8 +143,18 @@ pub fn server_name(host: &str) -> io::Result<ServerName<'static>> {
 
 struct Shared {
     conn: Mutex<Connection>,
-    tx: Mutex<TcpStream>,
+    tx: Mutex<Tx>,
 }
+
+/// The socket's write half and the buffer records are encrypted into
+/// ([`ENCRYPT_CHUNK`] of plaintext at a time), kept between sends.
+struct Tx {
+    stream: TcpStream,
+    out: Vec<u8>,
+}
+
+/// Plaintext handed to rustls at once: four full TLS records.
+const ENCRYPT_CHUNK: usize = 4 * 16_384;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -154,17 +164,40 @@ impl Shared {
     /// Encrypt `parts` (may be empty: flush pending records) and send.
     fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
         let mut tx = lock(&self.tx);
-        let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 64);
-        {
-            let mut conn = lock(&self.conn);
-            for p in parts {
-                conn.writer().write_all(p)?;
-            }
-            while conn.wants_write() {
-                conn.write_tls(&mut out)?;
+        let Tx { stream, out } = &mut *tx;
+        // rustls allocates every record it encrypts and frees it when
+        // `write_tls` takes it; fed a whole 1 MiB block at once, that is
+        // 1 MiB of heap grown and trimmed per block (a page fault per
+        // 4 KiB). Fed a few records at a time, the same few allocations are
+        // reused, and the ciphertext goes to the socket while it is still
+        // in the cache. `tx` is held throughout, so records still reach the
+        // socket in sequence order.
+        for p in parts {
+            for chunk in p.chunks(ENCRYPT_CHUNK) {
+                out.clear();
+                {
+                    let mut conn = lock(&self.conn);
+                    conn.writer().write_all(chunk)?;
+                    while conn.wants_write() {
+                        conn.write_tls(out)?;
+                    }
+                }
+                stream.write_all(out)?;
             }
         }
-        tx.write_all(&out)
+        // Anything else pending (close_notify, a key update).
+        out.clear();
+        {
+            let mut conn = lock(&self.conn);
+            while conn.wants_write() {
+                conn.write_tls(out)?;
+            }
+        }
+        if out.is_empty() {
+            Ok(())
+        } else {
+            stream.write_all(out)
+        }
     }
 }
 
@@ -189,12 +222,12 @@ impl Writer {
     pub fn close(&self) {
         lock(&self.0.conn).send_close_notify();
         let _ = self.0.send(&[]);
-        let _ = lock(&self.0.tx).shutdown(Shutdown::Write);
+        let _ = lock(&self.0.tx).stream.shutdown(Shutdown::Write);
     }
 
     /// Shut the socket down both ways (wakes a blocked reader).
     pub fn abort(&self) {
-        let _ = lock(&self.0.tx).shutdown(Shutdown::Both);
+        let _ = lock(&self.0.tx).stream.shutdown(Shutdown::Both);
     }
 }
 
@@ -245,11 +278,17 @@ impl Read for Reader {
                 // The peer closed the socket: rustls knows whether the
                 // close was clean (close_notify seen) or a truncation.
                 let mut conn = lock(&self.shared.conn);
+                // rustls words the truncation with a URL; say it plainly.
                 return match conn.reader().read(out) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "peer closed the connection without close_notify",
-                    )),
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            || e.kind() == io::ErrorKind::UnexpectedEof =>
+                    {
+                        Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "peer closed the connection without close_notify",
+                        ))
+                    }
                     other => other,
                 };
             }
@@ -277,7 +316,10 @@ impl Channel {
         let rx = tcp.try_clone()?;
         let shared = Arc::new(Shared {
             conn: Mutex::new(conn),
-            tx: Mutex::new(tcp),
+            tx: Mutex::new(Tx {
+                stream: tcp,
+                out: Vec::new(),
+            }),
         });
         Ok(Channel {
             reader: Reader {

@@ -1,4 +1,4 @@
-//! The `sluice xfer` wire protocol, version 1.
+//! The `sluice xfer` wire protocol, version 2.
 //!
 //! Every message is one frame: a 4-byte big-endian length `n`, then `n`
 //! bytes: a 1-byte message type and the type's fields. Integers are
@@ -16,22 +16,37 @@
 //!    `Welcome` (its version, the session id) or `Error` and closes. A
 //!    version mismatch is refused. Further connections of the same transfer
 //!    send the session id they were given and join it.
-//! 2. `NewFile` (request number, relative path, size, mode, mtime, resume);
+//! 2. `Stat` (request number, whether to checksum, up to [`MAX_STAT`]
+//!    relative paths with the source's sizes); the sink answers `StatReply`
+//!    with, per path, the size and mtime of the regular file at that path
+//!    under the destination (and its crc32c when asked and the sizes are
+//!    equal), or nothing when there is no regular file there. The source
+//!    skips files whose size and mtime (or size and crc) are equal.
+//!    `MakeDir` and `Symlink` (request number, relative path, link target)
+//!    create a directory or a symbolic link; the sink answers `EntryDone`
+//!    (request number, and why it failed, if it did).
+//! 3. `NewFile` (request number, relative path, size, mode, mtime, resume);
 //!    the sink answers `FileId` (request number → file id, and whether an
 //!    earlier partial copy was kept).
-//! 3. `NewBlock` (file id, offset, crc32c, data) on any connection of the
+//! 4. `NewBlock` (file id, offset, crc32c, data) on any connection of the
 //!    session; the sink checks the crc, writes the bytes and answers
 //!    `BlockDone`.
-//! 4. `FileDone` (file id, size, crc32c of the whole file); the sink reads
+//! 5. `FileDone` (file id, size, crc32c of the whole file); the sink reads
 //!    the file back, compares, applies mode and mtime, syncs and renames
 //!    the partial copy into place, and answers `FileOk` or `FileFailed`.
-//! 5. `Bye` ends a connection cleanly. `Error` from either side ends it
+//!    `FileCancel` (file id, reason) instead drops the partial copy (the
+//!    source saw the file change while it was read); the sink answers
+//!    `FileFailed` with the reason.
+//! 6. `Bye` ends a connection cleanly. `Error` from either side ends it
 //!    with a reason.
+//!
+//! Version 2 added `Stat`, `StatReply`, `MakeDir`, `Symlink`, `EntryDone`
+//! and `FileCancel`; a version-1 peer is refused at `Hello`.
 
 use std::io::{self, Read};
 
 /// Protocol version spoken by this build.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Largest object (block payload) in bytes: 16 MiB.
 pub const MAX_OBJECT: usize = 16 << 20;
 /// Largest frame: a block header plus [`MAX_OBJECT`] bytes.
@@ -42,6 +57,29 @@ pub const MAX_PATH: usize = 4096;
 pub const MAX_TOKEN: usize = 1024;
 /// Longest error or failure text, in bytes.
 pub const MAX_TEXT: usize = 4096;
+/// Most paths in one `Stat` (and entries in one `StatReply`): with
+/// [`MAX_PATH`] each, a `Stat` stays under [`MAX_FRAME`].
+pub const MAX_STAT: usize = 1024;
+
+/// What the sink found at one path of a `Stat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DestStat {
+    /// No regular file there (nothing, a directory, a symlink, a device,
+    /// or a directory component that is a symlink).
+    Absent,
+    /// A regular file.
+    File {
+        /// Size in bytes.
+        size: u64,
+        /// Modification time, seconds since the epoch.
+        mtime_sec: i64,
+        /// Modification time, nanoseconds part.
+        mtime_nsec: u32,
+        /// crc32c of the whole file, when the `Stat` asked for checksums
+        /// and the size equals the source's.
+        crc: Option<u32>,
+    },
+}
 
 /// A protocol message; see the module docs for the conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +118,52 @@ pub enum Message {
         mtime_nsec: u32,
         /// Keep an earlier partial copy (the source's journal has objects).
         resume: bool,
+    },
+    /// Ask what is at the sink for up to [`MAX_STAT`] files.
+    Stat {
+        /// Source's request number, echoed in `StatReply`.
+        req: u32,
+        /// Compute the crc32c of destination files whose size matches.
+        checksum: bool,
+        /// Paths relative to the destination with the source's sizes.
+        files: Vec<(String, u64)>,
+    },
+    /// The answer to `Stat`, one entry per path in the same order.
+    StatReply {
+        /// The `Stat` request number.
+        req: u32,
+        /// What is at each path.
+        entries: Vec<DestStat>,
+    },
+    /// Create a directory (and its parents) under the destination.
+    MakeDir {
+        /// Source's request number, echoed in `EntryDone`.
+        req: u32,
+        /// Path relative to the destination, `/`-separated.
+        path: String,
+    },
+    /// Create (or replace) a symbolic link under the destination.
+    Symlink {
+        /// Source's request number, echoed in `EntryDone`.
+        req: u32,
+        /// Path of the link relative to the destination.
+        path: String,
+        /// What the link points to, stored as is and never followed.
+        target: String,
+    },
+    /// A `MakeDir` or `Symlink` was carried out, or why not.
+    EntryDone {
+        /// The request number.
+        req: u32,
+        /// Why it failed (`None`: done).
+        failure: Option<String>,
+    },
+    /// Drop a file's partial copy: the source saw it change while reading.
+    FileCancel {
+        /// File id.
+        file: u32,
+        /// Why.
+        reason: String,
     },
     /// The sink's id for a file.
     FileId {
@@ -202,6 +286,12 @@ const T_FILE_OK: u8 = 8;
 const T_FILE_FAILED: u8 = 9;
 const T_ERROR: u8 = 10;
 const T_BYE: u8 = 11;
+const T_STAT: u8 = 12;
+const T_STAT_REPLY: u8 = 13;
+const T_MAKE_DIR: u8 = 14;
+const T_SYMLINK: u8 = 15;
+const T_ENTRY_DONE: u8 = 16;
+const T_FILE_CANCEL: u8 = 17;
 
 /// Header bytes of a `NewBlock` frame before its data: type, file,
 /// offset, crc.
@@ -245,6 +335,12 @@ impl Message {
             Message::Hello { .. } => "Hello",
             Message::Welcome { .. } => "Welcome",
             Message::NewFile { .. } => "NewFile",
+            Message::Stat { .. } => "Stat",
+            Message::StatReply { .. } => "StatReply",
+            Message::MakeDir { .. } => "MakeDir",
+            Message::Symlink { .. } => "Symlink",
+            Message::EntryDone { .. } => "EntryDone",
+            Message::FileCancel { .. } => "FileCancel",
             Message::FileId { .. } => "FileId",
             Message::NewBlock { .. } => "NewBlock",
             Message::BlockDone { .. } => "BlockDone",
@@ -257,8 +353,8 @@ impl Message {
     }
 
     /// Append this message as one frame (length prefix included). Strings
-    /// over their bound are cut to it; a block over [`MAX_OBJECT`] is the
-    /// caller's bug and panics.
+    /// over their bound are cut to it; a block over [`MAX_OBJECT`] or a
+    /// `Stat`/`StatReply` over [`MAX_STAT`] is the caller's bug and panics.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&[0; 4]);
@@ -298,6 +394,70 @@ impl Message {
                 e.u64(*mtime_sec as u64);
                 e.u32(*mtime_nsec);
                 e.u8(u8::from(*resume));
+            }
+            Message::Stat {
+                req,
+                checksum,
+                files,
+            } => {
+                assert!(files.len() <= MAX_STAT, "Stat over MAX_STAT");
+                e.u8(T_STAT);
+                e.u32(*req);
+                e.u8(u8::from(*checksum));
+                e.u16(files.len() as u16);
+                for (path, size) in files {
+                    e.str(path, MAX_PATH);
+                    e.u64(*size);
+                }
+            }
+            Message::StatReply { req, entries } => {
+                assert!(entries.len() <= MAX_STAT, "StatReply over MAX_STAT");
+                e.u8(T_STAT_REPLY);
+                e.u32(*req);
+                e.u16(entries.len() as u16);
+                for entry in entries {
+                    match *entry {
+                        DestStat::Absent => e.u8(0),
+                        DestStat::File {
+                            size,
+                            mtime_sec,
+                            mtime_nsec,
+                            crc,
+                        } => {
+                            e.u8(if crc.is_some() { 2 } else { 1 });
+                            e.u64(size);
+                            e.u64(mtime_sec as u64);
+                            e.u32(mtime_nsec);
+                            if let Some(crc) = crc {
+                                e.u32(crc);
+                            }
+                        }
+                    }
+                }
+            }
+            Message::MakeDir { req, path } => {
+                e.u8(T_MAKE_DIR);
+                e.u32(*req);
+                e.str(path, MAX_PATH);
+            }
+            Message::Symlink { req, path, target } => {
+                e.u8(T_SYMLINK);
+                e.u32(*req);
+                e.str(path, MAX_PATH);
+                e.str(target, MAX_PATH);
+            }
+            Message::EntryDone { req, failure } => {
+                e.u8(T_ENTRY_DONE);
+                e.u32(*req);
+                e.u8(u8::from(failure.is_some()));
+                if let Some(f) = failure {
+                    e.str(f, MAX_TEXT);
+                }
+            }
+            Message::FileCancel { file, reason } => {
+                e.u8(T_FILE_CANCEL);
+                e.u32(*file);
+                e.str(reason, MAX_TEXT);
             }
             Message::FileId { req, file, resumed } => {
                 e.u8(T_FILE_ID);
@@ -372,6 +532,60 @@ impl Message {
                 mtime_sec: d.u64("mtime")? as i64,
                 mtime_nsec: d.u32("mtime")?,
                 resume: d.flag("resume")?,
+            },
+            T_STAT => {
+                let req = d.u32("request")?;
+                let checksum = d.flag("checksum")?;
+                let n = d.count("paths")?;
+                let mut files = Vec::with_capacity(n);
+                for _ in 0..n {
+                    files.push((d.str("path", MAX_PATH)?, d.u64("size")?));
+                }
+                Message::Stat {
+                    req,
+                    checksum,
+                    files,
+                }
+            }
+            T_STAT_REPLY => {
+                let req = d.u32("request")?;
+                let n = d.count("entries")?;
+                let mut entries = Vec::with_capacity(n);
+                for _ in 0..n {
+                    entries.push(match d.u8("entry")? {
+                        0 => DestStat::Absent,
+                        kind @ (1 | 2) => DestStat::File {
+                            size: d.u64("size")?,
+                            mtime_sec: d.u64("mtime")? as i64,
+                            mtime_nsec: d.u32("mtime")?,
+                            crc: if kind == 2 { Some(d.u32("crc")?) } else { None },
+                        },
+                        b => return Err(WireError::BadFlag(b)),
+                    });
+                }
+                Message::StatReply { req, entries }
+            }
+            T_MAKE_DIR => Message::MakeDir {
+                req: d.u32("request")?,
+                path: d.str("path", MAX_PATH)?,
+            },
+            T_SYMLINK => Message::Symlink {
+                req: d.u32("request")?,
+                path: d.str("path", MAX_PATH)?,
+                target: d.str("link target", MAX_PATH)?,
+            },
+            T_ENTRY_DONE => {
+                let req = d.u32("request")?;
+                let failure = if d.flag("failure")? {
+                    Some(d.str("failure", MAX_TEXT)?)
+                } else {
+                    None
+                };
+                Message::EntryDone { req, failure }
+            }
+            T_FILE_CANCEL => Message::FileCancel {
+                file: d.u32("file")?,
+                reason: d.str("reason", MAX_TEXT)?,
             },
             T_FILE_ID => Message::FileId {
                 req: d.u32("request")?,
@@ -455,6 +669,18 @@ impl<'a> Dec<'a> {
         a.copy_from_slice(self.take(8, what)?);
         Ok(u64::from_be_bytes(a))
     }
+    /// A 2-byte count of list entries, at most [`MAX_STAT`].
+    fn count(&mut self, what: &'static str) -> Result<usize, WireError> {
+        let n = usize::from(self.u16(what)?);
+        if n > MAX_STAT {
+            return Err(WireError::TooLong {
+                field: what,
+                len: n,
+                max: MAX_STAT,
+            });
+        }
+        Ok(n)
+    }
     fn flag(&mut self, what: &'static str) -> Result<bool, WireError> {
         match self.u8(what)? {
             0 => Ok(false),
@@ -479,6 +705,47 @@ impl<'a> Dec<'a> {
             .map(str::to_owned)
             .map_err(|_| WireError::NotUtf8(what))
     }
+}
+
+/// A `NewBlock` whose data borrows from the frame it came in.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BlockRef<'a> {
+    /// File id.
+    pub file: u32,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// crc32c of `data`.
+    pub crc: u32,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// Decode a frame body as a `NewBlock` without copying its data (the
+/// sink's write path); `None` when it is another type of message.
+pub fn decode_block(body: &[u8]) -> Option<Result<BlockRef<'_>, WireError>> {
+    if body.first() != Some(&T_NEW_BLOCK) {
+        return None;
+    }
+    let mut d = Dec(&body[1..]);
+    Some((|| {
+        let file = d.u32("file")?;
+        let offset = d.u64("offset")?;
+        let crc = d.u32("crc")?;
+        let data = d.0;
+        if data.len() > MAX_OBJECT {
+            return Err(WireError::TooLong {
+                field: "block",
+                len: data.len(),
+                max: MAX_OBJECT,
+            });
+        }
+        Ok(BlockRef {
+            file,
+            offset,
+            crc,
+            data,
+        })
+    })())
 }
 
 /// Write the frame of a `NewBlock` without copying `data` into a message.
@@ -515,8 +782,12 @@ pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
             WireError::FrameSize(n),
         ));
     }
-    buf.clear();
-    buf.resize(n, 0);
+    // Every byte is overwritten by the read: only growth is zero-filled.
+    if buf.len() > n {
+        buf.truncate(n);
+    } else {
+        buf.resize(n, 0);
+    }
     r.read_exact(buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             truncated("frame body")
@@ -597,6 +868,50 @@ mod tests {
                 message: "no".into(),
             },
             Message::Bye,
+            Message::Stat {
+                req: 9,
+                checksum: true,
+                files: vec![("a/b".into(), 5), ("c".into(), 0)],
+            },
+            Message::StatReply {
+                req: 9,
+                entries: vec![
+                    DestStat::Absent,
+                    DestStat::File {
+                        size: 5,
+                        mtime_sec: -1,
+                        mtime_nsec: 7,
+                        crc: None,
+                    },
+                    DestStat::File {
+                        size: 0,
+                        mtime_sec: 1,
+                        mtime_nsec: 0,
+                        crc: Some(3),
+                    },
+                ],
+            },
+            Message::MakeDir {
+                req: 1,
+                path: "d/e".into(),
+            },
+            Message::Symlink {
+                req: 2,
+                path: "d/l".into(),
+                target: "/etc/passwd".into(),
+            },
+            Message::EntryDone {
+                req: 2,
+                failure: None,
+            },
+            Message::EntryDone {
+                req: 2,
+                failure: Some("exists".into()),
+            },
+            Message::FileCancel {
+                file: 3,
+                reason: "grew".into(),
+            },
         ]
     }
 
@@ -612,6 +927,24 @@ mod tests {
             assert_eq!(read_message(&mut r, &mut buf).unwrap(), Some(m));
         }
         assert_eq!(read_message(&mut r, &mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn decode_block_borrows_what_decode_copies() {
+        let m = Message::NewBlock {
+            file: 1,
+            offset: 2,
+            crc: 3,
+            data: vec![4; 5],
+        };
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        let b = decode_block(&out[4..]).unwrap().unwrap();
+        assert_eq!((b.file, b.offset, b.crc, b.data), (1, 2, 3, &[4u8; 5][..]));
+        assert!(decode_block(&out[4..10]).unwrap().is_err());
+        let mut bye = Vec::new();
+        Message::Bye.encode(&mut bye);
+        assert!(decode_block(&bye[4..]).is_none());
     }
 
     #[test]
@@ -667,6 +1000,21 @@ mod tests {
         // Not UTF-8.
         let body = [T_ERROR, 0, 1, 0, 1, 0xff];
         assert_eq!(Message::decode(&body), Err(WireError::NotUtf8("message")));
+        // A Stat or StatReply that lists more than MAX_STAT entries, and an
+        // entry kind that does not exist.
+        let over = ((MAX_STAT + 1) as u16).to_be_bytes();
+        let body = [T_STAT, 0, 0, 0, 1, 0, over[0], over[1]];
+        assert!(matches!(
+            Message::decode(&body),
+            Err(WireError::TooLong { max: MAX_STAT, .. })
+        ));
+        let body = [T_STAT_REPLY, 0, 0, 0, 1, over[0], over[1]];
+        assert!(matches!(
+            Message::decode(&body),
+            Err(WireError::TooLong { max: MAX_STAT, .. })
+        ));
+        let body = [T_STAT_REPLY, 0, 0, 0, 1, 0, 1, 3];
+        assert_eq!(Message::decode(&body), Err(WireError::BadFlag(3)));
     }
 
     proptest! {
@@ -676,7 +1024,7 @@ mod tests {
         }
 
         #[test]
-        fn decode_never_panics_on_valid_prefixes(cut in 0usize..64, which in 0usize..11) {
+        fn decode_never_panics_on_valid_prefixes(cut in 0usize..64, which in 0usize..18) {
             let mut out = Vec::new();
             samples()[which].encode(&mut out);
             let body = &out[4..];

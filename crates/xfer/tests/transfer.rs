@@ -15,7 +15,7 @@ use sluice_xfer::layout::pfs::{EmulatedPfs, PfsConfig};
 use sluice_xfer::layout::posix::PosixLayout;
 use sluice_xfer::layout::LayoutProvider;
 use sluice_xfer::sink::{Sink, SinkHandle, SinkOptions};
-use sluice_xfer::source::{send, Destination, SendOptions, Summary};
+use sluice_xfer::source::{send, Compare, Destination, SendOptions, Summary};
 use sluice_xfer::tls::{self, Channel};
 use sluice_xfer::wire::{self, Message};
 
@@ -44,6 +44,7 @@ fn sink(keys: &Keys, root: &Path, token: Option<&[u8]>, mutual: bool) -> SinkHan
         tls: tls::server_config(&keys.server.0, &keys.server.1, client_ca).unwrap(),
         token: token.map(<[u8]>::to_vec),
         mutual_tls: mutual,
+        fsync: true,
     };
     Sink::bind("127.0.0.1:0", options).unwrap().spawn().unwrap()
 }
@@ -69,6 +70,8 @@ fn options(keys: &Keys, sink: &SinkHandle, dest: &str, sources: Vec<PathBuf>) ->
         journal: None,
         files_in_flight: 8,
         progress: false,
+        compare: Compare::SizeAndMtime,
+        links: true,
     }
 }
 
@@ -288,6 +291,7 @@ fn a_sink_without_authentication_refuses_to_start() {
         tls: tls::server_config(&keys.server.0, &keys.server.1, None).unwrap(),
         token: None,
         mutual_tls: false,
+        fsync: true,
     };
     let e = Sink::bind("127.0.0.1:0", options).err().expect("refused");
     assert!(e.to_string().contains("authentication"), "{e}");
@@ -462,4 +466,448 @@ fn garbled_truncated_and_lying_peers_never_leave_a_complete_looking_file() {
             .load(std::sync::atomic::Ordering::Relaxed)
             >= 1
     );
+}
+
+fn set_mtime(path: &Path, sec: i64) {
+    let f = fs::File::open(path).unwrap();
+    let t = rustix::fs::Timespec {
+        tv_sec: sec,
+        tv_nsec: 0,
+    };
+    rustix::fs::futimens(
+        &f,
+        &rustix::fs::Timestamps {
+            last_access: t,
+            last_modification: t,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn issue_21_a_rerun_skips_unchanged_files_and_counts_them() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let files = tree(src.path());
+    let total: u64 = files.iter().map(|f| f.1.len() as u64).sum();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let first = run(options(&keys, &sink, "", vec![src.path().join("set")]));
+    assert_eq!((first.files, first.bytes), (files.len() as u64, total));
+    assert_eq!(first.files_unchanged, 0);
+
+    // The sink gave every file the source's mtime: a rerun sends nothing.
+    let again = run(options(&keys, &sink, "", vec![src.path().join("set")]));
+    assert_eq!(
+        (again.files, again.bytes, again.objects),
+        (0, 0, 0),
+        "{again}"
+    );
+    assert_eq!(again.files_unchanged, files.len() as u64, "{again}");
+    assert_eq!(again.bytes_unchanged, total);
+    assert!(again.to_string().contains("unchanged 7 files"), "{again}");
+
+    // A file rewritten with a new mtime is sent again, alone.
+    let f2 = src.path().join(&files[2].0);
+    fs::write(&f2, vec![1u8; 1000]).unwrap();
+    set_mtime(&f2, 1_700_000_000);
+    let third = run(options(&keys, &sink, "", vec![src.path().join("set")]));
+    assert_eq!((third.files, third.bytes), (1, 1000), "{third}");
+    assert_eq!(
+        fs::read(dst.path().join(&files[2].0)).unwrap(),
+        vec![1u8; 1000]
+    );
+
+    // Same size and mtime but other bytes: the quick check (like rsync's)
+    // skips it; --checksum finds it and --ignore-times sends everything.
+    fs::write(&f2, vec![2u8; 1000]).unwrap();
+    set_mtime(&f2, 1_700_000_000);
+    let quick = run(options(&keys, &sink, "", vec![src.path().join("set")]));
+    assert_eq!(quick.files, 0, "{quick}");
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.compare = Compare::Checksum;
+    let sums = run(o);
+    assert_eq!((sums.files, sums.bytes), (1, 1000), "{sums}");
+    assert_eq!(sums.files_unchanged, files.len() as u64 - 1);
+    assert_eq!(
+        fs::read(dst.path().join(&files[2].0)).unwrap(),
+        vec![2u8; 1000]
+    );
+    let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+    o.compare = Compare::Never;
+    let all = run(o);
+    assert_eq!(all.files, files.len() as u64);
+}
+
+#[test]
+fn issue_21_empty_directories_are_created_at_the_sink() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    fs::create_dir_all(src.path().join("set/empty")).unwrap();
+    fs::create_dir_all(src.path().join("set/a/b/deep")).unwrap();
+    fs::write(src.path().join("set/a/f"), b"x").unwrap();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let s = run(options(&keys, &sink, "out", vec![src.path().join("set")]));
+    for d in ["set", "set/empty", "set/a", "set/a/b", "set/a/b/deep"] {
+        assert!(dst.path().join("out").join(d).is_dir(), "{d} missing");
+    }
+    assert_eq!(s.dirs, 5, "{s}");
+    assert_eq!(fs::read(dst.path().join("out/set/a/f")).unwrap(), b"x");
+}
+
+#[test]
+fn issue_21_symlinks_are_recreated_as_links_and_never_followed() {
+    let keys = keys();
+    let (src, dst, outside) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let set = src.path().join("set");
+    fs::create_dir_all(&set).unwrap();
+    fs::write(set.join("f"), b"data").unwrap();
+    let secret = outside.path().join("secret");
+    fs::write(&secret, b"keep").unwrap();
+    std::os::unix::fs::symlink("f", set.join("rel")).unwrap();
+    std::os::unix::fs::symlink(&secret, set.join("abs")).unwrap();
+    std::os::unix::fs::symlink("../../../escape", set.join("up")).unwrap();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let s = run(options(&keys, &sink, "", vec![set.clone()]));
+    assert_eq!((s.files, s.links), (1, 3), "{s}");
+    for (name, target) in [
+        ("rel", PathBuf::from("f")),
+        ("abs", secret.clone()),
+        ("up", PathBuf::from("../../../escape")),
+    ] {
+        let p = dst.path().join("set").join(name);
+        assert!(fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read_link(&p).unwrap(), target);
+    }
+    // A rerun leaves the links alone and sends no bytes.
+    let again = run(options(&keys, &sink, "", vec![set.clone()]));
+    assert_eq!((again.bytes, again.links), (0, 3), "{again}");
+    assert_eq!(fs::read(&secret).unwrap(), b"keep");
+
+    // Skipping links: none made, counted as not sent.
+    let mut o = options(&keys, &sink, "nolinks", vec![set.clone()]);
+    o.links = false;
+    let s = run(o);
+    assert_eq!((s.links, s.skipped_not_regular), (0, 3), "{s}");
+    assert!(!dst.path().join("nolinks/set/rel").exists());
+    assert!(fs::symlink_metadata(dst.path().join("nolinks/set/abs")).is_err());
+
+    // A hostile source: a link to a file outside the root, then a file by
+    // the link's name, a file under a link to a directory outside, and a
+    // Stat through both. The sink writes nothing outside its root and says
+    // nothing about what is there.
+    let mut ch = raw(&keys, &sink);
+    let made = ask(
+        &mut ch,
+        &Message::Symlink {
+            req: 1,
+            path: "evil".into(),
+            target: secret.to_str().unwrap().into(),
+        },
+    );
+    assert!(
+        matches!(
+            made,
+            Some(Message::EntryDone {
+                req: 1,
+                failure: None
+            })
+        ),
+        "{made:?}"
+    );
+    let stat = ask(
+        &mut ch,
+        &Message::Stat {
+            req: 2,
+            checksum: true,
+            files: vec![("evil".into(), 4), ("evil/x".into(), 1)],
+        },
+    );
+    assert_eq!(
+        stat,
+        Some(Message::StatReply {
+            req: 2,
+            entries: vec![wire::DestStat::Absent, wire::DestStat::Absent],
+        })
+    );
+    let Some(Message::FileId { file, .. }) = new_file(&mut ch, "evil", 3) else {
+        panic!("no FileId")
+    };
+    let data = b"new";
+    assert!(matches!(
+        ask(&mut ch, &block(file, crc32c::crc32c(data), data)),
+        Some(Message::BlockDone { .. })
+    ));
+    let done = Message::FileDone {
+        file,
+        size: 3,
+        crc: crc32c::crc32c(data),
+    };
+    assert!(matches!(ask(&mut ch, &done), Some(Message::FileOk { .. })));
+    // The file replaced the link; the link's target is untouched.
+    assert_eq!(fs::read(&secret).unwrap(), b"keep");
+    assert!(fs::symlink_metadata(dst.path().join("evil"))
+        .unwrap()
+        .is_file());
+    let mut ch = raw(&keys, &sink);
+    ask(
+        &mut ch,
+        &Message::Symlink {
+            req: 3,
+            path: "out".into(),
+            target: outside.path().to_str().unwrap().into(),
+        },
+    );
+    match new_file(&mut ch, "out/x", 1) {
+        Some(Message::Error { code, .. }) => assert_eq!(code, wire::ErrorCode::BadPath as u16),
+        other => panic!("{other:?}"),
+    }
+    let mut ch = raw(&keys, &sink);
+    match ask(
+        &mut ch,
+        &Message::MakeDir {
+            req: 4,
+            path: "out/d".into(),
+        },
+    ) {
+        Some(Message::Error { code, .. }) => assert_eq!(code, wire::ErrorCode::BadPath as u16),
+        other => panic!("{other:?}"),
+    }
+    let mut names: Vec<_> = fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["secret"]);
+}
+
+/// A POSIX layout that rewrites a file the first time one of its objects
+/// is read: `grow` gets bytes appended, `shrink` is cut to 10 bytes,
+/// `touch` gets a new mtime with the same bytes.
+struct Meddler {
+    inner: PosixLayout,
+    done: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
+}
+
+impl LayoutProvider for Meddler {
+    fn name(&self) -> &'static str {
+        "posix"
+    }
+    fn layout(&self, path: &Path, len: u64) -> std::io::Result<sluice_xfer::layout::FileLayout> {
+        self.inner.layout(path, len)
+    }
+    fn default_depth(&self, threads: u32) -> u32 {
+        self.inner.default_depth(threads)
+    }
+    fn read_object(
+        &self,
+        path: &Path,
+        file: &fs::File,
+        object: &sluice_policy::lads::Object,
+        buf: &mut [u8],
+    ) -> std::io::Result<()> {
+        if self.done.lock().unwrap().insert(path.to_owned()) {
+            let name = path.file_name().unwrap().to_str().unwrap();
+            match name {
+                "grow" => {
+                    let mut f = fs::OpenOptions::new().append(true).open(path).unwrap();
+                    f.write_all(&[9; 5000]).unwrap();
+                }
+                "shrink" => fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .unwrap()
+                    .set_len(10)
+                    .unwrap(),
+                "touch" => set_mtime(path, 1_234_567),
+                _ => {}
+            }
+        }
+        use std::os::unix::fs::FileExt;
+        file.read_exact_at(buf, object.offset)
+    }
+}
+
+#[test]
+fn issue_21_a_file_that_changes_during_its_send_is_reported_and_not_put_in_place() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let set = src.path().join("set");
+    fs::create_dir_all(&set).unwrap();
+    for name in ["grow", "shrink", "touch", "calm"] {
+        fs::write(set.join(name), vec![3u8; 300_000]).unwrap();
+    }
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let mut o = options(&keys, &sink, "", vec![set.clone()]);
+    o.layout = Arc::new(Meddler {
+        inner: PosixLayout::new(64 << 10),
+        done: Default::default(),
+    });
+    let s = send(o).unwrap();
+    assert_eq!(s.files, 1, "{s}");
+    assert!(s.failed.is_empty(), "{s}");
+    let mut changed = s.changed.clone();
+    changed.sort();
+    assert_eq!(changed.len(), 3, "{s}");
+    assert!(changed[0].contains("grow") && changed[0].contains("size 300000 -> 305000"));
+    assert!(changed[1].contains("shrink") && changed[1].contains("size"));
+    assert!(changed[2].contains("touch") && changed[2].contains("mtime"));
+    assert!(s.to_string().contains("CHANGED"), "{s}");
+    for name in ["grow", "shrink", "touch"] {
+        assert!(
+            !dst.path().join("set").join(name).exists(),
+            "{name} put in place"
+        );
+    }
+    assert_eq!(
+        fs::read(dst.path().join("set/calm")).unwrap(),
+        vec![3u8; 300_000]
+    );
+    let leftovers: Vec<_> = walk(dst.path())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".sluice-part"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn issue_21_zero_threads_connections_and_object_sizes_are_refused() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    tree(src.path());
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    type Zero = fn(&mut SendOptions);
+    let cases: [(&str, Zero); 4] = [
+        ("threads", |o| o.threads = 0),
+        ("connections", |o| o.connections = 0),
+        ("object size", |o| o.slot_size = 0),
+        ("files in flight", |o| o.files_in_flight = 0),
+    ];
+    for (what, zero) in cases {
+        let mut o = options(&keys, &sink, "", vec![src.path().join("set")]);
+        zero(&mut o);
+        let e = send(o).expect_err(what);
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains(what), "{e}");
+    }
+    assert_eq!(fs::read_dir(dst.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn issue_21_a_sink_that_goes_away_reads_as_a_closed_connection() {
+    let keys = keys();
+    let src = tempfile::tempdir().unwrap();
+    tree(src.path());
+    // A sink that welcomes both connections, then drops them without a
+    // TLS close_notify when the first file is announced.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = tls::server_config(&keys.server.0, &keys.server.1, None).unwrap();
+    let fake = std::thread::spawn(move || {
+        let mut chans = Vec::new();
+        for _ in 0..2 {
+            let (tcp, _) = listener.accept().unwrap();
+            let mut ch = Channel::server(tcp, Arc::clone(&config)).unwrap();
+            let mut buf = Vec::new();
+            wire::read_message(&mut ch.reader, &mut buf).unwrap();
+            ch.writer
+                .message(&Message::Welcome {
+                    version: wire::VERSION,
+                    session: 1,
+                })
+                .unwrap();
+            chans.push(ch);
+        }
+        let mut buf = Vec::new();
+        let _ = wire::read_message(&mut chans[0].reader, &mut buf);
+        for ch in &chans {
+            ch.writer.abort();
+        }
+    });
+    let dst = tempfile::tempdir().unwrap();
+    let real = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let mut o = options(&keys, &real, "", vec![src.path().join("set")]);
+    o.destination = format!("sluice://127.0.0.1:{}/", addr.port())
+        .parse()
+        .unwrap();
+    let e = send(o).unwrap_err().to_string();
+    fake.join().unwrap();
+    assert!(
+        e.contains(&format!("the sink {addr} closed the connection")),
+        "{e}"
+    );
+    assert!(!e.contains("docs.rs") && !e.contains("close_notify"), "{e}");
+}
+
+#[test]
+fn issue_21_the_summary_names_the_layout_and_how_many_targets_it_used() {
+    let keys = keys();
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    fs::create_dir(src.path().join("set")).unwrap();
+    for i in 0..8 {
+        fs::write(
+            src.path().join(format!("set/f{i}")),
+            vec![i as u8; 256 << 10],
+        )
+        .unwrap();
+    }
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let pfs = EmulatedPfs::new(PfsConfig {
+        targets: 4,
+        stripe_count: 2,
+        object_size: 64 << 10,
+        ..PfsConfig::default()
+    })
+    .unwrap();
+    let mut o = options(&keys, &sink, "pfs", vec![src.path().join("set")]);
+    o.layout = Arc::new(pfs);
+    let s = run(o);
+    assert_eq!((s.layout.as_str(), s.targets), ("pfs", 4), "{s}");
+    assert!(s.to_string().contains("pfs layout, 4 targets"), "{s}");
+    let s = run(options(&keys, &sink, "posix", vec![src.path().join("set")]));
+    assert_eq!((s.layout.as_str(), s.targets), ("posix", 1), "{s}");
+    assert!(s.to_string().contains("posix layout, 1 target,"), "{s}");
+}
+
+#[test]
+fn overlapping_blocks_are_checked_by_reading_the_file_back() {
+    let keys = keys();
+    let dst = tempfile::tempdir().unwrap();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let (a, b) = (vec![1u8; 1000], vec![2u8; 1000]);
+    let mut content = a.clone();
+    content.truncate(500);
+    content.extend_from_slice(&b);
+    // The blocks' crcs combined describe 2000 bytes; the file holds 1500.
+    let lying = crc32c::crc32c_combine(crc32c::crc32c(&a), crc32c::crc32c(&b), 1000);
+    for (name, crc, ok) in [
+        ("lying", lying, false),
+        ("true", crc32c::crc32c(&content), true),
+    ] {
+        let (mut ch, file) = opened(&keys, &sink, name, 1500);
+        for (offset, data) in [(0u64, &a), (500, &b)] {
+            let m = Message::NewBlock {
+                file,
+                offset,
+                crc: crc32c::crc32c(data),
+                data: data.clone(),
+            };
+            assert!(matches!(ask(&mut ch, &m), Some(Message::BlockDone { .. })));
+        }
+        let done = Message::FileDone {
+            file,
+            size: 1500,
+            crc,
+        };
+        match ask(&mut ch, &done) {
+            Some(Message::FileOk { .. }) => assert!(ok, "{name} accepted"),
+            Some(Message::FileFailed { .. }) => assert!(!ok, "{name} refused"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(fs::read(dst.path().join("true")).unwrap(), content);
+    assert!(!dst.path().join("lying").exists());
 }

@@ -120,3 +120,14 @@ pub enum CatalogError {
         reason: String,
     },
 }
+
+impl CatalogError {
+    /// The store could not be reached (Redis refused the connection or
+    /// the link failed): an outage, not a bad configuration or store.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            CatalogError::RedisConnect { .. } | CatalogError::RedisIo { .. }
+        )
+    }
+}

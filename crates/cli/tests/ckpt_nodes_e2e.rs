@@ -348,3 +348,59 @@ fn issue_20_two_mounts_share_one_catalogue_without_harm() {
     let err = fs::read(b.path("ckpt/r0")).expect_err("A has not demoted it");
     assert_eq!(err.raw_os_error(), Some(11), "EAGAIN: {err}");
 }
+
+/// Issue 19, "a catalogue outage falls back": with Redis down at mount
+/// time the mount failed. It mounts with BBOS off (checkpoint files are
+/// ordinary files, status says why), unless this node's fast tier holds
+/// staged copies only BBOS can serve: then it refuses, saying so.
+#[test]
+fn issue_19_redis_down_at_mount_mounts_without_bbos_unless_copies_are_staged() {
+    if !available() {
+        return;
+    }
+    let redis = Redis::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let capacity = tmp.path().join("capacity");
+    fs::create_dir_all(capacity.join("ckpt")).unwrap();
+    redis.kill9();
+    let mut a = Node::mount(
+        &tmp.path().join("a"),
+        &capacity,
+        &redis.url(),
+        "capacity = \"64MiB\"\n",
+    );
+    write_synced(&a.path("ckpt/1"), &data(1, 300_000)).expect("a write with the catalogue down");
+    assert_eq!(fs::read(a.path("ckpt/1")).unwrap(), data(1, 300_000));
+    let status = a.status();
+    assert!(status.contains("BBOS off until the next mount"), "{status}");
+    a.unmount();
+    assert_eq!(fs::read(capacity.join("ckpt/1")).unwrap(), data(1, 300_000));
+
+    // A node with a staged copy: refused while the catalogue is down.
+    redis.start_again();
+    let b_root = tmp.path().join("b");
+    let mut b = Node::mount(&b_root, &capacity, &redis.url(), "capacity = \"64MiB\"\n");
+    register(&b, "1");
+    write_synced(&b.path("ckpt/2"), &data(2, 300_000)).unwrap();
+    assert_eq!(b.staged(), 1);
+    let point = b.point().display().to_string();
+    b.sluice(&["unmount", &point, "--keep"]);
+    let _ = b.child.take().unwrap().wait();
+    redis.kill9();
+    let out = Command::new(SLUICE)
+        .arg("mount")
+        .arg("--fast")
+        .arg(b_root.join("fast"))
+        .arg("--capacity")
+        .arg(&capacity)
+        .arg("--config")
+        .arg(&b.config)
+        .args(["--meta", &redis.url()])
+        .arg(b.point())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("checkpoint copies"), "{stderr}");
+}

@@ -811,6 +811,18 @@ impl Checkpoints {
         Ok(Checkpoints { shared, demoter })
     }
 
+    /// Whether `fast` holds checkpoint copies (`ckpt/*.data`, staged or
+    /// cached): only the stager serves them, so a mount must not run
+    /// without it. (A cached copy is on the capacity tier too; counting it
+    /// keeps this check from reading records.)
+    pub fn has_copies(fast: &dyn Backend) -> io::Result<bool> {
+        match fast.read_dir(&dir()) {
+            Ok(entries) => Ok(entries.iter().any(|e| e.name.ends_with(".data"))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The catalogue.
     pub fn catalog(&self) -> &dyn Catalog {
         self.shared.catalog.as_ref()

@@ -406,18 +406,34 @@ impl Mount {
         let liu = tiers.liu;
         // BBOS first: its recovery must not race the engine's flusher for
         // nothing, and a bad catalogue should stop the mount early.
+        let mut bbos_off = None;
         let ckpt = match config.meta_spec().map_err(invalid)? {
-            Some(spec) => {
-                let catalog =
-                    sluice_catalog::open(&spec).map_err(|e| io::Error::other(e.to_string()))?;
-                Some(Arc::new(Checkpoints::open(
+            Some(spec) => match sluice_catalog::open(&spec) {
+                Ok(catalog) => Some(Arc::new(Checkpoints::open(
                     Arc::clone(&tiers.fast),
                     Arc::clone(&tiers.capacity),
                     catalog,
                     Arc::clone(&clock),
                     config.bbos_options().map_err(invalid)?,
-                )?))
-            }
+                )?)),
+                // A catalogue outage at mount: checkpoint files are then
+                // ordinary files (as a create during an outage is), unless
+                // this node holds copies only the stager serves.
+                Err(e) if e.is_unreachable() && !Checkpoints::has_copies(tiers.fast.as_ref())? => {
+                    tracing::warn!(
+                        error = %e,
+                        "checkpoint catalogue unreachable at mount: BBOS is off until the next mount; checkpoint files are written as ordinary files"
+                    );
+                    bbos_off = Some(e.to_string());
+                    None
+                }
+                Err(e) if e.is_unreachable() => {
+                    return Err(io::Error::other(format!(
+                        "{e}; this node's fast tier holds checkpoint copies that only BBOS serves: start the catalogue, then mount"
+                    )))
+                }
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            },
             None => None,
         };
         let engine = Arc::new(Engine::open(
@@ -426,6 +442,19 @@ impl Mount {
             Arc::clone(&clock),
             engine_config,
         )?);
+        if let Some(cause) = bbos_off {
+            // Shown in `sluice status` (`last_errors`) for the mount's life.
+            engine.incidents().record(sluice_engine::Incident {
+                at: std::time::SystemTime::now(),
+                op: "catalogue".to_string(),
+                path: None,
+                tier: None,
+                errno: None,
+                message: format!(
+                    "checkpoint catalogue unreachable at mount, BBOS off until the next mount: {cause}"
+                ),
+            });
+        }
         let counters = Arc::new(OpCounters::default());
         // Absolute, so clients in any directory find it through the xattr.
         let control = fast_dir.as_deref().map(|p| {

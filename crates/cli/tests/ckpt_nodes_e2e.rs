@@ -404,3 +404,48 @@ fn issue_19_redis_down_at_mount_mounts_without_bbos_unless_copies_are_staged() {
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("checkpoint copies"), "{stderr}");
 }
+
+/// Issue 20, "for checkpoints, fsync that means on the PFS": with
+/// `bbos.consistency = "close-to-open"` an fsync of a staged checkpoint
+/// puts its bytes on the capacity tier before it returns (the copy stays
+/// on the fast tier as a cached copy), so another node reads it whole at
+/// once, even while this node demotes at 1 KiB/s.
+#[test]
+fn issue_20_checkpoint_fsync_under_close_to_open_puts_the_bytes_on_the_pfs() {
+    if !available() {
+        return;
+    }
+    let redis = Redis::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let capacity = tmp.path().join("capacity");
+    fs::create_dir_all(capacity.join("ckpt")).unwrap();
+    let bbos = "capacity = \"64MiB\"\nconsistency = \"close-to-open\"\nidle_demote = \"1KiB\"\n\
+                demote_min = \"1KiB\"\ndemote_max = \"1KiB\"\njobs_refresh = \"100ms\"\n\
+                remote_wait = \"300ms\"\n";
+    let mut a = Node::mount(&tmp.path().join("a"), &capacity, &redis.url(), bbos);
+    let mut b = Node::mount(&tmp.path().join("b"), &capacity, &redis.url(), bbos);
+    register(&a, "1");
+    let mut f = File::create(a.path("ckpt/1")).unwrap();
+    f.write_all(&data(7, 300_000)).unwrap();
+    f.sync_all().unwrap();
+    assert!(
+        fs::read(capacity.join("ckpt/1")).unwrap() == data(7, 300_000),
+        "on the capacity tier when fsync returned"
+    );
+    assert_eq!(
+        a.staged(),
+        1,
+        "the copy stays on the fast tier for restarts"
+    );
+    drop(f);
+    // B knows the job by now: its stager reads the catalogue's record,
+    // which says the capacity tier holds the checkpoint (no wait, no
+    // EAGAIN as for a copy only staged on A).
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        fs::read(b.path("ckpt/1")).unwrap() == data(7, 300_000),
+        "node B reads it whole"
+    );
+    b.unmount();
+    a.unmount();
+}

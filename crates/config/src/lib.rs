@@ -307,6 +307,11 @@ pub struct BbosSection {
     pub remote_wait: Span,
     /// Least time between two checks for jobs registered on other nodes.
     pub jobs_refresh: Span,
+    /// When other nodes see a checkpoint's bytes: `node-local` (BBOS's
+    /// design: fsync is durable on the fast tier, demotion moves the bytes
+    /// later) or `close-to-open` (an fsync or close also writes them to the
+    /// capacity tier and syncs them).
+    pub consistency: Consistency,
     /// Bytes per demotion step.
     pub chunk: ByteSize,
     /// Bwmax: checkpoint writes with no demotion beside them.
@@ -371,6 +376,11 @@ impl Default for BbosSection {
             node_id: None,
             remote_wait: Span(o.remote_wait),
             jobs_refresh: Span(o.jobs_refresh),
+            consistency: if o.publish_on_sync {
+                Consistency::CloseToOpen
+            } else {
+                Consistency::NodeLocal
+            },
             chunk: ByteSize(o.chunk_bytes),
             write_max: ByteSize(bw.write_max as u64),
             write_min: ByteSize(bw.write_min as u64),
@@ -764,6 +774,7 @@ impl Config {
             node_id: b.node_id.clone(),
             remote_wait: b.remote_wait.0,
             jobs_refresh: b.jobs_refresh.0,
+            publish_on_sync: b.consistency == Consistency::CloseToOpen,
         })
     }
 

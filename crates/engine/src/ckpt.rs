@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use sluice_catalog::{Catalog, CkptRecord, Failure, JobSpec, Location, PeriodStats};
 use sluice_env::{
-    copy_range, Backend, BackendFile, Clock, CopyHow, FileKind, OpenOptions, RelPath,
+    copy_range, with_context, Backend, BackendFile, Clock, CopyHow, FileKind, OpenOptions, RelPath,
 };
 use sluice_policy::bbos::{
     cold_order, direct_to_capacity, expected_dwpp, failure_rate, newest_versions, Admission,
@@ -127,6 +127,12 @@ pub struct CkptOptions {
     /// for jobs registered through other nodes (zero: at every path
     /// routed).
     pub jobs_refresh: Duration,
+    /// The checkpoint class's consistency (`bbos.consistency =
+    /// "close-to-open"`): an fsync or a close of a staged checkpoint also
+    /// writes its bytes to the capacity file and syncs that, so other
+    /// nodes can read it at once. Off (`node-local`, BBOS's design): fsync
+    /// is durable on the fast tier and demotion moves the bytes later.
+    pub publish_on_sync: bool,
 }
 
 impl Default for CkptOptions {
@@ -147,6 +153,7 @@ impl Default for CkptOptions {
             node_id: None,
             remote_wait: Duration::from_secs(60),
             jobs_refresh: Duration::from_secs(1),
+            publish_on_sync: false,
         }
     }
 }
@@ -154,6 +161,9 @@ impl Default for CkptOptions {
 /// Counters since open.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CkptStats {
+    /// Bytes written to the capacity tier at an fsync or close
+    /// ([`CkptOptions::publish_on_sync`]).
+    pub published_bytes: u64,
     /// New checkpoints started (staged or direct).
     pub checkpoints: u64,
     /// Bytes written to staged copies.
@@ -1429,6 +1439,9 @@ impl Checkpoints {
             }
             match state.write_bucket.try_take(now, bytes) {
                 Ok(()) => {
+                    // A copy published at an fsync or close (cached, its
+                    // bytes on the capacity tier) is staged again first.
+                    self.stage_again(&mut state, id)?;
                     // Under the lock before the bytes change: a demotion
                     // finishing after this sees the change.
                     let c = state.copies.get_mut(&id).ok_or_else(|| bad_handle(fh))?;
@@ -1476,6 +1489,92 @@ impl Checkpoints {
             let parent = path.parent().unwrap_or_else(RelPath::root);
             self.shared.capacity.sync_dir(&parent)?;
         }
+        if self.shared.options.publish_on_sync {
+            self.publish(fh)?;
+        }
+        Ok(())
+    }
+
+    /// A close of handle `fh` (every `close(2)`, before it returns): under
+    /// [`CkptOptions::publish_on_sync`] a staged copy's bytes are written
+    /// to the capacity tier and synced, as close-to-open promises.
+    pub fn close(&self, fh: u64) -> io::Result<()> {
+        if self.shared.options.publish_on_sync {
+            self.publish(fh)?;
+        }
+        Ok(())
+    }
+
+    /// Write the staged copy behind `fh` (if it is one) to its capacity
+    /// file, cut that to the copy's length and sync it (and its
+    /// directory); then the copy is cached (durably, and in the
+    /// catalogue), as after a demotion, unless it changed meanwhile. Its
+    /// next write stages it again.
+    fn publish(&self, fh: u64) -> io::Result<()> {
+        let shared = &*self.shared;
+        let (id, generation, path, src, len) = {
+            let state = shared.lock();
+            let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+            let Target::Copy(id) = &h.target else {
+                return Ok(());
+            };
+            let c = state.copies.get(id).ok_or_else(|| bad_handle(fh))?;
+            if c.rec.location == Location::Cached {
+                return Ok(()); // nothing written since it was published
+            }
+            (
+                *id,
+                c.generation,
+                c.rec.path.clone(),
+                Arc::clone(&c.file),
+                c.len,
+            )
+        };
+        let target = RelPath::new(&path)?;
+        let what = format!(
+            "publish {path} to capacity tier {}",
+            shared.capacity.describe()
+        );
+        let dst = shared
+            .capacity
+            .open(&target, OpenOptions::CREATE)
+            .map_err(|e| with_context(e, &what))?;
+        let mut buf = vec![0u8; shared.options.chunk_bytes.min(len.max(1)) as usize];
+        let mut offset = 0;
+        while offset < len {
+            let n = (len - offset).min(buf.len() as u64) as usize;
+            crate::engine::read_fully(src.as_ref(), &mut buf[..n], offset)
+                .and_then(|()| dst.write_at(&buf[..n], offset))
+                .map_err(|e| with_context(e, &what))?;
+            offset += n as u64;
+        }
+        dst.set_len(len)
+            .and_then(|()| dst.sync_data())
+            .and_then(|()| {
+                shared
+                    .capacity
+                    .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
+            })
+            .map_err(|e| with_context(e, &what))?;
+        let mut state = shared.lock();
+        state.stats.published_bytes += len;
+        let Some(c) = state.copies.get_mut(&id) else {
+            return Ok(());
+        };
+        if c.generation != generation || c.len != len || c.rec.path != path {
+            return Ok(()); // written meanwhile: stays staged
+        }
+        c.rec.location = Location::Cached;
+        let rec = c.rec.clone();
+        if let Err(e) = shared.write_rec(id, &rec, true) {
+            if let Some(c) = state.copies.get_mut(&id) {
+                c.rec.location = Location::Staged;
+            }
+            return Err(with_context(e, &what));
+        }
+        let r = shared.catalog.put_ckpt(&rec);
+        shared.note_catalog(&mut state, r);
+        shared.changed.notify_all();
         Ok(())
     }
 

@@ -137,8 +137,9 @@ impl Volume {
     /// synced, before it returns, as NFS does at close; in either mode the
     /// owner's `fcntl` locks on the file go (POSIX), after its bytes.
     pub fn flush(&self, fh: u64, owner: u64) -> io::Result<()> {
-        if self.ckpt_handle(fh).is_some() {
-            return Ok(());
+        if let Some(c) = self.ckpt_handle(fh) {
+            // The checkpoint class's own consistency (`bbos.consistency`).
+            return c.close(fh);
         }
         if self.consistency == Consistency::CloseToOpen {
             self.engine.sync_file(FileId(fh), false)?;

@@ -16,8 +16,10 @@
 //! (the heartbeat, and recovered bytes not written over a file changed
 //! meanwhile), `files` (the open-file table), `names` (link, unlink,
 //! rename), `append` (placing and appending records, log syncs),
-//! `degrade` (an append that fails), `read` (buffered and capacity reads)
-//! and `flush` (the flusher thread).
+//! `degrade` (an append that fails), `read` (buffered and capacity reads),
+//! `sync` (fsync, and the per-file sync that puts a file's buffered bytes
+//! on the capacity tier), `attrs` (a held file's size when other nodes
+//! share its capacity file) and `flush` (the flusher thread).
 //!
 //! Concurrency: one mutex guards the policies, the index and the log;
 //! foreground operations run under it, except the payload write of a data
@@ -62,6 +64,7 @@ use crate::incidents::Incidents;
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
 
 mod append;
+mod attrs;
 mod config;
 mod degrade;
 mod files;
@@ -70,6 +73,7 @@ mod names;
 mod quarantine;
 mod read;
 mod recovery;
+mod sync;
 
 use append::*;
 use config::Placements;
@@ -215,29 +219,9 @@ struct State {
     /// Bumped whenever buffered bytes leave the index because they reached
     /// the capacity tier (a region reset, a file's sync): a capacity
     /// length read before such a bump may miss bytes the index no longer
-    /// shows, so [`logical_size`] is computed again from a new read.
+    /// shows, so the logical size (attrs.rs) is computed again from a new
+    /// read.
     left_log: u64,
-}
-
-/// The logical size of an open file whose capacity file is now
-/// `capacity_len` bytes long (docs/fuse.md, "Many nodes"): the capacity
-/// file's length, or the end of the file's last buffered byte if that is
-/// further. The capacity length is the truth for every byte this node
-/// does not buffer, so a file another node extended grows and one it
-/// truncated shrinks; bytes this node still buffers past a shorter
-/// capacity file keep the file that long (they reach the capacity tier at
-/// the next flush, as a write of this node made after the truncate would).
-/// While a write of the file is in flight, the size never goes below
-/// `known` (that write's end is added once it is indexed).
-fn logical_size(state: &State, id: FileId, known: u64, capacity_len: u64) -> u64 {
-    let buffered_end = state.buffer.buffered_end(id);
-    let size = capacity_len.max(buffered_end);
-    let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
-    if appending {
-        size.max(known)
-    } else {
-        size
-    }
 }
 
 impl OpenFile {
@@ -395,7 +379,7 @@ impl Engine {
     ///
     /// A file the engine already holds has its size re-read from its
     /// capacity file first (another node may have changed it: see
-    /// [`logical_size`]), as an NFS client revalidates at open.
+    /// the logical size, attrs.rs), as an NFS client revalidates at open.
     pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
         let mut state = lock(&self.shared);
         if let Some(&id) = state.ids.get(path) {
@@ -437,34 +421,6 @@ impl Engine {
             open.opens = open.opens.saturating_sub(1);
         }
         forget_if_unused(&mut state, file);
-    }
-
-    /// Re-read `file`'s size from its capacity file (`fstat` through the
-    /// engine's handle) and set its logical size by [`logical_size`]: what
-    /// another node wrote or truncated meanwhile is seen. Returns the size.
-    pub fn refresh_size(&self, file: FileId) -> io::Result<u64> {
-        let shared = &*self.shared;
-        let mut state = lock(shared);
-        let capacity_len = loop {
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
-            let epoch = state.left_log;
-            drop(state);
-            let capacity_len = handle.len().map_err(context(format!(
-                "capacity tier {}: size of {path}",
-                shared.capacity.describe()
-            )))?;
-            state = lock(shared);
-            if state.left_log == epoch {
-                break capacity_len;
-            }
-        };
-        let known = state.files.get(&file).map_or(0, |o| o.size);
-        let size = logical_size(&state, file, known, capacity_len);
-        if let Some(open) = state.files.get_mut(&file) {
-            open.size = size;
-        }
-        Ok(size)
     }
 
     /// The capacity tier's handle of `file`, shared with the engine: for
@@ -600,171 +556,6 @@ impl Engine {
         Ok(buf)
     }
 
-    /// Make `file`'s writes durable: its capacity file, the log regions
-    /// holding its records (with its path records), and its creation.
-    ///
-    /// Every sync runs outside the engine lock, so writers and readers of
-    /// other files go on meanwhile.
-    pub fn fsync(&self, file: FileId) -> io::Result<()> {
-        let shared = &*self.shared;
-        let state = lock(shared);
-        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-        let what = format!("fsync {}", open.path);
-        let handle = Arc::clone(&open.handle);
-        let path = open.path.clone();
-        let dir_unsynced =
-            !open.unlinked && (open.created_unsynced || state.unsynced_creates.contains(&path));
-        drop(state);
-        handle.sync_data().map_err(context(&what))?;
-        if dir_unsynced {
-            let parent = path.parent().unwrap_or_else(RelPath::root);
-            shared.capacity.sync_dir(&parent).map_err(context(&what))?;
-            lock(shared).unsynced_creates.remove(&path);
-        }
-        let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
-        let synced = synced.map_err(context(&what))?;
-        commit(shared, &mut state, &synced).map_err(context(&what))?;
-        // Bytes of the file in a region behind a failed append are not
-        // recovered from it (degrade.rs): durable only once flushed.
-        let behind_hole = regions_holding(&state, file, 0, u64::MAX, true);
-        let (s, settled) = wait_reset(shared, state, &behind_hole, &what);
-        state = s;
-        settled?;
-        if dir_unsynced {
-            if let Some(open) = state.files.get_mut(&file) {
-                open.created_unsynced = false;
-            }
-        }
-        Ok(())
-    }
-
-    /// `sluice sync PATH`: write every buffered byte of the file at `path`
-    /// to its capacity file and sync that, so the capacity tier alone
-    /// holds the file as written so far ([`Engine::sync_file`]). Returns
-    /// the buffered bytes written.
-    pub fn sync_path(&self, path: &RelPath) -> io::Result<u64> {
-        let shared = &*self.shared;
-        let what = format!("sync {path}");
-        let Some(id) = lock(shared).ids.get(path).copied() else {
-            // Nothing of it is buffered: its capacity file is all of it.
-            let handle = shared
-                .capacity
-                .open(path, OpenOptions::default())
-                .map_err(context(&what))?;
-            handle.sync_data().map_err(context(&what))?;
-            return Ok(0);
-        };
-        self.sync_file(id, true)
-    }
-
-    /// Write every buffered byte of the open file `id` to its capacity
-    /// file and sync that: afterwards the capacity tier alone holds the
-    /// file as written so far through this engine, and other nodes of a
-    /// shared capacity tier see it (`sluice sync`, and the mount's
-    /// close-to-open consistency at close, fsync and unlock). Returns the
-    /// buffered bytes written. The capacity file is synced when bytes were
-    /// written to it now, when the engine wrote or truncated it since the
-    /// last such sync, or when `always`; so closing a file that was only
-    /// read costs one look at the index.
-    ///
-    /// The bytes written are then dropped from the index, durably (an
-    /// unlink record of the file id, synced): a later flush or a recovery
-    /// must not write them again over what another node wrote since.
-    ///
-    /// The file's I/O lock is held throughout, so no write or truncate of it can slip
-    /// newer bytes in between the lookup and the writes (the flusher,
-    /// writing the same pieces, may run alongside: the pinned regions are
-    /// not reset before the sync is done with them).
-    pub fn sync_file(&self, id: FileId, always: bool) -> io::Result<u64> {
-        let shared = &*self.shared;
-        let io = file_io(shared, id)?;
-        let _io = hold(&io);
-        let state = wait_appended(shared, lock(shared), id);
-        // A flush of the file looked up before now may carry bytes older
-        // than the newest (superseded since, masked by the index): it must
-        // land before this sync writes the newest, or it would land after
-        // them once they are dropped from the index, and win. A flush that
-        // starts later looks up the newest bytes (the I/O lock keeps new
-        // writes out), the same this sync writes.
-        let mut state = wait_not_busy(shared, state, id)?;
-        let Some(open) = state.files.get_mut(&id) else {
-            return Err(unknown(id));
-        };
-        let handle = Arc::clone(&open.handle);
-        let what = format!("sync {}", open.path);
-        // Cleared before the writes: a write after this point (it waits
-        // for the I/O lock) sets it again for the next sync.
-        let unsynced = std::mem::take(&mut open.capacity_unsynced);
-        let pieces: Vec<(u64, u64, LogLocation)> =
-            state.buffer.buffered_pieces(id, 0, u64::MAX, None);
-        if pieces.is_empty() && !unsynced && !always {
-            return Ok(0);
-        }
-        let pinned: Vec<(u64, u64, Pinned)> = pieces
-            .iter()
-            .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
-            .collect();
-        drop(state);
-        let (written, result) = write_stretches(handle.as_ref(), &pinned);
-        let mut state = lock(shared);
-        for (_, _, p) in &pinned {
-            unpin(shared, &mut state, p.region);
-        }
-        drop(state);
-        let synced = result
-            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
-            .and_then(|()| handle.sync_data())
-            .map_err(context(format!(
-                "{what}: capacity tier {}",
-                shared.capacity.describe()
-            )));
-        if let Err(e) = synced {
-            // Still owed: the next sync tries again.
-            if let Some(open) = lock(shared).files.get_mut(&id) {
-                open.capacity_unsynced = true;
-            }
-            return Err(e);
-        }
-        // The capacity file holds every buffered byte of the file now, and
-        // no write of it can come in meanwhile (the I/O lock). Left in the
-        // index, those bytes would be written again by a later flush (or
-        // by recovery) over whatever another node wrote in between: they
-        // are dropped, durably first (an unlink record, as for a removed
-        // name; recovery drops the file's earlier records at it).
-        let mut state = wait_appended(shared, lock(shared), id);
-        if state.buffer.has_buffered(id) {
-            let (s, appended) =
-                append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
-            state = wait_appends(shared, s);
-            let dropped = appended
-                .and_then(|_| sync_log(shared, &mut state))
-                .map_err(context(&what));
-            match dropped {
-                Ok(_) => {
-                    state.buffer.drop_buffered(id);
-                    state.left_log += 1;
-                    state.buffer.forget_descriptions(id);
-                    // A flush of these same bytes looked up before they
-                    // were dropped lands before the caller goes on (a write
-                    // of another node after this returns must not be
-                    // overwritten by it).
-                    drop(wait_not_busy(shared, state, id)?);
-                }
-                Err(e) => {
-                    // A failing fast tier (degrade.rs): the bytes are on
-                    // the capacity tier and synced, which is what the
-                    // caller asked for; they stay indexed, and a later
-                    // flush writes the same bytes again.
-                    drop(state);
-                    shared
-                        .incidents
-                        .record_error("sync", None, Some("fast"), &e);
-                }
-            }
-        }
-        Ok(written)
-    }
-
     /// Set `file`'s size. Buffered bytes past it are dropped, durably first.
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         let shared = &*self.shared;
@@ -809,87 +600,6 @@ impl Engine {
             open.capacity_unsynced = true;
         }
         Ok(())
-    }
-
-    /// Attributes of an open file through its handle (`fstat`), with its
-    /// logical size (buffered bytes included): they outlive its name, so a
-    /// file unlinked or renamed over while open still has them.
-    pub fn stat_open(&self, file: FileId) -> io::Result<Stat> {
-        let mut state = lock(&self.shared);
-        let mut stat = loop {
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            let handle = Arc::clone(&open.handle);
-            let epoch = state.left_log;
-            drop(state);
-            let stat = handle.stat()?;
-            state = lock(&self.shared);
-            if state.left_log == epoch {
-                break stat;
-            }
-        };
-        if let Some(known) = state.files.get(&file).map(|o| o.size) {
-            let size = logical_size(&state, file, known, stat.len);
-            if let Some(open) = state.files.get_mut(&file) {
-                open.size = size;
-                open.overlay(&mut stat);
-            }
-        }
-        Ok(stat)
-    }
-
-    /// Correct the capacity tier's attributes `stat` of `path` (a stat
-    /// just made) with what the engine knows better while it holds the
-    /// file open: the logical size (buffered bytes included) and the time
-    /// of the last write. The file is found by `path` or by `stat`'s inode
-    /// number (another name of a file the engine holds). Unchanged when the
-    /// engine does not hold it, or when `path` now names another file than
-    /// the one the engine holds under that name (replaced behind its back).
-    ///
-    /// The stat's length is fresh: the file's logical size is set from it
-    /// ([`logical_size`]), so a getattr sees what another node wrote or
-    /// truncated. `epoch` is [`Engine::log_epoch`] from before the stat was
-    /// made: if buffered bytes left the index since, the stat may not show
-    /// them yet and is made again.
-    pub fn overlay(&self, path: &RelPath, stat: &mut Stat, epoch: u64) {
-        if stat.kind != sluice_env::StatKind::File {
-            return;
-        }
-        let mut state = lock(&self.shared);
-        let mut epoch = epoch;
-        while state.left_log != epoch {
-            epoch = state.left_log;
-            drop(state);
-            match self.shared.capacity.stat(path) {
-                Ok(fresh) => *stat = fresh,
-                // Gone meanwhile: the caller's stat stands.
-                Err(_) => return,
-            }
-            state = lock(&self.shared);
-        }
-        let Some(id) = file_of(&state, path, Some(stat.identity())) else {
-            return;
-        };
-        let Some(known) = state.files.get(&id).map(|o| o.size) else {
-            return;
-        };
-        if state
-            .files
-            .get(&id)
-            .and_then(|o| o.ino)
-            .is_some_and(|ino| ino != stat.identity())
-        {
-            return;
-        }
-        let size = logical_size(&state, id, known, stat.len);
-        if let Some(open) = state.files.get_mut(&id) {
-            open.size = size;
-            open.overlay(stat);
-        }
-    }
-
-    /// The count [`Engine::overlay`] compares: take it before a stat.
-    pub fn log_epoch(&self) -> u64 {
-        lock(&self.shared).left_log
     }
 
     /// Attributes of a path; a file's size includes buffered bytes.

@@ -1,0 +1,138 @@
+//! A held file's size and attributes when other nodes share its capacity
+//! file (docs/fuse.md, "Many nodes"): the logical size is the capacity
+//! file's length now, or the end of this node's last buffered byte if
+//! further ([`logical_size`]), re-read whenever it is asked for.
+
+use super::*;
+
+/// The logical size of an open file whose capacity file is now
+/// `capacity_len` bytes long (docs/fuse.md, "Many nodes"): the capacity
+/// file's length, or the end of the file's last buffered byte if that is
+/// further. The capacity length is the truth for every byte this node
+/// does not buffer, so a file another node extended grows and one it
+/// truncated shrinks; bytes this node still buffers past a shorter
+/// capacity file keep the file that long (they reach the capacity tier at
+/// the next flush, as a write of this node made after the truncate would).
+/// While a write of the file is in flight, the size never goes below
+/// `known` (that write's end is added once it is indexed).
+fn logical_size(state: &State, id: FileId, known: u64, capacity_len: u64) -> u64 {
+    let buffered_end = state.buffer.buffered_end(id);
+    let size = capacity_len.max(buffered_end);
+    let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
+    if appending {
+        size.max(known)
+    } else {
+        size
+    }
+}
+
+impl Engine {
+    /// Re-read `file`'s size from its capacity file (`fstat` through the
+    /// engine's handle) and set its logical size by [`logical_size`]: what
+    /// another node wrote or truncated meanwhile is seen. Returns the size.
+    pub fn refresh_size(&self, file: FileId) -> io::Result<u64> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        let capacity_len = loop {
+            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+            let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
+            let epoch = state.left_log;
+            drop(state);
+            let capacity_len = handle.len().map_err(context(format!(
+                "capacity tier {}: size of {path}",
+                shared.capacity.describe()
+            )))?;
+            state = lock(shared);
+            if state.left_log == epoch {
+                break capacity_len;
+            }
+        };
+        let known = state.files.get(&file).map_or(0, |o| o.size);
+        let size = logical_size(&state, file, known, capacity_len);
+        if let Some(open) = state.files.get_mut(&file) {
+            open.size = size;
+        }
+        Ok(size)
+    }
+
+    /// Attributes of an open file through its handle (`fstat`), with its
+    /// logical size (buffered bytes included): they outlive its name, so a
+    /// file unlinked or renamed over while open still has them.
+    pub fn stat_open(&self, file: FileId) -> io::Result<Stat> {
+        let mut state = lock(&self.shared);
+        let mut stat = loop {
+            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+            let handle = Arc::clone(&open.handle);
+            let epoch = state.left_log;
+            drop(state);
+            let stat = handle.stat()?;
+            state = lock(&self.shared);
+            if state.left_log == epoch {
+                break stat;
+            }
+        };
+        if let Some(known) = state.files.get(&file).map(|o| o.size) {
+            let size = logical_size(&state, file, known, stat.len);
+            if let Some(open) = state.files.get_mut(&file) {
+                open.size = size;
+                open.overlay(&mut stat);
+            }
+        }
+        Ok(stat)
+    }
+
+    /// Correct the capacity tier's attributes `stat` of `path` (a stat
+    /// just made) with what the engine knows better while it holds the
+    /// file open: the logical size (buffered bytes included) and the time
+    /// of the last write. The file is found by `path` or by `stat`'s inode
+    /// number (another name of a file the engine holds). Unchanged when the
+    /// engine does not hold it, or when `path` now names another file than
+    /// the one the engine holds under that name (replaced behind its back).
+    ///
+    /// The stat's length is fresh: the file's logical size is set from it
+    /// ([`logical_size`]), so a getattr sees what another node wrote or
+    /// truncated. `epoch` is [`Engine::log_epoch`] from before the stat was
+    /// made: if buffered bytes left the index since, the stat may not show
+    /// them yet and is made again.
+    pub fn overlay(&self, path: &RelPath, stat: &mut Stat, epoch: u64) {
+        if stat.kind != sluice_env::StatKind::File {
+            return;
+        }
+        let mut state = lock(&self.shared);
+        let mut epoch = epoch;
+        while state.left_log != epoch {
+            epoch = state.left_log;
+            drop(state);
+            match self.shared.capacity.stat(path) {
+                Ok(fresh) => *stat = fresh,
+                // Gone meanwhile: the caller's stat stands.
+                Err(_) => return,
+            }
+            state = lock(&self.shared);
+        }
+        let Some(id) = file_of(&state, path, Some(stat.identity())) else {
+            return;
+        };
+        let Some(known) = state.files.get(&id).map(|o| o.size) else {
+            return;
+        };
+        if state
+            .files
+            .get(&id)
+            .and_then(|o| o.ino)
+            .is_some_and(|ino| ino != stat.identity())
+        {
+            return;
+        }
+        let size = logical_size(&state, id, known, stat.len);
+        if let Some(open) = state.files.get_mut(&id) {
+            open.size = size;
+            open.overlay(stat);
+        }
+    }
+
+    /// The count [`Engine::overlay`] compares: take it before a stat.
+    pub fn log_epoch(&self) -> u64 {
+        lock(&self.shared).left_log
+    }
+}

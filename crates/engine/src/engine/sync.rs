@@ -1,0 +1,173 @@
+//! Making a file's writes durable and visible: `fsync` (durable where
+//! they are: the capacity file, the log), and the per-file sync that puts
+//! every buffered byte on the capacity tier (`sluice sync`, and every
+//! close and fsync under `close-to-open`; docs/fuse.md, "Many nodes").
+
+use super::*;
+
+impl Engine {
+    /// Make `file`'s writes durable: its capacity file, the log regions
+    /// holding its records (with its path records), and its creation.
+    ///
+    /// Every sync runs outside the engine lock, so writers and readers of
+    /// other files go on meanwhile.
+    pub fn fsync(&self, file: FileId) -> io::Result<()> {
+        let shared = &*self.shared;
+        let state = lock(shared);
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        let what = format!("fsync {}", open.path);
+        let handle = Arc::clone(&open.handle);
+        let path = open.path.clone();
+        let dir_unsynced =
+            !open.unlinked && (open.created_unsynced || state.unsynced_creates.contains(&path));
+        drop(state);
+        handle.sync_data().map_err(context(&what))?;
+        if dir_unsynced {
+            let parent = path.parent().unwrap_or_else(RelPath::root);
+            shared.capacity.sync_dir(&parent).map_err(context(&what))?;
+            lock(shared).unsynced_creates.remove(&path);
+        }
+        let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
+        let synced = synced.map_err(context(&what))?;
+        commit(shared, &mut state, &synced).map_err(context(&what))?;
+        // Bytes of the file in a region behind a failed append are not
+        // recovered from it (degrade.rs): durable only once flushed.
+        let behind_hole = regions_holding(&state, file, 0, u64::MAX, true);
+        let (s, settled) = wait_reset(shared, state, &behind_hole, &what);
+        state = s;
+        settled?;
+        if dir_unsynced {
+            if let Some(open) = state.files.get_mut(&file) {
+                open.created_unsynced = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// `sluice sync PATH`: write every buffered byte of the file at `path`
+    /// to its capacity file and sync that, so the capacity tier alone
+    /// holds the file as written so far ([`Engine::sync_file`]). Returns
+    /// the buffered bytes written.
+    pub fn sync_path(&self, path: &RelPath) -> io::Result<u64> {
+        let shared = &*self.shared;
+        let what = format!("sync {path}");
+        let Some(id) = lock(shared).ids.get(path).copied() else {
+            // Nothing of it is buffered: its capacity file is all of it.
+            let handle = shared
+                .capacity
+                .open(path, OpenOptions::default())
+                .map_err(context(&what))?;
+            handle.sync_data().map_err(context(&what))?;
+            return Ok(0);
+        };
+        self.sync_file(id, true)
+    }
+
+    /// Write every buffered byte of the open file `id` to its capacity
+    /// file and sync that: afterwards the capacity tier alone holds the
+    /// file as written so far through this engine, and other nodes of a
+    /// shared capacity tier see it (`sluice sync`, and the mount's
+    /// close-to-open consistency at close, fsync and unlock). Returns the
+    /// buffered bytes written. The capacity file is synced when bytes were
+    /// written to it now, when the engine wrote or truncated it since the
+    /// last such sync, or when `always`; so closing a file that was only
+    /// read costs one look at the index.
+    ///
+    /// The bytes written are then dropped from the index, durably (an
+    /// unlink record of the file id, synced): a later flush or a recovery
+    /// must not write them again over what another node wrote since.
+    ///
+    /// The file's I/O lock is held throughout, so no write or truncate of it can slip
+    /// newer bytes in between the lookup and the writes (the flusher,
+    /// writing the same pieces, may run alongside: the pinned regions are
+    /// not reset before the sync is done with them).
+    pub fn sync_file(&self, id: FileId, always: bool) -> io::Result<u64> {
+        let shared = &*self.shared;
+        let io = file_io(shared, id)?;
+        let _io = hold(&io);
+        let state = wait_appended(shared, lock(shared), id);
+        // A flush of the file looked up before now may carry bytes older
+        // than the newest (superseded since, masked by the index): it must
+        // land before this sync writes the newest, or it would land after
+        // them once they are dropped from the index, and win. A flush that
+        // starts later looks up the newest bytes (the I/O lock keeps new
+        // writes out), the same this sync writes.
+        let mut state = wait_not_busy(shared, state, id)?;
+        let Some(open) = state.files.get_mut(&id) else {
+            return Err(unknown(id));
+        };
+        let handle = Arc::clone(&open.handle);
+        let what = format!("sync {}", open.path);
+        // Cleared before the writes: a write after this point (it waits
+        // for the I/O lock) sets it again for the next sync.
+        let unsynced = std::mem::take(&mut open.capacity_unsynced);
+        let pieces: Vec<(u64, u64, LogLocation)> =
+            state.buffer.buffered_pieces(id, 0, u64::MAX, None);
+        if pieces.is_empty() && !unsynced && !always {
+            return Ok(0);
+        }
+        let pinned: Vec<(u64, u64, Pinned)> = pieces
+            .iter()
+            .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
+            .collect();
+        drop(state);
+        let (written, result) = write_stretches(handle.as_ref(), &pinned);
+        let mut state = lock(shared);
+        for (_, _, p) in &pinned {
+            unpin(shared, &mut state, p.region);
+        }
+        drop(state);
+        let synced = result
+            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
+            .and_then(|()| handle.sync_data())
+            .map_err(context(format!(
+                "{what}: capacity tier {}",
+                shared.capacity.describe()
+            )));
+        if let Err(e) = synced {
+            // Still owed: the next sync tries again.
+            if let Some(open) = lock(shared).files.get_mut(&id) {
+                open.capacity_unsynced = true;
+            }
+            return Err(e);
+        }
+        // The capacity file holds every buffered byte of the file now, and
+        // no write of it can come in meanwhile (the I/O lock). Left in the
+        // index, those bytes would be written again by a later flush (or
+        // by recovery) over whatever another node wrote in between: they
+        // are dropped, durably first (an unlink record, as for a removed
+        // name; recovery drops the file's earlier records at it).
+        let mut state = wait_appended(shared, lock(shared), id);
+        if state.buffer.has_buffered(id) {
+            let (s, appended) =
+                append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
+            state = wait_appends(shared, s);
+            let dropped = appended
+                .and_then(|_| sync_log(shared, &mut state))
+                .map_err(context(&what));
+            match dropped {
+                Ok(_) => {
+                    state.buffer.drop_buffered(id);
+                    state.left_log += 1;
+                    state.buffer.forget_descriptions(id);
+                    // A flush of these same bytes looked up before they
+                    // were dropped lands before the caller goes on (a write
+                    // of another node after this returns must not be
+                    // overwritten by it).
+                    drop(wait_not_busy(shared, state, id)?);
+                }
+                Err(e) => {
+                    // A failing fast tier (degrade.rs): the bytes are on
+                    // the capacity tier and synced, which is what the
+                    // caller asked for; they stay indexed, and a later
+                    // flush writes the same bytes again.
+                    drop(state);
+                    shared
+                        .incidents
+                        .record_error("sync", None, Some("fast"), &e);
+                }
+            }
+        }
+        Ok(written)
+    }
+}

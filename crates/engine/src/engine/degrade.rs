@@ -111,7 +111,7 @@ pub(super) fn regions_holding(
 /// [`FORCED_WAIT_MAX`] with `what` and the flusher's last error.
 pub(super) fn wait_reset<'a>(
     shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
+    state: MutexGuard<'a, State>,
     regions: &[(RegionId, u64)],
     what: &str,
 ) -> (MutexGuard<'a, State>, io::Result<()>) {
@@ -123,40 +123,7 @@ pub(super) fn wait_reset<'a>(
     if reset(&state) {
         return (state, Ok(()));
     }
-    let started = Instant::now();
-    state.draining += 1;
-    state.buffer.set_draining(true);
-    state.flush_backoff = flush::FLUSH_BACKOFF_MIN;
-    state.flush_retry_now = true;
-    let result = loop {
-        if regions
-            .iter()
-            .any(|&(r, _)| state.buffer.pipeline().filling() == Some(r))
-        {
-            state.buffer.seal();
-        }
-        shared.changed.notify_all();
-        if reset(&state) {
-            break Ok(());
-        }
-        if started.elapsed() > FORCED_WAIT_MAX {
-            break Err(io::Error::other(format!(
-                "{what}: the log regions holding older bytes of the range were not flushed in {} s ({})",
-                FORCED_WAIT_MAX.as_secs(),
-                state.stats.last_flush_error.clone().unwrap_or_default()
-            )));
-        }
-        state = shared
-            .changed
-            .wait_timeout(state, Duration::from_millis(50))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    };
-    state.draining -= 1;
-    if state.draining == 0 {
-        state.buffer.set_draining(false);
-    }
-    (state, result)
+    flush_until(shared, state, what, Some(FORCED_WAIT_MAX), reset)
 }
 
 /// A truncate, unlink or path record of `file` could not be appended

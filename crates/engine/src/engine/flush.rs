@@ -67,6 +67,63 @@ pub(super) fn flusher_loop(shared: &Shared) {
     }
 }
 
+/// Flush as a drain does until `done` holds: the gate lets the flusher go
+/// whatever the traffic, a failing flush is retried at once from the
+/// shortest backoff (an operator or a writer is waiting, so the cause is
+/// reported in about a second), and the filling region is closed whenever
+/// nothing else is pending, so everything buffered flushes in merged
+/// passes. Fails, saying `what`, after five more flush errors, or once
+/// `deadline` has passed.
+pub(super) fn flush_until<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    what: &str,
+    deadline: Option<Duration>,
+    done: impl Fn(&State) -> bool,
+) -> (MutexGuard<'a, State>, io::Result<()>) {
+    let started = Instant::now();
+    state.draining += 1;
+    state.buffer.set_draining(true);
+    state.flush_backoff = FLUSH_BACKOFF_MIN;
+    state.flush_retry_now = true;
+    state.buffer.seal();
+    shared.changed.notify_all();
+    let errors_at_start = state.stats.flush_errors;
+    let last_error = |state: &State| state.stats.last_flush_error.clone().unwrap_or_default();
+    let result = loop {
+        if done(&state) {
+            break Ok(());
+        }
+        if !state.buffer.flush_pending() {
+            state.buffer.seal();
+            shared.changed.notify_all();
+        }
+        if state.stats.flush_errors >= errors_at_start + 5 {
+            break Err(io::Error::other(format!(
+                "{what}: the flusher keeps failing: {}",
+                last_error(&state)
+            )));
+        }
+        if let Some(deadline) = deadline.filter(|&d| started.elapsed() > d) {
+            break Err(io::Error::other(format!(
+                "{what}: not flushed in {} s ({})",
+                deadline.as_secs(),
+                last_error(&state)
+            )));
+        }
+        state = shared
+            .changed
+            .wait_timeout(state, Duration::from_millis(50))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    };
+    state.draining -= 1;
+    if state.draining == 0 {
+        state.buffer.set_draining(false);
+    }
+    (state, result)
+}
+
 /// When the gate allows, flush every full region together (docs/engine.md,
 /// "Flush and region reuse"): their bytes merged per file and written in file order,
 /// `flush_writers` writes in flight. `Ok(None)` when regions were flushed

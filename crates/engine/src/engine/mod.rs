@@ -634,42 +634,9 @@ impl Engine {
     /// every byte (synced). Errors if the flusher keeps failing.
     pub fn drain(&self) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
-        state.draining += 1;
-        state.buffer.set_draining(true);
-        // An operator is waiting: retry a failing flush now, from the
-        // shortest backoff, so the cause is reported in about a second.
-        state.flush_backoff = flush::FLUSH_BACKOFF_MIN;
-        state.flush_retry_now = true;
-        // The filling region joins the full ones, so the flusher merges
-        // all of them in one pass.
-        state.buffer.seal();
-        shared.changed.notify_all();
-        let errors_at_start = state.stats.flush_errors;
-        let result = loop {
-            if state.buffer.is_drained() {
-                break Ok(());
-            }
-            if !state.buffer.flush_pending() {
-                state.buffer.seal();
-                shared.changed.notify_all();
-            }
-            if state.stats.flush_errors >= errors_at_start + 5 {
-                break Err(io::Error::other(format!(
-                    "drain: the flusher keeps failing: {}",
-                    state.stats.last_flush_error.clone().unwrap_or_default()
-                )));
-            }
-            state = shared
-                .changed
-                .wait_timeout(state, Duration::from_millis(50))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        };
-        state.draining -= 1;
-        if state.draining == 0 {
-            state.buffer.set_draining(false);
-        }
+        let (state, result) = flush_until(shared, lock(shared), "drain", None, |state| {
+            state.buffer.is_drained()
+        });
         drop(state);
         // The flush wrote through open files: if the capacity directory
         // was removed or replaced meanwhile, the bytes are not where users

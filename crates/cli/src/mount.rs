@@ -218,7 +218,7 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
             .map_or_else(|| "off".to_string(), |a| format!("http://{a}/metrics")),
         "mounted"
     );
-    crate::service::notify_ready()?;
+    crate::service::notify_ready();
     // A refused unmount (busy) is reported and the mount serves on.
     let drained = running
         .serve(&mut |message| tracing::warn!(mountpoint = %point.display(), "{message}"))

@@ -204,21 +204,25 @@ pub fn leave_session_if_daemon_child() -> Result<(), String> {
 
 /// Called once the mount is up: in the daemon's child, tells the waiting
 /// parent and points stdout at /dev/null (the parent stops reading it);
-/// elsewhere nothing.
-pub fn notify_ready() -> Result<(), String> {
+/// elsewhere nothing. A parent gone already (killed while it waited) is
+/// logged, and the mount serves on: it is up, and `sluice unmount` ends it.
+pub fn notify_ready() {
     if !is_daemon_child() {
-        return Ok(());
+        return;
     }
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{READY_LINE}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| format!("telling `sluice mount --daemon` the mount is up: {e}"))?;
-    let null = std::fs::File::options()
-        .write(true)
-        .open("/dev/null")
-        .map_err(|e| format!("/dev/null: {e}"))?;
-    nix::unistd::dup2_stdout(&null).map_err(|e| format!("stdout to /dev/null: {e}"))
+    if let Err(e) = writeln!(stdout, "{READY_LINE}").and_then(|()| stdout.flush()) {
+        tracing::warn!(
+            "could not tell `sluice mount --daemon` the mount is up (it is serving): {e}"
+        );
+    }
+    let null = std::fs::File::options().write(true).open("/dev/null");
+    if let Err(e) =
+        null.and_then(|null| nix::unistd::dup2_stdout(&null).map_err(std::io::Error::from))
+    {
+        tracing::warn!("could not point stdout at /dev/null: {e}");
+    }
 }
 
 /// The log file of a daemon mounted at `mountpoint` when none is given:

@@ -4,7 +4,8 @@
 //! The helper form is `sluice SOURCE MOUNTPOINT [-o OPTIONS] [-f]`, which
 //! is how `mount.fuse3` runs the program named by the type `fuse.sluice`.
 //! It is rewritten into the `sluice mount` command line before clap reads
-//! it, so both forms share one parser, one set of value checks and one
+//! it (a first argument that is no subcommand, with `-o`, a `/` in SOURCE or
+//! SOURCE `sluice`), so both forms share one parser, one set of value checks and one
 //! mount path. SOURCE is the config file (`sluice` or `none` for no file);
 //! the helper form daemonizes unless `-f` or `-o foreground` is given.
 //!
@@ -86,9 +87,17 @@ const VALUE_OPTIONS: &[(&str, &str)] = &[
 /// the helper form (its first argument neither a flag nor one of
 /// `subcommands`), the `sluice mount` command line it stands for.
 pub fn command_line(argv: Vec<OsString>, subcommands: &[String]) -> Result<Vec<OsString>, String> {
+    // A misspelt subcommand (`sluice staus /mnt`) is left to clap, which
+    // names it: the helper form has `-o` (mount.fuse3 always passes some),
+    // a path as SOURCE, or SOURCE `sluice`/`none`.
     let helper_form = argv.get(1).is_some_and(|first| {
         let first = first.to_string_lossy();
-        !first.starts_with('-') && !subcommands.iter().any(|s| *s == first)
+        !first.starts_with('-')
+            && !subcommands.iter().any(|s| *s == first)
+            && (first.contains('/')
+                || first == "sluice"
+                || first == "none"
+                || argv.iter().any(|a| a == "-o"))
     });
     if helper_form {
         mount_command_line(&argv)
@@ -335,6 +344,11 @@ mod tests {
             ["sluice", "--seed", "3"]
         );
         assert_eq!(line(&["sluice"]).unwrap(), ["sluice"]);
+        // A misspelt subcommand is clap's to refuse, not a mount.
+        assert_eq!(
+            line(&["sluice", "staus", "/mnt"]).unwrap(),
+            ["sluice", "staus", "/mnt"]
+        );
     }
 
     #[test]
@@ -411,7 +425,7 @@ mod tests {
         assert!(e.contains("read-write only"), "{e}");
         let e = line(&["sluice", "/a.toml", "/mnt", "-o", "config=/b.toml"]).unwrap_err();
         assert!(e.contains("/a.toml is the config file already"), "{e}");
-        let e = line(&["sluice", "/a.toml"]).unwrap_err();
+        let e = line(&["sluice", "./a.toml"]).unwrap_err();
         assert!(e.contains("expected SOURCE and MOUNTPOINT, got 1"), "{e}");
         let e = line(&["sluice", "/a.toml", "/mnt", "-x"]).unwrap_err();
         assert!(e.contains("unknown mount helper flag \"-x\""), "{e}");

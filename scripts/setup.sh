@@ -24,6 +24,9 @@ command -v cc >/dev/null || want+=(build-essential)
 command -v pkg-config >/dev/null || want+=(pkg-config)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || want+=(fonts-dejavu-core)
 command -v fusermount3 >/dev/null || want+=(fuse3)
+# systemd-analyze checks the shipped unit (contrib/systemd); mount.fuse3
+# (fuse3) runs sluice for `mount -t fuse.sluice`.
+command -v systemd-analyze >/dev/null || want+=(systemd)
 command -v fio >/dev/null || want+=(fio)
 command -v mergerfs >/dev/null || want+=(mergerfs)
 command -v setfattr >/dev/null || want+=(attr)

@@ -8,6 +8,7 @@ mod mount;
 mod profile;
 mod quarantine;
 mod report;
+mod service;
 mod sim;
 mod xfer;
 
@@ -92,6 +93,19 @@ struct MountArgs {
     mountpoint: Option<std::path::PathBuf>,
     #[command(flatten)]
     config: mount::ConfigArgs,
+    /// Return once the mount is up and serve it in the background, logging
+    /// to --log-file (the mount helper form's default; see docs/fuse.md).
+    #[arg(long)]
+    daemon: bool,
+    /// Serve in the foreground until unmounted or signalled (the default;
+    /// `-f` as FUSE mounts take it).
+    #[arg(long, short = 'f', conflicts_with = "daemon")]
+    foreground: bool,
+    /// With --daemon, the log file (default /var/log/sluice/NAME.log for
+    /// root, else ~/.local/state/sluice/NAME.log, NAME the mount point with
+    /// `/` as `-`).
+    #[arg(long, requires = "daemon", value_name = "FILE")]
+    log_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -245,10 +259,10 @@ struct AnalyseArgs {
 /// The command line, refusing top-level analysis flags together with a
 /// subcommand (as clap's `args_conflicts_with_subcommands` would) while
 /// `--log-level` may stand anywhere.
-fn parse() -> Cli {
+fn parse(argv: Vec<std::ffi::OsString>) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = Cli::command();
-    let matches = command.clone().get_matches();
+    let matches = command.clone().get_matches_from(argv);
     if let Some((name, _)) = matches.subcommand() {
         let given = matches.ids().find(|id| {
             id.as_str() != "log_level"
@@ -273,7 +287,21 @@ fn parse() -> Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = parse();
+    // `sluice SOURCE MOUNTPOINT -o OPTIONS`, as mount.fuse3 runs it, is
+    // read as the `sluice mount` line it stands for.
+    let subcommands: Vec<String> = <Cli as clap::CommandFactory>::command()
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .chain(["help".to_string()])
+        .collect();
+    let argv = match service::command_line(std::env::args_os().collect(), &subcommands) {
+        Ok(argv) => argv,
+        Err(message) => {
+            eprintln!("sluice: error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cli = parse(argv.clone());
     if let Err(message) = logging::init(cli.log_level) {
         eprintln!("sluice: error: {message}");
         return ExitCode::FAILURE;
@@ -287,7 +315,16 @@ fn main() -> ExitCode {
         Some(Command::Sim(SimCommand::Run(args))) => {
             sim::run(&args.experiment, args.scale, args.seed, &args.out)
         }
-        Some(Command::Mount(args)) => mount::mount(&args.config, args.mountpoint.as_deref()),
+        Some(Command::Mount(args)) if args.daemon && !service::is_daemon_child() => {
+            mount::mount_daemon(
+                &args.config,
+                args.mountpoint.as_deref(),
+                args.log_file,
+                &argv,
+            )
+        }
+        Some(Command::Mount(args)) => service::leave_session_if_daemon_child()
+            .and_then(|()| mount::mount(&args.config, args.mountpoint.as_deref())),
         Some(Command::Unmount(args)) => {
             mount::unmount(&args.mountpoint, args.keep, args.drain, args.lazy)
         }

@@ -218,6 +218,7 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
             .map_or_else(|| "off".to_string(), |a| format!("http://{a}/metrics")),
         "mounted"
     );
+    crate::service::notify_ready();
     // A refused unmount (busy) is reported and the mount serves on.
     let drained = running
         .serve(&mut |message| tracing::warn!(mountpoint = %point.display(), "{message}"))
@@ -232,6 +233,29 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         }
     );
     Ok(())
+}
+
+/// `sluice mount --daemon`: checks the config as `sluice config check`
+/// does (its errors come out here, on stderr), then starts the mount in the
+/// background and returns once it is up.
+pub fn mount_daemon(
+    args: &ConfigArgs,
+    mountpoint: Option<&Path>,
+    log_file: Option<PathBuf>,
+    command_line: &[std::ffi::OsString],
+) -> Result<(), String> {
+    let config = args.resolve()?;
+    config.validate().map_err(|e| e.to_string())?;
+    config.check_layout().map_err(|e| e.to_string())?;
+    let point = mountpoint
+        .map(Path::to_path_buf)
+        .or(config.mount.point)
+        .ok_or("no mount point: give MOUNTPOINT or mount.point in the config")?;
+    let log_file = match log_file {
+        Some(f) => f,
+        None => crate::service::default_log_file(&point)?,
+    };
+    crate::service::daemonize(command_line, &point, &log_file)
 }
 
 /// `sluice unmount`: asks the mount and waits for the outcome, which the

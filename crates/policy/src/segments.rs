@@ -340,6 +340,10 @@ pub struct SegmentBuffer {
     /// Strong-locality segments not lifted, with their locality.
     wanted: BTreeMap<SegmentKey, f64>,
     heads: BTreeMap<SegmentKey, Head>,
+    /// The segment [`SegmentBuffer::access`] is loading with its head from
+    /// the fast tier: the evictions that load causes must not de-lift that
+    /// head to make room for another (the caller is about to read it).
+    loading: Option<SegmentKey>,
     actions: alloc::collections::VecDeque<Action>,
     counters: LiuCounters,
 }
@@ -374,6 +378,7 @@ impl SegmentBuffer {
             next_stamp: 0,
             wanted: BTreeMap::new(),
             heads: BTreeMap::new(),
+            loading: None,
             actions: alloc::collections::VecDeque::new(),
             counters: LiuCounters::default(),
         })
@@ -514,12 +519,14 @@ impl SegmentBuffer {
         if kind == Kind::Ghost {
             self.promote_if_strong(key);
         }
-        if matches!(serve, Serve::Load { .. }) {
+        if let Serve::Load { head_from_fast } = serve {
             let mut evicted = false;
+            self.loading = head_from_fast.then_some(key);
             while self.regular.len() as u64 > self.capacity {
                 self.evict_lru_regular();
                 evicted = true;
             }
+            self.loading = None;
             if evicted {
                 self.trim_ghosts_below_regular();
             }
@@ -804,7 +811,7 @@ impl SegmentBuffer {
         let coldest = self
             .heads
             .iter()
-            .filter(|(_, h)| h.state == HeadState::Lifted)
+            .filter(|(k, h)| h.state == HeadState::Lifted && Some(**k) != self.loading)
             .min_by(|a, b| a.1.locality.total_cmp(&b.1.locality))
             .map(|(k, h)| (*k, h.locality));
         match coldest {

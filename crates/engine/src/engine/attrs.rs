@@ -26,57 +26,64 @@ fn logical_size(state: &State, id: FileId, known: u64, capacity_len: u64) -> u64
     }
 }
 
+/// Set `file`'s logical size from its capacity file's length now
+/// ([`logical_size`]); returns it.
+fn update_size(state: &mut State, file: FileId, capacity_len: u64) -> u64 {
+    let known = state.files.get(&file).map_or(0, |o| o.size);
+    let size = logical_size(state, file, known, capacity_len);
+    if let Some(open) = state.files.get_mut(&file) {
+        open.size = size;
+    }
+    size
+}
+
+/// `read` of `file`'s capacity handle (with its name, for messages), made
+/// outside the engine lock, and made again while buffered bytes left the
+/// index meanwhile (`State::left_log`: a length read before that may miss
+/// bytes the index no longer shows). Returns the lock, taken after the
+/// last read, with what it read.
+fn read_steady<'a, T>(
+    shared: &'a Shared,
+    file: FileId,
+    read: impl Fn(&dyn BackendFile, &RelPath) -> io::Result<T>,
+) -> io::Result<(MutexGuard<'a, State>, T)> {
+    let mut state = lock(shared);
+    loop {
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
+        let epoch = state.left_log;
+        drop(state);
+        let value = read(handle.as_ref(), &path)?;
+        state = lock(shared);
+        if state.left_log == epoch {
+            return Ok((state, value));
+        }
+    }
+}
+
 impl Engine {
     /// Re-read `file`'s size from its capacity file (`fstat` through the
     /// engine's handle) and set its logical size by [`logical_size`]: what
     /// another node wrote or truncated meanwhile is seen. Returns the size.
     pub fn refresh_size(&self, file: FileId) -> io::Result<u64> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
-        let capacity_len = loop {
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
-            let epoch = state.left_log;
-            drop(state);
-            let capacity_len = handle.len().map_err(context(format!(
+        let (mut state, capacity_len) = read_steady(shared, file, |handle, path| {
+            handle.len().map_err(context(format!(
                 "capacity tier {}: size of {path}",
                 shared.capacity.describe()
-            )))?;
-            state = lock(shared);
-            if state.left_log == epoch {
-                break capacity_len;
-            }
-        };
-        let known = state.files.get(&file).map_or(0, |o| o.size);
-        let size = logical_size(&state, file, known, capacity_len);
-        if let Some(open) = state.files.get_mut(&file) {
-            open.size = size;
-        }
-        Ok(size)
+            )))
+        })?;
+        Ok(update_size(&mut state, file, capacity_len))
     }
 
     /// Attributes of an open file through its handle (`fstat`), with its
     /// logical size (buffered bytes included): they outlive its name, so a
     /// file unlinked or renamed over while open still has them.
     pub fn stat_open(&self, file: FileId) -> io::Result<Stat> {
-        let mut state = lock(&self.shared);
-        let mut stat = loop {
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            let handle = Arc::clone(&open.handle);
-            let epoch = state.left_log;
-            drop(state);
-            let stat = handle.stat()?;
-            state = lock(&self.shared);
-            if state.left_log == epoch {
-                break stat;
-            }
-        };
-        if let Some(known) = state.files.get(&file).map(|o| o.size) {
-            let size = logical_size(&state, file, known, stat.len);
-            if let Some(open) = state.files.get_mut(&file) {
-                open.size = size;
-                open.overlay(&mut stat);
-            }
+        let (mut state, mut stat) = read_steady(&self.shared, file, |handle, _| handle.stat())?;
+        update_size(&mut state, file, stat.len);
+        if let Some(open) = state.files.get(&file) {
+            open.overlay(&mut stat);
         }
         Ok(stat)
     }
@@ -113,20 +120,14 @@ impl Engine {
         let Some(id) = file_of(&state, path, Some(stat.identity())) else {
             return;
         };
-        let Some(known) = state.files.get(&id).map(|o| o.size) else {
+        let Some(open) = state.files.get(&id) else {
             return;
         };
-        if state
-            .files
-            .get(&id)
-            .and_then(|o| o.ino)
-            .is_some_and(|ino| ino != stat.identity())
-        {
+        if open.ino.is_some_and(|ino| ino != stat.identity()) {
             return;
         }
-        let size = logical_size(&state, id, known, stat.len);
-        if let Some(open) = state.files.get_mut(&id) {
-            open.size = size;
+        update_size(&mut state, id, stat.len);
+        if let Some(open) = state.files.get(&id) {
             open.overlay(stat);
         }
     }

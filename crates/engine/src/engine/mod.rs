@@ -496,15 +496,13 @@ impl Engine {
     /// first ([`Engine::refresh_size`]): another node may have appended.
     pub fn read(&self, file: FileId, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         let shared = &*self.shared;
-        let known = lock(shared)
-            .files
-            .get(&file)
-            .ok_or_else(|| unknown(file))?
-            .size;
-        if offset.saturating_add(len) > known {
-            self.refresh_size(file)?;
-        }
         let mut state = lock(shared);
+        let known = state.files.get(&file).ok_or_else(|| unknown(file))?.size;
+        if offset.saturating_add(len) > known {
+            drop(state);
+            self.refresh_size(file)?;
+            state = lock(shared);
+        }
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         if offset >= open.size {
             return Ok(Vec::new());

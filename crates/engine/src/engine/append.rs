@@ -205,7 +205,7 @@ pub(super) fn reserve_and_append<'a>(
                             .append_at(at, &path_header, path.as_str().as_bytes())
                     {
                         let e = fast_append_failed(shared, &mut state, region, at, e);
-                        return fall_back_or_fail(shared, state, &header, tier, e);
+                        return fall_back_or_fail(shared, state, &header, e);
                     }
                     at += path_header.record_len();
                 }
@@ -238,7 +238,7 @@ pub(super) fn reserve_and_append<'a>(
                     }
                     if let Err(e) = written {
                         let e = fast_append_failed(shared, &mut state, region, at, e);
-                        return fall_back_or_fail(shared, state, &header, tier, e);
+                        return fall_back_or_fail(shared, state, &header, e);
                     }
                     // An append before this one in the region failed while
                     // this one was being written: recovery ends the region
@@ -250,11 +250,11 @@ pub(super) fn reserve_and_append<'a>(
                             shared.fast.describe(),
                             region.0
                         ));
-                        return fall_back_or_fail(shared, state, &header, tier, e);
+                        return fall_back_or_fail(shared, state, &header, e);
                     }
                 } else if let Err(e) = log_region.file.append_at(at, &header, payload) {
                     let e = fast_append_failed(shared, &mut state, region, at, e);
-                    return fall_back_or_fail(shared, state, &header, tier, e);
+                    return fall_back_or_fail(shared, state, &header, e);
                 }
                 fast_append_worked(&mut state);
                 let log_region = &mut state.regions[region.0 as usize];
@@ -320,37 +320,33 @@ pub(super) fn reserve_and_append<'a>(
 }
 
 /// A record could not be appended (`e`), and `None` is returned once that
-/// is safe (degrade.rs): a data record (`tier` given) goes to the capacity
-/// tier instead, and the caller writes it there; a truncate, unlink or path
-/// record of a file is not needed once no region holds any of the file's
-/// bytes, so the caller goes on without it. A commit fails with `e`.
+/// is safe (degrade.rs): a data record goes to the capacity tier instead,
+/// and the caller writes it there; a truncate, unlink or path record of a
+/// file is not needed once no region holds any of the file's bytes, so the
+/// caller goes on without it. A commit fails with `e`.
 fn fall_back_or_fail<'a>(
     shared: &'a Shared,
     state: MutexGuard<'a, State>,
     header: &RecordHeader,
-    tier: Option<Tier>,
     e: io::Error,
 ) -> (
     MutexGuard<'a, State>,
     io::Result<Option<(LogLocation, u64)>>,
 ) {
-    if tier.is_none() || header.kind != RecordKind::Data {
-        return match header.kind {
-            RecordKind::Truncate | RecordKind::Unlink | RecordKind::Path => {
-                let (state, settled) = evacuate(shared, state, header.file_id, &e);
-                (state, settled.map(|()| None))
-            }
-            RecordKind::Data | RecordKind::Commit => (state, Err(e)),
-        };
-    }
-    let (state, settled) = fall_back(
-        shared,
-        state,
-        header.file_id,
-        header.offset,
-        u64::from(header.len),
-        &e,
-    );
+    let (state, settled) = match header.kind {
+        RecordKind::Data => fall_back(
+            shared,
+            state,
+            header.file_id,
+            header.offset,
+            u64::from(header.len),
+            &e,
+        ),
+        RecordKind::Truncate | RecordKind::Unlink | RecordKind::Path => {
+            evacuate(shared, state, header.file_id, &e)
+        }
+        RecordKind::Commit => return (state, Err(e)),
+    };
     (state, settled.map(|()| None))
 }
 

@@ -1539,14 +1539,16 @@ impl Checkpoints {
             .capacity
             .open(&target, OpenOptions::CREATE)
             .map_err(|e| with_context(e, &what))?;
-        let mut buf = vec![0u8; shared.options.chunk_bytes.min(len.max(1)) as usize];
-        let mut offset = 0;
-        while offset < len {
-            let n = (len - offset).min(buf.len() as u64) as usize;
-            crate::engine::read_fully(src.as_ref(), &mut buf[..n], offset)
-                .and_then(|()| dst.write_at(&buf[..n], offset))
-                .map_err(|e| with_context(e, &what))?;
-            offset += n as u64;
+        let (copied, _) = copy_range(src.as_ref(), dst.as_ref(), 0, len, &mut Vec::new())
+            .map_err(|e| with_context(e, &what))?;
+        if copied < len {
+            return Err(with_context(
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the staged copy holds {copied} of its {len} bytes"),
+                ),
+                &what,
+            ));
         }
         dst.set_len(len)
             .and_then(|()| dst.sync_data())

@@ -132,6 +132,20 @@ fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// The capacity tier's attributes of `path`; `None` when the backend keeps
+/// none (a test double) and can tell only that the file is there. NotFound
+/// when it is not.
+pub(super) fn stat_if_known(capacity: &dyn Backend, path: &RelPath) -> io::Result<Option<Stat>> {
+    match capacity.stat(path) {
+        Ok(stat) => Ok(Some(stat)),
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => match capacity.metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(e),
+            _ => Ok(None),
+        },
+        Err(e) => Err(e),
+    }
+}
+
 /// Judge the capacity file at `path` for the recovered bytes of a file
 /// written to inode `ino` (0: unknown) while this node ran until `alive`.
 /// `None`: replay them.
@@ -141,17 +155,10 @@ pub(super) fn judge(
     ino: u64,
     alive: Option<SystemTime>,
 ) -> io::Result<Option<Reason>> {
-    let stat = match capacity.stat(path) {
-        Ok(stat) => stat,
+    let stat = match stat_if_known(capacity, path) {
+        Ok(Some(stat)) => stat,
+        Ok(None) => return Ok(None),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(Reason::Deleted)),
-        // A backend without attributes (a test double) can tell only
-        // whether the file is there.
-        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-            return match capacity.metadata(path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Some(Reason::Deleted)),
-                _ => Ok(None),
-            }
-        }
         Err(e) => {
             return Err(context(format!(
                 "recovery: capacity tier {}: stat {path}",
@@ -177,15 +184,17 @@ pub(super) fn judge(
 }
 
 /// One quarantined file, as `manifest.json` describes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QuarantineEntry {
-    /// The entry's folder name under `quarantine/`.
+    /// The entry's folder name under `quarantine/` (not in the manifest).
+    #[serde(skip)]
     pub name: String,
     /// The file's path (relative to the mount) when its bytes were written.
     pub path: String,
     /// Why they were not replayed.
     pub reason: String,
     /// When recovery quarantined them (seconds since the Unix epoch).
+    #[serde(default)]
     pub quarantined_at: u64,
     /// The byte ranges held, (offset, length), in offset order.
     pub extents: Vec<(u64, u64)>,
@@ -198,47 +207,20 @@ impl QuarantineEntry {
     }
 
     fn to_json(&self) -> String {
-        serde_json::json!({
-            "path": self.path,
-            "reason": self.reason,
-            "quarantined_at": self.quarantined_at,
-            "extents": self.extents,
-        })
-        .to_string()
+        // INVARIANT: strings, numbers and pairs of numbers always serialize.
+        serde_json::to_string(self).expect("a quarantine manifest serializes")
     }
 
     /// Parse the manifest of entry `name`.
     pub fn from_json(name: &str, text: &str) -> io::Result<QuarantineEntry> {
-        let bad = |what: &str| {
+        let mut entry: QuarantineEntry = serde_json::from_str(text).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("quarantine entry {name}: manifest.json: {what}"),
+                format!("quarantine entry {name}: manifest.json: {e}"),
             )
-        };
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
-        let string = |key: &str| {
-            value[key]
-                .as_str()
-                .map(str::to_string)
-                .ok_or_else(|| bad(&format!("no string `{key}`")))
-        };
-        let extents = value["extents"]
-            .as_array()
-            .ok_or_else(|| bad("no `extents`"))?
-            .iter()
-            .map(|e| match (e[0].as_u64(), e[1].as_u64()) {
-                (Some(offset), Some(len)) => Ok((offset, len)),
-                _ => Err(bad("an extent is not [offset, length]")),
-            })
-            .collect::<io::Result<Vec<_>>>()?;
-        Ok(QuarantineEntry {
-            name: name.to_string(),
-            path: string("path")?,
-            reason: string("reason")?,
-            quarantined_at: value["quarantined_at"].as_u64().unwrap_or(0),
-            extents,
-        })
+        })?;
+        entry.name = name.to_string();
+        Ok(entry)
     }
 }
 

@@ -382,14 +382,16 @@ pub(super) fn redo_rename(
     path: &RelPath,
     ino: u64,
 ) -> io::Result<()> {
-    let older = history
-        .iter()
-        .rev()
-        .skip(1)
-        .find(|p| match capacity.stat(p) {
-            Ok(stat) => ino == 0 || stat.ino == ino,
-            Err(_) => false,
-        });
+    let older =
+        history
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|p| match quarantine::stat_if_known(capacity, p) {
+                Ok(Some(stat)) => ino == 0 || stat.ino == ino,
+                Ok(None) => true,
+                Err(_) => false,
+            });
     if let Some(from) = older {
         if let Some(parent) = path.parent() {
             if !parent.is_root() && capacity.metadata(&parent).is_err() {

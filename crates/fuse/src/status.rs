@@ -750,10 +750,9 @@ impl Status {
         if !self.quarantined.is_empty() {
             let _ = writeln!(
                 out,
-                "quarantine  {} files not written back at recovery, {} (sluice quarantine list --fast {})",
+                "quarantine  {} files not written back at recovery, {} (sluice quarantine list --fast FAST, FAST the fast tier's directory)",
                 self.quarantined.len(),
                 mib(self.quarantined.iter().map(|q| q.bytes).sum()),
-                self.fast.describe.trim_start_matches("posix ")
             );
             for q in self.quarantined.iter().take(8) {
                 let _ = writeln!(out, "  {}  {}: {}", q.name, q.path, q.reason);

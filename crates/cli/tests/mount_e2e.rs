@@ -371,7 +371,10 @@ fn fio_sequential_and_random_writes_verify_from_several_processes() {
     }
     let mut m = Mounted::new(&[]);
     for (name, rw, bs) in [("seq", "write", "1M"), ("rand", "randwrite", "256k")] {
+        // fio saves its verify state in its working directory: the
+        // test's own temp dir, not the source tree.
         let out = Command::new("fio")
+            .current_dir(m.dir.path())
             .args([
                 &format!("--name={name}"),
                 &format!("--directory={}", m.point.display()),

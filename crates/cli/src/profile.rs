@@ -641,18 +641,14 @@ impl Run<'_> {
 /// that long) and returns how long it took.
 fn timed_read(file: &dyn BackendFile, buffer: &mut [u8], offset: u64) -> Result<Duration, String> {
     let start = Instant::now();
-    let mut done = 0;
-    while done < buffer.len() {
-        let n = file
-            .read_at(&mut buffer[done..], offset + done as u64)
-            .map_err(|e| format!("reading the profile file at offset {offset}: {e}"))?;
-        if n == 0 {
-            return Err(format!(
-                "the profile file ended early at offset {}: was it truncated meanwhile?",
-                offset + done as u64
-            ));
-        }
-        done += n;
+    let read = file
+        .read_full_at(buffer, offset)
+        .map_err(|e| format!("reading the profile file at offset {offset}: {e}"))?;
+    if read < buffer.len() {
+        return Err(format!(
+            "the profile file ended early at offset {}: was it truncated meanwhile?",
+            offset + read as u64
+        ));
     }
     Ok(start.elapsed())
 }

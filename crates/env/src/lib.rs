@@ -528,6 +528,22 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
     /// Read up to `buf.len()` bytes at `offset`; returns the bytes read (0
     /// at or past the end). Short reads happen only at the end of file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Read into `buf` at `offset` until it is full or the file ends
+    /// (retrying interrupted reads); returns the bytes read. The one
+    /// "read fully" of the workspace: callers that want a hole past the
+    /// end fill the rest themselves.
+    fn read_full_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
     /// Write all of `buf` at `offset`, extending the file as needed.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Writes `bufs` back to back at `offset`, all of them or an error.

@@ -5,16 +5,9 @@ use super::*;
 
 /// Read `buf.len()` bytes at `offset`; bytes past the end read as zeros.
 pub(crate) fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
-        if n == 0 {
-            // Past the capacity file's end: a hole reads as zeros.
-            buf[done..].fill(0);
-            break;
-        }
-        done += n;
-    }
+    let read = file.read_full_at(buf, offset)?;
+    // Past the capacity file's end: a hole reads as zeros.
+    buf[read..].fill(0);
     Ok(())
 }
 

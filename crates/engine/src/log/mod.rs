@@ -3,8 +3,9 @@
 //!
 //! * [`record`] — the 48-byte record header and its two crc32c checksums
 //!   (header, payload);
-//! * [`region`] — a region file: its 64-byte header, appends at offsets
-//!   chosen by the caller, checked payload reads, reset;
+//! * [`header`] — the 64-byte region header;
+//! * [`region`] — a region file: appends at offsets chosen by the caller,
+//!   checked payload reads, reset;
 //! * [`scan`] — the recovery scan: headers only before the last commit
 //!   record, headers and payloads after it, torn tails dropped, corruption
 //!   reported and skipped.
@@ -23,17 +24,17 @@ use std::io;
 
 use sluice_policy::RegionId;
 
+pub mod header;
 pub mod record;
 pub mod region;
 pub mod scan;
 
+pub use header::{RegionHeader, RegionHeaderError, REGION_FORMAT_VERSION, REGION_MAGIC};
 pub use record::{
     decode_path, record_len, RecordError, RecordHeader, RecordKind, MAX_PATH_BYTES, RECORD_ALIGN,
     RECORD_HEADER_BYTES, RECORD_MAGIC, REGION_HEADER_BYTES,
 };
-pub use region::{
-    RegionFile, RegionHeader, RegionHeaderError, REGION_FORMAT_VERSION, REGION_MAGIC,
-};
+pub use region::RegionFile;
 pub use scan::{
     scan_region, scan_region_with, CorruptRange, CorruptReason, ScanMode, ScanReport, ScannedRecord,
 };

@@ -37,11 +37,11 @@ use std::io;
 use sluice_env::{BackendFile, RelPath};
 use sluice_policy::{LogLocation, RegionId};
 
+use super::header::{RegionHeader, RegionHeaderError};
 use super::record::{
     decode_path, RecordError, RecordHeader, RecordKind, RECORD_ALIGN, RECORD_HEADER_BYTES,
     RECORD_MAGIC, REGION_HEADER_BYTES,
 };
-use super::region::{read_full, RegionHeader, RegionHeaderError};
 use super::LogError;
 
 /// Bytes the scan reads at a time.
@@ -582,7 +582,7 @@ impl<'a> Reader<'a> {
             let want = read_ahead.max(need).min(self.buf.len()) as u64;
             // INVARIANT: bounded by the buffer length, a usize.
             let want = want.min(self.limit.saturating_sub(offset)) as usize;
-            let read = read_full(self.file, &mut self.buf[..want], offset)?;
+            let read = self.file.read_full_at(&mut self.buf[..want], offset)?;
             self.start = offset;
             self.filled = read;
             self.bytes_read += read as u64;

@@ -10,13 +10,11 @@
 //! * [`ckpt`] — BBOS: checkpoint files staged on the fast tier, admitted
 //!   per job, throttled, demoted, cached for restarts and evicted cold-first;
 //! * [`incidents`] — `last_errors`: the ring of a mount's newest failures,
-//!   each logged as it is recorded;
-//! * [`kill_writer`] — what the SIGKILL test and its writer process share.
+//!   each logged as it is recorded.
 
 pub mod ckpt;
 pub mod engine;
 pub mod incidents;
-pub mod kill_writer;
 pub mod liu;
 pub mod log;
 

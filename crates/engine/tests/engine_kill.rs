@@ -11,10 +11,12 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_engine::kill_writer::{config, pattern, slot_offset, FILE, SLOT};
 use sluice_engine::Engine;
 use sluice_env::posix::PosixBackend;
 use sluice_env::{RelPath, SystemClock};
+
+mod kill_support;
+use kill_support::{config, pattern, slot_offset, FILE, SLOT};
 
 #[test]
 fn every_acknowledged_write_survives_50_kills() {

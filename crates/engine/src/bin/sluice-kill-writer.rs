@@ -9,10 +9,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use sluice_engine::kill_writer::{config, pattern, slot_offset, FILE};
 use sluice_engine::Engine;
 use sluice_env::posix::PosixBackend;
 use sluice_env::{RelPath, SystemClock};
+
+#[path = "../../tests/kill_support/mod.rs"]
+mod kill_support;
+use kill_support::{config, pattern, slot_offset, FILE};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();

@@ -1,6 +1,7 @@
 //! Shared definitions of the SIGKILL test: the writer binary
-//! (`src/bin/sluice-kill-writer.rs`) and the test that kills it
-//! (`tests/engine_kill.rs`) must agree on the file, the slots and the bytes.
+//! (`src/bin/sluice-kill-writer.rs`, which includes this file by path) and
+//! the test that kills it (`tests/engine_kill.rs`) must agree on the file,
+//! the slots and the bytes. Test support: not part of the engine's API.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use sluice_policy::detector::DetectorConfig;
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::redirector::RedirectorConfig;
 
-use crate::EngineConfig;
+use sluice_engine::EngineConfig;
 
 /// The file written.
 pub const FILE: &str = "victim";

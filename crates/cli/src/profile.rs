@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use sluice_config::{open_tier, ByteSize, Device, Span, TierConfig};
+use sluice_config::{human_bytes, open_tier, ByteSize, Device, Span, TierConfig};
 use sluice_env::{Backend, BackendFile, Clock, OpenOptions, RelPath, SystemClock};
 use sluice_sim::output::{Plot, PlotKind, Series};
 use sluice_sim::rng::SimRng;
@@ -401,7 +401,7 @@ fn check_space(
         return Err(format!(
             "{} has {} free; the profile file needs --region {}: lower --region or free space",
             dir.display(),
-            format_bytes(available),
+            human_bytes(available),
             ByteSize(region)
         ));
     }
@@ -677,22 +677,6 @@ fn format_latency(latency: Duration) -> String {
     }
 }
 
-/// A byte count for people (binary units, one decimal).
-fn format_bytes(bytes: u64) -> String {
-    let units = [
-        ("TiB", 1u64 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    for (unit, size) in units {
-        if bytes >= size {
-            return format!("{:.1} {unit}", bytes as f64 / size as f64);
-        }
-    }
-    format!("{bytes} B")
-}
-
 fn print_report(
     out: &mut impl std::io::Write,
     args: &ProfileArgs,
@@ -761,7 +745,7 @@ fn print_report(
         mb_per_s(peak),
         format_latency(t80),
         recommendation.head_exact_bytes / 1e6,
-        format_bytes(recommendation.head_exact_bytes as u64),
+        human_bytes(recommendation.head_exact_bytes as u64),
         ByteSize(recommendation.head_bytes),
         ByteSize(HEAD_MIN_BYTES)
     )?;

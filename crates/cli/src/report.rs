@@ -2,25 +2,10 @@
 
 use std::io::{self, Write};
 
+use sluice_config::human_bytes;
 use sluice_policy::redirector::RedirectPolicy;
 use sluice_sim::analyse::{Analysis, AnalysisConfig};
 use sluice_sim::workload::Arrival;
-
-/// Bytes as a short human-readable figure (binary units).
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
 
 fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -177,16 +162,4 @@ pub fn print_analysis(
          the extent index's estimate for the buffered requests (see `cargo bench -p sluice-policy`)."
     )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_bytes_uses_binary_units() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(256 * 1024), "256.0 KiB");
-        assert_eq!(human_bytes(3 * 1024 * 1024 * 1024 / 2), "1.5 GiB");
-    }
 }

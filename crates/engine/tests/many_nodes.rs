@@ -156,3 +156,84 @@ fn issue_20_the_size_follows_the_capacity_file_changed_by_another_node() {
     a.release(again);
     b.release(id_b);
 }
+
+/// A sync (close or fsync under close-to-open) while the flusher flushes a
+/// region of the same file wrote the region's bytes twice: the sync wrote
+/// every buffered byte, and the flusher, looking each run up while the
+/// bytes were still indexed, wrote them again beside it on the same disk.
+/// Now a flush run of a syncing file waits and looks up again: at most
+/// the runs already in flight are written twice.
+#[test]
+fn a_sync_during_a_flush_of_the_same_file_writes_its_bytes_once() {
+    use sluice_devices::hdd::HddConfig;
+    use sluice_engine::EngineStatus;
+    use sluice_env::emulated::EmulatedBackend;
+    use sluice_policy::pipeline::RegionState;
+    use std::time::{Duration, Instant};
+
+    const KIB: u64 = 1024;
+    let clock = Arc::new(SystemClock::new());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    // A disk that seeks: each scattered 16 KiB write costs milliseconds,
+    // so the flush of a region is still going when the sync starts.
+    let capacity: Arc<dyn Backend> = Arc::new(
+        EmulatedBackend::hdd(
+            Arc::new(MemBackend::new()),
+            HddConfig::default(),
+            clock.clone(),
+            1,
+        )
+        .unwrap(),
+    );
+    let run_max = 64 * KIB;
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            ..RedirectorConfig::default()
+        },
+        regions: 4,
+        region_bytes: 1024 * KIB,
+        record_max_bytes: 64 * 1024,
+        flush_run_max_bytes: run_max,
+        ..EngineConfig::default()
+    };
+    let writers = u64::from(config.flush_writers);
+    let engine = Engine::open(fast, Arc::clone(&capacity), clock, config).unwrap();
+    let path = RelPath::new("f").unwrap();
+    let id = engine.create(&path).unwrap();
+    // 1.5 MiB in 16 KiB writes to every other slot (nothing merges): the
+    // first region fills and its flush starts.
+    let slots = 96u64;
+    for i in 0..slots {
+        engine
+            .write(id, i * 32 * KIB, &[i as u8 | 1; 16 * KIB as usize])
+            .unwrap();
+    }
+    let flushing = |status: &EngineStatus| {
+        status
+            .regions
+            .iter()
+            .any(|(state, _)| *state == RegionState::Flushing)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !flushing(&engine.status()) {
+        assert!(Instant::now() < deadline, "no region started flushing");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let synced = engine.sync_file(id, false).unwrap();
+    engine.drain().unwrap();
+    let flushed = engine.stats().flushed_bytes;
+    let total = slots * 16 * KIB;
+    // Each flush worker may have one run looked up before the sync began,
+    // and one more in the window before the sync's unlink record.
+    assert!(
+        synced + flushed <= total + 2 * writers * run_max,
+        "{synced} bytes synced and {flushed} flushed for {total} buffered"
+    );
+    let f = capacity.open(&path, OpenOptions::default()).unwrap();
+    for i in 0..slots {
+        let mut buf = vec![0u8; 16 * KIB as usize];
+        f.read_at(&mut buf, i * 32 * KIB).unwrap();
+        assert!(buf.iter().all(|&b| b == i as u8 | 1), "slot {i}");
+    }
+}

@@ -70,6 +70,7 @@ pub(super) fn attach(
             io: Arc::new(Mutex::new(())),
             size,
             busy: 0,
+            syncing: false,
             created_unsynced,
             opens: 0,
             appending: 0,
@@ -180,14 +181,14 @@ pub(super) fn wait_not_busy<'a>(
     shared: &'a Shared,
     mut state: MutexGuard<'a, State>,
     file: FileId,
-) -> io::Result<MutexGuard<'a, State>> {
+) -> MutexGuard<'a, State> {
     while state.files.get(&file).is_some_and(|f| f.busy > 0) {
         state = shared
             .changed
             .wait(state)
             .unwrap_or_else(|e| e.into_inner());
     }
-    Ok(state)
+    state
 }
 
 /// The name `name` of file `id` is about to be removed from the capacity

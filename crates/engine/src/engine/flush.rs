@@ -355,6 +355,22 @@ fn flush_run(
 ) -> io::Result<Option<Arc<dyn BackendFile>>> {
     let file = run.file;
     let mut state = lock(shared);
+    let mut turn = Some(turn);
+    // A sync of the file is writing all its buffered bytes: wait for it,
+    // then look up what is left (nothing, unless the sync failed). The
+    // turn passes first: the sync waits for the file's runs in flight,
+    // which may be waiting for this turn. (Turns only keep the disk's
+    // writes in file order; the runs are disjoint, so order does not
+    // matter for what the file holds.)
+    if state.files.get(&file).is_some_and(|f| f.syncing) {
+        drop(turn.take());
+        while state.files.get(&file).is_some_and(|f| f.syncing) {
+            state = shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
     let pieces = state.buffer.flush_set_pieces(set, run);
     if pieces.is_empty() {
         return Ok(None);
@@ -373,8 +389,9 @@ fn flush_run(
     let path = open.path.clone();
     drop(state);
     let copied = copy_stretches(&located);
-    turn.wait();
-    let mut turn = Some(turn);
+    if let Some(turn) = &turn {
+        turn.wait();
+    }
     let (written, stretches) = match copied {
         Ok(stretches) => {
             let last = stretches.len().saturating_sub(1);

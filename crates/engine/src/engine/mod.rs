@@ -165,6 +165,11 @@ struct OpenFile {
     written: Option<SystemTime>,
     /// Flush writes of this file in progress outside the lock.
     busy: u32,
+    /// [`Engine::sync_file`] is writing every buffered byte of the file to
+    /// its capacity file: a flush run of the file waits for it and then
+    /// looks its bytes up again (gone once the sync dropped them), instead
+    /// of writing the same bytes a second time beside it.
+    syncing: bool,
     /// Created by the engine and its directory not yet synced.
     created_unsynced: bool,
     /// `create`/`open_file` calls not yet matched by `release`. A released
@@ -559,7 +564,7 @@ impl Engine {
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
         let _io = hold(&io);
-        let mut state = wait_not_busy(shared, lock(shared), file)?;
+        let mut state = wait_not_busy(shared, lock(shared), file);
         let appending = state.files.get(&file).is_some_and(|o| o.appending > 0);
         if state.buffer.has_buffered(file) || appending {
             let (s, appended) = append_required(
@@ -585,7 +590,7 @@ impl Engine {
             // The locks above may have been released while waiting: a
             // flush run of bytes past `size` looked up before the index
             // was cut must land before the capacity file is cut.
-            state = wait_not_busy(shared, state, file)?;
+            state = wait_not_busy(shared, state, file);
         }
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let (handle, path) = (Arc::clone(&open.handle), open.path.clone());

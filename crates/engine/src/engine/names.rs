@@ -40,7 +40,7 @@ impl Engine {
         // file can slip in between.
         let mut state = match state.ids.get(path).copied() {
             Some(id) => {
-                let state = wait_not_busy(shared, state, id)?;
+                let state = wait_not_busy(shared, state, id);
                 let survives = has_other_names(shared, path);
                 let (state, dropped) = drop_name(shared, state, id, path, survives);
                 dropped?;
@@ -72,7 +72,7 @@ impl Engine {
                 .map_err(context(format!("rename {from} to {to}")));
         }
         if let Some(&id) = state.ids.get(from) {
-            state = wait_not_busy(shared, state, id)?;
+            state = wait_not_busy(shared, state, id);
         }
         if from != to {
             if let Some(&old) = state.ids.get(to) {
@@ -99,7 +99,7 @@ impl Engine {
                         ENOTDIR,
                     )));
                 }
-                state = wait_not_busy(shared, state, old)?;
+                state = wait_not_busy(shared, state, old);
                 if Some(&old) != state.ids.get(from) {
                     let survives = has_other_names(shared, to);
                     let (s, dropped) = drop_name(shared, state, old, to, survives);

@@ -85,14 +85,17 @@ impl Engine {
         let shared = &*self.shared;
         let io = file_io(shared, id)?;
         let _io = hold(&io);
-        let state = wait_appended(shared, lock(shared), id);
-        // A flush of the file looked up before now may carry bytes older
-        // than the newest (superseded since, masked by the index): it must
-        // land before this sync writes the newest, or it would land after
-        // them once they are dropped from the index, and win. A flush that
-        // starts later looks up the newest bytes (the I/O lock keeps new
-        // writes out), the same this sync writes.
-        let mut state = wait_not_busy(shared, state, id)?;
+        let mut state = wait_appended(shared, lock(shared), id);
+        // From here on no flush run of the file starts (it waits for this
+        // sync, then looks up what is left): the sync writes every
+        // buffered byte once, instead of beside a flush writing the same
+        // bytes on the same disk. Cleared on every way out below.
+        state.files.get_mut(&id).ok_or_else(|| unknown(id))?.syncing = true;
+        // A flush run of the file looked up before now may carry bytes
+        // older than the newest (superseded since, masked by the index):
+        // it must land before this sync writes the newest, or it would
+        // land after them once they are dropped from the index, and win.
+        let mut state = wait_not_busy(shared, state, id);
         let Some(open) = state.files.get_mut(&id) else {
             return Err(unknown(id));
         };
@@ -104,6 +107,7 @@ impl Engine {
         let pieces: Vec<(u64, u64, LogLocation)> =
             state.buffer.buffered_pieces(id, 0, u64::MAX, None);
         if pieces.is_empty() && !unsynced && !always {
+            end_sync(shared, &mut state, id);
             return Ok(0);
         }
         let pinned: Vec<(u64, u64, Pinned)> = pieces
@@ -112,18 +116,23 @@ impl Engine {
             .collect();
         drop(state);
         let (written, result) = write_stretches(handle.as_ref(), &pinned);
+        let synced = result
+            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
+            .and_then(|()| handle.sync_data());
         let mut state = lock(shared);
         for (_, _, p) in &pinned {
             unpin(shared, &mut state, p.region);
         }
+        // Cleared before the unlink record below, which may wait for log
+        // room that only the flusher makes: a run that looks up in
+        // between writes the same bytes again (a short window: one record
+        // and a log sync).
+        end_sync(shared, &mut state, id);
         drop(state);
-        let synced = result
-            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
-            .and_then(|()| handle.sync_data())
-            .map_err(context(format!(
-                "{what}: capacity tier {}",
-                shared.capacity.describe()
-            )));
+        let synced = synced.map_err(context(format!(
+            "{what}: capacity tier {}",
+            shared.capacity.describe()
+        )));
         if let Err(e) = synced {
             // Still owed: the next sync tries again.
             if let Some(open) = lock(shared).files.get_mut(&id) {
@@ -154,7 +163,7 @@ impl Engine {
                     // were dropped lands before the caller goes on (a write
                     // of another node after this returns must not be
                     // overwritten by it).
-                    drop(wait_not_busy(shared, state, id)?);
+                    drop(wait_not_busy(shared, state, id));
                 }
                 Err(e) => {
                     // A failing fast tier (degrade.rs): the bytes are on
@@ -170,4 +179,13 @@ impl Engine {
         }
         Ok(written)
     }
+}
+
+/// The sync of `id` is done with its capacity writes: flush runs of the
+/// file may go on.
+fn end_sync(shared: &Shared, state: &mut State, id: FileId) {
+    if let Some(open) = state.files.get_mut(&id) {
+        open.syncing = false;
+    }
+    shared.changed.notify_all();
 }

@@ -2,7 +2,9 @@
 # Mount benchmark (issue 5, item 6): the same fio jobs, in one run, through
 #   raw              a plain directory (the fast tier's kind of directory),
 #   mergerfs         mergerfs over such a directory,
-#   sluice           `sluice mount` (policy ssdup+, the default),
+#   sluice-default   `sluice mount` with the product's defaults (policy
+#                    cost, consistency close-to-open),
+#   sluice           `sluice mount --policy ssdup+` (the paper's rule),
 #   sluice-fast-all  `sluice mount --policy fast-all` (every write to the log),
 # and one Markdown table of MB/s (fio's write bw, summed over jobs) with the
 # ratios sluice/raw, sluice/mergerfs and fast-all/raw, printed to stdout and
@@ -20,7 +22,7 @@
 #   RUNS=5                       repetitions; a cell is their median
 #   BENCH_DIR=/tmp/sluice-bench  work directory (its run/ and results/ are
 #                                wiped at the start)
-#   SYSTEMS="raw mergerfs sluice sluice-fast-all"
+#   SYSTEMS="raw mergerfs sluice-default sluice sluice-fast-all"
 #   DOC=docs/results/mount-bench.md   (and its plot DOC's name .png, drawn
 #                                      when gnuplot is installed)
 #   SLUICE=${CARGO_TARGET_DIR:-target}/release/sluice   the binary
@@ -43,7 +45,7 @@ source "$ROOT/scripts/bench-lib.sh"
 SIZE=${SIZE:-256M}
 RUNS=${RUNS:-5}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench}
-SYSTEMS=${SYSTEMS:-raw mergerfs sluice sluice-fast-all}
+SYSTEMS=${SYSTEMS:-raw mergerfs sluice-default sluice sluice-fast-all}
 DOC=${DOC:-docs/results/mount-bench.md}
 MERGERFS_OPTS=cache.files=off,func.getattr=newest,category.create=ff
 ROWS=(seq-1M-1job seq-1M-4jobs rand-256K-1job rand-256K-4jobs)
@@ -56,8 +58,8 @@ positive_int RUNS "$RUNS"
 size_bytes=$(size_bytes SIZE "$SIZE")
 for s in $SYSTEMS; do
     case "$s" in
-        raw | mergerfs | sluice | sluice-fast-all) ;;
-        *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice sluice-fast-all)" ;;
+        raw | mergerfs | sluice-default | sluice | sluice-fast-all) ;;
+        *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice-default sluice sluice-fast-all)" ;;
     esac
 done
 BENCH_DIR=$(abs_path "$BENCH_DIR")
@@ -120,14 +122,15 @@ for ((run = 1; run <= RUNS; run++)); do
                     await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
                     ;;
-                sluice | sluice-fast-all)
-                    policy=ssdup+
-                    [ "$sys" = sluice-fast-all ] && policy=fast-all
+                sluice-default | sluice | sluice-fast-all)
+                    policy=()
+                    [ "$sys" = sluice ] && policy=(--policy ssdup+)
+                    [ "$sys" = sluice-fast-all ] && policy=(--policy fast-all)
                     MNT=$RUN_DIR/mnt
                     config=()
                     [ -n "${SLUICE_CONFIG:-}" ] && config=(--config "$SLUICE_CONFIG")
                     "$SLUICE" mount "${config[@]}" --fast "$RUN_DIR/fast" --capacity "$RUN_DIR/cap" \
-                        --policy "$policy" "$MNT" >>"$log" 2>&1 &
+                        "${policy[@]}" "$MNT" >>"$log" 2>&1 &
                     PID=$!
                     await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
@@ -171,7 +174,7 @@ echo "== done in ${elapsed} s; fio JSON and logs in $RESULTS" >&2
 # --- the table -------------------------------------------------------------------
 meta=$RESULTS/meta.md
 cmd="SIZE=$SIZE RUNS=$RUNS BENCH_DIR=$BENCH_DIR"
-[ "$SYSTEMS" = "raw mergerfs sluice sluice-fast-all" ] || cmd+=" SYSTEMS=\"$SYSTEMS\""
+[ "$SYSTEMS" = "raw mergerfs sluice-default sluice sluice-fast-all" ] || cmd+=" SYSTEMS=\"$SYSTEMS\""
 cmd+=" scripts/bench-mount.sh${ARGS[*]:+ ${ARGS[*]}}"
 commit=$(sluice_commit)
 fstype=$(fs_summary "$BENCH_DIR")
@@ -189,7 +192,7 @@ fstype=$(fs_summary "$BENCH_DIR")
         "seq rows \`--rw=write --bs=1M\`, rand rows \`--rw=randwrite --bs=256k\`, N = 1 or 4 (one file per job);" \
         "\`sync\` before every run"
     echo "- raw dir: fio into a plain directory; mergerfs: \`mergerfs -o $MERGERFS_OPTS RAWDIR MNT\`;" \
-        "sluice: \`sluice mount --fast F --capacity C [--policy fast-all] MNT\` (defaults otherwise), stopped with \`sluice unmount\` (drain) after each run"
+        "sluice: \`sluice mount --fast F --capacity C [--policy ssdup+|fast-all] MNT\` (the defaults column without --policy: policy \`cost\`, consistency \`close-to-open\`), stopped with \`sluice unmount\` (drain) after each run"
     echo "- MB/s = 10^6 bytes/s, fio's \`write.bw_bytes\` summed over the jobs; the fsync at the end is inside fio's time"
     if [ ${#TROUBLE[@]} -gt 0 ]; then
         echo "- **trouble during the run:**"

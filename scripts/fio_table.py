@@ -5,8 +5,8 @@ Usage:
     scripts/fio_table.py [--update DOC --meta FILE] [--plot PNG] RESULT.json...
 
 Each result file is named SYSTEM__ROW__rN.json (the `__rN` part, the
-repetition, is optional): SYSTEM is one of raw, mergerfs, sluice,
-sluice-fast-all (others are shown after them), ROW one of the rows below.
+repetition, is optional): SYSTEM is one of raw, mergerfs, sluice-default,
+sluice, sluice-fast-all (others are shown after them), ROW one of the rows below.
 A file's throughput is the sum of `jobs[*].write.bw_bytes` (one entry with
 --group_reporting), in MB/s (10^6 bytes/s). With several repetitions a cell
 holds their median and a second table shows min-max.
@@ -33,6 +33,7 @@ import tempfile
 SYSTEMS = [
     ("raw", "raw dir"),
     ("mergerfs", "mergerfs"),
+    ("sluice-default", "sluice (defaults)"),
     ("sluice", "sluice (ssdup+)"),
     ("sluice-fast-all", "sluice (fast-all)"),
 ]
@@ -44,6 +45,8 @@ ROWS = [
 ]
 # (numerator, denominator, header)
 RATIOS = [
+    ("sluice-default", "raw", "defaults/raw"),
+    ("sluice-default", "mergerfs", "defaults/mergerfs"),
     ("sluice", "raw", "sluice/raw"),
     ("sluice", "mergerfs", "sluice/mergerfs"),
     ("sluice-fast-all", "raw", "fast-all/raw"),
@@ -133,7 +136,7 @@ def spread(cells, systems, rows):
 def targets(cells, rows):
     """The issue's two targets, checked on the medians."""
     out = []
-    for who in ("sluice", "sluice-fast-all"):
+    for who in ("sluice-default", "sluice", "sluice-fast-all"):
         worst = None
         for r in rows:
             a, b = median(cells, who, r), median(cells, "mergerfs", r)
@@ -145,7 +148,7 @@ def targets(cells, rows):
             ok = "met" if worst[0] >= 1.0 else "NOT met"
             out.append(f"- {label(who, SYSTEMS)} ≥ mergerfs on every row: **{ok}** "
                        f"(lowest ratio {worst[0]:.2f}× on {label(worst[1], ROWS)})")
-    for who in ("sluice-fast-all", "sluice"):
+    for who in ("sluice-default", "sluice-fast-all", "sluice"):
         parts, all_ok, any_row = [], True, False
         for r in rows:
             if not r.startswith("rand"):

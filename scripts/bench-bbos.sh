@@ -6,7 +6,7 @@
 # Harmonia MaxBW, Harmonia MaxEff and dedicated allocation (DataWarp).
 # One Markdown table on stdout and in docs/results/bbos-mount.md.
 #
-# Jobs (sluice-ckpt-load, crates/cli/src/bin/sluice-ckpt-load.rs), as
+# Jobs (sluice-ckpt-load, crates/workload/src/bin/sluice-ckpt-load.rs), as
 # ID:PERIOD_S:SIZE_MIB:MTBF_S:VERSIONS: JOBS. Each writes its checkpoint
 # in 1 MiB writes, fsyncs, closes, keeps VERSIONS files, and after each
 # period fails with probability period/MTBF and restarts by reading its
@@ -44,9 +44,9 @@ LOAD=$ROOT/target/release/sluice-ckpt-load
 
 require_fuse
 if [ "$BUILD" = 1 ]; then
-    cargo build --release -q -p sluice-cli
+    cargo build --release -q -p sluice-cli -p sluice-workload
 fi
-{ [ -x "$SLUICE" ] && [ -x "$LOAD" ]; } || die "build first (cargo build --release -p sluice-cli)"
+{ [ -x "$SLUICE" ] && [ -x "$LOAD" ]; } || die "build first (cargo build --release -p sluice-cli -p sluice-workload)"
 
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/results"

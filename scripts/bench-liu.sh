@@ -5,7 +5,7 @@
 # SSD, LiU off vs on, one Markdown table on stdout and in
 # docs/results/liu-mount.md (with date, machine and command).
 #
-# Cases (sluice-readers, crates/cli/src/bin/sluice-readers.rs): the target
+# Cases (sluice-readers, crates/workload/src/bin/sluice-readers.rs): the target
 # mpi-io-test (14 ranks, 64 KiB requests, a barrier per iteration) reads
 # BYTES alone, while a second mpi-io-test reads its own file, or while
 # ior-mpi-io (14 ranks, each a contiguous 1/14) reads a file of
@@ -39,9 +39,9 @@ READERS=$ROOT/target/release/sluice-readers
 
 require_fuse
 if [ "$BUILD" = 1 ]; then
-    cargo build --release -q -p sluice-cli
+    cargo build --release -q -p sluice-cli -p sluice-workload
 fi
-{ [ -x "$SLUICE" ] && [ -x "$READERS" ]; } || die "build first (cargo build --release -p sluice-cli)"
+{ [ -x "$SLUICE" ] && [ -x "$READERS" ]; } || die "build first (cargo build --release -p sluice-cli -p sluice-workload)"
 
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/results"

@@ -2,10 +2,8 @@
 //! exit status. Formatting of reports lives in `report.rs`.
 
 mod ckpt;
-mod demo;
 mod logging;
 mod mount;
-mod profile;
 mod quarantine;
 mod report;
 mod service;
@@ -21,6 +19,7 @@ use sluice_policy::threshold::ThresholdConfig;
 use sluice_policy::FileId;
 use sluice_sim::analyse::{analyse, AnalysisConfig, Phase};
 use sluice_sim::workload::{Arrival, Ior, IorPattern};
+use sluice_workload::{demo, profile};
 
 /// sluice — a hybrid-storage I/O layer for HPC (SSDUP+, LiU, BBOS, LADS).
 ///

@@ -174,8 +174,9 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
         && args.capacity.is_none()
         && mountpoint.is_none();
     let mut config = if bare {
-        let dir = crate::demo::default_dir();
-        let mut config = Config::from_toml(crate::demo::DEMO_CONFIG).map_err(|e| e.to_string())?;
+        let dir = sluice_workload::demo::default_dir();
+        let mut config =
+            Config::from_toml(sluice_workload::demo::DEMO_CONFIG).map_err(|e| e.to_string())?;
         config.fast.path = Some(dir.join("fast"));
         config.capacity.path = Some(dir.join("capacity"));
         config.mount.point = Some(dir.join("mnt"));

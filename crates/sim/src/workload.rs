@@ -472,10 +472,10 @@ impl MpiIoTest {
         let processes = (0..n)
             .map(|rank| {
                 let mut ops = Vec::with_capacity(2 * self.iterations as usize);
-                for i in 0..self.iterations {
+                for offset in self.offsets(rank) {
                     ops.push(Op::Write(WriteRequest {
                         file: self.file,
-                        offset: (i * n + rank) * self.chunk_bytes,
+                        offset,
                         len: self.chunk_bytes,
                     }));
                     ops.push(Op::Barrier);
@@ -484,6 +484,14 @@ impl MpiIoTest {
             })
             .collect();
         Ok(Job::starting_now(name, processes))
+    }
+
+    /// The offsets rank `rank` accesses, one per iteration, in order: the
+    /// one definition of the pattern, which the simulator's jobs and the
+    /// real readers (`sluice-readers`) both use.
+    pub fn offsets(&self, rank: u64) -> impl Iterator<Item = u64> + '_ {
+        let n = u64::from(self.processes);
+        (0..self.iterations).map(move |i| (i * n + rank) * self.chunk_bytes)
     }
 }
 
@@ -530,15 +538,14 @@ impl IorMpiIo {
                 self.file_bytes, self.request_bytes
             )));
         }
-        let per_process = self.file_bytes / unit;
-        check_ops(WHAT, per_process * n)?;
+        check_ops(WHAT, self.file_bytes / unit * n)?;
         let processes = (0..n)
             .map(|rank| {
-                (0..per_process)
-                    .map(|k| {
+                self.offsets(rank)
+                    .map(|offset| {
                         Op::Write(WriteRequest {
                             file: self.file,
-                            offset: (rank * per_process + k) * self.request_bytes,
+                            offset,
                             len: self.request_bytes,
                         })
                     })
@@ -546,6 +553,15 @@ impl IorMpiIo {
             })
             .collect();
         Ok(Job::starting_now(name, processes))
+    }
+
+    /// The offsets rank `rank` accesses, in order: its contiguous
+    /// `1/processes` of the file (whole requests only) in ascending
+    /// requests. The one definition of the pattern, shared with the real
+    /// readers (`sluice-readers`).
+    pub fn offsets(&self, rank: u64) -> impl Iterator<Item = u64> + '_ {
+        let per_process = self.file_bytes / u64::from(self.processes) / self.request_bytes;
+        (0..per_process).map(move |k| (rank * per_process + k) * self.request_bytes)
     }
 }
 

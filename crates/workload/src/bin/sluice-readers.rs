@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use sluice_config::ByteSize;
+use sluice_policy::FileId;
+use sluice_sim::workload::{IorMpiIo, MpiIoTest};
 
 /// Run one case of the LiU read benchmarks in DIR and print JSON.
 #[derive(Parser, Debug)]
@@ -85,17 +87,28 @@ fn parse_size(text: &str) -> Result<u64, String> {
     }
 }
 
-/// The offsets rank `rank` reads, in order, and whether ranks meet at a
-/// barrier after each.
+/// The offsets rank `rank` reads, in order: the simulator's patterns.
 fn offsets(pattern: Pattern, bytes: u64, processes: u32, request: u64, rank: u32) -> Vec<u64> {
-    let p = u64::from(processes);
-    let per_rank = bytes / p / request;
-    (0..per_rank)
-        .map(|i| match pattern {
-            Pattern::MpiIoTest => (i * p + u64::from(rank)) * request,
-            Pattern::IorMpiIo => (u64::from(rank) * per_rank + i) * request,
-        })
-        .collect()
+    let file = FileId(0);
+    let rank = u64::from(rank);
+    match pattern {
+        Pattern::MpiIoTest => MpiIoTest {
+            file,
+            processes,
+            chunk_bytes: request,
+            iterations: bytes / u64::from(processes) / request,
+        }
+        .offsets(rank)
+        .collect(),
+        Pattern::IorMpiIo => IorMpiIo {
+            file,
+            processes,
+            request_bytes: request,
+            file_bytes: bytes,
+        }
+        .offsets(rank)
+        .collect(),
+    }
 }
 
 struct Pass {

@@ -1,11 +1,10 @@
 //! The `sluice` command: parses flags, wires the crates, maps errors to an
-//! exit status. Formatting of reports lives in `report.rs`.
+//! exit status.
 
 mod ckpt;
 mod logging;
 mod mount;
 mod quarantine;
-mod report;
 mod service;
 mod sim;
 mod xfer;
@@ -352,7 +351,7 @@ fn run_analyse(args: &AnalyseArgs) -> Result<(), String> {
     let config = analysis_config(args)?;
     let analysis = analyse(&config).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
-    report::print_analysis(&mut out, &config, &analysis, !args.summary_only)
+    sluice_sim::analyse::print_analysis(&mut out, &config, &analysis, !args.summary_only)
         .map_err(|e| format!("writing the report to stdout: {e}"))
 }
 

@@ -38,7 +38,7 @@ use sluice_policy::redirector::{
 use sluice_policy::segments::{Geometry, LiuConfig, SegmentBuffer};
 use sluice_policy::threshold::ThresholdConfig;
 
-pub use units::{human_bytes, ByteSize, Span};
+pub use units::{ByteSize, Span};
 
 /// A configuration that cannot be used, with the key and what it must be.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Sizes and durations as people write them in a config file: `"256MiB"`,
 //! `"4 GiB"`, `1048576`, `"200ms"`, `"1s"`. Printed back normalized: the
-//! largest unit that divides the value exactly. And [`human_bytes`], the
-//! one rounded byte count for people (reports, progress, live views).
+//! largest unit that divides the value exactly (the rounded byte count
+//! for people is `sluice_policy::units::human_bytes`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -76,18 +76,6 @@ fn format_with_units(value: u64, units: &[(&str, u64)]) -> String {
         }
     }
     format!("{value}{}", units[units.len() - 1].0)
-}
-
-/// A byte count for people: binary units with one decimal (`"1.5 GiB"`),
-/// plain bytes below 1 KiB (`"512 B"`). Rounded, so unlike [`ByteSize`]'s
-/// Display it does not read back exactly; the one such formatter of the
-/// workspace.
-pub fn human_bytes(bytes: u64) -> String {
-    let unit = SIZE_UNITS[..4].iter().find(|(_, size)| bytes >= *size);
-    match unit {
-        Some((name, size)) => format!("{:.1} {name}", bytes as f64 / *size as f64),
-        None => format!("{bytes} B"),
-    }
 }
 
 impl FromStr for ByteSize {
@@ -251,16 +239,6 @@ impl Serialize for Span {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn human_bytes_uses_binary_units() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(1024), "1.0 KiB");
-        assert_eq!(human_bytes(256 * 1024), "256.0 KiB");
-        assert_eq!(human_bytes(3 * 1024 * 1024 * 1024 / 2), "1.5 GiB");
-        assert_eq!(human_bytes(5 << 40), "5.0 TiB");
-    }
 
     #[test]
     fn sizes_parse_and_print_back() {

@@ -25,6 +25,7 @@ pub mod segments;
 pub mod threshold;
 pub mod token_bucket;
 mod types;
+pub mod units;
 pub mod write_buffer;
 
 pub use types::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};

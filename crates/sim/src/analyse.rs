@@ -13,6 +13,9 @@
 //! This is the first real capability of `sluice` (the CLI's default job):
 //! no devices and no time, only the policies' decisions.
 
+mod report;
+pub use report::print_analysis;
+
 use std::time::Duration;
 
 use sluice_policy::extent_index::Extent;

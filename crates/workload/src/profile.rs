@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use sluice_config::{human_bytes, open_tier, ByteSize, Device, Span, TierConfig};
+use sluice_config::{open_tier, ByteSize, Device, Span, TierConfig};
 use sluice_env::{Backend, BackendFile, Clock, OpenOptions, RelPath, SystemClock};
+use sluice_policy::units::human_bytes;
 use sluice_sim::output::{Plot, PlotKind, Series};
 use sluice_sim::rng::SimRng;
 

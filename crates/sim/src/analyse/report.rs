@@ -1,11 +1,13 @@
-//! Plain-text reports of the CLI.
+//! The plain-text report of an analysis (`sluice analyse`, the CLI's
+//! default job).
 
 use std::io::{self, Write};
 
-use sluice_config::human_bytes;
 use sluice_policy::redirector::RedirectPolicy;
-use sluice_sim::analyse::{Analysis, AnalysisConfig};
-use sluice_sim::workload::Arrival;
+use sluice_policy::units::human_bytes;
+
+use super::{Analysis, AnalysisConfig};
+use crate::workload::Arrival;
 
 fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {

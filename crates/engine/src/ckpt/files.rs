@@ -1,0 +1,665 @@
+//! File operations on checkpoints: create and open (admission, placement
+//! on the fast tier or straight to the capacity tier), read, write, fsync,
+//! close (publishing under close-to-open), truncate, unlink and rename.
+
+use super::*;
+
+/// What a new checkpoint gets.
+pub(super) enum Placement {
+    Stage,
+    /// To the capacity tier; `true` when no room could be made.
+    Direct {
+        spill: bool,
+    },
+}
+
+impl Checkpoints {
+    /// The length of `path`'s fast-tier copy, if it has one.
+    pub fn size(&self, path: &RelPath) -> Option<u64> {
+        let state = self.shared.lock();
+        let id = state.by_path.get(path)?;
+        state.copies.get(id).map(|c| c.len)
+    }
+
+    /// Create `path` (which must not exist) as a new checkpoint.
+    pub fn create(&self, path: &RelPath) -> io::Result<u64> {
+        self.begin(path, true)
+    }
+
+    /// Open `path`. For writing, an empty checkpoint-class file (or one
+    /// opened with `truncate`) starts a new checkpoint; one with data is
+    /// written in place where it is. For reading, a fast-tier copy is a
+    /// restart hit, the capacity tier a miss.
+    pub fn open_file(&self, path: &RelPath, write: bool, truncate: bool) -> io::Result<u64> {
+        let shared = &*self.shared;
+        if write && Checkpoints::job_of(&shared.lock(), path).is_some() {
+            let empty = match self.size(path) {
+                Some(len) => len == 0,
+                None => shared.capacity.metadata(path)?.len == 0,
+            };
+            if truncate || empty {
+                return self.begin(path, false);
+            }
+        }
+        let local = shared.lock().by_path.contains_key(path);
+        if !write && !local {
+            self.wait_for_demotion_elsewhere(path)?;
+        }
+        let mut state = shared.lock();
+        let now = shared.clock.now();
+        let target = match state.by_path.get(path).copied() {
+            Some(id) => {
+                if write {
+                    self.stage_again(&mut state, id)?;
+                }
+                let c = state.copies.get_mut(&id).ok_or_else(|| gone(path))?;
+                c.accessed = now;
+                if write {
+                    c.writers += 1;
+                    c.generation += 1;
+                } else {
+                    c.readers += 1;
+                }
+                Target::Copy(id)
+            }
+            None => Target::Capacity(shared.capacity.open(path, OpenOptions::default())?),
+        };
+        let copy = matches!(target, Target::Copy(_));
+        if write && copy {
+            state.writers += 1;
+        }
+        if !write {
+            if copy {
+                state.stats.restart_hits += 1;
+            } else {
+                state.stats.restart_misses += 1;
+            }
+        }
+        Ok(add_handle(
+            &mut state,
+            Handle {
+                target,
+                writing: write,
+                hit: (!write).then_some(copy),
+                ticket: None,
+                created: None,
+            },
+        ))
+    }
+
+    /// A write to a cached copy makes it staged again, durably first.
+    pub(super) fn stage_again(&self, state: &mut State, id: u64) -> io::Result<()> {
+        let Some(c) = state.copies.get_mut(&id) else {
+            return Ok(());
+        };
+        if c.rec.location == Location::Staged {
+            return Ok(());
+        }
+        c.rec.location = Location::Staged;
+        let rec = c.rec.clone();
+        self.shared.write_rec(id, &rec, true)?;
+        let r = self.shared.catalog.put_ckpt(&rec);
+        self.shared.note_catalog(state, r);
+        Ok(())
+    }
+
+    /// A new checkpoint at `path`; see docs/bbos.md for the order of the
+    /// decisions.
+    pub(super) fn begin(&self, path: &RelPath, create_new: bool) -> io::Result<u64> {
+        let shared = &*self.shared;
+        let options = &shared.options;
+        let mut state = shared.lock();
+        let job = Checkpoints::job_of(&state, path)
+            .ok_or_else(|| invalid(format!("{path}: no registered job's glob matches it")))?;
+        let key = Shared::job_key(&mut state, &job.id);
+        // 1. The job's turn on the fast tier.
+        let mut ticket = None;
+        if options.scheme.schedules_io() {
+            let (t, admission) = state.scheduler.submit(0, key);
+            ticket = Some(t);
+            if admission == Admission::Queued {
+                state.stats.admission_waits += 1;
+                let started = shared.clock.now();
+                let deadline = started.saturating_add(options.admit_wait);
+                while !state.admitted.contains(&t) {
+                    let now = shared.clock.now();
+                    if now >= deadline || state.shutdown {
+                        state.stats.admission_timeouts += 1;
+                        let _ = state.scheduler.finish(t);
+                        ticket = None;
+                        break;
+                    }
+                    state = shared.wait(
+                        state,
+                        deadline
+                            .saturating_since(now)
+                            .min(Duration::from_millis(100)),
+                    );
+                }
+                state.admitted.remove(&t);
+                let waited = shared.clock.now().saturating_since(started);
+                state.stats.admission_wait_ns += u64::try_from(waited.as_nanos()).unwrap_or(0);
+            }
+        }
+        let result = self.place(state, path, &job, key, create_new, ticket);
+        if result.is_err() {
+            if let Some(t) = ticket {
+                let mut state = shared.lock();
+                admit(&mut state, t);
+                shared.changed.notify_all();
+            }
+        }
+        result
+    }
+
+    pub(super) fn place(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        path: &RelPath,
+        job: &JobSpec,
+        key: u64,
+        create_new: bool,
+        ticket: Option<Ticket>,
+    ) -> io::Result<u64> {
+        let shared = &*self.shared;
+        let options = &shared.options;
+        let now = shared.clock.now();
+        // The old copy of this path is being replaced.
+        if let Some(old) = state.by_path.get(path).copied() {
+            shared.remove_copy(&mut state, old)?;
+        }
+        let version = match shared.version_for(&mut state, job, now) {
+            Ok(version) => version,
+            Err(cause) => return self.fallback(state, path, job, create_new, ticket, &cause),
+        };
+        // Superseded versions beyond what the job keeps leave the fast tier.
+        let stale: Vec<u64> = state
+            .copies
+            .iter()
+            .filter(|(_, c)| {
+                c.rec.job == job.id
+                    && c.rec.location == Location::Cached
+                    && c.unused()
+                    && c.rec.version + u64::from(job.versions) <= version
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in stale {
+            shared.evict(&mut state, id)?;
+        }
+        let need = job.ckpt_bytes;
+        let cap = options.capacity;
+        // 2. MaxBW waits before the job starts until its checkpoint fits.
+        if options.scheme.reserves_before_start() {
+            let deadline = now.saturating_add(options.admit_wait);
+            while !shared.make_room(&mut state, |_| true, |s| Shared::used(s) + need <= cap)? {
+                let t = shared.clock.now();
+                if t >= deadline || state.shutdown {
+                    break;
+                }
+                state = shared.wait(
+                    state,
+                    deadline.saturating_since(t).min(Duration::from_millis(50)),
+                );
+            }
+        }
+        let incoming = Resident {
+            job: key,
+            version,
+            bytes: need,
+            failure_rate: job_rate(job, options.node_mtbf),
+            written: now,
+            accessed: now,
+        };
+        let placement = if options.scheme == Scheme::DataWarp {
+            // 4. Grants of one checkpoint each, in job order, within S.
+            let mut granted = 0u64;
+            let mut grant = None;
+            for j in &state.jobs {
+                if granted + j.ckpt_bytes > cap {
+                    break;
+                }
+                granted += j.ckpt_bytes;
+                if j.id == job.id {
+                    grant = Some(j.ckpt_bytes);
+                }
+            }
+            match grant {
+                None => Placement::Direct { spill: false },
+                Some(g) => {
+                    let own = |s: &State| {
+                        s.copies
+                            .values()
+                            .filter(|c| c.rec.job == job.id)
+                            .map(|c| c.len)
+                            .sum::<u64>()
+                    };
+                    let fits = shared.make_room(
+                        &mut state,
+                        |c| c.rec.job == job.id,
+                        |s| own(s) + need <= g,
+                    )?;
+                    if fits {
+                        Placement::Stage
+                    } else {
+                        Placement::Direct { spill: true }
+                    }
+                }
+            }
+        } else {
+            let residents: Vec<Resident> = state
+                .copies
+                .values()
+                .map(|c| shared.resident(&state, c))
+                .collect();
+            // 3. Too cold to be worth the fast tier.
+            if direct_to_capacity(options.eviction, &incoming, &residents, cap) {
+                Placement::Direct { spill: false }
+            } else if shared.make_room(&mut state, |_| true, |s| Shared::used(s) + need <= cap)? {
+                Placement::Stage
+            } else {
+                Placement::Direct { spill: true }
+            }
+        };
+        // The name on the capacity tier (empty while staged).
+        let placeholder = shared.capacity.open(
+            path,
+            OpenOptions {
+                create: true,
+                create_new,
+                truncate: true,
+                ..OpenOptions::default()
+            },
+        )?;
+        state.stats.checkpoints += 1;
+        let mut rec = CkptRecord {
+            path: path.as_str().to_string(),
+            job: job.id.clone(),
+            version,
+            bytes: 0,
+            location: Location::Capacity,
+            staged_id: None,
+            created_unix_ns: unix_ns(),
+            node: Some(shared.node.clone()),
+        };
+        let target = match placement {
+            Placement::Direct { spill } => {
+                if spill {
+                    state.stats.spills += 1;
+                } else {
+                    state.stats.cold_direct += 1;
+                }
+                let r = shared.catalog.put_ckpt(&rec);
+                shared.note_catalog(&mut state, r);
+                Target::Capacity(placeholder)
+            }
+            Placement::Stage => {
+                let id = state.next_copy;
+                state.next_copy += 1;
+                rec.location = Location::Staged;
+                rec.staged_id = Some(id);
+                shared.write_rec(id, &rec, false)?;
+                let file = shared.fast.open(
+                    &data_path(id),
+                    OpenOptions {
+                        create: true,
+                        truncate: true,
+                        ..OpenOptions::default()
+                    }
+                    .private(),
+                )?;
+                shared.fast.sync_dir(&dir())?;
+                let r = shared.catalog.put_ckpt(&rec);
+                shared.note_catalog(&mut state, r);
+                state.copies.insert(
+                    id,
+                    Copy {
+                        rec,
+                        file,
+                        len: 0,
+                        writers: 1,
+                        readers: 0,
+                        generation: 0,
+                        demoting: false,
+                        written: now,
+                        accessed: now,
+                    },
+                );
+                state.by_path.insert(path.clone(), id);
+                state.writers += 1;
+                Target::Copy(id)
+            }
+        };
+        let created = matches!(target, Target::Capacity(_)).then(|| path.clone());
+        Ok(add_handle(
+            &mut state,
+            Handle {
+                target,
+                writing: true,
+                hit: None,
+                ticket,
+                created,
+            },
+        ))
+    }
+
+    /// Read up to `len` bytes at `offset`.
+    pub fn read(&self, fh: u64, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let (file, size, hit) = {
+            let state = self.shared.lock();
+            let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+            match &h.target {
+                Target::Copy(id) => {
+                    let c = state.copies.get(id).ok_or_else(|| bad_handle(fh))?;
+                    (Arc::clone(&c.file), Some(c.len), h.hit)
+                }
+                Target::Capacity(f) => (Arc::clone(f), None, h.hit),
+            }
+        };
+        let size = match size {
+            Some(s) => s,
+            None => file.len()?,
+        };
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let n = usize::try_from(len.min(size - offset)).map_err(|_| invalid("read too large"))?;
+        let mut buf = vec![0u8; n];
+        let got = file.read_at(&mut buf, offset)?;
+        buf.truncate(got);
+        let mut state = self.shared.lock();
+        match hit {
+            Some(true) => state.stats.hit_bytes += got as u64,
+            Some(false) => state.stats.miss_bytes += got as u64,
+            None => {}
+        }
+        Ok(buf)
+    }
+
+    /// Write `data` at `offset`, paced by the write throttle.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> io::Result<()> {
+        let shared = &*self.shared;
+        let bytes = data.len() as u64;
+        let end = offset
+            .checked_add(bytes)
+            .ok_or_else(|| invalid("write past the largest file offset"))?;
+        // The throttle: only writes to staged copies take tokens.
+        let file = loop {
+            let mut state = shared.lock();
+            let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+            let id = match &h.target {
+                Target::Capacity(f) => {
+                    let f = Arc::clone(f);
+                    drop(state);
+                    f.write_at(data, offset)?;
+                    shared.lock().stats.direct_bytes += bytes;
+                    return Ok(());
+                }
+                Target::Copy(id) => *id,
+            };
+            let now = shared.clock.now();
+            let (cap, _) = shared.rates(&state);
+            match cap.and_then(|c| NonZeroU64::new(c as u64)) {
+                Some(rate) => state.write_bucket.set_rate(now, rate),
+                None => state.write_bucket.set_unlimited(),
+            }
+            match state.write_bucket.try_take(now, bytes) {
+                Ok(()) => {
+                    // A copy published at an fsync or close (cached, its
+                    // bytes on the capacity tier) is staged again first.
+                    self.stage_again(&mut state, id)?;
+                    // Under the lock before the bytes change: a demotion
+                    // finishing after this sees the change.
+                    let c = state.copies.get_mut(&id).ok_or_else(|| bad_handle(fh))?;
+                    c.generation += 1;
+                    break (id, Arc::clone(&c.file));
+                }
+                Err(at) => {
+                    let wait = at.saturating_since(now);
+                    state.stats.throttle_ns += u64::try_from(wait.as_nanos()).unwrap_or(0);
+                    drop(state);
+                    shared.clock.sleep(wait);
+                }
+            }
+        };
+        let (id, file) = file;
+        file.write_at(data, offset)?;
+        let mut state = shared.lock();
+        let now = shared.clock.now();
+        if let Some(c) = state.copies.get_mut(&id) {
+            c.len = c.len.max(end);
+            c.rec.bytes = c.len;
+            c.accessed = now;
+        }
+        state.stats.staged_bytes += bytes;
+        let closed = state.planner.handle_written(now, bytes);
+        record_periods(shared, &mut state, &closed);
+        Ok(())
+    }
+
+    /// Make the file's writes durable.
+    pub fn fsync(&self, fh: u64) -> io::Result<()> {
+        let (file, created) = {
+            let state = self.shared.lock();
+            let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+            let file = match &h.target {
+                Target::Copy(id) => {
+                    Arc::clone(&state.copies.get(id).ok_or_else(|| bad_handle(fh))?.file)
+                }
+                Target::Capacity(f) => Arc::clone(f),
+            };
+            (file, h.created.clone())
+        };
+        file.sync_data()?;
+        if let Some(path) = created {
+            let parent = path.parent().unwrap_or_else(RelPath::root);
+            self.shared.capacity.sync_dir(&parent)?;
+        }
+        if self.shared.options.publish_on_sync {
+            self.publish(fh)?;
+        }
+        Ok(())
+    }
+
+    /// A close of handle `fh` (every `close(2)`, before it returns): under
+    /// [`CkptOptions::publish_on_sync`] a staged copy's bytes are written
+    /// to the capacity tier and synced, as close-to-open promises.
+    pub fn close(&self, fh: u64) -> io::Result<()> {
+        if self.shared.options.publish_on_sync {
+            self.publish(fh)?;
+        }
+        Ok(())
+    }
+
+    /// Write the staged copy behind `fh` (if it is one) to its capacity
+    /// file, cut that to the copy's length and sync it (and its
+    /// directory); then the copy is cached (durably, and in the
+    /// catalogue), as after a demotion, unless it changed meanwhile. Its
+    /// next write stages it again.
+    pub(super) fn publish(&self, fh: u64) -> io::Result<()> {
+        let shared = &*self.shared;
+        let (id, generation, path, src, len) = {
+            let state = shared.lock();
+            let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+            let Target::Copy(id) = &h.target else {
+                return Ok(());
+            };
+            let c = state.copies.get(id).ok_or_else(|| bad_handle(fh))?;
+            if c.rec.location == Location::Cached {
+                return Ok(()); // nothing written since it was published
+            }
+            (
+                *id,
+                c.generation,
+                c.rec.path.clone(),
+                Arc::clone(&c.file),
+                c.len,
+            )
+        };
+        let target = RelPath::new(&path)?;
+        let what = format!(
+            "publish {path} to capacity tier {}",
+            shared.capacity.describe()
+        );
+        let dst = shared
+            .capacity
+            .open(&target, OpenOptions::CREATE)
+            .map_err(|e| with_context(e, &what))?;
+        let (copied, _) = copy_range(src.as_ref(), dst.as_ref(), 0, len, &mut Vec::new())
+            .map_err(|e| with_context(e, &what))?;
+        if copied < len {
+            return Err(with_context(
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the staged copy holds {copied} of its {len} bytes"),
+                ),
+                &what,
+            ));
+        }
+        dst.set_len(len)
+            .and_then(|()| dst.sync_data())
+            .and_then(|()| {
+                shared
+                    .capacity
+                    .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
+            })
+            .map_err(|e| with_context(e, &what))?;
+        let mut state = shared.lock();
+        state.stats.published_bytes += len;
+        let Some(c) = state.copies.get_mut(&id) else {
+            return Ok(());
+        };
+        if c.generation != generation || c.len != len || c.rec.path != path {
+            return Ok(()); // written meanwhile: stays staged
+        }
+        c.rec.location = Location::Cached;
+        let rec = c.rec.clone();
+        if let Err(e) = shared.write_rec(id, &rec, true) {
+            if let Some(c) = state.copies.get_mut(&id) {
+                c.rec.location = Location::Staged;
+            }
+            return Err(with_context(e, &what));
+        }
+        let r = shared.catalog.put_ckpt(&rec);
+        shared.note_catalog(&mut state, r);
+        shared.changed.notify_all();
+        Ok(())
+    }
+
+    /// Set the file's size.
+    pub fn truncate(&self, fh: u64, size: u64) -> io::Result<()> {
+        let mut state = self.shared.lock();
+        let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+        match &h.target {
+            Target::Capacity(f) => f.set_len(size),
+            Target::Copy(id) => {
+                let id = *id;
+                self.truncate_copy(&mut state, id, size)
+            }
+        }
+    }
+
+    /// Set the size of `path`'s fast-tier copy; `false` if it has none.
+    pub fn truncate_path(&self, path: &RelPath, size: u64) -> io::Result<bool> {
+        let mut state = self.shared.lock();
+        let Some(id) = state.by_path.get(path).copied() else {
+            return Ok(false);
+        };
+        self.truncate_copy(&mut state, id, size)?;
+        Ok(true)
+    }
+
+    pub(super) fn truncate_copy(&self, state: &mut State, id: u64, size: u64) -> io::Result<()> {
+        self.stage_again(state, id)?;
+        let c = state
+            .copies
+            .get_mut(&id)
+            .ok_or_else(|| invalid("copy gone"))?;
+        c.file.set_len(size)?;
+        c.len = size;
+        c.rec.bytes = size;
+        c.generation += 1;
+        Ok(())
+    }
+
+    /// Close a handle: a writer's end lets the next job in and its file be
+    /// demoted.
+    pub fn release(&self, fh: u64) {
+        let shared = &*self.shared;
+        let mut state = shared.lock();
+        let Some(h) = state.handles.remove(&fh) else {
+            return;
+        };
+        if let Target::Copy(id) = h.target {
+            if h.writing {
+                if let Some(c) = state.copies.get_mut(&id) {
+                    c.writers = c.writers.saturating_sub(1);
+                    let rec = c.rec.clone();
+                    let r = shared.catalog.put_ckpt(&rec);
+                    shared.note_catalog(&mut state, r);
+                }
+                state.writers = state.writers.saturating_sub(1);
+            } else if let Some(c) = state.copies.get_mut(&id) {
+                c.readers = c.readers.saturating_sub(1);
+            }
+        }
+        if let Some(t) = h.ticket {
+            admit(&mut state, t);
+        }
+        shared.changed.notify_all();
+    }
+
+    /// Forget `path`'s fast-tier copy and catalogue record (the file is
+    /// being removed; the caller removes the capacity name).
+    pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = shared.lock();
+        if let Some(id) = state.by_path.get(path).copied() {
+            shared.remove_copy(&mut state, id)?;
+        }
+        let r = shared.catalog.remove_ckpt(path.as_str()).map(|_| ());
+        shared.note_catalog(&mut state, r);
+        Ok(())
+    }
+
+    /// Move copies at or under `from` to `to` (durably, before the caller
+    /// renames on the capacity tier), replacing a copy at `to`.
+    pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = shared.lock();
+        if let Some(old) = state.by_path.get(to).copied() {
+            if state.by_path.get(from) != Some(&old) {
+                shared.remove_copy(&mut state, old)?;
+            }
+        }
+        let moved: Vec<(RelPath, RelPath, u64)> = state
+            .by_path
+            .iter()
+            .filter_map(|(p, &id)| p.rebase(from, to).map(|n| (p.clone(), n, id)))
+            .collect();
+        for (old, new, id) in moved {
+            let Some(c) = state.copies.get_mut(&id) else {
+                continue;
+            };
+            c.rec.path = new.as_str().to_string();
+            c.generation += 1;
+            let rec = c.rec.clone();
+            shared.write_rec(id, &rec, true)?;
+            state.by_path.remove(&old);
+            state.by_path.insert(new.clone(), id);
+            let r = shared
+                .catalog
+                .rename_ckpt(old.as_str(), new.as_str())
+                .map(|_| ());
+            shared.note_catalog(&mut state, r);
+        }
+        Ok(())
+    }
+}
+
+/// Ends ticket `t`; the tickets it admits are marked for their waiters.
+pub(super) fn admit(state: &mut State, t: Ticket) {
+    for next in state.scheduler.finish(t) {
+        state.admitted.insert(next);
+    }
+}

@@ -40,6 +40,10 @@
 //!   the segment, and those readers retry the capacity tier directly; a
 //!   failed lift is refused. Both are counted with the last error message.
 //!
+//! Modules: `segment` (a buffered segment's parts, the heads file's slots),
+//! `backend` (the `Backend` and `BackendFile` wrappers that every capacity
+//! access passes through).
+//!
 //! Lock order: `Inner::state`, then a segment's `parts`, then
 //! `Inner::jobs`. No lock is held across device I/O.
 
@@ -60,6 +64,11 @@ use sluice_policy::FileId;
 
 use crate::engine::read_fully;
 use crate::incidents::{Incident, Incidents};
+
+mod backend;
+mod segment;
+
+use segment::*;
 
 /// Name of the heads file on the fast tier.
 pub const HEADS_FILE: &str = "liu-heads";
@@ -189,38 +198,6 @@ enum Source {
     Head(u32),
     /// The capacity file, from the segment's start.
     Capacity(Arc<dyn BackendFile>),
-}
-
-/// A segment in the DRAM buffer: its parts (head, then body sections) and
-/// their data as they arrive.
-struct Segment {
-    key: SegmentKey,
-    /// File offset of the segment's first byte.
-    start: u64,
-    /// Bytes of the segment that existed when it was loaded.
-    len: u64,
-    /// (offset in segment, length) of each part; part 0 is the head.
-    parts: Vec<(u64, u64)>,
-    state: Mutex<Vec<Part>>,
-    arrived: Condvar,
-}
-
-#[derive(Clone)]
-enum Part {
-    Pending,
-    Ready(Arc<[u8]>),
-    Failed(io::ErrorKind, String),
-}
-
-/// Slots of the heads file.
-#[derive(Default)]
-struct Slots {
-    of: HashMap<SegmentKey, u32>,
-    free: Vec<u32>,
-    /// Readers using each slot.
-    pins: Vec<u32>,
-    /// Slots released while pinned: free once unpinned.
-    retired: HashSet<u32>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -649,18 +626,6 @@ enum Plan {
     Capacity,
 }
 
-/// The parts a segment of `segment_len` bytes is loaded in: the head, then
-/// the body in `sections`, cut at the segment's end.
-fn parts(geometry: Geometry, segment_len: u64, sections: u32) -> Vec<(u64, u64)> {
-    std::iter::once((0, geometry.head_bytes()))
-        .chain(geometry.body_sections(sections))
-        .filter_map(|(offset, len)| {
-            let len = len.min(segment_len.saturating_sub(offset));
-            (len > 0).then_some((offset, len))
-        })
-        .collect()
-}
-
 fn forget_segments(state: &mut State, keys: &[SegmentKey]) {
     for key in keys {
         state.loaded.remove(key);
@@ -709,344 +674,6 @@ fn run_actions(state: &mut State) -> Vec<Job> {
         }
     }
     jobs
-}
-
-impl Segment {
-    fn set(&self, part: usize, value: Part) {
-        lock(&self.state)[part] = value;
-        self.arrived.notify_all();
-    }
-
-    /// The head's bytes if they have arrived.
-    fn ready_head(&self) -> Option<Arc<[u8]>> {
-        match lock(&self.state).first() {
-            Some(Part::Ready(bytes)) => Some(Arc::clone(bytes)),
-            _ => None,
-        }
-    }
-
-    /// Copy `[start, start + out.len())` of the segment into `out`, waiting
-    /// for the parts that hold it.
-    fn copy(&self, start: u64, out: &mut [u8]) -> io::Result<()> {
-        let end = start + out.len() as u64;
-        for (n, &(offset, len)) in self.parts.iter().enumerate() {
-            let (from, to) = (start.max(offset), end.min(offset + len));
-            if from >= to {
-                continue;
-            }
-            let mut parts = lock(&self.state);
-            loop {
-                match &parts[n] {
-                    Part::Pending => {
-                        parts = self
-                            .arrived
-                            .wait(parts)
-                            .unwrap_or_else(PoisonError::into_inner)
-                    }
-                    Part::Ready(bytes) => {
-                        out[(from - start) as usize..(to - start) as usize].copy_from_slice(
-                            &bytes[(from - offset) as usize..(to - offset) as usize],
-                        );
-                        break;
-                    }
-                    Part::Failed(kind, message) => {
-                        return Err(io::Error::new(*kind, message.clone()))
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Slots {
-    fn take(&mut self, key: SegmentKey) -> Option<u32> {
-        let slot = self.free.pop()?;
-        self.of.insert(key, slot);
-        Some(slot)
-    }
-
-    fn release(&mut self, key: SegmentKey) {
-        if let Some(slot) = self.of.remove(&key) {
-            if self.pins[slot as usize] == 0 {
-                self.free.push(slot);
-            } else {
-                self.retired.insert(slot);
-            }
-        }
-    }
-
-    fn pin(&mut self, slot: u32) {
-        self.pins[slot as usize] += 1;
-    }
-
-    fn unpin(&mut self, slot: u32) {
-        let pins = &mut self.pins[slot as usize];
-        *pins -= 1;
-        if *pins == 0 && self.retired.remove(&slot) {
-            self.free.push(slot);
-        }
-    }
-}
-
-/// A capacity file seen through [`LiuBackend`].
-struct LiuFile {
-    id: FileId,
-    file: Arc<dyn BackendFile>,
-    inner: Arc<Inner>,
-}
-
-impl fmt::Debug for LiuFile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LiuFile")
-            .field("id", &self.id.0)
-            .field("file", &self.file)
-            .finish()
-    }
-}
-
-impl LiuFile {
-    /// Run `write` (which leaves the file at least `end` long) between the
-    /// two coherence calls for `[start, end)`.
-    fn around_write(
-        &self,
-        start: u64,
-        end: u64,
-        write: impl FnOnce() -> io::Result<()>,
-    ) -> io::Result<()> {
-        if start >= end {
-            return write();
-        }
-        let old_len = self.file.len()?;
-        let len = old_len.max(end);
-        self.inner.written(self.id, old_len, start, end, len);
-        let result = write();
-        // Even after a failed write: some of it may have landed.
-        let len = self.file.len().unwrap_or(len).max(end);
-        self.inner.written(self.id, old_len, start, end, len);
-        result
-    }
-}
-
-impl BackendFile for LiuFile {
-    fn stat(&self) -> io::Result<Stat> {
-        self.file.stat()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let file_len = self.file.len()?;
-        if buf.is_empty() || offset >= file_len {
-            return Ok(0);
-        }
-        let n = (buf.len() as u64).min(file_len - offset) as usize;
-        let geometry = self.inner.geometry;
-        let mut done = 0usize;
-        for slice in geometry.split(offset, n as u64) {
-            let segment_len =
-                (file_len - geometry.start(slice.index)).min(geometry.segment_bytes());
-            let out = &mut buf[done..done + slice.len as usize];
-            self.inner.read_piece(
-                self.id,
-                &self.file,
-                slice.index,
-                slice.start,
-                segment_len,
-                out,
-            )?;
-            done += slice.len as usize;
-        }
-        Ok(n)
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let end = offset.saturating_add(buf.len() as u64);
-        self.around_write(offset, end, || self.file.write_at(buf, offset))
-    }
-
-    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
-        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        let end = offset.saturating_add(len);
-        self.around_write(offset, end, || self.file.write_vectored_at(bufs, offset))
-    }
-
-    fn sync_data(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        self.file.len()
-    }
-
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        let from = self.file.len()?.min(len);
-        self.inner.invalidate_from(self.id, from);
-        let result = self.file.set_len(len);
-        self.inner.invalidate_from(self.id, from);
-        result
-    }
-}
-
-impl Backend for LiuBackend {
-    fn describe(&self) -> String {
-        format!("{} (LiU)", self.inner.capacity.describe())
-    }
-
-    fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {
-        let inner = &self.inner;
-        let id = {
-            let mut state = lock(&inner.state);
-            match state.ids.get(path) {
-                Some(&id) => id,
-                None => {
-                    let id = FileId(state.next_id);
-                    state.next_id += 1;
-                    state.ids.insert(path.clone(), id);
-                    id
-                }
-            }
-        };
-        if options.truncate {
-            inner.invalidate_from(id, 0);
-        }
-        let opened = inner.capacity.open(path, options);
-        if options.truncate {
-            inner.invalidate_from(id, 0);
-        }
-        Ok(Arc::new(LiuFile {
-            id,
-            file: opened?,
-            inner: Arc::clone(inner),
-        }))
-    }
-
-    fn metadata(&self, path: &RelPath) -> io::Result<Metadata> {
-        self.inner.capacity.metadata(path)
-    }
-
-    fn remove_file(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.forget_path(path);
-        self.inner.capacity.remove_file(path)
-    }
-
-    fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
-        let same_file = {
-            let state = lock(&self.inner.state);
-            state.ids.contains_key(from) && state.ids.get(from) == state.ids.get(to)
-        };
-        if from == to || same_file {
-            // Two names of one file (hard links): rename(2) does nothing.
-            return self.inner.capacity.rename(from, to);
-        }
-        // What `to` named is replaced: free what was cached for it (its
-        // cache id is unreachable once `to` maps to `from`'s).
-        self.inner.forget_path(to);
-        self.inner.capacity.rename(from, to)?;
-        let mut state = lock(&self.inner.state);
-        let moved: Vec<(RelPath, RelPath)> = state
-            .ids
-            .keys()
-            .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
-            .collect();
-        let ids: Vec<(RelPath, FileId)> = moved
-            .into_iter()
-            .filter_map(|(old, new)| state.ids.remove(&old).map(|id| (new, id)))
-            .collect();
-        state.ids.extend(ids);
-        Ok(())
-    }
-
-    fn create_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.capacity.create_dir(path)
-    }
-
-    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.capacity.create_private_dir(path)
-    }
-
-    fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.capacity.remove_dir(path)
-    }
-
-    fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
-        self.inner.capacity.read_dir(path)
-    }
-
-    fn sync_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.capacity.sync_dir(path)
-    }
-
-    fn space(&self) -> io::Result<SpaceInfo> {
-        self.inner.capacity.space()
-    }
-
-    fn check_root(&self) -> io::Result<()> {
-        self.inner.capacity.check_root()
-    }
-
-    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
-        self.inner.capacity.stat(path)
-    }
-
-    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
-        self.inner.capacity.set_attr(path, attr)
-    }
-
-    fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
-        self.inner.capacity.symlink(target, link)
-    }
-
-    fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
-        self.inner.capacity.mknod(path, node, mode)
-    }
-
-    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
-        self.inner.capacity.hard_link(existing, new)?;
-        // Both names share one cache id (made now if `existing` has none
-        // yet), so a write through either invalidates what is cached for
-        // the file.
-        let mut state = lock(&self.inner.state);
-        let id = match state.ids.get(existing) {
-            Some(&id) => id,
-            None => {
-                let id = FileId(state.next_id);
-                state.next_id += 1;
-                state.ids.insert(existing.clone(), id);
-                id
-            }
-        };
-        state.ids.insert(new.clone(), id);
-        Ok(())
-    }
-
-    fn read_link(&self, path: &RelPath) -> io::Result<String> {
-        self.inner.capacity.read_link(path)
-    }
-
-    fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
-        self.inner.capacity.read_dir_all(path)
-    }
-
-    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
-        self.inner.capacity.get_xattr(path, name)
-    }
-
-    fn set_xattr(
-        &self,
-        path: &RelPath,
-        name: &str,
-        value: &[u8],
-        flags: XattrFlags,
-    ) -> io::Result<()> {
-        self.inner.capacity.set_xattr(path, name, value, flags)
-    }
-
-    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
-        self.inner.capacity.list_xattr(path)
-    }
-
-    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
-        self.inner.capacity.remove_xattr(path, name)
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,126 @@
+//! A segment in the DRAM buffer (its parts, head and body sections, as
+//! they arrive) and the slots of the heads file on the fast tier.
+
+use super::*;
+
+/// A segment in the DRAM buffer: its parts (head, then body sections) and
+/// their data as they arrive.
+pub(super) struct Segment {
+    pub(super) key: SegmentKey,
+    /// File offset of the segment's first byte.
+    pub(super) start: u64,
+    /// Bytes of the segment that existed when it was loaded.
+    pub(super) len: u64,
+    /// (offset in segment, length) of each part; part 0 is the head.
+    pub(super) parts: Vec<(u64, u64)>,
+    pub(super) state: Mutex<Vec<Part>>,
+    pub(super) arrived: Condvar,
+}
+
+#[derive(Clone)]
+pub(super) enum Part {
+    Pending,
+    Ready(Arc<[u8]>),
+    Failed(io::ErrorKind, String),
+}
+
+/// Slots of the heads file.
+#[derive(Default)]
+pub(super) struct Slots {
+    pub(super) of: HashMap<SegmentKey, u32>,
+    pub(super) free: Vec<u32>,
+    /// Readers using each slot.
+    pub(super) pins: Vec<u32>,
+    /// Slots released while pinned: free once unpinned.
+    pub(super) retired: HashSet<u32>,
+}
+
+/// The parts a segment of `segment_len` bytes is loaded in: the head, then
+/// the body in `sections`, cut at the segment's end.
+pub(super) fn parts(geometry: Geometry, segment_len: u64, sections: u32) -> Vec<(u64, u64)> {
+    std::iter::once((0, geometry.head_bytes()))
+        .chain(geometry.body_sections(sections))
+        .filter_map(|(offset, len)| {
+            let len = len.min(segment_len.saturating_sub(offset));
+            (len > 0).then_some((offset, len))
+        })
+        .collect()
+}
+
+impl Segment {
+    pub(super) fn set(&self, part: usize, value: Part) {
+        lock(&self.state)[part] = value;
+        self.arrived.notify_all();
+    }
+
+    /// The head's bytes if they have arrived.
+    pub(super) fn ready_head(&self) -> Option<Arc<[u8]>> {
+        match lock(&self.state).first() {
+            Some(Part::Ready(bytes)) => Some(Arc::clone(bytes)),
+            _ => None,
+        }
+    }
+
+    /// Copy `[start, start + out.len())` of the segment into `out`, waiting
+    /// for the parts that hold it.
+    pub(super) fn copy(&self, start: u64, out: &mut [u8]) -> io::Result<()> {
+        let end = start + out.len() as u64;
+        for (n, &(offset, len)) in self.parts.iter().enumerate() {
+            let (from, to) = (start.max(offset), end.min(offset + len));
+            if from >= to {
+                continue;
+            }
+            let mut parts = lock(&self.state);
+            loop {
+                match &parts[n] {
+                    Part::Pending => {
+                        parts = self
+                            .arrived
+                            .wait(parts)
+                            .unwrap_or_else(PoisonError::into_inner)
+                    }
+                    Part::Ready(bytes) => {
+                        out[(from - start) as usize..(to - start) as usize].copy_from_slice(
+                            &bytes[(from - offset) as usize..(to - offset) as usize],
+                        );
+                        break;
+                    }
+                    Part::Failed(kind, message) => {
+                        return Err(io::Error::new(*kind, message.clone()))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Slots {
+    pub(super) fn take(&mut self, key: SegmentKey) -> Option<u32> {
+        let slot = self.free.pop()?;
+        self.of.insert(key, slot);
+        Some(slot)
+    }
+
+    pub(super) fn release(&mut self, key: SegmentKey) {
+        if let Some(slot) = self.of.remove(&key) {
+            if self.pins[slot as usize] == 0 {
+                self.free.push(slot);
+            } else {
+                self.retired.insert(slot);
+            }
+        }
+    }
+
+    pub(super) fn pin(&mut self, slot: u32) {
+        self.pins[slot as usize] += 1;
+    }
+
+    pub(super) fn unpin(&mut self, slot: u32) {
+        let pins = &mut self.pins[slot as usize];
+        *pins -= 1;
+        if *pins == 0 && self.retired.remove(&slot) {
+            self.free.push(slot);
+        }
+    }
+}

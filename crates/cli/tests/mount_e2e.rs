@@ -3,7 +3,8 @@
 //! model, fio with --verify from several processes, kill -9 of the mount
 //! during fsync'd writes, unmount without drain and recovery, permissions
 //! with allow_other and a second uid, links/xattrs/fallocate, status and
-//! the metrics endpoint.
+//! the metrics endpoint (and that it exports what the Grafana dashboard
+//! queries).
 //!
 //! They need /dev/fuse and fusermount3 (`scripts/setup.sh` installs
 //! fuse3). Without them the tests fail under CI=true and are skipped with a
@@ -1008,6 +1009,79 @@ fn metrics_endpoint_and_status_report_the_mount() {
     let not_mounted = m.sluice(&["status", m.point.to_str().unwrap()]);
     assert!(!not_mounted.status.success());
     assert!(String::from_utf8_lossy(&not_mounted.stderr).contains("not a sluice mount"));
+}
+
+/// Issue 21: the shipped Grafana dashboard queries only what a real mount
+/// exports. With LiU and BBOS on and a stream classified, the scrape has
+/// every metric of the table (`sluice_fuse::metrics::METRICS`), and every
+/// name in every panel's query is among them.
+#[test]
+fn every_metric_the_grafana_dashboard_queries_is_scraped() {
+    if !fuse_available() {
+        return;
+    }
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = config_file(
+        conf_dir.path(),
+        "[liu]\nenabled = true\n\n[bbos]\ncapacity = \"64MiB\"\n",
+    );
+    let addr = free_local_addr();
+    let mut m = Mounted::new(&["--config", &conf, "--metrics", &addr]);
+    // Enough writes for the detector to classify a stream (128 requests).
+    let mut f = File::create(m.path("f")).unwrap();
+    for i in 0..300u32 {
+        f.write_all(&[i as u8; 4096]).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    let answer = http(&addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        head.contains(&format!(
+            "Content-Type: {}",
+            sluice_fuse::metrics::CONTENT_TYPE
+        )),
+        "{head}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let scraped: std::collections::BTreeSet<&str> = body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(['{', ' ']).next().unwrap())
+        .collect();
+    let declared: std::collections::BTreeSet<&str> = sluice_fuse::metrics::METRICS
+        .iter()
+        .map(|m| m.name)
+        .collect();
+    assert_eq!(scraped, declared, "{body}");
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../contrib/grafana/sluice.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut queried = 0;
+    let mut panels: Vec<&serde_json::Value> =
+        dashboard["panels"].as_array().unwrap().iter().collect();
+    while let Some(panel) = panels.pop() {
+        panels.extend(panel["panels"].as_array().into_iter().flatten());
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap();
+            for (_, name) in sluice_fuse::metrics::names_in_promql(expr) {
+                assert!(
+                    scraped.contains(name),
+                    "panel {}: {name} is not exported by a mount",
+                    panel["title"]
+                );
+                queried += 1;
+            }
+        }
+    }
+    assert!(queried > 40, "{queried} names queried");
+    m.unmount(false);
 }
 
 #[test]

@@ -120,6 +120,37 @@ pub fn markdown_table() -> String {
     out
 }
 
+/// The sluice metric names a PromQL expression names, with their byte
+/// offsets: each `sluice_` that starts a word outside a quoted string, with
+/// the name characters (`[a-z0-9_]`) after it. The Grafana dashboard's
+/// tests check them against [`METRICS`] and against a real mount's scrape.
+pub fn names_in_promql(expr: &str) -> Vec<(usize, &str)> {
+    let bytes = expr.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b':';
+    let name = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_';
+    let mut names = Vec::new();
+    let (mut i, mut quoted) = (0, false);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                quoted = !quoted;
+                i += 1;
+            }
+            b'\\' if quoted => i += 2,
+            _ if !quoted
+                && bytes[i..].starts_with(b"sluice_")
+                && (i == 0 || !word(bytes[i - 1])) =>
+            {
+                let len = bytes[i..].iter().take_while(|b| name(b)).count();
+                names.push((i, &expr[i..i + len]));
+                i += len;
+            }
+            _ => i += 1,
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -282,6 +313,13 @@ mod tests {
         ] {
             assert!(!text.contains(absent), "{absent} exported:\n{text}");
         }
+    }
+
+    #[test]
+    fn names_in_promql_finds_whole_names_only() {
+        let expr = r#"sum by (state) (rate(sluice_a_total{job=~"sluice_x"}[5m])) / my_sluice_b + sluice_c"#;
+        let names: Vec<&str> = names_in_promql(expr).into_iter().map(|(_, n)| n).collect();
+        assert_eq!(names, ["sluice_a_total", "sluice_c"]);
     }
 
     /// docs/metrics.md's table is this table. `SLUICE_WRITE_DOCS=1 cargo

@@ -38,9 +38,9 @@ fn panels(dashboard: &Value) -> Vec<&Value> {
     out
 }
 
-/// (panel title, expr) of every query.
+/// (panel title, expr) of every query, the template variables' too.
 fn exprs(dashboard: &Value) -> Vec<(String, String)> {
-    panels(dashboard)
+    let mut out: Vec<(String, String)> = panels(dashboard)
         .into_iter()
         .flat_map(|p| {
             let title = p["title"].as_str().unwrap_or_default().to_string();
@@ -51,7 +51,15 @@ fn exprs(dashboard: &Value) -> Vec<(String, String)> {
                 )
             })
         })
-        .collect()
+        .collect();
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        let definition = variable["definition"].as_str().unwrap_or_default();
+        out.push((
+            format!("variable {}", variable["name"]),
+            definition.to_string(),
+        ));
+    }
+    out
 }
 
 fn metric(name: &str) -> Option<&'static Metric> {

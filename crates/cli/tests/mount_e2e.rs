@@ -994,6 +994,16 @@ fn metrics_endpoint_and_status_report_the_mount() {
         assert!(metrics.contains(name), "{name} missing:\n{metrics}");
     }
     assert!(get(b"GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    // Bound to the configured address only: another loopback address of
+    // this host, same port, has nothing listening.
+    let elsewhere = addr.replacen("127.0.0.1", "127.0.0.2", 1);
+    assert_eq!(
+        std::net::TcpStream::connect(&elsewhere)
+            .map_err(|e| e.kind())
+            .err(),
+        Some(std::io::ErrorKind::ConnectionRefused),
+        "{elsewhere}"
+    );
     assert!(get(b"\x00\xff garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
     let drain = m.sluice(&["drain", m.point.to_str().unwrap()]);
     assert!(

@@ -210,9 +210,16 @@ mod tests {
 
     #[test]
     fn the_table_keeps_its_invariants() {
-        let mut seen = BTreeSet::new();
+        let (mut seen, mut families) = (BTreeSet::new(), BTreeSet::new());
         for m in METRICS {
             assert!(seen.insert(m.name), "{} declared twice", m.name);
+            // A counter `x_total` and a gauge `x` would be one family:
+            // Prometheus refuses such a scrape.
+            assert!(
+                families.insert(family_name(m)),
+                "family of {} repeats",
+                m.name
+            );
             assert!(m.name.starts_with("sluice_"), "{}", m.name);
             assert!(
                 m.name

@@ -14,8 +14,8 @@
 //! `connections_max` at once; the whole head must arrive within
 //! `head_deadline` (a total, not per read, so a client trickling a byte
 //! at a time is cut off like a silent one); the whole answer must be
-//! taken within `write_timeout`, in total too. The mount's state is held only while the body
-//! is rendered, never while a client is waited for.
+//! taken within `write_deadline`, in total too. The mount's state is held
+//! only while the body is rendered, never while a client is waited for.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -30,8 +30,8 @@ pub struct Limits {
     pub head_max_bytes: usize,
     /// Time a client has to send its whole head.
     pub head_deadline: Duration,
-    /// Time to write the answer.
-    pub write_timeout: Duration,
+    /// Time a client has to take the whole answer.
+    pub write_deadline: Duration,
     /// Clients served at once; more are answered 503.
     pub connections_max: usize,
 }
@@ -42,7 +42,7 @@ impl Limits {
     pub const DEFAULT: Limits = Limits {
         head_max_bytes: 8192,
         head_deadline: Duration::from_secs(5),
-        write_timeout: Duration::from_secs(5),
+        write_deadline: Duration::from_secs(5),
         connections_max: 8,
     };
 }
@@ -68,7 +68,7 @@ pub fn spawn(listener: TcpListener, limits: Limits, render: Arc<Render>) -> io::
                 if active.load(Ordering::Acquire) >= limits.connections_max {
                     // The answer fits an empty socket buffer: no wait.
                     let brief = Limits {
-                        write_timeout: Duration::from_millis(100),
+                        write_deadline: Duration::from_millis(100),
                         ..limits
                     };
                     let _ = respond(
@@ -82,7 +82,7 @@ pub fn spawn(listener: TcpListener, limits: Limits, render: Arc<Render>) -> io::
                     continue;
                 }
                 active.fetch_add(1, Ordering::AcqRel);
-                let (active, gone, render) =
+                let (slots, gone, render) =
                     (Arc::clone(&active), Arc::clone(&gone), Arc::clone(&render));
                 let spawned = std::thread::Builder::new()
                     .name("sluice-metrics-req".into())
@@ -90,9 +90,11 @@ pub fn spawn(listener: TcpListener, limits: Limits, render: Arc<Render>) -> io::
                         if serve(&stream, limits, &*render) {
                             gone.store(true, Ordering::Release);
                         }
-                        active.fetch_sub(1, Ordering::AcqRel);
+                        slots.fetch_sub(1, Ordering::AcqRel);
                     });
                 if let Err(e) = spawned {
+                    // The connection went with the closure: free its slot.
+                    active.fetch_sub(1, Ordering::AcqRel);
                     tracing::warn!("metrics endpoint: cannot start a thread: {e}");
                 }
             }
@@ -239,7 +241,7 @@ fn serve(stream: &TcpStream, limits: Limits, render: &Render) -> bool {
     false
 }
 
-/// Write one answer within `limits.write_timeout` in total (a client
+/// Write one answer within `limits.write_deadline` in total (a client
 /// reading a byte at a time is cut off like one that reads nothing);
 /// `content_type` may carry further header lines.
 fn respond(
@@ -258,7 +260,7 @@ fn respond(
     if !head_only {
         answer.extend_from_slice(body);
     }
-    let deadline = Instant::now() + limits.write_timeout;
+    let deadline = Instant::now() + limits.write_deadline;
     let mut stream = stream;
     for chunk in answer.chunks(64 << 10) {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -292,8 +294,8 @@ mod tests {
 
     fn quick() -> Limits {
         Limits {
-            head_deadline: Duration::from_millis(400),
-            write_timeout: Duration::from_millis(400),
+            head_deadline: Duration::from_secs(1),
+            write_deadline: Duration::from_secs(1),
             connections_max: 2,
             ..Limits::DEFAULT
         }
@@ -392,28 +394,29 @@ mod tests {
         // A silent client and a trickling one (a byte every 100 ms, well
         // inside any per-read timeout).
         let silent = TcpStream::connect(addr).unwrap();
+        let mut trickling = TcpStream::connect(addr).unwrap();
         let trickle = std::thread::spawn(move || {
-            let mut s = TcpStream::connect(addr).unwrap();
             for b in b"GET /metrics HTTP/1.1\r\nX-Slow: "
                 .iter()
                 .cycle()
                 .take(100)
             {
-                if s.write_all(&[*b]).is_err() {
+                if trickling.write_all(&[*b]).is_err() {
                     return Instant::now();
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
             Instant::now()
         });
-        std::thread::sleep(Duration::from_millis(100));
-        // Both slots are taken: a third client is told at once, not kept waiting.
+        // Both slots are taken (the server accepts in order): a third
+        // client is told at once, not kept waiting.
+        let asked = Instant::now();
         let busy = ask(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
         assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
         assert!(
-            started.elapsed() < limits.head_deadline,
+            asked.elapsed() < limits.head_deadline,
             "{:?}",
-            started.elapsed()
+            asked.elapsed()
         );
         // The silent one is closed at the deadline without an answer.
         let mut silent = silent;
@@ -455,7 +458,7 @@ mod tests {
         // The hog's slot is given back once the write times out: two
         // clients at once are served again (with the hog still counted,
         // the second would be answered 503).
-        std::thread::sleep(limits.write_timeout * 3);
+        std::thread::sleep(limits.write_deadline * 3);
         let mut third = TcpStream::connect(addr).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let mut fourth = TcpStream::connect(addr).unwrap();

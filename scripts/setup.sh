@@ -43,6 +43,18 @@ if [ "${#want[@]}" -gt 0 ]; then
   as_root apt-get install -y -qq "${want[@]}" </dev/null
 fi
 
+# Prometheus, for the e2e test that scrapes a mount and runs the Grafana
+# dashboard's queries (contrib/grafana; it listens on 127.0.0.1 only): the
+# binary is taken out of Debian's package without installing the package,
+# so no service is set up or started.
+if ! command -v prometheus >/dev/null; then
+  say "installing prometheus (the binary of Debian's package) in /usr/local/bin"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get download prometheus 2>/dev/null || { as_root apt-get update -qq && apt-get download prometheus; }; } &&
+    dpkg-deb -x prometheus_*.deb root && as_root install -m 0755 root/usr/bin/prometheus /usr/local/bin/prometheus)
+  rm -rf "$tmp"
+fi
+
 # FUSE needs /dev/fuse; load the module if the kernel has it unloaded.
 if [ ! -e /dev/fuse ]; then
   as_root modprobe fuse 2>/dev/null || say "no /dev/fuse: the mount and its tests need FUSE (a VM or a container started with --device /dev/fuse)"

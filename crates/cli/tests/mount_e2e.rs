@@ -3,7 +3,8 @@
 //! model, fio with --verify from several processes, kill -9 of the mount
 //! during fsync'd writes, unmount without drain and recovery, permissions
 //! with allow_other and a second uid, links/xattrs/fallocate, status and
-//! the metrics endpoint.
+//! the metrics endpoint (and that it exports what the Grafana dashboard
+//! queries).
 //!
 //! They need /dev/fuse and fusermount3 (`scripts/setup.sh` installs
 //! fuse3). Without them the tests fail under CI=true and are skipped with a
@@ -996,6 +997,16 @@ fn metrics_endpoint_and_status_report_the_mount() {
         assert!(metrics.contains(name), "{name} missing:\n{metrics}");
     }
     assert!(get(b"GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    // Bound to the configured address only: another loopback address of
+    // this host, same port, has nothing listening.
+    let elsewhere = addr.replacen("127.0.0.1", "127.0.0.2", 1);
+    assert_eq!(
+        std::net::TcpStream::connect(&elsewhere)
+            .map_err(|e| e.kind())
+            .err(),
+        Some(std::io::ErrorKind::ConnectionRefused),
+        "{elsewhere}"
+    );
     assert!(get(b"\x00\xff garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
     let drain = m.sluice(&["drain", m.point.to_str().unwrap()]);
     assert!(
@@ -1011,6 +1022,243 @@ fn metrics_endpoint_and_status_report_the_mount() {
     let not_mounted = m.sluice(&["status", m.point.to_str().unwrap()]);
     assert!(!not_mounted.status.success());
     assert!(String::from_utf8_lossy(&not_mounted.stderr).contains("not a sluice mount"));
+}
+
+/// Every PromQL query of the shipped Grafana dashboard
+/// (`contrib/grafana/sluice.json`), panels inside rows and the template
+/// variables' queries included, with the panel's title.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../contrib/grafana/sluice.json"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    let mut panels: Vec<&serde_json::Value> =
+        dashboard["panels"].as_array().unwrap().iter().collect();
+    while let Some(panel) = panels.pop() {
+        panels.extend(panel["panels"].as_array().into_iter().flatten());
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            out.push((
+                panel["title"].as_str().unwrap().to_string(),
+                target["expr"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        out.push((
+            format!("variable {}", variable["name"]),
+            variable["definition"].as_str().unwrap().to_string(),
+        ));
+    }
+    out
+}
+
+/// Issue 21: the shipped Grafana dashboard works on a real mount. With
+/// LiU and BBOS on and a stream classified, the scrape has every metric
+/// of the table (`sluice_fuse::metrics::METRICS`), so every name the
+/// dashboard queries; then a real Prometheus (on 127.0.0.1) scrapes the
+/// mount and answers every query of the dashboard with data, which also
+/// proves that Prometheus's own parser takes the exposition.
+#[test]
+fn every_metric_the_grafana_dashboard_queries_is_scraped() {
+    if !fuse_available() {
+        return;
+    }
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = config_file(
+        conf_dir.path(),
+        "[liu]\nenabled = true\n\n[bbos]\ncapacity = \"64MiB\"\n",
+    );
+    let addr = free_local_addr();
+    let mut m = Mounted::new(&["--config", &conf, "--metrics", &addr]);
+    // Enough writes for the detector to classify a stream (128 requests).
+    let mut f = File::create(m.path("f")).unwrap();
+    for i in 0..300u32 {
+        f.write_all(&[i as u8; 4096]).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    let answer = http(&addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        head.contains(&format!(
+            "Content-Type: {}",
+            sluice_fuse::metrics::CONTENT_TYPE
+        )),
+        "{head}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let scraped: std::collections::BTreeSet<&str> = body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(['{', ' ']).next().unwrap())
+        .collect();
+    let declared: std::collections::BTreeSet<&str> = sluice_fuse::metrics::METRICS
+        .iter()
+        .map(|m| m.name)
+        .collect();
+    assert_eq!(scraped, declared, "{body}");
+    let queries = dashboard_queries();
+    let mut queried = 0;
+    for (title, expr) in &queries {
+        for (_, name) in sluice_fuse::metrics::names_in_promql(expr) {
+            assert!(
+                scraped.contains(name),
+                "{title}: {name} is not exported by a mount"
+            );
+            queried += 1;
+        }
+    }
+    assert!(queried > 40, "{queried} names queried");
+    prometheus_answers_every_query(&addr, &queries);
+    m.unmount(false);
+}
+
+/// A Prometheus server on 127.0.0.1 scraping `target` every second,
+/// killed (by its pid) when dropped.
+struct Prometheus {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `text` for a URL's query string.
+fn percent_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+impl Prometheus {
+    /// `None` when there is no `prometheus` (`scripts/setup.sh` installs
+    /// it); CI must have it.
+    fn start(target: &str) -> Option<Prometheus> {
+        if Command::new("prometheus")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI: prometheus is required (scripts/setup.sh installs it)"
+            );
+            eprintln!("skipped: no prometheus (scripts/setup.sh installs it)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+                 scrape_configs:\n  - job_name: sluice\n    static_configs:\n\
+                 \x20     - targets: [\"{target}\"]\n"
+            ),
+        )
+        .unwrap();
+        let addr = free_local_addr();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(File::create(dir.path().join("prometheus.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let prometheus = Prometheus {
+            child,
+            addr,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::net::TcpStream::connect(&prometheus.addr).is_ok_and(|_| {
+            http(&prometheus.addr, b"GET /-/ready HTTP/1.0\r\n\r\n").starts_with("HTTP/1.0 200")
+        }) {
+            assert!(Instant::now() < deadline, "prometheus did not become ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(prometheus)
+    }
+
+    /// The JSON answer to an instant query.
+    fn query(&self, expr: &str) -> serde_json::Value {
+        let request = format!(
+            "GET /api/v1/query?query={} HTTP/1.0\r\n\r\n",
+            percent_encoded(expr)
+        );
+        let answer = http(&self.addr, request.as_bytes());
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{expr}: {e}: {answer}"))
+    }
+}
+
+/// Start a Prometheus that scrapes `target`, wait for five scrapes (so
+/// that `rate()` has points), then run every dashboard query with
+/// Grafana's variables filled in: each must succeed with data.
+fn prometheus_answers_every_query(target: &str, queries: &[(String, String)]) {
+    let Some(prometheus) = Prometheus::start(target) else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = prometheus.query("count_over_time(sluice_buffered_bytes[1m])");
+        let scrapes = answer["data"]["result"][0]["value"][1]
+            .as_str()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0);
+        if scrapes >= 5 {
+            break;
+        }
+        if Instant::now() > deadline {
+            let targets = http(&prometheus.addr, b"GET /api/v1/targets HTTP/1.0\r\n\r\n");
+            panic!("prometheus did not scrape the mount 5 times: {answer}\n{targets}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for (title, expr) in queries {
+        let expr = if let Some(inner) = expr
+            .strip_prefix("label_values(")
+            .and_then(|e| e.strip_suffix(')'))
+        {
+            // A variable's `label_values(SELECTOR, LABEL)`: its series.
+            inner.rsplit_once(',').unwrap().0.to_string()
+        } else {
+            expr.clone()
+        };
+        let expr = expr
+            .replace("$job", "sluice")
+            .replace("$instance", &regex_escaped(target))
+            .replace("$__rate_interval", "1m")
+            .replace("$__range", "1m");
+        let answer = prometheus.query(&expr);
+        assert_eq!(answer["status"], "success", "{title}: {expr}: {answer}");
+        let result = answer["data"]["result"].as_array().unwrap();
+        assert!(!result.is_empty(), "{title}: {expr} has no data: {answer}");
+    }
+}
+
+/// `text` as a literal in a PromQL regex (the dots of an address).
+fn regex_escaped(text: &str) -> String {
+    text.replace('.', "\\\\.")
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //! - [`mount::Mount`]: a running mount with its control socket, metrics
 //!   endpoint and flush-rate sampler;
 //! - [`fast_lock`]: the fast tier's lock (one mount per fast tier);
-//! - [`status::Status`]: what `sluice status` and `/metrics` report.
+//! - [`status::Status`]: what `sluice status` and `/metrics` report;
+//! - [`metrics`]: the one table of metrics, encoded from a `Status` by
+//!   prometheus-client, and the `/metrics` endpoint.
 //!
 //! Design and consistency model: docs/fuse.md; metric names: docs/metrics.md.
 
@@ -18,6 +20,7 @@ pub mod errno;
 pub mod fast_lock;
 pub mod fs;
 pub mod inodes;
+pub mod metrics;
 pub mod mount;
 pub mod status;
 pub mod volume;

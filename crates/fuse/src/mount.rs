@@ -46,9 +46,10 @@ use sluice_env::{Clock, SystemClock};
 
 use crate::fast_lock::{self, FastTierLock};
 use crate::fs::{OpCounters, SluiceFs};
+use crate::metrics;
 use crate::status::Status;
 
-/// Longest control request line and longest HTTP request head read.
+/// Longest control request line.
 const REQUEST_MAX: u64 = 8192;
 
 /// What to do with buffered data at the end.
@@ -811,21 +812,15 @@ impl Mount {
         Ok(())
     }
 
+    /// Bind the metrics endpoint to `addr` (only there) and serve it; the
+    /// mount is held only while a scrape's snapshot is taken and encoded.
     fn start_metrics(&self, addr: SocketAddr) -> io::Result<SocketAddr> {
         let listener = TcpListener::bind(addr)
             .map_err(|e| io::Error::new(e.kind(), format!("metrics endpoint {addr}: {e}")))?;
         let bound = listener.local_addr()?;
         let shared = Arc::downgrade(&self.shared);
-        std::thread::Builder::new()
-            .name("sluice-metrics".into())
-            .spawn(move || {
-                for stream in listener.incoming().flatten() {
-                    let Some(shared) = shared.upgrade() else {
-                        return;
-                    };
-                    let _ = serve_metrics(&shared, stream);
-                }
-            })?;
+        let render = move || shared.upgrade().map(|s| metrics::encode(s.status()));
+        metrics::http::spawn(listener, metrics::http::Limits::DEFAULT, Arc::new(render))?;
         Ok(bound)
     }
 }
@@ -955,35 +950,6 @@ fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
     };
     let mut stream = stream;
     let _ = writeln!(stream, "{answer}");
-}
-
-/// One HTTP request: `GET /metrics` gets the Prometheus text, anything
-/// else 404 (a malformed head 400). Bounded read with a timeout.
-fn serve_metrics(shared: &Shared, stream: std::net::TcpStream) -> io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut reader = BufReader::new((&stream).take(REQUEST_MAX));
-    let mut raw = Vec::new();
-    reader.read_until(b'\n', &mut raw)?;
-    let request_line = String::from_utf8_lossy(&raw).to_string();
-    // Drain the header lines (bounded by `take`).
-    let mut header = Vec::new();
-    while reader.read_until(b'\n', &mut header)? > 2 {
-        header.clear();
-    }
-    let mut parts = request_line.split_whitespace();
-    let (status, body) = match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/metrics")) => ("200 OK", shared.status().prometheus()),
-        (Some("GET"), Some(path)) if path.starts_with('/') => {
-            ("404 Not Found", "not found: try /metrics\n".to_string())
-        }
-        _ => ("400 Bad Request", "bad request\n".to_string()),
-    };
-    let mut stream = stream;
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
 }
 
 /// The sluice mount holding `path` (an existing file or directory) and

@@ -164,6 +164,10 @@ pub struct EngineStatus {
     pub open_files: usize,
     /// A drain is in progress.
     pub draining: bool,
+    /// How long ago the oldest record not yet flushed was written (an
+    /// upper bound on the age of the oldest buffered byte; recovered
+    /// records count from the mount), `None` when the log is empty.
+    pub oldest_unflushed_age: Option<Duration>,
     /// Where the most recently written files' bytes went (at most
     /// [`FILES_PLACED_MAX`], newest first).
     pub files: Vec<FilePlacement>,

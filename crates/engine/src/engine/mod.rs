@@ -306,6 +306,10 @@ impl Engine {
             buffered_bytes: state.buffer.buffered_bytes(),
             open_files: state.files.len(),
             draining: state.draining > 0,
+            oldest_unflushed_age: state
+                .buffer
+                .oldest_unflushed_write()
+                .map(|first| self.shared.clock.now().saturating_since(first)),
             files: state.placements.snapshot(|f| redirector.route_of(f)),
         }
     }

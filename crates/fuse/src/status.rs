@@ -437,6 +437,13 @@ pub struct Status {
     pub region_waits: u64,
     /// Flushed to the capacity tier.
     pub flushed_bytes: u64,
+    /// Bytes reads were served from the log.
+    #[serde(default)]
+    pub fast_read_bytes: u64,
+    /// Bytes reads asked of the capacity tier (checkpoint-class reads are
+    /// BBOS's `hit_bytes` and `miss_bytes`).
+    #[serde(default)]
+    pub capacity_read_bytes: u64,
     /// Flush rate over the last second.
     pub flush_bytes_per_s: u64,
     /// Regions flushed.
@@ -586,6 +593,8 @@ impl Status {
             write_through_bytes: s.stats.write_through_bytes,
             region_waits: s.stats.waits,
             flushed_bytes: s.stats.flushed_bytes,
+            fast_read_bytes: s.stats.fast_read_bytes,
+            capacity_read_bytes: s.stats.capacity_read_bytes,
             flush_bytes_per_s: flush_rate,
             regions_flushed: s.stats.regions_flushed,
             draining: s.draining,
@@ -1274,16 +1283,22 @@ impl Status {
 mod tests {
     use super::*;
 
-    /// A status from a mount that predates the field still reads (no age),
+    /// A status from a mount that predates the fields sluice top added
+    /// still reads (no age, no reads),
     /// and a status with buffered bytes says how old the oldest are.
     #[test]
     fn the_oldest_unflushed_age_is_optional_and_shown() {
         let mut json = serde_json::to_value(Status::default()).unwrap();
-        json.as_object_mut()
-            .unwrap()
-            .remove("oldest_unflushed_age_s");
+        for added in [
+            "oldest_unflushed_age_s",
+            "fast_read_bytes",
+            "capacity_read_bytes",
+        ] {
+            assert!(json.as_object_mut().unwrap().remove(added).is_some());
+        }
         let old: Status = serde_json::from_value(json).unwrap();
         assert_eq!(old.oldest_unflushed_age_s, None);
+        assert_eq!((old.fast_read_bytes, old.capacity_read_bytes), (0, 0));
         assert!(!old.text().contains("oldest written"));
         let status = Status {
             buffered_bytes: 4096,

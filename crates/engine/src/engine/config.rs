@@ -139,6 +139,11 @@ pub struct EngineStats {
     pub streams: u64,
     /// Streams routed to the fast tier.
     pub streams_to_fast: u64,
+    /// Bytes reads were served from the log (buffered bytes).
+    pub fast_read_bytes: u64,
+    /// Bytes reads asked of the capacity tier (counted when asked: a read
+    /// that fails counts too).
+    pub capacity_read_bytes: u64,
 }
 
 /// Where the engine stands now: for `sluice status` and metrics.

@@ -546,6 +546,10 @@ impl Engine {
             }
             return Err(e);
         }
+        // Counted here, under the lock this read takes anyway; the holes
+        // are read next.
+        state.stats.fast_read_bytes += buffered.iter().map(|(_, len, _)| *len as u64).sum::<u64>();
+        state.stats.capacity_read_bytes += holes.iter().map(|(_, len, _)| *len as u64).sum::<u64>();
         drop(state);
         for (start, len, file_offset) in holes {
             read_fully(handle.as_ref(), &mut buf[start..start + len], file_offset).map_err(

@@ -162,7 +162,7 @@ impl IncidentView {
 
     /// One line of `sluice status`: time, operation and path, tier, errno,
     /// message.
-    fn line(&self) -> String {
+    pub fn line(&self) -> String {
         let errno = match (&self.errno_name, self.errno) {
             (Some(name), _) => name.clone(),
             (None, Some(n)) => format!("errno {n}"),
@@ -420,11 +420,12 @@ pub struct Status {
     pub region_bytes: u64,
     /// Bytes buffered now.
     pub buffered_bytes: u64,
-    /// Seconds since the oldest record not yet flushed was written (an
-    /// upper bound on the age of the oldest buffered byte; recovered
-    /// records count from the mount); `None` when the log is empty.
+    /// Seconds since the first record of the oldest region holding
+    /// buffered bytes was written (an upper bound on the age of the oldest
+    /// buffered byte; recovered records count from the mount); `None` when
+    /// nothing is buffered.
     #[serde(default)]
-    pub oldest_unflushed_age_s: Option<f64>,
+    pub oldest_buffered_age_s: Option<f64>,
     /// Routed to the log by the detector.
     pub fast_bytes: u64,
     /// Written straight to the capacity tier.
@@ -437,6 +438,10 @@ pub struct Status {
     pub region_waits: u64,
     /// Flushed to the capacity tier.
     pub flushed_bytes: u64,
+    /// Buffered bytes a per-file sync wrote to the capacity tier (close
+    /// and fsync under close-to-open, `sluice sync`) instead of a flush.
+    #[serde(default)]
+    pub synced_bytes: u64,
     /// Bytes reads were served from the log.
     #[serde(default)]
     pub fast_read_bytes: u64,
@@ -586,13 +591,14 @@ impl Status {
             region_used_bytes: s.regions.iter().map(|(_, used)| *used).collect(),
             region_bytes: s.region_bytes,
             buffered_bytes: s.buffered_bytes,
-            oldest_unflushed_age_s: s.oldest_unflushed_age.map(|d| d.as_secs_f64()),
+            oldest_buffered_age_s: s.oldest_buffered_age.map(|d| d.as_secs_f64()),
             fast_bytes: s.stats.fast_bytes,
             capacity_bytes: s.stats.capacity_bytes,
             forced_to_log_bytes: s.stats.forced_to_log_bytes,
             write_through_bytes: s.stats.write_through_bytes,
             region_waits: s.stats.waits,
             flushed_bytes: s.stats.flushed_bytes,
+            synced_bytes: s.stats.synced_bytes,
             fast_read_bytes: s.stats.fast_read_bytes,
             capacity_read_bytes: s.stats.capacity_read_bytes,
             flush_bytes_per_s: flush_rate,
@@ -723,15 +729,23 @@ impl Status {
         }
         let _ = writeln!(
             out,
-            "flush       buffered {}{}, flushed {} ({} regions), {}/s{}",
+            "flush       buffered {}{}, flushed {} ({} regions), {}/s{}{}",
             mib(self.buffered_bytes),
-            self.oldest_unflushed_age_s
+            self.oldest_buffered_age_s
                 .map_or_else(String::new, |age| format!(
                     " (oldest written {age:.1} s ago)"
                 )),
             mib(self.flushed_bytes),
             self.regions_flushed,
             mib(self.flush_bytes_per_s),
+            if self.synced_bytes > 0 {
+                format!(
+                    "; synced {} by close, fsync or sluice sync",
+                    mib(self.synced_bytes)
+                )
+            } else {
+                String::new()
+            },
             if self.draining { ", draining" } else { "" }
         );
         let _ = writeln!(
@@ -1284,29 +1298,37 @@ mod tests {
     use super::*;
 
     /// A status from a mount that predates the fields sluice top added
-    /// still reads (no age, no reads),
+    /// still reads (no age, no synced or read bytes),
     /// and a status with buffered bytes says how old the oldest are.
     #[test]
-    fn the_oldest_unflushed_age_is_optional_and_shown() {
+    fn the_oldest_buffered_age_is_optional_and_shown() {
         let mut json = serde_json::to_value(Status::default()).unwrap();
         for added in [
-            "oldest_unflushed_age_s",
+            "oldest_buffered_age_s",
+            "synced_bytes",
             "fast_read_bytes",
             "capacity_read_bytes",
         ] {
             assert!(json.as_object_mut().unwrap().remove(added).is_some());
         }
         let old: Status = serde_json::from_value(json).unwrap();
-        assert_eq!(old.oldest_unflushed_age_s, None);
-        assert_eq!((old.fast_read_bytes, old.capacity_read_bytes), (0, 0));
+        assert_eq!(old.oldest_buffered_age_s, None);
+        assert_eq!(
+            (
+                old.synced_bytes,
+                old.fast_read_bytes,
+                old.capacity_read_bytes
+            ),
+            (0, 0, 0)
+        );
         assert!(!old.text().contains("oldest written"));
         let status = Status {
             buffered_bytes: 4096,
-            oldest_unflushed_age_s: Some(12.34),
+            oldest_buffered_age_s: Some(12.34),
             ..Status::default()
         };
         let back: Status = serde_json::from_str(&serde_json::to_string(&status).unwrap()).unwrap();
-        assert_eq!(back.oldest_unflushed_age_s, Some(12.34));
+        assert_eq!(back.oldest_buffered_age_s, Some(12.34));
         assert!(
             status.text().contains("(oldest written 12.3 s ago)"),
             "{}",

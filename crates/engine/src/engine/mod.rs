@@ -306,9 +306,12 @@ impl Engine {
             buffered_bytes: state.buffer.buffered_bytes(),
             open_files: state.files.len(),
             draining: state.draining > 0,
-            oldest_unflushed_age: state
+            // A region whose bytes all left the index (a per-file sync)
+            // still waits for its flush, but holds nothing buffered.
+            oldest_buffered_age: state
                 .buffer
                 .oldest_unflushed_write()
+                .filter(|_| state.buffer.buffered_bytes() > 0)
                 .map(|first| self.shared.clock.now().saturating_since(first)),
             files: state.placements.snapshot(|f| redirector.route_of(f)),
         }

@@ -137,10 +137,11 @@ fn top_shows_a_mount_live_and_quits_cleanly() {
         return;
     }
     let setup = tempfile::tempdir().unwrap();
-    // node-local: under close-to-open (the default) every close writes a
-    // file's buffered bytes to the capacity tier, and so does the close
-    // of the copy of its descriptor each child process of this test gets
-    // at fork (FUSE sends FLUSH when exec closes it).
+    // node-local: under close-to-open (the default) the close that ends
+    // the write puts the bytes on the capacity tier at once, so nothing
+    // would stay buffered; keeping the file open does not help, since
+    // each child process of this test closes its inherited copy of the
+    // descriptor at exec, and FUSE sends that close (FLUSH) too.
     let config = setup.path().join("sluice.toml");
     fs::write(&config, "[mount]\nconsistency = \"node-local\"\n").unwrap();
     let config = config.display().to_string();

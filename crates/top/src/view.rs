@@ -21,8 +21,8 @@ use crate::screen::{Link, Screen};
 /// Regions drawn one letter each at most; more are summed up only.
 const REGION_LETTERS_MAX: usize = 64;
 
-/// Error lines the view makes room for (status keeps the newest 32).
-const ERROR_LINES_MAX: usize = 12;
+/// Rows of the sparklines (one sample per column).
+const SPARKLINE_ROWS: u16 = 8;
 
 /// Draws `screen` over the whole frame.
 pub fn render(frame: &mut Frame, screen: &Screen) {
@@ -30,9 +30,6 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
     let features = status.map_or(0, |s| {
         u16::from(s.liu.is_some()) + 2 * u16::from(s.bbos.is_some())
     });
-    // The errors take what they need (up to ERROR_LINES_MAX), the
-    // sparklines the rest.
-    let error_lines = status.map_or(1, |s| s.last_errors.len().clamp(1, ERROR_LINES_MAX));
     // A lost mount's line wraps: its error names the path and the cause.
     let header_height = if matches!(screen.link, Link::Lost { .. }) {
         3
@@ -43,9 +40,10 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
         Constraint::Length(header_height),
         Constraint::Length(6),
         Constraint::Length(7),
-        Constraint::Min(6),
+        Constraint::Length(SPARKLINE_ROWS + 2),
         Constraint::Length(if features > 0 { features + 2 } else { 0 }),
-        Constraint::Length(error_lines as u16 + 2),
+        // As many of the latest errors as fit (status keeps 32).
+        Constraint::Min(3),
     ])
     .areas(frame.area());
     frame.render_widget(
@@ -190,7 +188,7 @@ fn buffer_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
         .regions
         .iter()
         .take(REGION_LETTERS_MAX)
-        .map(|r| r.chars().next().unwrap_or('?'))
+        .map(|r| region_letter(r))
         .collect();
     if status.regions.len() > REGION_LETTERS_MAX {
         letters.push('…');
@@ -223,7 +221,7 @@ fn buffer_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
             if status.draining { " · draining" } else { "" }
         )),
         Line::from(format!(
-            " regions  {} filling · {} full · {} flushing · {} empty, {} each  [{letters}]",
+            " regions  f {} filling · F {} full · > {} flushing · . {} empty, {} each  [{letters}]",
             count("filling"),
             count("full"),
             count("flushing"),
@@ -321,6 +319,18 @@ fn feature_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
         )));
     }
     lines
+}
+
+/// One region's state as one letter (the first letters of `filling`,
+/// `full` and `flushing` are the same).
+fn region_letter(state: &str) -> char {
+    match state {
+        "empty" => '.',
+        "filling" => 'f',
+        "full" => 'F',
+        "flushing" => '>',
+        _ => '?',
+    }
 }
 
 /// `n` bytes in binary units (`512 B`, `1.5 MiB`).
@@ -438,7 +448,7 @@ mod tests {
             "route    fast · last stream 45.7% random · threshold 0.350 · 12 streams, 7 to fast",
             "buffered 26.0 MiB (+8.0 MiB/s) · oldest buffered write 4.2 s ago",
             "flushed  4.0 MiB (2.0 MiB/s)",
-            "1 filling · 1 full · 1 flushing · 1 empty, 64.0 MiB each  [ffef]",
+            "f 1 filling · F 1 full · > 1 flushing · . 1 empty, 64.0 MiB each  [fF.>]",
             "fast write 10.0 MiB/s (max 10.0 MiB/s)",
             "buffered 26.0 MiB (max 26.0 MiB)",
             "latest errors, newest first (3 since mount)",

@@ -541,6 +541,20 @@ pub struct FileStatusView {
     pub route: String,
 }
 
+/// One region's state (`Status::regions`) as one letter, for one-line
+/// displays (the demo's progress line, `sluice top`): `f` filling, `F` full,
+/// `>` flushing, `.` empty (the first letters of filling, full and flushing
+/// are the same).
+pub fn region_letter(state: &str) -> char {
+    match state {
+        "empty" => '.',
+        "filling" => 'f',
+        "full" => 'F',
+        "flushing" => '>',
+        _ => '?',
+    }
+}
+
 impl Status {
     /// Take a snapshot.
     pub fn take(
@@ -665,9 +679,8 @@ impl Status {
             mib(self.flush_bytes_per_s),
             self.regions
                 .iter()
-                .map(|r| &r[..1])
-                .collect::<Vec<_>>()
-                .join(""),
+                .map(|r| region_letter(r))
+                .collect::<String>(),
         )
     }
 
@@ -1333,6 +1346,28 @@ mod tests {
             status.text().contains("(oldest written 12.3 s ago)"),
             "{}",
             status.text()
+        );
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+
+    /// The demo's progress line tells the region states apart (filling,
+    /// full and flushing used to be one `f` each).
+    #[test]
+    fn the_progress_line_gives_each_region_state_its_own_letter() {
+        let status = Status {
+            regions: ["filling", "full", "empty", "flushing"]
+                .map(String::from)
+                .to_vec(),
+            ..Status::default()
+        };
+        assert!(
+            status.line().ends_with("| regions fF.>"),
+            "{}",
+            status.line()
         );
     }
 }

@@ -13,6 +13,7 @@ use ratatui::style::{Color, Style, Stylize};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Sparkline, Wrap};
 use ratatui::Frame;
+use sluice_fuse::status::region_letter;
 use sluice_fuse::Status;
 
 use crate::rates::Rates;
@@ -319,18 +320,6 @@ fn feature_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
         )));
     }
     lines
-}
-
-/// One region's state as one letter (the first letters of `filling`,
-/// `full` and `flushing` are the same).
-fn region_letter(state: &str) -> char {
-    match state {
-        "empty" => '.',
-        "filling" => 'f',
-        "full" => 'F',
-        "flushing" => '>',
-        _ => '?',
-    }
 }
 
 /// `n` bytes in binary units (`512 B`, `1.5 MiB`).

@@ -1348,11 +1348,6 @@ mod tests {
             status.text()
         );
     }
-}
-
-#[cfg(test)]
-mod line_tests {
-    use super::*;
 
     /// The demo's progress line tells the region states apart (filling,
     /// full and flushing used to be one `f` each).

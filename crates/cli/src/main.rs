@@ -56,6 +56,10 @@ enum Command {
     Unmount(UnmountArgs),
     /// Tiers, regions, routing, flushing and errors of a running mount.
     Status(StatusArgs),
+    /// A live view of a running mount: each tier's bandwidth, routing,
+    /// buffered and flushed bytes, regions, LiU and BBOS, the latest
+    /// errors, with sparklines; `q`, Esc or Ctrl-C quits.
+    Top(TopArgs),
     /// Flush everything buffered to the capacity tier and wait.
     Drain(MountPointArg),
     /// Write the named files' buffered bytes to the capacity tier, sync
@@ -131,6 +135,25 @@ struct StatusArgs {
     /// Print the JSON snapshot instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug)]
+struct TopArgs {
+    /// The mount point.
+    mountpoint: std::path::PathBuf,
+    /// Seconds between two status snapshots (rates are over this time).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
+    interval: f64,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let min = sluice_top::INTERVAL_MIN.as_secs_f64();
+    match s.parse::<f64>() {
+        Ok(v) if (min..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds from {min} to 3600"
+        )),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -327,6 +350,10 @@ fn main() -> ExitCode {
             mount::unmount(&args.mountpoint, args.keep, args.drain, args.lazy)
         }
         Some(Command::Status(args)) => mount::status(&args.mountpoint, args.json),
+        Some(Command::Top(args)) => sluice_top::run(
+            &args.mountpoint,
+            std::time::Duration::from_secs_f64(args.interval),
+        ),
         Some(Command::Drain(args)) => mount::drain(&args.mountpoint),
         Some(Command::Sync(args)) => mount::sync(&args.paths),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),

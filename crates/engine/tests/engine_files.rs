@@ -629,3 +629,20 @@ fn a_rename_that_fails_keeps_the_targets_buffered_bytes() {
     engine.drain().unwrap();
     assert_eq!(capacity_bytes(&capacity, "t").unwrap(), b"buffered");
 }
+
+/// `sluice top` shows each tier's read bandwidth from these counters: a
+/// read of flushed and buffered bytes counts each part on its own tier.
+#[test]
+fn reads_count_buffered_bytes_on_the_fast_tier_and_the_rest_on_the_capacity_tier() {
+    let (fast, capacity) = backends();
+    let engine = open(&fast, &capacity);
+    let id = engine.create(&p("f")).unwrap();
+    engine.write(id, 0, &[1u8; 4096]).unwrap();
+    engine.drain().unwrap();
+    engine.write(id, 4096, &[2u8; 2048]).unwrap();
+    let before = engine.stats();
+    assert_eq!(engine.read(id, 0, 6144).unwrap().len(), 6144);
+    let after = engine.stats();
+    assert_eq!(after.fast_read_bytes - before.fast_read_bytes, 2048);
+    assert_eq!(after.capacity_read_bytes - before.capacity_read_bytes, 4096);
+}

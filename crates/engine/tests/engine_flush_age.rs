@@ -71,3 +71,50 @@ fn bytes_older_than_the_flush_age_reach_the_capacity_tier_without_a_drain() {
 fn without_a_flush_age_a_partly_filled_region_stays_in_the_log() {
     assert_eq!(flushed_after(None, Duration::from_millis(1500)), None);
 }
+
+/// `sluice top` and `sluice status` show how long the oldest buffered
+/// bytes have waited: none before a write, at least the time slept after
+/// it, none again once a drain has flushed them or a sync has written
+/// them to the capacity tier (and counted them as synced).
+#[test]
+fn status_reports_the_age_of_the_oldest_buffered_write() {
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            ..RedirectorConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let engine = Engine::open(
+        Arc::new(MemBackend::new()),
+        Arc::new(MemBackend::new()),
+        Arc::new(SystemClock::new()),
+        config,
+    )
+    .unwrap();
+    assert_eq!(engine.status().oldest_buffered_age, None);
+    let id = engine.create(&RelPath::new("f").unwrap()).unwrap();
+    engine.write(id, 0, &[7u8; 4096]).unwrap();
+    let slept = Duration::from_millis(200);
+    std::thread::sleep(slept);
+    let age = engine
+        .status()
+        .oldest_buffered_age
+        .expect("bytes are buffered");
+    assert!(age >= slept, "age {age:?} after sleeping {slept:?}");
+    assert!(
+        age < Duration::from_secs(60),
+        "age {age:?} is not from this write"
+    );
+    engine.drain().unwrap();
+    assert_eq!(engine.status().oldest_buffered_age, None);
+    // A per-file sync (close-to-open) takes the bytes out of the index
+    // though their region waits for a flush: nothing buffered, no age.
+    engine.write(id, 0, &[8u8; 4096]).unwrap();
+    assert!(engine.status().oldest_buffered_age.is_some());
+    assert_eq!(engine.sync_file(id, false).unwrap(), 4096);
+    let status = engine.status();
+    assert_eq!(status.buffered_bytes, 0);
+    assert_eq!(status.oldest_buffered_age, None);
+    assert_eq!(status.stats.synced_bytes, 4096);
+}

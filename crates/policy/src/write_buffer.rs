@@ -542,6 +542,17 @@ impl WriteBuffer {
         self.pipeline.poll_flush()
     }
 
+    /// When the oldest record not yet flushed was placed: the earliest
+    /// first write of a region that is not empty, or `None` when every
+    /// region is empty. `now` minus it is the age of the oldest buffered
+    /// byte (`sluice status`, `sluice top`); it is an upper bound, since
+    /// the bytes of that record may have been overwritten meanwhile and
+    /// their region still waits for its flush. Recovered regions count as
+    /// written at [`Time::ZERO`].
+    pub fn oldest_unflushed_write(&self) -> Option<Time> {
+        self.first_write.iter().flatten().min().copied()
+    }
+
     /// The longest record the log can ever take (a region): a record that
     /// must reach the log and is longer ([`Placement::TooLarge`]) must be
     /// split into records of at most this many bytes, headers included.

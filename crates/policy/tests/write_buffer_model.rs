@@ -537,3 +537,48 @@ fn a_region_older_than_the_flush_age_is_closed_and_flushed() {
         }
     }
 }
+
+/// The age `sluice top` shows is measured from the first write of the
+/// oldest region that is not empty: a region flushed no longer counts, a
+/// younger one still filling takes over, and none when all are empty.
+#[test]
+fn the_oldest_unflushed_write_is_the_oldest_non_empty_regions_first_write() {
+    let config = WriteBufferConfig {
+        redirector: RedirectorConfig::default(),
+        pipeline: PipelineConfig {
+            regions: 2,
+            region_bytes: REGION_BYTES,
+            when_full: WhenFull::Wait,
+            wait_max: Duration::from_millis(500),
+        },
+        gate: FlushGateConfig::default(),
+    };
+    let mut buffer = WriteBuffer::new(config).unwrap();
+    assert_eq!(buffer.oldest_unflushed_write(), None);
+    let t0 = Time::from_millis(1000);
+    let t1 = Time::from_millis(2000);
+    let t2 = Time::from_millis(3000);
+    // Fills region 0 exactly (it closes), then a later write opens region 1.
+    let whole = REGION_BYTES - HEADER;
+    let placed = buffer.place_write(t0, FileId(1), 0, whole, REGION_BYTES, 0, Tier::Fast, t0);
+    assert!(matches!(placed, Placement::Log(_)), "{placed:?}");
+    let placed = buffer.place_write(t1, FileId(2), 0, 100, 164, 0, Tier::Fast, t1);
+    assert!(matches!(placed, Placement::Log(_)), "{placed:?}");
+    // A later write into the same region does not make it younger.
+    buffer.place_write(t2, FileId(2), 100, 100, 164, 0, Tier::Fast, t2);
+    assert_eq!(buffer.oldest_unflushed_write(), Some(t0));
+    let full = buffer.full_regions();
+    assert_eq!(full.len(), 1);
+    buffer.start_flush(full[0], u64::MAX).unwrap();
+    assert_eq!(
+        buffer.oldest_unflushed_write(),
+        Some(t0),
+        "flushing is not flushed"
+    );
+    buffer.finish_flush(full[0]).unwrap();
+    assert_eq!(buffer.oldest_unflushed_write(), Some(t1));
+    let sealed = buffer.seal().unwrap();
+    buffer.start_flush(sealed, u64::MAX).unwrap();
+    buffer.finish_flush(sealed).unwrap();
+    assert_eq!(buffer.oldest_unflushed_write(), None);
+}

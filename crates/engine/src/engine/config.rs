@@ -139,6 +139,15 @@ pub struct EngineStats {
     pub streams: u64,
     /// Streams routed to the fast tier.
     pub streams_to_fast: u64,
+    /// Buffered bytes a per-file sync wrote to the capacity tier (`sluice
+    /// sync`, and close and fsync under close-to-open) instead of a flush;
+    /// they leave the log's index then.
+    pub synced_bytes: u64,
+    /// Bytes reads were served from the log (buffered bytes).
+    pub fast_read_bytes: u64,
+    /// Bytes reads asked of the capacity tier (counted when asked: a read
+    /// that fails counts too).
+    pub capacity_read_bytes: u64,
 }
 
 /// Where the engine stands now: for `sluice status` and metrics.
@@ -164,6 +173,12 @@ pub struct EngineStatus {
     pub open_files: usize,
     /// A drain is in progress.
     pub draining: bool,
+    /// How long ago the first record of the oldest region holding
+    /// buffered bytes was written: an upper bound on the age of the oldest
+    /// buffered byte (that record may have been overwritten or synced
+    /// since); recovered records count from the mount. `None` when nothing
+    /// is buffered.
+    pub oldest_buffered_age: Option<Duration>,
     /// Where the most recently written files' bytes went (at most
     /// [`FILES_PLACED_MAX`], newest first).
     pub files: Vec<FilePlacement>,

@@ -311,6 +311,13 @@ impl Engine {
             buffered_bytes: state.buffer.buffered_bytes(),
             open_files: state.files.len(),
             draining: state.draining > 0,
+            // A region whose bytes all left the index (a per-file sync)
+            // still waits for its flush, but holds nothing buffered.
+            oldest_buffered_age: state
+                .buffer
+                .oldest_unflushed_write()
+                .filter(|_| state.buffer.buffered_bytes() > 0)
+                .map(|first| self.shared.clock.now().saturating_since(first)),
             files: state.placements.snapshot(|f| redirector.route_of(f)),
         }
     }
@@ -547,6 +554,10 @@ impl Engine {
             }
             return Err(e);
         }
+        // Counted here, under the lock this read takes anyway; the holes
+        // are read next.
+        state.stats.fast_read_bytes += buffered.iter().map(|(_, len, _)| *len as u64).sum::<u64>();
+        state.stats.capacity_read_bytes += holes.iter().map(|(_, len, _)| *len as u64).sum::<u64>();
         drop(state);
         for (start, len, file_offset) in holes {
             read_fully(handle.as_ref(), &mut buf[start..start + len], file_offset).map_err(

@@ -147,6 +147,7 @@ impl Engine {
         // are dropped, durably first (an unlink record, as for a removed
         // name; recovery drops the file's earlier records at it).
         let mut state = wait_appended(shared, lock(shared), id);
+        state.stats.synced_bytes += written;
         if state.buffer.has_buffered(id) {
             let (s, appended) =
                 append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);

@@ -1,0 +1,193 @@
+//! What the end-to-end tests share: the `sluice` binary, whether FUSE is
+//! there, and a `sluice mount` child process over fresh tiers in a temp
+//! dir (`Mounted`). Each test binary uses part of it.
+
+#![allow(dead_code)]
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+pub fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && Command::new("fusermount3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: FUSE is required (/dev/fuse and fusermount3; scripts/setup.sh installs fuse3)"
+        );
+        eprintln!("skipped: no /dev/fuse or fusermount3 (install fuse3)");
+    }
+    ok
+}
+
+pub fn is_mounted(point: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let point = point.display().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
+}
+
+/// A `sluice mount` child process over fresh tiers in a temp dir.
+pub struct Mounted {
+    pub child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub point: PathBuf,
+    pub args: Vec<String>,
+    /// The umask `sluice mount` runs with (octal digits), if not ours.
+    pub umask: Option<&'static str>,
+    /// `RUST_LOG` for `sluice mount` (unset when `None`).
+    pub env: Option<String>,
+    /// `--log-level` for `sluice mount`.
+    pub log_level: Option<String>,
+}
+
+impl Mounted {
+    pub fn new(args: &[&str]) -> Mounted {
+        let mut m = Mounted::unstarted(args);
+        m.start();
+        m
+    }
+
+    /// Fresh tiers and a mount point, not mounted yet (to prepare the
+    /// tiers first; `start` mounts).
+    pub fn unstarted(args: &[&str]) -> Mounted {
+        let dir = tempfile::tempdir().unwrap();
+        let point = dir.path().join("mnt");
+        for d in ["fast", "capacity", "mnt"] {
+            fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        Mounted {
+            child: None,
+            point,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            dir,
+            umask: None,
+            env: None,
+            log_level: None,
+        }
+    }
+
+    pub fn fast(&self) -> PathBuf {
+        self.dir.path().join("fast")
+    }
+
+    pub fn capacity(&self) -> PathBuf {
+        self.dir.path().join("capacity")
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.point.join(name)
+    }
+
+    pub fn start(&mut self) {
+        let log = File::create(self.dir.path().join("mount.log")).unwrap();
+        let mut command = match self.umask {
+            // `exec`: the child is sluice itself (kill -9 reaches it).
+            Some(umask) => {
+                let mut sh = Command::new("sh");
+                sh.args([
+                    "-c",
+                    &format!("umask {umask} && exec \"$0\" \"$@\""),
+                    SLUICE,
+                ]);
+                sh
+            }
+            None => Command::new(SLUICE),
+        };
+        match &self.env {
+            Some(filter) => command.env("RUST_LOG", filter),
+            None => command.env_remove("RUST_LOG"),
+        };
+        command.arg("mount");
+        if let Some(level) = &self.log_level {
+            command.args(["--log-level", level]);
+        }
+        let child = command
+            .arg("--fast")
+            .arg(self.fast())
+            .arg("--capacity")
+            .arg(self.capacity())
+            .args(&self.args)
+            .arg(&self.point)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let start = Instant::now();
+        while !is_mounted(&self.point) {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("sluice mount exited with {status}: {}", self.log());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "not mounted after 30 s: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("mount.log")).unwrap_or_default()
+    }
+
+    pub fn sluice(&self, args: &[&str]) -> std::process::Output {
+        Command::new(SLUICE).args(args).output().unwrap()
+    }
+
+    /// `sluice unmount` (drain unless `keep`), then wait for the process.
+    pub fn unmount(&mut self, keep: bool) {
+        let point = self.point.display().to_string();
+        let mut args = vec!["unmount", point.as_str()];
+        if keep {
+            args.push("--keep");
+        }
+        let out = self.sluice(&args);
+        assert!(
+            out.status.success(),
+            "sluice unmount: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        let status = self.child.take().unwrap().wait().unwrap();
+        assert!(status.success(), "mount process: {status}: {}", self.log());
+        assert!(!is_mounted(&self.point));
+    }
+
+    /// kill -9 the mount process and clear the dead mount.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&self.point)
+            .status();
+        assert!(!is_mounted(&self.point));
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if is_mounted(&self.point) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.point)
+                .status();
+        }
+    }
+}

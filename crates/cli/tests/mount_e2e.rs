@@ -2674,6 +2674,15 @@ fn issue_21_second_ctrl_c_at_a_foreground_mount_keeps_the_rest_in_the_log() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(m.log().contains("draining 12.00 MiB"), "{}", m.log());
+    // The second Ctrl-C in the middle of the drain: its first run is out.
+    while fs::metadata(m.capacity().join("big")).map_or(0, |meta| meta.len()) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the drain did not start: {}",
+            m.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     interrupt(pid);
     let status = wait_exit(&mut m);
     assert!(status.success(), "{status}: {}", m.log());

@@ -4,6 +4,7 @@
 mod ckpt;
 mod logging;
 mod mount;
+mod progress;
 mod quarantine;
 mod service;
 mod sim;
@@ -37,6 +38,11 @@ struct Cli {
     /// `sluice_engine=debug,info`.
     #[arg(long, global = true, value_enum, value_name = "LEVEL")]
     log_level: Option<logging::LogLevel>,
+    /// Progress of drain, unmount, sim run and xfer send, on stderr: a bar
+    /// when stderr is a terminal, else plain lines (auto); plain lines
+    /// always (lines); nothing (off).
+    #[arg(long, global = true, value_enum, value_name = "HOW", default_value_t)]
+    progress: progress::ProgressMode,
     #[command(flatten)]
     analyse: AnalyseArgs,
 }
@@ -286,7 +292,7 @@ fn parse(argv: Vec<std::ffi::OsString>) -> Cli {
     let matches = command.clone().get_matches_from(argv);
     if let Some((name, _)) = matches.subcommand() {
         let given = matches.ids().find(|id| {
-            id.as_str() != "log_level"
+            !["log_level", "progress"].contains(&id.as_str())
                 && matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
         });
         if let Some(id) = given {
@@ -333,9 +339,13 @@ fn main() -> ExitCode {
             sim::list();
             Ok(())
         }
-        Some(Command::Sim(SimCommand::Run(args))) => {
-            sim::run(&args.experiment, args.scale, args.seed, &args.out)
-        }
+        Some(Command::Sim(SimCommand::Run(args))) => sim::run(
+            &args.experiment,
+            args.scale,
+            args.seed,
+            &args.out,
+            cli.progress,
+        ),
         Some(Command::Mount(args)) if args.daemon && !service::is_daemon_child() => {
             mount::mount_daemon(
                 &args.config,
@@ -346,22 +356,26 @@ fn main() -> ExitCode {
         }
         Some(Command::Mount(args)) => service::leave_session_if_daemon_child()
             .and_then(|()| mount::mount(&args.config, args.mountpoint.as_deref())),
-        Some(Command::Unmount(args)) => {
-            mount::unmount(&args.mountpoint, args.keep, args.drain, args.lazy)
-        }
+        Some(Command::Unmount(args)) => mount::unmount(
+            &args.mountpoint,
+            args.keep,
+            args.drain,
+            args.lazy,
+            cli.progress,
+        ),
         Some(Command::Status(args)) => mount::status(&args.mountpoint, args.json),
         Some(Command::Top(args)) => sluice_top::run(
             &args.mountpoint,
             std::time::Duration::from_secs_f64(args.interval),
         ),
-        Some(Command::Drain(args)) => mount::drain(&args.mountpoint),
+        Some(Command::Drain(args)) => mount::drain(&args.mountpoint, cli.progress),
         Some(Command::Sync(args)) => mount::sync(&args.paths),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
         Some(Command::Config(ConfigCommand::Check(args))) => mount::config_check(&args),
         Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
         Some(Command::Profile(args)) => profile::profile(&args),
         Some(Command::Ckpt(command)) => ckpt::run(&command),
-        Some(Command::Xfer(command)) => xfer::run(command),
+        Some(Command::Xfer(command)) => xfer::run(command, cli.progress),
         Some(Command::Quarantine(command)) => quarantine::run(&command),
         None => run_analyse(&cli.analyse),
     };

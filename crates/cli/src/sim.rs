@@ -1,9 +1,14 @@
 //! `sluice sim`: list and run the simulator's experiments.
 
 use std::path::Path;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use sluice_sim::experiments::{find, RunConfig, EXPERIMENTS};
+use sluice_sim::experiments::{find, Experiment, RunConfig, RunProgress, EXPERIMENTS};
+use sluice_sim::output::Report;
+
+use crate::progress::{Progress, ProgressMode, Unit};
 
 /// Print the experiments, one per line.
 pub fn list() {
@@ -13,8 +18,15 @@ pub fn list() {
 }
 
 /// Run `name` (or every experiment for `all`), print each report's
-/// Markdown and write its files under `out`.
-pub fn run(name: &str, scale: f64, seed: u64, out: &Path) -> Result<(), String> {
+/// Markdown and write its files under `out`; progress (simulations
+/// finished) on stderr.
+pub fn run(
+    name: &str,
+    scale: f64,
+    seed: u64,
+    out: &Path,
+    mode: ProgressMode,
+) -> Result<(), String> {
     if !(scale > 0.0 && scale <= 16.0) {
         return Err(format!("--scale {scale}: must be above 0 and at most 16"));
     }
@@ -24,10 +36,10 @@ pub fn run(name: &str, scale: f64, seed: u64, out: &Path) -> Result<(), String> 
         vec![find(name)
             .ok_or_else(|| format!("no experiment {name:?}: `sluice sim list` shows them"))?]
     };
-    let config = RunConfig { scale, seed };
     for experiment in chosen {
         let start = Instant::now();
-        let report = (experiment.run)(&config).map_err(|e| format!("{}: {e}", experiment.name))?;
+        let report = run_watched(experiment, scale, seed, mode)
+            .map_err(|e| format!("{}: {e}", experiment.name))?;
         let seconds = start.elapsed().as_secs_f64();
         println!("{}", report.to_markdown());
         if experiment.name == "ssdup-table1" {
@@ -48,6 +60,41 @@ pub fn run(name: &str, scale: f64, seed: u64, out: &Path) -> Result<(), String> 
         );
     }
     Ok(())
+}
+
+/// Run one experiment while a second thread shows how many of its
+/// simulations have finished.
+fn run_watched(
+    experiment: &Experiment,
+    scale: f64,
+    seed: u64,
+    mode: ProgressMode,
+) -> Result<Report, sluice_sim::cluster::SimError> {
+    let runs = Arc::new(RunProgress::default());
+    let config = RunConfig {
+        progress: Some(Arc::clone(&runs)),
+        ..RunConfig::new(scale, seed)
+    };
+    let label = format!("sim {}", experiment.name);
+    let progress = Progress::new(mode, &label, Unit::Count("runs"), 0, Instant::now());
+    let finished = AtomicBool::new(false);
+    let report = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !finished.load(Ordering::Relaxed) {
+                let (done, queued) = runs.runs();
+                if queued > 0 {
+                    progress.update(done, queued, "");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let report = (experiment.run)(&config);
+        finished.store(true, Ordering::Relaxed);
+        report
+    });
+    let (done, queued) = runs.runs();
+    progress.finish(done, queued, if report.is_ok() { "done" } else { "failed" });
+    report
 }
 
 /// Table 1's measured side: sluice's detector + index cost per request on

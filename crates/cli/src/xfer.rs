@@ -11,8 +11,10 @@ use sluice_xfer::layout::pfs::{EmulatedPfs, PfsConfig};
 use sluice_xfer::layout::posix::PosixLayout;
 use sluice_xfer::layout::{self, LayoutProvider};
 use sluice_xfer::sink::{Sink, SinkOptions};
-use sluice_xfer::source::{self, Compare, Destination, SendOptions};
+use sluice_xfer::source::{self, Compare, Destination, SendOptions, SendProgress};
 use sluice_xfer::tls;
+
+use crate::progress::{Progress, ProgressMode, Unit};
 
 /// `sluice xfer ...`.
 #[derive(Subcommand, Debug)]
@@ -183,9 +185,6 @@ pub struct SendArgs {
     /// Emulated PFS: targets the congested set moves by each period.
     #[arg(long, default_value_t = 0)]
     pfs_rotate: u32,
-    /// Draw a progress line on stderr (default: when it is a terminal).
-    #[arg(long)]
-    progress: Option<bool>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -205,11 +204,11 @@ pub struct KeygenArgs {
     hosts: Vec<String>,
 }
 
-/// Run a `sluice xfer` command.
-pub fn run(command: XferCommand) -> Result<(), String> {
+/// Run a `sluice xfer` command; `mode`: how `send` shows its progress.
+pub fn run(command: XferCommand, mode: ProgressMode) -> Result<(), String> {
     match command {
         XferCommand::Serve(a) => serve(&a),
-        XferCommand::Send(a) => send(&a),
+        XferCommand::Send(a) => send(&a, mode),
         XferCommand::Keygen(a) => {
             let (crt, key) = tls::keygen(&a.out, &a.name, &a.hosts).map_err(|e| e.to_string())?;
             println!("{}\n{}", crt.display(), key.display());
@@ -305,7 +304,26 @@ fn provider(
     })
 }
 
-fn send(a: &SendArgs) -> Result<(), String> {
+/// The observer that shows a transfer's progress (bytes, rate, files).
+fn show_progress(mode: ProgressMode) -> Option<source::ProgressFn> {
+    if mode == ProgressMode::Off {
+        return None;
+    }
+    let progress = Progress::new(mode, "xfer", Unit::Bytes, 0, std::time::Instant::now());
+    Some(Arc::new(move |now: &SendProgress| {
+        let note = format!(
+            "files {}/{}, {} objects",
+            now.files_done, now.files_total, now.objects
+        );
+        if now.ended {
+            progress.finish(now.bytes_done, now.bytes_total, &note);
+        } else {
+            progress.update(now.bytes_done, now.bytes_total, &note);
+        }
+    }))
+}
+
+fn send(a: &SendArgs, progress: ProgressMode) -> Result<(), String> {
     if a.object_size.0 == 0 {
         return Err(
             "--object-size 0B refused: objects must be at least 1 byte (default 1MiB)".into(),
@@ -364,9 +382,7 @@ fn send(a: &SendArgs) -> Result<(), String> {
         },
         journal,
         files_in_flight: a.files_in_flight,
-        progress: a
-            .progress
-            .unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        progress: show_progress(progress),
         compare: if a.ignore_times {
             Compare::Never
         } else if a.checksum {

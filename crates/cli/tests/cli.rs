@@ -186,3 +186,68 @@ fn analysis_flags_conflict_with_a_subcommand() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 21: `sluice sim run` printed nothing until it finished (Fig. 9:
+/// 18.7 s silent). With stderr not a terminal it writes plain progress
+/// lines there (simulations finished of queued, rate), the last at 100 %,
+/// and stdout keeps only the report; `--progress off` writes none, and the
+/// report is the same either way.
+#[test]
+fn issue_21_sim_run_shows_plain_progress_lines_when_piped() {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-progress-{}", std::process::id()));
+    let run = |progress: &str| {
+        sluice(&[
+            "sim",
+            "run",
+            "lads-fig9",
+            "--scale",
+            "0.02",
+            "--progress",
+            progress,
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+    };
+    let out = run("auto");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("sim lads-fig9: "))
+        .collect();
+    assert!(!lines.is_empty(), "no progress line on stderr: {err}");
+    let last = lines.last().unwrap();
+    assert!(
+        last.contains(" runs (100%)") && last.contains("runs/s") && last.ends_with("done"),
+        "{last}"
+    );
+    // The same numbers as the run: N of N, N > 0.
+    let counts: Vec<&str> = last["sim lads-fig9: ".len()..]
+        .split(" runs")
+        .next()
+        .unwrap()
+        .split(" of ")
+        .collect();
+    assert_eq!(counts.len(), 2, "{last}");
+    assert_eq!(counts[0], counts[1], "{last}");
+    assert!(counts[0].parse::<u64>().unwrap() > 0, "{last}");
+    assert!(
+        !stdout(&out).contains("runs/s"),
+        "progress stays off stdout"
+    );
+    let quiet = run("off");
+    assert!(quiet.status.success());
+    let quiet_err = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!quiet_err.contains("runs/s"), "{quiet_err}");
+    // The report does not depend on being watched (only the wall-clock
+    // line at its end does).
+    let report = |o: &Output| {
+        let text = stdout(o);
+        text.lines()
+            .filter(|l| !l.contains("events in"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(report(&out), report(&quiet));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

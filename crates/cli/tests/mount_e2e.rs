@@ -2562,3 +2562,209 @@ fn a_job_registered_after_a_buffered_write_never_hides_the_buffered_bytes() {
     m.unmount(false);
     assert!(fs::read(m.capacity().join("ck/a")).unwrap() == data);
 }
+
+/// A mount whose drain is slow on purpose: everything goes to the log
+/// (fast-all), stays there until drained (node-local, no age flush), and
+/// flushes at `bandwidth` per second in 1 MiB runs, one at a time (a stop
+/// takes effect between runs).
+fn slow_drain_mount(bandwidth: &str) -> (Mounted, tempfile::TempDir) {
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(
+        setup.path(),
+        &format!(
+            "[mount]\nconsistency = \"node-local\"\n[flush]\nage = \"0s\"\n\
+             bandwidth = \"{bandwidth}\"\nwriters = 1\nrun_max = \"1MiB\"\n"
+        ),
+    );
+    (
+        Mounted::new(&["--policy", "fast-all", "--config", &config]),
+        setup,
+    )
+}
+
+/// `MiB` MiB of a pattern that differs per byte position.
+fn pattern(mib: usize) -> Vec<u8> {
+    (0..mib << 20).map(|i| (i % 253) as u8).collect()
+}
+
+/// Start `sluice ARGS` with stdout and stderr piped; stderr's lines arrive
+/// on the channel as they are written.
+fn spawn_piped(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(SLUICE)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Wait (at most 30 s) for a line of `lines` that contains `text`; every
+/// line read meanwhile is kept in `seen`.
+fn wait_for_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    text: &str,
+    seen: &mut Vec<String>,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
+            seen.push(line.clone());
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+    panic!("no line with {text:?} in 30 s: {seen:#?}");
+}
+
+fn interrupt(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -INT {pid}");
+}
+
+/// Issue 21: `sluice drain` printed nothing until the drain ended. With
+/// stderr piped it writes plain lines — bytes drained of those buffered,
+/// rate, ETA, what is left — at least one every 2 s, the last at 100 %;
+/// stdout keeps its one result line.
+#[test]
+fn issue_21_drain_shows_plain_progress_lines_when_piped() {
+    if !fuse_available() {
+        return;
+    }
+    let (m, _setup) = slow_drain_mount("2MiB");
+    let data = pattern(8);
+    fs::write(m.path("big"), &data).unwrap();
+    let point = m.point.display().to_string();
+    let started = Instant::now();
+    let out = m.sluice(&["drain", &point]);
+    let seconds = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}{}", m.log());
+    assert_eq!(
+        stdout_text(&out).trim(),
+        "drained: the capacity tier holds every byte"
+    );
+    let label = format!("draining {point}: ");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with(&label)).collect();
+    // One at the start, one every 2 s, one at the end.
+    assert!(
+        lines.len() >= 2 && lines.len() as f64 >= seconds / 2.0,
+        "{seconds:.1} s of drain, {} lines: {err}",
+        lines.len()
+    );
+    assert!(
+        lines[0].contains("of 8.00 MiB") && lines[0].contains("8.00 MiB left"),
+        "the first line counts what was buffered: {}",
+        lines[0]
+    );
+    let last = lines.last().unwrap();
+    assert!(
+        last.contains("8.00 MiB of 8.00 MiB (100%)") && last.ends_with("drained"),
+        "{last}"
+    );
+    assert!(fs::read(m.capacity().join("big")).unwrap() == data);
+}
+
+fn stdout_text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Issue 21: a second Ctrl-C during `sluice unmount`'s drain was ignored
+/// without a word. The first says what happens and what a second does;
+/// the second makes the unmount keep the rest in the log, the mount ends
+/// cleanly, and the next mount recovers every byte: nothing is lost.
+#[test]
+fn issue_21_second_ctrl_c_at_unmount_keeps_the_rest_in_the_log() {
+    if !fuse_available() {
+        return;
+    }
+    let (mut m, _setup) = slow_drain_mount("1MiB");
+    let data = pattern(12);
+    fs::write(m.path("big"), &data).unwrap();
+    let point = m.point.display().to_string();
+    let (unmount, lines) = spawn_piped(&["unmount", &point]);
+    let mut seen = Vec::new();
+    wait_for_line(&lines, &format!("draining {point}: "), &mut seen);
+    interrupt(unmount.id());
+    let said = wait_for_line(&lines, "press Ctrl-C again", &mut seen);
+    assert!(
+        said.contains("unmount without draining") && said.contains("next mount"),
+        "{said}"
+    );
+    interrupt(unmount.id());
+    wait_for_line(&lines, "stopping the drain", &mut seen);
+    let out = unmount.wait_with_output().unwrap();
+    assert!(out.status.success(), "{seen:#?}{}", m.log());
+    let said = stdout_text(&out);
+    assert!(said.contains("stays in the log"), "{said}");
+    let status = wait_exit(&mut m);
+    assert!(status.success(), "{status}: {}", m.log());
+    assert!(!is_mounted(&m.point));
+    assert!(
+        fs::read(m.capacity().join("big")).unwrap_or_default() != data,
+        "the drain was stopped before its end"
+    );
+    // The next mount recovers the rest; nothing was lost.
+    m.start();
+    assert!(fs::read(m.path("big")).unwrap() == data, "{}", m.log());
+    m.unmount(false);
+    assert!(fs::read(m.capacity().join("big")).unwrap() == data);
+}
+
+/// Issue 21: the same at a foreground `sluice mount`: the first Ctrl-C
+/// unmounts and says that a second one keeps the buffered bytes instead of
+/// draining them; the second does, and the next mount recovers them.
+#[test]
+fn issue_21_second_ctrl_c_at_a_foreground_mount_keeps_the_rest_in_the_log() {
+    if !fuse_available() {
+        return;
+    }
+    let (mut m, _setup) = slow_drain_mount("1MiB");
+    let data = pattern(12);
+    fs::write(m.path("big"), &data).unwrap();
+    let pid = m.child.as_ref().unwrap().id();
+    interrupt(pid);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !m.log().contains("press Ctrl-C again") {
+        assert!(Instant::now() < deadline, "no hint: {}", m.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(m.log().contains("draining 12.00 MiB"), "{}", m.log());
+    // The second Ctrl-C in the middle of the drain: its first run is out.
+    while fs::metadata(m.capacity().join("big")).map_or(0, |meta| meta.len()) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the drain did not start: {}",
+            m.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    interrupt(pid);
+    let status = wait_exit(&mut m);
+    assert!(status.success(), "{status}: {}", m.log());
+    let log = m.log();
+    assert!(log.contains("stopping the drain"), "{log}");
+    assert!(log.contains("drain stopped"), "{log}");
+    assert!(!is_mounted(&m.point));
+    assert!(fs::read(m.capacity().join("big")).unwrap_or_default() != data);
+    m.start();
+    assert!(fs::read(m.path("big")).unwrap() == data, "{}", m.log());
+    m.unmount(false);
+    assert!(fs::read(m.capacity().join("big")).unwrap() == data);
+}

@@ -20,7 +20,7 @@ pub mod log;
 
 pub use ckpt::{Checkpoints, CkptOptions, CkptStats, CkptStatus};
 pub use engine::{
-    quarantine_list, Engine, EngineConfig, EngineStats, EngineStatus, QuarantineEntry,
+    quarantine_list, Drained, Engine, EngineConfig, EngineStats, EngineStatus, QuarantineEntry,
     QUARANTINE_DIR,
 };
 pub use incidents::{Incident, Incidents};

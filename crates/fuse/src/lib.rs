@@ -25,5 +25,5 @@ pub mod mount;
 pub mod status;
 pub mod volume;
 
-pub use mount::{control_request, mount_of, Mount};
+pub use mount::{control_request, control_request_at, control_socket_of, mount_of, Mount};
 pub use status::Status;

@@ -16,8 +16,13 @@
 //! buffered, closes the engine, the stager and LiU, releases the lock and
 //! only then answers the `sluice unmount` that asked, with the outcome: its
 //! exit status says whether the mount ended cleanly, and a new mount of
-//! the fast tier may start as soon as it returns. kill -9: the log keeps
-//! every acknowledged byte and the next mount recovers it.
+//! the fast tier may start as soon as it returns. An unmount asked while
+//! one is under way waits for its outcome; `unmount keep` (a second
+//! Ctrl-C) also stops its drain: the engine closes with the bytes not yet
+//! flushed in the log, as a crash in the middle of a flush leaves them
+//! (docs/crash-consistency.md, "a stopped drain"), and the next mount
+//! recovers them. kill -9: the log keeps every acknowledged byte and the
+//! next mount recovers it.
 //!
 //! Who may do what (docs/fuse.md, Security): the control socket is 0600 in
 //! the fast tier's directory (itself the mount's own), and every request
@@ -41,7 +46,7 @@ use rustix::io::Errno;
 use rustix::mount::UnmountFlags;
 use sluice_catalog::JobSpec;
 use sluice_config::{Config, Device};
-use sluice_engine::{Checkpoints, Engine, LiuBackend};
+use sluice_engine::{Checkpoints, Drained, Engine, LiuBackend};
 use sluice_env::{Clock, SystemClock};
 
 use crate::fast_lock::{self, FastTierLock};
@@ -80,6 +85,13 @@ struct Shared {
     stop: Arc<AtomicBool>,
     /// The unmount asked over the control socket, if one is pending.
     request: Mutex<Option<UnmountRequest>>,
+    /// Unmount requests that came while one was under way: answered with
+    /// its outcome.
+    waiting: Mutex<Vec<UnixStream>>,
+    /// Set by `unmount keep` during an unmount under way (a second Ctrl-C
+    /// at `sluice unmount` or at a foreground `sluice mount`): its drain
+    /// stops and the buffered bytes stay in the log for the next mount.
+    keep_now: Arc<AtomicBool>,
     /// The mount is closing: control requests are refused.
     closing: AtomicBool,
     /// The user who started the mount: with root, the only one served.
@@ -92,13 +104,33 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Drain the log and demote every closed checkpoint copy.
-    fn drain(&self) -> io::Result<()> {
-        self.engine.drain()?;
-        match &self.ckpt {
-            Some(c) => c.drain(),
-            None => Ok(()),
+    /// Drain the log and demote every closed checkpoint copy. `Ok(false)`
+    /// when [`Shared::keep_now`] stopped it: what was not flushed yet
+    /// stays in the log (and closed checkpoint copies staged), where the
+    /// next mount finds them, as after `unmount keep`.
+    fn drain(&self) -> io::Result<bool> {
+        let stopped = || -> io::Result<bool> {
+            tracing::info!(
+                mountpoint = %self.mountpoint,
+                left_bytes = self.engine.buffered_bytes(),
+                "drain stopped (an unmount without draining was asked): the bytes left stay in \
+                 the fast tier's log; the next mount of this fast tier recovers them"
+            );
+            Ok(false)
+        };
+        if self.keep_now.load(Ordering::Relaxed) {
+            return stopped();
         }
+        if self.engine.drain_or_stop(&self.keep_now)? == Drained::Stopped {
+            return stopped();
+        }
+        if self.keep_now.load(Ordering::Relaxed) {
+            return stopped();
+        }
+        if let Some(c) = &self.ckpt {
+            c.drain()?;
+        }
+        Ok(true)
     }
 
     /// `ckpt list | register JSON | unregister ID`: the answer line.
@@ -508,6 +540,8 @@ impl Mount {
             flush_rate: AtomicU64::new(0),
             stop: Arc::new(AtomicBool::new(false)),
             request: Mutex::new(None),
+            waiting: Mutex::new(Vec::new()),
+            keep_now: Arc::new(AtomicBool::new(false)),
             closing: AtomicBool::new(false),
             owner: rustix::process::getuid().as_raw(),
         });
@@ -579,6 +613,20 @@ impl Mount {
         Arc::clone(&self.shared.stop)
     }
 
+    /// The flag that turns an unmount under way into one that keeps the
+    /// buffered data (as `unmount keep`): its drain stops, the bytes not
+    /// flushed yet stay in the log and the next mount recovers them. A
+    /// second Ctrl-C sets it. Cleared when an unmount is refused (busy).
+    pub fn keep_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.shared.keep_now)
+    }
+
+    /// Whether the mount drains at an unmount that does not say
+    /// (`mount.drain_on_unmount`, a signal).
+    pub fn drains_on_unmount(&self) -> bool {
+        self.drain_on_unmount
+    }
+
     fn session_ended(&self) -> bool {
         self.session.as_ref().is_none_or(|s| s.guard.is_finished())
     }
@@ -621,14 +669,22 @@ impl Mount {
             match unmount_when_not_busy(Path::new(&self.shared.mountpoint), &self.shared.counters) {
                 Ok(()) => return self.complete(drain, reply, None),
                 Err(e) => {
-                    if let Some(mut reply) = reply {
-                        let _ = writeln!(reply, "error: {e}");
-                    }
+                    self.refuse(reply, &format!("error: {e}"));
                     report(&e.to_string());
-                    self.shared.stop.store(false, Ordering::Relaxed);
                 }
             }
         }
+    }
+
+    /// An unmount that did not happen (busy): tell whoever asked (the
+    /// requester and those waiting on it) and serve on, as before it.
+    fn refuse(&self, reply: Option<UnixStream>, answer: &str) {
+        let waiting = std::mem::take(&mut *lock(&self.shared.waiting));
+        for mut stream in reply.into_iter().chain(waiting) {
+            let _ = writeln!(stream, "{answer}");
+        }
+        self.shared.keep_now.store(false, Ordering::Relaxed);
+        self.shared.stop.store(false, Ordering::Relaxed);
     }
 
     /// Unmount now (as `sluice unmount` with the config's defaults; the
@@ -650,7 +706,11 @@ impl Mount {
         reply: Option<UnixStream>,
         report: &mut dyn FnMut(&str),
     ) -> io::Result<bool> {
-        let first = if drain { self.shared.drain() } else { Ok(()) };
+        let first = if drain {
+            self.shared.drain()
+        } else {
+            Ok(false)
+        };
         let mountpoint = PathBuf::from(&self.shared.mountpoint);
         let detached = unmount_once(&mountpoint, true).map_err(|e| match e {
             NotUnmounted::Busy => busy_error(&mountpoint, 0),
@@ -663,18 +723,15 @@ impl Mount {
                 "error: drain: {e}; detached {}: the buffered data stays in the log",
                 mountpoint.display()
             ),
-            (Ok(()), Ok(())) => format!(
+            (Ok(drained), Ok(())) => format!(
                 "ok detached {open} {}",
-                if drain { "drained" } else { "kept" }
+                if *drained { "drained" } else { "kept" }
             ),
         };
         if let Err(e) = detached {
             // Still mounted: serve on, as after a busy refusal.
             report(&e.to_string());
-            if let Some(mut reply) = reply {
-                let _ = writeln!(reply, "{answer}");
-            }
-            self.shared.stop.store(false, Ordering::Relaxed);
+            self.refuse(reply, &answer);
             return self.serve(report);
         }
         if let Some(mut reply) = reply {
@@ -718,7 +775,7 @@ impl Mount {
         // After a drain failed while mounted, the one after the unmount
         // is its retry: only its outcome counts.
         let drained = match (drain, earlier) {
-            (true, _) => shared.drain().map(|()| true).map_err(|e| {
+            (true, _) => shared.drain().map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!(
@@ -735,6 +792,7 @@ impl Mount {
             let _ = std::fs::remove_file(path);
         }
         let late = lock(&shared.request).take();
+        let waiting = std::mem::take(&mut *lock(&shared.waiting));
         if close(shared) {
             drop(fast_lock);
         } else {
@@ -748,7 +806,11 @@ impl Mount {
             Ok(false) => "ok kept".to_string(),
             Err(e) => format!("error: {e}"),
         };
-        for mut stream in reply.into_iter().chain(late.map(|r| r.reply)) {
+        for mut stream in reply
+            .into_iter()
+            .chain(late.map(|r| r.reply))
+            .chain(waiting)
+        {
             let _ = writeln!(stream, "{answer}");
         }
         outcome
@@ -872,7 +934,9 @@ fn authorize(shared: &Shared, stream: &UnixStream) -> Result<(), String> {
 /// answer is JSON (status), `ok`, `ok BYTES` (sync: the buffered bytes
 /// written) or `error: ...`, then the connection closes. An unmount is
 /// answered by the main thread when it is done (`ok drained`, `ok kept`,
-/// `ok detached N drained|kept`) or refused (busy). Callers other than
+/// `ok detached N drained|kept`) or refused (busy); one asked while an
+/// unmount is under way gets that unmount's answer, and `unmount keep`
+/// then stops its drain. Callers other than
 /// root and the mount's user are refused whatever they ask.
 fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
@@ -911,24 +975,33 @@ fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
             }
         }
         let mut pending = lock(&shared.request);
-        if pending.is_some() {
-            "error: an unmount is already in progress".to_string()
-        } else {
-            // The main thread answers once it is done (or refuses).
-            *pending = Some(UnmountRequest {
-                end,
-                lazy,
-                reply: stream,
-            });
-            shared.stop.store(true, Ordering::Relaxed);
+        if pending.is_some() || shared.stop.load(Ordering::Relaxed) {
+            // One is under way: this one waits for its outcome, and a
+            // `keep` stops its drain (a second Ctrl-C at `sluice unmount`).
+            if end == End::Keep {
+                shared.keep_now.store(true, Ordering::Relaxed);
+            }
+            lock(&shared.waiting).push(stream);
             return;
         }
+        // The main thread answers once it is done (or refuses).
+        *pending = Some(UnmountRequest {
+            end,
+            lazy,
+            reply: stream,
+        });
+        shared.stop.store(true, Ordering::Relaxed);
+        return;
     } else {
         match request {
             "status" => serde_json::to_string(&shared.status())
                 .unwrap_or_else(|e| format!("error: {e}")),
             "drain" => match shared.drain() {
-                Ok(()) => "ok".to_string(),
+                Ok(true) => "ok".to_string(),
+                Ok(false) => format!(
+                    "error: drain stopped: {} is being unmounted without draining",
+                    shared.mountpoint
+                ),
                 Err(e) => {
                     tracing::warn!(mountpoint = %shared.mountpoint, "drain failed: {e}");
                     format!("error: {e}")
@@ -985,9 +1058,11 @@ pub fn mount_of(path: &Path) -> io::Result<(PathBuf, String)> {
     ))
 }
 
-/// Send one control request to the mount at `mountpoint` (found through
-/// its root's `user.sluice.control` xattr) and return the answer line.
-pub fn control_request(mountpoint: &Path, request: &str) -> io::Result<String> {
+/// The control socket of the mount at `mountpoint`, from its root's
+/// `user.sluice.control` xattr. A client that must reach the mount after
+/// it has left the mount point (progress during an unmount's drain) looks
+/// it up first.
+pub fn control_socket_of(mountpoint: &Path) -> io::Result<PathBuf> {
     let mut buf = vec![0u8; 4096];
     let n =
         rustix::fs::getxattr(mountpoint, crate::fs::CONTROL_XATTR, &mut buf[..]).map_err(|e| {
@@ -1000,8 +1075,22 @@ pub fn control_request(mountpoint: &Path, request: &str) -> io::Result<String> {
                 ),
             )
         })?;
-    let path = String::from_utf8_lossy(&buf[..n]).to_string();
-    let mut stream = UnixStream::connect(&path).map_err(|e| {
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&buf[..n]).to_string(),
+    ))
+}
+
+/// Send one control request to the mount at `mountpoint` and return the
+/// answer line.
+pub fn control_request(mountpoint: &Path, request: &str) -> io::Result<String> {
+    control_request_at(&control_socket_of(mountpoint)?, mountpoint, request)
+}
+
+/// Send one control request over `socket` (the control socket of the
+/// mount at `mountpoint`, named in messages) and return the answer line.
+pub fn control_request_at(socket: &Path, mountpoint: &Path, request: &str) -> io::Result<String> {
+    let path = socket.display();
+    let mut stream = UnixStream::connect(socket).map_err(|e| {
         if e.kind() == io::ErrorKind::PermissionDenied {
             io::Error::new(
                 e.kind(),

@@ -8,7 +8,8 @@
 //! simulator's. `scale` multiplies every data size (1.0 = the paper's 16 GB
 //! files); process counts never change. Runs are independent and execute on
 //! up to two threads; results are collected in a fixed order, so the report
-//! is a pure function of `(scale, seed)`.
+//! is a pure function of `(scale, seed)`. A caller may watch how many runs
+//! have finished ([`RunProgress`]); the runs write it and never read it.
 //!
 //! Wherever SSDUP+ runs, sluice's own policy (`cost`,
 //! [`System::SluiceCost`]) runs too, as one more column or series named
@@ -18,8 +19,8 @@
 //! Where the paper leaves a parameter open, the choice is stated in the
 //! experiment's parameters and in `docs/results/ssdup.md`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_policy::FileId;
@@ -32,12 +33,59 @@ const KIB: u64 = 1024;
 const GIB: u64 = 1024 * 1024 * 1024;
 
 /// Inputs every experiment takes.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct RunConfig {
     /// Multiplies every data size; 1.0 is the paper's scale.
     pub scale: f64,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Where the runs count themselves, for a caller that shows progress
+    /// (`sluice sim run`); `None` counts nothing.
+    pub progress: Option<Arc<RunProgress>>,
+}
+
+impl RunConfig {
+    /// `scale` and `seed`, counting nothing.
+    pub fn new(scale: f64, seed: u64) -> RunConfig {
+        RunConfig {
+            scale,
+            seed,
+            progress: None,
+        }
+    }
+
+    /// `runs` more simulations are about to run.
+    fn queue_runs(&self, runs: usize) {
+        if let Some(p) = &self.progress {
+            p.queued.fetch_add(runs as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// One simulation has finished.
+    fn run_finished(&self) {
+        if let Some(p) = &self.progress {
+            p.finished.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How far an experiment is: simulations finished and queued so far (an
+/// experiment may queue more as it goes: its phases run one after the
+/// other). The runs only write it and never read it, so the report is the
+/// same whoever watches (the determinism tests run with and without it).
+#[derive(Debug, Default)]
+pub struct RunProgress {
+    queued: AtomicU64,
+    finished: AtomicU64,
+}
+
+impl RunProgress {
+    /// `(finished, queued)` simulations.
+    pub fn runs(&self) -> (u64, u64) {
+        // Finished first: never more finished than queued in one answer.
+        let finished = self.finished.load(Ordering::Relaxed);
+        (finished, self.queued.load(Ordering::Relaxed).max(finished))
+    }
 }
 
 /// One reproducible experiment.
@@ -190,8 +238,10 @@ struct Task {
     jobs: Vec<Job>,
 }
 
-/// Run independent simulations on up to two threads, results in input order.
-fn run_all(tasks: Vec<Task>) -> Result<Vec<RunResult>, SimError> {
+/// Run independent simulations on up to two threads, results in input
+/// order, counted in `rc`'s progress.
+fn run_all(tasks: Vec<Task>, rc: &RunConfig) -> Result<Vec<RunResult>, SimError> {
+    rc.queue_runs(tasks.len());
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(2);
@@ -204,6 +254,7 @@ fn run_all(tasks: Vec<Task>) -> Result<Vec<RunResult>, SimError> {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(task) = tasks.get(i) else { break };
                 let result = simulate(&task.cluster, task.system, &task.jobs);
+                rc.run_finished();
                 // INVARIANT: a worker panicking would poison the lock; the
                 // simulator returns errors instead of panicking.
                 results.lock().expect("results lock")[i] = Some(result);
@@ -389,7 +440,7 @@ fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper: [(IorPattern, [Option<f64>; 6]); 3] = [
         (
             IorPattern::SegmentedContiguous,
@@ -486,7 +537,7 @@ fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
         });
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let names = [
         "segmented-contiguous",
         "strided",
@@ -604,7 +655,7 @@ fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper_fraction = [
         Some(25.0),
         Some(25.0),
@@ -710,7 +761,7 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper = [(59.7, Some(124.0)), (41.5, None), (12.3, Some(179.0))];
     let mut rows = Vec::new();
     let mut base = Vec::new();
@@ -825,7 +876,7 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     // sluice is not in the paper.
     let paper = [
         [
@@ -933,7 +984,7 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper_gain = [Some(11.91), Some(10.65), Some(9.92), None];
     let mut rows = Vec::new();
     let mut series = series_per_system(&systems);
@@ -1019,7 +1070,7 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
     let systems = System::ALL.len();
     let mut rows = Vec::new();
@@ -1110,7 +1161,7 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper: [(Option<f64>, Option<f64>); 4] = [
         (Some(0.0), Some(0.0)),
         (Some(46.87), Some(95.0)),
@@ -1205,7 +1256,7 @@ fn table1(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![job],
         });
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper = [
         (15.5, 29.1, 93.4),
         (12.5, 12.5, 44.2),

@@ -7,11 +7,7 @@ use sluice_sim::output::Report;
 
 fn run(name: &str) -> Report {
     let experiment = find(name).unwrap_or_else(|| panic!("experiment {name}"));
-    (experiment.run)(&RunConfig {
-        scale: 1.0,
-        seed: 1,
-    })
-    .unwrap_or_else(|e| panic!("{name}: {e}"))
+    (experiment.run)(&RunConfig::new(1.0, 1)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// The number in a cell like "96.4%", "1.53×", "3.56" or "190%".

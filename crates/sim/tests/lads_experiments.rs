@@ -12,7 +12,7 @@ fn run(name: &str) -> Report {
         .map(|s| s.parse().expect("SLUICE_SIM_TEST_SCALE is a number"))
         .unwrap_or(0.1);
     let experiment = find(name).unwrap_or_else(|| panic!("experiment {name}"));
-    (experiment.run)(&RunConfig { scale, seed: 1 }).unwrap_or_else(|e| panic!("{name}: {e}"))
+    (experiment.run)(&RunConfig::new(scale, 1)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// The number at the start of a cell like "501.1", "5.85×", "+35.8%" or

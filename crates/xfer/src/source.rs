@@ -38,7 +38,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, IsTerminal, Write};
+use std::io;
 use std::net::TcpStream;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -123,6 +123,27 @@ pub enum Compare {
     Never,
 }
 
+/// How far a transfer is: given to [`SendOptions::progress`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendProgress {
+    /// Bytes sent and acknowledged this run, plus the bytes of the files
+    /// found unchanged at the sink or complete in the journal.
+    pub bytes_done: u64,
+    /// Bytes of every file to send.
+    pub bytes_total: u64,
+    /// Files in place: sent this run, unchanged, or complete earlier.
+    pub files_done: u64,
+    /// Files to send.
+    pub files_total: u64,
+    /// Objects sent this run.
+    pub objects: u64,
+    /// The last call: the transfer ended (or stopped).
+    pub ended: bool,
+}
+
+/// The progress observer of [`SendOptions::progress`].
+pub type ProgressFn = Arc<dyn Fn(&SendProgress) + Send + Sync>;
+
 /// How to send.
 pub struct SendOptions {
     /// Files and directories to send; each lands under `DEST` by its name.
@@ -152,8 +173,9 @@ pub struct SendOptions {
     /// Files announced and not yet finished, at most (1 in file-at-a-time
     /// mode, whatever this says).
     pub files_in_flight: usize,
-    /// Draw a progress line on stderr.
-    pub progress: bool,
+    /// Told how far the transfer is, about four times a second and once
+    /// at the end (the CLI draws it; the library prints nothing).
+    pub progress: Option<ProgressFn>,
     /// Which destination files count as unchanged and are not sent.
     pub compare: Compare,
     /// Recreate symbolic links at the sink (`false`: skip and count them).
@@ -690,9 +712,9 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
         let core = Arc::clone(&core);
         threads.push(thread::spawn(move || spill_loop(&core)));
     }
-    let progress_thread = options.progress.then(|| {
+    let progress_thread = options.progress.clone().map(|observer| {
         let core = Arc::clone(&core);
-        thread::spawn(move || progress_loop(&core))
+        thread::spawn(move || progress_loop(&core, observer.as_ref()))
     });
 
     // The bbcp model moves one file at a time: the next file is announced
@@ -725,7 +747,6 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     }
     if let Some(t) = progress_thread {
         let _ = t.join();
-        eprintln!();
     }
     let mut st = core.lock();
     let stats = st.sched.stats();
@@ -1309,32 +1330,35 @@ fn send_loop(core: &Core, writer: &Writer) {
     }
 }
 
-fn progress_loop(core: &Core) {
-    let total: u64 = core.entries.iter().map(|e| e.size).sum();
-    let files = core.entries.len();
-    let mut err = io::stderr();
-    let tty = err.is_terminal();
+/// Tell `observer` how far the transfer is every 250 ms until it stops,
+/// then once more with `ended`.
+fn progress_loop(core: &Core, observer: &(dyn Fn(&SendProgress) + Send + Sync)) {
+    let bytes_total: u64 = core.entries.iter().map(|e| e.size).sum();
+    // Files the journal shows complete are not sent again: done already.
+    let bytes_earlier: u64 = core
+        .entries
+        .iter()
+        .filter(|e| core.progress.files.contains(&e.key))
+        .map(|e| e.size)
+        .sum();
     loop {
         let st = core.lock();
-        let (bytes, done, stop) = (st.summary.bytes, st.finished, Core::stopped(&st));
-        drop(st);
-        let secs = core.start.elapsed().as_secs_f64().max(1e-9);
-        let line = format!(
-            "{:>9.1} / {:.1} MB  {:>7.1} MB/s  files {done}/{files}",
-            bytes as f64 / 1e6,
-            total as f64 / 1e6,
-            bytes as f64 / 1e6 / secs
-        );
-        let _ = if tty {
-            write!(err, "\r{line}\x1b[K")
-        } else {
-            writeln!(err, "{line}")
+        let stop = Core::stopped(&st);
+        let s = &st.summary;
+        let now = SendProgress {
+            bytes_done: s.bytes + s.bytes_unchanged + bytes_earlier,
+            bytes_total,
+            files_done: s.files + s.files_unchanged + s.files_already_done,
+            files_total: core.entries.len() as u64,
+            objects: s.objects,
+            ended: stop,
         };
+        drop(st);
+        observer(&now);
         if stop {
             return;
         }
-        let _ = err.flush();
-        thread::sleep(Duration::from_millis(if tty { 250 } else { 2000 }));
+        thread::sleep(Duration::from_millis(250));
     }
 }
 

@@ -69,7 +69,7 @@ fn options(keys: &Keys, sink: &SinkHandle, dest: &str, sources: Vec<PathBuf>) ->
         },
         journal: None,
         files_in_flight: 8,
-        progress: false,
+        progress: None,
         compare: Compare::SizeAndMtime,
         links: true,
     }

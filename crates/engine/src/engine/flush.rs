@@ -35,6 +35,10 @@ pub(super) fn flusher_loop(shared: &Shared) {
             Ok(None) => lock(shared).flush_backoff = FLUSH_BACKOFF_MIN,
             Err(e) => {
                 let mut state = lock(shared);
+                if state.shutdown && e.kind() == io::ErrorKind::Interrupted {
+                    // Stopped on purpose by `close`: not a failure.
+                    return;
+                }
                 state.stats.flush_errors += 1;
                 state.stats.last_flush_error = Some(e.to_string());
                 shared.incidents.record_error("flush", None, None, &e);
@@ -235,7 +239,8 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
 /// in parallel, but issue their writes in run order ([`Turns`]), so the
 /// writes in flight are neighbours in the file, each starting where the
 /// one before ends, and the capacity device serves them without seeking.
-/// Returns the files written; the first error stops the others.
+/// Returns the files written; the first error stops the others, and so
+/// does shutdown (an `Interrupted` error: the regions stay buffered).
 fn write_runs(
     shared: &Shared,
     set: &[RegionId],
@@ -251,6 +256,20 @@ fn write_runs(
         // Passed when dropped, whatever happens to the run.
         let turn = turns.take(i);
         if failed.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return;
+        }
+        // Closing (an unmount that keeps the data, a drain stopped by a
+        // second Ctrl-C): the runs not started stay in the log, whose
+        // regions are not reset, as after a crash in the middle of a
+        // flush; the next open flushes them again.
+        if lock(shared).shutdown {
+            failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    "flush stopped: the engine is closing",
+                ));
             return;
         }
         match flush_run(shared, set, run, turn) {

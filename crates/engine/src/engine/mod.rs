@@ -42,6 +42,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::num::NonZeroU64;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -271,6 +272,15 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
 
 fn region_path(r: u32) -> io::Result<RelPath> {
     RelPath::new(&format!("log/region-{r:04}"))
+}
+
+/// How [`Engine::drain_or_stop`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// The capacity tier holds every byte.
+    All,
+    /// Asked to stop first: the rest stays buffered in the log.
+    Stopped,
 }
 
 impl Engine {
@@ -647,11 +657,26 @@ impl Engine {
     /// Flush everything buffered and wait until the capacity tier holds
     /// every byte (synced). Errors if the flusher keeps failing.
     pub fn drain(&self) -> io::Result<()> {
+        self.drain_or_stop(&AtomicBool::new(false)).map(|_| ())
+    }
+
+    /// [`Engine::drain`], but give up waiting as soon as `stop` is set (an
+    /// unmount told to keep the data buffered after all): then the bytes
+    /// not yet flushed stay in the log, where they are as safe as after
+    /// `close` (the next open recovers them), and the flusher goes back to
+    /// its usual pace. Stopping interrupts no flush: a flush in progress
+    /// runs to its end (docs/crash-consistency.md covers every point).
+    pub fn drain_or_stop(&self, stop: &AtomicBool) -> io::Result<Drained> {
         let shared = &*self.shared;
+        let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
         let (state, result) = flush_until(shared, lock(shared), "drain", None, |state| {
-            state.buffer.is_drained()
+            state.buffer.is_drained() || stopped()
         });
+        let drained = state.buffer.is_drained();
         drop(state);
+        if result.is_ok() && !drained {
+            return Ok(Drained::Stopped);
+        }
         // The flush wrote through open files: if the capacity directory
         // was removed or replaced meanwhile, the bytes are not where users
         // look, and the drain must not say they are.
@@ -660,7 +685,8 @@ impl Engine {
                 .capacity
                 .check_root()
                 .map_err(context("drain: capacity tier"))
-        })
+        })?;
+        Ok(Drained::All)
     }
 
     /// Stop the flusher and close, leaving buffered data in the log (the

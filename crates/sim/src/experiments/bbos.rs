@@ -127,7 +127,10 @@ fn secs(x: f64) -> String {
     format!("{x:.0}")
 }
 
-fn run_all(configs: &[CkptConfig]) -> Result<Vec<CkptResult>, SimError> {
+/// Run independent checkpoint models on up to two threads, results in
+/// input order, counted in `rc`'s progress.
+fn run_all(configs: &[CkptConfig], rc: &RunConfig) -> Result<Vec<CkptResult>, SimError> {
+    rc.queue_runs(configs.len());
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(2);
@@ -135,7 +138,17 @@ fn run_all(configs: &[CkptConfig]) -> Result<Vec<CkptResult>, SimError> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = configs
             .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(run).collect::<Vec<_>>()))
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|c| {
+                            let result = run(c);
+                            rc.run_finished();
+                            result
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
             .collect();
         let mut out = Vec::with_capacity(configs.len());
         for h in handles {
@@ -188,9 +201,10 @@ fn static_report(
     title: &str,
     paper: &str,
     cases: Vec<(String, CkptConfig)>,
+    rc: &RunConfig,
 ) -> Result<Report, SimError> {
     let configs: Vec<CkptConfig> = cases.iter().map(|(_, c)| c.clone()).collect();
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut series = Vec::new();
     for ((label, _), r) in cases.iter().zip(&results) {
@@ -247,7 +261,7 @@ fn static_report(
 }
 
 /// Fig. 1: a static 90 % threshold degrades as DWPP grows.
-pub fn fig1(_rc: &RunConfig) -> Result<Report, SimError> {
+pub fn fig1(rc: &RunConfig) -> Result<Report, SimError> {
     let cases = [1.3, 1.6, 1.9]
         .map(|k| {
             let n = jobs_for(k);
@@ -268,11 +282,12 @@ pub fn fig1(_rc: &RunConfig) -> Result<Report, SimError> {
         "1.3 S: slightly lower after 1000 s; 1.6 S: the buffer sometimes fills mid-checkpoint and \
          throughput drops over time; 1.9 S: almost half of the applications get 4× lower throughput.",
         cases,
+        rc,
     )
 }
 
 /// Fig. 2: the same threshold under Low / Med / High arrivals at 1.9 S.
-pub fn fig2(_rc: &RunConfig) -> Result<Report, SimError> {
+pub fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
     let n = jobs_for(1.9);
     let cases = Congestion::ALL
         .map(|c| {
@@ -288,11 +303,12 @@ pub fn fig2(_rc: &RunConfig) -> Result<Report, SimError> {
         "Low always shows high throughput (idle time between jobs demotes); Med and High, with \
          checkpoints arriving in crowds, show low throughput.",
         cases,
+        rc,
     )
 }
 
 /// Fig. 5: throughput and latency of DataWarp, MaxBW, MaxEff and BBOS.
-pub fn fig5(_rc: &RunConfig) -> Result<Report, SimError> {
+pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     let mut cases: Vec<(Scheme, f64, Congestion)> = Vec::new();
     for c in Congestion::ALL {
         cases.push((Scheme::DataWarp, 1.0, c));
@@ -314,7 +330,7 @@ pub fn fig5(_rc: &RunConfig) -> Result<Report, SimError> {
             config(s, jobs(n, PERIOD_S, c, |_| HOUR_S), PERIOD_S, 1)
         })
         .collect();
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut tput: Vec<Series> = Vec::new();
     let mut lat: Vec<Series> = Vec::new();
@@ -527,7 +543,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             configs.push(c);
         }
     }
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut series = vec![
         Series {
@@ -631,7 +647,7 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             }
         }
     }
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut series: Vec<Series> = evictions
         .iter()
@@ -754,7 +770,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             ));
         }
     }
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut series = vec![
         Series {

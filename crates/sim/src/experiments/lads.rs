@@ -101,8 +101,10 @@ fn bbcp(files: &[u64], threads: u32, rc: &RunConfig) -> TransferConfig {
     }
 }
 
-/// Run independent transfers on up to two threads, results in input order.
-fn run_all(configs: &[TransferConfig]) -> Result<Vec<TransferResult>, SimError> {
+/// Run independent transfers on up to two threads, results in input
+/// order, counted in `rc`'s progress.
+fn run_all(configs: &[TransferConfig], rc: &RunConfig) -> Result<Vec<TransferResult>, SimError> {
+    rc.queue_runs(configs.len());
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(2);
@@ -125,6 +127,7 @@ fn run_all(configs: &[TransferConfig]) -> Result<Vec<TransferResult>, SimError> 
                         )))
                     }
                 });
+                rc.run_finished();
                 // INVARIANT: a worker panicking would poison the lock; the
                 // model returns errors instead of panicking.
                 results.lock().expect("results lock")[i] = Some(result);
@@ -230,7 +233,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             configs.push(bbcp(files, n, rc));
         }
     }
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut series = Vec::new();
     for (si, (name, _)) in sets.iter().enumerate() {
@@ -317,7 +320,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             }
         }
     }
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let per_set = BUFFERS_MIB.len() * BUFFERS_MIB.len();
     let mut tables = Vec::new();
     let mut plots = Vec::new();
@@ -453,7 +456,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             }
         }
     }
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let per_condition = SETTINGS.len() + 1;
     let mut rows = Vec::new();
     let mut series: Vec<Series> = SETTINGS
@@ -618,7 +621,7 @@ pub fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             configs.push(c);
         }
     }
-    let results = run_all(&configs)?;
+    let results = run_all(&configs, rc)?;
     let at = |d: u32, s: u32| {
         let i = dram.iter().position(|&x| x == d).expect("dram size");
         let j = ssd.iter().position(|&x| x == s).expect("ssd size");

@@ -205,7 +205,7 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
         meta.push((*name, writes.barriers(), before, pass_bytes(writes)));
         tasks.extend(pvfs2_and_liu(rc, vec![job.clone()]));
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let mut rows = Vec::new();
     let mut series = pvfs2_and_liu_series(" read");
     let paper = ["1.15×", "-", "5.5×"];
@@ -340,7 +340,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
     for (_, jobs) in &cases {
         tasks.extend(pvfs2_and_liu(rc, jobs.clone()));
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let paper2 = [
         (264.7, 304.5, 1.15),
         (124.8, 261.6, 2.10),
@@ -487,7 +487,7 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             tasks.extend(pvfs2_and_liu(rc, vec![job.clone()]));
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let mut rows = Vec::new();
     let mut series = pvfs2_and_liu_series("");
     let paper = [("B", 9, "+20%"), ("B", 16, "+31%"), ("B", 25, "+42%")];
@@ -576,7 +576,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks)?;
+    let results = run_all(tasks, rc)?;
     let per = buffers.len() + 1;
     let mut rows = Vec::new();
     let mut series = Vec::new();

@@ -59,6 +59,21 @@ if ! command -v cargo >/dev/null; then
   exit 1
 fi
 
+# The oldest rustc that builds sluice is the workspace's rust-version
+# (Cargo.toml, the one place it is written; docs/decisions.md "Current
+# dependencies"). rustup's stable is at least that; an older one is updated.
+need_rust=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+have_rust=$(rustc --version | awk '{print $2}')
+if [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -n 1)" != "$need_rust" ]; then
+  if command -v rustup >/dev/null; then
+    say "rustc $have_rust is older than the workspace's rust-version $need_rust: rustup update stable"
+    rustup update stable
+  else
+    say "rustc $have_rust is older than the workspace's rust-version $need_rust: install Rust $need_rust or newer with rustup (https://rustup.rs)"
+    exit 1
+  fi
+fi
+
 # The OS-less target proves the policy crate does no I/O (scripts/test.sh).
 if command -v rustup >/dev/null && ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-none; then
   say "adding the x86_64-unknown-none target (policy purity check)"

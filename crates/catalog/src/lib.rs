@@ -30,6 +30,7 @@
 mod error;
 mod model;
 mod redb_store;
+mod redb_upgrade;
 mod redis_store;
 mod resp;
 mod spec;

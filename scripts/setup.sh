@@ -16,7 +16,8 @@ as_root() {
 # for the mount (fusermount3), and for the end-to-end tests and the mount
 # benchmark: fio, mergerfs (the peer), attr (setfattr/getfattr) and
 # util-linux (setpriv, fallocate); redis-server for the Redis catalogue
-# tests (scripts/redis.sh starts it on 127.0.0.1), glusterfs for
+# tests (scripts/redis.sh starts it on 127.0.0.1, also with a password
+# and TLS), glusterfs for
 # the GlusterFS layout test (scripts/gluster.sh starts a loopback volume),
 # rsync and rclone, the peers of the transfer benchmark (bench-xfer.sh).
 want=()
@@ -33,6 +34,10 @@ command -v setfattr >/dev/null || want+=(attr)
 command -v setpriv >/dev/null || want+=(util-linux)
 command -v python3 >/dev/null || want+=(python3)
 command -v redis-server >/dev/null || want+=(redis-server)
+# redis-cli (redis.sh's readiness check with --auth/--tls) and openssl (its
+# throwaway CA for the TLS catalogue tests).
+command -v redis-cli >/dev/null || want+=(redis-tools)
+command -v openssl >/dev/null || want+=(openssl)
 [ -x /usr/sbin/glusterd ] && [ -x /sbin/mount.glusterfs ] || want+=(glusterfs-server glusterfs-client)
 command -v rsync >/dev/null || want+=(rsync)
 command -v rclone >/dev/null || want+=(rclone)

@@ -40,8 +40,8 @@ use redb::{
     WriteTransaction,
 };
 
-use crate::redb_upgrade::{self, REDB2_FORMAT};
 use crate::model::{decode_ckpt, decode_job, decode_period, encode, non_empty};
+use crate::redb_upgrade::{self, REDB2_FORMAT};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats};
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -51,6 +51,9 @@ const PERIODS: TableDefinition<u64, &[u8]> = TableDefinition::new("periods");
 const OPEN_VERSIONS: TableDefinition<&str, (u64, u64, u64)> = TableDefinition::new("open_versions");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format";
+/// Why a file redb holds open elsewhere cannot be opened.
+pub(crate) const ALREADY_OPEN: &str =
+    "already open (by another sluice process, or another catalogue in this one)";
 const JOBS_GENERATION_KEY: &str = "jobs_generation";
 
 /// A catalogue in a redb database file.
@@ -74,10 +77,7 @@ impl RedbCatalog {
         .map_err(|e| CatalogError::RedbOpen {
             path: path.clone(),
             reason: match e {
-                DatabaseError::DatabaseAlreadyOpen => {
-                    "already open (by another sluice process, or another catalogue in this one)"
-                        .to_owned()
-                }
+                DatabaseError::DatabaseAlreadyOpen => ALREADY_OPEN.to_owned(),
                 DatabaseError::UpgradeRequired(format) => format!(
                     "it is in redb file format v{format} (redb 1), which this sluice cannot upgrade: the file is unchanged; move it aside and register the jobs again"
                 ),

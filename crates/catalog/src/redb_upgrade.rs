@@ -30,6 +30,7 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::redb_store::ALREADY_OPEN;
 use crate::CatalogError;
 
 /// The file format version redb 2 wrote and redb 4 refuses.
@@ -48,7 +49,9 @@ pub(crate) fn upgrade_v2(path: &Path) -> Result<(), CatalogError> {
     let failed = |step: &str, reason: String| CatalogError::RedbOpen {
         path: path.to_owned(),
         reason: format!(
-            "it was written by redb 2 (file format v2, sluice before issue 21) and upgrading it to v3 failed ({step}: {reason}); the file is unchanged: fix the cause and open it again, or keep using the sluice that wrote it"
+            "it was written by redb 2 (file format v2, sluice before issue 21) and \
+             upgrading it to v3 failed ({step}: {reason}); the file is unchanged: fix \
+             the cause and open it again, or keep using the sluice that wrote it"
         ),
     };
     let original = match redb2::Database::open(path) {
@@ -56,8 +59,7 @@ pub(crate) fn upgrade_v2(path: &Path) -> Result<(), CatalogError> {
         Err(redb2::DatabaseError::DatabaseAlreadyOpen) => {
             return Err(CatalogError::RedbOpen {
                 path: path.to_owned(),
-                reason: "already open (by another sluice process, or another catalogue in this one)"
-                    .to_owned(),
+                reason: ALREADY_OPEN.to_owned(),
             })
         }
         Err(e) => return Err(failed("opening it with redb 2", e.to_string())),

@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # A private redis-server for sluice's Redis catalogue (tests, experiments).
 #
-#   scripts/redis.sh start DIR [PORT]   start one in DIR, print its port
+#   scripts/redis.sh start [--auth] [--tls] DIR [PORT]
+#                                       start one in DIR, print its port
 #   scripts/redis.sh stop DIR           stop the one started in DIR
+#
+# --auth: the server requires a password (requirepass, for the `default`
+#   user) and has one more ACL user, `sluice`, allowed only the catalogue's
+#   commands on keys `sluice:*`. Their passwords are random and written to
+#   DIR/default.password and DIR/sluice.password (0600); the server reads
+#   them from DIR/redis.conf (0600), never from its command line.
+# --tls: the server speaks only TLS on PORT (no plain port), with a
+#   throwaway CA and server certificate made by openssl in DIR/tls/ (ca.crt
+#   is the CA a client must trust; the certificate names 127.0.0.1 and
+#   localhost). Clients are not asked for certificates (tls-auth-clients no).
 #
 # The server listens on 127.0.0.1 only (protected mode on), keeps all its
 # files in DIR (redis.pid, redis.log, appendonlydir/) and makes every write
@@ -17,11 +28,27 @@
 set -euo pipefail
 
 die() { echo "redis.sh: $*" >&2; exit 1; }
-usage() { die "usage: $0 start DIR [PORT] | $0 stop DIR"; }
+usage() { die "usage: $0 start [--auth] [--tls] DIR [PORT] | $0 stop DIR"; }
 
-[ "$#" -ge 2 ] || usage
+[ "$#" -ge 1 ] || usage
 cmd=$1
-dir=$2
+shift
+auth=0
+tls=0
+if [ "$cmd" = start ]; then
+  while [ "$#" -gt 0 ]; do
+    case "$1" in
+    --auth) auth=1 ;;
+    --tls) tls=1 ;;
+    --*) usage ;;
+    *) break ;;
+    esac
+    shift
+  done
+fi
+[ "$#" -ge 1 ] || usage
+dir=$1
+set -- "$cmd" "$@"
 
 # shellcheck source-path=SCRIPTDIR source=proc.sh
 . "$(dirname "$0")/proc.sh"
@@ -36,7 +63,13 @@ ours() {
 
 # Prints the reply to one inline command (PING) on 127.0.0.1:$1, or nothing.
 ask() {
-  if command -v redis-cli >/dev/null; then
+  if [ "$auth" -eq 1 ] || [ "$tls" -eq 1 ]; then
+    local opts=()
+    [ "$tls" -eq 1 ] && opts+=(--tls --cacert "$dir/tls/ca.crt")
+    # The password through the environment, not the command line.
+    REDISCLI_AUTH=$([ "$auth" -eq 1 ] && cat "$dir/default.password" || true) \
+      timeout 2 redis-cli "${opts[@]}" -h 127.0.0.1 -p "$1" "$2" 2>/dev/null || true
+  elif command -v redis-cli >/dev/null; then
     timeout 2 redis-cli -h 127.0.0.1 -p "$1" "$2" 2>/dev/null || true
   else
     # shellcheck disable=SC2016 # $0 and $1 expand in the inner bash
@@ -50,13 +83,57 @@ ask() {
 # shellcheck disable=SC2016 # $0 expands in the inner bash
 listening() { timeout 1 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$0' "$1" 2>/dev/null; }
 
+# A random password: 32 hex digits.
+new_password() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
+
+# --auth: passwords and the config file that holds them (made once per DIR,
+# so a restart keeps them).
+make_auth() {
+  [ -s "$dir/redis.conf" ] && return 0
+  (
+    umask 077
+    new_password >"$dir/default.password"
+    new_password >"$dir/sluice.password"
+    {
+      echo "requirepass $(cat "$dir/default.password")"
+      # The catalogue's commands (docs/catalog.md), on its keys only.
+      echo "user sluice on >$(cat "$dir/sluice.password") ~sluice:* resetchannels -@all +@hash +eval +ping +select"
+    } >"$dir/redis.conf"
+  )
+}
+
+# --tls: a throwaway CA and a server certificate for 127.0.0.1/localhost
+# (made once per DIR).
+make_tls() {
+  [ -s "$dir/tls/server.crt" ] && return 0
+  command -v openssl >/dev/null ||
+    die "openssl not found (scripts/setup.sh installs it; Debian: apt-get install openssl)"
+  mkdir -p "$dir/tls"
+  (
+    cd "$dir/tls"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=sluice test CA" \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+      -keyout server.key -out server.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -days 2 -extfile server.ext -out server.crt 2>/dev/null
+  ) || die "openssl could not make the test certificates in $dir/tls"
+}
+
 # Starts redis-server on port $1; returns 0 once it answers PONG, 1 if it
 # exited (e.g. the port was taken), 2 if it did not answer in time.
 start_on() {
-  local port=$1 pid='' log_start
+  local port=$1 pid='' log_start conf=()
+  local listen=(--port "$port")
   rm -f "$dir/redis.pid"
   log_start=$(($(stat -c %s "$dir/redis.log" 2>/dev/null || echo 0) + 1))
-  redis-server --bind 127.0.0.1 --protected-mode yes --port "$port" \
+  [ "$auth" -eq 1 ] && conf=("$dir/redis.conf")
+  [ "$tls" -eq 1 ] && listen=(--port 0 --tls-port "$port"
+    --tls-cert-file "$dir/tls/server.crt" --tls-key-file "$dir/tls/server.key"
+    --tls-ca-cert-file "$dir/tls/ca.crt" --tls-auth-clients no)
+  redis-server "${conf[@]}" --bind 127.0.0.1 --protected-mode yes "${listen[@]}" \
     --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
     --daemonize yes --appendonly yes --appendfsync always --save '' \
     >/dev/null 2>&1 || return 1
@@ -86,6 +163,12 @@ start)
     die "redis-server not found (scripts/setup.sh installs it; Debian: apt-get install redis-server)"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd -P)
+  if [ "$auth" -eq 1 ] || [ "$tls" -eq 1 ]; then
+    command -v redis-cli >/dev/null ||
+      die "redis-cli not found (scripts/setup.sh installs it; Debian: apt-get install redis-tools)"
+  fi
+  [ "$auth" -eq 1 ] && make_auth
+  [ "$tls" -eq 1 ] && make_tls
   if [ -s "$dir/redis.pid" ]; then
     old=$(cat "$dir/redis.pid")
     ours "$old" && die "a redis-server (pid $old) is already running in $dir"

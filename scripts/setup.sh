@@ -16,7 +16,8 @@ as_root() {
 # for the mount (fusermount3), and for the end-to-end tests and the mount
 # benchmark: fio, mergerfs (the peer), attr (setfattr/getfattr) and
 # util-linux (setpriv, fallocate); redis-server for the Redis catalogue
-# tests (scripts/redis.sh starts it on 127.0.0.1), glusterfs for
+# tests (scripts/redis.sh starts it on 127.0.0.1, also with a password
+# and TLS), glusterfs for
 # the GlusterFS layout test (scripts/gluster.sh starts a loopback volume),
 # rsync and rclone, the peers of the transfer benchmark (bench-xfer.sh);
 # tmux, the terminal `sluice top`'s end-to-end test runs it in
@@ -35,6 +36,10 @@ command -v setfattr >/dev/null || want+=(attr)
 command -v setpriv >/dev/null || want+=(util-linux)
 command -v python3 >/dev/null || want+=(python3)
 command -v redis-server >/dev/null || want+=(redis-server)
+# redis-cli (redis.sh's readiness check with --auth/--tls) and openssl (its
+# throwaway CA for the TLS catalogue tests).
+command -v redis-cli >/dev/null || want+=(redis-tools)
+command -v openssl >/dev/null || want+=(openssl)
 [ -x /usr/sbin/glusterd ] && [ -x /sbin/mount.glusterfs ] || want+=(glusterfs-server glusterfs-client)
 command -v rsync >/dev/null || want+=(rsync)
 command -v rclone >/dev/null || want+=(rclone)
@@ -72,6 +77,21 @@ fi
 if ! command -v cargo >/dev/null; then
   say "cargo not found: install Rust with rustup (https://rustup.rs), then rerun"
   exit 1
+fi
+
+# The oldest rustc that builds sluice is the workspace's rust-version
+# (Cargo.toml, the one place it is written; docs/decisions.md "Current
+# dependencies"). rustup's stable is at least that; an older one is updated.
+need_rust=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+have_rust=$(rustc --version | awk '{print $2}')
+if [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -n 1)" != "$need_rust" ]; then
+  if command -v rustup >/dev/null; then
+    say "rustc $have_rust is older than the workspace's rust-version $need_rust: rustup update stable"
+    rustup update stable
+  else
+    say "rustc $have_rust is older than the workspace's rust-version $need_rust: install Rust $need_rust or newer with rustup (https://rustup.rs)"
+    exit 1
+  fi
 fi
 
 # The OS-less target proves the policy crate does no I/O (scripts/test.sh).

@@ -55,6 +55,28 @@ pub enum CatalogError {
         /// The resolver's or socket's error.
         error: io::Error,
     },
+    /// The server refused this client's credentials or permissions
+    /// (`WRONGPASS`, `NOAUTH`, `NOPERM`): a configuration error, not an
+    /// outage.
+    #[error("Redis at {url} refused user {user}: {message}; this is a configuration error, not an outage: check the user in the URL, the password in bbos.redis_password_file and the user's ACL (docs/catalog.md)")]
+    RedisAuth {
+        /// The server's URL.
+        url: String,
+        /// The user (`default` without one in the URL).
+        user: String,
+        /// The server's error reply.
+        message: String,
+    },
+    /// The client's own Redis settings are unusable: an unreadable or
+    /// malformed password or CA file, a user without a password, or a TLS
+    /// handshake that failed on the certificate (not on the network).
+    #[error("Redis catalogue {url}: {reason}")]
+    RedisConfig {
+        /// The server's URL.
+        url: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// The connection failed during a command (and, if the connection had
     /// dropped, once more after reconnecting).
     #[error("Redis at {url}: {command} failed: {error}")]
@@ -124,6 +146,8 @@ pub enum CatalogError {
 impl CatalogError {
     /// The store could not be reached (Redis refused the connection or
     /// the link failed): an outage, not a bad configuration or store.
+    /// Refused credentials ([`CatalogError::RedisAuth`]) and a failed TLS
+    /// handshake ([`CatalogError::RedisConfig`]) are not outages.
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,

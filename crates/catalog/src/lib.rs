@@ -7,7 +7,8 @@
 //!   under different key prefixes.
 //!
 //! [`open`] picks the store from a [`MetaSpec`] (`redb:PATH`, a path, or
-//! `redis://HOST:PORT[/DB][?prefix=NAME]`). Design, key layouts and how to
+//! `redis[s]://[USER@]HOST:PORT[/DB][?prefix=NAME]`, with a password file
+//! and a CA file beside it). Design, key layouts and how to
 //! run the tests against Redis: `docs/catalog.md`.
 //!
 //! Invariants every store keeps (one test suite, `tests/suite.rs`, checks
@@ -30,6 +31,8 @@
 mod error;
 mod model;
 mod redb_store;
+mod redb_upgrade;
+mod redis_security;
 mod redis_store;
 mod resp;
 mod spec;
@@ -37,6 +40,7 @@ mod spec;
 pub use error::CatalogError;
 pub use model::{CkptRecord, Failure, JobSpec, Location, PeriodStats};
 pub use redb_store::RedbCatalog;
+pub use redis_security::{PASSWORD_BYTES_MAX, SYSTEM_CA_BUNDLE};
 pub use redis_store::{
     RedisCatalog, CONNECT_TIMEOUT, IDLE_CONNECTIONS_MAX, IO_TIMEOUT, RENAME_ATTEMPTS_MAX,
 };

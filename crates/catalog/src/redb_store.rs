@@ -17,6 +17,11 @@
 //! the last committed state. An operation that decides to change nothing
 //! (rename of an absent record) aborts its transaction.
 //!
+//! A file written by redb 2 (sluice before issue 21, file format v2) is
+//! upgraded to v3 at open, through a copy and a rename
+//! ([`crate::redb_upgrade`]); a failed upgrade leaves it unchanged and is
+//! an error naming it.
+//!
 //! redb allows one open `Database` per file; a second `open` of the same file
 //! (in this or another process) fails with a message naming the file.
 //!
@@ -29,9 +34,14 @@ use std::path::{Path, PathBuf};
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
-use redb::{Builder, Database, DatabaseError, ReadableTable, TableDefinition, WriteTransaction};
+use redb::backends::FileBackend;
+use redb::{
+    Builder, Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition,
+    WriteTransaction,
+};
 
 use crate::model::{decode_ckpt, decode_job, decode_period, encode, non_empty};
+use crate::redb_upgrade::{self, REDB2_FORMAT};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats};
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -41,6 +51,9 @@ const PERIODS: TableDefinition<u64, &[u8]> = TableDefinition::new("periods");
 const OPEN_VERSIONS: TableDefinition<&str, (u64, u64, u64)> = TableDefinition::new("open_versions");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FORMAT_KEY: &str = "format";
+/// Why a file redb holds open elsewhere cannot be opened.
+pub(crate) const ALREADY_OPEN: &str =
+    "already open (by another sluice process, or another catalogue in this one)";
 const JOBS_GENERATION_KEY: &str = "jobs_generation";
 
 /// A catalogue in a redb database file.
@@ -54,35 +67,23 @@ impl RedbCatalog {
     /// does not exist. The directory must exist.
     pub fn open(path: impl AsRef<Path>) -> Result<RedbCatalog, CatalogError> {
         let path = path.as_ref().to_path_buf();
-        let open_error = |e: std::io::Error| CatalogError::RedbOpen {
-            path: path.clone(),
-            reason: e.to_string(),
-        };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(open_error)?;
-        // The umask may have narrowed a new file, an older sluice widened it.
-        if file.metadata().map_err(open_error)?.permissions().mode() & 0o7777 != 0o600 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .map_err(open_error)?;
+        let db = match open_database(&path) {
+            Err(DatabaseError::UpgradeRequired(REDB2_FORMAT)) => {
+                redb_upgrade::upgrade_v2(&path)?;
+                open_database(&path)
+            }
+            other => other,
         }
-        let db = Builder::new()
-            .create_file(file)
-            .map_err(|e| CatalogError::RedbOpen {
-                path: path.clone(),
-                reason: match e {
-                    DatabaseError::DatabaseAlreadyOpen => {
-                        "already open (by another sluice process, or another catalogue in this one)"
-                            .to_owned()
-                    }
-                    e => e.to_string(),
-                },
-            })?;
+        .map_err(|e| CatalogError::RedbOpen {
+            path: path.clone(),
+            reason: match e {
+                DatabaseError::DatabaseAlreadyOpen => ALREADY_OPEN.to_owned(),
+                DatabaseError::UpgradeRequired(format) => format!(
+                    "it is in redb file format v{format} (redb 1), which this sluice cannot upgrade: the file is unchanged; move it aside and register the jobs again"
+                ),
+                e => e.to_string(),
+            },
+        })?;
         let catalog = RedbCatalog { db, path };
         catalog
             .write(|txn| {
@@ -176,6 +177,22 @@ impl RedbCatalog {
         }
         Ok(out)
     }
+}
+
+/// Opens (or creates, 0600) the database file at `path` with redb 4.
+fn open_database(path: &Path) -> Result<Database, DatabaseError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    // The umask may have narrowed a new file, an older sluice widened it.
+    if file.metadata()?.permissions().mode() & 0o7777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Builder::new().create_with_backend(FileBackend::new(file)?)
 }
 
 /// Bumps the job generation in the transaction that changes the jobs.

@@ -26,6 +26,14 @@
 //! `appendonly yes` and `appendfsync always` (as `scripts/redis.sh` starts
 //! it) the server has written and fsynced its append-only file first.
 //!
+//! Security: with a password file, every new connection sends `AUTH [USER]
+//! PASSWORD` first; with `rediss://`, it is TLS (rustls) and the handshake
+//! completes before `AUTH` (`crate::redis_security`). A refused password or
+//! permission (`WRONGPASS`, `NOAUTH`, `NOPERM`, on any command) is
+//! [`CatalogError::RedisAuth`], a failed certificate check
+//! [`CatalogError::RedisConfig`]: configuration errors, never
+//! `is_unreachable`.
+//!
 //! Connections: idle connections are kept in a pool of at most
 //! [`IDLE_CONNECTIONS_MAX`]; a thread with none idle opens its own. If a
 //! command fails because the connection dropped (server restart), the pool
@@ -40,7 +48,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::model::{decode_ckpt, decode_job, decode_period, encode, non_empty};
-use crate::resp::{CallError, Connection, Reply};
+use crate::redis_security::{self, TlsClient};
+use crate::resp::{CallError, ConnectError, Connection, Reply};
 use crate::{Catalog, CatalogError, CkptRecord, JobSpec, PeriodStats, RedisSpec};
 
 /// How long to wait for a TCP connection to the server.
@@ -111,6 +120,8 @@ pub struct RedisCatalog {
     periods_key: String,
     open_versions_key: String,
     meta_key: String,
+    /// The TLS client of a `rediss://` spec, built once at open.
+    tls: Option<TlsClient>,
     idle: Mutex<Vec<Connection>>,
 }
 
@@ -125,11 +136,19 @@ fn connection_dropped(e: &io::Error) -> bool {
 }
 
 impl RedisCatalog {
-    /// Connects to the server (failing fast if it cannot be reached) and
-    /// checks it answers `PING`.
+    /// Connects to the server (failing fast if it cannot be reached),
+    /// authenticates if a password file is set, and checks it answers
+    /// `PING`.
     pub fn open(spec: &RedisSpec) -> Result<RedisCatalog, CatalogError> {
+        let config = |reason| CatalogError::RedisConfig {
+            url: spec.url(),
+            reason,
+        };
+        redis_security::check_combination(spec).map_err(config)?;
+        let tls = redis_security::tls_client(spec).map_err(config)?;
         let key = |name: &str| format!("{}:{name}", spec.prefix);
         let catalog = RedisCatalog {
+            tls,
             url: spec.url(),
             jobs_key: key("jobs"),
             ckpts_key: key("ckpts"),
@@ -185,25 +204,73 @@ impl RedisCatalog {
             url: self.url.clone(),
             error,
         };
-        let mut conn =
-            Connection::connect(&self.spec.host, self.spec.port, CONNECT_TIMEOUT, IO_TIMEOUT)
-                .map_err(connect_error)?;
+        let config_error = |reason| CatalogError::RedisConfig {
+            url: self.url.clone(),
+            reason,
+        };
+        // Read first: an unreadable password file fails before any I/O.
+        let password = redis_security::password(&self.spec).map_err(config_error)?;
+        let mut conn = Connection::connect(
+            &self.spec.host,
+            self.spec.port,
+            CONNECT_TIMEOUT,
+            IO_TIMEOUT,
+            self.tls.as_ref(),
+        )
+        .map_err(|e| match e {
+            ConnectError::Io(error) => connect_error(error),
+            ConnectError::Tls(reason) => config_error(format!(
+                "TLS handshake failed: {reason}; this is a configuration error, not an outage: the server's certificate must chain to a CA in {} and name {:?} (is the port a TLS port?)",
+                self.spec
+                    .tls_ca
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(redis_security::SYSTEM_CA_BUNDLE))
+                    .display(),
+                self.spec.host,
+            )),
+        })?;
+        if let Some(password) = password {
+            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(user) = &self.spec.user {
+                args.push(user.as_bytes());
+            }
+            args.push(&password);
+            match conn.call(&args) {
+                Ok(Reply::Status(_)) => {}
+                Ok(Reply::Error(message)) => return Err(self.reply_error("AUTH", message)),
+                Ok(other) => return Err(self.unexpected("AUTH", &other)),
+                Err(e) => return Err(self.call_error("AUTH", e)),
+            }
+        }
         if self.spec.db != 0 {
             let db = self.spec.db.to_string();
             match conn.call(&[b"SELECT", db.as_bytes()]) {
                 Ok(Reply::Status(_)) => {}
-                Ok(Reply::Error(message)) => {
-                    return Err(CatalogError::RedisReply {
-                        url: self.url.clone(),
-                        command: "SELECT",
-                        message,
-                    })
-                }
+                Ok(Reply::Error(message)) => return Err(self.reply_error("SELECT", message)),
                 Ok(other) => return Err(self.unexpected("SELECT", &other)),
                 Err(e) => return Err(self.call_error("SELECT", e)),
             }
         }
         Ok(conn)
+    }
+
+    /// An error reply: refused credentials or permissions are
+    /// [`CatalogError::RedisAuth`], anything else [`CatalogError::RedisReply`].
+    fn reply_error(&self, command: &'static str, message: String) -> CatalogError {
+        let code = message.split_whitespace().next().unwrap_or_default();
+        if matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM") {
+            CatalogError::RedisAuth {
+                url: self.url.clone(),
+                user: self.spec.user.clone().unwrap_or_else(|| "default".into()),
+                message,
+            }
+        } else {
+            CatalogError::RedisReply {
+                url: self.url.clone(),
+                command,
+                message,
+            }
+        }
     }
 
     fn call_error(&self, command: &'static str, e: CallError) -> CatalogError {
@@ -275,11 +342,7 @@ impl RedisCatalog {
                 }
                 drop(idle);
                 match reply {
-                    Reply::Error(message) => Err(CatalogError::RedisReply {
-                        url: self.url.clone(),
-                        command,
-                        message,
-                    }),
+                    Reply::Error(message) => Err(self.reply_error(command, message)),
                     reply => Ok(reply),
                 }
             }

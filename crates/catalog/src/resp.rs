@@ -1,10 +1,10 @@
-//! A minimal, blocking RESP2 client: one TCP connection, one command at a
-//! time.
+//! A minimal, blocking RESP2 client: one TCP connection, plain or TLS
+//! (rustls), one command at a time.
 //!
-//! The catalogue needs nine commands (`PING`, `SELECT`, `HSET`, `HGET`,
-//! `HDEL`, `HGETALL`, `HKEYS`, `HINCRBY`, `EVAL`), all sent as arrays of bulk
-//! strings; replies are parsed into [`Reply`]. Why not the `redis` crate:
-//! `docs/catalog.md`.
+//! The catalogue needs ten commands (`AUTH`, `PING`, `SELECT`, `HSET`,
+//! `HGET`, `HDEL`, `HGETALL`, `HKEYS`, `HINCRBY`, `EVAL`), all sent as
+//! arrays of bulk strings; replies are parsed into [`Reply`]. Why not the
+//! `redis` crate: `docs/catalog.md`.
 //!
 //! Limits, so a broken or hostile server cannot make the client allocate
 //! without bound: a status/error/integer line is at most [`LINE_BYTES_MAX`],
@@ -17,6 +17,10 @@
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
+
+use rustls::{ClientConnection, StreamOwned};
+
+use crate::redis_security::TlsClient;
 
 /// Longest accepted status, error or integer line, in bytes.
 pub(crate) const LINE_BYTES_MAX: u64 = 64 * 1024;
@@ -42,6 +46,17 @@ pub(crate) enum Reply {
     Array(Option<Vec<Reply>>),
 }
 
+/// Why no connection was made.
+#[derive(Debug)]
+pub(crate) enum ConnectError {
+    /// The address did not resolve, or TCP or the TLS handshake failed on
+    /// the network (refused, reset, closed, timed out).
+    Io(io::Error),
+    /// The TLS handshake failed on its own terms: an untrusted or
+    /// mismatched certificate, a server that speaks no TLS, an alert.
+    Tls(String),
+}
+
 /// Why a command got no reply.
 #[derive(Debug)]
 pub(crate) enum CallError {
@@ -57,20 +72,70 @@ impl From<io::Error> for CallError {
     }
 }
 
+/// The byte stream under a connection.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 /// A connection to one Redis server.
 pub(crate) struct Connection {
-    stream: BufReader<TcpStream>,
+    stream: BufReader<Stream>,
 }
 
 impl Connection {
     /// Connects to `host:port`, trying each resolved address with
     /// `connect_timeout`; reads and writes then time out after `io_timeout`.
+    /// With `tls`, completes the TLS handshake before returning, so a bad
+    /// certificate is a [`ConnectError::Tls`] here, not a failed command.
     pub(crate) fn connect(
         host: &str,
         port: u16,
         connect_timeout: Duration,
         io_timeout: Duration,
-    ) -> io::Result<Connection> {
+        tls: Option<&TlsClient>,
+    ) -> Result<Connection, ConnectError> {
+        let tcp =
+            Self::connect_tcp(host, port, connect_timeout, io_timeout).map_err(ConnectError::Io)?;
+        let stream = match tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => Stream::Tls(Box::new(handshake(tls, tcp, io_timeout)?)),
+        };
+        Ok(Connection {
+            stream: BufReader::new(stream),
+        })
+    }
+
+    fn connect_tcp(
+        host: &str,
+        port: u16,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> io::Result<TcpStream> {
         let mut last = None;
         for addr in (host, port).to_socket_addrs()? {
             match TcpStream::connect_timeout(&addr, connect_timeout) {
@@ -78,9 +143,7 @@ impl Connection {
                     stream.set_read_timeout(Some(io_timeout))?;
                     stream.set_write_timeout(Some(io_timeout))?;
                     stream.set_nodelay(true)?;
-                    return Ok(Connection {
-                        stream: BufReader::new(stream),
-                    });
+                    return Ok(stream);
                 }
                 Err(e) => last = Some(e),
             }
@@ -92,9 +155,50 @@ impl Connection {
 
     /// Sends one command (name first) and reads its reply.
     pub(crate) fn call(&mut self, args: &[&[u8]]) -> Result<Reply, CallError> {
-        self.stream.get_mut().write_all(&encode_command(args))?;
+        let stream = self.stream.get_mut();
+        stream.write_all(&encode_command(args))?;
+        stream.flush()?; // TLS: push out the last record
         read_reply(&mut self.stream, 0)
     }
+}
+
+/// Runs the TLS handshake on `tcp` (bounded by its read and write
+/// timeouts, `io_timeout`: each step either progresses or fails). A server
+/// that does not answer in time is a network error (it may be hung), named
+/// so, with the likeliest cause: a plain port, which waits for more bytes.
+fn handshake(
+    tls: &TlsClient,
+    mut tcp: TcpStream,
+    io_timeout: Duration,
+) -> Result<StreamOwned<ClientConnection, TcpStream>, ConnectError> {
+    let mut conn = ClientConnection::new(tls.config.clone(), tls.server_name.clone())
+        .map_err(|e| ConnectError::Tls(e.to_string()))?;
+    while conn.is_handshaking() {
+        if let Err(e) = conn.complete_io(&mut tcp) {
+            // rustls reports its own failures as InvalidData wrapping a
+            // rustls::Error; everything else is the socket's.
+            return Err(
+                match e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                    Some(tls) => ConnectError::Tls(tls.to_string()),
+                    None if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                    {
+                        ConnectError::Io(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "no TLS handshake reply within {} s (is the port a TLS port?)",
+                                io_timeout.as_secs()
+                            ),
+                        ))
+                    }
+                    None => ConnectError::Io(e),
+                },
+            );
+        }
+    }
+    Ok(StreamOwned::new(conn, tcp))
 }
 
 /// A command as a RESP2 array of bulk strings.

@@ -3,17 +3,23 @@
 //! Accepted forms:
 //! * `redb:PATH` or a bare `PATH` — an embedded redb file (created if
 //!   missing; its directory must exist);
-//! * `redis://HOST[:PORT][/DB][?prefix=NAME]` — a Redis server (port 6379,
-//!   database 0 and prefix `sluice` by default). HOST is a name, an IPv4
-//!   address or a bracketed IPv6 address. NAME is 1–64 of `A-Z a-z 0-9 _ . -`.
+//! * `redis://[USER@]HOST[:PORT][/DB][?prefix=NAME]` — a Redis server (port
+//!   6379, database 0 and prefix `sluice` by default); `rediss://` for TLS.
+//!   HOST is a name, an IPv4 address or a bracketed IPv6 address. USER (an
+//!   ACL user) and NAME are 1–64 of `A-Z a-z 0-9 _ . -`.
+//!
+//! The password and the TLS CA file are not part of the string: they are
+//! [`RedisSpec::password_file`] and [`RedisSpec::tls_ca`], set from the
+//! config (`bbos.redis_password_file`, `bbos.redis_tls_ca`), so a password
+//! never shows where the URL does (logs, status, `ps`).
 //!
 //! Anything else is rejected with a message that shows the accepted forms:
-//! another scheme (`rediss://`, `postgres:`…), credentials in the URL (the
-//! client speaks no AUTH and no TLS: the project's server is loopback-only),
-//! a bad port, database or prefix, an unknown query parameter. A path that
-//! really starts with `word:` is written `./word:…` or `redb:word:…`.
+//! another scheme (`postgres:`…), a password in the URL, a bad port,
+//! database, user or prefix, an unknown query parameter. A path that really
+//! starts with `word:` is written `./word:…` or `redb:word:…`.
 //!
-//! `Display` prints the canonical form, which parses back to the same spec.
+//! `Display` prints the canonical form, which parses back to the same spec
+//! (the two files aside).
 
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -29,7 +35,8 @@ pub const DEFAULT_REDIS_PORT: u16 = 6379;
 /// The longest accepted Redis key prefix.
 pub const PREFIX_LEN_MAX: usize = 64;
 
-const FORMS: &str = "expected redb:PATH, a file path, or redis://HOST[:PORT][/DB][?prefix=NAME]";
+const FORMS: &str =
+    "expected redb:PATH, a file path, or redis[s]://[USER@]HOST[:PORT][/DB][?prefix=NAME]";
 
 /// Which store holds the catalogue, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,9 +50,21 @@ pub enum MetaSpec {
     Redis(RedisSpec),
 }
 
-/// The address, database and key prefix of a Redis catalogue.
+/// The address, database, key prefix and credentials of a Redis catalogue.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisSpec {
+    /// `rediss://`: TLS, the server's certificate checked against
+    /// [`RedisSpec::tls_ca`].
+    pub tls: bool,
+    /// The ACL user (`redis://USER@HOST`); `None`: Redis's `default` user.
+    pub user: Option<String>,
+    /// A file holding the password (`AUTH`), read at every new connection;
+    /// from the config, never from the URL. Needed with a user.
+    pub password_file: Option<PathBuf>,
+    /// A PEM file of the CA certificates the server's certificate must
+    /// chain to (`rediss://` only); `None`: the system's bundle
+    /// ([`crate::SYSTEM_CA_BUNDLE`]).
+    pub tls_ca: Option<PathBuf>,
     /// Host name or IP address (IPv6 without brackets).
     pub host: String,
     /// TCP port.
@@ -57,19 +76,56 @@ pub struct RedisSpec {
 }
 
 impl RedisSpec {
+    /// A spec of `host:port` with every other setting at its default
+    /// (database 0, prefix `sluice`, no user, password or TLS).
+    pub fn new(host: &str, port: u16) -> RedisSpec {
+        RedisSpec {
+            tls: false,
+            user: None,
+            password_file: None,
+            tls_ca: None,
+            host: host.to_owned(),
+            port,
+            db: 0,
+            prefix: DEFAULT_PREFIX.to_owned(),
+        }
+    }
+
     /// The server's URL without the prefix, as used in messages:
-    /// `redis://HOST:PORT` plus `/DB` when the database is not 0.
+    /// `redis://` or `rediss://`, `USER@` if there is a user, `HOST:PORT`,
+    /// and `/DB` when the database is not 0. Never a password.
     pub fn url(&self) -> String {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        let user = self
+            .user
+            .as_ref()
+            .map_or(String::new(), |u| format!("{u}@"));
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        if self.db == 0 {
-            format!("redis://{host}:{}", self.port)
+        let db = if self.db == 0 {
+            String::new()
         } else {
-            format!("redis://{host}:{}/{}", self.port, self.db)
-        }
+            format!("/{}", self.db)
+        };
+        format!("{scheme}://{user}{host}:{}{db}", self.port)
+    }
+
+    /// Checks what [`crate::open`] would otherwise find only when it
+    /// connects: that a user has a password file, that a CA file comes with
+    /// `rediss://`, and that the password file and the CA file can be read
+    /// and hold what they should. For `sluice config check`.
+    pub fn check(&self) -> Result<(), CatalogError> {
+        let config = |reason| CatalogError::RedisConfig {
+            url: self.url(),
+            reason,
+        };
+        crate::redis_security::check_combination(self).map_err(config)?;
+        crate::redis_security::password(self).map_err(config)?;
+        crate::redis_security::tls_client(self).map_err(config)?;
+        Ok(())
     }
 }
 
@@ -87,7 +143,10 @@ impl MetaSpec {
             return Err(bad(format!("leading or trailing white space; {FORMS}")));
         }
         if let Some(rest) = spec.strip_prefix("redis://") {
-            return parse_redis(rest).map(MetaSpec::Redis).map_err(bad);
+            return parse_redis(rest, false).map(MetaSpec::Redis).map_err(bad);
+        }
+        if let Some(rest) = spec.strip_prefix("rediss://") {
+            return parse_redis(rest, true).map(MetaSpec::Redis).map_err(bad);
         }
         if let Some(rest) = spec.strip_prefix("redb:") {
             if rest.is_empty() {
@@ -100,8 +159,9 @@ impl MetaSpec {
         }
         if let Some(scheme) = scheme_of(spec) {
             let hint = match scheme.to_ascii_lowercase().as_str() {
-                "rediss" => "TLS (rediss://) is not supported".to_owned(),
-                "redis" => "a Redis URL starts with redis://".to_owned(),
+                "redis" | "rediss" => {
+                    format!("a Redis URL starts with {}://", scheme.to_ascii_lowercase())
+                }
                 _ => format!("unsupported scheme {scheme:?}"),
             };
             let path_hint = if spec.contains("://") {
@@ -149,7 +209,7 @@ fn scheme_of(spec: &str) -> Option<&str> {
     .then_some(scheme)
 }
 
-fn parse_redis(rest: &str) -> Result<RedisSpec, String> {
+fn parse_redis(rest: &str, tls: bool) -> Result<RedisSpec, String> {
     let (rest, query) = match rest.split_once('?') {
         Some((r, q)) => (r, Some(q)),
         None => (rest, None),
@@ -158,11 +218,20 @@ fn parse_redis(rest: &str) -> Result<RedisSpec, String> {
         Some((a, d)) => (a, Some(d)),
         None => (rest, None),
     };
-    if authority.contains('@') {
-        return Err("credentials in the URL are not supported (no AUTH: use a \
-                    loopback server, see scripts/redis.sh)"
-            .into());
-    }
+    let (user, authority) = match authority.rsplit_once('@') {
+        Some((user, _)) if user.contains(':') => {
+            return Err(
+                "a password in the URL is not accepted (it would show in logs and \
+                        status): put it in a file and name it with bbos.redis_password_file"
+                    .into(),
+            )
+        }
+        Some((user, host)) => {
+            check_name("user", user)?;
+            (Some(user.to_owned()), host)
+        }
+        None => (None, authority),
+    };
     let (host, port) = split_host_port(authority)?;
     let db = match db {
         None | Some("") => 0,
@@ -178,7 +247,7 @@ fn parse_redis(rest: &str) -> Result<RedisSpec, String> {
                 if prefix.is_some() {
                     return Err("prefix given twice".into());
                 }
-                check_prefix(value)?;
+                check_name("prefix", value)?;
                 prefix = Some(value.to_owned());
             }
             _ => {
@@ -189,6 +258,10 @@ fn parse_redis(rest: &str) -> Result<RedisSpec, String> {
         }
     }
     Ok(RedisSpec {
+        tls,
+        user,
+        password_file: None,
+        tls_ca: None,
         host,
         port,
         db,
@@ -236,17 +309,18 @@ fn split_host_port(authority: &str) -> Result<(String, u16), String> {
     Ok((host.to_owned(), port))
 }
 
-fn check_prefix(prefix: &str) -> Result<(), String> {
-    let ok = !prefix.is_empty()
-        && prefix.len() <= PREFIX_LEN_MAX
-        && prefix
+/// Checks a key prefix or user name: 1–64 of `A-Z a-z 0-9 _ . -`.
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= PREFIX_LEN_MAX
+        && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "bad prefix {prefix:?} (1-{PREFIX_LEN_MAX} of A-Z a-z 0-9 _ . -)"
+            "bad {what} {name:?} (1-{PREFIX_LEN_MAX} of A-Z a-z 0-9 _ . -)"
         ))
     }
 }

@@ -95,6 +95,8 @@ fn redis_available() -> bool {
 struct RedisServer {
     dir: tempfile::TempDir,
     port: u16,
+    /// `--auth`, `--tls` (scripts/redis.sh), kept for a restart.
+    flags: &'static [&'static str],
 }
 
 fn redis_sh(args: &[&str]) -> String {
@@ -113,15 +115,24 @@ fn redis_sh(args: &[&str]) -> String {
 
 impl RedisServer {
     fn start() -> Option<RedisServer> {
+        RedisServer::start_with(&[])
+    }
+    fn start_with(flags: &'static [&'static str]) -> Option<RedisServer> {
         if !redis_available() {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let port = redis_sh(&["start", dir.path().to_str().unwrap()])
+        let mut args = vec!["start"];
+        args.extend(flags);
+        args.push(dir.path().to_str().unwrap());
+        let port = redis_sh(&args)
             .trim()
             .parse()
             .expect("scripts/redis.sh prints the port");
-        Some(RedisServer { dir, port })
+        Some(RedisServer { dir, port, flags })
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
     }
     fn dir(&self) -> &str {
         self.dir.path().to_str().unwrap()
@@ -137,7 +148,11 @@ impl RedisServer {
         redis_sh(&["stop", self.dir()]);
     }
     fn start_again(&self) {
-        let port = redis_sh(&["start", self.dir(), &self.port.to_string()]);
+        let mut args = vec!["start"];
+        args.extend(self.flags);
+        let port = self.port.to_string();
+        args.extend([self.dir(), &port]);
+        let port = redis_sh(&args);
         assert_eq!(port.trim(), self.port.to_string());
     }
     /// SIGKILL, then waits until the process is gone (or a zombie).
@@ -1027,16 +1042,351 @@ fn redb_open_errors_name_the_file() {
 }
 
 // ---------------------------------------------------------------------------
+// Issue 21: AUTH (password, ACL user) and TLS against a real redis-server
+
+/// A Redis spec of `server` with the given user, password file and TLS.
+fn secure_spec(
+    server: &RedisServer,
+    user: Option<&str>,
+    password_file: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    prefix: &str,
+) -> MetaSpec {
+    let scheme = if server.flags.contains(&"--tls") {
+        "rediss"
+    } else {
+        "redis"
+    };
+    let user = user.map_or(String::new(), |u| format!("{u}@"));
+    let text = format!("{scheme}://{user}127.0.0.1:{}?prefix={prefix}", server.port);
+    let MetaSpec::Redis(mut spec) = MetaSpec::parse(&text).unwrap() else {
+        unreachable!()
+    };
+    spec.password_file = password_file;
+    spec.tls_ca = tls_ca;
+    MetaSpec::Redis(spec)
+}
+
+/// A password file (0600) holding `password`.
+fn password_file(dir: &Path, name: &str, password: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, password).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// What a refused connection must be: a config error naming the URL and
+/// saying so, never an outage.
+fn assert_config_error(err: &CatalogError, words: &[&str]) {
+    let msg = err.to_string();
+    assert!(!err.is_unreachable(), "not an outage: {msg}");
+    assert!(
+        matches!(
+            err,
+            CatalogError::RedisAuth { .. } | CatalogError::RedisConfig { .. }
+        ),
+        "{err:?}"
+    );
+    assert!(msg.contains("127.0.0.1:"), "names the server: {msg}");
+    for word in words {
+        assert!(msg.contains(word), "{word:?} missing in: {msg}");
+    }
+}
+
+#[test]
+fn issue_21_redis_auth_with_a_password_and_an_acl_user() {
+    let Some(server) = RedisServer::start_with(&["--auth"]) else {
+        return;
+    };
+    let default_pw = server.file("default.password");
+    let sluice_pw = server.file("sluice.password");
+
+    // requirepass: the default user with its password.
+    let spec = secure_spec(&server, None, Some(default_pw.clone()), None, "sluice");
+    spec_check(&spec).unwrap();
+    let catalog = open(&spec).unwrap();
+    catalog.put_job(&job("a")).unwrap();
+
+    // The ACL user, on the keys its ACL grants (`sluice:*`).
+    let acl = open(&secure_spec(
+        &server,
+        Some("sluice"),
+        Some(sluice_pw.clone()),
+        None,
+        "sluice",
+    ))
+    .unwrap();
+    assert_eq!(acl.job("a").unwrap(), Some(job("a")));
+    acl.put_job(&job("b")).unwrap();
+    assert_eq!(acl.next_version("b").unwrap(), 1);
+    assert!(
+        acl.describe().contains("redis://sluice@127.0.0.1:"),
+        "{}",
+        acl.describe()
+    );
+
+    // Wrong password, no password, a user's keys outside its ACL: refused,
+    // each a configuration error naming the server and the user.
+    let tmp = tempfile::tempdir().unwrap();
+    let wrong = password_file(tmp.path(), "wrong", "not-the-password\n");
+    let err = open(&secure_spec(
+        &server,
+        None,
+        Some(wrong.clone()),
+        None,
+        "sluice",
+    ))
+    .err()
+    .unwrap();
+    assert_config_error(
+        &err,
+        &[
+            "refused user default",
+            "WRONGPASS",
+            "configuration error",
+            "bbos.redis_password_file",
+        ],
+    );
+    let err = open(&secure_spec(
+        &server,
+        Some("sluice"),
+        Some(wrong),
+        None,
+        "sluice",
+    ))
+    .err()
+    .unwrap();
+    assert_config_error(&err, &["refused user sluice", "WRONGPASS"]);
+    let err = open(&secure_spec(&server, None, None, None, "sluice"))
+        .err()
+        .unwrap();
+    assert_config_error(&err, &["refused user default", "NOAUTH"]);
+    let err = open(&secure_spec(
+        &server,
+        Some("sluice"),
+        Some(sluice_pw.clone()),
+        None,
+        "other",
+    ))
+    .err()
+    .unwrap();
+    assert_config_error(&err, &["refused user sluice", "NOPERM"]);
+
+    // The client's own settings, refused before any connection.
+    let err = open(&secure_spec(&server, Some("sluice"), None, None, "sluice"))
+        .err()
+        .unwrap();
+    assert_config_error(&err, &["needs a password", "bbos.redis_password_file"]);
+    let open_to_all = tmp.path().join("open");
+    std::fs::copy(&default_pw, &open_to_all).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open_to_all, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let spec = secure_spec(&server, None, Some(open_to_all.clone()), None, "sluice");
+    let err = open(&spec).err().unwrap();
+    assert_config_error(
+        &err,
+        &[
+            "bbos.redis_password_file = ",
+            "readable by every user",
+            "chmod o-r",
+        ],
+    );
+    assert!(matches!(
+        spec_check(&spec),
+        Err(CatalogError::RedisConfig { .. })
+    ));
+    let missing = tmp.path().join("missing");
+    let err = open(&secure_spec(
+        &server,
+        None,
+        Some(missing.clone()),
+        None,
+        "sluice",
+    ))
+    .err()
+    .unwrap();
+    assert_config_error(
+        &err,
+        &[
+            "bbos.redis_password_file = ",
+            "cannot read it",
+            &missing.display().to_string(),
+        ],
+    );
+    for (name, text, words) in [
+        ("empty", "\n", "empty (the password"),
+        ("two-lines", "a\nb\n", "more than one line"),
+    ] {
+        let file = password_file(tmp.path(), name, text);
+        let err = open(&secure_spec(&server, None, Some(file), None, "sluice"))
+            .err()
+            .unwrap();
+        assert_config_error(&err, &[words]);
+    }
+    let long = password_file(tmp.path(), "long", &"p".repeat(5000));
+    let err = open(&secure_spec(&server, None, Some(long), None, "sluice"))
+        .err()
+        .unwrap();
+    assert_config_error(&err, &["longer than 4096 bytes"]);
+
+    // A restart: both catalogues reconnect and authenticate by themselves.
+    drop(catalog);
+    server.stop();
+    server.start_again();
+    assert_eq!(acl.next_version("b").unwrap(), 2);
+    assert_eq!(acl.jobs().unwrap().len(), 2);
+}
+
+/// `RedisSpec::check` of a Redis `MetaSpec`.
+fn spec_check(spec: &MetaSpec) -> Result<(), CatalogError> {
+    match spec {
+        MetaSpec::Redis(redis) => redis.check(),
+        MetaSpec::Redb { .. } => unreachable!(),
+    }
+}
+
+#[test]
+fn issue_21_redis_tls_with_the_ca_and_refused_without_it() {
+    let Some(server) = RedisServer::start_with(&["--tls", "--auth"]) else {
+        return;
+    };
+    let ca = server.file("tls/ca.crt");
+    let pw = server.file("sluice.password");
+
+    let spec = secure_spec(
+        &server,
+        Some("sluice"),
+        Some(pw.clone()),
+        Some(ca.clone()),
+        "sluice",
+    );
+    spec_check(&spec).unwrap();
+    assert!(
+        spec.to_string().starts_with("rediss://sluice@127.0.0.1:"),
+        "{spec}"
+    );
+    let catalog = open(&spec).unwrap();
+    catalog.put_job(&job("t")).unwrap();
+    assert_eq!(catalog.job("t").unwrap(), Some(job("t")));
+
+    // Without the CA (the system's bundle does not hold the throwaway
+    // one): the handshake fails on the certificate, a config error.
+    let err = open(&secure_spec(
+        &server,
+        Some("sluice"),
+        Some(pw.clone()),
+        None,
+        "sluice",
+    ))
+    .err()
+    .unwrap();
+    assert_config_error(
+        &err,
+        &[
+            "rediss://sluice@127.0.0.1:",
+            "TLS handshake failed",
+            "certificate",
+            "configuration error",
+        ],
+    );
+    // A CA file that is no CA file.
+    let tmp = tempfile::tempdir().unwrap();
+    let bogus = tmp.path().join("bogus.pem");
+    std::fs::write(&bogus, "not a certificate\n").unwrap();
+    let err = open(&secure_spec(
+        &server,
+        Some("sluice"),
+        Some(pw.clone()),
+        Some(bogus),
+        "sluice",
+    ))
+    .err()
+    .unwrap();
+    assert_config_error(&err, &["bbos.redis_tls_ca = ", "holds no PEM certificate"]);
+    let missing = tmp.path().join("missing.pem");
+    let err = open(&secure_spec(
+        &server,
+        Some("sluice"),
+        Some(pw.clone()),
+        Some(missing),
+        "sluice",
+    ))
+    .err()
+    .unwrap();
+    assert_config_error(&err, &["bbos.redis_tls_ca = ", "cannot read it"]);
+
+    // A CA with a plain redis:// URL is a contradiction, said so.
+    let plain = MetaSpec::parse(&format!("redis://127.0.0.1:{}", server.port)).unwrap();
+    let MetaSpec::Redis(mut plain) = plain else {
+        unreachable!()
+    };
+    plain.tls_ca = Some(ca.clone());
+    let err = open(&MetaSpec::Redis(plain)).err().unwrap();
+    assert_config_error(&err, &["write rediss://"]);
+
+    // Reconnects after a restart, TLS and AUTH again.
+    server.stop();
+    server.start_again();
+    assert_eq!(catalog.job("t").unwrap(), Some(job("t")));
+}
+
+/// A plain server waits for the rest of what it takes for a command: the
+/// handshake times out like a hung server would (an outage, as far as the
+/// client can tell), and the message names the likely cause.
+#[test]
+fn issue_21_rediss_to_a_plain_port_times_out_naming_tls() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let ca = tempfile::tempdir().unwrap();
+    // Any readable CA will do: the server never gets to show a certificate.
+    let ca_file = ca.path().join("ca.crt");
+    let status = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=x",
+        ])
+        .arg("-keyout")
+        .arg(ca.path().join("ca.key"))
+        .arg("-out")
+        .arg(&ca_file)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let spec = MetaSpec::parse(&format!("rediss://127.0.0.1:{}", server.port)).unwrap();
+    let MetaSpec::Redis(mut spec) = spec else {
+        unreachable!()
+    };
+    spec.tls_ca = Some(ca_file);
+    let started = Instant::now();
+    let err = open(&MetaSpec::Redis(spec)).err().unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, CatalogError::RedisConnect { .. }), "{err:?}");
+    assert!(msg.contains("rediss://127.0.0.1:"), "{msg}");
+    assert!(
+        msg.contains("no TLS handshake reply within 5 s (is the port a TLS port?)"),
+        "{msg}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------
 // Spec parsing
 
 #[test]
 fn meta_spec_parse_table() {
     let redis = |host: &str, port: u16, db: u32, prefix: &str| {
         MetaSpec::Redis(RedisSpec {
-            host: host.into(),
-            port,
             db,
             prefix: prefix.into(),
+            ..RedisSpec::new(host, port)
         })
     };
     let redb = |p: &str| MetaSpec::Redb {
@@ -1068,6 +1418,30 @@ fn meta_spec_parse_table() {
             "redis://redis-0.svc.local:6379",
             redis("redis-0.svc.local", 6379, 0, "sluice"),
         ),
+        (
+            "rediss://h:6380",
+            MetaSpec::Redis(RedisSpec {
+                tls: true,
+                ..RedisSpec::new("h", 6380)
+            }),
+        ),
+        (
+            "rediss://sluice@h:6380/2?prefix=p",
+            MetaSpec::Redis(RedisSpec {
+                tls: true,
+                user: Some("sluice".into()),
+                db: 2,
+                prefix: "p".into(),
+                ..RedisSpec::new("h", 6380)
+            }),
+        ),
+        (
+            "redis://a.b-c_d@[::1]:7",
+            MetaSpec::Redis(RedisSpec {
+                user: Some("a.b-c_d".into()),
+                ..RedisSpec::new("::1", 7)
+            }),
+        ),
     ];
     for (text, want) in good {
         let got = MetaSpec::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -1091,7 +1465,7 @@ fn meta_spec_parse_table() {
         (" redb:x", "white space"),
         ("redb:", "needs a file path"),
         ("redb://x", "without //"),
-        ("rediss://h:6379", "TLS"),
+        ("rediss:h:6379", "starts with rediss://"),
         ("redis:h:6379", "starts with redis://"),
         ("postgres://h/db", "unsupported scheme \"postgres\""),
         ("sqlite:cat.db", "unsupported scheme \"sqlite\""),
@@ -1108,7 +1482,11 @@ fn meta_spec_parse_table() {
         ("redis://h:1/-1", "database must be a number"),
         ("redis://h:1/99999999999", "too large"),
         ("redis://h:1/1/2", "database must be a number"),
-        ("redis://user:pw@h:1", "credentials"),
+        ("redis://user:pw@h:1", "password in the URL"),
+        ("rediss://:pw@h:1", "password in the URL"),
+        ("redis://@h:1", "bad user"),
+        ("redis://a b@h:1", "bad user"),
+        ("redis://u@v@h:1", "bad user"),
         ("redis://h:1?prefix=", "bad prefix"),
         ("redis://h:1?prefix=a:b", "bad prefix"),
         ("redis://h:1?prefix=a b", "bad prefix"),

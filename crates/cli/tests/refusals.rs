@@ -288,3 +288,100 @@ fn ckpt_register_through_a_mount_refuses_jobs_that_could_not_work_issue_19() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// Issue 21: a Redis catalogue behind a password and an ACL user, reached
+/// through the config's keys by the commands a user runs; a wrong password
+/// and a world-readable password file are refused naming what to fix.
+#[test]
+fn redis_catalogue_with_a_password_through_the_config_issue_21() {
+    const REDIS_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/redis.sh");
+    if !Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: redis-server is required (scripts/setup.sh installs it)"
+        );
+        eprintln!("skipped: no redis-server (install redis-server)");
+        return;
+    }
+    /// Stops the server by the pid in its directory, also on a panic.
+    struct Server(tempfile::TempDir);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = Command::new("bash")
+                .args([REDIS_SH, "stop", text(self.0.path())])
+                .output();
+        }
+    }
+    let server = Server(tempfile::tempdir().unwrap());
+    let out = Command::new("bash")
+        .args([REDIS_SH, "start", "--auth", text(server.0.path())])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let port = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+
+    let (_dir, root) = tiers();
+    let config = |password_file: &Path| {
+        let file = root.join(format!(
+            "{}.toml",
+            password_file.file_name().unwrap().to_str().unwrap()
+        ));
+        fs::write(
+            &file,
+            format!(
+                "[fast]\npath = {:?}\n[capacity]\npath = {:?}\n[bbos]\nmeta = \"redis://sluice@127.0.0.1:{port}\"\nredis_password_file = {:?}\n",
+                root.join("fast"),
+                root.join("capacity"),
+                password_file
+            ),
+        )
+        .unwrap();
+        file
+    };
+    let good = config(&server.0.path().join("sluice.password"));
+    let good = ["--config", text(&good)];
+    let check = sluice(&[&["config", "check"][..], &good].concat());
+    assert!(check.status.success(), "{}", stderr(&check));
+    let ok = register(&good, "a", "1GiB", "ckpt/a/*");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let list = sluice(&[&["ckpt", "list", "--json"][..], &good].concat());
+    assert!(list.status.success(), "{}", stderr(&list));
+    assert!(String::from_utf8_lossy(&list.stdout).contains("\"a\""));
+
+    let wrong = root.join("wrong.password");
+    fs::write(&wrong, "not-it\n").unwrap();
+    fs::set_permissions(&wrong, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let wrong = config(&wrong);
+    let out = sluice(&["ckpt", "list", "--config", text(&wrong)]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for fragment in [
+        "refused user sluice",
+        "WRONGPASS",
+        "not an outage",
+        "bbos.redis_password_file",
+    ] {
+        assert!(err.contains(fragment), "{fragment:?} missing in: {err}");
+    }
+    assert!(!err.contains("not-it"), "the password never shows: {err}");
+
+    let open_to_all = root.join("open.password");
+    fs::copy(server.0.path().join("sluice.password"), &open_to_all).unwrap();
+    fs::set_permissions(
+        &open_to_all,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let open_to_all = config(&open_to_all);
+    let out = sluice(&["config", "check", "--config", text(&open_to_all)]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("bbos.redis_password_file = ") && err.contains("chmod o-r"),
+        "{err}"
+    );
+}

@@ -54,7 +54,11 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "liu.lift_locality" => "within [0, 1]",
         "liu.body_sections" => "1 to 64",
         "liu.workers" => "1 to 256",
-        "bbos.meta" => "redb:PATH, a path, or redis://HOST[:PORT][/DB][?prefix=NAME]",
+        "bbos.meta" => "redb:PATH, a path, or redis[s]://[USER@]HOST[:PORT][/DB][?prefix=NAME]",
+        "bbos.redis_password_file" => {
+            "a path to a file whose one line is the Redis password, not readable by every user"
+        }
+        "bbos.redis_tls_ca" => "a path to a PEM file of CA certificates (with rediss://)",
         "bbos.scheme" => "\"bbos\", \"maxbw\", \"maxeff\", \"datawarp\" or \"static\"",
         "bbos.static_percent" => "1 to 100",
         "bbos.eviction" => "\"bbos\", \"bbos-unversioned\", \"lru\" or \"fifo\"",
@@ -101,7 +105,9 @@ mod tests {
         config.capacity.path = Some("/hdd".into());
         config.mount.point = Some("/mnt".into());
         config.metrics.listen = Some("127.0.0.1:9464".parse().unwrap());
-        config.bbos.meta = Some("redb:/x".into());
+        config.bbos.meta = Some("rediss://u@h:1".into());
+        config.bbos.redis_password_file = Some("/p".into());
+        config.bbos.redis_tls_ca = Some("/ca.pem".into());
         let printed: toml::Table = toml::from_str(&config.to_toml()).unwrap();
         for (section, keys) in &printed {
             let keys = keys.as_table().unwrap();

@@ -278,10 +278,20 @@ pub struct BbosSection {
     /// Stage checkpoint files of registered jobs. Off without a catalogue:
     /// a `memory` fast tier has no directory for the default one.
     pub enabled: bool,
-    /// The catalogue: `redb:PATH`, a path, or `redis://127.0.0.1:PORT`;
-    /// `FAST/catalog.redb` when unset.
+    /// The catalogue: `redb:PATH`, a path, or
+    /// `redis[s]://[USER@]HOST:PORT[/DB][?prefix=P]`; `FAST/catalog.redb`
+    /// when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<String>,
+    /// A file holding the password of a Redis `meta` (`AUTH`, of the URL's
+    /// user or of `default`): one line, not readable by every user. Never
+    /// in the URL, so it shows in no log or status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_password_file: Option<PathBuf>,
+    /// A PEM file of the CA certificates a `rediss://` server's certificate
+    /// must chain to; unset: the system's bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_tls_ca: Option<PathBuf>,
     /// `bbos`, `maxbw`, `maxeff`, `datawarp` or `static`.
     pub scheme: SchemeName,
     /// Fill percentage of the `static` scheme (1 to 100).
@@ -365,6 +375,8 @@ impl Default for BbosSection {
         BbosSection {
             enabled: true,
             meta: None,
+            redis_password_file: None,
+            redis_tls_ca: None,
             scheme: SchemeName::Bbos,
             static_percent: 90,
             eviction: EvictionName::Bbos,
@@ -622,7 +634,10 @@ impl Config {
         self.check_policy()?;
         self.liu_options()?;
         self.bbos_options()?;
-        self.meta_spec()?;
+        if let Some(MetaSpec::Redis(redis)) = self.meta_spec()? {
+            // The password and CA files, read now rather than at mount.
+            redis.check().map_err(|e| ConfigError(e.to_string()))?;
+        }
         // Every range the engine checks was checked above in TOML words;
         // this only guards against the two drifting apart.
         self.engine_config()?
@@ -780,19 +795,43 @@ impl Config {
 
     /// The catalogue BBOS uses: `bbos.meta`, else `FAST/catalog.redb`;
     /// `None` when BBOS is off or the fast tier has no directory and no
-    /// `bbos.meta` is given.
+    /// `bbos.meta` is given. A Redis spec carries `bbos.redis_password_file`
+    /// and `bbos.redis_tls_ca` (`RedisSpec::check` reads them).
     pub fn meta_spec(&self) -> Result<Option<MetaSpec>, ConfigError> {
         if !self.bbos.enabled {
             return Ok(None);
         }
-        match (&self.bbos.meta, &self.fast.path) {
-            (Some(m), _) => MetaSpec::parse(m)
-                .map(Some)
-                .map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}"))),
-            (None, Some(fast)) if self.fast.device != Device::Memory => Ok(Some(MetaSpec::Redb {
+        let spec = match (&self.bbos.meta, &self.fast.path) {
+            (Some(m), _) => Some(
+                MetaSpec::parse(m).map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}")))?,
+            ),
+            (None, Some(fast)) if self.fast.device != Device::Memory => Some(MetaSpec::Redb {
                 path: fast.join("catalog.redb"),
-            })),
-            (None, _) => Ok(None),
+            }),
+            (None, _) => None,
+        };
+        let b = &self.bbos;
+        match spec {
+            Some(MetaSpec::Redis(mut redis)) => {
+                redis.password_file.clone_from(&b.redis_password_file);
+                redis.tls_ca.clone_from(&b.redis_tls_ca);
+                Ok(Some(MetaSpec::Redis(redis)))
+            }
+            other => {
+                let redis_key = [
+                    ("bbos.redis_password_file", &b.redis_password_file),
+                    ("bbos.redis_tls_ca", &b.redis_tls_ca),
+                ]
+                .into_iter()
+                .find_map(|(key, value)| value.as_ref().map(|v| (key, v)));
+                if let Some((key, value)) = redis_key {
+                    return Err(ConfigError(format!(
+                        "{key} = {value:?}: only for a Redis catalogue (bbos.meta = \"redis://…\" or \"rediss://…\"); this one is {}",
+                        self.bbos.meta.as_deref().unwrap_or("FAST/catalog.redb (redb)")
+                    )));
+                }
+                Ok(other)
+            }
         }
     }
 
@@ -1328,13 +1367,128 @@ mod tests {
                 "bbos.write_min",
             ),
             ("[bbos]\nidle_demote = 0\n", "bbos.idle_demote", "above 0"),
-            ("[bbos]\nmeta = \"rediss://x\"\n", "bbos.meta", "redis://"),
+            ("[bbos]\nmeta = \"rediss:x\"\n", "bbos.meta", "rediss://"),
+            (
+                "[bbos]\nmeta = \"redis://u:pw@x\"\n",
+                "bbos.meta",
+                "bbos.redis_password_file",
+            ),
         ] {
             let text = format!("{base}{keys}");
             let err = Config::from_toml(&text).unwrap().validate().unwrap_err();
             assert!(err.0.contains(&format!("{key} = ")), "{keys:?}: {err}");
             assert!(err.0.contains(range), "{keys:?}: {err}");
             clean(keys, &err);
+        }
+    }
+
+    /// A self-signed CA certificate (P-256, valid to 2126), only parsed.
+    const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBmDCCAT2gAwIBAgIUfUMviZccB3WeE1w5IVMY+Gu1vy0wCgYIKoZIzj0EAwIw
+IDEeMBwGA1UEAwwVc2x1aWNlIGNvbmZpZyB0ZXN0IENBMCAXDTI2MTEyNDEwMDc0
+MVoYDzIxMjYxMDMxMTAwNzQxWjAgMR4wHAYDVQQDDBVzbHVpY2UgY29uZmlnIHRl
+c3QgQ0EwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATAbNsRmPj+d7OTtpYOPobn
+ocy9I2VUailPnGzormGerkqstahuNBb3iKEo8H+1hT1bmdDhW/gB8N+aF49HZsMw
+o1MwUTAdBgNVHQ4EFgQU+EiCKcqFno5NEXzcYdE1VulBVqowHwYDVR0jBBgwFoAU
++EiCKcqFno5NEXzcYdE1VulBVqowDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQD
+AgNJADBGAiEAryDfFQ/pidFdBhAayI5LaO95SvyD6ob9AjZJD5sNYoACIQC+OBc7
+vCNxS5RO/UVkD0lK1+bT6eX0lo7AsH5pcPwFBQ==
+-----END CERTIFICATE-----
+";
+
+    /// Issue 21: a Redis catalogue's user, password file and CA: a good
+    /// set reaches the spec and prints back; each bad one is refused by
+    /// `validate` (what `sluice config check` runs) naming its key.
+    #[test]
+    fn redis_credentials_and_tls_keys_issue_21() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let private = |name: &str, text: &str, mode: u32| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path
+        };
+        let password = private("redis.pass", "s3cret\n", 0o600);
+        let ca = private("ca.pem", TEST_CA_PEM, 0o644);
+        let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n[bbos]\n";
+        let good = format!(
+            "{base}meta = \"rediss://sluice@127.0.0.1:6380?prefix=p\"\nredis_password_file = {password:?}\nredis_tls_ca = {ca:?}\n"
+        );
+        let config = Config::from_toml(&good).unwrap();
+        config.validate().unwrap();
+        let Some(MetaSpec::Redis(spec)) = config.meta_spec().unwrap() else {
+            panic!("a Redis spec");
+        };
+        assert!(spec.tls);
+        assert_eq!(spec.user.as_deref(), Some("sluice"));
+        assert_eq!(spec.password_file.as_deref(), Some(password.as_path()));
+        assert_eq!(spec.tls_ca.as_deref(), Some(ca.as_path()));
+        let shown = config.to_toml();
+        assert!(shown.contains("redis_password_file = "), "{shown}");
+        assert!(!shown.contains("s3cret"), "the password never prints");
+        assert_eq!(Config::from_toml(&shown).unwrap(), config);
+
+        let world = private("world.pass", "s3cret\n", 0o644);
+        let empty = private("empty.pass", "", 0o600);
+        let missing = dir.path().join("missing.pass");
+        let not_pem = private("not.pem", "hello\n", 0o644);
+        let redis = "meta = \"redis://127.0.0.1:6379\"\n";
+        let rediss = "meta = \"rediss://127.0.0.1:6380\"\n";
+        for (keys, words) in [
+            (
+                format!("{redis}redis_password_file = {world:?}\n"),
+                vec![
+                    "bbos.redis_password_file = ",
+                    "readable by every user",
+                    "chmod o-r",
+                ],
+            ),
+            (
+                format!("{redis}redis_password_file = {empty:?}\n"),
+                vec!["bbos.redis_password_file = ", "empty"],
+            ),
+            (
+                format!("{redis}redis_password_file = {missing:?}\n"),
+                vec!["bbos.redis_password_file = ", "cannot read it"],
+            ),
+            (
+                "meta = \"redis://u@127.0.0.1\"\n".to_owned(),
+                vec!["user \"u\"", "bbos.redis_password_file"],
+            ),
+            (
+                format!("{redis}redis_tls_ca = {ca:?}\n"),
+                vec!["bbos.redis_tls_ca", "write rediss://"],
+            ),
+            (
+                format!("{rediss}redis_tls_ca = {not_pem:?}\n"),
+                vec!["bbos.redis_tls_ca = ", "holds no PEM certificate"],
+            ),
+            (
+                format!("redis_password_file = {password:?}\n"),
+                vec!["bbos.redis_password_file = ", "only for a Redis catalogue"],
+            ),
+            (
+                format!("meta = \"redb:/x\"\nredis_tls_ca = {ca:?}\n"),
+                vec![
+                    "bbos.redis_tls_ca = ",
+                    "only for a Redis catalogue",
+                    "redb:/x",
+                ],
+            ),
+            (
+                "redis_tls_ca = 5\n".to_owned(),
+                vec!["bbos.redis_tls_ca", "a path to a PEM file"],
+            ),
+        ] {
+            let text = format!("{base}{keys}");
+            let err = match Config::from_toml(&text) {
+                Ok(config) => config.validate().unwrap_err(),
+                Err(e) => e,
+            };
+            for word in words {
+                assert!(err.0.contains(word), "{keys:?}: {word:?} missing in {err}");
+            }
         }
     }
 

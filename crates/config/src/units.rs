@@ -71,7 +71,7 @@ fn parse_with_units(text: &str, units: &[(&str, u64)], what: &str) -> Result<u64
 /// time) that divides it exactly.
 fn format_with_units(value: u64, units: &[(&str, u64)]) -> String {
     for (unit, multiplier) in units {
-        if value != 0 && value % multiplier == 0 {
+        if value != 0 && value.is_multiple_of(*multiplier) {
             return format!("{}{unit}", value / multiplier);
         }
     }

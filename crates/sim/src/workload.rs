@@ -131,7 +131,7 @@ impl Ior {
         let unit = u64::from(self.processes)
             .checked_mul(self.request_bytes)
             .ok_or_else(|| WorkloadError("processes × request size overflows".into()))?;
-        if self.file_bytes == 0 || self.file_bytes % unit != 0 {
+        if self.file_bytes == 0 || !self.file_bytes.is_multiple_of(unit) {
             return Err(WorkloadError(format!(
                 "file size {} B is not a positive multiple of processes × request size ({} × {} B)",
                 self.file_bytes, self.processes, self.request_bytes
@@ -525,7 +525,7 @@ impl IorMpiIo {
         positive(WHAT, "the request size", self.request_bytes)?;
         let n = u64::from(self.processes);
         let unit = product(WHAT, &[n, self.request_bytes])?;
-        if self.file_bytes == 0 || self.file_bytes % unit != 0 {
+        if self.file_bytes == 0 || !self.file_bytes.is_multiple_of(unit) {
             let below = self.file_bytes / unit * unit;
             let suggestion = match (below, below.checked_add(unit)) {
                 (0, Some(above)) => format!("use {above} B"),
@@ -747,11 +747,13 @@ impl MpiTileIo {
         // Each process writes at most `side` rows; refuse before searching
         // divisors of an absurd element count.
         check_ops(WHAT, n.saturating_mul(side))?;
-        let (tile_elements_x, tile_elements_y) =
-            match (side.div_ceil(2)..=side).rev().find(|d| elements % d == 0) {
-                Some(d) => (elements / d, d),
-                None => (div_round(elements, side), side),
-            };
+        let (tile_elements_x, tile_elements_y) = match (side.div_ceil(2)..=side)
+            .rev()
+            .find(|d| elements.is_multiple_of(*d))
+        {
+            Some(d) => (elements / d, d),
+            None => (div_round(elements, side), side),
+        };
         let (tiles_x, tiles_y) = match decomposition {
             TileDecomposition::OneD => (1, processes),
             TileDecomposition::TwoD => {
@@ -759,7 +761,7 @@ impl MpiTileIo {
                 // INVARIANT: 1 divides every count, so the search finds one;
                 // min_by keeps the first (smaller) divisor on a tie.
                 let x = (1..=processes)
-                    .filter(|d| processes % d == 0)
+                    .filter(|d| processes.is_multiple_of(*d))
                     .min_by(|a, b| {
                         (f64::from(*a) - root)
                             .abs()

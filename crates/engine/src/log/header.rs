@@ -95,7 +95,7 @@ fn min_region_bytes() -> u64 {
 }
 
 pub(super) fn check_region_bytes(region_bytes: u64) -> Result<(), RegionHeaderError> {
-    if region_bytes < min_region_bytes() || region_bytes % RECORD_ALIGN != 0 {
+    if region_bytes < min_region_bytes() || !region_bytes.is_multiple_of(RECORD_ALIGN) {
         return Err(RegionHeaderError::BadRegionBytes(region_bytes));
     }
     Ok(())

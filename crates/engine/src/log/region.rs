@@ -128,7 +128,7 @@ impl RegionFile {
     /// Whether a record with `payload_len` payload bytes fits at `offset`.
     pub fn fits(&self, offset: u64, payload_len: u32) -> bool {
         offset >= REGION_HEADER_BYTES
-            && offset % RECORD_ALIGN == 0
+            && offset.is_multiple_of(RECORD_ALIGN)
             && offset
                 .checked_add(record_len(payload_len))
                 .is_some_and(|end| end <= self.region_bytes)

@@ -910,7 +910,7 @@ fn random_operations(seed: u64, size: u64, operations: usize, max_len: u64, chec
         match next_random(&mut state) % 100 {
             0..=88 => {
                 // Mostly increasing seqs, some replays of older ones.
-                let seq = if next_random(&mut state) % 4 == 0 {
+                let seq = if next_random(&mut state).is_multiple_of(4) {
                     next_random(&mut state) % (step + 1)
                 } else {
                     step
@@ -926,7 +926,7 @@ fn random_operations(seed: u64, size: u64, operations: usize, max_len: u64, chec
                 }
             }
             89..=98 => {
-                let len = if next_random(&mut state) % 64 == 0 {
+                let len = if next_random(&mut state).is_multiple_of(64) {
                     u64::MAX
                 } else {
                     len
@@ -951,7 +951,7 @@ fn random_operations(seed: u64, size: u64, operations: usize, max_len: u64, chec
             }
         }
         max_leaves = max_leaves.max(f.top.len());
-        if step as usize % check_every == 0 {
+        if (step as usize).is_multiple_of(check_every) {
             check_model(&f, &model);
         }
     }

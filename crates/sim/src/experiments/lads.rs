@@ -177,7 +177,7 @@ fn marks(all: u64, right: u64) -> String {
 fn set_size(files: &[u64]) -> String {
     let total: u64 = files.iter().sum();
     let each = files[0];
-    let each = if each >= GIB && each % GIB == 0 {
+    let each = if each >= GIB && each.is_multiple_of(GIB) {
         format!("{} GiB", each / GIB)
     } else {
         format!("{} MiB", each / MIB)

@@ -18,7 +18,9 @@ as_root() {
 # util-linux (setpriv, fallocate); redis-server for the Redis catalogue
 # tests (scripts/redis.sh starts it on 127.0.0.1), glusterfs for
 # the GlusterFS layout test (scripts/gluster.sh starts a loopback volume),
-# rsync and rclone, the peers of the transfer benchmark (bench-xfer.sh).
+# rsync and rclone, the peers of the transfer benchmark (bench-xfer.sh);
+# gnuplot, which draws the real-run benchmarks' plots beside their tables
+# (scripts/fio_table.py, scripts/bench-doc.py).
 want=()
 command -v cc >/dev/null || want+=(build-essential)
 command -v pkg-config >/dev/null || want+=(pkg-config)
@@ -36,6 +38,7 @@ command -v redis-server >/dev/null || want+=(redis-server)
 [ -x /usr/sbin/glusterd ] && [ -x /sbin/mount.glusterfs ] || want+=(glusterfs-server glusterfs-client)
 command -v rsync >/dev/null || want+=(rsync)
 command -v rclone >/dev/null || want+=(rclone)
+command -v gnuplot >/dev/null || want+=(gnuplot-nox)
 if [ "${#want[@]}" -gt 0 ]; then
   say "installing Debian packages: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive

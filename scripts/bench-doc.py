@@ -146,7 +146,7 @@ def draw(spec, block, png):
         ylabel=spec["ylabel"],
         size="1000,520",
         key=spec.get("key", "top left"),
-        extra=f"set xlabel '{spec['xlabel']}'\n",
+        xlabel=spec["xlabel"],
     )
 
 

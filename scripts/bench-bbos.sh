@@ -4,7 +4,8 @@
 # SATA SSD (fast tier) in front of an emulated 7200 rpm HDD (capacity
 # tier), the burst buffer over-subscribed OVERS× (DWPP / S), under BBOS,
 # Harmonia MaxBW, Harmonia MaxEff and dedicated allocation (DataWarp).
-# One Markdown table on stdout and in docs/results/bbos-mount.md.
+# One Markdown table on stdout and in docs/results/bbos-mount.md, and its
+# plot, docs/results/bbos-mount.png (scripts/bench-doc.py, needs gnuplot).
 #
 # Jobs (sluice-ckpt-load, crates/workload/src/bin/sluice-ckpt-load.rs), as
 # ID:PERIOD_S:SIZE_MIB:MTBF_S:VERSIONS: JOBS. Each writes its checkpoint

@@ -3,7 +3,8 @@
 # real threads reading real files through `sluice mount`, capacity tier an
 # emulated 7200 rpm HDD (--capacity-device hdd), fast tier an emulated SATA
 # SSD, LiU off vs on, one Markdown table on stdout and in
-# docs/results/liu-mount.md (with date, machine and command).
+# docs/results/liu-mount.md (with date, machine and command), and its plot,
+# docs/results/liu-mount.png (scripts/bench-doc.py, needs gnuplot).
 #
 # Cases (sluice-readers, crates/workload/src/bin/sluice-readers.rs): the target
 # mpi-io-test (14 ranks, 64 KiB requests, a barrier per iteration) reads

@@ -25,7 +25,9 @@
 # each round, and the table gives the median with the range: on a shared
 # machine one run of each says little.
 #
-# Writes the table into docs/results/lads-bench.md (unless --no-doc).
+# Writes the table into docs/results/lads-bench.md, and its plots
+# (lads-bench.png, lads-bench-pfs.png, by scripts/bench-doc.py with
+# gnuplot) beside it (unless --no-doc).
 # Env: WORK (scratch dir, default /tmp/sluice-bench-xfer; needs ~5 GB),
 # REPS (3),
 # SMALL (2000), BIG (8), THREADS (8), PFS_THREADS (8), PFS_CONGESTED (0-3),

@@ -190,12 +190,13 @@ def update(doc, block, title="Mount benchmark: sluice vs the raw directory vs me
         f.write(text)
 
 
-def grouped_bars(png, labels, names, values, *, tool, title, ylabel, size,
+def grouped_bars(png, labels, names, values, *, tool, title, xlabel, ylabel, size,
                  key="top left", extra="", decimals=1):
     """Grouped bars via gnuplot: group g is labels[g], its bar s (named
-    names[s]) the median of values[g][s] with a min-max error bar. TOOL
+    names[s]) the median of values[g][s] with a min-max error bar. XLABEL
+    says what the groups are, YLABEL the quantity with its unit. TOOL
     names the caller in messages. True if drawn (False: no gnuplot).
-    Shared with policy_table.py."""
+    Shared with policy_table.py and bench-doc.py."""
     if not shutil.which("gnuplot"):
         print(f"{tool}: gnuplot not found, {png} not drawn (apt-get install gnuplot-nox)", file=sys.stderr)
         return False
@@ -219,6 +220,7 @@ set datafile separator '\\t'
 set style data histogram
 set style histogram errorbars gap 2 lw 1
 set style fill solid 0.8 border -1
+set xlabel '{xlabel}'
 set ylabel '{ylabel}'
 set title '{title}'
 set yrange [0:*]
@@ -243,6 +245,7 @@ def plot(cells, systems, rows, png):
         [[cells.get((s, r)) for s in systems] for r in rows],
         tool="fio_table.py",
         title=f"fio through the mount: {len(systems)} systems, median of runs",
+        xlabel="fio job (write pattern, request size, jobs of SIZE each)",
         ylabel="MB/s (fio write bandwidth, median; bars: min-max)",
         size="1000,520",
     )

@@ -313,10 +313,11 @@ def plot(c, png):
         [[[mibs(r) for r in c.get(row, p)] for p in c.policies] for row in c.rows],
         tool="policy_table.py",
         title="Write placement policies through the mount (fio, IOR offsets; fast: ssd, capacity: hdd)",
+        xlabel="IOR access pattern and writers (one shared file)",
         ylabel="MiB/s (bytes / wall clock incl. end fsync; median, bars min-max)",
         size=f"{max(800, 160 * len(c.rows) + 200)},540",
         key="outside right top",
-        extra="set bmargin 4\n",
+        extra="set bmargin 5\nset xlabel offset 0,-1\n",  # room for two-line group labels
         decimals=2,
     )
 

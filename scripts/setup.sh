@@ -22,6 +22,8 @@ as_root() {
 # rsync and rclone, the peers of the transfer benchmark (bench-xfer.sh);
 # tmux, the terminal `sluice top`'s end-to-end test runs it in
 # (crates/cli/tests/top_e2e.rs).
+# gnuplot, which draws the real-run benchmarks' plots beside their tables
+# (scripts/fio_table.py, scripts/bench-doc.py).
 want=()
 command -v cc >/dev/null || want+=(build-essential)
 command -v pkg-config >/dev/null || want+=(pkg-config)
@@ -44,6 +46,7 @@ command -v openssl >/dev/null || want+=(openssl)
 command -v rsync >/dev/null || want+=(rsync)
 command -v rclone >/dev/null || want+=(rclone)
 command -v tmux >/dev/null || want+=(tmux)
+command -v gnuplot >/dev/null || want+=(gnuplot-nox)
 if [ "${#want[@]}" -gt 0 ]; then
   say "installing Debian packages: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive

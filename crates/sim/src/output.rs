@@ -1,10 +1,20 @@
 //! Experiment reports: the data model and the writer behind
 //! `sluice sim run <experiment> --out DIR`.
 //!
-//! An experiment builds a [`Report`] (title, what the paper reports,
-//! parameters, tables, plots, notes, event count) and [`Report::write`] turns
-//! it into `DIR/<experiment>.md`, `DIR/<experiment>.json` and one PNG per
-//! [`Plot`].
+//! An experiment builds a [`Report`] (title, headline, what the paper
+//! reports, parameters, tables, plots, notes, event count) and
+//! [`Report::write`] turns it into `DIR/<experiment>.md`,
+//! `DIR/<experiment>.json` and one PNG per [`Plot`].
+//!
+//! The headline is a list of [`Finding`]s: one number of this run beside
+//! the paper's number for the same thing, each labelled as whose it is
+//! ("paper: 1.15×; this run: 0.98×"). An experiment fills `run` with the
+//! same formatted value it puts in its table (the sim tests check that every
+//! headline value is a cell of its report), so a headline cannot quote the
+//! paper as the run's result.
+//!
+//! Plots whose x is a count that doubles (processes, threads, buffer sizes)
+//! use a log₂ x axis ([`XScale::Log2`]) with a tick at each power of two.
 //!
 //! Everything is deterministic: the same report gives byte-identical
 //! Markdown, JSON and PNG files (no timestamps, no wall-clock figures,
@@ -21,7 +31,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::element::{Drawable, PointCollection};
@@ -49,7 +59,11 @@ pub struct Report {
     pub experiment: String,
     /// One-line title.
     pub title: String,
-    /// What the paper reports, one paragraph (shown under the title).
+    /// The run's headline numbers, each beside the paper's (shown first,
+    /// under the title).
+    pub headline: Vec<Finding>,
+    /// What the paper reports, one paragraph (shown under the headline,
+    /// labelled as the paper's).
     pub paper: String,
     /// Run parameters as name/value pairs (scale, seed, process counts...).
     pub parameters: Vec<(String, String)>,
@@ -61,6 +75,29 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Number of simulated events (deterministic).
     pub events: u64,
+}
+
+/// One headline number: what it is, the paper's value and this run's.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// What is measured, e.g. `"alone: LiU / PVFS2 read throughput"`.
+    pub what: String,
+    /// The paper's value, as the paper gives it (`"1.15×"`).
+    pub paper: String,
+    /// This run's value, formatted exactly as in the report's table
+    /// (`"0.98×"`).
+    pub run: String,
+}
+
+impl Finding {
+    /// A finding from its three texts.
+    pub fn new(what: impl Into<String>, paper: impl Into<String>, run: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            paper: paper.into(),
+            run: run.into(),
+        }
+    }
 }
 
 /// A table of preformatted cells.
@@ -82,8 +119,10 @@ pub struct Plot {
     pub file_stem: String,
     /// Chart title.
     pub title: String,
-    /// X-axis label.
+    /// X-axis label, with its unit.
     pub x_label: String,
+    /// How x is scaled ([`PlotKind::Lines`] only; bars are categories).
+    pub x_scale: XScale,
     /// Y-axis label.
     pub y_label: String,
     /// Line chart or grouped bar chart.
@@ -102,6 +141,17 @@ pub enum PlotKind {
     Lines,
     /// Categorical x: one group per category, one bar per series.
     Bars,
+}
+
+/// The scale of a line plot's x axis.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XScale {
+    /// Evenly spaced values.
+    Linear,
+    /// log₂ of x, a tick at every power of two in range: for counts that
+    /// double from one point to the next (8, 16, ..., 512 processes).
+    /// Points with x ≤ 0 are not drawn.
+    Log2,
 }
 
 /// A named sequence of points.
@@ -141,14 +191,30 @@ impl OutputError {
 }
 
 impl Report {
-    /// The report as GitHub Markdown: `# title`, the paper paragraph, the
+    /// The report as GitHub Markdown: `# title`, the headline (one line
+    /// per finding, "paper: …; this run: …"), the paper paragraph, the
     /// parameters as a list, each table with padded columns, an image link
     /// `![title](file_stem.png)` per plot, then the notes.
     pub fn to_markdown(&self) -> String {
         let mut md = String::new();
         md.push_str(&format!("# {}\n\n", one_line(&self.title)));
+        if !self.headline.is_empty() {
+            md.push_str("This run beside the paper:\n\n");
+            for f in &self.headline {
+                md.push_str(&format!(
+                    "- {}: paper: {}; this run: **{}**\n",
+                    one_line(&f.what),
+                    one_line(&f.paper),
+                    one_line(&f.run)
+                ));
+            }
+            md.push('\n');
+        }
         if !self.paper.trim().is_empty() {
-            md.push_str(&format!("{}\n\n", self.paper.trim()));
+            md.push_str(&format!(
+                "What the paper reports: {}\n\n",
+                self.paper.trim()
+            ));
         }
         md.push_str(&format!("Experiment: `{}`\n\n", self.experiment));
         if !self.parameters.is_empty() {
@@ -346,25 +412,39 @@ impl Plot {
     }
 
     fn draw_lines(&self, root: &Area<'_>) -> Result<(), DrawError> {
-        let (mut x0, mut x1) = self
-            .finite_points()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| {
-                (lo.min(x), hi.max(x))
-            });
-        if x0 > x1 {
-            (x0, x1) = (0.0, 1.0);
-        } else if x0 == x1 {
-            (x0, x1) = (x0 - 1.0, x1 + 1.0);
-        } else {
-            let pad = (x1 - x0) * 0.03;
-            (x0, x1) = (x0 - pad, x1 + pad);
+        match self.x_scale {
+            XScale::Linear => {
+                let (x0, x1) = padded(self.finite_points().map(|(x, _)| x));
+                self.draw_line_chart(root, RangedCoordf64::from(x0..x1))
+            }
+            XScale::Log2 => {
+                let (x0, x1) = padded(
+                    self.finite_points()
+                        .filter(|(x, _)| *x > 0.0)
+                        .map(|(x, _)| x.log2()),
+                );
+                self.draw_line_chart(
+                    root,
+                    Log2Axis {
+                        inner: (x0..x1).into(),
+                    },
+                )
+            }
         }
+    }
+
+    /// The line chart on the x axis `x_axis` (linear or log₂).
+    fn draw_line_chart<X>(&self, root: &Area<'_>, x_axis: X) -> Result<(), DrawError>
+    where
+        X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        let log2 = self.x_scale == XScale::Log2;
         let mut chart = ChartBuilder::on(root)
             .caption(one_line(&self.title), (FONT_FAMILY, 24))
             .margin(16)
             .x_label_area_size(50)
             .y_label_area_size(80)
-            .build_cartesian_2d(x0..x1, self.y_range())?;
+            .build_cartesian_2d(x_axis, self.y_range())?;
         chart
             .configure_mesh()
             .x_desc(one_line(&self.x_label))
@@ -383,7 +463,7 @@ impl Plot {
                 .points
                 .iter()
                 .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .filter(|(x, y)| x.is_finite() && y.is_finite() && (!log2 || *x > 0.0))
                 .collect();
             chart
                 .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
@@ -515,6 +595,50 @@ impl Ranged for CategoryAxis {
     }
     fn range(&self) -> std::ops::Range<f64> {
         self.inner.range()
+    }
+}
+
+/// A log₂ x axis: `inner` spans log₂ of the values, and the key points
+/// (ticks and grid lines) are the powers of two inside it.
+struct Log2Axis {
+    inner: RangedCoordf64,
+}
+
+impl Ranged for Log2Axis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(&value.log2(), limit)
+    }
+    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        log2_ticks(self.inner.range())
+    }
+    fn range(&self) -> std::ops::Range<f64> {
+        let r = self.inner.range();
+        r.start.exp2()..r.end.exp2()
+    }
+}
+
+/// The powers of two whose log₂ lies in `log_range`, in order.
+fn log2_ticks(log_range: std::ops::Range<f64>) -> Vec<f64> {
+    let first = log_range.start.ceil() as i32;
+    let last = log_range.end.floor() as i32;
+    (first..=last).map(|k| f64::from(k).exp2()).collect()
+}
+
+/// The span of `values` with 3 % padding on each side; `0..1` if there are
+/// none, `v-1..v+1` if they are all `v`.
+fn padded(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    if lo > hi {
+        (0.0, 1.0)
+    } else if lo == hi {
+        (lo - 1.0, hi + 1.0)
+    } else {
+        let pad = (hi - lo) * 0.03;
+        (lo - pad, hi + pad)
     }
 }
 
@@ -683,6 +807,29 @@ mod tests {
         assert_eq!(tick(-2.5), "-2.5");
         assert_eq!(tick(1500.0), "1500");
         assert_eq!(tick(2.0e7), "2.00e7");
+    }
+
+    #[test]
+    fn log2_ticks_are_the_powers_of_two_in_range() {
+        let (lo, hi) = padded([8.0f64, 16.0, 512.0].into_iter().map(f64::log2));
+        assert_eq!(
+            log2_ticks(lo..hi),
+            [8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]
+        );
+        // A range between two powers has none.
+        assert!(log2_ticks(2.2..2.8).is_empty());
+        let axis = Log2Axis {
+            inner: (lo..hi).into(),
+        };
+        // Equal ratios are equal distances: 8→16 as long as 256→512.
+        let px = |v: f64| axis.map(&v, (0, 1000));
+        assert!(((px(16.0) - px(8.0)) - (px(512.0) - px(256.0))).abs() <= 1);
+        assert!(
+            px(16.0) - px(8.0) > 100,
+            "one doubling is a seventh of the axis"
+        );
+        let range = axis.range();
+        assert!(range.start < 8.0 && range.end > 512.0, "{range:?}");
     }
 
     #[test]

@@ -29,6 +29,41 @@ fn cell(report: &Report, table: usize, row: &str, column: &str) -> f64 {
     number(&r[c])
 }
 
+/// Regression (issue 21): liu-table2's headline said "1.15×" (the paper's)
+/// where the run measured 0.98×. The headline now carries the run's ratio,
+/// the same text as its table cell, with the paper's beside it.
+#[test]
+fn table2_headline_gives_the_runs_ratio_beside_the_papers() {
+    let r = run("liu-table2");
+    let ratio_column = r.tables[0]
+        .headers
+        .iter()
+        .position(|h| h == "ratio")
+        .unwrap();
+    for (case, label, paper) in [
+        ("none", "alone", "1.15×"),
+        ("by mpi-io-test", "interfered by mpi-io-test", "2.10×"),
+        ("by ior-mpi-io", "interfered by ior-mpi-io", "3.45×"),
+    ] {
+        let row = r.tables[0].rows.iter().find(|row| row[0] == case).unwrap();
+        let finding = r
+            .headline
+            .iter()
+            .find(|f| f.what == format!("{label}: LiU / PVFS2"))
+            .unwrap_or_else(|| panic!("no headline for {case}: {:?}", r.headline));
+        assert_eq!(finding.run, row[ratio_column], "{case}");
+        assert_eq!(finding.paper, paper, "{case}");
+        let md = r.to_markdown();
+        assert!(
+            md.contains(&format!(
+                "paper: {paper}; this run: **{}**",
+                row[ratio_column]
+            )),
+            "{md}"
+        );
+    }
+}
+
 #[test]
 fn table2_interference_is_where_liu_pays_off() {
     let r = run("liu-table2");

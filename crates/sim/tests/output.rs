@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use sluice_sim::output::{
-    OutputError, Plot, PlotKind, Report, Series, Table, PLOT_HEIGHT, PLOT_WIDTH,
+    Finding, OutputError, Plot, PlotKind, Report, Series, Table, XScale, PLOT_HEIGHT, PLOT_WIDTH,
 };
 
 const PNG_SIGNATURE: &[u8; 8] = b"\x89PNG\r\n\x1a\n";
@@ -14,6 +14,7 @@ fn lines_plot() -> Plot {
         file_stem: "demo-throughput".into(),
         title: "Write throughput vs. processes".into(),
         x_label: "processes".into(),
+        x_scale: XScale::Log2,
         y_label: "throughput (MB/s)".into(),
         kind: PlotKind::Lines,
         x_categories: vec![],
@@ -39,6 +40,7 @@ fn bars_plot() -> Plot {
         file_stem: "demo-random".into(),
         title: "Data sent to SSD by pattern".into(),
         x_label: "access pattern".into(),
+        x_scale: XScale::Linear,
         y_label: "share of data on SSD (%)".into(),
         kind: PlotKind::Bars,
         x_categories: vec!["sequential".into(), "strided".into(), "random".into()],
@@ -59,6 +61,7 @@ fn report() -> Report {
     Report {
         experiment: "demo-fig".into(),
         title: "Demo figure".into(),
+        headline: vec![Finding::new("SSDUP / HDD only", "2×", "2.00×")],
         paper: "The paper reports that SSDUP doubles throughput.".into(),
         parameters: vec![
             ("scale".into(), "0.01".into()),
@@ -120,7 +123,14 @@ fn markdown_table_is_aligned_and_escaped() {
 #[test]
 fn markdown_has_all_sections() {
     let md = report().to_markdown();
-    assert!(md.starts_with("# Demo figure\n\nThe paper reports"), "{md}");
+    assert!(
+        md.starts_with(
+            "# Demo figure\n\nThis run beside the paper:\n\n\
+             - SSDUP / HDD only: paper: 2×; this run: **2.00×**\n\n\
+             What the paper reports: The paper reports"
+        ),
+        "{md}"
+    );
     assert!(md.contains("- scale: 0.01\n- seed: 42\n"), "{md}");
     assert!(md.contains("123456789"), "{md}");
     assert!(md.contains("## Throughput\n\n| system"), "{md}");
@@ -212,6 +222,12 @@ fn both_plot_kinds_render() {
         // Deterministic rendering.
         assert_eq!(a, plot.to_png().unwrap(), "{}", plot.file_stem);
     }
+    // A log₂ x axis draws a different picture from a linear one.
+    let linear = Plot {
+        x_scale: XScale::Linear,
+        ..lines_plot()
+    };
+    assert_ne!(lines_plot().to_png().unwrap(), linear.to_png().unwrap());
     // The two kinds draw different pictures.
     assert_ne!(
         lines_plot().to_png().unwrap(),
@@ -232,7 +248,17 @@ fn degenerate_plots_render() {
     bars_no_categories.x_categories.clear();
     let mut negative = lines_plot();
     negative.series[0].points[0].1 = -50.0;
-    for plot in [empty, one_point, bars_no_categories, negative] {
+    // A log₂ axis cannot place x ≤ 0: such points are left out.
+    let mut log_with_zero = lines_plot();
+    log_with_zero.series[0].points[0].0 = 0.0;
+    log_with_zero.series[1].points[0].0 = -4.0;
+    for plot in [
+        empty,
+        one_point,
+        bars_no_categories,
+        negative,
+        log_with_zero,
+    ] {
         let png = plot.to_png().unwrap();
         assert_eq!(png_size(&png), (PLOT_WIDTH, PLOT_HEIGHT));
     }

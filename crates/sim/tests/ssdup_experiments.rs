@@ -46,6 +46,39 @@ fn cell(report: &Report, table: usize, key: &[&str], column: &str) -> f64 {
     number(&row[c])
 }
 
+/// Every headline value is a number of the run: the whole `run` text, or
+/// each of its " / "-separated parts, is a cell of one of the report's
+/// tables; and every finding says what the paper reports beside it.
+fn assert_headline_quotes_the_tables(report: &Report) {
+    let name = &report.experiment;
+    assert!(!report.headline.is_empty(), "{name} has no headline");
+    let cells: Vec<&str> = report
+        .tables
+        .iter()
+        .flat_map(|t| t.rows.iter().flatten())
+        .map(String::as_str)
+        .filter(|c| !c.is_empty() && *c != "-")
+        .collect();
+    for f in &report.headline {
+        assert!(
+            !f.paper.trim().is_empty(),
+            "{name}: {:?} has no paper value",
+            f.what
+        );
+        let whole = cells.contains(&f.run.as_str());
+        let parts = f.run.split(" / ").all(|part| cells.contains(&part));
+        assert!(
+            whole || parts,
+            "{name}: headline {:?} says {:?}, which is not in its tables",
+            f.what,
+            f.run
+        );
+    }
+}
+
+/// Regression (issue 21): every experiment's headline gives the run's
+/// numbers (each found in its tables) beside the paper's, and is
+/// reproducible with the rest of the report.
 #[test]
 fn every_experiment_runs_and_is_reproducible() {
     for e in EXPERIMENTS {
@@ -63,6 +96,7 @@ fn every_experiment_runs_and_is_reproducible() {
         assert!(a.events > 0, "{} simulated nothing", e.name);
         let (finished, queued) = progress.runs();
         assert_eq!(finished, queued, "{}: every queued run finished", e.name);
+        assert_headline_quotes_the_tables(&a);
     }
     // Another seed changes the simulation (disk rotation, client jitter).
     let other = (find("ssdup-fig2").unwrap().run)(&RunConfig {

@@ -35,7 +35,7 @@ use serde_json::json;
 use sluice_config::{open_tier, ByteSize, Device, Span, TierConfig};
 use sluice_env::{Backend, BackendFile, Clock, OpenOptions, RelPath, SystemClock};
 use sluice_policy::units::human_bytes;
-use sluice_sim::output::{Plot, PlotKind, Series};
+use sluice_sim::output::{Plot, PlotKind, Series, XScale};
 use sluice_sim::rng::SimRng;
 
 /// Name of the file the profile writes and reads in DIR.
@@ -877,6 +877,7 @@ fn write_plots(
             args.device.name()
         ),
         x_label: "latency (ms)".to_string(),
+        x_scale: XScale::Linear,
         y_label: "fraction of reads".to_string(),
         kind: PlotKind::Lines,
         x_categories: Vec::new(),
@@ -892,7 +893,8 @@ fn write_plots(
             args.device.name()
         ),
         x_label: "request size".to_string(),
-        y_label: "MB/s".to_string(),
+        x_scale: XScale::Linear,
+        y_label: "throughput (MB/s)".to_string(),
         kind: PlotKind::Bars,
         x_categories: measurement
             .curve

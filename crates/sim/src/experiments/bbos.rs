@@ -21,7 +21,7 @@ use sluice_policy::bbos::{max_served_dwpp, Bandwidths, Eviction, Scheme};
 
 use super::{bar_plot, line_plot, RunConfig, SimError};
 use crate::checkpoint::{run, CkptConfig, CkptJob, CkptResult, IoRecord};
-use crate::output::{Report, Series, Table};
+use crate::output::{Finding, Report, Series, Table};
 use crate::rng::SimRng;
 
 const GB: u64 = 1_000_000_000;
@@ -195,19 +195,22 @@ fn throughput_over_time(name: String, r: &CkptResult) -> Series {
 }
 
 /// One static-threshold run per case: per-period mean throughput and the
-/// share of checkpoints slower than Bwmax / 2.
+/// share of checkpoints slower than Bwmax / 2. `cases` holds each case's
+/// label, config and what the paper says of it (the headline sets that
+/// beside the case's share of slow checkpoints).
 fn static_report(
     name: &str,
     title: &str,
     paper: &str,
-    cases: Vec<(String, CkptConfig)>,
+    cases: Vec<(String, CkptConfig, &str)>,
     rc: &RunConfig,
 ) -> Result<Report, SimError> {
-    let configs: Vec<CkptConfig> = cases.iter().map(|(_, c)| c.clone()).collect();
+    let configs: Vec<CkptConfig> = cases.iter().map(|(_, c, _)| c.clone()).collect();
     let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut series = Vec::new();
-    for ((label, _), r) in cases.iter().zip(&results) {
+    let mut headline = Vec::new();
+    for ((label, _, paper_says), r) in cases.iter().zip(&results) {
         let mut row = vec![label.clone()];
         for p in 0..PERIODS {
             let lo = f64::from(p) * PERIOD_S;
@@ -223,10 +226,13 @@ fn static_report(
             .iter()
             .filter(|io| io.throughput() < Bandwidths::PAPER.write_max / 2.0)
             .count();
-        row.push(format!(
-            "{:.0}%",
-            100.0 * slow as f64 / all.len().max(1) as f64
+        let slow_share = format!("{:.0}%", 100.0 * slow as f64 / all.len().max(1) as f64);
+        headline.push(Finding::new(
+            format!("{label}: checkpoints slower than Bwmax/2"),
+            *paper_says,
+            slow_share.clone(),
         ));
+        row.push(slow_share);
         row.push(r.unfinished.to_string());
         rows.push(row);
         series.push(throughput_over_time(label.clone(), r));
@@ -238,6 +244,7 @@ fn static_report(
     Ok(Report {
         experiment: name.into(),
         title: title.into(),
+        headline,
         paper: paper.into(),
         parameters: parameters(&[(
             "scheme",
@@ -262,8 +269,15 @@ fn static_report(
 
 /// Fig. 1: a static 90 % threshold degrades as DWPP grows.
 pub fn fig1(rc: &RunConfig) -> Result<Report, SimError> {
+    let paper = [
+        "slightly lower throughput after 1000 s",
+        "throughput drops over time",
+        "almost half get 4× lower throughput",
+    ];
     let cases = [1.3, 1.6, 1.9]
-        .map(|k| {
+        .into_iter()
+        .zip(paper)
+        .map(|(k, paper)| {
             let n = jobs_for(k);
             (
                 format!("{k:.1} S"),
@@ -273,9 +287,10 @@ pub fn fig1(rc: &RunConfig) -> Result<Report, SimError> {
                     PERIOD_S,
                     1,
                 ),
+                paper,
             )
         })
-        .to_vec();
+        .collect();
     static_report(
         "bbos-fig1",
         "BBOS Fig. 1: checkpoint throughput over time with a static 90% threshold, DWPP 1.3-1.9 S (Med arrivals)",
@@ -290,13 +305,19 @@ pub fn fig1(rc: &RunConfig) -> Result<Report, SimError> {
 pub fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
     let n = jobs_for(1.9);
     let cases = Congestion::ALL
+        .into_iter()
         .map(|c| {
+            let paper = match c {
+                Congestion::Low => "high throughput",
+                Congestion::Med | Congestion::High => "low throughput",
+            };
             (
                 c.name().to_string(),
                 config(STATIC_90, jobs(n, PERIOD_S, c, |_| HOUR_S), PERIOD_S, 1),
+                paper,
             )
         })
-        .to_vec();
+        .collect();
     static_report(
         "bbos-fig2",
         "BBOS Fig. 2: checkpoint throughput with a static 90% threshold under Low/Med/High arrivals, 1.9 S",
@@ -335,12 +356,15 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     let mut tput: Vec<Series> = Vec::new();
     let mut lat: Vec<Series> = Vec::new();
     let mut categories: Vec<String> = Vec::new();
+    // (scheme, DWPP, arrivals) -> (mean GB/s, mean latency, max latency) as in the table.
+    let mut cells: Vec<((Scheme, String, Congestion), [String; 3])> = Vec::new();
     for (&(s, k, c), r) in cases.iter().zip(&results) {
         let ios = measured(r, PERIOD_S);
         let t = mean(&ios, IoRecord::throughput);
         let l = mean(&ios, IoRecord::latency_s);
         let max = ios.iter().map(|io| io.latency_s()).fold(0.0, f64::max);
         let stalled = mean(&ios, |io| io.stalled_s);
+        cells.push(((s, format!("{k:.1} S"), c), [gb_s(t), secs(l), secs(max)]));
         rows.push(vec![
             c.name().into(),
             format!("{k:.1} S"),
@@ -369,9 +393,54 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             }
         }
     }
+    let cell = |s: Scheme, k: &str, c: Congestion, i: usize| -> String {
+        cells
+            .iter()
+            .find(|((s2, k2, c2), _)| *s2 == s && k2 == k && *c2 == c)
+            .map_or("-".into(), |(_, v)| v[i].clone())
+    };
+    let headline = vec![
+        Finding::new(
+            "DataWarp 1.0 S, Low / High arrivals (mean GB/s)",
+            "high under Low, the lowest under High",
+            format!(
+                "{} / {}",
+                cell(Scheme::DataWarp, "1.0 S", Congestion::Low, 0),
+                cell(Scheme::DataWarp, "1.0 S", Congestion::High, 0)
+            ),
+        ),
+        Finding::new(
+            "MaxBW 1.9 S High, mean / max latency (s)",
+            "max far above mean",
+            format!(
+                "{} / {}",
+                cell(Scheme::MaxBw, "1.9 S", Congestion::High, 1),
+                cell(Scheme::MaxBw, "1.9 S", Congestion::High, 2)
+            ),
+        ),
+        Finding::new(
+            "BBOS / MaxEff 1.9 S High, mean latency (s)",
+            "BBOS lower",
+            format!(
+                "{} / {}",
+                cell(Scheme::Bbos, "1.9 S", Congestion::High, 1),
+                cell(Scheme::MaxEff, "1.9 S", Congestion::High, 1)
+            ),
+        ),
+        Finding::new(
+            "MaxEff / BBOS 1.9 S High, mean GB/s",
+            "MaxEff the lowest of the over-subscribed schemes",
+            format!(
+                "{} / {}",
+                cell(Scheme::MaxEff, "1.9 S", Congestion::High, 0),
+                cell(Scheme::Bbos, "1.9 S", Congestion::High, 0)
+            ),
+        ),
+    ];
     Ok(Report {
         experiment: "bbos-fig5".into(),
         title: "BBOS Fig. 5: checkpoint throughput and latency, DataWarp / MaxBW / MaxEff / BBOS, DWPP 1.0-1.9 S, Low/Med/High".into(),
+        headline,
         paper: "DataWarp (1.0 S only): high throughput under Low, the lowest under High (jobs overlap), \
                 latency similar to BBOS. MaxBW: the highest throughput when nothing waits (Low; Med at \
                 1.3 S), but at Med/High from 1.6 S jobs stop for space and latency and its variance grow \
@@ -403,14 +472,16 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             bar_plot(
                 "bbos-fig5-throughput",
                 "BBOS Fig. 5(a): mean checkpoint throughput",
-                "GB/s",
+                "arrivals (Low/Med/High) and data written per period (DWPP, × S)",
+                "mean checkpoint throughput (GB/s)",
                 categories.clone(),
                 tput,
             ),
             bar_plot(
                 "bbos-fig5-latency",
                 "BBOS Fig. 5(b): mean checkpoint latency",
-                "seconds",
+                "arrivals (Low/Med/High) and data written per period (DWPP, × S)",
+                "mean checkpoint latency (s)",
                 categories,
                 lat,
             ),
@@ -476,23 +547,37 @@ pub fn utilisation(_rc: &RunConfig) -> Result<Report, SimError> {
         Scheme::Bbos,
     ];
     let paper = ["≤ 100%", "190%", "210%", "210%"];
+    let mut headline = Vec::new();
     for capacity in [S, 3200 * GB] {
         for (scheme, paper) in schemes.iter().zip(paper) {
             let planned = max_served_dwpp(*scheme, Bandwidths::PAPER, capacity as f64, PERIOD_S);
             let n = max_jobs_simulated(*scheme, capacity, &mut steps)?;
+            let served = format!("{:.0}%", 100.0 * (n * CKPT) as f64 / capacity as f64);
+            let size = format!("{:.1} TB", capacity as f64 / 1e12);
+            if capacity == S {
+                headline.push(Finding::new(
+                    format!(
+                        "{}, S = {size}: largest DWPP served, simulated",
+                        scheme.name()
+                    ),
+                    paper,
+                    served.clone(),
+                ));
+            }
             rows.push(vec![
-                format!("{:.1} TB", capacity as f64 / 1e12),
+                size,
                 scheme.name().into(),
                 paper.into(),
                 format!("{:.0}%", 100.0 * planned / capacity as f64),
                 n.to_string(),
-                format!("{:.0}%", 100.0 * (n * CKPT) as f64 / capacity as f64),
+                served,
             ]);
         }
     }
     Ok(Report {
         experiment: "bbos-utilisation".into(),
         title: "BBOS §VI-B: burst-buffer utilisation (largest DWPP served per period)".into(),
+        headline,
         paper:
             "DataWarp 0-100% (dedicated allocation); MaxBW up to 190%; MaxEff and BBOS up to 210%."
                 .into(),
@@ -555,6 +640,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             points: vec![],
         },
     ];
+    let mut reductions = Vec::new();
     for (i, &k) in ks.iter().enumerate() {
         let base = &results[2 * i];
         let direct = &results[2 * i + 1];
@@ -569,6 +655,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
         let t_direct = mean(&measured(direct, HOUR_S), IoRecord::throughput);
         let share = direct.ios_from(1, HOUR_S).filter(|io| io.direct).count() as f64
             / direct.ios_from(1, HOUR_S).count().max(1) as f64;
+        reductions.push(format!("{:.0}%", 100.0 * (1.0 - d / b)));
         rows.push(vec![
             format!("{k:.1} S"),
             format!("{:.0}", b / 1e9),
@@ -584,6 +671,11 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
     Ok(Report {
         experiment: "bbos-fig7".into(),
         title: "BBOS Fig. 7: demoted data with and without writing cold checkpoints straight to the capacity tier".into(),
+        headline: vec![Finding::new(
+            "reduction of demoted data at DWPP 1.3 / 1.6 / 1.9 S",
+            "up to 38%, growing with DWPP",
+            reductions.join(" / "),
+        )],
         paper: "Bypassing the burst buffer for checkpoints predicted cold cuts demoted data by up to 38%, \
                 more as DWPP grows (1.3 / 1.6 / 1.9 S)."
             .into(),
@@ -609,7 +701,8 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
         plots: vec![bar_plot(
             "bbos-fig7",
             "BBOS Fig. 7: demoted GB per period",
-            "GB",
+            "data written per period (DWPP, × S)",
+            "demoted per period (GB)",
             ks.iter().map(|k| format!("{k:.1} S")).collect(),
             series,
         )],
@@ -685,6 +778,11 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
     Ok(Report {
         experiment: "bbos-fig8".into(),
         title: "BBOS Fig. 8: restart hit ratio on the buffer, BBOS vs LRU vs FIFO, DWPP 1.7-2.1 S, MTBF variance".into(),
+        headline: vec![Finding::new(
+            "largest BBOS hit ratio / the worse of LRU and FIFO",
+            "up to 3.1× (3.4× in one case)",
+            format!("{best_ratio:.2}×"),
+        )],
         paper: "BBOS has the highest hit ratio, up to 3.1× (3.4× in one case) LRU/FIFO; every scheme's \
                 ratio falls as DWPP grows; LRU/FIFO do not depend on the MTBF variance, BBOS improves \
                 as it grows."
@@ -716,7 +814,8 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
         plots: vec![bar_plot(
             "bbos-fig8",
             "BBOS Fig. 8: restart hit ratio on the buffer",
-            "%",
+            "data written per period (DWPP, × S) and MTBF variance",
+            "restarts served by the buffer (%)",
             categories,
             series,
         )],
@@ -782,11 +881,22 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             points: vec![],
         },
     ];
+    let mut headline = Vec::new();
     for (i, (name, _, paper_aware, paper_not)) in mixes.iter().enumerate() {
         let aware = results[2 * i].hit_ratio_from(1);
         let not = results[2 * i + 1].hit_ratio_from(1);
         series[0].points.push((i as f64, 100.0 * aware));
         series[1].points.push((i as f64, 100.0 * not));
+        headline.push(Finding::new(
+            format!("{name}, version-aware hit ratio"),
+            format!("{paper_aware}%"),
+            format!("{:.1}%", 100.0 * aware),
+        ));
+        headline.push(Finding::new(
+            format!("{name}, failure rate only"),
+            format!("{paper_not}%"),
+            format!("{:.1}%", 100.0 * not),
+        ));
         rows.push(vec![
             name.to_string(),
             format!("{:.2} S", dwpps[i] / S as f64),
@@ -800,6 +910,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
     Ok(Report {
         experiment: "bbos-fig9".into(),
         title: "BBOS Fig. 9: version-aware eviction, checkpoint periods 60/30/20 min mixed 1:1:1 and 5:2:1, DWPP 1.9 S".into(),
+        headline,
         paper: "Restart hit ratio on the buffer with version awareness 96.4% (1:1:1) and 92.5% (5:2:1); \
                 without it (failure rate only) 80.1% and 71.7%."
             .into(),
@@ -825,7 +936,8 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         plots: vec![bar_plot(
             "bbos-fig9",
             "BBOS Fig. 9: restart hit ratio, version-aware or not",
-            "%",
+            "job mix (jobs with 60 : 30 : 20 min periods)",
+            "restarts served by the buffer (%)",
             mixes.iter().map(|m| m.0.to_string()).collect(),
             series,
         )],

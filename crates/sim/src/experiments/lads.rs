@@ -28,8 +28,8 @@ use std::time::Duration;
 use sluice_devices::LinkConfig;
 use sluice_policy::lads::{Mode, SchedulerConfig};
 
-use super::{bar_plot, line_plot, mb_s, pct, scaled, RunConfig, SimError};
-use crate::output::{Report, Series, Table};
+use super::{bar_plot, log2_line_plot, mb_s, pct, scaled, RunConfig, SimError};
+use crate::output::{Finding, Report, Series, Table};
 use crate::transfer::{simulate, Congestion, TransferConfig, TransferResult};
 
 const MIB: u64 = 1024 * 1024;
@@ -236,6 +236,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
     let results = run_all(&configs, rc)?;
     let mut rows = Vec::new();
     let mut series = Vec::new();
+    let mut headline = Vec::new();
     for (si, (name, _)) in sets.iter().enumerate() {
         let mut object = Vec::new();
         let mut file = Vec::new();
@@ -252,12 +253,35 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
                 (_, 8) => "4-5× bbcp (abstract)",
                 _ => "LADS near-linear, bbcp flat",
             };
+            let ratio = format!("{:.2}×", lt / bt);
+            match (*name, n) {
+                ("big", 1) => headline.push(Finding::new(
+                    "big set, 1 thread: LADS / bbcp",
+                    "bbcp slightly above LADS",
+                    ratio.clone(),
+                )),
+                (_, 8) => {
+                    if *name == "big" {
+                        headline.push(Finding::new(
+                            "big set, 8 threads: LADS (MB/s)",
+                            "400-450",
+                            mb_s(lt),
+                        ));
+                    }
+                    headline.push(Finding::new(
+                        format!("{name} set, 8 threads: LADS / bbcp"),
+                        "4-5× (abstract)",
+                        ratio.clone(),
+                    ));
+                }
+                _ => {}
+            }
             rows.push(vec![
                 name.to_string(),
                 n.to_string(),
                 mb_s(lt),
                 mb_s(bt),
-                format!("{:.2}×", lt / bt),
+                ratio,
                 paper.to_string(),
             ]);
         }
@@ -273,6 +297,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
     Ok(Report {
         experiment: "lads-fig7".into(),
         title: "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp) scheduling".into(),
+        headline,
         paper: "LADS scales almost linearly with I/O threads, bbcp barely improves with streams; LADS \
                 outperforms bbcp in every case but one thread on the big set (bbcp benefits from \
                 read-ahead); LADS peaks around 400-450 MB/s on the big set; 4-5× bbcp at 8 threads \
@@ -294,11 +319,11 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
                 .to_vec(),
             rows,
         }],
-        plots: vec![line_plot(
+        plots: vec![log2_line_plot(
             "lads-fig7-threads",
             "LADS Fig. 7: throughput vs I/O threads",
-            "I/O threads (bbcp: streams)",
-            "MB/s",
+            "I/O threads per side (bbcp: streams)",
+            "throughput (MB/s)",
             series,
         )],
         notes: Vec::new(),
@@ -324,7 +349,24 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
     let per_set = BUFFERS_MIB.len() * BUFFERS_MIB.len();
     let mut tables = Vec::new();
     let mut plots = Vec::new();
+    let mut headline = Vec::new();
+    let (smallest, largest) = (BUFFERS_MIB[0], BUFFERS_MIB[BUFFERS_MIB.len() - 1]);
     for (si, (name, _)) in sets.iter().enumerate() {
+        let at = |source: u32, sink: u32| {
+            let i = BUFFERS_MIB.iter().position(|&b| b == source).unwrap_or(0);
+            let j = BUFFERS_MIB.iter().position(|&b| b == sink).unwrap_or(0);
+            mb_s(results[si * per_set + i * BUFFERS_MIB.len() + j].throughput_mb_s())
+        };
+        headline.push(Finding::new(
+            format!("{name} set, source {largest} MiB: sink {smallest} / {largest} MiB (MB/s)"),
+            "a few MB at the sink reach the maximum",
+            format!("{} / {}", at(largest, smallest), at(largest, largest)),
+        ));
+        headline.push(Finding::new(
+            format!("{name} set, sink {largest} MiB: source {smallest} / {largest} MiB (MB/s)"),
+            "a larger source buffer is faster",
+            format!("{} / {}", at(smallest, largest), at(largest, largest)),
+        ));
         let mut rows = Vec::new();
         let mut series: Vec<Series> = BUFFERS_MIB
             .iter()
@@ -349,17 +391,18 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             headers,
             rows,
         });
-        plots.push(line_plot(
+        plots.push(log2_line_plot(
             &format!("lads-fig9-{name}"),
             &format!("LADS Fig. 9: buffer sizes, {name} set"),
-            "source buffer (MiB)",
-            "MB/s",
+            "source RMA buffer (MiB)",
+            "throughput (MB/s)",
             series,
         ));
     }
     Ok(Report {
         experiment: "lads-fig9".into(),
         title: "LADS Fig. 9: throughput vs source and sink RMA buffer sizes, 8 threads".into(),
+        headline,
         paper:
             "A few MB of buffer at the sink reach the maximum rate (buffered writes are fast); a \
                 larger source buffer improves throughput (direct reads are the bottleneck and more \
@@ -468,9 +511,29 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
         .collect();
     let normal_rr = results[0].seconds();
     let normal_bbcp = results[SETTINGS.len()].seconds();
+    let mut headline = Vec::new();
     for (ci, (condition, _, _)) in conditions.iter().enumerate() {
         let base = ci * per_condition;
         let rr = results[base].seconds();
+        // The best CA setting of this condition (shortest run time).
+        let best_ca = SETTINGS
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.0 == Mode::CongestionAware)
+            .map(|(k, &(_, t, m))| (results[base + k].seconds(), t, m))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let paper_ca = match *condition {
+            "C-source" => Some("up to +35%"),
+            "C-sink" => Some("almost never better"),
+            _ => None,
+        };
+        if let (Some(paper), Some((seconds, t, m))) = (paper_ca, best_ca) {
+            headline.push(Finding::new(
+                format!("{condition}: best CA ({t} ms, {m}) throughput vs RR"),
+                paper,
+                gain(rr, seconds),
+            ));
+        }
         for (k, &(mode, t, m)) in SETTINGS.iter().enumerate() {
             let r = &results[base + k];
             series[k].points.push((ci as f64, r.seconds()));
@@ -499,6 +562,13 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             "C-sink" => "about the same as normal (Table 1)",
             _ => "slower than LADS (Table 1)",
         };
+        if ci > 0 {
+            headline.push(Finding::new(
+                format!("{condition}: bbcp run time vs normal"),
+                paper,
+                longer(normal_bbcp, b.seconds()),
+            ));
+        }
         rows.push(vec![
             condition.to_string(),
             "bbcp".into(),
@@ -534,6 +604,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
     Ok(Report {
         experiment: "lads-fig10".into(),
         title: "LADS Fig. 10 / Table 1: run time with congested source or sink targets, RR vs CA (T, M)".into(),
+        headline,
         paper: "Transferring 100 GB: with part of the source congested, CA improves on RR by up to 35%; \
                 too large a threshold, or too few or too many skips, lose the gain. With the sink \
                 congested the impact is much larger and CA almost never helps, whatever (T, M): \
@@ -594,6 +665,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
         plots: vec![bar_plot(
             "lads-fig10-congestion",
             "LADS Fig. 10: run time, RR vs CA",
+            "congestion condition",
             "run time (s)",
             conditions.iter().map(|c| c.0.to_string()).collect(),
             series,
@@ -669,10 +741,37 @@ pub fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }));
     headers.push("objects spilled (2 GiB SSD)".into());
+    // The largest gain of any SSD size over no SSD, as its table cell.
+    let best_spill = dram
+        .iter()
+        .flat_map(|&d| ssd.iter().filter(|&&s| s > 0).map(move |&s| (d, s)))
+        .max_by(|a, b| {
+            let g = |(d, s): (u32, u32)| at(d, s).throughput_mb_s() / at(d, 0).throughput_mb_s();
+            g(*a).total_cmp(&g(*b))
+        });
+    let mut headline = Vec::new();
+    if let Some((d, s)) = best_spill {
+        let (t, base) = (at(d, s).throughput_mb_s(), at(d, 0).throughput_mb_s());
+        headline.push(Finding::new(
+            format!("largest gain of an SSD spill over no SSD (DRAM {d} MiB + SSD {s} MiB, MB/s)"),
+            "+37% with a small SSD",
+            format!(
+                "{} ({}{})",
+                mb_s(t),
+                if t >= base { "+" } else { "" },
+                pct(t / base - 1.0)
+            ),
+        ));
+    }
     let mut versus = Vec::new();
     for &d in &[256u32, 512, 1024] {
         let with_ssd = at(d, d).throughput_mb_s();
         let doubled = at(2 * d, 0).throughput_mb_s();
+        headline.push(Finding::new(
+            format!("DRAM {d} MiB + SSD {d} MiB vs DRAM {} MiB", 2 * d),
+            "the same throughput",
+            pct(with_ssd / doubled - 1.0),
+        ));
         versus.push(vec![
             format!("{d} MiB"),
             mb_s(at(d, 0).throughput_mb_s()),
@@ -684,6 +783,7 @@ pub fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
     Ok(Report {
         experiment: "lads-fig11".into(),
         title: "LADS Fig. 11: SSD spill at the source, sink congested with 10 s idle gaps".into(),
+        headline,
         paper: "Throughput rises with the source's memory; a small SSD spill buffer raises it by 37% over \
                 no SSD, and doubling DRAM reaches the same throughput at a higher cost (Fig. 11(b)). \
                 Sink RMA buffer 256 MB, 8 I/O threads each side, no congestion-aware scheduling. \
@@ -722,11 +822,11 @@ pub fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
                 rows: versus,
             },
         ],
-        plots: vec![line_plot(
+        plots: vec![log2_line_plot(
             "lads-fig11-spill",
             "LADS Fig. 11: throughput vs source DRAM, with and without SSD",
-            "source DRAM (MiB)",
-            "MB/s",
+            "source DRAM buffer (MiB)",
+            "throughput (MB/s)",
             series,
         )],
         notes: Vec::new(),

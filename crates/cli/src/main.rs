@@ -4,7 +4,6 @@
 mod ckpt;
 mod logging;
 mod mount;
-mod progress;
 mod quarantine;
 mod service;
 mod sim;
@@ -19,6 +18,7 @@ use sluice_policy::threshold::ThresholdConfig;
 use sluice_policy::FileId;
 use sluice_sim::analyse::{analyse, AnalysisConfig, Phase};
 use sluice_sim::workload::{Arrival, Ior, IorPattern};
+use sluice_term::progress::ProgressMode;
 use sluice_workload::{demo, profile};
 
 /// sluice — a hybrid-storage I/O layer for HPC (SSDUP+, LiU, BBOS, LADS).
@@ -42,7 +42,7 @@ struct Cli {
     /// when stderr is a terminal, else plain lines (auto); plain lines
     /// always (lines); nothing (off).
     #[arg(long, global = true, value_enum, value_name = "HOW", default_value_t)]
-    progress: progress::ProgressMode,
+    progress: ProgressMode,
     #[command(flatten)]
     analyse: AnalyseArgs,
 }
@@ -153,7 +153,7 @@ struct TopArgs {
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
-    let min = sluice_top::INTERVAL_MIN.as_secs_f64();
+    let min = sluice_term::top::INTERVAL_MIN.as_secs_f64();
     match s.parse::<f64>() {
         Ok(v) if (min..=3600.0).contains(&v) => Ok(v),
         _ => Err(format!(
@@ -356,7 +356,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Mount(args)) => service::leave_session_if_daemon_child()
             .and_then(|()| mount::mount(&args.config, args.mountpoint.as_deref())),
-        Some(Command::Unmount(args)) => mount::unmount(
+        Some(Command::Unmount(args)) => sluice_term::client::unmount(
             &args.mountpoint,
             args.keep,
             args.drain,
@@ -364,11 +364,11 @@ fn main() -> ExitCode {
             cli.progress,
         ),
         Some(Command::Status(args)) => mount::status(&args.mountpoint, args.json),
-        Some(Command::Top(args)) => sluice_top::run(
+        Some(Command::Top(args)) => sluice_term::top::run(
             &args.mountpoint,
             std::time::Duration::from_secs_f64(args.interval),
         ),
-        Some(Command::Drain(args)) => mount::drain(&args.mountpoint, cli.progress),
+        Some(Command::Drain(args)) => sluice_term::client::drain(&args.mountpoint, cli.progress),
         Some(Command::Sync(args)) => mount::sync(&args.paths),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
         Some(Command::Config(ConfigCommand::Check(args))) => mount::config_check(&args),

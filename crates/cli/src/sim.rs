@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use sluice_sim::experiments::{find, Experiment, RunConfig, RunProgress, EXPERIMENTS};
 use sluice_sim::output::Report;
 
-use crate::progress::{Progress, ProgressMode, Unit};
+use sluice_term::progress::{Progress, ProgressMode, Unit};
 
 /// Print the experiments, one per line.
 pub fn list() {

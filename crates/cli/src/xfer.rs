@@ -14,7 +14,7 @@ use sluice_xfer::sink::{Sink, SinkOptions};
 use sluice_xfer::source::{self, Compare, Destination, SendOptions, SendProgress};
 use sluice_xfer::tls;
 
-use crate::progress::{Progress, ProgressMode, Unit};
+use sluice_term::progress::{Progress, ProgressMode, Unit};
 
 /// `sluice xfer ...`.
 #[derive(Subcommand, Debug)]

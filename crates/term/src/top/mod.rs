@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use sluice_fuse::{control_request, Status};
 
-use crate::rates::HISTORY_DEFAULT;
-use crate::screen::Screen;
+use crate::top::rates::HISTORY_DEFAULT;
+use crate::top::screen::Screen;
 
 /// Shortest poll interval: the status snapshot takes the engine's lock,
 /// and a person cannot read faster.

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use sluice_fuse::Status;
 
-use crate::rates::{History, Rates, Sample};
+use crate::top::rates::{History, Rates, Sample};
 
 /// Whether the mount answered the last poll.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,7 +5,7 @@
 //! LiU and BBOS lines when they are on, and the latest errors.
 //!
 //! Only drawing: every number comes from the screen (the status snapshot
-//! and [`crate::rates`]), so the view is tested on ratatui's `TestBackend`
+//! and [`crate::top::rates`]), so the view is tested on ratatui's `TestBackend`
 //! by the text it leaves in the buffer.
 
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -16,8 +16,8 @@ use ratatui::Frame;
 use sluice_fuse::status::region_letter;
 use sluice_fuse::Status;
 
-use crate::rates::Rates;
-use crate::screen::{Link, Screen};
+use crate::top::rates::Rates;
+use crate::top::screen::{Link, Screen};
 
 /// Regions drawn one letter each at most; more are summed up only.
 const REGION_LETTERS_MAX: usize = 64;

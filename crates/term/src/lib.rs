@@ -1,0 +1,13 @@
+//! The terminal side of sluice: what a person at a terminal sees of a
+//! running mount, kept out of the binary so that `crates/cli` only parses
+//! flags and wires crates.
+//!
+//! - [`top`]: `sluice top`, the live view (issue 21; docs/top.md);
+//! - [`progress`]: the one progress display of long commands (an
+//!   `indicatif` bar on a terminal, plain lines elsewhere);
+//! - [`client`]: `sluice drain` and `sluice unmount` as the CLI runs them,
+//!   with the drain's progress and what Ctrl-C does.
+
+pub mod client;
+pub mod progress;
+pub mod top;

@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+
+use support::is_mounted;
+
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const REDIS_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/redis.sh");
 
@@ -118,14 +122,6 @@ impl Drop for Redis {
                 .output();
         }
     }
-}
-
-fn is_mounted(point: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
 }
 
 /// One node: `sluice mount` over its own fast tier and the shared capacity

@@ -21,10 +21,14 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+mod support;
+
+use support::{fuse_available, is_mounted};
 
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
@@ -34,30 +38,6 @@ use nix::libc;
 /// fix).
 fn sluice_bin() -> String {
     std::env::var("SLUICE_MULTINODE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sluice").into())
-}
-
-fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && Command::new("fusermount3")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: FUSE is required (/dev/fuse and fusermount3; scripts/setup.sh installs fuse3)"
-        );
-        eprintln!("skipped: no /dev/fuse or fusermount3 (install fuse3)");
-    }
-    ok
-}
-
-fn is_mounted(point: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
 }
 
 /// One node: a `sluice mount` child with its own fast tier and mount

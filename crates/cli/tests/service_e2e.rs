@@ -18,40 +18,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+mod support;
+
+use support::{fuse_available, is_mounted, required, SLUICE};
+
 const UNIT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../contrib/systemd/sluice@.service"
 );
-
-/// Whether `what` is there; under CI=true its absence fails the test.
-fn required(ok: bool, what: &str) -> bool {
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: {what} is required (scripts/setup.sh installs it; CI runs as root)"
-        );
-        eprintln!("skipped: no {what}");
-    }
-    ok
-}
-
-fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && Command::new("fusermount3")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success());
-    required(ok, "/dev/fuse or fusermount3 (install fuse3)")
-}
-
-fn is_mounted(point: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
-}
 
 /// Fresh tiers and a mount point in a temp dir.
 struct Tiers {

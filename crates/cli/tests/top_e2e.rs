@@ -20,21 +20,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{fuse_available, Mounted, SLUICE};
+use support::{fuse_available, required, Mounted, SLUICE};
 
 fn tmux_available() -> bool {
     let ok = Command::new("tmux")
         .arg("-V")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: tmux is required for the sluice top test (scripts/setup.sh installs it)"
-        );
-        eprintln!("skipped: no tmux (install tmux)");
-    }
-    ok
+    required(ok, "tmux (for the sluice top test)")
 }
 
 /// A tmux server of the test's own (its socket in a temp dir) with one

@@ -11,20 +11,25 @@ use std::time::{Duration, Instant};
 
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
+/// Whether `what` is there; under CI=true its absence fails the test.
+pub fn required(ok: bool, what: &str) -> bool {
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: {what} is required (scripts/setup.sh installs it; CI runs as root)"
+        );
+        eprintln!("skipped: no {what}");
+    }
+    ok
+}
+
 pub fn fuse_available() -> bool {
     let ok = Path::new("/dev/fuse").exists()
         && Command::new("fusermount3")
             .arg("-V")
             .output()
             .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: FUSE is required (/dev/fuse and fusermount3; scripts/setup.sh installs fuse3)"
-        );
-        eprintln!("skipped: no /dev/fuse or fusermount3 (install fuse3)");
-    }
-    ok
+    required(ok, "/dev/fuse or fusermount3 (install fuse3)")
 }
 
 pub fn is_mounted(point: &Path) -> bool {

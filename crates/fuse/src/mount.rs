@@ -45,7 +45,7 @@ use fuser::{BackgroundSession, MountOption, SessionACL};
 use rustix::io::Errno;
 use rustix::mount::UnmountFlags;
 use sluice_catalog::JobSpec;
-use sluice_config::{Config, Device};
+use sluice_config::{Config, Device, PolicyName};
 use sluice_engine::{Checkpoints, Drained, Engine, LiuBackend};
 use sluice_env::{Clock, SystemClock};
 
@@ -375,6 +375,32 @@ fn fuse_mounted_at(mountinfo: &str, point: &Path) -> Option<(String, String)> {
     })
 }
 
+/// `cost` placement with the default `policy.cost_seek` (a 7200 rpm disk's
+/// positioning time) over a capacity directory that is not the emulated
+/// disk: the rule then buffers random writes a fast device would take as
+/// they come, and the operator should measure the device. Not an error:
+/// the default is right for a disk.
+fn unprofiled_cost(config: &Config) -> Option<String> {
+    let default_seek = sluice_policy::cost::CostModel::default().capacity_seek;
+    (config.policy.name == PolicyName::Cost
+        && config.policy.cost_seek.0 == default_seek
+        && config.capacity.device == Device::Posix)
+        .then(|| {
+            format!(
+                "policy.cost_seek is the default {} µs, a 7200 rpm disk's positioning time: if \
+                 the capacity tier is faster (SSD, a parallel file system's cache), random \
+                 writes are buffered that it would take as fast; `sluice profile {}` measures \
+                 it and prints the value to set",
+                default_seek.as_micros(),
+                config
+                    .capacity
+                    .path
+                    .as_deref()
+                    .map_or_else(|| "CAPACITY_DIR".into(), |p| p.display().to_string())
+            )
+        })
+}
+
 /// A metrics address other than loopback needs `metrics.public`: the
 /// endpoint has no authentication. Returns the warning to print when it
 /// is public.
@@ -411,6 +437,7 @@ impl Mount {
         config.validate().map_err(invalid)?;
         let mut warnings = Vec::new();
         warnings.extend(check_metrics(config)?);
+        warnings.extend(unprofiled_cost(config));
         check_mount_point(mountpoint)?;
         // The tiers' layout is checked before the lock file is created: an
         // unsafe layout (the fast tier inside or equal to the capacity
@@ -1128,6 +1155,29 @@ pub fn control_request_at(socket: &Path, mountpoint: &Path, request: &str) -> io
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unprofiled_cost_policy_over_a_real_directory_is_warned_about() {
+        let base = "[capacity]\npath = \"/srv/cap\"\n[fast]\npath = \"/srv/fast\"\n";
+        let config = |extra: &str| Config::from_toml(&format!("{base}{extra}")).unwrap();
+        let warning = unprofiled_cost(&config("")).expect("the default cost_seek is warned");
+        assert!(warning.contains("sluice profile /srv/cap"), "{warning}");
+        // Measured, another policy, or the emulated disk the default is: quiet.
+        assert_eq!(
+            unprofiled_cost(&config("[policy]\ncost_seek = \"58us\"\n")),
+            None
+        );
+        assert_eq!(
+            unprofiled_cost(&config("[policy]\nname = \"ssdup+\"\n")),
+            None
+        );
+        let hdd = Config::from_toml(&base.replace(
+            "path = \"/srv/cap\"\n",
+            "path = \"/srv/cap\"\ndevice = \"hdd\"\n",
+        ))
+        .unwrap();
+        assert_eq!(unprofiled_cost(&hdd), None);
+    }
 
     #[test]
     fn fuse_mounts_are_found_by_their_unescaped_mount_point() {

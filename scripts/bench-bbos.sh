@@ -127,7 +127,7 @@ for over in overs:
         ratio = f"{h / (h + m):.2f}" if h + m else "–"
         print(f'| {over} | {names.get(s, s)} | {n} | {by / max(busy, 1e-9) / 1e6:.1f} | {mean:.2f} / {p95:.2f} | '
               f'{staged} / {b["cold_direct"]} / {b["spills"]} | {b["demoted_bytes"] / 1048576:.0f} | {h} / {m} ({ratio}) | '
-              f'{b["admission_waits"]} | {b["throttle_s"]:.1f} |')
+              f'{b["admission_waits"]} | {b["throttle_ns"] / 1e9:.1f} |')
 PY
 )
 echo "$table"

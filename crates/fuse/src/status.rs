@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
+pub use sluice_engine::CkptStats;
 use sluice_engine::{Checkpoints, Engine, Incident, LiuBackend};
 use sluice_policy::Tier;
 
@@ -102,65 +103,14 @@ pub struct CkptStatusView {
     pub write_rate: u64,
     /// Demotion rate now, bytes/s.
     pub demote_rate: u64,
-    /// Checkpoints started.
-    pub checkpoints: u64,
-    /// Bytes written to staged copies.
-    pub staged_written_bytes: u64,
-    /// Checkpoints sent straight to the capacity tier as cold.
-    pub cold_direct: u64,
-    /// Checkpoints sent there because no room could be made.
-    pub spills: u64,
-    /// Bytes written to checkpoint files on the capacity tier.
-    pub direct_bytes: u64,
-    /// Copies demoted.
-    pub demotions: u64,
-    /// Bytes demoted.
-    pub demoted_bytes: u64,
-    /// Demotion steps done by copy_file_range.
-    pub kernel_copies: u64,
-    /// Cached copies evicted.
-    pub evictions: u64,
-    /// Restart opens served by the fast tier.
-    pub restart_hits: u64,
-    /// Restart opens served by the capacity tier.
-    pub restart_misses: u64,
-    /// Bytes read from fast-tier copies.
-    pub hit_bytes: u64,
-    /// Bytes of checkpoint files read from the capacity tier.
-    pub miss_bytes: u64,
-    /// Checkpoints that waited for their job's turn.
-    pub admission_waits: u64,
-    /// Waits that ran out.
-    pub admission_timeouts: u64,
-    /// Seconds spent waiting for admission.
-    pub admission_wait_s: f64,
-    /// Seconds writers waited for the throttle.
-    pub throttle_s: f64,
-    /// Failed demotions.
-    pub demotion_errors: u64,
-    /// Failed catalogue calls.
-    pub catalog_errors: u64,
-    /// New checkpoints written to the capacity tier as ordinary files
-    /// because the catalogue failed.
-    #[serde(default)]
-    pub catalog_fallbacks: u64,
-    /// Restart reads that waited for another node's demotion, and those
-    /// whose wait ran out (EAGAIN).
-    #[serde(default)]
-    pub remote_waits: u64,
-    /// See `remote_waits`.
-    #[serde(default)]
-    pub remote_timeouts: u64,
-    /// The last of those errors.
-    pub last_error: Option<String>,
-    /// Copies found in the staging directory at mount.
-    pub recovered: u64,
+    /// The stager's counters since the mount, as it counts them.
+    #[serde(flatten)]
+    pub stats: CkptStats,
 }
 
 impl CkptStatusView {
     fn take(c: &Checkpoints) -> CkptStatusView {
         let s = c.status();
-        let t = s.stats;
         CkptStatusView {
             scheme: s.scheme.to_string(),
             eviction: s.eviction.to_string(),
@@ -178,30 +128,7 @@ impl CkptStatusView {
             pattern: s.pattern,
             write_rate: s.write_rate,
             demote_rate: s.demote_rate,
-            checkpoints: t.checkpoints,
-            staged_written_bytes: t.staged_bytes,
-            cold_direct: t.cold_direct,
-            spills: t.spills,
-            direct_bytes: t.direct_bytes,
-            demotions: t.demotions,
-            demoted_bytes: t.demoted_bytes,
-            kernel_copies: t.kernel_copies,
-            evictions: t.evictions,
-            restart_hits: t.restart_hits,
-            restart_misses: t.restart_misses,
-            hit_bytes: t.hit_bytes,
-            miss_bytes: t.miss_bytes,
-            admission_waits: t.admission_waits,
-            admission_timeouts: t.admission_timeouts,
-            admission_wait_s: t.admission_wait_ns as f64 / 1e9,
-            throttle_s: t.throttle_ns as f64 / 1e9,
-            demotion_errors: t.demotion_errors,
-            catalog_errors: t.catalog_errors,
-            catalog_fallbacks: t.catalog_fallbacks,
-            remote_waits: t.remote_waits,
-            remote_timeouts: t.remote_timeouts,
-            last_error: t.last_error,
-            recovered: t.recovered,
+            stats: s.stats,
         }
     }
 }
@@ -730,19 +657,19 @@ impl Status {
                 b.pattern,
                 mib(b.dwsf_bytes),
                 mib(b.dwpp_bytes),
-                b.checkpoints,
-                b.cold_direct,
-                b.spills,
-                b.catalog_fallbacks,
-                b.demotions,
-                mib(b.demoted_bytes),
-                b.evictions,
-                b.restart_hits,
-                b.restart_misses,
-                b.admission_waits,
-                b.admission_timeouts,
-                b.demotion_errors + b.catalog_errors,
-                b.last_error
+                b.stats.checkpoints,
+                b.stats.cold_direct,
+                b.stats.spills,
+                b.stats.catalog_fallbacks,
+                b.stats.demotions,
+                mib(b.stats.demoted_bytes),
+                b.stats.evictions,
+                b.stats.restart_hits,
+                b.stats.restart_misses,
+                b.stats.admission_waits,
+                b.stats.admission_timeouts,
+                b.stats.demotion_errors + b.stats.catalog_errors,
+                b.stats.last_error
                     .as_ref()
                     .map_or_else(String::new, |e| format!(" (last: {e})")),
             );
@@ -766,6 +693,36 @@ impl Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stager's counters are the engine's `CkptStats`, serialized
+    /// flat into the `bbos` object (one definition, no copy), and an
+    /// answer missing some of them (an older mount) still reads.
+    #[test]
+    fn checkpoint_counters_are_the_engines_serialized_flat() {
+        let view = CkptStatusView {
+            staged_bytes: 7,
+            stats: CkptStats {
+                staged_written_bytes: 11,
+                throttle_ns: 2_000_000_000,
+                ..CkptStats::default()
+            },
+            ..CkptStatusView::default()
+        };
+        let json: serde_json::Value = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["staged_bytes"], 7);
+        assert_eq!(json["staged_written_bytes"], 11);
+        assert_eq!(json["throttle_ns"], 2_000_000_000u64);
+        assert!(json.get("stats").is_none(), "{json}");
+        let mut older = json.clone();
+        let fields = older.as_object_mut().unwrap();
+        fields.remove("demoted_bytes");
+        fields.remove("published_bytes");
+        fields.insert("checkpoints".into(), 3.into());
+        let old: CkptStatusView = serde_json::from_value(older).unwrap();
+        assert_eq!(old.stats.checkpoints, 3);
+        assert_eq!(old.stats.staged_written_bytes, 11);
+        assert_eq!(old.stats.demoted_bytes, 0);
+    }
 
     /// A status from a mount that predates the fields sluice top added
     /// still reads (no age, no synced or read bytes),

@@ -431,7 +431,7 @@ impl Checkpoints {
             c.rec.bytes = c.len;
             c.accessed = now;
         }
-        state.stats.staged_bytes += bytes;
+        state.stats.staged_written_bytes += bytes;
         let closed = state.planner.handle_written(now, bytes);
         record_periods(shared, &mut state, &closed);
         Ok(())

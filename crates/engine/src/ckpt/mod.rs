@@ -177,8 +177,10 @@ impl Default for CkptOptions {
     }
 }
 
-/// Counters since open.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Counters since open: counted here, and shown by status, metrics and
+/// `sluice top` as they are (serialized, not copied field by field).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct CkptStats {
     /// Bytes written to the capacity tier at an fsync or close
     /// ([`CkptOptions::publish_on_sync`]).
@@ -186,7 +188,7 @@ pub struct CkptStats {
     /// New checkpoints started (staged or direct).
     pub checkpoints: u64,
     /// Bytes written to staged copies.
-    pub staged_bytes: u64,
+    pub staged_written_bytes: u64,
     /// Checkpoints written straight to the capacity tier because they were
     /// the coldest (BBOS) or had no grant (DataWarp).
     pub cold_direct: u64,

@@ -157,6 +157,7 @@ mod tests {
 
     use super::*;
     use crate::status::{CkptStatusView, LiuStatusView};
+    use sluice_engine::CkptStats;
 
     /// A snapshot in which every metric applies (LiU and BBOS on, a stream
     /// classified), with distinct values.
@@ -179,13 +180,16 @@ mod tests {
                 ..LiuStatusView::default()
             }),
             bbos: Some(CkptStatusView {
-                checkpoints: 10,
-                cold_direct: 2,
-                spills: 1,
-                catalog_fallbacks: 1,
-                throttle_s: 1.5,
-                remote_waits: 5,
-                remote_timeouts: 2,
+                stats: CkptStats {
+                    checkpoints: 10,
+                    cold_direct: 2,
+                    spills: 1,
+                    catalog_fallbacks: 1,
+                    throttle_ns: 1_500_000_000,
+                    remote_waits: 5,
+                    remote_timeouts: 2,
+                    ..CkptStats::default()
+                },
                 ..CkptStatusView::default()
             }),
             ..Status::default()

@@ -407,12 +407,12 @@ pub const METRICS: &[Metric] = &[
         ),
         read: |s| {
             bbos(s, |b| {
-                let elsewhere = b.cold_direct + b.spills + b.catalog_fallbacks;
+                let elsewhere = b.stats.cold_direct + b.stats.spills + b.stats.catalog_fallbacks;
                 vec![
-                    b.checkpoints.saturating_sub(elsewhere),
-                    b.cold_direct,
-                    b.spills,
-                    b.catalog_fallbacks,
+                    b.stats.checkpoints.saturating_sub(elsewhere),
+                    b.stats.cold_direct,
+                    b.stats.spills,
+                    b.stats.catalog_fallbacks,
                 ]
             })
         },
@@ -422,63 +422,63 @@ pub const METRICS: &[Metric] = &[
         kind: Counter,
         help: "BBOS: checkpoint bytes written, by tier.",
         labels: label("tier", TIERS),
-        read: |s| bbos(s, |b| vec![b.staged_written_bytes, b.direct_bytes]),
+        read: |s| bbos(s, |b| vec![b.stats.staged_written_bytes, b.stats.direct_bytes]),
     },
     Metric {
         name: "sluice_ckpt_demotions_total",
         kind: Counter,
         help: "BBOS: checkpoint copies demoted to the capacity tier.",
         labels: None,
-        read: |s| bbos(s, |b| vec![b.demotions]),
+        read: |s| bbos(s, |b| vec![b.stats.demotions]),
     },
     Metric {
         name: "sluice_ckpt_demoted_bytes_total",
         kind: Counter,
         help: "BBOS: bytes demoted to the capacity tier.",
         labels: None,
-        read: |s| bbos(s, |b| vec![b.demoted_bytes]),
+        read: |s| bbos(s, |b| vec![b.stats.demoted_bytes]),
     },
     Metric {
         name: "sluice_ckpt_evictions_total",
         kind: Counter,
         help: "BBOS: cached checkpoint copies evicted.",
         labels: None,
-        read: |s| bbos(s, |b| vec![b.evictions]),
+        read: |s| bbos(s, |b| vec![b.stats.evictions]),
     },
     Metric {
         name: "sluice_ckpt_restart_opens_total",
         kind: Counter,
         help: "BBOS: opens of checkpoint files for reading, served by the fast tier (hit) or the capacity tier (miss).",
         labels: label("result", HIT_MISS),
-        read: |s| bbos(s, |b| vec![b.restart_hits, b.restart_misses]),
+        read: |s| bbos(s, |b| vec![b.stats.restart_hits, b.stats.restart_misses]),
     },
     Metric {
         name: "sluice_ckpt_restart_bytes_total",
         kind: Counter,
         help: "BBOS: bytes those reads returned.",
         labels: label("result", HIT_MISS),
-        read: |s| bbos(s, |b| vec![b.hit_bytes, b.miss_bytes]),
+        read: |s| bbos(s, |b| vec![b.stats.hit_bytes, b.stats.miss_bytes]),
     },
     Metric {
         name: "sluice_ckpt_admission_waits_total",
         kind: Counter,
         help: "BBOS: new checkpoints that waited for their job's turn.",
         labels: None,
-        read: |s| bbos(s, |b| vec![b.admission_waits]),
+        read: |s| bbos(s, |b| vec![b.stats.admission_waits]),
     },
     Metric {
         name: "sluice_ckpt_admission_timeouts_total",
         kind: Counter,
         help: "BBOS: admission waits that ran out (the checkpoint went ahead).",
         labels: None,
-        read: |s| bbos(s, |b| vec![b.admission_timeouts]),
+        read: |s| bbos(s, |b| vec![b.stats.admission_timeouts]),
     },
     Metric {
         name: "sluice_ckpt_throttle_seconds_total",
         kind: Counter,
         help: "BBOS: seconds checkpoint writers waited for the write throttle.",
         labels: None,
-        read: |s| s.bbos.as_ref().map(|b| vec![Value::Real(b.throttle_s)]),
+        read: |s| s.bbos.as_ref().map(|b| vec![Value::Real(b.stats.throttle_ns as f64 / 1e9)]),
     },
     Metric {
         name: "sluice_ckpt_rate_bytes_per_second",
@@ -506,7 +506,7 @@ pub const METRICS: &[Metric] = &[
         kind: Counter,
         help: "BBOS: failed demotions (retried) and catalogue calls (the staging directory stays the truth).",
         labels: label("what", &["demotion", "catalogue"]),
-        read: |s| bbos(s, |b| vec![b.demotion_errors, b.catalog_errors]),
+        read: |s| bbos(s, |b| vec![b.stats.demotion_errors, b.stats.catalog_errors]),
     },
     Metric {
         name: "sluice_ckpt_remote_waits_total",
@@ -516,8 +516,8 @@ pub const METRICS: &[Metric] = &[
         read: |s| {
             bbos(s, |b| {
                 vec![
-                    b.remote_waits.saturating_sub(b.remote_timeouts),
-                    b.remote_timeouts,
+                    b.stats.remote_waits.saturating_sub(b.stats.remote_timeouts),
+                    b.stats.remote_timeouts,
                 ]
             })
         },

@@ -70,11 +70,11 @@ impl Totals {
         let (staged, hits, direct, demoted, misses) =
             status.bbos.as_ref().map_or((0, 0, 0, 0, 0), |b| {
                 (
-                    b.staged_written_bytes,
-                    b.hit_bytes,
-                    b.direct_bytes,
-                    b.demoted_bytes,
-                    b.miss_bytes,
+                    b.stats.staged_written_bytes,
+                    b.stats.hit_bytes,
+                    b.stats.direct_bytes,
+                    b.stats.demoted_bytes,
+                    b.stats.miss_bytes,
                 )
             });
         Totals {
@@ -246,7 +246,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_fuse::status::{CkptStatusView, LiuStatusView};
+    use sluice_fuse::status::{CkptStats, CkptStatusView, LiuStatusView};
 
     const MIB: u64 = 1024 * 1024;
 
@@ -363,11 +363,14 @@ mod tests {
     #[test]
     fn checkpoints_and_liu_count_on_the_tiers_they_touch() {
         let bbos = |staged, demoted, hits, misses, direct| CkptStatusView {
-            staged_written_bytes: staged,
-            demoted_bytes: demoted,
-            hit_bytes: hits,
-            miss_bytes: misses,
-            direct_bytes: direct,
+            stats: CkptStats {
+                staged_written_bytes: staged,
+                demoted_bytes: demoted,
+                hit_bytes: hits,
+                miss_bytes: misses,
+                direct_bytes: direct,
+                ..CkptStats::default()
+            },
             ..CkptStatusView::default()
         };
         let liu = |head_bytes_read, buffer_hits| LiuStatusView {

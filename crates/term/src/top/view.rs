@@ -303,9 +303,9 @@ fn feature_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
             b.cached_files,
             bytes(b.cached_bytes),
             bytes(b.capacity_bytes),
-            b.checkpoints,
-            b.cold_direct,
-            b.spills
+            b.stats.checkpoints,
+            b.stats.cold_direct,
+            b.stats.spills
         )));
         lines.push(Line::from(format!(
             "       demoting {} (cap {}) · DWSF {} of DWPP {} (pattern {}) · {write_cap} · restarts {} hits / {} misses · {}",
@@ -314,9 +314,9 @@ fn feature_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
             bytes(b.dwsf_bytes),
             bytes(b.dwpp_bytes),
             b.pattern,
-            b.restart_hits,
-            b.restart_misses,
-            errors(b.demotion_errors + b.catalog_errors, &b.last_error)
+            b.stats.restart_hits,
+            b.stats.restart_misses,
+            errors(b.stats.demotion_errors + b.stats.catalog_errors, &b.stats.last_error)
         )));
     }
     lines
@@ -347,7 +347,7 @@ mod tests {
     use super::*;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
-    use sluice_fuse::status::{CkptStatusView, IncidentView, LiuStatusView, TierStatus};
+    use sluice_fuse::status::{CkptStats, CkptStatusView, IncidentView, LiuStatusView, TierStatus};
     use std::time::Duration;
 
     const MIB: u64 = 1024 * 1024;
@@ -465,8 +465,11 @@ mod tests {
             jobs: 2,
             staged_files: 3,
             staged_bytes: 3 * MIB,
-            restart_hits: 4,
-            restart_misses: 1,
+            stats: CkptStats {
+                restart_hits: 4,
+                restart_misses: 1,
+                ..CkptStats::default()
+            },
             ..CkptStatusView::default()
         });
         let text = draw(&screen, 160, 50);

@@ -15,9 +15,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::threshold::ThresholdConfig;
-use sluice_policy::FileId;
-use sluice_sim::analyse::{analyse, AnalysisConfig, Phase};
-use sluice_sim::workload::{Arrival, Ior, IorPattern};
+use sluice_sim::analyse::{analyse, ior_phases, AnalysisConfig, PhaseKind};
+use sluice_sim::workload::Arrival;
 use sluice_term::progress::ProgressMode;
 use sluice_workload::{demo, profile};
 
@@ -397,61 +396,23 @@ fn run_analyse(args: &AnalyseArgs) -> Result<(), String> {
 }
 
 fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig, String> {
-    let request_bytes = args.request_kib * 1024;
-    let phase_bytes = args.phase_mib * 1024 * 1024;
     let mut kinds = Vec::new();
     for phase in &args.phases {
         match phase {
-            PhaseArg::All => kinds.extend([
-                PhaseArg::SegmentedContiguous,
-                PhaseArg::Strided,
-                PhaseArg::SegmentedRandom,
-                PhaseArg::Mixed,
-            ]),
-            other => kinds.push(*other),
+            PhaseArg::All => kinds.extend(PhaseKind::ALL),
+            PhaseArg::SegmentedContiguous => kinds.push(PhaseKind::SegmentedContiguous),
+            PhaseArg::Strided => kinds.push(PhaseKind::Strided),
+            PhaseArg::SegmentedRandom => kinds.push(PhaseKind::SegmentedRandom),
+            PhaseArg::Mixed => kinds.push(PhaseKind::Mixed),
         }
     }
-    let mut next_file = 0u64;
-    let mut instance = |pattern: IorPattern, file_bytes: u64| {
-        next_file += 1;
-        Ior {
-            pattern,
-            file: FileId(next_file),
-            processes: args.processes,
-            request_bytes,
-            file_bytes,
-            seed: args.seed.wrapping_add(next_file),
-        }
-    };
-    let phases = kinds
-        .into_iter()
-        .map(|kind| {
-            let (name, instances) = match kind {
-                PhaseArg::SegmentedContiguous => (
-                    "segmented-contiguous",
-                    vec![instance(IorPattern::SegmentedContiguous, phase_bytes)],
-                ),
-                PhaseArg::Strided => ("strided", vec![instance(IorPattern::Strided, phase_bytes)]),
-                PhaseArg::SegmentedRandom => (
-                    "segmented-random",
-                    vec![instance(IorPattern::SegmentedRandom, phase_bytes)],
-                ),
-                PhaseArg::Mixed => (
-                    "mixed",
-                    vec![
-                        instance(IorPattern::SegmentedContiguous, phase_bytes / 2),
-                        instance(IorPattern::SegmentedRandom, phase_bytes / 2),
-                    ],
-                ),
-                // INVARIANT: `All` was expanded above.
-                PhaseArg::All => unreachable!("expanded"),
-            };
-            Phase {
-                name: name.to_string(),
-                instances,
-            }
-        })
-        .collect();
+    let phases = ior_phases(
+        &kinds,
+        args.processes,
+        args.request_kib * 1024,
+        args.phase_mib * 1024 * 1024,
+        args.seed,
+    );
     let arrival = match args.arrival {
         ArrivalArg::Lockstep => Arrival::Lockstep,
         ArrivalArg::Random => Arrival::Random {

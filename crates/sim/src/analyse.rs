@@ -23,9 +23,9 @@ use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::{PipelineConfig, WhenFull};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::write_buffer::{Placement, WriteBuffer, WriteBufferConfig};
-use sluice_policy::{LogLocation, Tier, Time, WriteRequest};
+use sluice_policy::{FileId, LogLocation, Tier, Time, WriteRequest};
 
-use crate::workload::{arrive, Arrival, Ior, WorkloadError};
+use crate::workload::{arrive, Arrival, Ior, IorPattern, WorkloadError};
 
 /// A named step of the trace: IOR instances running together.
 #[derive(Clone, Debug)]
@@ -34,6 +34,83 @@ pub struct Phase {
     pub name: String,
     /// The concurrent instances; their processes interleave.
     pub instances: Vec<Ior>,
+}
+
+/// A phase of the analysis's generated IOR trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PhaseKind {
+    /// Each process writes its segment of a shared file in order.
+    SegmentedContiguous,
+    /// Iteration i, process j writes block i·n + j.
+    Strided,
+    /// Each process writes its segment in random order.
+    SegmentedRandom,
+    /// A segmented-contiguous and a segmented-random instance at once,
+    /// half the bytes each.
+    Mixed,
+}
+
+impl PhaseKind {
+    /// The four phases, in the order `sluice analyse` runs them.
+    pub const ALL: [PhaseKind; 4] = [
+        PhaseKind::SegmentedContiguous,
+        PhaseKind::Strided,
+        PhaseKind::SegmentedRandom,
+        PhaseKind::Mixed,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PhaseKind::SegmentedContiguous => "segmented-contiguous",
+            PhaseKind::Strided => "strided",
+            PhaseKind::SegmentedRandom => "segmented-random",
+            PhaseKind::Mixed => "mixed",
+        }
+    }
+}
+
+/// The phases `kinds` as IOR instances of `processes` processes writing
+/// `request_bytes` requests, `phase_bytes` per phase, each instance on a
+/// file of its own (ids 1, 2, ...) with a seed derived from `seed`.
+pub fn ior_phases(
+    kinds: &[PhaseKind],
+    processes: u32,
+    request_bytes: u64,
+    phase_bytes: u64,
+    seed: u64,
+) -> Vec<Phase> {
+    let mut next_file = 0u64;
+    let mut instance = |pattern: IorPattern, file_bytes: u64| {
+        next_file += 1;
+        Ior {
+            pattern,
+            file: FileId(next_file),
+            processes,
+            request_bytes,
+            file_bytes,
+            seed: seed.wrapping_add(next_file),
+        }
+    };
+    kinds
+        .iter()
+        .map(|&kind| Phase {
+            name: kind.name().to_string(),
+            instances: match kind {
+                PhaseKind::SegmentedContiguous => {
+                    vec![instance(IorPattern::SegmentedContiguous, phase_bytes)]
+                }
+                PhaseKind::Strided => vec![instance(IorPattern::Strided, phase_bytes)],
+                PhaseKind::SegmentedRandom => {
+                    vec![instance(IorPattern::SegmentedRandom, phase_bytes)]
+                }
+                PhaseKind::Mixed => vec![
+                    instance(IorPattern::SegmentedContiguous, phase_bytes / 2),
+                    instance(IorPattern::SegmentedRandom, phase_bytes / 2),
+                ],
+            },
+        })
+        .collect()
 }
 
 /// What to analyse and how.

@@ -291,6 +291,39 @@ pub struct LiuCounters {
     pub locality_histogram: [u64; 11],
 }
 
+impl LiuCounters {
+    /// Add `other`'s counts to these (several buffers' counters summed, as
+    /// the simulator's I/O nodes report them).
+    pub fn add(&mut self, other: &LiuCounters) {
+        let LiuCounters {
+            buffer_hits,
+            lifted_loads,
+            whole_loads,
+            head_reads,
+            capacity_reads,
+            evictions,
+            ghosts_removed,
+            lifts,
+            delifts,
+            invalidations,
+            locality_histogram,
+        } = other;
+        self.buffer_hits += buffer_hits;
+        self.lifted_loads += lifted_loads;
+        self.whole_loads += whole_loads;
+        self.head_reads += head_reads;
+        self.capacity_reads += capacity_reads;
+        self.evictions += evictions;
+        self.ghosts_removed += ghosts_removed;
+        self.lifts += lifts;
+        self.delifts += delifts;
+        self.invalidations += invalidations;
+        for (sum, count) in self.locality_histogram.iter_mut().zip(locality_histogram) {
+            *sum += count;
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Regular,
@@ -882,6 +915,47 @@ fn mark(entry: &mut Entry, grain: u64, start: u64, len: u64) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn counters_add_every_field() {
+        let mut histogram = [0; 11];
+        histogram[3] = 2;
+        histogram[10] = 1;
+        let one = LiuCounters {
+            buffer_hits: 1,
+            lifted_loads: 2,
+            whole_loads: 3,
+            head_reads: 4,
+            capacity_reads: 5,
+            evictions: 6,
+            ghosts_removed: 7,
+            lifts: 8,
+            delifts: 9,
+            invalidations: 10,
+            locality_histogram: histogram,
+        };
+        let mut sum = LiuCounters::default();
+        sum.add(&one);
+        sum.add(&one);
+        let mut doubled = histogram;
+        doubled.iter_mut().for_each(|c| *c *= 2);
+        assert_eq!(
+            sum,
+            LiuCounters {
+                buffer_hits: 2,
+                lifted_loads: 4,
+                whole_loads: 6,
+                head_reads: 8,
+                capacity_reads: 10,
+                evictions: 12,
+                ghosts_removed: 14,
+                lifts: 16,
+                delifts: 18,
+                invalidations: 20,
+                locality_histogram: doubled,
+            }
+        );
+    }
 
     const F: FileId = FileId(1);
 

@@ -765,10 +765,10 @@ impl<'a> Sim<'a> {
         let mut placed = WriteBufferCounters::default();
         let mut merged = 0;
         let mut buffered = 0;
-        let mut liu: Option<LiuTotals> = None;
+        let mut liu: Option<LiuCounters> = None;
         for s in &self.servers {
             if let Some(node) = &s.liu {
-                liu.get_or_insert_with(LiuTotals::default)
+                liu.get_or_insert_with(LiuCounters::default)
                     .add(node.buffer.counters());
             }
             let pipeline = s.buffer.pipeline().counters();

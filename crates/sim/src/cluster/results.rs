@@ -107,43 +107,8 @@ pub struct RunResult {
     /// Virtual time at the end.
     pub end_ns: u64,
     /// LiU's counters summed over the I/O nodes (`None` without LiU).
-    pub liu: Option<LiuTotals>,
-}
-
-/// [`LiuCounters`] summed over the I/O nodes, for reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct LiuTotals {
-    /// Reads of segments in the buffer.
-    pub buffer_hits: u64,
-    /// Loads with the head from the SSD.
-    pub lifted_loads: u64,
-    /// Loads of whole segments from the HDD.
-    pub whole_loads: u64,
-    /// Direct reads from a lifted head.
-    pub head_reads: u64,
-    /// Direct reads from the HDD.
-    pub capacity_reads: u64,
-    /// Heads lifted.
-    pub lifts: u64,
-    /// Heads de-lifted.
-    pub delifts: u64,
-    /// Recorded localities in tenths (bucket 10 = 1.0).
-    pub locality_histogram: [u64; 11],
-}
-
-impl LiuTotals {
-    pub(super) fn add(&mut self, c: &LiuCounters) {
-        self.buffer_hits += c.buffer_hits;
-        self.lifted_loads += c.lifted_loads;
-        self.whole_loads += c.whole_loads;
-        self.head_reads += c.head_reads;
-        self.capacity_reads += c.capacity_reads;
-        self.lifts += c.lifts;
-        self.delifts += c.delifts;
-        for (t, c) in self.locality_histogram.iter_mut().zip(c.locality_histogram) {
-            *t += c;
-        }
-    }
+    #[serde(skip)]
+    pub liu: Option<LiuCounters>,
 }
 
 impl RunResult {

@@ -133,7 +133,10 @@ impl CkptStatusView {
     }
 }
 
-/// LiU's read path, when on.
+/// LiU's read path, when on. Its counters are the policy's `LiuCounters`
+/// copied into a serializable view: the policy crate has no dependencies,
+/// serde included (ARCHITECTURE.md, "The rule that keeps one copy of every
+/// algorithm"), so the one copy of their names for JSON is here.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LiuStatusView {
     /// Regular segments in the DRAM buffer.

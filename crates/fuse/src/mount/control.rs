@@ -1,0 +1,225 @@
+//! The control socket: where a mount's is, who may use it, the server
+//! that answers `status`, `drain`, `sync` and `unmount`, and the client
+//! side the CLI and `sluice top` use.
+
+use super::*;
+
+/// Longest control request line.
+pub(super) const REQUEST_MAX: u64 = 8192;
+
+/// The control socket of a mount whose fast tier is `fast`.
+pub fn control_socket_path(fast: &Path) -> PathBuf {
+    fast.join("sluice.sock")
+}
+
+/// Whether the caller on `stream` may use the control socket: root, or the
+/// user who started the mount. `Err` is the refusal.
+pub(super) fn authorize(shared: &Shared, stream: &UnixStream) -> Result<(), String> {
+    let peer = rustix::net::sockopt::socket_peercred(stream)
+        .map_err(|e| format!("cannot tell who is calling (SO_PEERCRED: {e})"))?;
+    let uid = peer.uid.as_raw();
+    if uid == 0 || uid == shared.owner {
+        return Ok(());
+    }
+    Err(format!(
+        "permission denied: uid {uid} may not control the mount at {}; only root and uid {} \
+         (who mounted it) may",
+        shared.mountpoint, shared.owner
+    ))
+}
+
+/// One control request: a line `status`, `drain`, `sync PATH` (relative to
+/// the mount's root), `unmount [drain|keep] [lazy]` or `ckpt ...`; the
+/// answer is JSON (status), `ok`, `ok BYTES` (sync: the buffered bytes
+/// written) or `error: ...`, then the connection closes. An unmount is
+/// answered by the main thread when it is done (`ok drained`, `ok kept`,
+/// `ok detached N drained|kept`) or refused (busy); one asked while an
+/// unmount is under way gets that unmount's answer, and `unmount keep`
+/// then stops its drain. Callers other than
+/// root and the mount's user are refused whatever they ask.
+pub(super) fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut line = String::new();
+    let mut reader = BufReader::new((&stream).take(REQUEST_MAX));
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let request = line.trim();
+    tracing::debug!(
+        request = %request.chars().take(80).collect::<String>(),
+        "control request"
+    );
+    let answer = if let Err(refusal) = authorize(shared, &stream) {
+        tracing::warn!(mountpoint = %shared.mountpoint, "refused a control request: {refusal}");
+        format!("error: {refusal}")
+    } else if shared.closing.load(Ordering::Relaxed) {
+        format!("error: {} is being unmounted", shared.mountpoint)
+    } else if request == "unmount" || request.starts_with("unmount ") {
+        let mut end = End::Default;
+        let mut lazy = false;
+        for word in request.split_whitespace().skip(1) {
+            match word {
+                "drain" => end = End::Drain,
+                "keep" => end = End::Keep,
+                "lazy" => lazy = true,
+                other => {
+                    let mut stream = stream;
+                    let _ = writeln!(
+                        stream,
+                        "error: unknown unmount option {:?}; expected drain, keep or lazy",
+                        other.chars().take(64).collect::<String>()
+                    );
+                    return;
+                }
+            }
+        }
+        let mut pending = lock(&shared.request);
+        if pending.is_some() || shared.stop.load(Ordering::Relaxed) {
+            // One is under way: this one waits for its outcome, and a
+            // `keep` stops its drain (a second Ctrl-C at `sluice unmount`).
+            if end == End::Keep {
+                shared.keep_now.store(true, Ordering::Relaxed);
+            }
+            lock(&shared.waiting).push(stream);
+            return;
+        }
+        // The main thread answers once it is done (or refuses).
+        *pending = Some(UnmountRequest {
+            end,
+            lazy,
+            reply: stream,
+        });
+        shared.stop.store(true, Ordering::Relaxed);
+        return;
+    } else {
+        match request {
+            "status" => serde_json::to_string(&shared.status())
+                .unwrap_or_else(|e| format!("error: {e}")),
+            "drain" => match shared.drain() {
+                Ok(true) => "ok".to_string(),
+                Ok(false) => format!(
+                    "error: drain stopped: {} is being unmounted without draining",
+                    shared.mountpoint
+                ),
+                Err(e) => {
+                    tracing::warn!(mountpoint = %shared.mountpoint, "drain failed: {e}");
+                    format!("error: {e}")
+                }
+            },
+            l if l.starts_with("sync ") => match sluice_env::RelPath::new(&l[5..]) {
+                Ok(path) => match shared.engine.sync_path(&path) {
+                    Ok(bytes) => format!("ok {bytes}"),
+                    Err(e) => format!("error: {e}"),
+                },
+                Err(e) => format!("error: sync: {e}"),
+            },
+            l if l.starts_with("ckpt ") => shared.ckpt_request(&l[5..]),
+            other => format!(
+                "error: unknown request {:?}; expected status, drain, sync PATH, unmount [drain|keep] [lazy] or ckpt ...",
+                other.chars().take(64).collect::<String>()
+            ),
+        }
+    };
+    let mut stream = stream;
+    let _ = writeln!(stream, "{answer}");
+}
+
+/// The sluice mount holding `path` (an existing file or directory) and
+/// `path` relative to its root, as the engine names it: the nearest
+/// ancestor that answers the control attribute.
+pub fn mount_of(path: &Path) -> io::Result<(PathBuf, String)> {
+    let absolute = std::fs::canonicalize(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut buf = [0u8; 4096];
+    for root in absolute.ancestors() {
+        if rustix::fs::getxattr(root, crate::fs::CONTROL_XATTR, &mut buf[..]).is_err() {
+            continue;
+        }
+        let mut names = Vec::new();
+        for part in absolute.strip_prefix(root).unwrap_or(Path::new("")).iter() {
+            let name = sluice_env::name_from_os(part);
+            if name.contains('\n') {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: a name with a newline cannot be sent to the mount",
+                        path.display()
+                    ),
+                ));
+            }
+            names.push(name.into_owned());
+        }
+        return Ok((root.to_path_buf(), names.join("/")));
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} is not inside a sluice mount", path.display()),
+    ))
+}
+
+/// The control socket of the mount at `mountpoint`, from its root's
+/// `user.sluice.control` xattr. A client that must reach the mount after
+/// it has left the mount point (progress during an unmount's drain) looks
+/// it up first.
+pub fn control_socket_of(mountpoint: &Path) -> io::Result<PathBuf> {
+    let mut buf = vec![0u8; 4096];
+    let n =
+        rustix::fs::getxattr(mountpoint, crate::fs::CONTROL_XATTR, &mut buf[..]).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is not a sluice mount (no {} attribute: {e})",
+                    mountpoint.display(),
+                    crate::fs::CONTROL_XATTR
+                ),
+            )
+        })?;
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&buf[..n]).to_string(),
+    ))
+}
+
+/// Send one control request to the mount at `mountpoint` and return the
+/// answer line.
+pub fn control_request(mountpoint: &Path, request: &str) -> io::Result<String> {
+    control_request_at(&control_socket_of(mountpoint)?, mountpoint, request)
+}
+
+/// Send one control request over `socket` (the control socket of the
+/// mount at `mountpoint`, named in messages) and return the answer line.
+pub fn control_request_at(socket: &Path, mountpoint: &Path, request: &str) -> io::Result<String> {
+    let path = socket.display();
+    let mut stream = UnixStream::connect(socket).map_err(|e| {
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "control socket {path}: {e}: only root and the user who mounted {} may control it",
+                    mountpoint.display()
+                ),
+            )
+        } else {
+            io::Error::new(e.kind(), format!("control socket {path}: {e}"))
+        }
+    })?;
+    writeln!(stream, "{request}")?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer)?;
+    let answer = answer.trim_end().to_string();
+    if answer.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the mount at {} closed the control connection without answering (was its process killed? \
+                 if `ls {}` says \"Transport endpoint is not connected\", run `fusermount3 -u {}`)",
+                mountpoint.display(),
+                mountpoint.display(),
+                mountpoint.display()
+            ),
+        ));
+    }
+    if let Some(message) = answer.strip_prefix("error: ") {
+        return Err(io::Error::other(message.to_string()));
+    }
+    Ok(answer)
+}

@@ -1,0 +1,301 @@
+//! From a checked config to the running parts: the engine's config, the
+//! tiers' backends, the `cost` model, LiU's and BBOS's options and the
+//! catalogue's spec.
+
+use super::*;
+
+impl Config {
+    /// The `cost` policy's model from `[policy]`.
+    pub(super) fn cost_model(&self) -> CostModel {
+        let p = &self.policy;
+        CostModel {
+            capacity_seek: p.cost_seek.0,
+            fast_bytes_per_s: p.cost_fast_bandwidth.0 as f64,
+            fast_request: p.cost_fast_request.0,
+            hysteresis: p.cost_hysteresis,
+            evidence: p.cost_evidence,
+        }
+    }
+
+    /// BBOS's options (checked whether or not `bbos.enabled`).
+    pub fn bbos_options(&self) -> Result<CkptOptions, ConfigError> {
+        let b = &self.bbos;
+        if !(1..=100).contains(&b.static_percent) {
+            return Err(self.out_of_range("bbos.static_percent"));
+        }
+        if !(1..=64).contains(&b.window) {
+            return Err(self.out_of_range("bbos.window"));
+        }
+        if b.node_id
+            .as_deref()
+            .is_some_and(|id| sluice_engine::ckpt::check_node_id(id).is_err())
+        {
+            return Err(self.out_of_range("bbos.node_id"));
+        }
+        for (key, zero) in [
+            ("bbos.capacity", b.capacity.0 == 0),
+            ("bbos.chunk", b.chunk.0 == 0),
+            ("bbos.period", b.period.0.is_zero()),
+            ("bbos.node_mtbf", b.node_mtbf.0.is_zero()),
+            ("bbos.write_min", b.write_min.0 == 0),
+            ("bbos.demote_max", b.demote_max.0 == 0),
+            ("bbos.idle_demote", b.idle_demote.0 == 0),
+        ] {
+            if zero {
+                return Err(self.out_of_range(key));
+            }
+        }
+        if b.write_max < b.write_min {
+            return Err(self.out_of_step("bbos.write_max", "bbos.write_min"));
+        }
+        if b.demote_min > b.demote_max {
+            return Err(self.out_of_step("bbos.demote_min", "bbos.demote_max"));
+        }
+        let bandwidths = Bandwidths {
+            write_max: b.write_max.0 as f64,
+            write_min: b.write_min.0 as f64,
+            demote_max: b.demote_max.0 as f64,
+            demote_min: b.demote_min.0 as f64,
+            idle_demote: b.idle_demote.0 as f64,
+        };
+        // Checked above in TOML words; a guard against drifting apart.
+        bandwidths
+            .check()
+            .map_err(|e| ConfigError(format!("bbos bandwidths: {e}")))?;
+        Ok(CkptOptions {
+            scheme: match b.scheme {
+                SchemeName::Bbos => Scheme::Bbos,
+                SchemeName::Maxbw => Scheme::MaxBw,
+                SchemeName::Maxeff => Scheme::MaxEff,
+                SchemeName::Datawarp => Scheme::DataWarp,
+                SchemeName::Static => Scheme::Static {
+                    percent: b.static_percent,
+                },
+            },
+            eviction: match b.eviction {
+                EvictionName::Bbos => Eviction::Bbos {
+                    version_aware: true,
+                },
+                EvictionName::BbosUnversioned => Eviction::Bbos {
+                    version_aware: false,
+                },
+                EvictionName::Lru => Eviction::Lru,
+                EvictionName::Fifo => Eviction::Fifo,
+            },
+            bandwidths,
+            capacity: b.capacity.0,
+            period: b.period.0,
+            window: b.window as usize,
+            node_mtbf: b.node_mtbf.0,
+            admit_wait: b.admit_wait.0,
+            chunk_bytes: b.chunk.0,
+            background: true,
+            node_id: b.node_id.clone(),
+            remote_wait: b.remote_wait.0,
+            jobs_refresh: b.jobs_refresh.0,
+            publish_on_sync: b.consistency == Consistency::CloseToOpen,
+        })
+    }
+
+    /// The catalogue BBOS uses: `bbos.meta`, else `FAST/catalog.redb`;
+    /// `None` when BBOS is off or the fast tier has no directory and no
+    /// `bbos.meta` is given. A Redis spec carries `bbos.redis_password_file`
+    /// and `bbos.redis_tls_ca` (`RedisSpec::check` reads them).
+    pub fn meta_spec(&self) -> Result<Option<MetaSpec>, ConfigError> {
+        if !self.bbos.enabled {
+            return Ok(None);
+        }
+        let spec = match (&self.bbos.meta, &self.fast.path) {
+            (Some(m), _) => Some(
+                MetaSpec::parse(m).map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}")))?,
+            ),
+            (None, Some(fast)) if self.fast.device != Device::Memory => Some(MetaSpec::Redb {
+                path: fast.join("catalog.redb"),
+            }),
+            (None, _) => None,
+        };
+        let b = &self.bbos;
+        match spec {
+            Some(MetaSpec::Redis(mut redis)) => {
+                redis.password_file.clone_from(&b.redis_password_file);
+                redis.tls_ca.clone_from(&b.redis_tls_ca);
+                Ok(Some(MetaSpec::Redis(redis)))
+            }
+            other => {
+                let redis_key = [
+                    ("bbos.redis_password_file", &b.redis_password_file),
+                    ("bbos.redis_tls_ca", &b.redis_tls_ca),
+                ]
+                .into_iter()
+                .find_map(|(key, value)| value.as_ref().map(|v| (key, v)));
+                if let Some((key, value)) = redis_key {
+                    return Err(ConfigError(format!(
+                        "{key} = {value:?}: only for a Redis catalogue (bbos.meta = \"redis://…\" or \"rediss://…\"); this one is {}",
+                        self.bbos.meta.as_deref().unwrap_or("FAST/catalog.redb (redb)")
+                    )));
+                }
+                Ok(other)
+            }
+        }
+    }
+
+    /// LiU's options (checked whether or not `liu.enabled`).
+    pub fn liu_options(&self) -> Result<LiuOptions, ConfigError> {
+        let l = &self.liu;
+        let defaults = LiuOptions::default();
+        for (key, size) in [("liu.head", l.head), ("liu.body", l.body)] {
+            if size.0 == 0 {
+                return Err(self.out_of_range(key));
+            }
+        }
+        let geometry = Geometry::new(l.head.0, l.body.0).map_err(|e| {
+            ConfigError(format!("liu.head = {}, liu.body = {}: {e}", l.head, l.body))
+        })?;
+        let options = LiuOptions {
+            policy: LiuConfig {
+                geometry,
+                buffer_bytes: l.buffer.0,
+                heads_bytes: l.heads.0,
+                lift_locality: l.lift_locality,
+                ..defaults.policy
+            },
+            body_sections: l.body_sections,
+            workers: l.workers,
+        };
+        if l.buffer.0 < geometry.segment_bytes() {
+            return Err(ConfigError(format!(
+                "liu.buffer = {}: must hold one segment (liu.head + liu.body = {})",
+                self.value_of("liu.buffer"),
+                ByteSize(geometry.segment_bytes())
+            )));
+        }
+        if !(0.0..=1.0).contains(&l.lift_locality) {
+            return Err(self.out_of_range("liu.lift_locality"));
+        }
+        options
+            .check()
+            .map_err(|e| ConfigError(format!("liu.{e}")))?;
+        SegmentBuffer::new(options.policy).map_err(|e| ConfigError(format!("liu: {e}")))?;
+        Ok(options)
+    }
+
+    /// The engine's configuration.
+    pub fn engine_config(&self) -> Result<EngineConfig, ConfigError> {
+        let p = &self.policy;
+        let policy = match p.name {
+            PolicyName::CapacityOnly => RedirectPolicy::CapacityOnly,
+            PolicyName::FastAll => RedirectPolicy::FastAll,
+            PolicyName::Ssdup => RedirectPolicy::Ssdup {
+                high_water: p.ssdup_high_water,
+                low_water: p.ssdup_low_water,
+            },
+            PolicyName::SsdupPlus => RedirectPolicy::SsdupPlus,
+            PolicyName::Cost => RedirectPolicy::Cost(self.cost_model()),
+        };
+        let record_max = u32::try_from(self.log.record_max.0)
+            .map_err(|_| self.out_of_range("log.record_max"))?;
+        Ok(EngineConfig {
+            redirector: RedirectorConfig {
+                policy,
+                detector: DetectorConfig {
+                    stream_len: p.stream_len,
+                },
+                threshold: ThresholdConfig {
+                    initial: p.threshold_initial,
+                    list_max: p.threshold_list_max,
+                    change_window: p.change_window,
+                    change_fraction: p.change_fraction,
+                    change_margin: p.change_margin,
+                },
+            },
+            regions: self.log.regions,
+            region_bytes: self.log.region_size.0,
+            when_full: match self.log.when_full {
+                WhenFullConfig::Wait => WhenFull::Wait,
+                WhenFullConfig::WriteThrough => WhenFull::WriteThrough,
+            },
+            wait_max: self.log.wait_max.0,
+            flush_gate: FlushGateConfig {
+                flush_idle: self.flush.idle.0,
+                flush_age: (!self.flush.age.0.is_zero()).then_some(self.flush.age.0),
+                hold_while_writing: self.flush.hold_while_writing,
+            },
+            flush_run_max_bytes: self.flush.run_max.0,
+            flush_writers: self.flush.writers,
+            record_max_bytes: record_max,
+            flush_bandwidth: NonZeroU64::new(self.flush.bandwidth.0),
+        })
+    }
+
+    /// Open both tiers, after [`Config::check_layout`]; a missing directory
+    /// is created only with its tier's `create`. With `liu.enabled` the
+    /// capacity tier is wrapped in LiU's read path, its heads on the fast
+    /// tier.
+    pub fn open_tiers(&self, clock: &Arc<dyn Clock>) -> Result<Tiers, ConfigError> {
+        self.check_layout()?;
+        let fast = open_tier("fast", &self.fast, clock)?;
+        let mut capacity = open_tier("capacity", &self.capacity, clock)?;
+        let liu = if self.liu.enabled {
+            let liu = Arc::new(
+                LiuBackend::new(capacity, &fast, self.liu_options()?)
+                    .map_err(|e| ConfigError(format!("liu: {e}")))?,
+            );
+            capacity = Arc::clone(&liu) as Arc<dyn Backend>;
+            Some(liu)
+        } else {
+            None
+        };
+        Ok(Tiers {
+            fast,
+            capacity,
+            liu,
+        })
+    }
+}
+
+/// The two opened tiers.
+#[derive(Clone, Debug)]
+pub struct Tiers {
+    /// Holds the log.
+    pub fast: Arc<dyn Backend>,
+    /// Holds the files (through `liu` when it is on).
+    pub capacity: Arc<dyn Backend>,
+    /// LiU's read path, for its status.
+    pub liu: Option<Arc<LiuBackend>>,
+}
+
+/// One tier's backend from its section; a missing directory is an error
+/// unless the section's `create` is set.
+pub fn open_tier(
+    name: &str,
+    tier: &TierConfig,
+    clock: &Arc<dyn Clock>,
+) -> Result<Arc<dyn Backend>, ConfigError> {
+    let error = |e: std::io::Error| ConfigError(format!("{name} tier: {e}"));
+    let directory = || -> Result<Arc<dyn Backend>, ConfigError> {
+        let path = tier
+            .path
+            .clone()
+            .ok_or_else(|| ConfigError(format!("{name}.path is not set")))?;
+        if !path.exists() {
+            if !tier.create {
+                return Err(layout::missing(&format!("{name}.path"), &path));
+            }
+            std::fs::create_dir_all(&path)
+                .map_err(|e| ConfigError(format!("{name} tier {}: {e}", path.display())))?;
+        }
+        Ok(Arc::new(PosixBackend::new(path).map_err(error)?))
+    };
+    Ok(match tier.device {
+        Device::Posix => directory()?,
+        Device::Memory => Arc::new(MemBackend::new()),
+        Device::Hdd => Arc::new(
+            EmulatedBackend::hdd(directory()?, HddConfig::default(), Arc::clone(clock), 1)
+                .map_err(error)?,
+        ),
+        Device::Ssd => Arc::new(
+            EmulatedBackend::ssd(directory()?, SsdConfig::default(), Arc::clone(clock))
+                .map_err(error)?,
+        ),
+    })
+}

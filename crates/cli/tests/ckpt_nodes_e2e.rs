@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::is_mounted;
+use support::wait_mounted;
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const REDIS_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/redis.sh");
@@ -177,19 +177,9 @@ impl Node {
             .stderr(log)
             .spawn()
             .unwrap();
+        let mut child = child;
+        wait_mounted(&mut child, &self.point(), || self.log());
         self.child = Some(child);
-        let start = Instant::now();
-        while !is_mounted(&self.point()) {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("sluice mount exited with {status}: {}", self.log());
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "not mounted: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
     fn sluice(&self, args: &[&str]) -> String {
         let out = Command::new(SLUICE).args(args).output().unwrap();

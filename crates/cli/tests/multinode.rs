@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, is_mounted};
+use support::{fuse_available, kill_mount, wait_mounted};
 
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
@@ -74,16 +74,7 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if is_mounted(&self.point) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(&self.point)
-                .status();
-        }
+        kill_mount(self.child.take(), &self.point);
     }
 }
 
@@ -132,26 +123,19 @@ impl Cluster {
                 .stderr(log)
                 .spawn()
                 .unwrap();
-            let mut node = Node {
+            let mut child = child;
+            let node_log = node_dir.join("mount.log");
+            wait_mounted(&mut child, &point, || {
+                format!(
+                    "node {i}: {}",
+                    std::fs::read_to_string(&node_log).unwrap_or_default()
+                )
+            });
+            let node = Node {
                 child: Some(child),
                 dir: node_dir,
                 point,
             };
-            let start = Instant::now();
-            while !is_mounted(&node.point) {
-                if let Some(status) = node.child.as_mut().unwrap().try_wait().unwrap() {
-                    panic!(
-                        "node {i}: sluice mount exited with {status}: {}",
-                        node.log()
-                    );
-                }
-                assert!(
-                    start.elapsed() < Duration::from_secs(30),
-                    "node {i}: not mounted after 30 s: {}",
-                    node.log()
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
             nodes.push(node);
         }
         Cluster {

@@ -40,6 +40,38 @@ pub fn is_mounted(point: &Path) -> bool {
         .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
 }
 
+/// Wait (30 s at most) until `child`, a `sluice mount`, has mounted
+/// `point`; panics with `log()` if it exits or takes too long.
+pub fn wait_mounted(child: &mut Child, point: &Path, log: impl Fn() -> String) {
+    let start = Instant::now();
+    while !is_mounted(point) {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("sluice mount exited with {status}: {}", log());
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not mounted after 30 s: {}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kill a test's `sluice mount` (if still running) and lazily unmount
+/// `point` if it is still mounted: the cleanup of a test that failed.
+pub fn kill_mount(child: Option<Child>, point: &Path) {
+    if let Some(mut child) = child {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    if is_mounted(point) {
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(point)
+            .status();
+    }
+}
+
 /// A `sluice mount` child process over fresh tiers in a temp dir.
 pub struct Mounted {
     pub child: Option<Child>,
@@ -127,19 +159,9 @@ impl Mounted {
             .stderr(log)
             .spawn()
             .unwrap();
+        let mut child = child;
+        wait_mounted(&mut child, &self.point, || self.log());
         self.child = Some(child);
-        let start = Instant::now();
-        while !is_mounted(&self.point) {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("sluice mount exited with {status}: {}", self.log());
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "not mounted after 30 s: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     pub fn log(&self) -> String {
@@ -184,15 +206,6 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if is_mounted(&self.point) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(&self.point)
-                .status();
-        }
+        kill_mount(self.child.take(), &self.point);
     }
 }

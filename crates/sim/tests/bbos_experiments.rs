@@ -110,6 +110,26 @@ fn static_threshold_collapses_when_jobs_crowd_in() {
     assert!(high < low / 4.0, "High {high}");
 }
 
+/// Issue 23: Fig. 1's collapse at 1.9 S needs the arrivals to come faster
+/// than writers go beside a full-speed demotion (Bwmin). With the paper's
+/// Bwmin (3.0 GB/s), Med's 2.2 GB/s of arrivals does not collapse; arrivals
+/// crowded into 30% of the period, or Bwmin 2.0, do.
+#[test]
+fn fig1_collapses_once_arrivals_outrun_writes_beside_demotion() {
+    let r = run("bbos-fig1");
+    let t = r
+        .tables
+        .iter()
+        .find(|t| t.title.starts_with("Ablation"))
+        .expect("ablation table");
+    let mean = |case: &str| number(&t.rows.iter().find(|r| r[0] == case).expect("case")[1]);
+    let med = mean("arrivals over 50% of the period, Bwmin 3.0");
+    assert!(med > 2.9, "Med {med}");
+    assert!(mean("arrivals over 40% of the period, Bwmin 3.0") > 2.9);
+    assert!(mean("arrivals over 30% of the period, Bwmin 3.0") < med / 4.0);
+    assert!(mean("Med (50%), Bwmin 2.0") < med / 4.0);
+}
+
 #[test]
 fn fig7_direct_checkpoints_cut_demotion_more_as_dwpp_grows() {
     let r = run("bbos-fig7");

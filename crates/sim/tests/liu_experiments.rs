@@ -118,3 +118,26 @@ fn fig4_liu_raises_random_reads_and_leaves_writes_alone() {
         assert!((0.9..1.1).contains(&w), "{b} write ratio {w}");
     }
 }
+
+/// Issue 23: Fig. 8's 5–7× comes from the baseline's read-ahead. With one
+/// stream per file, LiU is far ahead; with a stream per process (Linux's
+/// per-open-file state) the baseline streams and LiU is within tens of
+/// percent of it, as in the paper (+12% to +42%). The paper's ordering of
+/// those small gains (growing with processes, B above C) holds at scale
+/// 0.5 and 1 but not at 0.1 or 0.3, so it is not asserted here
+/// (docs/results/liu.md).
+#[test]
+fn fig8_gap_closes_with_per_process_read_ahead() {
+    let r = run("liu-fig8");
+    let t = &r.tables[0];
+    let col = |name: &str| t.headers.iter().position(|h| h == name).expect("column");
+    let (base, pp, liu) = (col("PVFS2"), col("PVFS2 per-process RA"), col("LiU"));
+    for row in &t.rows {
+        let (base, pp, liu) = (number(&row[base]), number(&row[pp]), number(&row[liu]));
+        assert!(liu > 3.0 * base, "LiU over one stream per file: {row:?}");
+        assert!(
+            (0.5..1.5).contains(&(liu / pp)),
+            "LiU over a stream per process: {row:?}"
+        );
+    }
+}

@@ -229,6 +229,12 @@ pub struct ClusterConfig {
     /// of order) fetches this much from its start; later pieces inside the
     /// window are served from memory. 0 = off.
     pub read_ahead_bytes: u64,
+    /// Keep read-ahead state per process (Linux's per-open-file
+    /// `file_ra_state`, as if each process had its own descriptor on the
+    /// I/O node) instead of one stream per file and I/O node; the page
+    /// cache stays shared. false (the default) = one stream per file, as a
+    /// PVFS2 server that reuses one cached descriptor per datafile.
+    pub read_ahead_per_process: bool,
 }
 
 impl Default for ClusterConfig {
@@ -256,6 +262,7 @@ impl Default for ClusterConfig {
             liu: None,
             liu_sections: 4,
             read_ahead_bytes: 512 * KIB,
+            read_ahead_per_process: false,
         }
     }
 }

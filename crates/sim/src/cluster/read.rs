@@ -18,20 +18,32 @@ pub(super) enum LiuSsd {
 /// page cache keeps behind its frontier.
 pub(super) const CACHED_WINDOWS: u64 = 8;
 
-/// One file's read-ahead on an I/O node: cached `[lo, hi)`, windows in
-/// flight.
+/// One file's page cache on an I/O node: the read-ahead streams reading
+/// it and the windows in flight. The cache is shared: a piece is served by
+/// any stream's cached range or window.
 #[derive(Default)]
 pub(super) struct PageCache {
+    /// Read-ahead state per stream: one (key 0) per file, or one per
+    /// process with [`ClusterConfig::read_ahead_per_process`] (Linux keeps
+    /// a `file_ra_state` per open file). At most one per process.
+    pub(super) streams: BTreeMap<u32, Stream>,
+    pub(super) inflight: Vec<Window>,
+}
+
+/// One read-ahead stream: cached `[lo, hi)` and where its last miss ended.
+#[derive(Default)]
+pub(super) struct Stream {
     pub(super) lo: u64,
     pub(super) hi: u64,
     pub(super) last_end: u64,
-    pub(super) inflight: Vec<Window>,
 }
 
 /// A read-ahead window being read from the disk, and the pieces waiting
 /// for it.
 pub(super) struct Window {
     pub(super) id: u64,
+    /// The stream that started it.
+    pub(super) stream: u32,
     pub(super) from: u64,
     pub(super) stop: u64,
     pub(super) waiters: Vec<u32>,
@@ -59,12 +71,19 @@ pub(super) struct LiuNode {
 impl<'a> Sim<'a> {
     /// A read piece at an I/O node without LiU, through the page cache's
     /// read-ahead (see [`ClusterConfig::read_ahead_bytes`]). Per file and
-    /// node the cache holds one contiguous range `[lo, hi)` (the last few
-    /// windows) plus the windows in flight.
+    /// node each read-ahead stream (one per file, or one per process with
+    /// [`ClusterConfig::read_ahead_per_process`]) holds one contiguous
+    /// range `[lo, hi)` (its last few windows); the windows in flight are
+    /// shared by the file.
     pub(super) fn cached_read(&mut self, now: Time, piece: u32) {
         let p = self.pieces[piece as usize];
         let ra = self.config.read_ahead_bytes;
         let end = p.offset + p.len;
+        let key = if self.config.read_ahead_per_process {
+            p.process
+        } else {
+            0
+        };
         let cache = self.servers[p.server as usize]
             .read_ahead
             .entry(p.file)
@@ -76,53 +95,68 @@ impl<'a> Sim<'a> {
         {
             return window.waiters.push(piece);
         }
-        if p.offset >= cache.lo && end <= cache.hi {
+        let idle = !cache.inflight.iter().any(|w| w.stream == key);
+        let stream = cache.streams.entry(key).or_default();
+        if p.offset >= stream.lo && end <= stream.hi {
             // Asynchronous read-ahead, as Linux's PG_readahead marker: a
             // hit in the last window fetches the next one before it is
             // needed.
-            if ra > 0 && end + ra > cache.hi && cache.inflight.is_empty() {
-                let from = cache.hi;
-                self.read_ahead(now, p.server, p.file, from, from + ra, Vec::new());
+            if ra > 0 && end + ra > stream.hi && idle {
+                let from = stream.hi;
+                self.read_ahead(now, p.server, p.file, key, from, from + ra, Vec::new());
             }
             return self.part_done(now, piece);
         }
+        if cache
+            .streams
+            .values()
+            .any(|s| p.offset >= s.lo && end <= s.hi)
+        {
+            // Cached by another process's stream: a page-cache hit that
+            // leaves this stream's state alone.
+            return self.part_done(now, piece);
+        }
+        let stream = cache.streams.entry(key).or_default();
         // A new sequential run (the first read, or one continuing the
         // previous read away from the cached range) restarts the cache.
-        let first = cache.hi == 0
-            || (p.offset.abs_diff(cache.last_end) < ra
-                && (p.offset.saturating_add(ra) < cache.hi
-                    || p.offset >= cache.hi.saturating_add(ra)));
-        cache.last_end = end;
+        let first = stream.hi == 0
+            || (p.offset.abs_diff(stream.last_end) < ra
+                && (p.offset.saturating_add(ra) < stream.hi
+                    || p.offset >= stream.hi.saturating_add(ra)));
+        stream.last_end = end;
         let near = ra > 0
             && (first
-                || (p.offset.saturating_add(ra) >= cache.hi
-                    && p.offset < cache.hi.saturating_add(ra)));
+                || (p.offset.saturating_add(ra) >= stream.hi
+                    && p.offset < stream.hi.saturating_add(ra)));
         if near {
             // A sequential reader near the cached frontier: read ahead from
             // the frontier (or from the piece, past a gap).
-            let from = if p.offset <= cache.hi && !first {
-                cache.hi
+            let from = if p.offset <= stream.hi && !first {
+                stream.hi
             } else {
                 p.offset
             };
-            if p.offset > cache.hi || first {
-                cache.lo = p.offset;
+            if p.offset > stream.hi || first {
+                stream.lo = p.offset;
             }
             let stop = end.max(from + ra);
-            return self.read_ahead(now, p.server, p.file, from, stop, vec![piece]);
+            return self.read_ahead(now, p.server, p.file, key, from, stop, vec![piece]);
         }
         let request = self.disk_request(p.server, IoKind::Read, p.file, p.offset, p.len);
         self.hdd_submit(now, p.server, request, Owner::ReadPart { piece });
     }
 
-    /// Read `[from, stop)` of `file` into its page cache on `server`: the
-    /// cached range ends at `stop` (keeping [`CACHED_WINDOWS`] windows) and
-    /// `waiters` are served when the disk delivers it.
+    /// Read `[from, stop)` of `file` into its page cache on `server` for
+    /// read-ahead stream `stream`: the stream's cached range ends at `stop`
+    /// (keeping [`CACHED_WINDOWS`] windows) and `waiters` are served when
+    /// the disk delivers it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn read_ahead(
         &mut self,
         now: Time,
         server: u32,
         file: FileId,
+        stream: u32,
         from: u64,
         stop: u64,
         waiters: Vec<u32>,
@@ -131,12 +165,14 @@ impl<'a> Sim<'a> {
         let s = &mut self.servers[server as usize];
         let id = s.next_window;
         s.next_window += 1;
-        // INVARIANT: callers looked the file's cache up first.
+        // INVARIANT: callers looked the file's cache and stream up first.
         let cache = s.read_ahead.get_mut(&file).expect("read-ahead cache");
-        cache.hi = stop;
-        cache.lo = cache.lo.max(stop.saturating_sub(CACHED_WINDOWS * ra));
+        let state = cache.streams.get_mut(&stream).expect("read-ahead stream");
+        state.hi = stop;
+        state.lo = state.lo.max(stop.saturating_sub(CACHED_WINDOWS * ra));
         cache.inflight.push(Window {
             id,
+            stream,
             from,
             stop,
             waiters,
@@ -366,4 +402,53 @@ pub(super) fn liu_parts_of(
         k
     };
     part(start)..=part(end.saturating_sub(1).max(start))
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_policy::{FileId, WriteRequest};
+
+    use crate::cluster::{simulate, ClusterConfig, System};
+    use crate::workload::{Job, Op};
+
+    /// Two processes read their own far-apart halves of one file in 16 KiB
+    /// requests; the run time of the job in seconds.
+    fn two_readers(per_process: bool) -> f64 {
+        let read = |base: u64| -> Vec<Op> {
+            (0..256)
+                .map(|k| {
+                    Op::Read(WriteRequest {
+                        file: FileId(1),
+                        offset: base + k * 16 * 1024,
+                        len: 16 * 1024,
+                    })
+                })
+                .collect()
+        };
+        let job = Job {
+            name: "two readers".into(),
+            processes: vec![read(0), read(1 << 30)],
+            start_after: std::time::Duration::ZERO,
+        };
+        let config = ClusterConfig {
+            clients: 2,
+            servers: 1,
+            read_ahead_per_process: per_process,
+            ..ClusterConfig::default()
+        };
+        let r = simulate(&config, System::Baseline, &[job]).expect("run");
+        (r.jobs[0].end_ns - r.jobs[0].start_ns) as f64 / 1e9
+    }
+
+    /// Issue 23: with one read-ahead stream per file, the second reader
+    /// resets nothing but gets no read-ahead either (every piece is a disk
+    /// request with a seek); with one stream per process both stream.
+    #[test]
+    fn per_process_read_ahead_lets_interleaved_readers_both_stream() {
+        let (per_file, per_process) = (two_readers(false), two_readers(true));
+        assert!(
+            per_process * 3.0 < per_file,
+            "per file {per_file} s, per process {per_process} s"
+        );
+    }
 }

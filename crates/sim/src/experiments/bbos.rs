@@ -73,11 +73,17 @@ fn jobs_for(k: f64) -> u64 {
 /// `n` jobs with period `period_s`, arriving per `congestion`, MTBF from
 /// `mtbf` (seconds, by job index).
 fn jobs(n: u64, period_s: f64, congestion: Congestion, mtbf: impl Fn(u64) -> f64) -> Vec<CkptJob> {
+    spread_jobs(n, period_s, congestion.spread(), mtbf)
+}
+
+/// `n` jobs with period `period_s`, arriving evenly over the first
+/// `spread` of the period, MTBF from `mtbf`.
+fn spread_jobs(n: u64, period_s: f64, spread: f64, mtbf: impl Fn(u64) -> f64) -> Vec<CkptJob> {
     (0..n)
         .map(|i| CkptJob {
             id: i,
             period_s,
-            first_s: i as f64 * period_s * congestion.spread() / n as f64,
+            first_s: i as f64 * period_s * spread / n as f64,
             bytes: CKPT,
             mtbf_s: mtbf(i),
             versions: 2,
@@ -291,14 +297,88 @@ pub fn fig1(rc: &RunConfig) -> Result<Report, SimError> {
             )
         })
         .collect();
-    static_report(
+    let mut report = static_report(
         "bbos-fig1",
         "BBOS Fig. 1: checkpoint throughput over time with a static 90% threshold, DWPP 1.3-1.9 S (Med arrivals)",
         "1.3 S: slightly lower after 1000 s; 1.6 S: the buffer sometimes fills mid-checkpoint and \
          throughput drops over time; 1.9 S: almost half of the applications get 4× lower throughput.",
         cases,
         rc,
-    )
+    )?;
+    let (table, events) = fig1_ablation(rc)?;
+    report.tables.push(table);
+    report.events += events;
+    Ok(report)
+}
+
+/// Fig. 1's 1.9 S case (static 90 %) with one thing changed at a time: the
+/// arrivals crowded into a smaller share of the period, or a larger write
+/// cost of demotion (Bwmin, Eq. 1's writer rate beside a full-speed
+/// demotion). It shows what it takes for the tier to fill and writers to
+/// stall, the paper's "4× lower" (docs/results/bbos.md).
+fn fig1_ablation(rc: &RunConfig) -> Result<(Table, u64), SimError> {
+    let n = jobs_for(1.9);
+    let mut cases: Vec<(String, CkptConfig)> = Vec::new();
+    for spread in [0.5, 0.4, 0.3, 0.2, 0.1] {
+        cases.push((
+            format!(
+                "arrivals over {:.0}% of the period, Bwmin 3.0",
+                spread * 100.0
+            ),
+            config(
+                STATIC_90,
+                spread_jobs(n, PERIOD_S, spread, |_| HOUR_S),
+                PERIOD_S,
+                1,
+            ),
+        ));
+    }
+    for write_min in [2.0e9, 1.0e9, 0.5e9] {
+        let mut c = config(
+            STATIC_90,
+            jobs(n, PERIOD_S, Congestion::Med, |_| HOUR_S),
+            PERIOD_S,
+            1,
+        );
+        c.bw.write_min = write_min;
+        cases.push((format!("Med (50%), Bwmin {:.1}", write_min / 1e9), c));
+    }
+    let configs: Vec<CkptConfig> = cases.iter().map(|(_, c)| c.clone()).collect();
+    let results = run_all(&configs, rc)?;
+    let rows = cases
+        .iter()
+        .zip(&results)
+        .map(|((label, _), r)| {
+            let all = measured(r, PERIOD_S);
+            let slow = all
+                .iter()
+                .filter(|io| io.throughput() < Bandwidths::PAPER.write_max / 2.0)
+                .count();
+            let stalled = all.iter().filter(|io| io.stalled_s > 0.0).count();
+            vec![
+                label.clone(),
+                gb_s(mean(&all, IoRecord::throughput)),
+                format!("{:.0}%", 100.0 * slow as f64 / all.len().max(1) as f64),
+                format!("{:.0}%", 100.0 * stalled as f64 / all.len().max(1) as f64),
+                format!("{:.0}", r.spilled_bytes / 1e9),
+            ]
+        })
+        .collect();
+    let table = Table {
+        title: "Ablation at 1.9 S (static 90%): arrival crowding and the write cost of demotion"
+            .into(),
+        headers: [
+            "case",
+            "mean GB/s",
+            "checkpoints < Bwmax/2",
+            "checkpoints that stalled on a full tier",
+            "GB spilled to the capacity tier (all periods)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    };
+    Ok((table, results.iter().map(|r| r.steps).sum()))
 }
 
 /// Fig. 2: the same threshold under Low / Med / High arrivals at 1.9 S.

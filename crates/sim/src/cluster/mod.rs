@@ -229,6 +229,15 @@ pub struct ClusterConfig {
     /// of order) fetches this much from its start; later pieces inside the
     /// window are served from memory. 0 = off.
     pub read_ahead_bytes: u64,
+    /// Ablation only: the placement policy every I/O node uses instead of
+    /// its system's own ([`System::policy`]), to tell a system's routing
+    /// from its flushing (docs/results/ssdup.md, Fig. 11). `None` = the
+    /// system's own.
+    pub policy_override: Option<RedirectPolicy>,
+    /// Ablation only: whether flushing waits for the traffic-aware gate,
+    /// instead of the system's own choice ([`System::traffic_aware`]).
+    /// `None` = the system's own.
+    pub flush_gate_override: Option<bool>,
 }
 
 impl Default for ClusterConfig {
@@ -256,6 +265,8 @@ impl Default for ClusterConfig {
             liu: None,
             liu_sections: 4,
             read_ahead_bytes: 512 * KIB,
+            policy_override: None,
+            flush_gate_override: None,
         }
     }
 }
@@ -479,7 +490,9 @@ impl<'a> Sim<'a> {
                 hdd,
                 ssd,
                 buffer,
-                traffic_aware: system.traffic_aware(),
+                traffic_aware: config
+                    .flush_gate_override
+                    .unwrap_or_else(|| system.traffic_aware()),
                 hdd_owner: HashMap::new(),
                 hdd_backlog: VecDeque::new(),
                 dirty_bytes: 0,

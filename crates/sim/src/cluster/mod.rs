@@ -234,10 +234,6 @@ pub struct ClusterConfig {
     /// from its flushing (docs/results/ssdup.md, Fig. 11). `None` = the
     /// system's own.
     pub policy_override: Option<RedirectPolicy>,
-    /// Ablation only: whether flushing waits for the traffic-aware gate,
-    /// instead of the system's own choice ([`System::traffic_aware`]).
-    /// `None` = the system's own.
-    pub flush_gate_override: Option<bool>,
 }
 
 impl Default for ClusterConfig {
@@ -266,7 +262,6 @@ impl Default for ClusterConfig {
             liu_sections: 4,
             read_ahead_bytes: 512 * KIB,
             policy_override: None,
-            flush_gate_override: None,
         }
     }
 }
@@ -490,9 +485,7 @@ impl<'a> Sim<'a> {
                 hdd,
                 ssd,
                 buffer,
-                traffic_aware: config
-                    .flush_gate_override
-                    .unwrap_or_else(|| system.traffic_aware()),
+                traffic_aware: system.traffic_aware(),
                 hdd_owner: HashMap::new(),
                 hdd_backlog: VecDeque::new(),
                 dirty_bytes: 0,

@@ -593,7 +593,34 @@ fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
         });
     }
+    // Ablation: strided with processes drifting apart (a larger mean
+    // client overhead per request; nothing else changed).
+    for overhead in DRIFT_OVERHEADS {
+        for &n in &procs {
+            let mut cluster = base_cluster(rc);
+            cluster.client_overhead_mean = overhead;
+            tasks.push(Task {
+                cluster,
+                system: System::Baseline,
+                jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
+            });
+        }
+    }
     let results = run_all(tasks, rc)?;
+    let (results, drifted) = results.split_at(4 + procs.len());
+    let drift_rows: Vec<Vec<String>> = procs
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let mut row = vec![n.to_string()];
+            for d in 0..DRIFT_OVERHEADS.len() {
+                let r = &drifted[d * procs.len() + i];
+                row.push(pct(mean_percentage(r)));
+                row.push(mb_s(r.jobs[0].throughput_mb_s()));
+            }
+            row
+        })
+        .collect();
     let names = [
         "segmented-contiguous",
         "strided",
@@ -677,6 +704,19 @@ fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                     .to_vec(),
                 rows: rows_b,
             },
+            Table {
+                title: "Ablation: strided with processes drifting apart (mean client overhead per request; default 0.2 ms)".into(),
+                headers: [
+                    "processes",
+                    "2 ms: random %",
+                    "2 ms: MB/s",
+                    "20 ms: random %",
+                    "20 ms: MB/s",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: drift_rows,
+            },
         ],
         plots: vec![
             log2_line_plot(
@@ -701,7 +741,7 @@ fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             ),
         ],
         notes: Vec::new(),
-        events: events(&results),
+        events: events(results),
     })
 }
 
@@ -1413,9 +1453,10 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
     })
 }
 
-/// Mean client overheads of Fig. 13's drift ablation: 10× and 100× the
-/// default 0.2 ms, to see which way the streams move, not to match a number.
-const FIG13_DRIFT: [Duration; 2] = [Duration::from_millis(2), Duration::from_millis(20)];
+/// Mean client overheads of the drift ablations (Fig. 5/6, Fig. 13): 10×
+/// and 100× the default 0.2 ms, to see which way the streams move, not to
+/// match a number.
+const DRIFT_OVERHEADS: [Duration; 2] = [Duration::from_millis(2), Duration::from_millis(20)];
 
 fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
     let sizes = [32u64, 64, 128, 256];
@@ -1446,7 +1487,7 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
         }
         // Ablation: processes that drift apart (a larger mean client
         // overhead between a process's requests), nothing else changed.
-        for overhead in FIG13_DRIFT {
+        for overhead in DRIFT_OVERHEADS {
             for system in [System::Ssdup, System::SsdupPlus] {
                 let mut cluster = base_cluster(rc);
                 cluster.client_overhead_mean = overhead;
@@ -1461,7 +1502,7 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
     let results = run_all(tasks, rc)?;
     let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
     let systems = System::ALL.len();
-    let per_size = systems + 2 + 2 * FIG13_DRIFT.len();
+    let per_size = systems + 2 + 2 * DRIFT_OVERHEADS.len();
     let mut trace_rows = Vec::new();
     let mut drift_rows = Vec::new();
     for (i, &kib) in sizes.iter().enumerate() {
@@ -1476,7 +1517,7 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             row.extend(stream_trace(r));
             trace_rows.push(row);
         }
-        for (d, overhead) in FIG13_DRIFT.iter().enumerate() {
+        for (d, overhead) in DRIFT_OVERHEADS.iter().enumerate() {
             let (ssdup, plus) = (&rs[systems + 2 + 2 * d], &rs[systems + 3 + 2 * d]);
             for (name, r) in [("SSDUP", ssdup), ("SSDUP+", plus)] {
                 let mut row = vec![

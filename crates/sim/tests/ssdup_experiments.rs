@@ -364,3 +364,19 @@ fn fig14_at_32_processes_no_stream_reaches_the_high_water_mark() {
     assert_eq!(cell(&r, 1, &["32", "SSDUP"], "streams above 0.45"), 0.0);
     assert_eq!(cell(&r, 0, &["32"], "SSDUP to SSD"), 0.0);
 }
+
+/// Fig. 5/6: strided streams sort to sequential because the processes stay
+/// in lockstep; letting them drift apart (20 ms mean client overhead
+/// instead of 0.2 ms) makes them random at every process count.
+#[test]
+fn fig5_strided_randomness_needs_processes_to_drift_apart() {
+    let r = run("ssdup-fig5");
+    for n in ["8", "16", "32", "64", "128"] {
+        let lockstep = cell(&r, 1, &[n], "sim random %");
+        let drift = cell(&r, 2, &[n], "20 ms: random %");
+        assert!(
+            drift > lockstep + 10.0,
+            "{n} processes: {drift}% vs {lockstep}%"
+        );
+    }
+}

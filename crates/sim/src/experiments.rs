@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sluice_policy::redirector::RedirectPolicy;
 use sluice_policy::FileId;
 
 use crate::cluster::{cost_model, simulate, ClusterConfig, RunResult, SimError, System};
@@ -444,6 +445,36 @@ fn mean_percentage(r: &RunResult) -> f64 {
     ours.iter().sum::<f64>() / ours.len() as f64
 }
 
+/// The detector's streams of a run, over all I/O nodes: mean random
+/// percentage, lowest / highest, mean threshold they were judged against, share of streams
+/// above SSDUP's high water mark, share whose requests went to the SSD.
+fn stream_trace(r: &RunResult) -> [String; 5] {
+    let n = r.streams.len().max(1) as f64;
+    let mean =
+        |f: &dyn Fn(&crate::cluster::StreamPoint) -> f64| r.streams.iter().map(f).sum::<f64>() / n;
+    let high_water = match RedirectPolicy::ALL[2] {
+        RedirectPolicy::Ssdup { high_water, .. } => high_water,
+        _ => unreachable!("ALL[2] is SSDUP's static marks"),
+    };
+    let lowest = r
+        .streams
+        .iter()
+        .map(|s| s.percentage)
+        .fold(f64::INFINITY, f64::min);
+    let highest = r.streams.iter().map(|s| s.percentage).fold(0.0, f64::max);
+    [
+        pct(mean(&|s| s.percentage)),
+        if r.streams.is_empty() {
+            "-".into()
+        } else {
+            format!("{} / {}", pct(lowest), pct(highest))
+        },
+        pct(mean(&|s| s.threshold)),
+        pct(mean(&|s| f64::from(u8::from(s.percentage > high_water)))),
+        pct(mean(&|s| f64::from(u8::from(s.buffered)))),
+    ]
+}
+
 fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
     let procs = [4u32, 8, 16, 32, 64, 128];
     let mut tasks = Vec::new();
@@ -562,7 +593,34 @@ fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
         });
     }
+    // Ablation: strided with processes drifting apart (a larger mean
+    // client overhead per request; nothing else changed).
+    for overhead in DRIFT_OVERHEADS {
+        for &n in &procs {
+            let mut cluster = base_cluster(rc);
+            cluster.client_overhead_mean = overhead;
+            tasks.push(Task {
+                cluster,
+                system: System::Baseline,
+                jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
+            });
+        }
+    }
     let results = run_all(tasks, rc)?;
+    let (results, drifted) = results.split_at(4 + procs.len());
+    let drift_rows: Vec<Vec<String>> = procs
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let mut row = vec![n.to_string()];
+            for d in 0..DRIFT_OVERHEADS.len() {
+                let r = &drifted[d * procs.len() + i];
+                row.push(pct(mean_percentage(r)));
+                row.push(mb_s(r.jobs[0].throughput_mb_s()));
+            }
+            row
+        })
+        .collect();
     let names = [
         "segmented-contiguous",
         "strided",
@@ -646,6 +704,19 @@ fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                     .to_vec(),
                 rows: rows_b,
             },
+            Table {
+                title: "Ablation: strided with processes drifting apart (mean client overhead per request; default 0.2 ms)".into(),
+                headers: [
+                    "processes",
+                    "2 ms: random %",
+                    "2 ms: MB/s",
+                    "20 ms: random %",
+                    "20 ms: MB/s",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: drift_rows,
+            },
         ],
         plots: vec![
             log2_line_plot(
@@ -670,7 +741,7 @@ fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             ),
         ],
         notes: Vec::new(),
-        events: events(&results),
+        events: events(results),
     })
 }
 
@@ -823,7 +894,53 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
+    // Ablation: SSDUP+ with its stream as long as the queue (the paper
+    // "adjusted the length of the request stream" with the queue size,
+    // §2.3.1 and §3.2.2).
+    for &depth in &depths {
+        let mut cluster = base_cluster(rc);
+        cluster.hdd.queue_depth = depth;
+        cluster.stream_len = depth;
+        tasks.push(Task {
+            cluster,
+            system: System::SsdupPlus,
+            jobs: vec![job.clone()],
+        });
+    }
     let results = run_all(tasks, rc)?;
+    let (results, stream_len_runs) = results.split_at(3 * depths.len());
+    // Trace: each of the three sets' own throughput (the barriers between
+    // them end the first two).
+    let set_mb = [
+        ior(IorPattern::SegmentedContiguous, 1, 32, 16 * GIB, rc)?.bytes_written(),
+        ior(IorPattern::Strided, 2, 32, 16 * GIB, rc)?.bytes_written(),
+        ior(IorPattern::SegmentedRandom, 3, 32, 8 * GIB, rc)?.bytes_written(),
+    ]
+    .map(|b| b as f64 / 1e6);
+    let per_set = |r: &RunResult| -> Vec<String> {
+        let job = &r.jobs[0];
+        let mut bounds = vec![job.start_ns];
+        bounds.extend(job.barriers.iter().map(|m| m.ns));
+        bounds.truncate(3);
+        bounds.push(job.end_ns);
+        (0..3)
+            .map(|k| mb_s(set_mb[k] / (bounds[k + 1].saturating_sub(bounds[k]) as f64 / 1e9)))
+            .collect()
+    };
+    let mut trace_rows = Vec::new();
+    for (i, &depth) in depths.iter().enumerate() {
+        for (name, r) in [
+            ("OrangeFS", &results[i * 3]),
+            ("SSDUP+", &results[i * 3 + 1]),
+            ("SSDUP+, stream = queue depth", &stream_len_runs[i]),
+        ] {
+            let mut row = vec![depth.to_string(), name.to_string()];
+            row.extend(per_set(r));
+            row.push(mb_s(r.jobs[0].throughput_mb_s()));
+            row.push(pct(r.fast_fraction()));
+            trace_rows.push(row);
+        }
+    }
     let paper = [(59.7, Some(124.0)), (41.5, None), (12.3, Some(179.0))];
     let mut rows = Vec::new();
     let mut base = Vec::new();
@@ -894,6 +1011,20 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             .map(String::from)
             .to_vec(),
             rows,
+        }, Table {
+            title: "Trace: each set's throughput (MB/s), and SSDUP+ with a stream as long as the queue".into(),
+            headers: [
+                "depth",
+                "run",
+                "segmented-contiguous",
+                "strided",
+                "segmented-random",
+                "all",
+                "to SSD",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: trace_rows,
         }],
         plots: vec![bar_plot(
             "ssdup-fig10-queue-depth",
@@ -917,7 +1048,7 @@ fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             ],
         )],
         notes: Vec::new(),
-        events: events(&results),
+        events: events(results),
     })
 }
 
@@ -953,7 +1084,49 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
+    // Ablation of workload 1: each of SSDUP and SSDUP+ with the other's
+    // routing, so routing and flushing are told apart.
+    let ablations = [
+        (
+            "SSDUP+ flushing, SSDUP's static marks",
+            System::SsdupPlus,
+            RedirectPolicy::ALL[2],
+        ),
+        (
+            "SSDUP flushing, SSDUP+'s adaptive threshold",
+            System::Ssdup,
+            RedirectPolicy::SsdupPlus,
+        ),
+    ];
+    let workload1 = workloads(rc)?[0].clone();
+    for &(_, system, policy) in &ablations {
+        let mut cluster = base_cluster(rc);
+        cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
+        cluster.policy_override = Some(policy);
+        tasks.push(Task {
+            cluster,
+            system,
+            jobs: workload1.clone(),
+        });
+    }
     let results = run_all(tasks, rc)?;
+    let (results, ablated) = results.split_at(2 * systems.len());
+    let ablation_row = |name: &str, r: &RunResult| {
+        let mut row = vec![
+            name.to_string(),
+            mb_s(r.jobs[0].throughput_mb_s()),
+            mb_s(r.jobs[1].throughput_mb_s()),
+            pct(r.fast_fraction()),
+        ];
+        row.extend(stream_trace(r));
+        row
+    };
+    let ablation_rows = vec![
+        ablation_row("SSDUP (static marks, flush at once)", &results[1]),
+        ablation_row("SSDUP+ (adaptive threshold, flush gate)", &results[2]),
+        ablation_row(ablations[0].0, &ablated[0]),
+        ablation_row(ablations[1].0, &ablated[1]),
+    ];
     // sluice is not in the paper.
     let paper = [
         [
@@ -1033,6 +1206,22 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             .map(String::from)
             .to_vec(),
             rows,
+        }, Table {
+            title: "Workload 1 ablation: routing against flushing, with the detector's streams".into(),
+            headers: [
+                "variant",
+                "instance 1",
+                "instance 2",
+                "to SSD",
+                "mean stream random %",
+                "lowest / highest",
+                "mean threshold",
+                "streams above 0.45",
+                "streams buffered",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: ablation_rows,
         }],
         plots: vec![bar_plot(
             "ssdup-fig11-limited-ssd",
@@ -1043,7 +1232,7 @@ fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             series,
         )],
         notes: Vec::new(),
-        events: events(&results),
+        events: events(results),
     })
 }
 
@@ -1075,7 +1264,92 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
+    // Ablation: SSDUP+ with one 4 GiB region instead of two of 2 GiB,
+    // everything else its own.
+    for &gap in &gaps {
+        let job = sequence(
+            "two-ior-runs",
+            vec![
+                ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?,
+                ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
+            ],
+            gap_of(gap),
+        )?;
+        let mut cluster = base_cluster(rc);
+        cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
+        cluster.regions = 1;
+        tasks.push(Task {
+            cluster,
+            system: System::SsdupPlus,
+            jobs: vec![job],
+        });
+    }
+    // Trace: the first run alone, to see what it leaves in the SSD.
+    let run1_systems = [System::BurstBuffer, System::SsdupPlus];
+    for system in run1_systems {
+        let mut cluster = base_cluster(rc);
+        cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
+        tasks.push(Task {
+            cluster,
+            system,
+            jobs: vec![ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?],
+        });
+    }
     let results = run_all(tasks, rc)?;
+    let (results, rest) = results.split_at(gaps.len() * systems.len());
+    let (one_region, run1_alone) = rest.split_at(gaps.len());
+    let region_mib = |system: System| {
+        let cluster = base_cluster(rc);
+        let per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
+        let regions = if system == System::BurstBuffer {
+            1
+        } else {
+            cluster.regions
+        };
+        (per_server / u64::from(regions)) as f64 / (1024.0 * 1024.0)
+    };
+    let run1_rows: Vec<Vec<String>> = run1_systems
+        .iter()
+        .zip(run1_alone)
+        .map(|(system, r)| {
+            let servers = f64::from(base_cluster(rc).servers);
+            let mib = |b: u64| format!("{:.1}", b as f64 / servers / (1024.0 * 1024.0));
+            vec![
+                system.name().to_string(),
+                format!("{:.1}", region_mib(*system)),
+                mib(r.fast_bytes),
+                mib(r.capacity_bytes),
+                mib(r.flushed_bytes),
+                mib(r.buffered_at_end_bytes),
+            ]
+        })
+        .collect();
+    // Trace: each run's own throughput (the barrier release ends run 1;
+    // run 2 starts a gap later), and what the buffer did.
+    let mut trace_rows = Vec::new();
+    for (i, &gap) in gaps.iter().enumerate() {
+        let runs = systems
+            .iter()
+            .enumerate()
+            .map(|(k, system)| (system.name(), &results[i * systems.len() + k]))
+            .chain([("SSDUP+, one 4 GiB region", &one_region[i])]);
+        for (name, r) in runs {
+            let job = &r.jobs[0];
+            let half_mb = r.bytes_written as f64 / 2.0 / 1e6;
+            let run1_end = job.barriers.first().map_or(job.end_ns, |m| m.ns);
+            let run2_start = run1_end + gap_of(gap).as_nanos() as u64;
+            let seconds = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9;
+            trace_rows.push(vec![
+                format!("{gap} s"),
+                name.to_string(),
+                mb_s(half_mb / seconds(job.start_ns, run1_end)),
+                mb_s(half_mb / seconds(run2_start, job.end_ns)),
+                pct(r.fast_fraction()),
+                pct(r.write_through_bytes as f64 / r.bytes_written as f64),
+                r.regions_flushed.to_string(),
+            ]);
+        }
+    }
     let paper_gain = [Some(11.91), Some(10.65), Some(9.92), None];
     let mut rows = Vec::new();
     let mut series = series_per_system(&systems);
@@ -1138,6 +1412,33 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             .map(String::from)
             .to_vec(),
             rows,
+        }, Table {
+            title: "Trace: each run's throughput (MB/s) and the buffer".into(),
+            headers: [
+                "compute time",
+                "system",
+                "run 1",
+                "run 2",
+                "to SSD",
+                "written through",
+                "regions flushed",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: trace_rows,
+        }, Table {
+            title: "Trace: the first run alone, per I/O node (MiB)".into(),
+            headers: [
+                "system",
+                "region",
+                "to SSD",
+                "to HDD",
+                "flushed",
+                "buffered at the end",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: run1_rows,
         }],
         plots: vec![bar_plot(
             "ssdup-fig12-compute-time",
@@ -1148,9 +1449,14 @@ fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             series,
         )],
         notes: Vec::new(),
-        events: events(&results),
+        events: events(results),
     })
 }
+
+/// Mean client overheads of the drift ablations (Fig. 5/6, Fig. 13): 10×
+/// and 100× the default 0.2 ms, to see which way the streams move, not to
+/// match a number.
+const DRIFT_OVERHEADS: [Duration; 2] = [Duration::from_millis(2), Duration::from_millis(20)];
 
 fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
     let sizes = [32u64, 64, 128, 256];
@@ -1170,10 +1476,66 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
                 jobs: jobs.clone(),
             });
         }
+        // Trace: each instance alone on the baseline, for the random
+        // percentage its own streams have.
+        for job in &jobs {
+            tasks.push(Task {
+                cluster: base_cluster(rc),
+                system: System::Baseline,
+                jobs: vec![job.clone()],
+            });
+        }
+        // Ablation: processes that drift apart (a larger mean client
+        // overhead between a process's requests), nothing else changed.
+        for overhead in DRIFT_OVERHEADS {
+            for system in [System::Ssdup, System::SsdupPlus] {
+                let mut cluster = base_cluster(rc);
+                cluster.client_overhead_mean = overhead;
+                tasks.push(Task {
+                    cluster,
+                    system,
+                    jobs: jobs.clone(),
+                });
+            }
+        }
     }
     let results = run_all(tasks, rc)?;
     let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
     let systems = System::ALL.len();
+    let per_size = systems + 2 + 2 * DRIFT_OVERHEADS.len();
+    let mut trace_rows = Vec::new();
+    let mut drift_rows = Vec::new();
+    for (i, &kib) in sizes.iter().enumerate() {
+        let rs = &results[i * per_size..(i + 1) * per_size];
+        for (name, r) in [
+            ("c-c alone (OrangeFS)", &rs[systems]),
+            ("c-nc alone (OrangeFS)", &rs[systems + 1]),
+            ("both, SSDUP", &rs[2]),
+            ("both, SSDUP+", &rs[3]),
+        ] {
+            let mut row = vec![format!("{kib} KiB"), name.to_string()];
+            row.extend(stream_trace(r));
+            trace_rows.push(row);
+        }
+        for (d, overhead) in DRIFT_OVERHEADS.iter().enumerate() {
+            let (ssdup, plus) = (&rs[systems + 2 + 2 * d], &rs[systems + 3 + 2 * d]);
+            for (name, r) in [("SSDUP", ssdup), ("SSDUP+", plus)] {
+                let mut row = vec![
+                    format!("{kib} KiB"),
+                    format!("{} ms", overhead.as_millis()),
+                    name.to_string(),
+                    mb_s(r.aggregate_mb_s()),
+                    pct(r.fast_fraction()),
+                ];
+                row.extend(stream_trace(r));
+                drift_rows.push(row);
+            }
+        }
+    }
+    let results: Vec<RunResult> = results
+        .chunks(per_size)
+        .flat_map(|c| c[..systems].iter().cloned())
+        .collect();
     let mut rows = Vec::new();
     let mut tput = series_per_system(&System::ALL);
     let mut headline = Vec::new();
@@ -1234,6 +1596,37 @@ fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             .map(String::from)
             .to_vec(),
             rows,
+        }, Table {
+            title: "The detector's streams (all I/O nodes)".into(),
+            headers: [
+                "region",
+                "run",
+                "mean stream random %",
+                "lowest / highest",
+                "mean threshold",
+                "streams above 0.45",
+                "streams buffered",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: trace_rows,
+        }, Table {
+            title: "Ablation: processes drifting apart (mean client overhead per request; default 0.2 ms)".into(),
+            headers: [
+                "region",
+                "client overhead",
+                "system",
+                "MB/s",
+                "to SSD",
+                "mean stream random %",
+                "lowest / highest",
+                "mean threshold",
+                "streams above 0.45",
+                "streams buffered",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: drift_rows,
         }],
         plots: vec![bar_plot(
             "ssdup-fig13-hpio",
@@ -1281,6 +1674,7 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
     let mut rows = Vec::new();
     let mut tput = series_per_system(&System::ALL);
     let mut headline = Vec::new();
+    let mut trace_rows = Vec::new();
     for (i, &n) in procs.iter().enumerate() {
         let rs = &results[i * systems..(i + 1) * systems];
         let mut row = vec![n.to_string()];
@@ -1295,6 +1689,11 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
         row.push(paper[i].1.map_or("-".into(), |v| format!("{v}%")));
         row.push(pct(rs[4].fast_fraction()));
         rows.push(row);
+        for (name, r) in [("SSDUP", &rs[2]), ("SSDUP+", &rs[3])] {
+            let mut row = vec![n.to_string(), name.to_string()];
+            row.extend(stream_trace(r));
+            trace_rows.push(row);
+        }
         for (system, r, paper) in [
             ("SSDUP+", &rs[3], paper[i].0),
             ("SSDUP", &rs[2], paper[i].1),
@@ -1341,6 +1740,20 @@ fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
             .map(String::from)
             .to_vec(),
             rows,
+        }, Table {
+            title: "The detector's streams (all I/O nodes)".into(),
+            headers: [
+                "processes",
+                "system",
+                "mean stream random %",
+                "lowest / highest",
+                "mean threshold",
+                "streams above 0.45",
+                "streams buffered",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: trace_rows,
         }],
         plots: vec![log2_line_plot(
             "ssdup-fig14-tile-io",

@@ -235,6 +235,11 @@ pub struct ClusterConfig {
     /// cache stays shared. false (the default) = one stream per file, as a
     /// PVFS2 server that reuses one cached descriptor per datafile.
     pub read_ahead_per_process: bool,
+    /// Ablation only: the placement policy every I/O node uses instead of
+    /// its system's own ([`System::policy`]), to tell a system's routing
+    /// from its flushing (docs/results/ssdup.md, Fig. 11). `None` = the
+    /// system's own.
+    pub policy_override: Option<RedirectPolicy>,
 }
 
 impl Default for ClusterConfig {
@@ -263,6 +268,7 @@ impl Default for ClusterConfig {
             liu_sections: 4,
             read_ahead_bytes: 512 * KIB,
             read_ahead_per_process: false,
+            policy_override: None,
         }
     }
 }

@@ -351,7 +351,9 @@ pub(super) fn buffer_config(config: &ClusterConfig, system: System) -> WriteBuff
     let region_bytes = config.fast_bytes_per_server / u64::from(regions.max(1));
     WriteBufferConfig {
         redirector: RedirectorConfig {
-            policy: system.policy(config),
+            policy: config
+                .policy_override
+                .unwrap_or_else(|| system.policy(config)),
             detector: DetectorConfig {
                 stream_len: config.stream_len,
             },

@@ -262,15 +262,7 @@ impl Checkpoints {
             }
         };
         // The name on the capacity tier (empty while staged).
-        let placeholder = shared.capacity.open(
-            path,
-            OpenOptions {
-                create: true,
-                create_new,
-                truncate: true,
-                ..OpenOptions::default()
-            },
-        )?;
+        let placeholder = shared.create_on_capacity(path, create_new)?;
         state.stats.checkpoints += 1;
         let mut rec = CkptRecord {
             path: path.as_str().to_string(),

@@ -400,6 +400,25 @@ fn unix_ns() -> u64 {
 }
 
 impl Shared {
+    /// A new checkpoint's name on the capacity tier, created (or, without
+    /// `create_new`, truncated): the placeholder of a staged copy, or the
+    /// file itself when the checkpoint goes there directly.
+    fn create_on_capacity(
+        &self,
+        path: &RelPath,
+        create_new: bool,
+    ) -> io::Result<Arc<dyn BackendFile>> {
+        self.capacity.open(
+            path,
+            OpenOptions {
+                create: true,
+                create_new,
+                truncate: true,
+                ..OpenOptions::default()
+            },
+        )
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

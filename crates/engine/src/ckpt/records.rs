@@ -210,15 +210,7 @@ impl Checkpoints {
         ticket: Option<Ticket>,
         cause: &str,
     ) -> io::Result<u64> {
-        let file = self.shared.capacity.open(
-            path,
-            OpenOptions {
-                create: true,
-                create_new,
-                truncate: true,
-                ..OpenOptions::default()
-            },
-        )?;
+        let file = self.shared.create_on_capacity(path, create_new)?;
         state.stats.checkpoints += 1;
         state.stats.catalog_fallbacks += 1;
         tracing::warn!(

@@ -17,7 +17,7 @@ import sys
 sys.dont_write_bytecode = True
 from fio_table import grouped_bars  # noqa: E402
 
-COLUMNS = {"ckpt MB/s": 3, "latency mean s": 4, "restart hit ratio": 7, "demoted MiB": 6}
+COLUMNS = ("ckpt MB/s", "latency mean s", "restart hit ratio", "demoted MiB")
 
 
 def rows(path):
@@ -48,7 +48,7 @@ def main():
             if key not in cells:
                 order.append(key)
             cells.setdefault(key, []).append(values)
-    print(f"| DWPP/S | scheme | runs | " + " | ".join(f"{c} median (min–max)" for c in COLUMNS) + " |")
+    print("| DWPP/S | scheme | runs | " + " | ".join(f"{c} median (min–max)" for c in COLUMNS) + " |")
     print("|---|---|---:|" + "---:|" * len(COLUMNS))
     for key in order:
         vs = cells[key]
@@ -57,13 +57,12 @@ def main():
             xs = [v[c] for v in vs]
             parts.append(f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})")
         print(f"| {key[0]} | {key[1]} | {len(vs)} | " + " | ".join(parts) + " |")
-    schemes = [k for k in order]
     labels = ["ckpt MB/s", "latency mean s"]
     grouped_bars(
         png,
         labels,
-        [f"{s} ({o}×)" for o, s in schemes],
-        [[[v[l] for v in cells[k]] for k in schemes] for l in labels],
+        [f"{s} ({o}×)" for o, s in order],
+        [[[v[l] for v in cells[k]] for k in order] for l in labels],
         tool="bbos_runs.py",
         title=f"BBOS through the mount, synchronised bursts: median of {len(runs)} runs",
         xlabel="quantity (checkpoint MB/s; mean checkpoint latency in s)",

@@ -132,28 +132,28 @@ fn tier_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
             format!("{} free of {}", bytes(t.free_bytes), bytes(t.total_bytes))
         }
     };
-    vec![
+    // One column layout for the heading and both tiers.
+    let row = |name: &str, write: &str, read: &str, space: &str, device: &str| {
         Line::from(format!(
-            " {:<9} {:>13} {:>13}   {:<28} {}",
-            "", "write", "read", "space", "device"
+            " {name:<9} {write:>13} {read:>13}   {space:<28} {device}"
         ))
-        .bold(),
-        Line::from(format!(
-            " {:<9} {:>13} {:>13}   {:<28} {}",
+    };
+    vec![
+        row("", "write", "read", "space", "device").bold(),
+        row(
             "fast",
-            r(|r| r.fast_write_bytes_per_s),
-            r(|r| r.fast_read_bytes_per_s),
-            space(&status.fast),
-            status.fast.describe
-        )),
-        Line::from(format!(
-            " {:<9} {:>13} {:>13}   {:<28} {}",
+            &r(|r| r.fast_write_bytes_per_s),
+            &r(|r| r.fast_read_bytes_per_s),
+            &space(&status.fast),
+            &status.fast.describe,
+        ),
+        row(
             "capacity",
-            r(|r| r.capacity_write_bytes_per_s),
-            r(|r| r.capacity_read_bytes_per_s),
-            space(&status.capacity),
-            status.capacity.describe
-        )),
+            &r(|r| r.capacity_write_bytes_per_s),
+            &r(|r| r.capacity_read_bytes_per_s),
+            &space(&status.capacity),
+            &status.capacity.describe,
+        ),
         Line::from(format!(
             " {:<9} {:>13} {:>13}   {} writes, {} reads, {} fsyncs, {} errors, {} files open",
             "mount",

@@ -352,6 +352,10 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0..3usize, 0..SPAN, 1..2 * SEGMENT)
             .prop_map(|(file, offset, len)| Op::Read { file, offset, len }),
+        // Small reads make ghosts wanted a piece at a time (the learning
+        // pass: absent body sections, stashed heads).
+        4 => (0..3usize, 0..SPAN, 1..HEAD / 2)
+            .prop_map(|(file, offset, len)| Op::Read { file, offset, len }),
         // Whole-segment reads make segments wanted and lifted.
         4 => (0..3usize, 0..5u64).prop_map(|(file, s)| Op::Read {
             file,
@@ -429,6 +433,59 @@ proptest! {
         }
         prop_assert_eq!(liu.status().errors, 0);
     }
+}
+
+/// A learning pass (small reads in order, each segment a ghost until half
+/// of it was read, then loaded) reads each byte of the capacity file once:
+/// the body sections already read are left absent and the head comes from
+/// the stash of its direct reads. Before, the load read the whole segment
+/// again (1.5 times the file here). The heads are still lifted on eviction,
+/// and a second pass reads right.
+#[test]
+fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
+    use sluice_devices::ssd::SsdConfig;
+    use sluice_env::emulated::EmulatedBackend;
+    let emulated = Arc::new(
+        EmulatedBackend::ssd(
+            Arc::new(MemBackend::new()),
+            SsdConfig::default(),
+            Arc::new(SystemClock::new()),
+        )
+        .unwrap(),
+    );
+    let capacity: Arc<dyn Backend> = emulated.clone();
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let segments = 4;
+    let data = pattern(7, segments * SEGMENT);
+    capacity
+        .open(&path("f"), OpenOptions::CREATE)
+        .unwrap()
+        .write_at(&data, 0)
+        .unwrap();
+    let liu = liu_over(&capacity, &fast);
+    let f = liu.open(&path("f"), OpenOptions::default()).unwrap();
+    let read_bytes = || emulated.ssd_stats().unwrap().read_bytes;
+    let before = read_bytes();
+    for offset in (0..segments * SEGMENT).step_by(1024) {
+        let want = &data[offset as usize..offset as usize + 1024];
+        assert_eq!(read(f.as_ref(), offset, 1024), want, "pass 1 at {offset}");
+    }
+    let status = liu.status();
+    assert_eq!(
+        status.counters.whole_loads, segments,
+        "every segment learned"
+    );
+    assert_eq!(
+        read_bytes() - before,
+        segments * SEGMENT,
+        "the learning pass read the file once"
+    );
+    assert!(status.counters.lifts > 0, "evicted heads were lifted");
+    for offset in (0..segments * SEGMENT).step_by(1024) {
+        let want = &data[offset as usize..offset as usize + 1024];
+        assert_eq!(read(f.as_ref(), offset, 1024), want, "pass 2 at {offset}");
+    }
+    assert_eq!(liu.status().errors, 0);
 }
 
 #[test]

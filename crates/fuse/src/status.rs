@@ -163,6 +163,9 @@ pub struct LiuStatusView {
     pub invalidations: u64,
     /// Bytes read from lifted heads.
     pub head_bytes_read: u64,
+    /// Bytes loads left unread because direct reads had read them.
+    #[serde(default)]
+    pub load_bytes_skipped: u64,
     /// Recorded localities by tenth (11 buckets, the last exactly 1.0).
     pub locality_histogram: Vec<u64>,
     /// Failed part loads and lifts.
@@ -188,6 +191,7 @@ impl LiuStatusView {
             delifts: c.delifts,
             invalidations: c.invalidations,
             head_bytes_read: s.head_bytes_read,
+            load_bytes_skipped: s.load_bytes_skipped,
             locality_histogram: c.locality_histogram.to_vec(),
             errors: s.errors,
             last_error: s.last_error,
@@ -625,7 +629,7 @@ impl Status {
         if let Some(l) = &self.liu {
             let _ = writeln!(
                 out,
-                "liu         {} buffered, {} lifted ({} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads; {} errors{}",
+                "liu         {} buffered, {} lifted ({} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads, {} not re-read by loads; {} errors{}",
                 l.buffered_segments,
                 l.lifted_segments,
                 l.lifts,
@@ -637,6 +641,7 @@ impl Status {
                 l.head_reads,
                 l.capacity_reads,
                 mib(l.head_bytes_read),
+                mib(l.load_bytes_skipped),
                 l.errors,
                 l.last_error
                     .as_ref()

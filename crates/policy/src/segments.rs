@@ -469,6 +469,27 @@ impl SegmentBuffer {
             .is_some_and(|e| e.kind == Kind::Regular)
     }
 
+    /// How many leading bytes of `[start, start + len)` of `key` lie in
+    /// grains requested since `key` entered the stack (0 for a key not in
+    /// the stack; at most `len`). A caller about to load a segment that was
+    /// a ghost can leave out what was already read directly, and load it
+    /// when it is next asked for.
+    pub fn requested_prefix(&self, key: SegmentKey, start: u64, len: u64) -> u64 {
+        let Some(entry) = self.entries.get(&key) else {
+            return 0;
+        };
+        let grain = self.config.grain_bytes;
+        let end = start.saturating_add(len);
+        let mut g = start / grain;
+        while g < self.grains && entry.touched[(g / 64) as usize] & (1 << (g % 64)) != 0 {
+            g += 1;
+            if g.saturating_mul(grain) >= end {
+                return len;
+            }
+        }
+        (g.saturating_mul(grain)).saturating_sub(start).min(len)
+    }
+
     /// The next piece of work for the caller, in order.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
@@ -990,6 +1011,39 @@ mod tests {
             first.get_or_insert(s);
         }
         first.unwrap()
+    }
+
+    #[test]
+    fn requested_prefix_counts_the_leading_requested_grains() {
+        let mut b = small(2, 2, 8);
+        assert_eq!(b.requested_prefix(key(0), 0, KIB), 0, "not in the stack");
+        b.access(key(0), 0, 2 * KIB, 16 * KIB);
+        b.access(key(0), 3 * KIB, 100, 16 * KIB);
+        assert_eq!(b.requested_prefix(key(0), 0, 2 * KIB), 2 * KIB);
+        assert_eq!(
+            b.requested_prefix(key(0), KIB + 5, 10),
+            10,
+            "inside a grain"
+        );
+        assert_eq!(
+            b.requested_prefix(key(0), 3 * KIB, KIB),
+            KIB,
+            "a grain touched anywhere counts"
+        );
+        assert_eq!(
+            b.requested_prefix(key(0), 0, 4 * KIB),
+            2 * KIB,
+            "grain 2 not read"
+        );
+        assert_eq!(b.requested_prefix(key(0), KIB / 2, 4 * KIB), 3 * KIB / 2);
+        assert_eq!(b.requested_prefix(key(0), 2 * KIB, 2 * KIB), 0);
+        assert_eq!(b.requested_prefix(key(0), 0, 0), 0, "empty range");
+        assert_eq!(
+            b.requested_prefix(key(0), 15 * KIB, 2 * KIB),
+            0,
+            "past the end"
+        );
+        assert_eq!(b.requested_prefix(key(0), u64::MAX, 2), 0, "overflow");
     }
 
     #[test]

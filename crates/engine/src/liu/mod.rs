@@ -18,7 +18,12 @@
 //!   fast tier when lifted, else from the capacity tier) and the body in
 //!   `body_sections` capacity reads — then waits only for the parts its
 //!   range needs; `Direct` reads the lifted head on the fast tier or the
-//!   capacity tier.
+//!   capacity tier. What a load's body sections begin with that was read
+//!   directly while the segment was a ghost
+//!   ([`SegmentBuffer::requested_prefix`]) is not queued: it stays *absent*
+//!   until a reader needs it, and the head comes from the direct reads'
+//!   copies (`stash`), so the pass that learns a segment does not read it
+//!   twice (docs/liu.md, "The learning pass").
 //! * **Lifting.** An evicted segment whose head is to be lifted has the
 //!   head's DRAM copy written to a slot of the heads file on the fast tier
 //!   (`liu-heads`, `heads_bytes / head_bytes` slots) by a worker; it is
@@ -41,8 +46,8 @@
 //!   failed lift is refused. Both are counted with the last error message.
 //!
 //! Modules: `segment` (a buffered segment's parts, the heads file's slots),
-//! `backend` (the `Backend` and `BackendFile` wrappers that every capacity
-//! access passes through).
+//! `stash` (heads assembled from direct reads), `backend` (the `Backend`
+//! and `BackendFile` wrappers that every capacity access passes through).
 //!
 //! Lock order: `Inner::state`, then a segment's `parts`, then
 //! `Inner::jobs`. No lock is held across device I/O.
@@ -67,8 +72,10 @@ use crate::incidents::{Incident, Incidents};
 
 mod backend;
 mod segment;
+mod stash;
 
 use segment::*;
+use stash::HeadStash;
 
 /// Name of the heads file on the fast tier.
 pub const HEADS_FILE: &str = "liu-heads";
@@ -135,6 +142,11 @@ pub struct LiuStatus {
     pub lifted_segments: u64,
     /// Bytes read from lifted heads (loads and direct reads).
     pub head_bytes_read: u64,
+    /// Bytes loads left unread because the pass that learned the segment
+    /// had read them directly: heads taken from the stash, body sections
+    /// left absent (a section loaded later, when a reader needs it, is not
+    /// taken back).
+    pub load_bytes_skipped: u64,
     /// Part reads and lifts that failed.
     pub errors: u64,
     /// The last of those errors.
@@ -164,7 +176,10 @@ struct State {
     ids: HashMap<RelPath, FileId>,
     next_id: u64,
     slots: Slots,
+    /// Heads of ghosts, from their direct reads.
+    stash: HeadStash,
     head_bytes_read: u64,
+    load_bytes_skipped: u64,
     errors: u64,
     last_error: Option<String>,
     /// `last_errors` of the LiU read path: failed loads, lifts and head
@@ -220,6 +235,9 @@ impl LiuBackend {
         options.check().map_err(invalid)?;
         let slot_count = options.slot_count().map_err(invalid)?;
         let buffer = SegmentBuffer::new(options.policy).map_err(invalid)?;
+        // A quarter of the buffer's segment count in heads (at least 4):
+        // about a twentieth of the buffer's bytes more in DRAM.
+        let stash = HeadStash::new((buffer.capacity_segments() / 4).max(4) as usize);
         let geometry = options.policy.geometry;
         let path = RelPath::new(HEADS_FILE)?;
         let what = |e: io::Error| {
@@ -259,7 +277,9 @@ impl LiuBackend {
                     pins: vec![0; slot_count as usize],
                     ..Slots::default()
                 },
+                stash,
                 head_bytes_read: 0,
+                load_bytes_skipped: 0,
                 errors: 0,
                 last_error: None,
                 incidents,
@@ -299,6 +319,7 @@ impl LiuBackend {
             ghost_segments: state.buffer.ghost_count(),
             lifted_segments: state.buffer.lifted_count(),
             head_bytes_read: state.head_bytes_read,
+            load_bytes_skipped: state.load_bytes_skipped,
             errors: state.errors,
             last_error: state.last_error.clone(),
         }
@@ -502,16 +523,31 @@ impl Inner {
                 } else {
                     None
                 };
-                let parts = parts(self.geometry, segment_len, self.body_sections);
+                let (cut, mut initial, skipped) = cut_read_prefixes(
+                    &state.buffer,
+                    key,
+                    parts(self.geometry, segment_len, self.body_sections),
+                );
+                state.load_bytes_skipped += skipped;
+                // A head that direct reads assembled is not read again.
+                if slot.is_none() {
+                    if let Some(head) = state.stash.take(key, cut[0].1) {
+                        state.load_bytes_skipped += cut[0].1;
+                        initial[0] = Part::Ready(head.into());
+                    }
+                }
                 let segment = Arc::new(Segment {
                     key,
                     start: segment_start,
                     len: segment_len,
-                    state: Mutex::new(vec![Part::Pending; parts.len()]),
-                    parts,
+                    state: Mutex::new(initial),
+                    parts: cut,
                     arrived: Condvar::new(),
                 });
-                for part in 0..segment.parts.len() {
+                for (part, initial) in lock(&segment.state).iter().enumerate() {
+                    if !matches!(initial, Part::Pending) {
+                        continue;
+                    }
                     let source = match slot {
                         Some(slot) if part == 0 => {
                             state.slots.pin(slot);
@@ -535,8 +571,24 @@ impl Inner {
                 }
                 None => Plan::Capacity,
             },
+            // A ghost's head, read directly: kept in the stash.
+            Serve::Direct { from_head: false } if slice_start < self.geometry.head_bytes() => {
+                Plan::Stash(state.stash.epoch())
+            }
             Serve::Direct { from_head: false } => Plan::Capacity,
         };
+        if let Plan::Wait(segment) = &plan {
+            jobs.extend(
+                segment
+                    .claim(slice_start, slice_start + len)
+                    .into_iter()
+                    .map(|part| Job::Part {
+                        segment: Arc::clone(segment),
+                        part,
+                        source: Source::Capacity(Arc::clone(file)),
+                    }),
+            );
+        }
         self.settle(state, jobs);
         match plan {
             Plan::Wait(segment) => {
@@ -572,6 +624,14 @@ impl Inner {
                     }
                 }
             }
+            Plan::Stash(epoch) => {
+                read_fully(file.as_ref(), out, segment_start + slice_start)?;
+                let head_len = self.geometry.head_bytes().min(segment_len);
+                lock(&self.state)
+                    .stash
+                    .store(key, head_len, slice_start, out, epoch);
+                Ok(())
+            }
             Plan::Capacity => read_fully(file.as_ref(), out, segment_start + slice_start),
         }
     }
@@ -583,6 +643,7 @@ impl Inner {
     /// or lifted while shorter must not serve them).
     fn written(&self, id: FileId, old_len: u64, start: u64, end: u64, file_len: u64) {
         let mut state = lock(&self.state);
+        state.stash.changed(id);
         if old_len < start {
             let dropped = state.buffer.invalidate(id, old_len, start);
             forget_segments(&mut state, &dropped);
@@ -604,6 +665,7 @@ impl Inner {
     /// Bytes from `start` on of `id` changed (a truncation).
     fn invalidate_from(&self, id: FileId, start: u64) {
         let mut state = lock(&self.state);
+        state.stash.changed(id);
         let dropped = state.buffer.invalidate(id, start, u64::MAX);
         forget_segments(&mut state, &dropped);
         self.settle(state, Vec::new());
@@ -613,6 +675,7 @@ impl Inner {
     fn forget_path(&self, path: &RelPath) {
         let mut state = lock(&self.state);
         if let Some(id) = state.ids.remove(path) {
+            state.stash.changed(id);
             let dropped = state.buffer.forget_file(id);
             forget_segments(&mut state, &dropped);
             self.settle(state, Vec::new());
@@ -623,6 +686,9 @@ impl Inner {
 enum Plan {
     Wait(Arc<Segment>),
     Head(u32),
+    /// Read the capacity tier and keep what falls in the head, read under
+    /// this stash epoch.
+    Stash(u64),
     Capacity,
 }
 

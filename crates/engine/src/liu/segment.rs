@@ -19,6 +19,9 @@ pub(super) struct Segment {
 
 #[derive(Clone)]
 pub(super) enum Part {
+    /// Not loaded: its bytes were read directly while the segment was a
+    /// ghost; loaded by the first reader that needs it ([`Segment::claim`]).
+    Absent,
     Pending,
     Ready(Arc<[u8]>),
     Failed(io::ErrorKind, String),
@@ -47,6 +50,39 @@ pub(super) fn parts(geometry: Geometry, segment_len: u64, sections: u32) -> Vec<
         .collect()
 }
 
+/// `parts` of the segment `key` about to be loaded, with the leading
+/// bytes of each body section that were read directly while the segment
+/// was a ghost cut off as absent parts ([`Part::Absent`], loaded when a
+/// reader needs them): the pass that learns a segment reads each byte
+/// about once, not up to twice. The head is never cut: an eviction lifts
+/// it. Returns the parts, their initial states and the bytes left absent.
+pub(super) fn cut_read_prefixes(
+    buffer: &SegmentBuffer,
+    key: SegmentKey,
+    parts: Vec<(u64, u64)>,
+) -> (Vec<(u64, u64)>, Vec<Part>, u64) {
+    let mut cut = Vec::new();
+    let mut initial = Vec::new();
+    let mut absent = 0;
+    for (n, (offset, len)) in parts.into_iter().enumerate() {
+        let read = if n == 0 {
+            0
+        } else {
+            buffer.requested_prefix(key, offset, len)
+        };
+        if read > 0 {
+            cut.push((offset, read));
+            initial.push(Part::Absent);
+            absent += read;
+        }
+        if read < len {
+            cut.push((offset + read, len - read));
+            initial.push(Part::Pending);
+        }
+    }
+    (cut, initial, absent)
+}
+
 impl Segment {
     pub(super) fn set(&self, part: usize, value: Part) {
         lock(&self.state)[part] = value;
@@ -61,8 +97,22 @@ impl Segment {
         }
     }
 
+    /// The absent parts that hold bytes of `[start, end)`, now pending: the
+    /// caller queues their loads.
+    pub(super) fn claim(&self, start: u64, end: u64) -> Vec<usize> {
+        let mut parts = lock(&self.state);
+        let mut claimed = Vec::new();
+        for (n, &(offset, len)) in self.parts.iter().enumerate() {
+            if offset < end && start < offset + len && matches!(parts[n], Part::Absent) {
+                parts[n] = Part::Pending;
+                claimed.push(n);
+            }
+        }
+        claimed
+    }
+
     /// Copy `[start, start + out.len())` of the segment into `out`, waiting
-    /// for the parts that hold it.
+    /// for the parts that hold it (claimed first if absent).
     pub(super) fn copy(&self, start: u64, out: &mut [u8]) -> io::Result<()> {
         let end = start + out.len() as u64;
         for (n, &(offset, len)) in self.parts.iter().enumerate() {
@@ -87,6 +137,9 @@ impl Segment {
                     }
                     Part::Failed(kind, message) => {
                         return Err(io::Error::new(*kind, message.clone()))
+                    }
+                    Part::Absent => {
+                        return Err(io::Error::other("liu: part not claimed before the copy"))
                     }
                 }
             }

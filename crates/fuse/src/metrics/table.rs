@@ -343,6 +343,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| liu(s, |l| vec![l.head_reads, l.capacity_reads]),
     },
     Metric {
+        name: "sluice_liu_load_bytes_skipped_total",
+        kind: Counter,
+        help: "LiU: bytes loads left unread because direct reads of the learning pass had read them.",
+        labels: None,
+        read: |s| liu(s, |l| vec![l.load_bytes_skipped]),
+    },
+    Metric {
         name: "sluice_liu_lifts_total",
         kind: Counter,
         help: "LiU: heads lifted to the fast tier.",

@@ -10,6 +10,8 @@ use sluice_sim::output::Report;
 
 use sluice_term::progress::{Progress, ProgressMode, Unit};
 
+use crate::error::{Error, Result};
+
 /// Print the experiments, one per line.
 pub fn list() {
     for e in EXPERIMENTS {
@@ -20,32 +22,33 @@ pub fn list() {
 /// Run `name` (or every experiment for `all`), print each report's
 /// Markdown and write its files under `out`; progress (simulations
 /// finished) on stderr.
-pub fn run(
-    name: &str,
-    scale: f64,
-    seed: u64,
-    out: &Path,
-    mode: ProgressMode,
-) -> Result<(), String> {
+pub fn run(name: &str, scale: f64, seed: u64, out: &Path, mode: ProgressMode) -> Result<()> {
     if !(scale > 0.0 && scale <= 16.0) {
-        return Err(format!("--scale {scale}: must be above 0 and at most 16"));
+        return Err(Error::Usage(format!(
+            "--scale {scale}: must be above 0 and at most 16"
+        )));
     }
     let chosen: Vec<_> = if name == "all" {
         EXPERIMENTS.iter().collect()
     } else {
-        vec![find(name)
-            .ok_or_else(|| format!("no experiment {name:?}: `sluice sim list` shows them"))?]
+        vec![find(name).ok_or_else(|| {
+            Error::Usage(format!(
+                "no experiment {name:?}: `sluice sim list` shows them"
+            ))
+        })?]
     };
     for experiment in chosen {
         let start = Instant::now();
-        let report = run_watched(experiment, scale, seed, mode)
-            .map_err(|e| format!("{}: {e}", experiment.name))?;
+        let report = run_watched(experiment, scale, seed, mode).map_err(|source| Error::Sim {
+            experiment: experiment.name,
+            source,
+        })?;
         let seconds = start.elapsed().as_secs_f64();
         println!("{}", report.to_markdown());
         if experiment.name == "ssdup-table1" {
             print_measured_policy_cost();
         }
-        let written = report.write(out).map_err(|e| e.to_string())?;
+        let written = report.write(out)?;
         println!(
             "{}: {} events in {:.2} s ({:.2} M events/s); wrote {}",
             experiment.name,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand, ValueEnum};
 use sluice_config::{ByteSize, Span};
 use sluice_policy::lads::{Mode, SchedulerConfig};
-use sluice_xfer::layout::pfs::{EmulatedPfs, PfsConfig};
+use sluice_xfer::layout::pfs::{self, EmulatedPfs, PfsConfig};
 use sluice_xfer::layout::posix::PosixLayout;
 use sluice_xfer::layout::{self, LayoutProvider};
 use sluice_xfer::sink::{Sink, SinkOptions};
@@ -219,24 +219,13 @@ pub fn run(command: XferCommand, mode: ProgressMode) -> Result<()> {
     }
 }
 
-fn read_token(path: &PathBuf) -> Result<Vec<u8>> {
-    let t = std::fs::read(path).map_err(Error::path(path))?;
-    let t = t.trim_ascii().to_vec();
-    if t.is_empty() {
-        return Err(Error::Usage(format!("{}: empty token", path.display())));
-    }
-    if t.len() > sluice_xfer::wire::MAX_TOKEN {
-        return Err(Error::Usage(format!(
-            "{}: token longer than {} bytes",
-            path.display(),
-            sluice_xfer::wire::MAX_TOKEN
-        )));
-    }
-    Ok(t)
-}
-
 fn serve(a: &ServeArgs) -> Result<()> {
-    let token = a.token_file.as_ref().map(read_token).transpose()?;
+    let token = a
+        .token_file
+        .as_deref()
+        .map(tls::read_token)
+        .transpose()
+        .map_err(Error::Xfer)?;
     let tls = tls::server_config(&a.cert, &a.key, a.client_ca.as_deref()).map_err(Error::Xfer)?;
     let sink = Sink::bind(
         &a.listen,
@@ -255,26 +244,6 @@ fn serve(a: &ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Parse `0,1,5-7`.
-fn targets(spec: &str) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || Error::Usage(format!("bad target list {spec:?} (expected e.g. 0,1,4-7)"));
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if a > b || b - a > 65_536 {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    Ok(out)
-}
-
 fn provider(a: &SendArgs, first_source: &std::path::Path) -> Result<Arc<dyn LayoutProvider>> {
     let object = a.object_size.0;
     Ok(match a.layout {
@@ -284,7 +253,7 @@ fn provider(a: &SendArgs, first_source: &std::path::Path) -> Result<Arc<dyn Layo
                 targets: a.pfs_targets,
                 stripe_count: a.pfs_stripe,
                 object_size: object,
-                congested: targets(&a.pfs_congested)?,
+                congested: pfs::parse_targets(&a.pfs_congested).map_err(Error::Xfer)?,
                 factor: a.pfs_factor,
                 on: a.pfs_on.0,
                 off: a.pfs_off.0,
@@ -337,9 +306,10 @@ fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
     let sources: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
     let token = a
         .token_file
-        .as_ref()
-        .map(read_token)
-        .transpose()?
+        .as_deref()
+        .map(tls::read_token)
+        .transpose()
+        .map_err(Error::Xfer)?
         .unwrap_or_default();
     let identity = a.cert.as_deref().zip(a.key.as_deref());
     if token.is_empty() && identity.is_none() {
@@ -403,19 +373,5 @@ fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
     match (summary.failed.len(), summary.changed.len()) {
         (0, 0) => Ok(()),
         (failed, changed) => Err(Error::XferIncomplete { failed, changed }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn target_lists_parse() {
-        assert_eq!(targets("0,2-4, 9").unwrap(), vec![0, 2, 3, 4, 9]);
-        assert_eq!(targets("").unwrap(), Vec::<u32>::new());
-        assert!(targets("3-1").is_err());
-        assert!(targets("x").is_err());
-        assert!(targets("0-4294967295").is_err());
     }
 }

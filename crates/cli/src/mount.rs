@@ -24,15 +24,16 @@ pub struct ConfigArgs {
     /// Capacity-tier directory (holds the files).
     #[arg(long)]
     pub capacity: Option<PathBuf>,
-    /// What stands in front of the fast-tier directory.
-    #[arg(long, value_parser = parse_device)]
+    /// What stands in front of the fast-tier directory: posix, hdd, ssd
+    /// or memory.
+    #[arg(long)]
     pub fast_device: Option<Device>,
     /// What stands in front of the capacity-tier directory (`hdd` emulates
     /// a 7200 rpm disk).
-    #[arg(long, value_parser = parse_device)]
+    #[arg(long)]
     pub capacity_device: Option<Device>,
-    /// Redirection policy: capacity-only, fast-all, ssdup, ssdup+.
-    #[arg(long, value_parser = parse_policy)]
+    /// Redirection policy: cost, ssdup+, ssdup, fast-all, capacity-only.
+    #[arg(long)]
     pub policy: Option<PolicyName>,
     /// Let other users use the mount (implies default_permissions).
     #[arg(long)]
@@ -67,18 +68,6 @@ pub struct ConfigArgs {
     /// tier (`fast.create`, `capacity.create` in the config).
     #[arg(long)]
     pub create: bool,
-}
-
-fn parse_device(s: &str) -> Result<Device, String> {
-    Config::from_toml(&format!("[fast]\ndevice = {s:?}\n"))
-        .map(|c| c.fast.device)
-        .map_err(|_| format!("unknown device {s:?}: posix, hdd, ssd or memory"))
-}
-
-fn parse_policy(s: &str) -> Result<PolicyName, String> {
-    Config::from_toml(&format!("[policy]\nname = {s:?}\n"))
-        .map(|c| c.policy.name)
-        .map_err(|_| format!("unknown policy {s:?}: capacity-only, fast-all, ssdup or ssdup+"))
 }
 
 impl ConfigArgs {

@@ -1,9 +1,8 @@
 //! `sluice sim`: list and run the simulator's experiments.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sluice_sim::experiments::{find, Experiment, RunConfig, RunProgress, EXPERIMENTS};
 use sluice_sim::output::Report;
@@ -79,25 +78,8 @@ fn run_watched(
         ..RunConfig::new(scale, seed)
     };
     let label = format!("sim {}", experiment.name);
-    let progress = Progress::new(mode, &label, Unit::Count("runs"), 0, Instant::now());
-    let finished = AtomicBool::new(false);
-    let report = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !finished.load(Ordering::Relaxed) {
-                let (done, queued) = runs.runs();
-                if queued > 0 {
-                    progress.update(done, queued, "");
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        let report = (experiment.run)(&config);
-        finished.store(true, Ordering::Relaxed);
-        report
-    });
-    let (done, queued) = runs.runs();
-    progress.finish(done, queued, if report.is_ok() { "done" } else { "failed" });
-    report
+    Progress::new(mode, &label, Unit::Count("runs"), 0, Instant::now())
+        .watch(|| runs.runs(), || (experiment.run)(&config))
 }
 
 /// Table 1's measured side: sluice's detector + index cost per request on

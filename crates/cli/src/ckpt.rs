@@ -10,6 +10,7 @@ use sluice_catalog::{Catalog, CatalogError, Failure, JobSpec, MetaSpec};
 use sluice_config::{ByteSize, Span};
 use sluice_fuse::control_request;
 
+use crate::error::{Error, Result};
 use crate::mount::ConfigArgs;
 
 /// `sluice ckpt ...`.
@@ -89,31 +90,31 @@ pub struct UnregisterArgs {
 }
 
 impl Target {
-    fn store(&self) -> Result<Box<dyn Catalog>, String> {
-        let spec: MetaSpec = self
-            .config
-            .resolve()?
-            .meta_spec()
-            .map_err(|e| e.to_string())?
-            .ok_or("no catalogue: give --mount MNT, --meta SPEC, or --fast DIR (or a config) for FAST/catalog.redb")?;
+    fn store(&self) -> Result<Box<dyn Catalog>> {
+        let spec: MetaSpec = self.config.resolve()?.meta_spec()?.ok_or_else(|| {
+            Error::Usage(
+                "no catalogue: give --mount MNT, --meta SPEC, or --fast DIR (or a config) \
+                 for FAST/catalog.redb"
+                    .to_string(),
+            )
+        })?;
         if let MetaSpec::Redb { path } = &spec {
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent).map_err(Error::path(parent))?;
             }
         }
-        sluice_catalog::open(&spec).map_err(|e| e.to_string())
+        Ok(sluice_catalog::open(&spec)?)
     }
 
-    fn request(&self, line: &str) -> Option<Result<String, String>> {
+    fn request(&self, line: &str) -> Option<Result<String>> {
         self.mount
             .as_ref()
-            .map(|m| control_request(m, line).map_err(|e| e.to_string()))
+            .map(|m| control_request(m, line).map_err(Error::Mount))
     }
 }
 
 /// A job's error with its field named by the flag that sets it.
-fn in_flags(e: CatalogError) -> String {
+fn in_flags(e: CatalogError) -> Error {
     match &e {
         CatalogError::Invalid { field, reason, .. } => {
             let flag = match *field {
@@ -124,16 +125,16 @@ fn in_flags(e: CatalogError) -> String {
                 "files" => "--files",
                 "glob" => "--glob",
                 "failure" => "--nodes / --mtbf",
-                _ => return e.to_string(),
+                _ => return Error::Catalog(e),
             };
-            format!("{flag}: {reason}")
+            Error::Usage(format!("{flag}: {reason}"))
         }
-        _ => e.to_string(),
+        _ => Error::Catalog(e),
     }
 }
 
 /// Run `sluice ckpt ...`.
-pub fn run(command: &CkptCommand) -> Result<(), String> {
+pub fn run(command: &CkptCommand) -> Result<()> {
     match command {
         CkptCommand::Register(a) => {
             let secs = |s: Span| s.0.as_secs();
@@ -144,7 +145,7 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
                 failure: match (a.nodes, a.mtbf) {
                     (Some(n), _) => Failure::Nodes(n),
                     (None, Some(m)) => Failure::MtbfSecs(secs(m)),
-                    (None, None) => return Err("give --nodes or --mtbf".into()),
+                    (None, None) => return Err(Error::Usage("give --nodes or --mtbf".into())),
                 },
                 versions: a.versions,
                 glob: a.glob.clone(),
@@ -153,30 +154,32 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
             // What can be checked without the other jobs, in flags' words;
             // the mount (or the store below) checks against its jobs too.
             job.check_new(&[]).map_err(in_flags)?;
-            let json = serde_json::to_string(&job).map_err(|e| e.to_string())?;
+            let json = serde_json::to_string(&job)?;
             match a.target.request(&format!("ckpt register {json}")) {
                 Some(answer) => answer.map(|_| ()),
                 None => {
                     let store = a.target.store()?;
-                    let registered = store.jobs().map_err(|e| e.to_string())?;
+                    let registered = store.jobs()?;
                     job.check_new(&registered).map_err(in_flags)?;
-                    store.put_job(&job).map_err(|e| e.to_string())
+                    Ok(store.put_job(&job)?)
                 }
             }?;
             println!("registered {}", a.id);
             Ok(())
         }
         CkptCommand::List(a) => {
-            let jobs: Vec<JobSpec> = match a.target.request("ckpt list") {
-                Some(answer) => serde_json::from_str(&answer?)
-                    .map_err(|e| format!("the mount's answer: {e}"))?,
-                None => a.target.store()?.jobs().map_err(|e| e.to_string())?,
+            let jobs: Vec<JobSpec> = match &a.target.mount {
+                Some(mountpoint) => {
+                    let answer = control_request(mountpoint, "ckpt list").map_err(Error::Mount)?;
+                    serde_json::from_str(&answer).map_err(|source| Error::Answer {
+                        mountpoint: mountpoint.clone(),
+                        source,
+                    })?
+                }
+                None => a.target.store()?.jobs()?,
             };
             if a.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&jobs).map_err(|e| e.to_string())?
-                );
+                println!("{}", serde_json::to_string_pretty(&jobs)?);
                 return Ok(());
             }
             println!(
@@ -204,17 +207,13 @@ pub fn run(command: &CkptCommand) -> Result<(), String> {
         CkptCommand::Unregister(a) => {
             let removed = match a.target.request(&format!("ckpt unregister {}", a.id)) {
                 Some(answer) => answer? == "ok",
-                None => a
-                    .target
-                    .store()?
-                    .remove_job(&a.id)
-                    .map_err(|e| e.to_string())?,
+                None => a.target.store()?.remove_job(&a.id)?,
             };
             if removed {
                 println!("unregistered {}", a.id);
                 Ok(())
             } else {
-                Err(format!("no job {:?}", a.id))
+                Err(Error::Usage(format!("no job {:?}", a.id)))
             }
         }
     }

@@ -19,6 +19,8 @@ use std::io::IsTerminal;
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
+use crate::error::{Error, Result};
+
 /// A level for `--log-level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogLevel {
@@ -51,15 +53,15 @@ impl LogLevel {
 
 /// The filter in effect: `flag`, else `rust_log` (the value of
 /// `RUST_LOG`, if set and not blank), else `info`.
-pub fn filter(flag: Option<LogLevel>, rust_log: Option<&str>) -> Result<EnvFilter, String> {
+pub fn filter(flag: Option<LogLevel>, rust_log: Option<&str>) -> Result<EnvFilter> {
     match (flag, rust_log.map(str::trim).filter(|v| !v.is_empty())) {
         (Some(level), _) => Ok(EnvFilter::new(level.directive())),
         (None, Some(value)) => EnvFilter::try_new(value).map_err(|e| {
-            format!(
+            Error::Usage(format!(
                 "RUST_LOG={value:?} is not a log filter ({e}): give a level (off, error, warn, \
                  info, debug, trace) or directives such as `sluice_engine=debug,info`, or use \
                  --log-level"
-            )
+            ))
         }),
         (None, None) => Ok(EnvFilter::new(LogLevel::Info.directive())),
     }
@@ -67,7 +69,7 @@ pub fn filter(flag: Option<LogLevel>, rust_log: Option<&str>) -> Result<EnvFilte
 
 /// Install the subscriber: events at or above the chosen level go to
 /// stderr, with colours only on a terminal.
-pub fn init(flag: Option<LogLevel>) -> Result<(), String> {
+pub fn init(flag: Option<LogLevel>) -> Result<()> {
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = filter(flag, rust_log.as_deref())?;
     tracing_subscriber::fmt()
@@ -75,7 +77,7 @@ pub fn init(flag: Option<LogLevel>) -> Result<(), String> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init()
-        .map_err(|e| format!("setting up the log: {e}"))
+        .map_err(|e| Error::Message(format!("setting up the log: {e}")))
 }
 
 #[cfg(test)]
@@ -100,7 +102,7 @@ mod tests {
 
     #[test]
     fn a_bad_rust_log_is_an_error_naming_it() {
-        let e = filter(None, Some("sluice=loud")).unwrap_err();
+        let e = filter(None, Some("sluice=loud")).unwrap_err().to_string();
         assert!(e.contains("RUST_LOG") && e.contains("sluice=loud"), "{e}");
         assert!(filter(Some(LogLevel::Info), Some("sluice=loud")).is_ok());
     }

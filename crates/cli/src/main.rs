@@ -2,10 +2,10 @@
 //! exit status.
 
 mod ckpt;
+mod error;
 mod logging;
 mod mount;
 mod quarantine;
-mod service;
 mod sim;
 mod xfer;
 
@@ -18,7 +18,10 @@ use sluice_policy::threshold::ThresholdConfig;
 use sluice_sim::analyse::{analyse, ior_phases, AnalysisConfig, PhaseKind};
 use sluice_sim::workload::Arrival;
 use sluice_term::progress::ProgressMode;
+use sluice_term::service;
 use sluice_workload::{demo, profile};
+
+use crate::error::{Error, Result};
 
 /// sluice — a hybrid-storage I/O layer for HPC (SSDUP+, LiU, BBOS, LADS).
 ///
@@ -313,6 +316,22 @@ fn parse(argv: Vec<std::ffi::OsString>) -> Cli {
 }
 
 fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => exit_status(&e),
+    }
+}
+
+/// The one place an error becomes what the user sees: `sluice: error:`
+/// and the message (what failed, on which path or address, what to do) on
+/// stderr, and exit status 1. Clap's own refusals of the command line exit
+/// with 2 before any command runs.
+fn exit_status(e: &Error) -> ExitCode {
+    eprintln!("sluice: error: {e}");
+    ExitCode::FAILURE
+}
+
+fn run() -> Result<()> {
     // `sluice SOURCE MOUNTPOINT -o OPTIONS`, as mount.fuse3 runs it, is
     // read as the `sluice mount` line it stands for.
     let subcommands: Vec<String> = <Cli as clap::CommandFactory>::command()
@@ -320,19 +339,10 @@ fn main() -> ExitCode {
         .map(|s| s.get_name().to_string())
         .chain(["help".to_string()])
         .collect();
-    let argv = match service::command_line(std::env::args_os().collect(), &subcommands) {
-        Ok(argv) => argv,
-        Err(message) => {
-            eprintln!("sluice: error: {message}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let argv = service::command_line(std::env::args_os().collect(), &subcommands)?;
     let cli = parse(argv.clone());
-    if let Err(message) = logging::init(cli.log_level) {
-        eprintln!("sluice: error: {message}");
-        return ExitCode::FAILURE;
-    }
-    let result = match cli.command {
+    logging::init(cli.log_level)?;
+    match cli.command {
         Some(Command::Analyse(args)) => run_analyse(&args),
         Some(Command::Sim(SimCommand::List)) => {
             sim::list();
@@ -353,49 +363,52 @@ fn main() -> ExitCode {
                 &argv,
             )
         }
-        Some(Command::Mount(args)) => service::leave_session_if_daemon_child()
-            .and_then(|()| mount::mount(&args.config, args.mountpoint.as_deref())),
+        Some(Command::Mount(args)) => {
+            service::leave_session_if_daemon_child()?;
+            mount::mount(&args.config, args.mountpoint.as_deref())
+        }
         Some(Command::Unmount(args)) => sluice_term::client::unmount(
             &args.mountpoint,
             args.keep,
             args.drain,
             args.lazy,
             cli.progress,
-        ),
+        )
+        .map_err(Error::Message),
         Some(Command::Status(args)) => mount::status(&args.mountpoint, args.json),
         Some(Command::Top(args)) => sluice_term::top::run(
             &args.mountpoint,
             std::time::Duration::from_secs_f64(args.interval),
-        ),
-        Some(Command::Drain(args)) => sluice_term::client::drain(&args.mountpoint, cli.progress),
+        )
+        .map_err(Error::Message),
+        Some(Command::Drain(args)) => {
+            sluice_term::client::drain(&args.mountpoint, cli.progress).map_err(Error::Message)
+        }
         Some(Command::Sync(args)) => mount::sync(&args.paths),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
         Some(Command::Config(ConfigCommand::Check(args))) => mount::config_check(&args),
-        Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib),
-        Some(Command::Profile(args)) => profile::profile(&args),
+        Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib).map_err(Error::Message),
+        Some(Command::Profile(args)) => profile::profile(&args).map_err(Error::Message),
         Some(Command::Ckpt(command)) => ckpt::run(&command),
         Some(Command::Xfer(command)) => xfer::run(command, cli.progress),
         Some(Command::Quarantine(command)) => quarantine::run(&command),
         None => run_analyse(&cli.analyse),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("sluice: error: {message}");
-            ExitCode::FAILURE
-        }
     }
 }
 
-fn run_analyse(args: &AnalyseArgs) -> Result<(), String> {
+fn run_analyse(args: &AnalyseArgs) -> Result<()> {
     let config = analysis_config(args)?;
-    let analysis = analyse(&config).map_err(|e| e.to_string())?;
+    let analysis = analyse(&config)?;
     let mut out = std::io::stdout().lock();
-    sluice_sim::analyse::print_analysis(&mut out, &config, &analysis, !args.summary_only)
-        .map_err(|e| format!("writing the report to stdout: {e}"))
+    sluice_sim::analyse::print_analysis(&mut out, &config, &analysis, !args.summary_only).map_err(
+        |source| Error::Os {
+            doing: "writing the report to stdout",
+            source,
+        },
+    )
 }
 
-fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig, String> {
+fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig> {
     let mut kinds = Vec::new();
     for phase in &args.phases {
         match phase {
@@ -432,7 +445,7 @@ fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig, String> {
             ..ThresholdConfig::default()
         },
     };
-    redirector.validate().map_err(|e| e.to_string())?;
+    redirector.validate().map_err(Error::Analysis)?;
     Ok(AnalysisConfig {
         phases,
         arrival,

@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use sluice_config::{Config, Device, PolicyName};
 use sluice_fuse::{control_request, Mount, Status};
+use sluice_term::service;
+
+use crate::error::{Error, Result};
 
 /// Where the config comes from: a file, then flags over it.
 #[derive(Args, Debug, Clone, Default)]
@@ -21,15 +24,16 @@ pub struct ConfigArgs {
     /// Capacity-tier directory (holds the files).
     #[arg(long)]
     pub capacity: Option<PathBuf>,
-    /// What stands in front of the fast-tier directory.
-    #[arg(long, value_parser = parse_device)]
+    /// What stands in front of the fast-tier directory: posix, hdd, ssd
+    /// or memory.
+    #[arg(long)]
     pub fast_device: Option<Device>,
     /// What stands in front of the capacity-tier directory (`hdd` emulates
     /// a 7200 rpm disk).
-    #[arg(long, value_parser = parse_device)]
+    #[arg(long)]
     pub capacity_device: Option<Device>,
-    /// Redirection policy: capacity-only, fast-all, ssdup, ssdup+.
-    #[arg(long, value_parser = parse_policy)]
+    /// Redirection policy: cost, ssdup+, ssdup, fast-all, capacity-only.
+    #[arg(long)]
     pub policy: Option<PolicyName>,
     /// Let other users use the mount (implies default_permissions).
     #[arg(long)]
@@ -66,23 +70,11 @@ pub struct ConfigArgs {
     pub create: bool,
 }
 
-fn parse_device(s: &str) -> Result<Device, String> {
-    Config::from_toml(&format!("[fast]\ndevice = {s:?}\n"))
-        .map(|c| c.fast.device)
-        .map_err(|_| format!("unknown device {s:?}: posix, hdd, ssd or memory"))
-}
-
-fn parse_policy(s: &str) -> Result<PolicyName, String> {
-    Config::from_toml(&format!("[policy]\nname = {s:?}\n"))
-        .map(|c| c.policy.name)
-        .map_err(|_| format!("unknown policy {s:?}: capacity-only, fast-all, ssdup or ssdup+"))
-}
-
 impl ConfigArgs {
     /// The config in effect: the file (or the defaults), flags over it.
-    pub fn resolve(&self) -> Result<Config, String> {
+    pub fn resolve(&self) -> Result<Config> {
         let config = match &self.config {
-            Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+            Some(path) => Config::load(path)?,
             None => Config::default(),
         };
         Ok(apply_flags(self, config))
@@ -131,7 +123,7 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
 
 /// `sluice config show`: prints whatever the config is; a note says why
 /// it cannot mount.
-pub fn config_show(args: &ConfigArgs) -> Result<(), String> {
+pub fn config_show(args: &ConfigArgs) -> Result<()> {
     let config = args.resolve()?;
     print!("{}", config.to_toml());
     if let Err(e) = config.validate().and_then(|()| config.check_layout()) {
@@ -146,11 +138,11 @@ pub fn config_show(args: &ConfigArgs) -> Result<(), String> {
 /// `sluice config check`: an error (and a non-zero exit) unless the config
 /// can mount: every value in range, the tier directories there (or
 /// `--create`) and apart. Reads the file system; creates nothing.
-pub fn config_check(args: &ConfigArgs) -> Result<(), String> {
+pub fn config_check(args: &ConfigArgs) -> Result<()> {
     let config = args.resolve()?;
-    config.validate().map_err(|e| e.to_string())?;
-    config.check_layout().map_err(|e| e.to_string())?;
-    let engine = config.engine_config().map_err(|e| e.to_string())?;
+    config.validate()?;
+    config.check_layout()?;
+    let engine = config.engine_config()?;
     let tier = |t: &sluice_config::TierConfig| match &t.path {
         Some(p) if t.device != Device::Memory => p.display().to_string(),
         _ => "memory".to_string(),
@@ -168,20 +160,19 @@ pub fn config_check(args: &ConfigArgs) -> Result<(), String> {
 /// config, no tier and no mount point it mounts the demo's setup under
 /// `./sluice-demo` (fast tier `fast/`, capacity tier `capacity/` behind an
 /// emulated disk, mount point `mnt/`).
-pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String> {
+pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> {
     let bare = args.config.is_none()
         && args.fast.is_none()
         && args.capacity.is_none()
         && mountpoint.is_none();
     let mut config = if bare {
         let dir = sluice_workload::demo::default_dir();
-        let mut config =
-            Config::from_toml(sluice_workload::demo::DEMO_CONFIG).map_err(|e| e.to_string())?;
+        let mut config = Config::from_toml(sluice_workload::demo::DEMO_CONFIG)?;
         config.fast.path = Some(dir.join("fast"));
         config.capacity.path = Some(dir.join("capacity"));
         config.mount.point = Some(dir.join("mnt"));
         for d in ["fast", "capacity", "mnt"] {
-            std::fs::create_dir_all(dir.join(d)).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir.join(d)).map_err(Error::path(&dir))?;
         }
         tracing::info!(
             "no tiers given: mounting the demo setup under {} (fast/, capacity/ behind an emulated disk, mnt/)",
@@ -194,16 +185,12 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
     if let Some(p) = mountpoint {
         config.mount.point = Some(p.to_path_buf());
     }
-    let point = config
-        .mount
-        .point
-        .clone()
-        .ok_or("no mount point: give MOUNTPOINT or mount.point in the config")?;
-    let running = Mount::start(&config, &point).map_err(|e| e.to_string())?;
+    let point = config.mount.point.clone().ok_or_else(no_mount_point)?;
+    let running = Mount::start(&config, &point).map_err(Error::Mount)?;
     for warning in running.warnings() {
         tracing::warn!("{warning}");
     }
-    let signals = sluice_term::client::watch_signals(&running, &point)?;
+    let signals = sluice_term::client::watch_signals(&running, &point).map_err(Error::Message)?;
     let status = running.status();
     tracing::info!(
         mountpoint = %point.display(),
@@ -216,11 +203,11 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<(), String>
             .map_or_else(|| "off".to_string(), |a| format!("http://{a}/metrics")),
         "mounted"
     );
-    crate::service::notify_ready();
+    service::notify_ready();
     // A refused unmount (busy) is reported and the mount serves on.
     let drained = running
         .serve(&mut |message| tracing::warn!(mountpoint = %point.display(), "{message}"))
-        .map_err(|e| e.to_string());
+        .map_err(Error::Mount);
     signals.close();
     let drained = drained?;
     tracing::info!(
@@ -243,47 +230,53 @@ pub fn mount_daemon(
     mountpoint: Option<&Path>,
     log_file: Option<PathBuf>,
     command_line: &[std::ffi::OsString],
-) -> Result<(), String> {
+) -> Result<()> {
     let config = args.resolve()?;
-    config.validate().map_err(|e| e.to_string())?;
-    config.check_layout().map_err(|e| e.to_string())?;
+    config.validate()?;
+    config.check_layout()?;
     let point = mountpoint
         .map(Path::to_path_buf)
         .or(config.mount.point)
-        .ok_or("no mount point: give MOUNTPOINT or mount.point in the config")?;
+        .ok_or_else(no_mount_point)?;
     let log_file = match log_file {
         Some(f) => f,
-        None => crate::service::default_log_file(&point)?,
+        None => service::default_log_file(&point)?,
     };
-    crate::service::daemonize(command_line, &point, &log_file)
+    Ok(service::daemonize(command_line, &point, &log_file)?)
+}
+
+fn no_mount_point() -> Error {
+    Error::Usage("no mount point: give MOUNTPOINT or mount.point in the config".to_string())
 }
 
 /// `sluice status`.
-pub fn status(mountpoint: &Path, json: bool) -> Result<(), String> {
-    let answer = control_request(mountpoint, "status").map_err(|e| e.to_string())?;
+pub fn status(mountpoint: &Path, json: bool) -> Result<()> {
+    let answer = control_request(mountpoint, "status").map_err(Error::Mount)?;
     if json {
         println!("{answer}");
         return Ok(());
     }
-    let status: Status = serde_json::from_str(&answer)
-        .map_err(|e| format!("the mount answered something unreadable: {e}"))?;
+    let status: Status = serde_json::from_str(&answer).map_err(|source| Error::Answer {
+        mountpoint: mountpoint.to_path_buf(),
+        source,
+    })?;
     print!("{}", status.text());
     Ok(())
 }
 
 /// `sluice sync PATH...`: each file's buffered bytes written to the
 /// capacity tier and synced, one after the other.
-pub fn sync(paths: &[std::path::PathBuf]) -> Result<(), String> {
+pub fn sync(paths: &[std::path::PathBuf]) -> Result<()> {
     for path in paths {
-        let (root, relative) = sluice_fuse::mount_of(path).map_err(|e| e.to_string())?;
+        let (root, relative) = sluice_fuse::mount_of(path).map_err(Error::Mount)?;
         if relative.is_empty() {
-            return Err(format!(
+            return Err(Error::Usage(format!(
                 "{}: a mount's root is not a file; sync its files, or drain it",
                 path.display()
-            ));
+            )));
         }
-        let answer = control_request(&root, &format!("sync {relative}"))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let answer =
+            control_request(&root, &format!("sync {relative}")).map_err(Error::path(path))?;
         let bytes = answer.strip_prefix("ok ").unwrap_or("0");
         println!(
             "synced {}: the capacity tier holds it ({bytes} buffered bytes written)",

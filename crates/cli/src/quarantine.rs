@@ -12,6 +12,8 @@ use clap::{Args, Subcommand};
 use sluice_engine::{quarantine_list, QuarantineEntry, QUARANTINE_DIR};
 use sluice_env::posix::PosixBackend;
 
+use crate::error::{Error, Result};
+
 /// `sluice quarantine ...`.
 #[derive(Subcommand, Debug)]
 pub enum QuarantineCommand {
@@ -57,7 +59,7 @@ pub struct RestoreArgs {
 }
 
 /// Run a `sluice quarantine` command.
-pub fn run(command: &QuarantineCommand) -> Result<(), String> {
+pub fn run(command: &QuarantineCommand) -> Result<()> {
     match command {
         QuarantineCommand::List(fast) => {
             let entries = entries(&fast.fast)?;
@@ -72,23 +74,23 @@ pub fn run(command: &QuarantineCommand) -> Result<(), String> {
         QuarantineCommand::Restore(args) => {
             let entry = find(&args.entry)?;
             let data = entry_dir(&args.entry).join("data");
-            let from =
-                std::fs::File::open(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+            let from = std::fs::File::open(&data).map_err(Error::path(&data))?;
             let to = OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(false)
                 .open(&args.to)
-                .map_err(|e| format!("{}: {e}", args.to.display()))?;
+                .map_err(Error::path(&args.to))?;
             for &(offset, len) in &entry.extents {
                 let mut buf = vec![0u8; len as usize];
                 from.read_exact_at(&mut buf, offset)
-                    .map_err(|e| format!("{}: {e}", data.display()))?;
+                    .map_err(Error::path(&data))?;
                 to.write_all_at(&buf, offset)
-                    .map_err(|e| format!("{}: {e}", args.to.display()))?;
+                    .map_err(Error::path(&args.to))?;
             }
             to.sync_all()
-                .map_err(|e| format!("{}: fsync: {e}", args.to.display()))?;
+                .map_err(|e| std::io::Error::new(e.kind(), format!("fsync: {e}")))
+                .map_err(Error::path(&args.to))?;
             println!(
                 "restored {} B of {} into {}",
                 entry.bytes(),
@@ -107,22 +109,22 @@ pub fn run(command: &QuarantineCommand) -> Result<(), String> {
     }
 }
 
-fn entries(fast: &Path) -> Result<Vec<QuarantineEntry>, String> {
-    let backend = PosixBackend::new(fast.to_path_buf()).map_err(|e| e.to_string())?;
-    quarantine_list(&backend).map_err(|e| e.to_string())
+fn entries(fast: &Path) -> Result<Vec<QuarantineEntry>> {
+    let backend = PosixBackend::new(fast.to_path_buf()).map_err(Error::Tier)?;
+    quarantine_list(&backend).map_err(Error::Tier)
 }
 
-fn find(args: &EntryArgs) -> Result<QuarantineEntry, String> {
+fn find(args: &EntryArgs) -> Result<QuarantineEntry> {
     entries(&args.fast.fast)?
         .into_iter()
         .find(|e| e.name == args.name)
         .ok_or_else(|| {
-            format!(
+            Error::Usage(format!(
                 "no quarantined entry {:?} on {} (see `sluice quarantine list --fast {}`)",
                 args.name,
                 args.fast.fast.display(),
                 args.fast.fast.display()
-            )
+            ))
         })
 }
 
@@ -130,9 +132,9 @@ fn entry_dir(args: &EntryArgs) -> PathBuf {
     args.fast.fast.join(QUARANTINE_DIR).join(&args.name)
 }
 
-fn remove(args: &EntryArgs) -> Result<(), String> {
+fn remove(args: &EntryArgs) -> Result<()> {
     let dir = entry_dir(args);
-    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::remove_dir_all(&dir).map_err(Error::path(&dir))?;
     println!("removed {}", dir.display());
     Ok(())
 }

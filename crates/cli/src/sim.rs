@@ -1,14 +1,15 @@
 //! `sluice sim`: list and run the simulator's experiments.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sluice_sim::experiments::{find, Experiment, RunConfig, RunProgress, EXPERIMENTS};
 use sluice_sim::output::Report;
 
 use sluice_term::progress::{Progress, ProgressMode, Unit};
+
+use crate::error::{Error, Result};
 
 /// Print the experiments, one per line.
 pub fn list() {
@@ -20,32 +21,33 @@ pub fn list() {
 /// Run `name` (or every experiment for `all`), print each report's
 /// Markdown and write its files under `out`; progress (simulations
 /// finished) on stderr.
-pub fn run(
-    name: &str,
-    scale: f64,
-    seed: u64,
-    out: &Path,
-    mode: ProgressMode,
-) -> Result<(), String> {
+pub fn run(name: &str, scale: f64, seed: u64, out: &Path, mode: ProgressMode) -> Result<()> {
     if !(scale > 0.0 && scale <= 16.0) {
-        return Err(format!("--scale {scale}: must be above 0 and at most 16"));
+        return Err(Error::Usage(format!(
+            "--scale {scale}: must be above 0 and at most 16"
+        )));
     }
     let chosen: Vec<_> = if name == "all" {
         EXPERIMENTS.iter().collect()
     } else {
-        vec![find(name)
-            .ok_or_else(|| format!("no experiment {name:?}: `sluice sim list` shows them"))?]
+        vec![find(name).ok_or_else(|| {
+            Error::Usage(format!(
+                "no experiment {name:?}: `sluice sim list` shows them"
+            ))
+        })?]
     };
     for experiment in chosen {
         let start = Instant::now();
-        let report = run_watched(experiment, scale, seed, mode)
-            .map_err(|e| format!("{}: {e}", experiment.name))?;
+        let report = run_watched(experiment, scale, seed, mode).map_err(|source| Error::Sim {
+            experiment: experiment.name,
+            source,
+        })?;
         let seconds = start.elapsed().as_secs_f64();
         println!("{}", report.to_markdown());
         if experiment.name == "ssdup-table1" {
             print_measured_policy_cost();
         }
-        let written = report.write(out).map_err(|e| e.to_string())?;
+        let written = report.write(out)?;
         println!(
             "{}: {} events in {:.2} s ({:.2} M events/s); wrote {}",
             experiment.name,
@@ -76,25 +78,8 @@ fn run_watched(
         ..RunConfig::new(scale, seed)
     };
     let label = format!("sim {}", experiment.name);
-    let progress = Progress::new(mode, &label, Unit::Count("runs"), 0, Instant::now());
-    let finished = AtomicBool::new(false);
-    let report = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !finished.load(Ordering::Relaxed) {
-                let (done, queued) = runs.runs();
-                if queued > 0 {
-                    progress.update(done, queued, "");
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        let report = (experiment.run)(&config);
-        finished.store(true, Ordering::Relaxed);
-        report
-    });
-    let (done, queued) = runs.runs();
-    progress.finish(done, queued, if report.is_ok() { "done" } else { "failed" });
-    report
+    Progress::new(mode, &label, Unit::Count("runs"), 0, Instant::now())
+        .watch(|| runs.runs(), || (experiment.run)(&config))
 }
 
 /// Table 1's measured side: sluice's detector + index cost per request on

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand, ValueEnum};
 use sluice_config::{ByteSize, Span};
 use sluice_policy::lads::{Mode, SchedulerConfig};
-use sluice_xfer::layout::pfs::{EmulatedPfs, PfsConfig};
+use sluice_xfer::layout::pfs::{self, EmulatedPfs, PfsConfig};
 use sluice_xfer::layout::posix::PosixLayout;
 use sluice_xfer::layout::{self, LayoutProvider};
 use sluice_xfer::sink::{Sink, SinkOptions};
@@ -15,6 +15,8 @@ use sluice_xfer::source::{self, Compare, Destination, SendOptions, SendProgress}
 use sluice_xfer::tls;
 
 use sluice_term::progress::{Progress, ProgressMode, Unit};
+
+use crate::error::{Error, Result};
 
 /// `sluice xfer ...`.
 #[derive(Subcommand, Debug)]
@@ -205,38 +207,26 @@ pub struct KeygenArgs {
 }
 
 /// Run a `sluice xfer` command; `mode`: how `send` shows its progress.
-pub fn run(command: XferCommand, mode: ProgressMode) -> Result<(), String> {
+pub fn run(command: XferCommand, mode: ProgressMode) -> Result<()> {
     match command {
         XferCommand::Serve(a) => serve(&a),
         XferCommand::Send(a) => send(&a, mode),
         XferCommand::Keygen(a) => {
-            let (crt, key) = tls::keygen(&a.out, &a.name, &a.hosts).map_err(|e| e.to_string())?;
+            let (crt, key) = tls::keygen(&a.out, &a.name, &a.hosts).map_err(Error::Xfer)?;
             println!("{}\n{}", crt.display(), key.display());
             Ok(())
         }
     }
 }
 
-fn read_token(path: &PathBuf) -> Result<Vec<u8>, String> {
-    let t = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let t = t.trim_ascii().to_vec();
-    if t.is_empty() {
-        return Err(format!("{}: empty token", path.display()));
-    }
-    if t.len() > sluice_xfer::wire::MAX_TOKEN {
-        return Err(format!(
-            "{}: token longer than {} bytes",
-            path.display(),
-            sluice_xfer::wire::MAX_TOKEN
-        ));
-    }
-    Ok(t)
-}
-
-fn serve(a: &ServeArgs) -> Result<(), String> {
-    let token = a.token_file.as_ref().map(read_token).transpose()?;
-    let tls =
-        tls::server_config(&a.cert, &a.key, a.client_ca.as_deref()).map_err(|e| e.to_string())?;
+fn serve(a: &ServeArgs) -> Result<()> {
+    let token = a
+        .token_file
+        .as_deref()
+        .map(tls::read_token)
+        .transpose()
+        .map_err(Error::Xfer)?;
+    let tls = tls::server_config(&a.cert, &a.key, a.client_ca.as_deref()).map_err(Error::Xfer)?;
     let sink = Sink::bind(
         &a.listen,
         SinkOptions {
@@ -247,37 +237,14 @@ fn serve(a: &ServeArgs) -> Result<(), String> {
             fsync: !a.no_fsync,
         },
     )
-    .map_err(|e| e.to_string())?;
-    let addr = sink.local_addr().map_err(|e| e.to_string())?;
+    .map_err(Error::Xfer)?;
+    let addr = sink.local_addr().map_err(Error::Xfer)?;
     tracing::info!("sluice xfer: serving {} on {addr}", a.root.display());
     sink.run();
     Ok(())
 }
 
-/// Parse `0,1,5-7`.
-fn targets(spec: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("bad target list {spec:?} (expected e.g. 0,1,4-7)");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if a > b || b - a > 65_536 {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    Ok(out)
-}
-
-fn provider(
-    a: &SendArgs,
-    first_source: &std::path::Path,
-) -> Result<Arc<dyn LayoutProvider>, String> {
+fn provider(a: &SendArgs, first_source: &std::path::Path) -> Result<Arc<dyn LayoutProvider>> {
     let object = a.object_size.0;
     Ok(match a.layout {
         LayoutArg::Posix => Arc::new(PosixLayout::new(object)),
@@ -286,21 +253,21 @@ fn provider(
                 targets: a.pfs_targets,
                 stripe_count: a.pfs_stripe,
                 object_size: object,
-                congested: targets(&a.pfs_congested)?,
+                congested: pfs::parse_targets(&a.pfs_congested).map_err(Error::Xfer)?,
                 factor: a.pfs_factor,
                 on: a.pfs_on.0,
                 off: a.pfs_off.0,
                 rotate: a.pfs_rotate,
                 ..PfsConfig::default()
             })
-            .map_err(|e| e.to_string())?,
+            .map_err(Error::Xfer)?,
         ),
-        LayoutArg::Gluster => Arc::new(
-            layout::gluster::GlusterLayout::with_object_size(object).map_err(|e| e.to_string())?,
-        ),
+        LayoutArg::Gluster => {
+            Arc::new(layout::gluster::GlusterLayout::with_object_size(object).map_err(Error::Xfer)?)
+        }
         LayoutArg::Lustre => Arc::new(layout::lustre::LustreLayout::new()),
         LayoutArg::Ceph => Arc::new(layout::ceph::CephLayout::new()),
-        LayoutArg::Auto => layout::detect(first_source, object).map_err(|e| e.to_string())?,
+        LayoutArg::Auto => layout::detect(first_source, object).map_err(Error::Xfer)?,
     })
 }
 
@@ -323,31 +290,34 @@ fn show_progress(mode: ProgressMode) -> Option<source::ProgressFn> {
     }))
 }
 
-fn send(a: &SendArgs, progress: ProgressMode) -> Result<(), String> {
+fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
     if a.object_size.0 == 0 {
-        return Err(
+        return Err(Error::Usage(
             "--object-size 0B refused: objects must be at least 1 byte (default 1MiB)".into(),
-        );
+        ));
     }
     if a.buffer.0 == 0 {
-        return Err("--buffer 0B refused: the send buffer must hold at least one object".into());
+        return Err(Error::Usage(
+            "--buffer 0B refused: the send buffer must hold at least one object".into(),
+        ));
     }
     let (dest, sources) = a.paths.split_last().expect("clap requires two");
-    let destination: Destination = dest.parse()?;
+    let destination: Destination = dest.parse().map_err(Error::Usage)?;
     let sources: Vec<PathBuf> = sources.iter().map(PathBuf::from).collect();
     let token = a
         .token_file
-        .as_ref()
-        .map(read_token)
-        .transpose()?
+        .as_deref()
+        .map(tls::read_token)
+        .transpose()
+        .map_err(Error::Xfer)?
         .unwrap_or_default();
     let identity = a.cert.as_deref().zip(a.key.as_deref());
     if token.is_empty() && identity.is_none() {
-        return Err(
+        return Err(Error::Usage(
             "give --token-file or --cert/--key: the sink refuses unauthenticated sources".into(),
-        );
+        ));
     }
-    let tls = tls::client_config(&a.ca, identity).map_err(|e| e.to_string())?;
+    let tls = tls::client_config(&a.ca, identity).map_err(Error::Xfer)?;
     let journal = match (&a.journal, a.no_journal) {
         (_, true) => None,
         (Some(p), false) => Some(p.clone()),
@@ -392,9 +362,9 @@ fn send(a: &SendArgs, progress: ProgressMode) -> Result<(), String> {
         },
         links: !a.no_links,
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(Error::Xfer)?;
     let text = if a.json {
-        serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())? + "\n"
+        serde_json::to_string_pretty(&summary)? + "\n"
     } else {
         summary.to_string()
     };
@@ -402,22 +372,6 @@ fn send(a: &SendArgs, progress: ProgressMode) -> Result<(), String> {
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     match (summary.failed.len(), summary.changed.len()) {
         (0, 0) => Ok(()),
-        (failed, changed) => Err(format!(
-            "{failed} entries failed and {changed} files changed while they were sent (not put in place); rerun to resend them"
-        )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn target_lists_parse() {
-        assert_eq!(targets("0,2-4, 9").unwrap(), vec![0, 2, 3, 4, 9]);
-        assert_eq!(targets("").unwrap(), Vec::<u32>::new());
-        assert!(targets("3-1").is_err());
-        assert!(targets("x").is_err());
-        assert!(targets("0-4294967295").is_err());
+        (failed, changed) => Err(Error::XferIncomplete { failed, changed }),
     }
 }

@@ -6,6 +6,10 @@
 //! INVARIANT: every key that `sluice config show` prints, other than the
 //! booleans (`true` or `false` says it), has a line here (tested).
 
+use std::str::FromStr;
+
+use crate::{ConfigError, Device, PolicyName};
+
 /// What `key` (`section.name`) may be, or `None` for an unknown key.
 pub(crate) fn allowed(key: &str) -> Option<&'static str> {
     const DURATION: &str = "a duration with a unit, like \"500ms\", \"1s\" or \"2min\"";
@@ -93,10 +97,61 @@ pub(crate) fn policy_key(key: &str) -> String {
     }
 }
 
+/// The value named `name` of the enum at `key` (`fast.device`,
+/// `policy.name`), as the config file spells it; an error naming what
+/// `key` allows otherwise. Flags that take these values read them so.
+fn named<T: serde::de::DeserializeOwned>(
+    what: &str,
+    key: &str,
+    name: &str,
+) -> Result<T, ConfigError> {
+    let deserializer = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name);
+    T::deserialize(deserializer).map_err(|_| {
+        let allowed = allowed(key).unwrap_or("see docs/config.md");
+        ConfigError(format!("unknown {what} {name:?}: {allowed}"))
+    })
+}
+
+impl FromStr for Device {
+    type Err = ConfigError;
+    fn from_str(name: &str) -> Result<Device, ConfigError> {
+        named("device", "fast.device", name)
+    }
+}
+
+impl FromStr for PolicyName {
+    type Err = ConfigError;
+    fn from_str(name: &str) -> Result<PolicyName, ConfigError> {
+        named("policy", "policy.name", name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Config;
+
+    #[test]
+    fn devices_and_policies_parse_by_their_config_names() {
+        assert_eq!("hdd".parse::<Device>(), Ok(Device::Hdd));
+        assert_eq!("memory".parse::<Device>(), Ok(Device::Memory));
+        assert_eq!("ssdup+".parse::<PolicyName>(), Ok(PolicyName::SsdupPlus));
+        assert_eq!("cost".parse::<PolicyName>(), Ok(PolicyName::Cost));
+        let e = "disk".parse::<Device>().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            r#"unknown device "disk": "posix", "hdd", "ssd" or "memory""#
+        );
+        let e = "ssdup++".parse::<PolicyName>().unwrap_err().to_string();
+        assert!(e.starts_with(r#"unknown policy "ssdup++": "cost""#), "{e}");
+        // Every name the error lists parses.
+        for name in ["posix", "hdd", "ssd", "memory"] {
+            assert!(name.parse::<Device>().is_ok(), "{name}");
+        }
+        for name in ["cost", "ssdup+", "ssdup", "fast-all", "capacity-only"] {
+            assert!(name.parse::<PolicyName>().is_ok(), "{name}");
+        }
+    }
 
     #[test]
     fn every_printed_key_says_what_it_allows() {

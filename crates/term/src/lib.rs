@@ -6,8 +6,13 @@
 //! - [`progress`]: the one progress display of long commands (an
 //!   `indicatif` bar on a terminal, plain lines elsewhere);
 //! - [`client`]: `sluice drain` and `sluice unmount` as the CLI runs them,
-//!   with the drain's progress and what Ctrl-C does.
+//!   with the drain's progress and what Ctrl-C does;
+//! - [`service`]: the mount helper form that `mount(8)` and `/etc/fstab`
+//!   run, read as the `sluice mount` line it stands for, and
+//!   `sluice mount --daemon`, which leaves the terminal once the mount is
+//!   up.
 
 pub mod client;
 pub mod progress;
+pub mod service;
 pub mod top;

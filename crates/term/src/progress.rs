@@ -10,6 +10,7 @@
 //! shows nothing. Invariant: [`Lines`] is pure (it is told the time), so
 //! its format and throttling are tested without a clock.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -229,6 +230,34 @@ impl Progress {
             Shown::Off => {}
         }
     }
+
+    /// Run `work` while a second thread shows `sample()`, its (done,
+    /// total), every 100 ms (nothing while total is 0), then finish at the
+    /// last sample, `done` or `failed` as `work`'s result says.
+    pub fn watch<T, E>(
+        &self,
+        sample: impl Fn() -> (u64, u64) + Sync,
+        work: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
+        let finished = AtomicBool::new(false);
+        let result = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !finished.load(Ordering::Relaxed) {
+                    let (done, total) = sample();
+                    if total > 0 {
+                        self.update(done, total, "");
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+            let result = work();
+            finished.store(true, Ordering::Relaxed);
+            result
+        });
+        let (done, total) = sample();
+        self.finish(done, total, if result.is_ok() { "done" } else { "failed" });
+        result
+    }
 }
 
 impl Drop for Progress {
@@ -253,6 +282,29 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn watched_work_is_sampled_while_it_runs_and_its_result_returned() {
+        use std::sync::atomic::AtomicU64;
+        let samples = AtomicU64::new(0);
+        let progress = Progress::new(
+            ProgressMode::Off,
+            "w",
+            Unit::Count("runs"),
+            0,
+            Instant::now(),
+        );
+        let sample = || (samples.fetch_add(1, Ordering::Relaxed), 10);
+        let work = || {
+            std::thread::sleep(Duration::from_millis(350));
+            Ok::<_, String>(42)
+        };
+        assert_eq!(progress.watch(sample, work), Ok(42));
+        // While it ran, and once more at the end.
+        assert!(samples.load(Ordering::Relaxed) >= 3);
+        let failed = progress.watch(|| (0, 0), || Err::<(), _>("no".to_string()));
+        assert_eq!(failed, Err("no".to_string()));
+    }
 
     #[test]
     fn a_line_gives_done_total_percent_rate_and_eta() {

@@ -106,6 +106,26 @@ pub fn client_config(ca: &Path, identity: Option<(&Path, &Path)>) -> io::Result<
     Ok(Arc::new(config))
 }
 
+/// The shared token in the file at `path` (`--token-file` of both ends),
+/// without the whitespace around it: neither empty nor longer than
+/// [`MAX_TOKEN`](crate::wire::MAX_TOKEN) bytes.
+pub fn read_token(path: &Path) -> io::Result<Vec<u8>> {
+    let t =
+        fs::read(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let t = t.trim_ascii().to_vec();
+    if t.is_empty() {
+        return Err(invalid(format!("{}: empty token", path.display())));
+    }
+    if t.len() > crate::wire::MAX_TOKEN {
+        return Err(invalid(format!(
+            "{}: token longer than {} bytes",
+            path.display(),
+            crate::wire::MAX_TOKEN
+        )));
+    }
+    Ok(t)
+}
+
 /// Write a self-signed certificate and key valid for `names` (host names
 /// or IP addresses) to `dir/NAME.crt` and `dir/NAME.key`; the key file is
 /// created mode 0600. Returns the two paths.
@@ -348,5 +368,27 @@ impl Channel {
     pub fn server(tcp: TcpStream, config: Arc<ServerConfig>) -> io::Result<Channel> {
         let conn = rustls::ServerConnection::new(config).map_err(|e| invalid(e.to_string()))?;
         Channel::finish(conn.into(), tcp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_file_is_trimmed_and_refused_empty_too_long_or_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        fs::write(&path, "  secret\n").unwrap();
+        assert_eq!(read_token(&path).unwrap(), b"secret");
+        fs::write(&path, " \n").unwrap();
+        let e = read_token(&path).unwrap_err().to_string();
+        assert!(e.ends_with("token: empty token"), "{e}");
+        fs::write(&path, vec![b'x'; crate::wire::MAX_TOKEN + 1]).unwrap();
+        let e = read_token(&path).unwrap_err().to_string();
+        assert!(e.contains("token longer than 1024 bytes"), "{e}");
+        let e = read_token(&dir.path().join("none")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("none: "), "{e}");
     }
 }

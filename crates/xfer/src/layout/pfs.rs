@@ -32,6 +32,32 @@ use sluice_policy::lads::{Object, StripeLayout, TargetId};
 
 use super::{FileLayout, LayoutProvider};
 
+/// A list of targets as `--pfs-congested` takes it: `0,1,5-7` (empty:
+/// none).
+pub fn parse_targets(spec: &str) -> io::Result<Vec<u32>> {
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad target list {spec:?} (expected e.g. 0,1,4-7)"),
+        )
+    };
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b || b - a > 65_536 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(out)
+}
+
 /// Shape of the emulated file system.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PfsConfig {
@@ -261,6 +287,15 @@ impl LayoutProvider for EmulatedPfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn target_lists_parse() {
+        assert_eq!(parse_targets("0,2-4, 9").unwrap(), vec![0, 2, 3, 4, 9]);
+        assert_eq!(parse_targets("").unwrap(), Vec::<u32>::new());
+        assert!(parse_targets("3-1").is_err());
+        assert!(parse_targets("x").is_err());
+        assert!(parse_targets("0-4294967295").is_err());
+    }
 
     #[test]
     fn congestion_follows_its_schedule_and_rotates() {

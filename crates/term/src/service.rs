@@ -21,7 +21,51 @@
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+
+/// What can go wrong reading the mount helper form or running `--daemon`.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The mount helper form's command line is wrong; the message says what
+    /// to give instead.
+    #[error("{0}")]
+    Helper(String),
+    /// No log file for `--daemon` could be chosen.
+    #[error("no log file for --daemon: give --log-file (neither XDG_STATE_HOME nor HOME is set)")]
+    NoLogFile,
+    /// A system call failed: what it was doing, on which path.
+    #[error("{doing}: {source}")]
+    Io {
+        /// What was being done, and on which path.
+        doing: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The daemon's child ended before its mount was up.
+    #[error(
+        "the mount of {} did not come up (daemon {status}); {}:\n{said}",
+        mountpoint.display(),
+        log.display()
+    )]
+    NotUp {
+        /// The mount point.
+        mountpoint: PathBuf,
+        /// How the child ended.
+        status: ExitStatus,
+        /// Its log file.
+        log: PathBuf,
+        /// What it logged there this time.
+        said: String,
+    },
+}
+
+impl ServiceError {
+    fn io(doing: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
+        let doing = doing.into();
+        move |source| ServiceError::Io { doing, source }
+    }
+}
 
 /// Set in the environment of the re-executed child of `--daemon`.
 const DAEMON_CHILD_ENV: &str = "SLUICE_DAEMON_CHILD";
@@ -86,7 +130,10 @@ const VALUE_OPTIONS: &[(&str, &str)] = &[
 /// The command line clap should read: `argv` itself, or, when `argv` is
 /// the helper form (its first argument neither a flag nor one of
 /// `subcommands`), the `sluice mount` command line it stands for.
-pub fn command_line(argv: Vec<OsString>, subcommands: &[String]) -> Result<Vec<OsString>, String> {
+pub fn command_line(
+    argv: Vec<OsString>,
+    subcommands: &[String],
+) -> Result<Vec<OsString>, ServiceError> {
     // A misspelt subcommand (`sluice staus /mnt`) is left to clap, which
     // names it: the helper form has `-o` (mount.fuse3 always passes some),
     // a path as SOURCE, or SOURCE `sluice`/`none`.
@@ -108,7 +155,7 @@ pub fn command_line(argv: Vec<OsString>, subcommands: &[String]) -> Result<Vec<O
 
 /// `sluice SOURCE MOUNTPOINT [-o OPTIONS]... [-f] [-n] [-s] [-v]` as a
 /// `sluice mount` command line.
-fn mount_command_line(argv: &[OsString]) -> Result<Vec<OsString>, String> {
+fn mount_command_line(argv: &[OsString]) -> Result<Vec<OsString>, ServiceError> {
     let usage = "the mount helper form is `sluice SOURCE MOUNTPOINT [-o OPTIONS] [-f]` \
                  (SOURCE: the config file, or `sluice` for none); see docs/fuse.md";
     let mut positional = Vec::new();
@@ -120,10 +167,10 @@ fn mount_command_line(argv: &[OsString]) -> Result<Vec<OsString>, String> {
             Some("-o") => {
                 let list = rest
                     .next()
-                    .ok_or_else(|| format!("-o needs OPTIONS: {usage}"))?;
-                let list = list
-                    .to_str()
-                    .ok_or_else(|| format!("-o {}: not UTF-8", list.to_string_lossy()))?;
+                    .ok_or_else(|| ServiceError::Helper(format!("-o needs OPTIONS: {usage}")))?;
+                let list = list.to_str().ok_or_else(|| {
+                    ServiceError::Helper(format!("-o {}: not UTF-8", list.to_string_lossy()))
+                })?;
                 options.extend(
                     list.split(',')
                         .filter(|o| !o.is_empty())
@@ -134,16 +181,18 @@ fn mount_command_line(argv: &[OsString]) -> Result<Vec<OsString>, String> {
             // mount(8)'s "no mtab", "sloppy" and "verbose": nothing to do.
             Some("-n" | "-s" | "-v") => {}
             Some(flag) if flag.starts_with('-') => {
-                return Err(format!("unknown mount helper flag {flag:?}: {usage}"))
+                return Err(ServiceError::Helper(format!(
+                    "unknown mount helper flag {flag:?}: {usage}"
+                )))
             }
             _ => positional.push(arg.clone()),
         }
     }
     let [source, mountpoint] = positional.as_slice() else {
-        return Err(format!(
+        return Err(ServiceError::Helper(format!(
             "expected SOURCE and MOUNTPOINT, got {} argument(s): {usage}",
             positional.len()
-        ));
+        )));
     };
     let mut line: Vec<OsString> = vec![argv[0].clone(), "mount".into()];
     if source != OsStr::new("sluice") && source != OsStr::new("none") {
@@ -161,18 +210,20 @@ fn mount_command_line(argv: &[OsString]) -> Result<Vec<OsString>, String> {
             || name == "comment"
         {
         } else if option == "ro" {
-            return Err("-o ro: sluice mounts read-write only".to_string());
+            return Err(ServiceError::Helper(
+                "-o ro: sluice mounts read-write only".to_string(),
+            ));
         } else if FLAG_OPTIONS.contains(&option.as_str()) {
             line.push(format!("--{}", option.replace('_', "-")).into());
         } else if let (Some((_, flag)), Some(value)) =
             (VALUE_OPTIONS.iter().find(|(n, _)| *n == name), value)
         {
             if name == "config" && line.iter().any(|a| a == "--config") {
-                return Err(format!(
+                return Err(ServiceError::Helper(format!(
                     "-o config={value}: SOURCE {} is the config file already \
                      (give SOURCE `sluice` to name it in -o)",
                     source.to_string_lossy()
-                ));
+                )));
             }
             line.extend([(*flag).into(), value.into()]);
         } else {
@@ -182,10 +233,10 @@ fn mount_command_line(argv: &[OsString]) -> Result<Vec<OsString>, String> {
                 .chain(FLAG_OPTIONS.iter().map(|f| f.to_string()))
                 .chain(["foreground".to_string()])
                 .collect();
-            return Err(format!(
+            return Err(ServiceError::Helper(format!(
                 "unknown mount option {option:?}: sluice takes {}",
                 known.join(", ")
-            ));
+            )));
         }
     }
     if !foreground {
@@ -202,13 +253,16 @@ pub fn is_daemon_child() -> bool {
 
 /// In the daemon's child: leave the parent's session and terminal, so a
 /// hangup or Ctrl-C there does not reach the mount; elsewhere nothing.
-pub fn leave_session_if_daemon_child() -> Result<(), String> {
+pub fn leave_session_if_daemon_child() -> Result<(), ServiceError> {
     if !is_daemon_child() {
         return Ok(());
     }
     nix::unistd::setsid()
         .map(drop)
-        .map_err(|e| format!("leaving the session of `sluice mount --daemon` (setsid): {e}"))
+        .map_err(std::io::Error::from)
+        .map_err(ServiceError::io(
+            "leaving the session of `sluice mount --daemon` (setsid)",
+        ))
 }
 
 /// Called once the mount is up: in the daemon's child, tells the waiting
@@ -238,9 +292,9 @@ pub fn notify_ready() {
 /// `/var/log/sluice/NAME.log` for root, else
 /// `$XDG_STATE_HOME/sluice/NAME.log` (`~/.local/state/sluice/`), where
 /// NAME is the mount point with `/` as `-` (as systemd names mounts).
-pub fn default_log_file(mountpoint: &Path) -> Result<PathBuf, String> {
-    let absolute =
-        std::path::absolute(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+pub fn default_log_file(mountpoint: &Path) -> Result<PathBuf, ServiceError> {
+    let absolute = std::path::absolute(mountpoint)
+        .map_err(ServiceError::io(mountpoint.display().to_string()))?;
     let name = absolute
         .to_string_lossy()
         .trim_matches('/')
@@ -257,10 +311,7 @@ pub fn default_log_file(mountpoint: &Path) -> Result<PathBuf, String> {
     } else if let Some(home) = std::env::var_os("HOME").filter(|s| !s.is_empty()) {
         PathBuf::from(home).join(".local/state/sluice")
     } else {
-        return Err(
-            "no log file for --daemon: give --log-file (neither XDG_STATE_HOME nor HOME is set)"
-                .to_string(),
-        );
+        return Err(ServiceError::NoLogFile);
     };
     Ok(dir.join(format!("{name}.log")))
 }
@@ -272,20 +323,20 @@ pub fn daemonize(
     mount_line: &[OsString],
     mountpoint: &Path,
     log_file: &Path,
-) -> Result<(), String> {
+) -> Result<(), ServiceError> {
     if let Some(dir) = log_file.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
-            .map_err(|e| format!("log directory {}: {e}", dir.display()))?;
+            .map_err(ServiceError::io(format!("log directory {}", dir.display())))?;
     }
     let mut log = std::fs::File::options()
         .create(true)
         .append(true)
         .open(log_file)
-        .map_err(|e| format!("log file {}: {e}", log_file.display()))?;
+        .map_err(ServiceError::io(format!("log file {}", log_file.display())))?;
     let log_start = log
         .seek(SeekFrom::End(0))
-        .map_err(|e| format!("log file {}: {e}", log_file.display()))?;
-    let exe = std::env::current_exe().map_err(|e| format!("finding the sluice binary: {e}"))?;
+        .map_err(ServiceError::io(format!("log file {}", log_file.display())))?;
+    let exe = std::env::current_exe().map_err(ServiceError::io("finding the sluice binary"))?;
     let mut child = Command::new(exe)
         .args(mount_line.iter().skip(1))
         .env(DAEMON_CHILD_ENV, "1")
@@ -293,7 +344,7 @@ pub fn daemonize(
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("starting the mount daemon: {e}"))?;
+        .map_err(ServiceError::io("starting the mount daemon"))?;
     // INVARIANT: stdout was set to a pipe above.
     let pipe = child.stdout.take().expect("piped stdout");
     let mut line = String::new();
@@ -309,19 +360,19 @@ pub fn daemonize(
     }
     let status = child
         .wait()
-        .map_err(|e| format!("waiting for the mount daemon: {e}"))?;
+        .map_err(ServiceError::io("waiting for the mount daemon"))?;
     let mut said = String::new();
     if let Ok(mut log) = std::fs::File::open(log_file) {
         if log.seek(SeekFrom::Start(log_start)).is_ok() {
             let _ = log.take(64 * 1024).read_to_string(&mut said);
         }
     }
-    Err(format!(
-        "the mount of {} did not come up (daemon {status}); {}:\n{}",
-        mountpoint.display(),
-        log_file.display(),
-        said.trim_end()
-    ))
+    Err(ServiceError::NotUp {
+        mountpoint: mountpoint.to_path_buf(),
+        status,
+        log: log_file.to_path_buf(),
+        said: said.trim_end().to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -333,6 +384,7 @@ mod tests {
         let subcommands = vec!["mount".to_string(), "unmount".to_string()];
         command_line(argv, &subcommands)
             .map(|l| l.into_iter().map(|a| a.into_string().unwrap()).collect())
+            .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -5,11 +5,12 @@
 //! or not a mount is running on it.
 
 use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use sluice_engine::{quarantine_list, QuarantineEntry, QUARANTINE_DIR};
+use sluice_engine::{
+    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, QUARANTINE_DIR,
+};
 use sluice_env::posix::PosixBackend;
 
 use crate::error::{Error, Result};
@@ -62,7 +63,7 @@ pub struct RestoreArgs {
 pub fn run(command: &QuarantineCommand) -> Result<()> {
     match command {
         QuarantineCommand::List(fast) => {
-            let entries = entries(&fast.fast)?;
+            let entries = quarantine_list(&backend(&fast.fast)?).map_err(Error::Tier)?;
             if entries.is_empty() {
                 println!("nothing quarantined on {}", fast.fast.display());
             }
@@ -72,69 +73,46 @@ pub fn run(command: &QuarantineCommand) -> Result<()> {
             Ok(())
         }
         QuarantineCommand::Restore(args) => {
-            let entry = find(&args.entry)?;
-            let data = entry_dir(&args.entry).join("data");
-            let from = std::fs::File::open(&data).map_err(Error::path(&data))?;
+            let fast = backend(&args.entry.fast.fast)?;
+            let entry = quarantine_find(&fast, &args.entry.name).map_err(Error::Tier)?;
             let to = OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(false)
                 .open(&args.to)
                 .map_err(Error::path(&args.to))?;
-            for &(offset, len) in &entry.extents {
-                let mut buf = vec![0u8; len as usize];
-                from.read_exact_at(&mut buf, offset)
-                    .map_err(Error::path(&data))?;
-                to.write_all_at(&buf, offset)
-                    .map_err(Error::path(&args.to))?;
-            }
-            to.sync_all()
-                .map_err(|e| std::io::Error::new(e.kind(), format!("fsync: {e}")))
-                .map_err(Error::path(&args.to))?;
+            let bytes = quarantine_restore(&fast, &entry, &to).map_err(Error::path(&args.to))?;
             println!(
-                "restored {} B of {} into {}",
-                entry.bytes(),
+                "restored {bytes} B of {} into {}",
                 entry.path,
                 args.to.display()
             );
             if !args.keep {
-                remove(&args.entry)?;
+                remove(&fast, &args.entry)?;
             }
             Ok(())
         }
         QuarantineCommand::Drop(args) => {
-            find(args)?;
-            remove(args)
+            let fast = backend(&args.fast.fast)?;
+            quarantine_find(&fast, &args.name).map_err(Error::Tier)?;
+            remove(&fast, args)
         }
     }
 }
 
-fn entries(fast: &Path) -> Result<Vec<QuarantineEntry>> {
-    let backend = PosixBackend::new(fast.to_path_buf()).map_err(Error::Tier)?;
-    quarantine_list(&backend).map_err(Error::Tier)
+fn backend(fast: &Path) -> Result<PosixBackend> {
+    PosixBackend::new(fast.to_path_buf()).map_err(Error::Tier)
 }
 
-fn find(args: &EntryArgs) -> Result<QuarantineEntry> {
-    entries(&args.fast.fast)?
-        .into_iter()
-        .find(|e| e.name == args.name)
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "no quarantined entry {:?} on {} (see `sluice quarantine list --fast {}`)",
-                args.name,
-                args.fast.fast.display(),
-                args.fast.fast.display()
-            ))
-        })
-}
-
-fn entry_dir(args: &EntryArgs) -> PathBuf {
-    args.fast.fast.join(QUARANTINE_DIR).join(&args.name)
-}
-
-fn remove(args: &EntryArgs) -> Result<()> {
-    let dir = entry_dir(args);
-    std::fs::remove_dir_all(&dir).map_err(Error::path(&dir))?;
-    println!("removed {}", dir.display());
+fn remove(fast: &PosixBackend, args: &EntryArgs) -> Result<()> {
+    quarantine_remove(fast, &args.name).map_err(Error::Tier)?;
+    println!(
+        "removed {}",
+        args.fast
+            .fast
+            .join(QUARANTINE_DIR)
+            .join(&args.name)
+            .display()
+    );
     Ok(())
 }

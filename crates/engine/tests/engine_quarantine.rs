@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use sluice_engine::{Engine, EngineConfig};
+use sluice_engine::{
+    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, Engine, EngineConfig,
+};
 use sluice_env::memory::MemBackend;
 use sluice_env::{Backend, OpenOptions, RelPath, SetAttr, SystemClock, TimeSet};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
@@ -85,6 +87,26 @@ fn issue_20_a_file_deleted_while_the_node_was_down_is_not_resurrected() {
     // A second recovery (nothing left in the log) keeps the one entry.
     let engine = open(&fast, &capacity);
     assert_eq!(engine.quarantined().unwrap().len(), 1);
+    engine.close();
+    // Restored into a file whose other bytes are kept, then removed.
+    let name = &entries[0].name;
+    let entry = quarantine_find(fast.as_ref(), name).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let to_path = dir.path().join("restored");
+    std::fs::write(&to_path, b"old-old-").unwrap();
+    let to = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&to_path)
+        .unwrap();
+    assert_eq!(quarantine_restore(fast.as_ref(), &entry, &to).unwrap(), 4);
+    assert_eq!(std::fs::read(&to_path).unwrap(), b"NEW!old-");
+    quarantine_remove(fast.as_ref(), name).unwrap();
+    assert!(quarantine_list(fast.as_ref()).unwrap().is_empty());
+    let missing = quarantine_find(fast.as_ref(), name).unwrap_err();
+    assert!(
+        missing.to_string().contains("sluice quarantine list"),
+        "{missing}"
+    );
 }
 
 #[test]

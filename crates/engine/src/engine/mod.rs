@@ -82,7 +82,10 @@ pub use config::{EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_P
 use degrade::*;
 use files::*;
 use flush::*;
-pub use quarantine::{list as quarantine_list, QuarantineEntry, QUARANTINE_DIR};
+pub use quarantine::{
+    find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
+    restore as quarantine_restore, QuarantineEntry, QUARANTINE_DIR,
+};
 pub(crate) use read::read_fully;
 use read::*;
 

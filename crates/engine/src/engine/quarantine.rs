@@ -323,3 +323,48 @@ pub fn list(fast: &dyn Backend) -> io::Result<Vec<QuarantineEntry>> {
     out.sort_by(|a, b| (a.quarantined_at, &a.name).cmp(&(b.quarantined_at, &b.name)));
     Ok(out)
 }
+
+/// The entry `name` on `fast`; an error naming `sluice quarantine list`
+/// when there is none.
+pub fn find(fast: &dyn Backend, name: &str) -> io::Result<QuarantineEntry> {
+    list(fast)?
+        .into_iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no quarantined entry {name:?} on fast tier {} (see `sluice quarantine list`)",
+                    fast.describe()
+                ),
+            )
+        })
+}
+
+/// Write `entry`'s bytes into `to` at their offsets (its other bytes are
+/// kept), then sync `to`. Returns the bytes written. `to` is any file: one
+/// under a mount (the bytes then go through sluice like any write) or
+/// anywhere else.
+pub fn restore(fast: &dyn Backend, entry: &QuarantineEntry, to: &std::fs::File) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let data = RelPath::new(QUARANTINE_DIR)?
+        .join(&entry.name)?
+        .join("data")?;
+    let from = fast.open(&data, OpenOptions::default())?;
+    for &(offset, len) in &entry.extents {
+        let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+        read_fully(from.as_ref(), &mut buf, offset)?;
+        to.write_all_at(&buf, offset)?;
+    }
+    to.sync_all()?;
+    Ok(entry.bytes())
+}
+
+/// Remove the entry `name` and its bytes.
+pub fn remove(fast: &dyn Backend, name: &str) -> io::Result<()> {
+    let dir = RelPath::new(QUARANTINE_DIR)?.join(name)?;
+    for entry in fast.read_dir(&dir)? {
+        fast.remove_file(&dir.join(&entry.name)?)?;
+    }
+    fast.remove_dir(&dir)
+}

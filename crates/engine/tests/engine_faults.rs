@@ -520,3 +520,39 @@ fn issue_19_truncate_and_unlink_on_a_failing_fast_tier_survive_a_crash() {
         }
     }
 }
+
+/// `fsync` under close-to-open (`Engine::sync_file_and_fsync`) syncs the
+/// capacity file once, after writing the buffered bytes to it: a failing
+/// sync is its error, whether bytes were buffered or not (with nothing
+/// buffered it must still sync, as any fsync does), and afterwards the
+/// capacity tier alone holds the file.
+#[test]
+fn an_fsync_under_close_to_open_syncs_the_capacity_file_and_reports_its_failure() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let inner: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let faulty = Arc::new(FaultBackend::new(Arc::clone(&inner)));
+    let capacity: Arc<dyn Backend> = faulty.clone();
+    let engine = open(&fast, &capacity);
+    let id = engine.create(&RelPath::new("f").unwrap()).unwrap();
+    write_slots(&engine, id, 4);
+    for buffered in [true, false] {
+        faulty.inject(FaultRule {
+            remaining: Some(1),
+            ..FaultRule::new(FaultOp::Sync, EIO)
+        });
+        let failed = engine.sync_file_and_fsync(id);
+        assert!(failed.is_err(), "buffered {buffered}: {failed:?}");
+        assert_eq!(faulty.injected(), if buffered { 1 } else { 2 });
+        engine.sync_file_and_fsync(id).unwrap();
+        assert_eq!(engine.buffered_bytes(), 0, "buffered {buffered}");
+    }
+    let file = inner
+        .open(&RelPath::new("f").unwrap(), OpenOptions::default())
+        .unwrap();
+    for i in 0..4 {
+        let mut buf = vec![0u8; SLOT as usize];
+        file.read_at(&mut buf, i * 2 * SLOT).unwrap();
+        assert!(buf == pattern(i), "slot {i}");
+    }
+    engine.close();
+}

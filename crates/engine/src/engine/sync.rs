@@ -12,6 +12,22 @@ impl Engine {
     /// Every sync runs outside the engine lock, so writers and readers of
     /// other files go on meanwhile.
     pub fn fsync(&self, file: FileId) -> io::Result<()> {
+        self.fsync_with(file, true)
+    }
+
+    /// `fsync` under close-to-open: [`Engine::sync_file`] puts every
+    /// buffered byte on the capacity file and syncs it (always), then the
+    /// rest of [`Engine::fsync`] (the file's creation, the log) without
+    /// syncing the capacity file a second time. Returns the buffered bytes
+    /// written.
+    pub fn sync_file_and_fsync(&self, file: FileId) -> io::Result<u64> {
+        let written = self.sync_file(file, true)?;
+        self.fsync_with(file, false)?;
+        Ok(written)
+    }
+
+    /// [`Engine::fsync`], syncing the capacity file only if `data`.
+    fn fsync_with(&self, file: FileId, data: bool) -> io::Result<()> {
         let shared = &*self.shared;
         let state = lock(shared);
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
@@ -21,7 +37,9 @@ impl Engine {
         let dir_unsynced =
             !open.unlinked && (open.created_unsynced || state.unsynced_creates.contains(&path));
         drop(state);
-        handle.sync_data().map_err(context(&what))?;
+        if data {
+            handle.sync_data().map_err(context(&what))?;
+        }
         if dir_unsynced {
             let parent = path.parent().unwrap_or_else(RelPath::root);
             shared.capacity.sync_dir(&parent).map_err(context(&what))?;

@@ -122,12 +122,10 @@ impl Volume {
     pub fn fsync(&self, fh: u64) -> io::Result<()> {
         match self.ckpt_handle(fh) {
             Some(c) => c.fsync(fh),
-            None => {
-                if self.consistency == Consistency::CloseToOpen {
-                    self.engine.sync_file(FileId(fh), false)?;
-                }
-                self.engine.fsync(FileId(fh))
+            None if self.consistency == Consistency::CloseToOpen => {
+                self.engine.sync_file_and_fsync(FileId(fh)).map(drop)
             }
+            None => self.engine.fsync(FileId(fh)),
         }
     }
 

@@ -1,0 +1,500 @@
+//! One connection to the sink: its token check, then the requests of the
+//! wire protocol (entries, data, finish) until the source hangs up, each
+//! file made durable and put in place by `finish`.
+
+use super::*;
+
+pub(super) struct Conn<'a> {
+    shared: &'a Shared,
+    writer: Writer,
+    session: Option<Arc<Session>>,
+}
+
+pub(super) fn refuse(writer: &Writer, code: ErrorCode, message: String) -> io::Error {
+    let _ = writer.message(&Message::Error {
+        code: code as u16,
+        message: message.clone(),
+    });
+    writer.close();
+    io::Error::new(io::ErrorKind::PermissionDenied, message)
+}
+
+pub(super) fn same_token(a: &[u8], b: &[u8]) -> bool {
+    // Constant time in the contents (the length is not secret).
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub(super) fn serve_connection(shared: &Shared, tcp: TcpStream) -> io::Result<()> {
+    let channel = match Channel::server(tcp, Arc::clone(&shared.options.tls)) {
+        Ok(c) => c,
+        Err(e) => {
+            shared.stats.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::new(e.kind(), format!("TLS handshake: {e}")));
+        }
+    };
+    let Channel { mut reader, writer } = channel;
+    let mut conn = Conn {
+        shared,
+        writer,
+        session: None,
+    };
+    let mut buf = Vec::new();
+    let result = conn.hello(&mut reader, &mut buf).and_then(|()| {
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        conn.serve(&mut reader, &mut buf)
+    });
+    if result.is_err() {
+        conn.writer.abort();
+    }
+    result
+}
+
+impl Conn<'_> {
+    fn hello(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
+        let refused = |e| {
+            self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
+            e
+        };
+        let msg = wire::read_message(reader, buf)
+            .map_err(|e| refused(refuse(&self.writer, ErrorCode::Protocol, e.to_string())))?;
+        let Some(Message::Hello {
+            version,
+            token,
+            session,
+            dest,
+        }) = msg
+        else {
+            return Err(refused(refuse(
+                &self.writer,
+                ErrorCode::Protocol,
+                "expected Hello".into(),
+            )));
+        };
+        if version != wire::VERSION {
+            return Err(refused(refuse(
+                &self.writer,
+                ErrorCode::Version,
+                format!(
+                    "protocol version {version} not supported (this sink speaks {})",
+                    wire::VERSION
+                ),
+            )));
+        }
+        if let Some(want) = &self.shared.options.token {
+            if !same_token(want, &token) {
+                return Err(refused(refuse(
+                    &self.writer,
+                    ErrorCode::Unauthenticated,
+                    "bad token".into(),
+                )));
+            }
+        }
+        let dest =
+            components(&dest).map_err(|e| refused(refuse(&self.writer, ErrorCode::BadPath, e)))?;
+        let session = {
+            let mut sessions = self
+                .shared
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            sessions.retain(|_, s| s.strong_count() > 0);
+            if session == 0 {
+                let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
+                let s = Arc::new(Session {
+                    dest,
+                    files: Mutex::new(HashMap::new()),
+                    next_file: AtomicU32::new(1),
+                });
+                sessions.insert(id, Arc::downgrade(&s));
+                (id, s)
+            } else {
+                let s = sessions.get(&session).and_then(Weak::upgrade);
+                match s {
+                    Some(s) if s.dest == dest => (session, s),
+                    _ => {
+                        drop(sessions);
+                        return Err(refused(refuse(
+                            &self.writer,
+                            ErrorCode::Protocol,
+                            format!("no session {session} for this destination"),
+                        )));
+                    }
+                }
+            }
+        };
+        self.session = Some(session.1);
+        self.writer.message(&Message::Welcome {
+            version: wire::VERSION,
+            session: session.0,
+        })
+    }
+
+    fn serve(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
+        loop {
+            match wire::read_frame(reader, buf) {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    return Err(refuse(&self.writer, ErrorCode::Protocol, e.to_string()));
+                }
+                Err(e) => return Err(e),
+            }
+            // Blocks, nearly every frame, are written from the frame itself.
+            if let Some(block) = wire::decode_block(buf) {
+                let b =
+                    block.map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
+                self.block(b.file, b.offset, b.crc, b.data)?;
+                continue;
+            }
+            let msg = Message::decode(buf)
+                .map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
+            match msg {
+                Message::NewFile {
+                    req,
+                    path,
+                    size,
+                    mode,
+                    mtime_sec,
+                    mtime_nsec,
+                    resume,
+                } => {
+                    let mtime = Timespec {
+                        tv_sec: mtime_sec,
+                        tv_nsec: i64::from(mtime_nsec.min(999_999_999)) as _,
+                    };
+                    match self.new_file(&path, size, mode, mtime, resume) {
+                        Ok((file, resumed)) => {
+                            self.writer
+                                .message(&Message::FileId { req, file, resumed })?
+                        }
+                        Err(e)
+                            if e.kind() == io::ErrorKind::InvalidInput
+                                || e.kind() == io::ErrorKind::PermissionDenied =>
+                        {
+                            return Err(refuse(
+                                &self.writer,
+                                ErrorCode::BadPath,
+                                format!("{path:?}: {e}"),
+                            ));
+                        }
+                        Err(e) => {
+                            return Err(refuse(
+                                &self.writer,
+                                ErrorCode::Io,
+                                format!("{path:?}: {e}"),
+                            ))
+                        }
+                    }
+                }
+                Message::Stat {
+                    req,
+                    checksum,
+                    files,
+                } => {
+                    let mut entries = Vec::with_capacity(files.len());
+                    for (path, size) in &files {
+                        let (dirs, name) = self.split(path)?;
+                        let found =
+                            stat_file(&self.shared.root, &dirs, &name, checksum.then_some(*size))
+                                .map_err(|e| {
+                                refuse(&self.writer, ErrorCode::Io, format!("{path:?}: {e}"))
+                            })?;
+                        entries.push(found);
+                    }
+                    self.writer.message(&Message::StatReply { req, entries })?;
+                }
+                Message::MakeDir { req, path } => {
+                    let (mut dirs, name) = self.split(&path)?;
+                    dirs.push(name);
+                    let failure = self.entry(&path, open_dirs(&self.shared.root, &dirs))?;
+                    self.writer.message(&Message::EntryDone { req, failure })?;
+                }
+                Message::Symlink { req, path, target } => {
+                    if target.is_empty() || target.contains('\0') {
+                        return Err(refuse(
+                            &self.writer,
+                            ErrorCode::BadPath,
+                            format!("{path:?}: link target {target:?} refused"),
+                        ));
+                    }
+                    let (dirs, name) = self.split(&path)?;
+                    let made = open_dirs(&self.shared.root, &dirs)
+                        .and_then(|dir| make_symlink(&dir, &name, &target));
+                    let failure = self.entry(&path, made)?;
+                    if failure.is_none() {
+                        self.shared.stats.links.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.writer.message(&Message::EntryDone { req, failure })?;
+                }
+                Message::FileCancel { file, reason } => {
+                    let f = self.take_file(file)?;
+                    let _ =
+                        rustix::fs::unlinkat(&f.dir, f.part.as_str(), rustix::fs::AtFlags::empty());
+                    self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    self.writer.message(&Message::FileFailed {
+                        file,
+                        reason: format!("{}: {reason}", f.name),
+                    })?;
+                }
+                Message::NewBlock {
+                    file,
+                    offset,
+                    crc,
+                    data,
+                } => self.block(file, offset, crc, &data)?,
+                Message::FileDone { file, size, crc } => {
+                    let job = Finish {
+                        file: self.take_file(file)?,
+                        id: file,
+                        size,
+                        crc,
+                        writer: self.writer.clone(),
+                        stats: Arc::clone(&self.shared.stats),
+                        fsync: self.shared.options.fsync,
+                    };
+                    if self.shared.finish.send(job).is_err() {
+                        return Err(io::Error::other("the finisher pool stopped"));
+                    }
+                }
+                Message::Bye => {
+                    self.writer.close();
+                    return Ok(());
+                }
+                Message::Error { code, message } => {
+                    return Err(io::Error::other(format!("peer error {code}: {message}")));
+                }
+                other => {
+                    return Err(refuse(
+                        &self.writer,
+                        ErrorCode::Protocol,
+                        format!("unexpected {} from a source", other.name()),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Check a block against its file and crc, write it, acknowledge it.
+    fn block(&self, file: u32, offset: u64, crc: u32, data: &[u8]) -> io::Result<()> {
+        let f = self.file(file)?;
+        let end = offset.checked_add(data.len() as u64);
+        if end.is_none_or(|end| end > f.size) {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Protocol,
+                format!(
+                    "block at {offset}+{} is past the end of file {file} ({} bytes)",
+                    data.len(),
+                    f.size
+                ),
+            ));
+        }
+        if crc32c::crc32c(data) != crc {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Checksum,
+                format!("block at {offset} of file {file}: crc32c mismatch"),
+            ));
+        }
+        if let Err(e) = f.file.write_all_at(data, offset) {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Io,
+                format!("{}: {e}", f.name),
+            ));
+        }
+        f.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        {
+            let mut blocks = f.blocks.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(map) = blocks.as_mut() {
+                map.insert(offset, (data.len() as u64, crc));
+                if map.len() > MAX_TRACKED_BLOCKS {
+                    *blocks = None;
+                }
+            }
+        }
+        self.shared
+            .stats
+            .bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.writer.message(&Message::BlockDone { file, offset })
+    }
+
+    fn session(&self) -> &Session {
+        self.session.as_deref().expect("hello sets the session")
+    }
+
+    /// Check `path` and split destination + path into the parent
+    /// directories and the final name; a bad path ends the connection.
+    fn split(&self, path: &str) -> io::Result<(Vec<String>, String)> {
+        let mut parts = self.session().dest.clone();
+        match components(path) {
+            Ok(rel) if !rel.is_empty() => parts.extend(rel),
+            Ok(_) => {
+                return Err(refuse(
+                    &self.writer,
+                    ErrorCode::BadPath,
+                    "empty path".into(),
+                ))
+            }
+            Err(e) => return Err(refuse(&self.writer, ErrorCode::BadPath, e)),
+        }
+        let name = parts.pop().expect("not empty");
+        Ok((parts, name))
+    }
+
+    /// The outcome of a `MakeDir` or `Symlink`: a path through a symlink
+    /// ends the connection as `NewFile` does; other errors are the
+    /// entry's failure.
+    fn entry<T>(&self, path: &str, made: io::Result<T>) -> io::Result<Option<String>> {
+        match made {
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(refuse(
+                &self.writer,
+                ErrorCode::BadPath,
+                format!("{path:?}: {e}"),
+            )),
+            Err(e) => Ok(Some(format!("{path}: {e}"))),
+        }
+    }
+
+    fn new_file(
+        &self,
+        path: &str,
+        size: u64,
+        mode: u32,
+        mtime: Timespec,
+        resume: bool,
+    ) -> io::Result<(u32, bool)> {
+        let session = self.session();
+        let mut parts = session.dest.clone();
+        let rel = components(path).map_err(other)?;
+        if rel.is_empty() {
+            return Err(other("empty file path".into()));
+        }
+        parts.extend(rel);
+        let name = parts.pop().expect("not empty");
+        let dir = open_dirs(&self.shared.root, &parts)?;
+        let part = format!(".{name}{PART_SUFFIX}");
+        // Resume keeps an existing partial copy; otherwise (or when there
+        // is none) start a fresh, empty one.
+        let existing = if resume {
+            match rustix::fs::openat(
+                &dir,
+                part.as_str(),
+                OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => Some(fd),
+                Err(rustix::io::Errno::NOENT) => None,
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            None
+        };
+        let resumed = existing.is_some();
+        let fd = match existing {
+            Some(fd) => fd,
+            None => rustix::fs::openat(
+                &dir,
+                part.as_str(),
+                OFlags::RDWR | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )?,
+        };
+        let file = File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(other(format!("{part} is not a regular file")));
+        }
+        if resumed && file.metadata()?.len() > size {
+            file.set_len(size)?;
+        }
+        let id = session.next_file.fetch_add(1, Ordering::Relaxed);
+        let f = Arc::new(SinkFile {
+            dir,
+            name,
+            part,
+            file,
+            size,
+            mode,
+            mtime,
+            written: AtomicU64::new(0),
+            resumed,
+            blocks: Mutex::new(Some(BTreeMap::new())),
+        });
+        self.files().insert(id, f);
+        Ok((id, resumed))
+    }
+
+    fn files(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<SinkFile>>> {
+        self.session()
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn unknown(&self, id: u32) -> io::Error {
+        refuse(
+            &self.writer,
+            ErrorCode::Protocol,
+            format!("unknown file id {id}"),
+        )
+    }
+
+    /// The open file `id`.
+    fn file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+        let found = self.files().get(&id).cloned();
+        found.ok_or_else(|| self.unknown(id))
+    }
+
+    /// The open file `id`, forgotten (its `FileDone` arrived).
+    fn take_file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+        let found = self.files().remove(&id);
+        found.ok_or_else(|| self.unknown(id))
+    }
+}
+
+/// Verify a file against the source's size and crc32c (from the crcs of
+/// its blocks, or by reading it back), apply its mode and mtime, sync it
+/// (unless `fsync` is off) and rename it into place.
+pub(super) fn finish(f: &SinkFile, size: u64, crc: u32, fsync: bool) -> io::Result<()> {
+    if size != f.size {
+        return Err(other(format!(
+            "size {size} differs from the announced {}",
+            f.size
+        )));
+    }
+    let len = f.file.metadata()?.len();
+    if len != size {
+        f.file.set_len(size)?;
+    }
+    // Every block was checked against its crc before it was written; when
+    // this session's blocks tile the file, their crcs combined are the
+    // file's. Otherwise (a resumed copy, gaps) read the file back.
+    let got = match f.crc_from_blocks(size) {
+        Some(got) => got,
+        None => crc_of(&f.file, size)?,
+    };
+    if got != crc {
+        return Err(other(format!(
+            "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes received this run)",
+            f.written.load(Ordering::Relaxed)
+        )));
+    }
+    rustix::fs::fchmod(&f.file, Mode::from_raw_mode(f.mode & 0o7777))?;
+    rustix::fs::futimens(
+        &f.file,
+        &Timestamps {
+            last_access: f.mtime,
+            last_modification: f.mtime,
+        },
+    )?;
+    if fsync {
+        f.file.sync_all()?;
+    }
+    rustix::fs::renameat(&f.dir, f.part.as_str(), &f.dir, f.name.as_str())?;
+    if fsync {
+        rustix::fs::fsync(&f.dir)?;
+    }
+    Ok(())
+}

@@ -20,14 +20,14 @@
 //! Where the paper leaves a parameter open, the choice is stated in the
 //! experiment's parameters and in `docs/results/ssdup.md`.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_policy::redirector::RedirectPolicy;
 use sluice_policy::FileId;
 
-use crate::cluster::{cost_model, simulate, ClusterConfig, RunResult, SimError, System};
+use crate::cluster::{cost_model, ClusterConfig, RunResult, SimError, System};
 use crate::output::{Finding, Plot, PlotKind, Report, Series, Table, XScale};
 use crate::workload::{Hpio, Ior, IorPattern, Job, MpiTileIo, TileDecomposition};
 
@@ -230,7 +230,10 @@ pub const EXPERIMENTS: &[Experiment] = &[
 mod bbos;
 mod lads;
 mod liu;
+mod runner;
 mod ssdup;
+
+use runner::{events, run_all};
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Option<&'static Experiment> {
@@ -242,38 +245,6 @@ struct Task {
     cluster: ClusterConfig,
     system: System,
     jobs: Vec<Job>,
-}
-
-/// Run independent simulations on up to two threads, results in input
-/// order, counted in `rc`'s progress.
-fn run_all(tasks: Vec<Task>, rc: &RunConfig) -> Result<Vec<RunResult>, SimError> {
-    rc.queue_runs(tasks.len());
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(2);
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<RunResult, SimError>>>> =
-        Mutex::new((0..tasks.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(task) = tasks.get(i) else { break };
-                let result = simulate(&task.cluster, task.system, &task.jobs);
-                rc.run_finished();
-                // INVARIANT: a worker panicking would poison the lock; the
-                // simulator returns errors instead of panicking.
-                results.lock().expect("results lock")[i] = Some(result);
-            });
-        }
-    });
-    // INVARIANT: every index below tasks.len() was claimed by one worker.
-    results
-        .into_inner()
-        .expect("results lock")
-        .into_iter()
-        .map(|r| r.expect("every task ran"))
-        .collect()
 }
 
 /// `bytes × scale`, rounded down to a multiple of `unit` (at least one unit).
@@ -302,10 +273,6 @@ fn mb_s(x: f64) -> String {
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
-}
-
-fn events(results: &[RunResult]) -> u64 {
-    results.iter().map(|r| r.events).sum()
 }
 
 fn parameters(rc: &RunConfig, extra: &[(&str, String)]) -> Vec<(String, String)> {

@@ -19,7 +19,7 @@
 
 use sluice_policy::bbos::{max_served_dwpp, Bandwidths, Eviction, Scheme};
 
-use super::{bar_plot, line_plot, RunConfig, SimError};
+use super::{bar_plot, events, line_plot, run_all, RunConfig, SimError};
 use crate::checkpoint::{run, CkptConfig, CkptJob, CkptResult, IoRecord};
 use crate::output::{Finding, Report, Series, Table};
 use crate::rng::SimRng;
@@ -133,38 +133,6 @@ fn secs(x: f64) -> String {
     format!("{x:.0}")
 }
 
-/// Run independent checkpoint models on up to two threads, results in
-/// input order, counted in `rc`'s progress.
-fn run_all(configs: &[CkptConfig], rc: &RunConfig) -> Result<Vec<CkptResult>, SimError> {
-    rc.queue_runs(configs.len());
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(2);
-    let chunk = configs.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = configs
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|c| {
-                            let result = run(c);
-                            rc.run_finished();
-                            result
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let mut out = Vec::with_capacity(configs.len());
-        for h in handles {
-            // A panic in a run is a bug in the model; surface it.
-            out.extend(h.join().expect("checkpoint model run panicked"));
-        }
-        out.into_iter().collect()
-    })
-}
-
 fn parameters(extra: &[(&str, String)]) -> Vec<(String, String)> {
     let mut p = vec![
         (
@@ -269,7 +237,7 @@ fn static_report(
             series,
         )],
         notes: vec![],
-        events: results.iter().map(|r| r.steps).sum(),
+        events: events(&results),
     })
 }
 
@@ -378,7 +346,7 @@ fn fig1_ablation(rc: &RunConfig) -> Result<(Table, u64), SimError> {
         .to_vec(),
         rows,
     };
-    Ok((table, results.iter().map(|r| r.steps).sum()))
+    Ok((table, events(&results)))
 }
 
 /// Fig. 2: the same threshold under Low / Med / High arrivals at 1.9 S.
@@ -567,7 +535,7 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             ),
         ],
         notes: vec![],
-        events: results.iter().map(|r| r.steps).sum(),
+        events: events(&results),
     })
 }
 
@@ -787,7 +755,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             series,
         )],
         notes: vec![],
-        events: results.iter().map(|r| r.steps).sum(),
+        events: events(&results),
     })
 }
 
@@ -900,7 +868,7 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             series,
         )],
         notes: vec![format!("Largest BBOS / worst-of-LRU-FIFO ratio: {best_ratio:.2}×.")],
-        events: results.iter().map(|r| r.steps).sum(),
+        events: events(&results),
     })
 }
 
@@ -1022,6 +990,6 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             series,
         )],
         notes: vec![],
-        events: results.iter().map(|r| r.steps).sum(),
+        events: events(&results),
     })
 }

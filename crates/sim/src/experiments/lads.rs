@@ -21,16 +21,14 @@
 //! figures' absolute numbers), the choice is stated in the report's
 //! parameters and in `docs/results/lads.md`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use sluice_devices::LinkConfig;
 use sluice_policy::lads::{Mode, SchedulerConfig};
 
-use super::{bar_plot, log2_line_plot, mb_s, pct, scaled, RunConfig, SimError};
+use super::{bar_plot, events, log2_line_plot, mb_s, pct, run_all, scaled, RunConfig, SimError};
 use crate::output::{Finding, Report, Series, Table};
-use crate::transfer::{simulate, Congestion, TransferConfig, TransferResult};
+use crate::transfer::{Congestion, TransferConfig, TransferResult};
 
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
@@ -99,52 +97,6 @@ fn bbcp(files: &[u64], threads: u32, rc: &RunConfig) -> TransferConfig {
         },
         ..lads(files, threads, scheduler(Mode::FileAtATime, 50, 8), rc)
     }
-}
-
-/// Run independent transfers on up to two threads, results in input
-/// order, counted in `rc`'s progress.
-fn run_all(configs: &[TransferConfig], rc: &RunConfig) -> Result<Vec<TransferResult>, SimError> {
-    rc.queue_runs(configs.len());
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(2);
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<TransferResult, SimError>>>> =
-        Mutex::new((0..configs.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(config) = configs.get(i) else { break };
-                let result = simulate(config).and_then(|r| {
-                    // Every byte of every file arrived exactly once.
-                    if r.files_complete == r.files && r.duplicates == 0 {
-                        Ok(r)
-                    } else {
-                        Err(SimError(format!(
-                            "transfer lost or duplicated data: {} of {} files complete, {} duplicates",
-                            r.files_complete, r.files, r.duplicates
-                        )))
-                    }
-                });
-                rc.run_finished();
-                // INVARIANT: a worker panicking would poison the lock; the
-                // model returns errors instead of panicking.
-                results.lock().expect("results lock")[i] = Some(result);
-            });
-        }
-    });
-    // INVARIANT: every index below configs.len() was claimed by one worker.
-    results
-        .into_inner()
-        .expect("results lock")
-        .into_iter()
-        .map(|r| r.expect("every transfer ran"))
-        .collect()
-}
-
-fn events(results: &[TransferResult]) -> u64 {
-    results.iter().map(|r| r.events).sum()
 }
 
 fn secs(x: f64) -> String {

@@ -217,7 +217,7 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![job],
         });
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let mut rows = Vec::new();
     let mut per_process = Vec::new();
     let mut series = pvfs2_and_liu_series(" read");
@@ -380,7 +380,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
     for (_, jobs) in &cases {
         tasks.extend(pvfs2_and_liu(rc, jobs.clone()));
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let paper2 = [
         (264.7, 304.5, 1.15),
         (124.8, 261.6, 2.10),
@@ -554,7 +554,7 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let mut rows = Vec::new();
     let mut series = pvfs2_and_liu_series("");
     series.push(Series {
@@ -677,7 +677,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let per = buffers.len() + 1;
     let mut rows = Vec::new();
     let mut series = Vec::new();

@@ -130,7 +130,7 @@ pub(super) fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let paper: [(IorPattern, [Option<f64>; 6]); 3] = [
         (
             IorPattern::SegmentedContiguous,
@@ -249,7 +249,7 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let (results, drifted) = results.split_at(4 + procs.len());
     let drift_rows: Vec<Vec<String>> = procs
         .iter()
@@ -416,7 +416,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let paper_fraction = [
         Some(25.0),
         Some(25.0),
@@ -550,7 +550,7 @@ pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![job.clone()],
         });
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let (results, stream_len_runs) = results.split_at(3 * depths.len());
     // Trace: each of the three sets' own throughput (the barriers between
     // them end the first two).
@@ -752,7 +752,7 @@ pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: workload1.clone(),
         });
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let (results, ablated) = results.split_at(2 * systems.len());
     let ablation_row = |name: &str, r: &RunResult| {
         let mut row = vec![
@@ -938,7 +938,7 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?],
         });
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let (results, rest) = results.split_at(gaps.len() * systems.len());
     let (one_region, run1_alone) = rest.split_at(gaps.len());
     let region_mib = |system: System| {
@@ -1143,7 +1143,7 @@ pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             }
         }
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
     let systems = System::ALL.len();
     let per_size = systems + 2 + 2 * DRIFT_OVERHEADS.len();
@@ -1307,7 +1307,7 @@ pub(super) fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let paper: [(Option<f64>, Option<f64>); 4] = [
         (Some(0.0), Some(0.0)),
         (Some(46.87), Some(95.0)),
@@ -1436,7 +1436,7 @@ pub(super) fn table1(rc: &RunConfig) -> Result<Report, SimError> {
             jobs: vec![job],
         });
     }
-    let results = run_all(tasks, rc)?;
+    let results = run_all(&tasks, rc)?;
     let paper = [
         (15.5, 29.1, 93.4),
         (12.5, 12.5, 44.2),

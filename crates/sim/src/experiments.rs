@@ -32,7 +32,6 @@ use crate::output::{Finding, Plot, PlotKind, Report, Series, Table, XScale};
 use crate::workload::{Hpio, Ior, IorPattern, Job, MpiTileIo, TileDecomposition};
 
 pub use ssdup::policy_cost_ns_per_request;
-use ssdup::*;
 
 const KIB: u64 = 1024;
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -103,128 +102,33 @@ pub struct Experiment {
     pub run: fn(&RunConfig) -> Result<Report, SimError>,
 }
 
-/// Every experiment, in the paper's order.
+/// Every experiment, in the paper's order. Each is declared once, in its
+/// paper's module, where its name and title live beside what it runs.
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment {
-        name: "ssdup-fig2",
-        title: "SSDUP+ Fig. 2: baseline throughput vs process count per IOR pattern",
-        run: fig2,
-    },
-    Experiment {
-        name: "ssdup-fig5",
-        title: "SSDUP+ Fig. 5/6: random percentage after sorting; strided percentage and throughput vs processes",
-        run: fig5,
-    },
-    Experiment {
-        name: "ssdup-fig9",
-        title: "SSDUP+ Fig. 9: throughput and data sent to SSD, 8-512 processes, large SSD",
-        run: fig9,
-    },
-    Experiment {
-        name: "ssdup-fig10",
-        title: "SSDUP+ Fig. 10: HDD scheduler queue depth 32 / 128 / 512",
-        run: fig10,
-    },
-    Experiment {
-        name: "ssdup-fig11",
-        title: "SSDUP+ Fig. 11: limited SSD, two concurrent IOR instances",
-        run: fig11,
-    },
-    Experiment {
-        name: "ssdup-fig12",
-        title: "SSDUP+ Fig. 12: two IOR runs separated by 0-30 s of compute, SSD = 50% of data",
-        run: fig12,
-    },
-    Experiment {
-        name: "ssdup-fig13",
-        title: "SSDUP+ Fig. 13: HPIO, contiguous + non-contiguous instances, region size 32-256 KiB",
-        run: fig13,
-    },
-    Experiment {
-        name: "ssdup-fig14",
-        title: "SSDUP+ Fig. 14: MPI-Tile-IO, 1-D + 2-D instances, 16-128 processes",
-        run: fig14,
-    },
-    Experiment {
-        name: "ssdup-table1",
-        title: "SSDUP+ Table 1: detector + index cost against run time",
-        run: table1,
-    },
-    Experiment {
-        name: "liu-fig4",
-        title: "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU",
-        run: liu::fig4,
-    },
-    Experiment {
-        name: "liu-table2",
-        title: "LiU Tables II/III: mpi-io-test alone and interfered (throughput, seek, latency)",
-        run: liu::table2,
-    },
-    Experiment {
-        name: "liu-fig8",
-        title: "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes",
-        run: liu::fig8,
-    },
-    Experiment {
-        name: "liu-fig9",
-        title: "LiU Fig. 9: buffer size 32-512 MiB",
-        run: liu::fig9,
-    },
-    Experiment {
-        name: "bbos-fig1",
-        title: "BBOS Fig. 1: static 90% threshold, checkpoint throughput over time at DWPP 1.3-1.9 S",
-        run: bbos::fig1,
-    },
-    Experiment {
-        name: "bbos-fig2",
-        title: "BBOS Fig. 2: static 90% threshold under Low/Med/High arrivals at 1.9 S",
-        run: bbos::fig2,
-    },
-    Experiment {
-        name: "bbos-fig5",
-        title: "BBOS Fig. 5: throughput and latency, DataWarp / MaxBW / MaxEff / BBOS",
-        run: bbos::fig5,
-    },
-    Experiment {
-        name: "bbos-utilisation",
-        title: "BBOS §VI-B: burst-buffer utilisation per scheme",
-        run: bbos::utilisation,
-    },
-    Experiment {
-        name: "bbos-fig7",
-        title: "BBOS Fig. 7: cold checkpoints straight to the capacity tier",
-        run: bbos::fig7,
-    },
-    Experiment {
-        name: "bbos-fig8",
-        title: "BBOS Fig. 8: restart hit ratio, BBOS vs LRU vs FIFO",
-        run: bbos::fig8,
-    },
-    Experiment {
-        name: "bbos-fig9",
-        title: "BBOS Fig. 9: version-aware eviction",
-        run: bbos::fig9,
-    },
-    Experiment {
-        name: "lads-fig7",
-        title: "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp), small and big sets",
-        run: lads::fig7,
-    },
-    Experiment {
-        name: "lads-fig9",
-        title: "LADS Fig. 9: throughput vs source and sink buffer sizes",
-        run: lads::fig9,
-    },
-    Experiment {
-        name: "lads-fig10",
-        title: "LADS Fig. 10 / Table 1: RR vs congestion-aware under source and sink congestion",
-        run: lads::fig10,
-    },
-    Experiment {
-        name: "lads-fig11",
-        title: "LADS Fig. 11: SSD spill at the source, sink congested with idle gaps",
-        run: lads::fig11,
-    },
+    ssdup::FIG2,
+    ssdup::FIG5,
+    ssdup::FIG9,
+    ssdup::FIG10,
+    ssdup::FIG11,
+    ssdup::FIG12,
+    ssdup::FIG13,
+    ssdup::FIG14,
+    ssdup::TABLE1,
+    liu::FIG4,
+    liu::TABLE2,
+    liu::FIG8,
+    liu::FIG9,
+    bbos::FIG1,
+    bbos::FIG2,
+    bbos::FIG5,
+    bbos::UTILISATION,
+    bbos::FIG7,
+    bbos::FIG8,
+    bbos::FIG9,
+    lads::FIG7,
+    lads::FIG9,
+    lads::FIG10,
+    lads::FIG11,
 ];
 
 mod bbos;

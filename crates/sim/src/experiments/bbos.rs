@@ -19,10 +19,59 @@
 
 use sluice_policy::bbos::{max_served_dwpp, Bandwidths, Eviction, Scheme};
 
-use super::{bar_plot, events, line_plot, run_all, RunConfig, SimError};
+use super::{bar_plot, events, line_plot, run_all, Experiment, RunConfig, SimError};
 use crate::checkpoint::{run, CkptConfig, CkptJob, CkptResult, IoRecord};
 use crate::output::{Finding, Report, Series, Table};
 use crate::rng::SimRng;
+
+/// `sluice sim run bbos-fig1`.
+pub(super) const FIG1: Experiment = Experiment {
+    name: "bbos-fig1",
+    title: "BBOS Fig. 1: static 90% threshold, checkpoint throughput over time at DWPP 1.3-1.9 S",
+    run: fig1,
+};
+
+/// `sluice sim run bbos-fig2`.
+pub(super) const FIG2: Experiment = Experiment {
+    name: "bbos-fig2",
+    title: "BBOS Fig. 2: static 90% threshold under Low/Med/High arrivals at 1.9 S",
+    run: fig2,
+};
+
+/// `sluice sim run bbos-fig5`.
+pub(super) const FIG5: Experiment = Experiment {
+    name: "bbos-fig5",
+    title: "BBOS Fig. 5: throughput and latency, DataWarp / MaxBW / MaxEff / BBOS",
+    run: fig5,
+};
+
+/// `sluice sim run bbos-utilisation`.
+pub(super) const UTILISATION: Experiment = Experiment {
+    name: "bbos-utilisation",
+    title: "BBOS §VI-B: burst-buffer utilisation per scheme",
+    run: utilisation,
+};
+
+/// `sluice sim run bbos-fig7`.
+pub(super) const FIG7: Experiment = Experiment {
+    name: "bbos-fig7",
+    title: "BBOS Fig. 7: cold checkpoints straight to the capacity tier",
+    run: fig7,
+};
+
+/// `sluice sim run bbos-fig8`.
+pub(super) const FIG8: Experiment = Experiment {
+    name: "bbos-fig8",
+    title: "BBOS Fig. 8: restart hit ratio, BBOS vs LRU vs FIFO",
+    run: fig8,
+};
+
+/// `sluice sim run bbos-fig9`.
+pub(super) const FIG9: Experiment = Experiment {
+    name: "bbos-fig9",
+    title: "BBOS Fig. 9: version-aware eviction",
+    run: fig9,
+};
 
 const GB: u64 = 1_000_000_000;
 const CKPT: u64 = 80 * GB;
@@ -266,7 +315,7 @@ pub fn fig1(rc: &RunConfig) -> Result<Report, SimError> {
         })
         .collect();
     let mut report = static_report(
-        "bbos-fig1",
+        FIG1.name,
         "BBOS Fig. 1: checkpoint throughput over time with a static 90% threshold, DWPP 1.3-1.9 S (Med arrivals)",
         "1.3 S: slightly lower after 1000 s; 1.6 S: the buffer sometimes fills mid-checkpoint and \
          throughput drops over time; 1.9 S: almost half of the applications get 4× lower throughput.",
@@ -367,7 +416,7 @@ pub fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
         })
         .collect();
     static_report(
-        "bbos-fig2",
+        FIG2.name,
         "BBOS Fig. 2: checkpoint throughput with a static 90% threshold under Low/Med/High arrivals, 1.9 S",
         "Low always shows high throughput (idle time between jobs demotes); Med and High, with \
          checkpoints arriving in crowds, show low throughput.",
@@ -486,7 +535,7 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         ),
     ];
     Ok(Report {
-        experiment: "bbos-fig5".into(),
+        experiment: FIG5.name.into(),
         title: "BBOS Fig. 5: checkpoint throughput and latency, DataWarp / MaxBW / MaxEff / BBOS, DWPP 1.0-1.9 S, Low/Med/High".into(),
         headline,
         paper: "DataWarp (1.0 S only): high throughput under Low, the lowest under High (jobs overlap), \
@@ -518,7 +567,7 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         }],
         plots: vec![
             bar_plot(
-                "bbos-fig5-throughput",
+                &format!("{}-throughput", FIG5.name),
                 "BBOS Fig. 5(a): mean checkpoint throughput",
                 "arrivals (Low/Med/High) and data written per period (DWPP, × S)",
                 "mean checkpoint throughput (GB/s)",
@@ -526,7 +575,7 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                 tput,
             ),
             bar_plot(
-                "bbos-fig5-latency",
+                &format!("{}-latency", FIG5.name),
                 "BBOS Fig. 5(b): mean checkpoint latency",
                 "arrivals (Low/Med/High) and data written per period (DWPP, × S)",
                 "mean checkpoint latency (s)",
@@ -623,7 +672,7 @@ pub fn utilisation(_rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     Ok(Report {
-        experiment: "bbos-utilisation".into(),
+        experiment: UTILISATION.name.into(),
         title: "BBOS §VI-B: burst-buffer utilisation (largest DWPP served per period)".into(),
         headline,
         paper:
@@ -717,7 +766,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
         series[1].points.push((i as f64, d / 1e9));
     }
     Ok(Report {
-        experiment: "bbos-fig7".into(),
+        experiment: FIG7.name.into(),
         title: "BBOS Fig. 7: demoted data with and without writing cold checkpoints straight to the capacity tier".into(),
         headline: vec![Finding::new(
             "reduction of demoted data at DWPP 1.3 / 1.6 / 1.9 S",
@@ -747,7 +796,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![bar_plot(
-            "bbos-fig7",
+            FIG7.name,
             "BBOS Fig. 7: demoted GB per period",
             "data written per period (DWPP, × S)",
             "demoted per period (GB)",
@@ -824,7 +873,7 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     Ok(Report {
-        experiment: "bbos-fig8".into(),
+        experiment: FIG8.name.into(),
         title: "BBOS Fig. 8: restart hit ratio on the buffer, BBOS vs LRU vs FIFO, DWPP 1.7-2.1 S, MTBF variance".into(),
         headline: vec![Finding::new(
             "largest BBOS hit ratio / the worse of LRU and FIFO",
@@ -860,7 +909,7 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![bar_plot(
-            "bbos-fig8",
+            FIG8.name,
             "BBOS Fig. 8: restart hit ratio on the buffer",
             "data written per period (DWPP, × S) and MTBF variance",
             "restarts served by the buffer (%)",
@@ -956,7 +1005,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         ]);
     }
     Ok(Report {
-        experiment: "bbos-fig9".into(),
+        experiment: FIG9.name.into(),
         title: "BBOS Fig. 9: version-aware eviction, checkpoint periods 60/30/20 min mixed 1:1:1 and 5:2:1, DWPP 1.9 S".into(),
         headline,
         paper: "Restart hit ratio on the buffer with version awareness 96.4% (1:1:1) and 92.5% (5:2:1); \
@@ -982,7 +1031,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![bar_plot(
-            "bbos-fig9",
+            FIG9.name,
             "BBOS Fig. 9: restart hit ratio, version-aware or not",
             "job mix (jobs with 60 : 30 : 20 min periods)",
             "restarts served by the buffer (%)",

@@ -26,9 +26,40 @@ use std::time::Duration;
 use sluice_devices::LinkConfig;
 use sluice_policy::lads::{Mode, SchedulerConfig};
 
-use super::{bar_plot, events, log2_line_plot, mb_s, pct, run_all, scaled, RunConfig, SimError};
+use super::{
+    bar_plot, events, log2_line_plot, mb_s, pct, run_all, scaled, Experiment, RunConfig, SimError,
+};
 use crate::output::{Finding, Report, Series, Table};
 use crate::transfer::{Congestion, TransferConfig, TransferResult};
+
+/// `sluice sim run lads-fig7`.
+pub(super) const FIG7: Experiment = Experiment {
+    name: "lads-fig7",
+    title:
+        "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp), small and big sets",
+    run: fig7,
+};
+
+/// `sluice sim run lads-fig9`.
+pub(super) const FIG9: Experiment = Experiment {
+    name: "lads-fig9",
+    title: "LADS Fig. 9: throughput vs source and sink buffer sizes",
+    run: fig9,
+};
+
+/// `sluice sim run lads-fig10`.
+pub(super) const FIG10: Experiment = Experiment {
+    name: "lads-fig10",
+    title: "LADS Fig. 10 / Table 1: RR vs congestion-aware under source and sink congestion",
+    run: fig10,
+};
+
+/// `sluice sim run lads-fig11`.
+pub(super) const FIG11: Experiment = Experiment {
+    name: "lads-fig11",
+    title: "LADS Fig. 11: SSD spill at the source, sink congested with idle gaps",
+    run: fig11,
+};
 
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
@@ -247,7 +278,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
         });
     }
     Ok(Report {
-        experiment: "lads-fig7".into(),
+        experiment: FIG7.name.into(),
         title: "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp) scheduling".into(),
         headline,
         paper: "LADS scales almost linearly with I/O threads, bbcp barely improves with streams; LADS \
@@ -272,7 +303,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![log2_line_plot(
-            "lads-fig7-threads",
+            &format!("{}-threads", FIG7.name),
             "LADS Fig. 7: throughput vs I/O threads",
             "I/O threads per side (bbcp: streams)",
             "throughput (MB/s)",
@@ -344,7 +375,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         });
         plots.push(log2_line_plot(
-            &format!("lads-fig9-{name}"),
+            &format!("{}-{name}", FIG9.name),
             &format!("LADS Fig. 9: buffer sizes, {name} set"),
             "source RMA buffer (MiB)",
             "throughput (MB/s)",
@@ -352,7 +383,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         ));
     }
     Ok(Report {
-        experiment: "lads-fig9".into(),
+        experiment: FIG9.name.into(),
         title: "LADS Fig. 9: throughput vs source and sink RMA buffer sizes, 8 threads".into(),
         headline,
         paper:
@@ -554,7 +585,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     Ok(Report {
-        experiment: "lads-fig10".into(),
+        experiment: FIG10.name.into(),
         title: "LADS Fig. 10 / Table 1: run time with congested source or sink targets, RR vs CA (T, M)".into(),
         headline,
         paper: "Transferring 100 GB: with part of the source congested, CA improves on RR by up to 35%; \
@@ -615,7 +646,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             },
         ],
         plots: vec![bar_plot(
-            "lads-fig10-congestion",
+            &format!("{}-congestion", FIG10.name),
             "LADS Fig. 10: run time, RR vs CA",
             "congestion condition",
             "run time (s)",
@@ -734,7 +765,7 @@ pub fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
     }
     let (ablation, ablation_results) = fig11_ablation(&files, rc)?;
     Ok(Report {
-        experiment: "lads-fig11".into(),
+        experiment: FIG11.name.into(),
         title: "LADS Fig. 11: SSD spill at the source, sink congested with 10 s idle gaps".into(),
         headline,
         paper: "Throughput rises with the source's memory; a small SSD spill buffer raises it by 37% over \
@@ -777,7 +808,7 @@ pub fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             ablation,
         ],
         plots: vec![log2_line_plot(
-            "lads-fig11-spill",
+            &format!("{}-spill", FIG11.name),
             "LADS Fig. 11: throughput vs source DRAM, with and without SSD",
             "source DRAM buffer (MiB)",
             "throughput (MB/s)",

@@ -22,12 +22,40 @@ use sluice_policy::segments::LiuConfig;
 use sluice_policy::FileId;
 
 use super::{
-    bar_plot, events, log2_line_plot, mb_s, run_all, scaled, sequence, RunConfig, SimError, Task,
-    GIB, KIB,
+    bar_plot, events, log2_line_plot, mb_s, run_all, scaled, sequence, Experiment, RunConfig,
+    SimError, Task, GIB, KIB,
 };
 use crate::cluster::{ClusterConfig, JobResult, RunResult, System};
 use crate::output::{Finding, Report, Series, Table};
 use crate::workload::{Btio, IorMpiIo, Job, MpiIoTest, MpiTileIo, TileDecomposition};
+
+/// `sluice sim run liu-fig4`.
+pub(super) const FIG4: Experiment = Experiment {
+    name: "liu-fig4",
+    title: "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU",
+    run: fig4,
+};
+
+/// `sluice sim run liu-table2`.
+pub(super) const TABLE2: Experiment = Experiment {
+    name: "liu-table2",
+    title: "LiU Tables II/III: mpi-io-test alone and interfered (throughput, seek, latency)",
+    run: table2,
+};
+
+/// `sluice sim run liu-fig8`.
+pub(super) const FIG8: Experiment = Experiment {
+    name: "liu-fig8",
+    title: "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes",
+    run: fig8,
+};
+
+/// `sluice sim run liu-fig9`.
+pub(super) const FIG9: Experiment = Experiment {
+    name: "liu-fig9",
+    title: "LiU Fig. 9: buffer size 32-512 MiB",
+    run: fig9,
+};
 
 const MIB: u64 = 1024 * KIB;
 const PROCESSES: u32 = 14;
@@ -276,7 +304,7 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
             .into(),
     );
     Ok(Report {
-        experiment: "liu-fig4".into(),
+        experiment: FIG4.name.into(),
         title: "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU".into(),
         headline,
         paper: "Reads: LiU improves throughput by 15% (mpi-io-test) to 5.8×, 3.8× on average; \
@@ -309,7 +337,7 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![bar_plot(
-            "liu-fig4-read",
+            &format!("{}-read", FIG4.name),
             "Read throughput per benchmark",
             "benchmark (14 processes)",
             "read throughput, measured pass (MB/s)",
@@ -454,7 +482,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
         ]);
     }
     Ok(Report {
-        experiment: "liu-table2".into(),
+        experiment: TABLE2.name.into(),
         title: "LiU Tables II and III: mpi-io-test alone and interfered, PVFS2 vs LiU".into(),
         headline,
         paper: "Table II (MB/s, w/o LiU / w/ LiU): alone 264.7 / 304.5 (1.15×), interfered by \
@@ -505,7 +533,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
             },
         ],
         plots: vec![bar_plot(
-            "liu-table2-interference",
+            &format!("{}-interference", TABLE2.name),
             "mpi-io-test read throughput under interference",
             "interfering workload",
             "read throughput, measured pass (MB/s)",
@@ -606,7 +634,7 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
         ]);
     }
     Ok(Report {
-        experiment: "liu-fig8".into(),
+        experiment: FIG8.name.into(),
         title: "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes".into(),
         headline,
         paper: "LiU raises BTIO I/O throughput by 31% (class B) and 12% (class C) on average; for B \
@@ -640,7 +668,7 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![bar_plot(
-            "liu-fig8-btio",
+            &format!("{}-btio", FIG8.name),
             "BTIO-like throughput",
             "BTIO class and processes",
             "I/O throughput, writes + reads (MB/s)",
@@ -718,7 +746,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
     let mut headers = vec!["benchmark".to_string(), "PVFS2".to_string()];
     headers.extend(buffers.iter().map(|b| format!("LiU {b} MiB")));
     Ok(Report {
-        experiment: "liu-fig9".into(),
+        experiment: FIG9.name.into(),
         title: "LiU Fig. 9: buffer size 32-512 MiB".into(),
         headline,
         paper: "mpi-io-test (sequential) is insensitive: 32 MB performs like 512 MB. ior-mpi-io \
@@ -735,7 +763,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![log2_line_plot(
-            "liu-fig9-buffer",
+            &format!("{}-buffer", FIG9.name),
             "Read throughput vs LiU buffer size",
             "LiU buffer per data node (MiB)",
             "read throughput, measured pass (MB/s)",

@@ -5,6 +5,69 @@
 
 use super::*;
 
+/// `sluice sim run ssdup-fig2`.
+pub(super) const FIG2: Experiment = Experiment {
+    name: "ssdup-fig2",
+    title: "SSDUP+ Fig. 2: baseline throughput vs process count per IOR pattern",
+    run: fig2,
+};
+
+/// `sluice sim run ssdup-fig5`.
+pub(super) const FIG5: Experiment = Experiment {
+    name: "ssdup-fig5",
+    title: "SSDUP+ Fig. 5/6: random percentage after sorting; strided percentage and throughput vs processes",
+    run: fig5,
+};
+
+/// `sluice sim run ssdup-fig9`.
+pub(super) const FIG9: Experiment = Experiment {
+    name: "ssdup-fig9",
+    title: "SSDUP+ Fig. 9: throughput and data sent to SSD, 8-512 processes, large SSD",
+    run: fig9,
+};
+
+/// `sluice sim run ssdup-fig10`.
+pub(super) const FIG10: Experiment = Experiment {
+    name: "ssdup-fig10",
+    title: "SSDUP+ Fig. 10: HDD scheduler queue depth 32 / 128 / 512",
+    run: fig10,
+};
+
+/// `sluice sim run ssdup-fig11`.
+pub(super) const FIG11: Experiment = Experiment {
+    name: "ssdup-fig11",
+    title: "SSDUP+ Fig. 11: limited SSD, two concurrent IOR instances",
+    run: fig11,
+};
+
+/// `sluice sim run ssdup-fig12`.
+pub(super) const FIG12: Experiment = Experiment {
+    name: "ssdup-fig12",
+    title: "SSDUP+ Fig. 12: two IOR runs separated by 0-30 s of compute, SSD = 50% of data",
+    run: fig12,
+};
+
+/// `sluice sim run ssdup-fig13`.
+pub(super) const FIG13: Experiment = Experiment {
+    name: "ssdup-fig13",
+    title: "SSDUP+ Fig. 13: HPIO, contiguous + non-contiguous instances, region size 32-256 KiB",
+    run: fig13,
+};
+
+/// `sluice sim run ssdup-fig14`.
+pub(super) const FIG14: Experiment = Experiment {
+    name: "ssdup-fig14",
+    title: "SSDUP+ Fig. 14: MPI-Tile-IO, 1-D + 2-D instances, 16-128 processes",
+    run: fig14,
+};
+
+/// `sluice sim run ssdup-table1`.
+pub(super) const TABLE1: Experiment = Experiment {
+    name: "ssdup-table1",
+    title: "SSDUP+ Table 1: detector + index cost against run time",
+    run: table1,
+};
+
 pub(super) fn ior(
     pattern: IorPattern,
     file: u64,
@@ -182,7 +245,7 @@ pub(super) fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
         });
     }
     Ok(Report {
-        experiment: "ssdup-fig2".into(),
+        experiment: FIG2.name.into(),
         title: "Fig. 2: OrangeFS-like baseline throughput vs process count (IOR, 256 KiB requests)".into(),
         headline,
         paper: "Segmented-contiguous and strided rise then fall as processes grow (218 -> 150 MB/s and \
@@ -198,7 +261,7 @@ pub(super) fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }],
         plots: vec![log2_line_plot(
-            "ssdup-fig2-throughput",
+            &format!("{}-throughput", FIG2.name),
             "Baseline throughput vs processes",
             "MPI processes",
             "throughput (MB/s)",
@@ -326,7 +389,7 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         ]);
     }
     Ok(Report {
-        experiment: "ssdup-fig5".into(),
+        experiment: FIG5.name.into(),
         title: "Fig. 5/6: random percentage of 128-request streams after sorting (server side)".into(),
         headline,
         paper: "At 16 processes: segmented-contiguous 11% (S = 15), strided 45% (S = 57), segmented-random \
@@ -464,7 +527,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         all
     };
     Ok(Report {
-        experiment: "ssdup-fig9".into(),
+        experiment: FIG9.name.into(),
         title: "Fig. 9: IOR with 8-512 processes, SSD large enough for all data".into(),
         headline,
         paper: "SSDUP+ sends about 25% of the data to the SSD at 8-32 processes (only the random set) and \
@@ -503,14 +566,14 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         }],
         plots: vec![
             log2_line_plot(
-                "ssdup-fig9-throughput",
+                &format!("{}-throughput", FIG9.name),
                 "Throughput vs processes",
                 "MPI processes",
                 "throughput (MB/s)",
                 series(tput),
             ),
             log2_line_plot(
-                "ssdup-fig9-ssd-share",
+                &format!("{}-ssd-share", FIG9.name),
                 "Share of data sent to the SSD",
                 "MPI processes",
                 "data sent to the SSD (% of bytes)",
@@ -623,7 +686,7 @@ pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
         ]);
     }
     Ok(Report {
-        experiment: "ssdup-fig10".into(),
+        experiment: FIG10.name.into(),
         title: "Fig. 10: HDD scheduler queue depth, 32 processes".into(),
         headline,
         paper: "SSDUP+ improves on OrangeFS by 59.7%, 41.5% and 12.3% with queue depths 32, 128 and 512; \
@@ -670,7 +733,7 @@ pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
             rows: trace_rows,
         }],
         plots: vec![bar_plot(
-            "ssdup-fig10-queue-depth",
+            &format!("{}-queue-depth", FIG10.name),
             "Throughput vs HDD queue depth",
             "HDD scheduler queue depth (requests)",
             "throughput (MB/s)",
@@ -818,7 +881,7 @@ pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     Ok(Report {
-        experiment: "ssdup-fig11".into(),
+        experiment: FIG11.name.into(),
         title: "Fig. 11: limited SSD (8 GB in all), two concurrent IOR instances of 8 GB".into(),
         headline,
         paper: "Workload 1 (segmented-contiguous + random): OrangeFS-BB 73.04 / 72.71 MB/s, SSDUP 67.85 / \
@@ -867,7 +930,7 @@ pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             rows: ablation_rows,
         }],
         plots: vec![bar_plot(
-            "ssdup-fig11-limited-ssd",
+            &format!("{}-limited-ssd", FIG11.name),
             "Limited SSD: per-instance throughput",
             "workload (W) and IOR instance",
             "throughput (MB/s)",
@@ -1026,7 +1089,7 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
         ]);
     }
     Ok(Report {
-        experiment: "ssdup-fig12".into(),
+        experiment: FIG12.name.into(),
         title: "Fig. 12: two 8 GB segmented-random runs separated by compute time".into(),
         headline,
         paper: "SSDUP+ outperforms OrangeFS-BB by 11.91%, 10.65% and 9.92% as the compute time grows; \
@@ -1084,7 +1147,7 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             rows: run1_rows,
         }],
         plots: vec![bar_plot(
-            "ssdup-fig12-compute-time",
+            &format!("{}-compute-time", FIG12.name),
             "Throughput vs compute time between runs",
             "compute time between the two runs (s, at scale 1)",
             "I/O throughput (MB/s)",
@@ -1207,7 +1270,7 @@ pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
         rows.push(row);
     }
     Ok(Report {
-        experiment: "ssdup-fig13".into(),
+        experiment: FIG13.name.into(),
         title: "Fig. 13: HPIO, one contiguous (c-c) and one non-contiguous (c-nc) instance, 32 processes".into(),
         headline,
         paper: "OrangeFS-BB and SSDUP buffer 100% and perform alike; SSDUP+ is 2.84/5/5.2/1.4% below SSDUP \
@@ -1273,7 +1336,7 @@ pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             rows: drift_rows,
         }],
         plots: vec![bar_plot(
-            "ssdup-fig13-hpio",
+            &format!("{}-hpio", FIG13.name),
             "HPIO throughput vs region size",
             "HPIO region size (KiB)",
             "aggregate throughput (MB/s)",
@@ -1352,7 +1415,7 @@ pub(super) fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     Ok(Report {
-        experiment: "ssdup-fig14".into(),
+        experiment: FIG14.name.into(),
         title: "Fig. 14: MPI-Tile-IO, a 1-D and a 2-D instance of 16 GB each, 4 KiB elements".into(),
         headline,
         paper: "OrangeFS falls as processes grow; OrangeFS-BB keeps its peak; at 16 processes SSDUP and \
@@ -1400,7 +1463,7 @@ pub(super) fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
             rows: trace_rows,
         }],
         plots: vec![log2_line_plot(
-            "ssdup-fig14-tile-io",
+            &format!("{}-tile-io", FIG14.name),
             "MPI-Tile-IO throughput vs processes",
             "MPI processes",
             "aggregate throughput (MB/s)",
@@ -1471,7 +1534,7 @@ pub(super) fn table1(rc: &RunConfig) -> Result<Report, SimError> {
         ]);
     }
     Ok(Report {
-        experiment: "ssdup-table1".into(),
+        experiment: TABLE1.name.into(),
         title: "Table 1: grouping + index cost against run time (2 GB segmented-random, all to SSD)".into(),
         headline,
         paper: "Group + AVL cost is 0.79% of the run time at 32 KB requests and 0.13% at 512 KB; about 1.9 us \

@@ -132,6 +132,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
 ];
 
 mod bbos;
+mod figure;
 mod lads;
 mod liu;
 mod runner;

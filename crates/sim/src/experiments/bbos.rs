@@ -287,6 +287,7 @@ fn static_report(
         )],
         notes: vec![],
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -585,6 +586,7 @@ pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         ],
         notes: vec![],
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -703,6 +705,7 @@ pub fn utilisation(_rc: &RunConfig) -> Result<Report, SimError> {
         plots: vec![],
         notes: vec![],
         events: steps,
+        checks: Vec::new(),
     })
 }
 
@@ -805,6 +808,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: vec![],
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -918,6 +922,7 @@ pub fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: vec![format!("Largest BBOS / worst-of-LRU-FIFO ratio: {best_ratio:.2}×.")],
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -1040,5 +1045,6 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: vec![],
         events: events(&results),
+        checks: Vec::new(),
     })
 }

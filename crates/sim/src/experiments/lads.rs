@@ -311,6 +311,7 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: Vec::new(),
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -407,6 +408,7 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         plots,
         notes: Vec::new(),
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -655,6 +657,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: Vec::new(),
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -816,6 +819,7 @@ pub fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: Vec::new(),
         events: events(&results) + events(&ablation_results),
+        checks: Vec::new(),
     })
 }
 

@@ -346,6 +346,7 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes,
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -542,6 +543,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: vec![liu_counters_note(&results[5])],
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -677,6 +679,7 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: Vec::new(),
         events: events(&results),
+        checks: Vec::new(),
     })
 }
 
@@ -771,5 +774,6 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         )],
         notes: Vec::new(),
         events: events(&results),
+        checks: Vec::new(),
     })
 }

@@ -28,8 +28,8 @@ use sluice_policy::redirector::RedirectPolicy;
 use sluice_policy::FileId;
 
 use crate::cluster::{cost_model, ClusterConfig, RunResult, SimError, System};
-use crate::output::{Finding, Plot, PlotKind, Report, Series, Table, XScale};
-use crate::workload::{Hpio, Ior, IorPattern, Job, MpiTileIo, TileDecomposition};
+use crate::output::{Plot, PlotKind, Report, Series, XScale};
+use crate::workload::{Ior, IorPattern, Job};
 
 pub use ssdup::policy_cost_ns_per_request;
 

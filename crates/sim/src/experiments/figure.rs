@@ -122,6 +122,21 @@ where
         }
         self
     }
+
+    /// A series called `name` with one point per key of `keys`.
+    pub(crate) fn line<K: 'a>(
+        mut self,
+        name: impl Into<String>,
+        keys: Vec<K>,
+        point: impl Fn(&Sweep<S, X, O>, &K) -> (f64, f64) + 'a,
+    ) -> Self {
+        let name = name.into();
+        self.series.push(Box::new(move |r| Series {
+            name: name.clone(),
+            points: keys.iter().map(|k| point(r, k)).collect(),
+        }));
+        self
+    }
 }
 
 /// Every (system, x), system-major: the rows of a table with a row per

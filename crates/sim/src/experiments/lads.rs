@@ -26,6 +26,7 @@ use std::time::Duration;
 use sluice_devices::LinkConfig;
 use sluice_policy::lads::{Mode, SchedulerConfig};
 
+use super::figure::{Figure, Paper, Sweep};
 use super::{
     bar_plot, events, log2_line_plot, mb_s, pct, run_all, scaled, Experiment, RunConfig, SimError,
 };
@@ -208,111 +209,133 @@ fn parameters(rc: &RunConfig, extra: &[(&str, String)]) -> Vec<(String, String)>
 /// Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp)
 /// scheduling, small and big sets.
 pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
-    let sets = [("small", small_set(rc)), ("big", big_set(rc))];
-    let mut configs = Vec::new();
-    for (_, files) in &sets {
-        for &n in &THREADS {
-            configs.push(lads(files, n, round_robin(), rc));
-            configs.push(bbcp(files, n, rc));
-        }
-    }
-    let results = run_all(&configs, rc)?;
-    let mut rows = Vec::new();
-    let mut series = Vec::new();
-    let mut headline = Vec::new();
-    for (si, (name, _)) in sets.iter().enumerate() {
-        let mut object = Vec::new();
-        let mut file = Vec::new();
-        for (ti, &n) in THREADS.iter().enumerate() {
-            let l = &results[(si * THREADS.len() + ti) * 2];
-            let b = &results[(si * THREADS.len() + ti) * 2 + 1];
-            let (lt, bt) = (l.throughput_mb_s(), b.throughput_mb_s());
-            object.push((f64::from(n), lt));
-            file.push((f64::from(n), bt));
-            let paper = match (*name, n) {
-                ("small", 1) => "LADS above bbcp",
-                ("big", 1) => "bbcp slightly above LADS (read-ahead)",
-                ("big", 8) => "LADS 400-450 MB/s; 4-5× bbcp (abstract)",
-                (_, 8) => "4-5× bbcp (abstract)",
-                _ => "LADS near-linear, bbcp flat",
-            };
-            let ratio = format!("{:.2}×", lt / bt);
-            match (*name, n) {
-                ("big", 1) => headline.push(Finding::new(
-                    "big set, 1 thread: LADS / bbcp",
-                    "bbcp slightly above LADS",
-                    ratio.clone(),
-                )),
-                (_, 8) => {
-                    if *name == "big" {
-                        headline.push(Finding::new(
-                            "big set, 8 threads: LADS (MB/s)",
-                            "400-450",
-                            mb_s(lt),
-                        ));
-                    }
-                    headline.push(Finding::new(
-                        format!("{name} set, 8 threads: LADS / bbcp"),
-                        "4-5× (abstract)",
-                        ratio.clone(),
-                    ));
-                }
-                _ => {}
-            }
-            rows.push(vec![
-                name.to_string(),
-                n.to_string(),
-                mb_s(lt),
-                mb_s(bt),
-                ratio,
-                paper.to_string(),
-            ]);
-        }
-        series.push(Series {
-            name: format!("LADS (object) {name}"),
-            points: object,
-        });
-        series.push(Series {
-            name: format!("bbcp (file) {name}"),
-            points: file,
-        });
-    }
-    Ok(Report {
-        experiment: FIG7.name.into(),
-        title: "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp) scheduling".into(),
-        headline,
-        paper: "LADS scales almost linearly with I/O threads, bbcp barely improves with streams; LADS \
-                outperforms bbcp in every case but one thread on the big set (bbcp benefits from \
-                read-ahead); LADS peaks around 400-450 MB/s on the big set; 4-5× bbcp at 8 threads \
-                (abstract, on the real file-size distribution). The figure's other values are in the \
-                image only."
-            .into(),
-        parameters: parameters(
+    use Fig7Value::{Lads, Ratio};
+    let (small, big) = (small_set(rc), big_set(rc));
+    let sets = ["small", "big"];
+    let xs: Vec<(&str, u32)> = sets
+        .iter()
+        .flat_map(|&set| THREADS.map(|n| (set, n)))
+        .collect();
+    let paper = Paper {
+        source: "seed 003 Fig. 7, its text and the abstract",
+        values: vec![
+            (("small", 8, Ratio), "4-5× (abstract)"),
+            (("big", 1, Ratio), "bbcp slightly above LADS"),
+            (("big", 8, Lads), "400-450"),
+            (("big", 8, Ratio), "4-5× (abstract)"),
+        ],
+    };
+    // What the paper says of each (set, threads) row.
+    let paper_says = |set: &str, n: u32| match (set, n) {
+        ("small", 1) => "LADS above bbcp",
+        ("big", 1) => "bbcp slightly above LADS (read-ahead)",
+        ("big", 8) => "LADS 400-450 MB/s; 4-5× bbcp (abstract)",
+        (_, 8) => "4-5× bbcp (abstract)",
+        _ => "LADS near-linear, bbcp flat",
+    };
+    let tput = |r: &Sweep<&str, (&str, u32), TransferResult>, system: &str, x: &(&str, u32)| {
+        r.at(&system, x).throughput_mb_s()
+    };
+    let ratio = move |r: &Sweep<_, _, _>, x: &(&str, u32)| {
+        format!("{:.2}×", tput(r, "LADS", x) / tput(r, "bbcp", x))
+    };
+    Figure::new(
+        "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp) scheduling",
+        "LADS scales almost linearly with I/O threads, bbcp barely improves with streams; LADS \
+         outperforms bbcp in every case but one thread on the big set (bbcp benefits from \
+         read-ahead); LADS peaks around 400-450 MB/s on the big set; 4-5× bbcp at 8 threads \
+         (abstract, on the real file-size distribution). The figure's other values are in the \
+         image only.",
+        parameters(
             rc,
             &[
-                ("small set", set_size(&sets[0].1)),
-                ("big set", set_size(&sets[1].1)),
+                ("small set", set_size(&small)),
+                ("big set", set_size(&big)),
                 ("LADS scheduler", "round-robin".into()),
             ],
         ),
-        tables: vec![Table {
-            title: "Throughput (MB/s) vs threads".into(),
-            headers: ["set", "threads", "LADS MB/s", "bbcp MB/s", "LADS / bbcp", "paper"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-        }],
-        plots: vec![log2_line_plot(
-            &format!("{}-threads", FIG7.name),
+        vec!["LADS", "bbcp"],
+        xs.clone(),
+        |&system, &(set, n)| {
+            let files = if set == "small" { &small } else { &big };
+            Ok(if system == "LADS" {
+                lads(files, n, round_robin(), rc)
+            } else {
+                bbcp(files, n, rc)
+            })
+        },
+    )
+    .paper_findings(
+        &paper,
+        |_| true,
+        |&(set, n, value)| match (value, n) {
+            (Lads, _) => format!("{set} set, {n} threads: LADS (MB/s)"),
+            (Ratio, 1) => format!("{set} set, 1 thread: LADS / bbcp"),
+            (Ratio, _) => format!("{set} set, {n} threads: LADS / bbcp"),
+        },
+        |v| v.to_string(),
+        move |r, &(set, n, value)| match value {
+            Lads => mb_s(tput(r, "LADS", &(set, n))),
+            Ratio => ratio(r, &(set, n)),
+        },
+    )
+    .claim(
+        "LADS outperforms bbcp in every case but one thread on the big set",
+        move |r| {
+            r.xs()
+                .iter()
+                .filter(|&&x| x != ("big", 1))
+                .all(|x| tput(r, "LADS", x) > tput(r, "bbcp", x))
+        },
+    )
+    .claim(
+        "LADS gains more from 1 to 8 threads than bbcp, on both sets",
+        move |r| {
+            sets.iter().all(|&set| {
+                let gain = |system| tput(r, system, &(set, 8)) / tput(r, system, &(set, 1));
+                gain("LADS") > gain("bbcp")
+            })
+        },
+    )
+    .table("Throughput (MB/s) vs threads", xs, |t| {
+        t.col("set", |_, (set, _): &(&str, u32)| set.to_string())
+            .col("threads", |_, (_, n)| n.to_string())
+            .col("LADS MB/s", move |r, x| mb_s(tput(r, "LADS", x)))
+            .col("bbcp MB/s", move |r, x| mb_s(tput(r, "bbcp", x)))
+            .col("LADS / bbcp", ratio)
+            .col("paper", move |_, &(set, n)| paper_says(set, n).to_string())
+    })
+    .plot(
+        log2_line_plot(
+            "threads",
             "LADS Fig. 7: throughput vs I/O threads",
             "I/O threads per side (bbcp: streams)",
             "throughput (MB/s)",
-            series,
-        )],
-        notes: Vec::new(),
-        events: events(&results),
-        checks: Vec::new(),
-    })
+            Vec::new(),
+        ),
+        |mut s| {
+            for set in sets {
+                for (system, scheduling) in [("LADS", "object"), ("bbcp", "file")] {
+                    s = s.line(
+                        format!("{system} ({scheduling}) {set}"),
+                        THREADS.to_vec(),
+                        move |r, &n| (f64::from(n), tput(r, system, &(set, n))),
+                    );
+                }
+            }
+            s
+        },
+    )
+    .report(FIG7.name, rc)
+}
+
+/// Which of Fig. 7's values a paper value is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fig7Value {
+    /// LADS's throughput.
+    Lads,
+    /// LADS's throughput over bbcp's.
+    Ratio,
 }
 
 /// Fig. 9: throughput vs source and sink buffer sizes, 8 threads.

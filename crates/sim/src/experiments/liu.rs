@@ -21,6 +21,7 @@
 use sluice_policy::segments::LiuConfig;
 use sluice_policy::FileId;
 
+use super::figure::{Figure, Paper, Sweep};
 use super::{
     bar_plot, events, log2_line_plot, mb_s, run_all, scaled, sequence, Experiment, RunConfig,
     SimError, Task, GIB, KIB,
@@ -686,94 +687,107 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
 /// Fig. 9: buffer size 32-512 MiB for mpi-io-test and ior-mpi-io reads.
 pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
     let buffers = [32u64, 64, 128, 256, 512];
-    let benchmarks = [
+    // Each benchmark's three passes, the barriers before its measured
+    // pass and the bytes of a pass.
+    let mut benchmarks = Vec::new();
+    for (name, writes) in [
         ("mpi-io-test", mpi_io_test(1, 5_100_000_000, rc)?),
         ("ior-mpi-io", ior_mpi_io(1, 2_200_000_000, rc)?),
-    ];
-    let mut tasks = Vec::new();
-    let mut meta = Vec::new();
-    for (name, writes) in &benchmarks {
+    ] {
         let (job, before) = three_passes(name, writes.clone())?;
-        meta.push((*name, before, pass_bytes(writes)));
-        tasks.push(Task {
-            cluster: cluster(rc, false, None),
-            system: System::Baseline,
-            jobs: vec![job.clone()],
-        });
-        for b in buffers {
-            tasks.push(Task {
-                cluster: cluster(rc, true, Some(b * MIB)),
-                system: System::Baseline,
-                jobs: vec![job.clone()],
-            });
-        }
+        benchmarks.push((name, job, before, pass_bytes(&writes)));
     }
-    let results = run_all(&tasks, rc)?;
-    let per = buffers.len() + 1;
-    let mut rows = Vec::new();
-    let mut series = Vec::new();
-    let mut headline = Vec::new();
-    for (k, (name, before, bytes)) in meta.iter().enumerate() {
-        let base = phase_mb_s(&results[k * per].jobs[0], *before, None, *bytes);
-        let mut s = Series {
-            name: format!("{name} LiU"),
-            points: Vec::new(),
-        };
-        let mut row = vec![name.to_string(), mb_s(base)];
-        let mut liu = Vec::new();
-        for (i, b) in buffers.iter().enumerate() {
-            let l = phase_mb_s(&results[k * per + 1 + i].jobs[0], *before, None, *bytes);
-            s.points.push((*b as f64, l));
-            row.push(mb_s(l));
-            liu.push((*b, mb_s(l)));
-        }
-        // The paper's two claims: what 32 MiB reaches against a larger buffer.
-        let of = |mib: u64| {
-            liu.iter()
-                .find(|(b, _)| *b == mib)
-                .map_or("-", |(_, v)| v.as_str())
-        };
-        let (paper, larger) = if *name == "mpi-io-test" {
-            ("32 MB performs like 512 MB", 512)
-        } else {
-            ("32 MB reaches a third of 128 MB", 128)
-        };
-        headline.push(Finding::new(
-            format!("{name}, LiU 32 / {larger} MiB buffer (MB/s)"),
-            paper,
-            format!("{} / {}", of(32), of(larger)),
-        ));
-        rows.push(row);
-        series.push(s);
-    }
-    let mut headers = vec!["benchmark".to_string(), "PVFS2".to_string()];
-    headers.extend(buffers.iter().map(|b| format!("LiU {b} MiB")));
-    Ok(Report {
-        experiment: FIG9.name.into(),
-        title: "LiU Fig. 9: buffer size 32-512 MiB".into(),
-        headline,
-        paper: "mpi-io-test (sequential) is insensitive: 32 MB performs like 512 MB. ior-mpi-io \
-                (random across 14 streams) is sensitive: 32 MB reaches a third of 128 MB's throughput; \
-                past the working set more buffer adds little. The prototype uses 256 MB."
-            .into(),
-        parameters: parameters(
+    let benchmark = |name: &str| {
+        // INVARIANT: the sweep's xs are the benchmarks' names.
+        benchmarks
+            .iter()
+            .find(|b| b.0 == name)
+            .expect("a benchmark of the sweep")
+    };
+    // The LiU buffer per data node, MiB; `None` is PVFS2 (no LiU).
+    let mut systems = vec![None];
+    systems.extend(buffers.map(Some));
+    // What the paper says of 32 MiB against a larger buffer.
+    let paper = Paper {
+        source: "seed 001 Fig. 9 and its text",
+        values: vec![
+            ("mpi-io-test", ("32 MB performs like 512 MB", 512)),
+            ("ior-mpi-io", ("32 MB reaches a third of 128 MB", 128)),
+        ],
+    };
+    let read = |r: &Sweep<Option<u64>, &str, RunResult>, buffer: Option<u64>, name: &&str| {
+        let (_, _, before, bytes) = benchmark(name);
+        phase_mb_s(&r.at(&buffer, name).jobs[0], *before, None, *bytes)
+    };
+    let larger = |name: &&str| paper.get(name).map_or(512, |v| v.1);
+    Figure::new(
+        "LiU Fig. 9: buffer size 32-512 MiB",
+        "mpi-io-test (sequential) is insensitive: 32 MB performs like 512 MB. ior-mpi-io \
+         (random across 14 streams) is sensitive: 32 MB reaches a third of 128 MB's throughput; \
+         past the working set more buffer adds little. The prototype uses 256 MB.",
+        parameters(
             rc,
             &[("buffer", "per data node, not scaled: 32-512 MiB".into())],
         ),
-        tables: vec![Table {
-            title: "Read throughput of the measured pass (MB/s)".into(),
-            headers,
-            rows,
-        }],
-        plots: vec![log2_line_plot(
-            &format!("{}-buffer", FIG9.name),
+        systems,
+        vec!["mpi-io-test", "ior-mpi-io"],
+        |&buffer, name| {
+            Ok(Task {
+                cluster: cluster(rc, buffer.is_some(), buffer.map(|b| b * MIB)),
+                system: System::Baseline,
+                jobs: vec![benchmark(name).1.clone()],
+            })
+        },
+    )
+    .paper_findings(
+        &paper,
+        |_| true,
+        move |name| format!("{name}, LiU 32 / {} MiB buffer (MB/s)", larger(name)),
+        |(says, _)| says.to_string(),
+        move |r, name| {
+            let of = |mib| mb_s(read(r, Some(mib), name));
+            format!("{} / {}", of(32), of(larger(name)))
+        },
+    )
+    .claim(
+        "mpi-io-test reads within 10% of 512 MiB's throughput with 32 MiB",
+        move |r| read(r, Some(32), &"mpi-io-test") >= 0.9 * read(r, Some(512), &"mpi-io-test"),
+    )
+    .claim(
+        "ior-mpi-io reads slower with 32 MiB than with 128 MiB",
+        move |r| read(r, Some(32), &"ior-mpi-io") < read(r, Some(128), &"ior-mpi-io"),
+    )
+    .table(
+        "Read throughput of the measured pass (MB/s)",
+        vec!["mpi-io-test", "ior-mpi-io"],
+        |t| {
+            let t = t
+                .col("benchmark", |_, name: &&str| name.to_string())
+                .col("PVFS2", move |r, name| mb_s(read(r, None, name)));
+            buffers.iter().fold(t, |t, &b| {
+                t.col(format!("LiU {b} MiB"), move |r, name| {
+                    mb_s(read(r, Some(b), name))
+                })
+            })
+        },
+    )
+    .plot(
+        log2_line_plot(
+            "buffer",
             "Read throughput vs LiU buffer size",
             "LiU buffer per data node (MiB)",
             "read throughput, measured pass (MB/s)",
-            series,
-        )],
-        notes: Vec::new(),
-        events: events(&results),
-        checks: Vec::new(),
-    })
+            Vec::new(),
+        ),
+        |s| {
+            ["mpi-io-test", "ior-mpi-io"]
+                .into_iter()
+                .fold(s, |s, name| {
+                    s.line(format!("{name} LiU"), buffers.to_vec(), move |r, &b| {
+                        (b as f64, read(r, Some(b), &name))
+                    })
+                })
+        },
+    )
+    .report(FIG9.name, rc)
 }

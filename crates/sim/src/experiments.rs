@@ -1,16 +1,34 @@
 //! The papers' evaluations as simulator experiments: the registry
-//! ([`EXPERIMENTS`], [`find`]), the run loop and the helpers they share.
-//! The SSDUP+ evaluation (seed 002 §2–3) is the `ssdup` submodule, LiU
-//! (seed 001) `liu`, BBOS (seed 004) `bbos`, LADS (seed 003) `lads`.
+//! ([`EXPERIMENTS`], [`find`]), the run configuration and the helpers they
+//! share. The SSDUP+ evaluation (seed 002 §2–3) is the `ssdup` submodule,
+//! LiU (seed 001) `liu`, BBOS (seed 004) `bbos`, LADS (seed 003) `lads`;
+//! each declares its experiments' registry entries ([`Experiment`] consts),
+//! so an experiment's name is written once.
 //!
-//! Each experiment builds its workloads with [`crate::workload`], runs them
-//! on the simulated cluster of [`crate::cluster`] under the systems it
-//! compares, and returns a [`Report`] with the paper's numbers beside the
-//! simulator's. `scale` multiplies every data size (1.0 = the paper's 16 GB
-//! files); process counts never change. Runs are independent and execute on
-//! up to two threads; results are collected in a fixed order, so the report
-//! is a pure function of `(scale, seed)`. A caller may watch how many runs
-//! have finished ([`RunProgress`]); the runs write it and never read it.
+//! Each experiment builds its simulations (cluster runs of
+//! [`crate::cluster`], checkpoint models of [`crate::checkpoint`], LADS
+//! transfers of [`crate::transfer`]) and returns a [`Report`] with the
+//! paper's numbers beside the simulator's. Two pieces serve them all:
+//!
+//! - `runner`: a `Simulation` is anything that runs to a result;
+//!   `run_all` runs a list of them on up to two threads and returns the
+//!   results in input order, so the report is a pure function of
+//!   `(scale, seed)`. A caller may watch how many runs have finished
+//!   ([`RunProgress`]); the runs write it and never read it.
+//! - `figure`: a figure of the common shape (systems × a swept x) is a
+//!   declaration, a `Figure`: the systems, the xs, the task of one
+//!   (system, x), the paper's values with their source, the paper's
+//!   claims, and the tables, plots and headline read from the results by
+//!   (system, x). `Figure::report` runs it and builds the report, which
+//!   also lists each claim with whether this run bears it out. SSDUP+
+//!   Fig. 2, 9, 14 and Table 1, LiU Fig. 9 and LADS Fig. 7 are
+//!   declarations; the others, whose runs are not one grid (ablations and
+//!   traces beside the figure, phases, bisections), build their task
+//!   lists and tables themselves on the same runner. `docs/simulator.md`
+//!   shows how to add a figure.
+//!
+//! `scale` multiplies every data size (1.0 = the paper's sizes); process
+//! counts never change.
 //!
 //! Wherever SSDUP+ runs, sluice's own policy (`cost`,
 //! [`System::SluiceCost`]) runs too, as one more column or series named

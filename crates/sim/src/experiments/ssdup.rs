@@ -198,24 +198,36 @@ pub(super) fn stream_trace(r: &RunResult) -> [String; 5] {
 /// The results of a sweep of cluster runs over `X`, by system.
 pub(super) type Runs<X> = Sweep<System, X, RunResult>;
 
+/// The headers of [`stream_trace`]'s five values.
+const STREAM_TRACE_HEADERS: [&str; 5] = [
+    "mean stream random %",
+    "lowest / highest",
+    "mean threshold",
+    "streams above 0.45",
+    "streams buffered",
+];
+
+/// A table's headers: `first`, then [`stream_trace`]'s.
+pub(super) fn with_stream_trace(first: &[&str]) -> Vec<String> {
+    first
+        .iter()
+        .chain(&STREAM_TRACE_HEADERS)
+        .map(|h| h.to_string())
+        .collect()
+}
+
 /// [`stream_trace`]'s five columns; `trace` is the stream trace of the
 /// run a row shows.
 pub(super) fn stream_trace_columns<'a, K, R: 'a>(
     t: Columns<'a, K, R>,
     trace: impl Fn(&R, &K) -> [String; 5] + Copy + 'a,
 ) -> Columns<'a, K, R> {
-    [
-        "mean stream random %",
-        "lowest / highest",
-        "mean threshold",
-        "streams above 0.45",
-        "streams buffered",
-    ]
-    .into_iter()
-    .enumerate()
-    .fold(t, |t, (i, header)| {
-        t.col(header, move |r, k| trace(r, k)[i].clone())
-    })
+    STREAM_TRACE_HEADERS
+        .into_iter()
+        .enumerate()
+        .fold(t, |t, (i, header)| {
+            t.col(header, move |r, k| trace(r, k)[i].clone())
+        })
 }
 
 /// Fig. 9's workload: the three test sets run one after another on the

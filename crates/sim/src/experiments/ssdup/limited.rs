@@ -161,19 +161,7 @@ pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }, Table {
             title: "Workload 1 ablation: routing against flushing, with the detector's streams".into(),
-            headers: [
-                "variant",
-                "instance 1",
-                "instance 2",
-                "to SSD",
-                "mean stream random %",
-                "lowest / highest",
-                "mean threshold",
-                "streams above 0.45",
-                "streams buffered",
-            ]
-            .map(String::from)
-            .to_vec(),
+            headers: with_stream_trace(&["variant", "instance 1", "instance 2", "to SSD"]),
             rows: ablation_rows,
         }],
         plots: vec![bar_plot(
@@ -197,22 +185,30 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
     // The gap matters relative to the time a flush of the data takes, so it
     // scales with the data like every size.
     let gap_of = |seconds: u64| Duration::from_secs_f64(seconds as f64 * rc.scale);
-    for &gap in &gaps {
-        let job = sequence(
+    let two_runs = |gap: u64| {
+        sequence(
             "two-ior-runs",
             vec![
                 ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?,
                 ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
             ],
             gap_of(gap),
-        )?;
+        )
+    };
+    // SSD = 50% of the 16 GB written: 4 GiB per I/O node (SSDUP+: two
+    // 2 GiB regions; OrangeFS-BB: one 4 GiB region).
+    let per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
+    let limited = |regions: u32| ClusterConfig {
+        fast_bytes_per_server: per_server,
+        regions,
+        ..base_cluster(rc)
+    };
+    let regions = base_cluster(rc).regions;
+    for &gap in &gaps {
+        let job = two_runs(gap)?;
         for system in systems {
-            let mut cluster = base_cluster(rc);
-            // SSD = 50% of the 16 GB written: 4 GiB per I/O node (SSDUP+:
-            // two 2 GiB regions; OrangeFS-BB: one 4 GiB region).
-            cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
             tasks.push(Task {
-                cluster,
+                cluster: limited(regions),
                 system,
                 jobs: vec![job.clone()],
             });
@@ -221,30 +217,17 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
     // Ablation: SSDUP+ with one 4 GiB region instead of two of 2 GiB,
     // everything else its own.
     for &gap in &gaps {
-        let job = sequence(
-            "two-ior-runs",
-            vec![
-                ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?,
-                ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
-            ],
-            gap_of(gap),
-        )?;
-        let mut cluster = base_cluster(rc);
-        cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
-        cluster.regions = 1;
         tasks.push(Task {
-            cluster,
+            cluster: limited(1),
             system: System::SsdupPlus,
-            jobs: vec![job],
+            jobs: vec![two_runs(gap)?],
         });
     }
     // Trace: the first run alone, to see what it leaves in the SSD.
     let run1_systems = [System::BurstBuffer, System::SsdupPlus];
     for system in run1_systems {
-        let mut cluster = base_cluster(rc);
-        cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
         tasks.push(Task {
-            cluster,
+            cluster: limited(regions),
             system,
             jobs: vec![ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?],
         });
@@ -253,12 +236,10 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
     let (results, rest) = results.split_at(gaps.len() * systems.len());
     let (one_region, run1_alone) = rest.split_at(gaps.len());
     let region_mib = |system: System| {
-        let cluster = base_cluster(rc);
-        let per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
         let regions = if system == System::BurstBuffer {
             1
         } else {
-            cluster.regions
+            regions
         };
         (per_server / u64::from(regions)) as f64 / (1024.0 * 1024.0)
     };

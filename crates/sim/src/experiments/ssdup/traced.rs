@@ -501,34 +501,11 @@ pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             rows,
         }, Table {
             title: "The detector's streams (all I/O nodes)".into(),
-            headers: [
-                "region",
-                "run",
-                "mean stream random %",
-                "lowest / highest",
-                "mean threshold",
-                "streams above 0.45",
-                "streams buffered",
-            ]
-            .map(String::from)
-            .to_vec(),
+            headers: with_stream_trace(&["region", "run"]),
             rows: trace_rows,
         }, Table {
             title: "Ablation: processes drifting apart (mean client overhead per request; default 0.2 ms)".into(),
-            headers: [
-                "region",
-                "client overhead",
-                "system",
-                "MB/s",
-                "to SSD",
-                "mean stream random %",
-                "lowest / highest",
-                "mean threshold",
-                "streams above 0.45",
-                "streams buffered",
-            ]
-            .map(String::from)
-            .to_vec(),
+            headers: with_stream_trace(&["region", "client overhead", "system", "MB/s", "to SSD"]),
             rows: drift_rows,
         }],
         plots: vec![bar_plot(

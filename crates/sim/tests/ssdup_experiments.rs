@@ -88,6 +88,7 @@ fn declared_figures_check_the_papers_claims() {
         "ssdup-table1",
         "liu-fig9",
         "lads-fig7",
+        "lads-fig9",
     ];
     for name in declared {
         let r = run(name);

@@ -340,99 +340,131 @@ enum Fig7Value {
 
 /// Fig. 9: throughput vs source and sink buffer sizes, 8 threads.
 pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
-    let sets = [("small", small_set(rc)), ("big", big_set(rc))];
-    let mut configs = Vec::new();
-    for (_, files) in &sets {
-        for &source in &BUFFERS_MIB {
-            for &sink in &BUFFERS_MIB {
-                let mut c = lads(files, 8, round_robin(), rc);
-                c.source.buffer_slots = source;
-                c.sink.buffer_slots = sink;
-                configs.push(c);
-            }
-        }
-    }
-    let results = run_all(&configs, rc)?;
-    let per_set = BUFFERS_MIB.len() * BUFFERS_MIB.len();
-    let mut tables = Vec::new();
-    let mut plots = Vec::new();
-    let mut headline = Vec::new();
+    use Fig9Claim::{LargerSource, SmallSink};
+    let (small, big) = (small_set(rc), big_set(rc));
+    let sets = ["small", "big"];
     let (smallest, largest) = (BUFFERS_MIB[0], BUFFERS_MIB[BUFFERS_MIB.len() - 1]);
-    for (si, (name, _)) in sets.iter().enumerate() {
-        let at = |source: u32, sink: u32| {
-            let i = BUFFERS_MIB.iter().position(|&b| b == source).unwrap_or(0);
-            let j = BUFFERS_MIB.iter().position(|&b| b == sink).unwrap_or(0);
-            mb_s(results[si * per_set + i * BUFFERS_MIB.len() + j].throughput_mb_s())
-        };
-        headline.push(Finding::new(
-            format!("{name} set, source {largest} MiB: sink {smallest} / {largest} MiB (MB/s)"),
-            "a few MB at the sink reach the maximum",
-            format!("{} / {}", at(largest, smallest), at(largest, largest)),
-        ));
-        headline.push(Finding::new(
-            format!("{name} set, sink {largest} MiB: source {smallest} / {largest} MiB (MB/s)"),
-            "a larger source buffer is faster",
-            format!("{} / {}", at(smallest, largest), at(largest, largest)),
-        ));
-        let mut rows = Vec::new();
-        let mut series: Vec<Series> = BUFFERS_MIB
+    // The paper's words (no numbers in its text), per set.
+    let paper = Paper {
+        source: "seed 003 Fig. 9 and its text",
+        values: sets
             .iter()
-            .map(|s| Series {
-                name: format!("sink {s} MiB"),
-                points: Vec::new(),
+            .flat_map(|&set| {
+                [
+                    ((set, SmallSink), "a few MB at the sink reach the maximum"),
+                    ((set, LargerSource), "a larger source buffer is faster"),
+                ]
             })
-            .collect();
-        for (i, &source) in BUFFERS_MIB.iter().enumerate() {
-            let mut row = vec![format!("{source} MiB")];
-            for (j, s) in series.iter_mut().enumerate() {
-                let r = &results[si * per_set + i * BUFFERS_MIB.len() + j];
-                row.push(mb_s(r.throughput_mb_s()));
-                s.points.push((f64::from(source), r.throughput_mb_s()));
-            }
-            rows.push(row);
-        }
-        let mut headers = vec!["source buffer".to_string()];
-        headers.extend(BUFFERS_MIB.iter().map(|s| format!("sink {s} MiB")));
-        tables.push(Table {
-            title: format!("{name} set: throughput (MB/s), source buffer × sink buffer"),
-            headers,
-            rows,
-        });
-        plots.push(log2_line_plot(
-            &format!("{}-{name}", FIG9.name),
-            &format!("LADS Fig. 9: buffer sizes, {name} set"),
-            "source RMA buffer (MiB)",
-            "throughput (MB/s)",
-            series,
-        ));
-    }
-    Ok(Report {
-        experiment: FIG9.name.into(),
-        title: "LADS Fig. 9: throughput vs source and sink RMA buffer sizes, 8 threads".into(),
-        headline,
-        paper:
-            "A few MB of buffer at the sink reach the maximum rate (buffered writes are fast); a \
-                larger source buffer improves throughput (direct reads are the bottleneck and more \
-                slots let more threads read in parallel); on the big set a small sink buffer was \
-                sometimes a bottleneck, never on the small set. No numbers in the text."
-                .into(),
-        parameters: parameters(
+            .collect(),
+    };
+    // Throughput with `source` and `sink` buffers (MiB) on `set`.
+    let tput = |r: &Sweep<u32, (&str, u32), TransferResult>, set: &str, source: u32, sink: u32| {
+        r.at(&sink, &(set, source)).throughput_mb_s()
+    };
+    let mut figure = Figure::new(
+        "LADS Fig. 9: throughput vs source and sink RMA buffer sizes, 8 threads",
+        "A few MB of buffer at the sink reach the maximum rate (buffered writes are fast); a \
+         larger source buffer improves throughput (direct reads are the bottleneck and more \
+         slots let more threads read in parallel); on the big set a small sink buffer was \
+         sometimes a bottleneck, never on the small set. No numbers in the text.",
+        parameters(
             rc,
             &[
-                ("small set", set_size(&sets[0].1)),
-                ("big set", set_size(&sets[1].1)),
+                ("small set", set_size(&small)),
+                ("big set", set_size(&big)),
                 (
                     "buffers",
                     "1, 4, 16, 64, 256 MiB at each end (1 MiB slots)".into(),
                 ),
             ],
         ),
-        tables,
-        plots,
-        notes: Vec::new(),
-        events: events(&results),
-        checks: Vec::new(),
+        BUFFERS_MIB.to_vec(),
+        sets.iter()
+            .flat_map(|&set| BUFFERS_MIB.map(|source| (set, source)))
+            .collect(),
+        |&sink, &(set, source)| {
+            let files = if set == "small" { &small } else { &big };
+            let mut c = lads(files, 8, round_robin(), rc);
+            c.source.buffer_slots = source;
+            c.sink.buffer_slots = sink;
+            Ok(c)
+        },
+    )
+    .paper_findings(
+        &paper,
+        |_| true,
+        move |&(set, claim)| match claim {
+            SmallSink => {
+                format!("{set} set, source {largest} MiB: sink {smallest} / {largest} MiB (MB/s)")
+            }
+            LargerSource => {
+                format!("{set} set, sink {largest} MiB: source {smallest} / {largest} MiB (MB/s)")
+            }
+        },
+        |v| v.to_string(),
+        move |r, &(set, claim)| {
+            let (source, sink) = match claim {
+                SmallSink => ((largest, smallest), (largest, largest)),
+                LargerSource => ((smallest, largest), (largest, largest)),
+            };
+            format!(
+                "{} / {}",
+                mb_s(tput(r, set, source.0, source.1)),
+                mb_s(tput(r, set, sink.0, sink.1))
+            )
+        },
+    )
+    .claim("a larger source buffer is faster, on both sets", move |r| {
+        sets.iter()
+            .all(|set| tput(r, set, largest, largest) > tput(r, set, smallest, largest))
     })
+    .claim(
+        "on the small set, a 4 MiB sink buffer reaches 95% of the largest one's throughput",
+        move |r| tput(r, "small", largest, 4) >= 0.95 * tput(r, "small", largest, largest),
+    );
+    for set in sets {
+        figure = figure
+            .table(
+                format!("{set} set: throughput (MB/s), source buffer × sink buffer"),
+                BUFFERS_MIB.to_vec(),
+                |t| {
+                    let t = t.col("source buffer", |_, source: &u32| format!("{source} MiB"));
+                    BUFFERS_MIB.iter().fold(t, |t, &sink| {
+                        t.col(format!("sink {sink} MiB"), move |r, &source| {
+                            mb_s(tput(r, set, source, sink))
+                        })
+                    })
+                },
+            )
+            .plot(
+                log2_line_plot(
+                    set,
+                    &format!("LADS Fig. 9: buffer sizes, {set} set"),
+                    "source RMA buffer (MiB)",
+                    "throughput (MB/s)",
+                    Vec::new(),
+                ),
+                |s| {
+                    BUFFERS_MIB.iter().fold(s, |s, &sink| {
+                        s.line(
+                            format!("sink {sink} MiB"),
+                            BUFFERS_MIB.to_vec(),
+                            move |r, &source| (f64::from(source), tput(r, set, source, sink)),
+                        )
+                    })
+                },
+            );
+    }
+    figure.report(FIG9.name, rc)
+}
+
+/// Which of Fig. 9's statements a paper value is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fig9Claim {
+    /// A small sink buffer reaches the maximum.
+    SmallSink,
+    /// A larger source buffer is faster.
+    LargerSource,
 }
 
 /// Fig. 10's (T, M) settings: RR, then CA with (T ms, M).

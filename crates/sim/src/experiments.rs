@@ -21,7 +21,7 @@
 //!   claims, and the tables, plots and headline read from the results by
 //!   (system, x). `Figure::report` runs it and builds the report, which
 //!   also lists each claim with whether this run bears it out. SSDUP+
-//!   Fig. 2, 9, 14 and Table 1, LiU Fig. 9 and LADS Fig. 7 and 9 are
+//!   Fig. 2, 9, 14 and Table 1, every LiU experiment and LADS Fig. 7 and 9 are
 //!   declarations; the others, whose runs are not one grid (ablations and
 //!   traces beside the figure, phases, bisections), build their task
 //!   lists and tables themselves on the same runner. `docs/simulator.md`

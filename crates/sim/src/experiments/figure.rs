@@ -6,10 +6,16 @@
 //! [`run_all`]), results looked up by (system, x) ([`Sweep::at`]), and a
 //! [`Report`].
 //!
-//! The pieces a declaration is made of are small builders that take
-//! closures over the looked-up results: [`column`] and [`table`],
-//! [`per_system`] and [`line`] series for a [`PlotSpec`], [`Paper::findings`]
-//! for the headline, [`Claim`] for an ordering the paper states.
+//! A declaration is [`Figure::new`] (title, what the paper says,
+//! parameters, systems, xs, the task of one run) followed by what is read
+//! from the results, each a closure over the results looked up by
+//! (system, x): [`Figure::headline`] or [`Figure::paper_findings`] (the
+//! paper's values, keyed, with their source, beside the simulator's),
+//! [`Figure::claim`] (an ordering or trend the paper states, checked on
+//! the run), [`Figure::table`] (row keys and [`Columns::col`]),
+//! [`Figure::plot`] ([`SeriesList::per_system`], [`SeriesList::line`]) and
+//! [`Figure::note`] or [`Figure::note_from`]. `docs/simulator.md` shows a
+//! whole declaration.
 
 use std::fmt::Debug;
 
@@ -183,7 +189,7 @@ pub(crate) struct Figure<'a, S, X, T: Simulation> {
     /// Each plot's frame (title, axes, kind; `file_stem` is the part
     /// after the experiment's name) and its series.
     plots: Vec<PlotFill<'a, Results<S, X, T>>>,
-    notes: Vec<String>,
+    notes: Vec<Fill<'a, Results<S, X, T>, String>>,
     /// Where the paper's values in the headline are from.
     sources: Vec<&'static str>,
 }
@@ -233,27 +239,50 @@ where
     }
 
     /// One headline finding per value of `paper` whose key `pick` accepts,
-    /// in the paper's order (and the paper's source in the parameters): `what` names it, `shown` formats the paper's
-    /// value, `sim` reads the simulator's side from the results.
+    /// in the paper's order (and the paper's source in the parameters):
+    /// `what` names it, `shown` formats the paper's value, `sim` reads the
+    /// simulator's side from the results.
     pub(crate) fn paper_findings<K, V>(
-        mut self,
+        self,
         paper: &'a Paper<K, V>,
         pick: impl Fn(&K) -> bool + 'a,
         what: impl Fn(&K) -> String + 'a,
         shown: impl Fn(&V) -> String + 'a,
         sim: impl Fn(&Results<S, X, T>, &K) -> String + 'a,
     ) -> Self {
-        if !self.sources.contains(&paper.source) {
-            self.sources.push(paper.source);
-        }
+        self.paper_headline(paper, move |r, k, v| {
+            if pick(k) {
+                vec![Finding::new(what(k), shown(v), sim(r, k))]
+            } else {
+                Vec::new()
+            }
+        })
+    }
+
+    /// The findings `findings` reads for each value of `paper`, in the
+    /// paper's order (and the paper's source in the parameters): for a
+    /// value the paper gives more than one finding of.
+    pub(crate) fn paper_headline<K, V>(
+        mut self,
+        paper: &'a Paper<K, V>,
+        findings: impl Fn(&Results<S, X, T>, &K, &V) -> Vec<Finding> + 'a,
+    ) -> Self {
+        self.cite(paper);
         self.headline(move |r| {
             paper
                 .values
                 .iter()
-                .filter(|(k, _)| pick(k))
-                .map(|(k, v)| Finding::new(what(k), shown(v), sim(r, k)))
+                .flat_map(|(k, v)| findings(r, k, v))
                 .collect()
         })
+    }
+
+    /// Names `paper`'s source in the parameters, for paper values a table
+    /// shows but the headline does not.
+    pub(crate) fn cite<K, V>(&mut self, paper: &Paper<K, V>) {
+        if !self.sources.contains(&paper.source) {
+            self.sources.push(paper.source);
+        }
     }
 
     /// A claim of the paper, checked on the results.
@@ -306,8 +335,14 @@ where
     }
 
     /// A note under the tables.
-    pub(crate) fn note(mut self, note: impl Into<String>) -> Self {
-        self.notes.push(note.into());
+    pub(crate) fn note(self, note: impl Into<String>) -> Self {
+        let note = note.into();
+        self.note_from(move |_| note.clone())
+    }
+
+    /// A note read from the results.
+    pub(crate) fn note_from(mut self, note: impl Fn(&Results<S, X, T>) -> String + 'a) -> Self {
+        self.notes.push(Box::new(note));
         self
     }
 
@@ -348,7 +383,7 @@ where
                     ..frame.clone()
                 })
                 .collect(),
-            notes: self.notes,
+            notes: self.notes.iter().map(|n| n(&sweep)).collect(),
             events: events(&sweep.outs),
             checks: self
                 .claims

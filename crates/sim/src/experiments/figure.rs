@@ -396,3 +396,117 @@ where
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::line_plot;
+    use crate::experiments::runner::Outcome;
+
+    /// A simulation that squares its input.
+    struct Square(u32);
+
+    struct Squared(u32);
+
+    impl Outcome for Squared {
+        fn events(&self) -> u64 {
+            1
+        }
+    }
+
+    impl Simulation for Square {
+        type Out = Squared;
+
+        fn run(&self) -> Result<Squared, SimError> {
+            Ok(Squared(self.0 * self.0))
+        }
+    }
+
+    #[test]
+    fn results_are_read_by_system_and_x_into_the_declared_report() {
+        let paper = Paper {
+            source: "seed 000 Fig. 0",
+            values: vec![(("b", 3), 90.0)],
+        };
+        let report = Figure::new(
+            "T",
+            "P",
+            Vec::new(),
+            vec!["a", "b"],
+            vec![2u32, 3],
+            |&s, &x| Ok(Square(if s == "a" { x } else { 10 * x })),
+        )
+        .paper_findings(
+            &paper,
+            |_| true,
+            |(s, x)| format!("{s} at {x}"),
+            |v| format!("{v}"),
+            |r, (s, x)| r.at(s, x).0.to_string(),
+        )
+        .claim("b above a at every x", |r| {
+            r.xs().iter().all(|x| r.at(&"b", x).0 > r.at(&"a", x).0)
+        })
+        .claim("a above b at some x", |r| {
+            r.xs().iter().any(|x| r.at(&"a", x).0 > r.at(&"b", x).0)
+        })
+        .table("t", vec![3u32, 2], |t| {
+            t.col("x", |_, x: &u32| x.to_string())
+                .col("a", |r, x| r.at(&"a", x).0.to_string())
+                .col("b", |r, x| r.at(&"b", x).0.to_string())
+        })
+        .plot(line_plot("lines", "L", "x", "y", Vec::new()), |s| {
+            s.per_system(
+                &["b"],
+                |s| s.to_string(),
+                |_, &x| f64::from(x),
+                |o| f64::from(o.0),
+            )
+        })
+        .note_from(|r| format!("a at 2: {}", r.at(&"a", &2).0))
+        .report("demo-fig0", &RunConfig::new(1.0, 1))
+        .unwrap();
+        assert_eq!(report.experiment, "demo-fig0");
+        assert_eq!(report.headline, vec![Finding::new("b at 3", "90", "900")]);
+        assert_eq!(
+            report.checks,
+            vec![
+                Check {
+                    claim: "b above a at every x".into(),
+                    holds: true
+                },
+                Check {
+                    claim: "a above b at some x".into(),
+                    holds: false
+                },
+            ]
+        );
+        assert_eq!(
+            report.parameters,
+            vec![("paper's values".to_string(), "seed 000 Fig. 0".to_string())]
+        );
+        assert_eq!(report.tables[0].headers, ["x", "a", "b"]);
+        assert_eq!(
+            report.tables[0].rows,
+            [["3", "9", "900"], ["2", "4", "400"]]
+        );
+        assert_eq!(report.plots[0].file_stem, "demo-fig0-lines");
+        assert_eq!(report.plots[0].series[0].name, "b");
+        assert_eq!(
+            report.plots[0].series[0].points,
+            [(2.0, 400.0), (3.0, 900.0)]
+        );
+        assert_eq!(report.notes, ["a at 2: 4"]);
+        assert_eq!(report.events, 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "no run of")]
+    fn asking_for_an_undeclared_run_is_a_bug() {
+        let sweep = Sweep {
+            systems: vec!["a"],
+            xs: vec![1u32],
+            outs: vec![Squared(1)],
+        };
+        let _ = sweep.at(&"b", &1);
+    }
+}

@@ -119,3 +119,52 @@ pub(crate) fn run_all<T: Simulation>(tasks: &[T], rc: &RunConfig) -> Result<Vec<
 pub(crate) fn events<O: Outcome>(results: &[O]) -> u64 {
     results.iter().map(Outcome::events).sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::experiments::RunProgress;
+
+    /// Fails on an odd input above 10; otherwise doubles it.
+    struct Double(u64);
+
+    impl Outcome for u64 {
+        fn events(&self) -> u64 {
+            *self
+        }
+    }
+
+    impl Simulation for Double {
+        type Out = u64;
+
+        fn run(&self) -> Result<u64, SimError> {
+            if self.0 > 10 && self.0 % 2 == 1 {
+                return Err(SimError(format!("odd {}", self.0)));
+            }
+            Ok(self.0 * 2)
+        }
+    }
+
+    #[test]
+    fn results_come_in_input_order_and_are_counted() {
+        let progress = Arc::new(RunProgress::default());
+        let rc = RunConfig {
+            progress: Some(Arc::clone(&progress)),
+            ..RunConfig::new(1.0, 1)
+        };
+        let tasks: Vec<Double> = (0..10).rev().map(Double).collect();
+        let out = run_all(&tasks, &rc).unwrap();
+        assert_eq!(out, (0..10).rev().map(|i| i * 2).collect::<Vec<u64>>());
+        assert_eq!(events(&out), 90);
+        assert_eq!(progress.runs(), (10, 10));
+    }
+
+    #[test]
+    fn the_first_error_in_input_order_is_returned() {
+        let tasks: Vec<Double> = [2, 13, 4, 11].into_iter().map(Double).collect();
+        let err = run_all(&tasks, &RunConfig::new(1.0, 1)).unwrap_err();
+        assert_eq!(err.0, "odd 13");
+    }
+}

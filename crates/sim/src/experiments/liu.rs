@@ -335,26 +335,20 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
         },
     )
     .table("Throughput (MB/s), 14 processes", names.clone(), |t| {
-        t.col("benchmark", |_, name: &&str| name.to_string())
-            .col("PVFS2 read", move |r, name| {
-                mb_s(pass(r, Run::Pvfs2, name, Read))
-            })
-            .col("LiU read", move |r, name| {
-                mb_s(pass(r, Run::Liu, name, Read))
-            })
-            .col("read ratio", move |r, name| ratio(r, name, Read))
-            .col("paper read", move |_, name| {
-                paper_of(name, Read).to_string()
-            })
-            .col("PVFS2 write", move |r, name| {
-                mb_s(pass(r, Run::Pvfs2, name, Write))
-            })
-            .col("LiU write", move |r, name| {
-                mb_s(pass(r, Run::Liu, name, Write))
-            })
-            .col("write ratio", move |r, name| ratio(r, name, Write))
-            .col("paper write", move |_, name| {
-                paper_of(name, Write).to_string()
+        let t = t.col("benchmark", |_, name: &&str| name.to_string());
+        [(Read, "read"), (Write, "write")]
+            .into_iter()
+            .fold(t, |t, (p, word)| {
+                t.col(format!("PVFS2 {word}"), move |r, name| {
+                    mb_s(pass(r, Run::Pvfs2, name, p))
+                })
+                .col(format!("LiU {word}"), move |r, name| {
+                    mb_s(pass(r, Run::Liu, name, p))
+                })
+                .col(format!("{word} ratio"), move |r, name| ratio(r, name, p))
+                .col(format!("paper {word}"), move |_, name| {
+                    paper_of(name, p).to_string()
+                })
             })
     })
     .plot(

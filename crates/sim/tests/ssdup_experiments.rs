@@ -84,6 +84,7 @@ fn declared_figures_check_the_papers_claims() {
     let declared = [
         "ssdup-fig2",
         "ssdup-fig9",
+        "ssdup-fig10",
         "ssdup-fig14",
         "ssdup-table1",
         "liu-fig4",

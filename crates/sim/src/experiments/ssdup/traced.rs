@@ -2,10 +2,12 @@
 //! what moves them: Fig. 5/6 (random percentage after sorting, processes
 //! drifting apart), Fig. 10 (HDD queue depth, each set's throughput, a
 //! stream as long as the queue) and Fig. 13 (HPIO, each instance alone,
-//! drifting processes). Their runs are not one systems × xs grid, so they
-//! build their tasks and tables themselves, on the shared runner.
+//! drifting processes). Fig. 10 is declared (its ablation is one more
+//! system); Fig. 5/6 and 13 are not one systems × xs grid, so they build
+//! their tasks and tables themselves, on the shared runner.
 
 use super::*;
+use crate::experiments::figure::{Figure, Paper};
 
 pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     // (a) 16 processes per pattern, plus the mixed load of two instances.
@@ -187,178 +189,183 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     })
 }
 
+/// Fig. 10: HDD scheduler queue depth 32 / 128 / 512, 32 processes, and
+/// SSDUP+ with its stream as long as the queue.
 pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
-    let depths = [32u32, 128, 512];
-    let mut tasks = Vec::new();
+    use System::{Baseline, SluiceCost, SsdupPlus};
+    let depths = vec![32u32, 128, 512];
+    // The systems, and SSDUP+ again with its stream as long as the queue
+    // (the paper "adjusted the length of the request stream" with the
+    // queue size, §2.3.1 and §3.2.2): (system, stream = queue depth).
+    let runs = [
+        (Baseline, false),
+        (SsdupPlus, false),
+        (SluiceCost, false),
+        (SsdupPlus, true),
+    ];
+    // OrangeFS's throughput (MB/s) and SSDUP+'s gain over it (%).
+    let paper = Paper {
+        source: "seed 002 Fig. 10 and its text",
+        values: vec![
+            ((Baseline, 32), 124.0),
+            ((SsdupPlus, 32), 59.7),
+            ((SsdupPlus, 128), 41.5),
+            ((Baseline, 512), 179.0),
+            ((SsdupPlus, 512), 12.3),
+        ],
+    };
     let job = three_sets(32, rc)?;
-    for &depth in &depths {
-        for system in [System::Baseline, System::SsdupPlus, System::SluiceCost] {
-            let mut cluster = base_cluster(rc);
-            cluster.hdd.queue_depth = depth;
-            tasks.push(Task {
-                cluster,
-                system,
-                jobs: vec![job.clone()],
-            });
-        }
-    }
-    // Ablation: SSDUP+ with its stream as long as the queue (the paper
-    // "adjusted the length of the request stream" with the queue size,
-    // §2.3.1 and §3.2.2).
-    for &depth in &depths {
-        let mut cluster = base_cluster(rc);
-        cluster.hdd.queue_depth = depth;
-        cluster.stream_len = depth;
-        tasks.push(Task {
-            cluster,
-            system: System::SsdupPlus,
-            jobs: vec![job.clone()],
-        });
-    }
-    let results = run_all(&tasks, rc)?;
-    let (results, stream_len_runs) = results.split_at(3 * depths.len());
-    // Trace: each of the three sets' own throughput (the barriers between
-    // them end the first two).
+    // Each set's bytes, MB: the barriers between the sets end the first two.
     let set_mb = [
         ior(IorPattern::SegmentedContiguous, 1, 32, 16 * GIB, rc)?.bytes_written(),
         ior(IorPattern::Strided, 2, 32, 16 * GIB, rc)?.bytes_written(),
         ior(IorPattern::SegmentedRandom, 3, 32, 8 * GIB, rc)?.bytes_written(),
     ]
     .map(|b| b as f64 / 1e6);
-    let per_set = |r: &RunResult| -> Vec<String> {
+    let per_set = move |r: &RunResult, k: usize| {
         let job = &r.jobs[0];
         let mut bounds = vec![job.start_ns];
         bounds.extend(job.barriers.iter().map(|m| m.ns));
         bounds.truncate(3);
         bounds.push(job.end_ns);
-        (0..3)
-            .map(|k| mb_s(set_mb[k] / (bounds[k + 1].saturating_sub(bounds[k]) as f64 / 1e9)))
-            .collect()
+        mb_s(set_mb[k] / (bounds[k + 1].saturating_sub(bounds[k]) as f64 / 1e9))
     };
-    let mut trace_rows = Vec::new();
-    for (i, &depth) in depths.iter().enumerate() {
-        for (name, r) in [
-            ("OrangeFS", &results[i * 3]),
-            ("SSDUP+", &results[i * 3 + 1]),
-            ("SSDUP+, stream = queue depth", &stream_len_runs[i]),
-        ] {
-            let mut row = vec![depth.to_string(), name.to_string()];
-            row.extend(per_set(r));
-            row.push(mb_s(r.jobs[0].throughput_mb_s()));
-            row.push(pct(r.fast_fraction()));
-            trace_rows.push(row);
-        }
+    type R = Sweep<(System, bool), u32, RunResult>;
+    /// `system`'s run (its own stream length) at `depth`.
+    fn run<'r>(r: &'r R, system: System, depth: &u32) -> &'r RunResult {
+        r.at(&(system, false), depth)
     }
-    let paper = [(59.7, Some(124.0)), (41.5, None), (12.3, Some(179.0))];
-    let mut rows = Vec::new();
-    let mut base = Vec::new();
-    let mut plus = Vec::new();
-    let mut ours = Vec::new();
-    let mut headline = Vec::new();
-    for (i, &depth) in depths.iter().enumerate() {
-        let b = results[i * 3].jobs[0].throughput_mb_s();
-        let p = results[i * 3 + 1].jobs[0].throughput_mb_s();
-        let c = results[i * 3 + 2].jobs[0].throughput_mb_s();
-        base.push((i as f64, b));
-        plus.push((i as f64, p));
-        ours.push((i as f64, c));
-        if let Some(paper_b) = paper[i].1 {
-            headline.push(Finding::new(
-                format!("OrangeFS, queue depth {depth} (MB/s)"),
-                format!("{paper_b}"),
-                mb_s(b),
-            ));
-        }
-        headline.push(Finding::new(
-            format!("SSDUP+ gain over OrangeFS, queue depth {depth}"),
-            format!("{}%", paper[i].0),
-            pct(p / b - 1.0),
-        ));
-        rows.push(vec![
-            depth.to_string(),
-            mb_s(b),
-            paper_or_dash(paper[i].1),
-            mb_s(p),
-            pct(results[i * 3 + 1].fast_fraction()),
-            pct(p / b - 1.0),
-            format!("{}%", paper[i].0),
-            mb_s(c),
-            pct(results[i * 3 + 2].fast_fraction()),
-            pct(c / b - 1.0),
-        ]);
-    }
-    Ok(Report {
-        experiment: FIG10.name.into(),
-        title: "Fig. 10: HDD scheduler queue depth, 32 processes".into(),
-        headline,
-        paper: "SSDUP+ improves on OrangeFS by 59.7%, 41.5% and 12.3% with queue depths 32, 128 and 512; \
-                OrangeFS reaches 124 MB/s at depth 32 and 179 MB/s at 512 (per I/O node in the paper's \
-                figure)."
-            .into(),
-        parameters: parameters(
+    let tput =
+        move |r: &R, system: System, depth: &u32| run(r, system, depth).jobs[0].throughput_mb_s();
+    let gain = move |r: &R, system: System, depth: &u32| {
+        tput(r, system, depth) / tput(r, Baseline, depth) - 1.0
+    };
+    let trace_rows: Vec<(u32, &str, (System, bool))> = depths
+        .iter()
+        .flat_map(|&d| {
+            [
+                (d, "OrangeFS", (Baseline, false)),
+                (d, "SSDUP+", (SsdupPlus, false)),
+                (d, "SSDUP+, stream = queue depth", (SsdupPlus, true)),
+            ]
+        })
+        .collect();
+    Figure::new(
+        "Fig. 10: HDD scheduler queue depth, 32 processes",
+        "SSDUP+ improves on OrangeFS by 59.7%, 41.5% and 12.3% with queue depths 32, 128 and 512; \
+         OrangeFS reaches 124 MB/s at depth 32 and 179 MB/s at 512 (per I/O node in the paper's \
+         figure).",
+        parameters(
             rc,
             &[
                 ("workload", "Fig. 9's three sets, 32 processes".into()),
                 sluice_parameter(&base_cluster(rc)),
             ],
         ),
-        tables: vec![Table {
-            title: "Aggregate throughput (MB/s)".into(),
-            headers: [
-                "queue depth",
-                "OrangeFS",
-                "paper OrangeFS",
-                "SSDUP+",
-                "SSDUP+ to SSD",
-                "SSDUP+ gain",
-                "paper gain",
-                "sluice",
-                "sluice to SSD",
-                "sluice gain",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }, Table {
-            title: "Trace: each set's throughput (MB/s), and SSDUP+ with a stream as long as the queue".into(),
-            headers: [
-                "depth",
-                "run",
-                "segmented-contiguous",
-                "strided",
-                "segmented-random",
-                "all",
-                "to SSD",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows: trace_rows,
-        }],
-        plots: vec![bar_plot(
-            &format!("{}-queue-depth", FIG10.name),
+        runs.to_vec(),
+        depths.clone(),
+        |&(system, stream_is_depth), &depth| {
+            let mut cluster = base_cluster(rc);
+            cluster.hdd.queue_depth = depth;
+            if stream_is_depth {
+                cluster.stream_len = depth;
+            }
+            Ok(Task {
+                cluster,
+                system,
+                jobs: vec![job.clone()],
+            })
+        },
+    )
+    // The paper's values are OrangeFS's throughput and SSDUP+'s gain.
+    .paper_headline(&paper, move |r, (system, depth), v| {
+        vec![match system {
+            Baseline => Finding::new(
+                format!("OrangeFS, queue depth {depth} (MB/s)"),
+                format!("{v}"),
+                mb_s(tput(r, Baseline, depth)),
+            ),
+            _ => Finding::new(
+                format!("SSDUP+ gain over OrangeFS, queue depth {depth}"),
+                format!("{v}%"),
+                pct(gain(r, SsdupPlus, depth)),
+            ),
+        }]
+    })
+    .claim("SSDUP+ above OrangeFS at every queue depth", move |r| {
+        r.xs().iter().all(|d| gain(r, SsdupPlus, d) > 0.0)
+    })
+    .claim(
+        "SSDUP+'s gain shrinks as the queue deepens (32 > 128 > 512)",
+        move |r| {
+            let g = |d| gain(r, SsdupPlus, &d);
+            g(32) > g(128) && g(128) > g(512)
+        },
+    )
+    .claim(
+        "OrangeFS is faster with a 512-deep queue than a 32-deep one",
+        move |r| tput(r, Baseline, &512) > tput(r, Baseline, &32),
+    )
+    .table("Aggregate throughput (MB/s)", depths.clone(), |t| {
+        t.col("queue depth", |_, d: &u32| d.to_string())
+            .col("OrangeFS", move |r, d| mb_s(tput(r, Baseline, d)))
+            .col("paper OrangeFS", |_, &d| {
+                paper_or_dash(paper.get(&(Baseline, d)).copied())
+            })
+            .col("SSDUP+", move |r, d| mb_s(tput(r, SsdupPlus, d)))
+            .col("SSDUP+ to SSD", move |r, d| {
+                pct(run(r, SsdupPlus, d).fast_fraction())
+            })
+            .col("SSDUP+ gain", move |r, d| pct(gain(r, SsdupPlus, d)))
+            .col("paper gain", |_, &d| {
+                format!("{}%", paper_or_dash(paper.get(&(SsdupPlus, d)).copied()))
+            })
+            .col("sluice", move |r, d| mb_s(tput(r, SluiceCost, d)))
+            .col("sluice to SSD", move |r, d| {
+                pct(run(r, SluiceCost, d).fast_fraction())
+            })
+            .col("sluice gain", move |r, d| pct(gain(r, SluiceCost, d)))
+    })
+    .table(
+        "Trace: each set's throughput (MB/s), and SSDUP+ with a stream as long as the queue",
+        trace_rows,
+        |t| {
+            let t = t
+                .col("depth", |_, (d, _, _): &(u32, &str, (System, bool))| {
+                    d.to_string()
+                })
+                .col("run", |_, (_, name, _)| name.to_string());
+            ["segmented-contiguous", "strided", "segmented-random"]
+                .into_iter()
+                .enumerate()
+                .fold(t, |t, (k, set)| {
+                    t.col(set, move |r, (d, _, run)| per_set(r.at(run, d), k))
+                })
+                .col("all", |r, (d, _, run)| {
+                    mb_s(r.at(run, d).jobs[0].throughput_mb_s())
+                })
+                .col("to SSD", |r, (d, _, run)| pct(r.at(run, d).fast_fraction()))
+        },
+    )
+    .plot(
+        bar_plot(
+            "queue-depth",
             "Throughput vs HDD queue depth",
             "HDD scheduler queue depth (requests)",
             "throughput (MB/s)",
             depths.iter().map(|d| d.to_string()).collect(),
-            vec![
-                Series {
-                    name: "OrangeFS".into(),
-                    points: base,
-                },
-                Series {
-                    name: "SSDUP+".into(),
-                    points: plus,
-                },
-                Series {
-                    name: System::SluiceCost.name().into(),
-                    points: ours,
-                },
-            ],
-        )],
-        notes: Vec::new(),
-        events: events(results),
-        checks: Vec::new(),
-    })
+            Vec::new(),
+        ),
+        |s| {
+            s.per_system(
+                &runs[..3],
+                |(system, _)| system.name().into(),
+                |i, _| i as f64,
+                |r| r.jobs[0].throughput_mb_s(),
+            )
+        },
+    )
+    .report(FIG10.name, rc)
 }
 
 pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {

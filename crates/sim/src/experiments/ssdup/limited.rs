@@ -63,6 +63,8 @@ pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
         });
     }
     let results = run_all(&tasks, rc)?;
+    // Every run of the experiment, ablations and traces included.
+    let all_events = events(&results);
     let (results, ablated) = results.split_at(2 * systems.len());
     let ablation_row = |name: &str, r: &RunResult| {
         let mut row = vec![
@@ -173,7 +175,7 @@ pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
             series,
         )],
         notes: Vec::new(),
-        events: events(results),
+        events: all_events,
         checks: Vec::new(),
     })
 }
@@ -233,6 +235,8 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
         });
     }
     let results = run_all(&tasks, rc)?;
+    // Every run of the experiment, ablations and traces included.
+    let all_events = events(&results);
     let (results, rest) = results.split_at(gaps.len() * systems.len());
     let (one_region, run1_alone) = rest.split_at(gaps.len());
     let region_mib = |system: System| {
@@ -384,7 +388,7 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
             series,
         )],
         notes: Vec::new(),
-        events: events(results),
+        events: all_events,
         checks: Vec::new(),
     })
 }

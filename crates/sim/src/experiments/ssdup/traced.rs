@@ -50,6 +50,8 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     let results = run_all(&tasks, rc)?;
+    // Every run of the experiment, ablations and traces included.
+    let all_events = events(&results);
     let (results, drifted) = results.split_at(4 + procs.len());
     let drift_rows: Vec<Vec<String>> = procs
         .iter()
@@ -184,7 +186,7 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             ),
         ],
         notes: Vec::new(),
-        events: events(results),
+        events: all_events,
         checks: Vec::new(),
     })
 }
@@ -410,6 +412,8 @@ pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     let results = run_all(&tasks, rc)?;
+    // Every run of the experiment, ablations and traces included.
+    let all_events = events(&results);
     let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
     let systems = System::ALL.len();
     let per_size = systems + 2 + 2 * DRIFT_OVERHEADS.len();
@@ -524,7 +528,7 @@ pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
             tput,
         )],
         notes: Vec::new(),
-        events: events(&results),
+        events: all_events,
         checks: Vec::new(),
     })
 }

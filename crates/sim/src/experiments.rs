@@ -1,16 +1,34 @@
 //! The papers' evaluations as simulator experiments: the registry
-//! ([`EXPERIMENTS`], [`find`]), the run loop and the helpers they share.
-//! The SSDUP+ evaluation (seed 002 §2–3) is the `ssdup` submodule, LiU
-//! (seed 001) `liu`, BBOS (seed 004) `bbos`, LADS (seed 003) `lads`.
+//! ([`EXPERIMENTS`], [`find`]), the run configuration and the helpers they
+//! share. The SSDUP+ evaluation (seed 002 §2–3) is the `ssdup` submodule,
+//! LiU (seed 001) `liu`, BBOS (seed 004) `bbos`, LADS (seed 003) `lads`;
+//! each declares its experiments' registry entries ([`Experiment`] consts),
+//! so an experiment's name is written once.
 //!
-//! Each experiment builds its workloads with [`crate::workload`], runs them
-//! on the simulated cluster of [`crate::cluster`] under the systems it
-//! compares, and returns a [`Report`] with the paper's numbers beside the
-//! simulator's. `scale` multiplies every data size (1.0 = the paper's 16 GB
-//! files); process counts never change. Runs are independent and execute on
-//! up to two threads; results are collected in a fixed order, so the report
-//! is a pure function of `(scale, seed)`. A caller may watch how many runs
-//! have finished ([`RunProgress`]); the runs write it and never read it.
+//! Each experiment builds its simulations (cluster runs of
+//! [`crate::cluster`], checkpoint models of [`crate::checkpoint`], LADS
+//! transfers of [`crate::transfer`]) and returns a [`Report`] with the
+//! paper's numbers beside the simulator's. Two pieces serve them all:
+//!
+//! - `runner`: a `Simulation` is anything that runs to a result;
+//!   `run_all` runs a list of them on up to two threads and returns the
+//!   results in input order, so the report is a pure function of
+//!   `(scale, seed)`. A caller may watch how many runs have finished
+//!   ([`RunProgress`]); the runs write it and never read it.
+//! - `figure`: a figure of the common shape (systems × a swept x) is a
+//!   declaration, a `Figure`: the systems, the xs, the task of one
+//!   (system, x), the paper's values with their source, the paper's
+//!   claims, and the tables, plots and headline read from the results by
+//!   (system, x). `Figure::report` runs it and builds the report, which
+//!   also lists each claim with whether this run bears it out. SSDUP+
+//!   Fig. 2, 9, 10, 14 and Table 1, every LiU experiment and LADS Fig. 7
+//!   and 9 are declarations; the others, whose runs are not one grid
+//!   (ablations and traces beside the figure, bisections), build their
+//!   task lists and tables themselves on the same runner.
+//!   `docs/simulator.md` shows how to add a figure.
+//!
+//! `scale` multiplies every data size (1.0 = the paper's sizes); process
+//! counts never change.
 //!
 //! Wherever SSDUP+ runs, sluice's own policy (`cost`,
 //! [`System::SluiceCost`]) runs too, as one more column or series named
@@ -20,19 +38,18 @@
 //! Where the paper leaves a parameter open, the choice is stated in the
 //! experiment's parameters and in `docs/results/ssdup.md`.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_policy::redirector::RedirectPolicy;
 use sluice_policy::FileId;
 
-use crate::cluster::{cost_model, simulate, ClusterConfig, RunResult, SimError, System};
-use crate::output::{Finding, Plot, PlotKind, Report, Series, Table, XScale};
-use crate::workload::{Hpio, Ior, IorPattern, Job, MpiTileIo, TileDecomposition};
+use crate::cluster::{cost_model, ClusterConfig, RunResult, SimError, System};
+use crate::output::{Plot, PlotKind, Report, Series, XScale};
+use crate::workload::{Ior, IorPattern, Job};
 
 pub use ssdup::policy_cost_ns_per_request;
-use ssdup::*;
 
 const KIB: u64 = 1024;
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -103,134 +120,43 @@ pub struct Experiment {
     pub run: fn(&RunConfig) -> Result<Report, SimError>,
 }
 
-/// Every experiment, in the paper's order.
+/// Every experiment, in the paper's order. Each is declared once, in its
+/// paper's module, where its name and title live beside what it runs.
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment {
-        name: "ssdup-fig2",
-        title: "SSDUP+ Fig. 2: baseline throughput vs process count per IOR pattern",
-        run: fig2,
-    },
-    Experiment {
-        name: "ssdup-fig5",
-        title: "SSDUP+ Fig. 5/6: random percentage after sorting; strided percentage and throughput vs processes",
-        run: fig5,
-    },
-    Experiment {
-        name: "ssdup-fig9",
-        title: "SSDUP+ Fig. 9: throughput and data sent to SSD, 8-512 processes, large SSD",
-        run: fig9,
-    },
-    Experiment {
-        name: "ssdup-fig10",
-        title: "SSDUP+ Fig. 10: HDD scheduler queue depth 32 / 128 / 512",
-        run: fig10,
-    },
-    Experiment {
-        name: "ssdup-fig11",
-        title: "SSDUP+ Fig. 11: limited SSD, two concurrent IOR instances",
-        run: fig11,
-    },
-    Experiment {
-        name: "ssdup-fig12",
-        title: "SSDUP+ Fig. 12: two IOR runs separated by 0-30 s of compute, SSD = 50% of data",
-        run: fig12,
-    },
-    Experiment {
-        name: "ssdup-fig13",
-        title: "SSDUP+ Fig. 13: HPIO, contiguous + non-contiguous instances, region size 32-256 KiB",
-        run: fig13,
-    },
-    Experiment {
-        name: "ssdup-fig14",
-        title: "SSDUP+ Fig. 14: MPI-Tile-IO, 1-D + 2-D instances, 16-128 processes",
-        run: fig14,
-    },
-    Experiment {
-        name: "ssdup-table1",
-        title: "SSDUP+ Table 1: detector + index cost against run time",
-        run: table1,
-    },
-    Experiment {
-        name: "liu-fig4",
-        title: "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU",
-        run: liu::fig4,
-    },
-    Experiment {
-        name: "liu-table2",
-        title: "LiU Tables II/III: mpi-io-test alone and interfered (throughput, seek, latency)",
-        run: liu::table2,
-    },
-    Experiment {
-        name: "liu-fig8",
-        title: "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes",
-        run: liu::fig8,
-    },
-    Experiment {
-        name: "liu-fig9",
-        title: "LiU Fig. 9: buffer size 32-512 MiB",
-        run: liu::fig9,
-    },
-    Experiment {
-        name: "bbos-fig1",
-        title: "BBOS Fig. 1: static 90% threshold, checkpoint throughput over time at DWPP 1.3-1.9 S",
-        run: bbos::fig1,
-    },
-    Experiment {
-        name: "bbos-fig2",
-        title: "BBOS Fig. 2: static 90% threshold under Low/Med/High arrivals at 1.9 S",
-        run: bbos::fig2,
-    },
-    Experiment {
-        name: "bbos-fig5",
-        title: "BBOS Fig. 5: throughput and latency, DataWarp / MaxBW / MaxEff / BBOS",
-        run: bbos::fig5,
-    },
-    Experiment {
-        name: "bbos-utilisation",
-        title: "BBOS §VI-B: burst-buffer utilisation per scheme",
-        run: bbos::utilisation,
-    },
-    Experiment {
-        name: "bbos-fig7",
-        title: "BBOS Fig. 7: cold checkpoints straight to the capacity tier",
-        run: bbos::fig7,
-    },
-    Experiment {
-        name: "bbos-fig8",
-        title: "BBOS Fig. 8: restart hit ratio, BBOS vs LRU vs FIFO",
-        run: bbos::fig8,
-    },
-    Experiment {
-        name: "bbos-fig9",
-        title: "BBOS Fig. 9: version-aware eviction",
-        run: bbos::fig9,
-    },
-    Experiment {
-        name: "lads-fig7",
-        title: "LADS Fig. 7: throughput vs I/O threads, object (LADS) vs file (bbcp), small and big sets",
-        run: lads::fig7,
-    },
-    Experiment {
-        name: "lads-fig9",
-        title: "LADS Fig. 9: throughput vs source and sink buffer sizes",
-        run: lads::fig9,
-    },
-    Experiment {
-        name: "lads-fig10",
-        title: "LADS Fig. 10 / Table 1: RR vs congestion-aware under source and sink congestion",
-        run: lads::fig10,
-    },
-    Experiment {
-        name: "lads-fig11",
-        title: "LADS Fig. 11: SSD spill at the source, sink congested with idle gaps",
-        run: lads::fig11,
-    },
+    ssdup::FIG2,
+    ssdup::FIG5,
+    ssdup::FIG9,
+    ssdup::FIG10,
+    ssdup::FIG11,
+    ssdup::FIG12,
+    ssdup::FIG13,
+    ssdup::FIG14,
+    ssdup::TABLE1,
+    liu::FIG4,
+    liu::TABLE2,
+    liu::FIG8,
+    liu::FIG9,
+    bbos::FIG1,
+    bbos::FIG2,
+    bbos::FIG5,
+    bbos::UTILISATION,
+    bbos::FIG7,
+    bbos::FIG8,
+    bbos::FIG9,
+    lads::FIG7,
+    lads::FIG9,
+    lads::FIG10,
+    lads::FIG11,
 ];
 
 mod bbos;
+mod figure;
 mod lads;
 mod liu;
+mod runner;
 mod ssdup;
+
+use runner::{events, run_all};
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Option<&'static Experiment> {
@@ -242,38 +168,6 @@ struct Task {
     cluster: ClusterConfig,
     system: System,
     jobs: Vec<Job>,
-}
-
-/// Run independent simulations on up to two threads, results in input
-/// order, counted in `rc`'s progress.
-fn run_all(tasks: Vec<Task>, rc: &RunConfig) -> Result<Vec<RunResult>, SimError> {
-    rc.queue_runs(tasks.len());
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(2);
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<RunResult, SimError>>>> =
-        Mutex::new((0..tasks.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(task) = tasks.get(i) else { break };
-                let result = simulate(&task.cluster, task.system, &task.jobs);
-                rc.run_finished();
-                // INVARIANT: a worker panicking would poison the lock; the
-                // simulator returns errors instead of panicking.
-                results.lock().expect("results lock")[i] = Some(result);
-            });
-        }
-    });
-    // INVARIANT: every index below tasks.len() was claimed by one worker.
-    results
-        .into_inner()
-        .expect("results lock")
-        .into_iter()
-        .map(|r| r.expect("every task ran"))
-        .collect()
 }
 
 /// `bytes × scale`, rounded down to a multiple of `unit` (at least one unit).
@@ -302,10 +196,6 @@ fn mb_s(x: f64) -> String {
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
-}
-
-fn events(results: &[RunResult]) -> u64 {
-    results.iter().map(|r| r.events).sum()
 }
 
 fn parameters(rc: &RunConfig, extra: &[(&str, String)]) -> Vec<(String, String)> {

@@ -10,7 +10,9 @@
 //! * [`cluster`] — clients, links and I/O nodes with an HDD and an SSD each,
 //!   running OrangeFS, OrangeFS-BB, SSDUP, SSDUP+ or sluice (policy `cost`)
 //!   built from the policies;
-//! * [`experiments`] — the SSDUP+ paper's figures as runnable experiments;
+//! * [`experiments`] — the four papers' figures as runnable experiments:
+//!   one runner for every kind of simulation, and a figure of the common
+//!   shape (systems × a sweep) declared as data;
 //! * [`output`] — reports as Markdown, JSON and PNG plots;
 //! * [`analyse`] — a trace through every redirection policy (no devices);
 //! * [`transfer`] — one LADS bulk transfer (source PFS, buffers, network,

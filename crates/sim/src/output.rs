@@ -75,6 +75,21 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Number of simulated events (deterministic).
     pub events: u64,
+    /// The paper's claims checked on this run (shown under the headline;
+    /// left out of the JSON when there are none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
+}
+
+/// A claim of the paper (an ordering, a trend) and whether this run's
+/// results bear it out.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Check {
+    /// The claim, e.g. `"SSDUP+ sends less to the SSD than SSDUP at 32-128
+    /// processes"`.
+    pub claim: String,
+    /// Whether it holds in this run.
+    pub holds: bool,
 }
 
 /// One headline number: what it is, the paper's value and this run's.
@@ -192,7 +207,8 @@ impl OutputError {
 
 impl Report {
     /// The report as GitHub Markdown: `# title`, the headline (one line
-    /// per finding, "paper: …; this run: …"), the paper paragraph, the
+    /// per finding, "paper: …; this run: …"), the checked claims (one line
+    /// each, "holds: …" or "does not hold: …"), the paper paragraph, the
     /// parameters as a list, each table with padded columns, an image link
     /// `![title](file_stem.png)` per plot, then the notes.
     pub fn to_markdown(&self) -> String {
@@ -207,6 +223,14 @@ impl Report {
                     one_line(&f.paper),
                     one_line(&f.run)
                 ));
+            }
+            md.push('\n');
+        }
+        if !self.checks.is_empty() {
+            md.push_str("The paper's claims, checked on this run:\n\n");
+            for c in &self.checks {
+                let verdict = if c.holds { "holds" } else { "does not hold" };
+                md.push_str(&format!("- {verdict}: {}\n", one_line(&c.claim)));
             }
             md.push('\n');
         }

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use sluice_sim::output::{
-    Finding, OutputError, Plot, PlotKind, Report, Series, Table, XScale, PLOT_HEIGHT, PLOT_WIDTH,
+    Check, Finding, OutputError, Plot, PlotKind, Report, Series, Table, XScale, PLOT_HEIGHT,
+    PLOT_WIDTH,
 };
 
 const PNG_SIGNATURE: &[u8; 8] = b"\x89PNG\r\n\x1a\n";
@@ -78,6 +79,7 @@ fn report() -> Report {
         plots: vec![lines_plot(), bars_plot()],
         notes: vec!["First observation.".into(), "Second observation.".into()],
         events: 123_456_789,
+        checks: Vec::new(),
     }
 }
 
@@ -138,6 +140,37 @@ fn markdown_has_all_sections() {
     assert!(md.contains("![Data sent to SSD by pattern](demo-random.png)"));
     assert!(md.contains("First observation.\n\nSecond observation.\n"));
     assert!(md.ends_with(".\n") && !md.ends_with("\n\n"));
+}
+
+/// Checked claims show under the headline, one verdict per line; a report
+/// without any shows no such section and its JSON no `checks` key (the
+/// reports of experiments that declare no claims are unchanged).
+#[test]
+fn checked_claims_show_under_the_headline_and_only_when_there_are_some() {
+    let mut r = report();
+    assert!(!r.to_markdown().contains("claims"));
+    assert!(!r.to_json().contains("checks"));
+    r.checks = vec![
+        Check {
+            claim: "SSDUP+ above OrangeFS".into(),
+            holds: true,
+        },
+        Check {
+            claim: "SSDUP below SSDUP+".into(),
+            holds: false,
+        },
+    ];
+    let md = r.to_markdown();
+    assert!(
+        md.contains(
+            "**2.00×**\n\nThe paper's claims, checked on this run:\n\n\
+             - holds: SSDUP+ above OrangeFS\n\
+             - does not hold: SSDUP below SSDUP+\n\nWhat the paper reports"
+        ),
+        "{md}"
+    );
+    let back: Report = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(back, r);
 }
 
 #[test]

@@ -76,6 +76,43 @@ fn assert_headline_quotes_the_tables(report: &Report) {
     }
 }
 
+/// The figures declared as data (docs/simulator.md) check the paper's
+/// claims on the run and say where the paper's values are from; the
+/// others' reports have no claims section.
+#[test]
+fn declared_figures_check_the_papers_claims() {
+    let declared = [
+        "ssdup-fig2",
+        "ssdup-fig9",
+        "ssdup-fig10",
+        "ssdup-fig14",
+        "ssdup-table1",
+        "liu-fig4",
+        "liu-table2",
+        "liu-fig8",
+        "liu-fig9",
+        "lads-fig7",
+        "lads-fig9",
+    ];
+    for name in declared {
+        let r = run(name);
+        assert!(!r.checks.is_empty(), "{name}: no claims");
+        assert!(
+            r.to_markdown()
+                .contains("The paper's claims, checked on this run:\n\n- "),
+            "{name}"
+        );
+        assert!(
+            r.parameters
+                .iter()
+                .any(|(k, v)| k == "paper's values" && v.starts_with("seed 00")),
+            "{name}: {:?}",
+            r.parameters
+        );
+    }
+    assert!(run("ssdup-fig5").checks.is_empty());
+}
+
 /// Regression (issue 21): every experiment's headline gives the run's
 /// numbers (each found in its tables) beside the paper's, and is
 /// reproducible with the rest of the report.

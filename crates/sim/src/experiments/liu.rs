@@ -21,13 +21,42 @@
 use sluice_policy::segments::LiuConfig;
 use sluice_policy::FileId;
 
+use super::figure::{Figure, Paper, Sweep};
 use super::{
-    bar_plot, events, log2_line_plot, mb_s, run_all, scaled, sequence, RunConfig, SimError, Task,
-    GIB, KIB,
+    bar_plot, log2_line_plot, mb_s, scaled, sequence, Experiment, RunConfig, SimError, Task, GIB,
+    KIB,
 };
 use crate::cluster::{ClusterConfig, JobResult, RunResult, System};
-use crate::output::{Finding, Report, Series, Table};
+use crate::output::{Finding, Report};
 use crate::workload::{Btio, IorMpiIo, Job, MpiIoTest, MpiTileIo, TileDecomposition};
+
+/// `sluice sim run liu-fig4`.
+pub(super) const FIG4: Experiment = Experiment {
+    name: "liu-fig4",
+    title: "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU",
+    run: fig4,
+};
+
+/// `sluice sim run liu-table2`.
+pub(super) const TABLE2: Experiment = Experiment {
+    name: "liu-table2",
+    title: "LiU Tables II/III: mpi-io-test alone and interfered (throughput, seek, latency)",
+    run: table2,
+};
+
+/// `sluice sim run liu-fig8`.
+pub(super) const FIG8: Experiment = Experiment {
+    name: "liu-fig8",
+    title: "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes",
+    run: fig8,
+};
+
+/// `sluice sim run liu-fig9`.
+pub(super) const FIG9: Experiment = Experiment {
+    name: "liu-fig9",
+    title: "LiU Fig. 9: buffer size 32-512 MiB",
+    run: fig9,
+};
 
 const MIB: u64 = 1024 * KIB;
 const PROCESSES: u32 = 14;
@@ -53,25 +82,6 @@ fn cluster(rc: &RunConfig, liu: bool, buffer: Option<u64>) -> ClusterConfig {
         }),
         ..default
     }
-}
-
-/// The same jobs under PVFS2 and under LiU, in that order.
-fn pvfs2_and_liu(rc: &RunConfig, jobs: Vec<Job>) -> [Task; 2] {
-    [false, true].map(|liu| Task {
-        cluster: cluster(rc, liu, None),
-        system: System::Baseline,
-        jobs: jobs.clone(),
-    })
-}
-
-/// Empty plot series "PVFS2" and "LiU", names followed by `suffix`.
-fn pvfs2_and_liu_series(suffix: &str) -> Vec<Series> {
-    ["PVFS2", "LiU"]
-        .map(|name| Series {
-            name: format!("{name}{suffix}"),
-            points: Vec::new(),
-        })
-        .to_vec()
 }
 
 fn parameters(rc: &RunConfig, extra: &[(&str, String)]) -> Vec<(String, String)> {
@@ -191,98 +201,99 @@ fn pass_bytes(writes: &Job) -> u64 {
     writes.bytes_written()
 }
 
-pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
-    // Read sizes of the paper; writes are the same ranges.
-    let benchmarks: [(&str, Job); 3] = [
-        ("mpi-io-test", mpi_io_test(1, 5_100_000_000, rc)?),
-        ("mpi-tile-io", mpi_tile_io(1, 2_200_000_000, rc)?),
-        ("ior-mpi-io", ior_mpi_io(1, 2_200_000_000, rc)?),
-    ];
-    let mut tasks = Vec::new();
-    let mut meta = Vec::new();
-    for (name, writes) in &benchmarks {
-        let (job, before) = three_passes(name, writes.clone())?;
-        meta.push((*name, writes.barriers(), before, pass_bytes(writes)));
-        tasks.extend(pvfs2_and_liu(rc, vec![job.clone()]));
-    }
-    // PVFS2 again with read-ahead per process, after the pairs.
-    for (name, writes) in &benchmarks {
-        let (job, _) = three_passes(name, writes.clone())?;
-        tasks.push(Task {
-            cluster: ClusterConfig {
+/// The systems of Fig. 4 and 8: PVFS2 (its read-ahead per file, the
+/// default), LiU, and PVFS2 with Linux's per-open-file read-ahead state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Run {
+    Pvfs2,
+    Liu,
+    Pvfs2PerProcess,
+}
+
+impl Run {
+    /// The run's cluster.
+    fn cluster(self, rc: &RunConfig) -> ClusterConfig {
+        match self {
+            Run::Pvfs2 => cluster(rc, false, None),
+            Run::Liu => cluster(rc, true, None),
+            Run::Pvfs2PerProcess => ClusterConfig {
                 read_ahead_per_process: true,
                 ..cluster(rc, false, None)
             },
-            system: System::Baseline,
-            jobs: vec![job],
-        });
-    }
-    let results = run_all(tasks, rc)?;
-    let mut rows = Vec::new();
-    let mut per_process = Vec::new();
-    let mut series = pvfs2_and_liu_series(" read");
-    let paper = ["1.15×", "-", "5.5×"];
-    let paper_write = ["1.06×", "1.03×", "1.45×"];
-    let mut headline = Vec::new();
-    for (b, (name, write_barriers, before, bytes)) in meta.iter().enumerate() {
-        let base = &results[2 * b].jobs[0];
-        let liu = &results[2 * b + 1].jobs[0];
-        let read = |j: &JobResult| phase_mb_s(j, *before, None, *bytes);
-        let write = |j: &JobResult| phase_mb_s(j, 0, Some(*write_barriers + 1), *bytes);
-        series[0].points.push((b as f64, read(base)));
-        series[1].points.push((b as f64, read(liu)));
-        let pp = read(&results[2 * meta.len() + b].jobs[0]);
-        per_process.push(format!(
-            "{name} {} MB/s (LiU / it {:.2}×)",
-            mb_s(pp),
-            read(liu) / pp
-        ));
-        let read_ratio = format!("{:.2}×", read(liu) / read(base));
-        let write_ratio = format!("{:.2}×", write(liu) / write(base));
-        if paper[b] != "-" {
-            headline.push(Finding::new(
-                format!("{name} read, LiU / PVFS2"),
-                paper[b],
-                read_ratio.clone(),
-            ));
         }
-        headline.push(Finding::new(
-            format!("{name} write, LiU / PVFS2"),
-            paper_write[b],
-            write_ratio.clone(),
-        ));
-        rows.push(vec![
-            name.to_string(),
-            mb_s(read(base)),
-            mb_s(read(liu)),
-            read_ratio,
-            paper[b].to_string(),
-            mb_s(write(base)),
-            mb_s(write(liu)),
-            write_ratio,
-            paper_write[b].to_string(),
-        ]);
     }
-    let mut notes = vec![liu_counters_note(&results[5])];
-    notes.push(format!(
-        "Read-ahead per process (`read_ahead_per_process`, off in the table): PVFS2 reads {}.",
-        per_process.join(", ")
-    ));
-    notes.push(
-        "Writes: sluice's LiU does not redirect writes into lifted segments to the SSD (writes \
-         de-lift the head instead, and the fast tier's write path is SSDUP+'s), so the write \
-         columns compare the same disk path and stay near 1.0×; the paper's +6% / +3% / +45% come \
-         from that redirection and from its segment-granular write-back."
-            .into(),
-    );
-    Ok(Report {
-        experiment: "liu-fig4".into(),
-        title: "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU".into(),
-        headline,
-        paper: "Reads: LiU improves throughput by 15% (mpi-io-test) to 5.8×, 3.8× on average; \
-                ior-mpi-io 5.5×. Writes: +6% mpi-io-test, +3% mpi-tile-io, +45% ior-mpi-io."
-            .into(),
-        parameters: parameters(
+
+    /// Its series name in plots.
+    fn name(self) -> &'static str {
+        match self {
+            Run::Pvfs2 => "PVFS2",
+            Run::Liu => "LiU",
+            Run::Pvfs2PerProcess => "PVFS2, read-ahead per process",
+        }
+    }
+}
+
+/// Read or write, of a Fig. 4 paper value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pass {
+    Read,
+    Write,
+}
+
+/// Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU.
+pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
+    use Pass::{Read, Write};
+    // Read sizes of the paper; writes are the same ranges. Each benchmark's
+    // three passes, the barriers of its write pass, the barriers before its
+    // measured pass, and the bytes of a pass.
+    let mut benchmarks = Vec::new();
+    for (name, writes) in [
+        ("mpi-io-test", mpi_io_test(1, 5_100_000_000, rc)?),
+        ("mpi-tile-io", mpi_tile_io(1, 2_200_000_000, rc)?),
+        ("ior-mpi-io", ior_mpi_io(1, 2_200_000_000, rc)?),
+    ] {
+        let (job, before) = three_passes(name, writes.clone())?;
+        benchmarks.push((name, job, writes.barriers(), before, pass_bytes(&writes)));
+    }
+    let names: Vec<&str> = benchmarks.iter().map(|b| b.0).collect();
+    let benchmark = |name: &str| {
+        // INVARIANT: the sweep's xs are the benchmarks' names.
+        benchmarks
+            .iter()
+            .find(|b| b.0 == name)
+            .expect("a benchmark of the sweep")
+    };
+    // LiU / PVFS2, as the paper gives it.
+    let paper = Paper {
+        source: "seed 001 Fig. 4 and its text",
+        values: vec![
+            (("mpi-io-test", Read), "1.15×"),
+            (("mpi-io-test", Write), "1.06×"),
+            (("mpi-tile-io", Write), "1.03×"),
+            (("ior-mpi-io", Read), "5.5×"),
+            (("ior-mpi-io", Write), "1.45×"),
+        ],
+    };
+    let pass = |r: &Sweep<Run, &str, RunResult>, run: Run, name: &&str, pass: Pass| {
+        let (_, _, write_barriers, before, bytes) = benchmark(name);
+        let job = &r.at(&run, name).jobs[0];
+        match pass {
+            Read => phase_mb_s(job, *before, None, *bytes),
+            Write => phase_mb_s(job, 0, Some(*write_barriers + 1), *bytes),
+        }
+    };
+    let ratio = move |r: &Sweep<Run, &str, RunResult>, name: &&str, p: Pass| {
+        format!(
+            "{:.2}×",
+            pass(r, Run::Liu, name, p) / pass(r, Run::Pvfs2, name, p)
+        )
+    };
+    let paper_of = |name: &str, p: Pass| paper.get(&(name, p)).copied().unwrap_or("-");
+    Figure::new(
+        "LiU Fig. 4: read and write throughput per benchmark, PVFS2 vs LiU",
+        "Reads: LiU improves throughput by 15% (mpi-io-test) to 5.8×, 3.8× on average; \
+         ior-mpi-io 5.5×. Writes: +6% mpi-io-test, +3% mpi-tile-io, +45% ior-mpi-io.",
+        parameters(
             rc,
             &[(
                 "passes",
@@ -291,34 +302,101 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
                     .into(),
             )],
         ),
-        tables: vec![Table {
-            title: "Throughput (MB/s), 14 processes".into(),
-            headers: [
-                "benchmark",
-                "PVFS2 read",
-                "LiU read",
-                "read ratio",
-                "paper read",
-                "PVFS2 write",
-                "LiU write",
-                "write ratio",
-                "paper write",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }],
-        plots: vec![bar_plot(
-            "liu-fig4-read",
+        vec![Run::Pvfs2, Run::Liu, Run::Pvfs2PerProcess],
+        names.clone(),
+        |&run, name| {
+            Ok(Task {
+                cluster: run.cluster(rc),
+                system: System::Baseline,
+                jobs: vec![benchmark(name).1.clone()],
+            })
+        },
+    )
+    .paper_findings(
+        &paper,
+        |_| true,
+        |(name, p)| match p {
+            Read => format!("{name} read, LiU / PVFS2"),
+            Write => format!("{name} write, LiU / PVFS2"),
+        },
+        |v| v.to_string(),
+        move |r, (name, p)| ratio(r, name, *p),
+    )
+    .claim("LiU reads faster than PVFS2 on every benchmark", move |r| {
+        r.xs()
+            .iter()
+            .all(|name| pass(r, Run::Liu, name, Read) > pass(r, Run::Pvfs2, name, Read))
+    })
+    .claim(
+        "mpi-io-test (sequential) gains the least from LiU on reads",
+        move |r| {
+            let gain = |name| pass(r, Run::Liu, &name, Read) / pass(r, Run::Pvfs2, &name, Read);
+            gain("mpi-io-test") < gain("mpi-tile-io") && gain("mpi-io-test") < gain("ior-mpi-io")
+        },
+    )
+    .table("Throughput (MB/s), 14 processes", names.clone(), |t| {
+        let t = t.col("benchmark", |_, name: &&str| name.to_string());
+        [(Read, "read"), (Write, "write")]
+            .into_iter()
+            .fold(t, |t, (p, word)| {
+                t.col(format!("PVFS2 {word}"), move |r, name| {
+                    mb_s(pass(r, Run::Pvfs2, name, p))
+                })
+                .col(format!("LiU {word}"), move |r, name| {
+                    mb_s(pass(r, Run::Liu, name, p))
+                })
+                .col(format!("{word} ratio"), move |r, name| ratio(r, name, p))
+                .col(format!("paper {word}"), move |_, name| {
+                    paper_of(name, p).to_string()
+                })
+            })
+    })
+    .plot(
+        bar_plot(
+            "read",
             "Read throughput per benchmark",
             "benchmark (14 processes)",
             "read throughput, measured pass (MB/s)",
-            benchmarks.iter().map(|(n, _)| n.to_string()).collect(),
-            series,
-        )],
-        notes,
-        events: events(&results),
+            names.iter().map(|n| n.to_string()).collect(),
+            Vec::new(),
+        ),
+        |s| {
+            [Run::Pvfs2, Run::Liu].into_iter().fold(s, |s, run| {
+                let points = names.iter().copied().enumerate().collect();
+                s.line(
+                    format!("{} read", run.name()),
+                    points,
+                    move |r, (i, name)| (*i as f64, pass(r, run, name, Read)),
+                )
+            })
+        },
+    )
+    .note_from(|r| liu_counters_note(r.at(&Run::Liu, &"ior-mpi-io")))
+    .note_from(move |r| {
+        let per_process: Vec<String> = r
+            .xs()
+            .iter()
+            .map(|name| {
+                let pp = pass(r, Run::Pvfs2PerProcess, name, Read);
+                format!(
+                    "{name} {} MB/s (LiU / it {:.2}×)",
+                    mb_s(pp),
+                    pass(r, Run::Liu, name, Read) / pp
+                )
+            })
+            .collect();
+        format!(
+            "Read-ahead per process (`read_ahead_per_process`, off in the table): PVFS2 reads {}.",
+            per_process.join(", ")
+        )
     })
+    .note(
+        "Writes: sluice's LiU does not redirect writes into lifted segments to the SSD (writes \
+         de-lift the head instead, and the fast tier's write path is SSDUP+'s), so the write \
+         columns compare the same disk path and stay near 1.0×; the paper's +6% / +3% / +45% come \
+         from that redirection and from its segment-granular write-back.",
+    )
+    .report(FIG4.name, rc)
 }
 
 fn liu_counters_note(r: &RunResult) -> String {
@@ -376,93 +454,54 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
             ],
         ),
     ];
-    let mut tasks = Vec::new();
-    for (_, jobs) in &cases {
-        tasks.extend(pvfs2_and_liu(rc, jobs.clone()));
-    }
-    let results = run_all(tasks, rc)?;
-    let paper2 = [
-        (264.7, 304.5, 1.15),
-        (124.8, 261.6, 2.10),
-        (47.6, 164.1, 3.45),
-    ];
-    let paper3 = [
-        (0.4, 0.2, 4.4, 1.0),
-        (11.6, 0.5, 9.7, 1.4),
-        (15.1, 2.5, 42.1, 4.9),
-    ];
-    let mut t2 = Vec::new();
-    let mut t3 = Vec::new();
-    let mut series = pvfs2_and_liu_series("");
-    let mut headline = Vec::new();
-    for (c, (name, _)) in cases.iter().enumerate() {
-        let base = &results[2 * c].jobs[0];
-        let liu = &results[2 * c + 1].jobs[0];
-        let (b, l) = (
-            phase_mb_s(base, before, None, bytes),
-            phase_mb_s(liu, before, None, bytes),
-        );
-        series[0].points.push((c as f64, b));
-        series[1].points.push((c as f64, l));
-        let p = paper2[c];
-        let case = if *name == "none" {
-            "alone".to_string()
-        } else {
-            format!("interfered {name}")
+    let names: Vec<&str> = cases.iter().map(|(n, _)| *n).collect();
+    let jobs = |case: &str| {
+        // INVARIANT: the sweep's xs are the cases' names.
+        &cases
+            .iter()
+            .find(|(n, _)| *n == case)
+            .expect("a case of the sweep")
+            .1
+    };
+    // Read MB/s without LiU, with LiU, and the ratio.
+    let table_2 = Paper {
+        source: "seed 001 Table II",
+        values: vec![
+            ("none", (264.7, 304.5, 1.15)),
+            ("by mpi-io-test", (124.8, 261.6, 2.10)),
+            ("by ior-mpi-io", (47.6, 164.1, 3.45)),
+        ],
+    };
+    // Seek distance (millions of LBNs) and latency (ms), without / with LiU.
+    let table_3 = Paper {
+        source: "seed 001 Table III",
+        values: vec![
+            ("none", (0.4, 0.2, 4.4, 1.0)),
+            ("by mpi-io-test", (11.6, 0.5, 9.7, 1.4)),
+            ("by ior-mpi-io", (15.1, 2.5, 42.1, 4.9)),
+        ],
+    };
+    let paper3 = |case: &&str| *table_3.get(case).expect("Table III has every case");
+    let read = move |r: &Sweep<Run, &str, RunResult>, run: Run, case: &&str| {
+        phase_mb_s(&r.at(&run, case).jobs[0], before, None, bytes)
+    };
+    // Share of the measured pass during which the interferer ran.
+    let overlap = move |r: &RunResult| -> String {
+        let (t, Some(i)) = (&r.jobs[0], r.jobs.get(1)) else {
+            return "-".into();
         };
-        headline.push(Finding::new(
-            format!("{case}: PVFS2 / LiU read (MB/s)"),
-            format!("{} / {}", p.0, p.1),
-            format!("{} / {}", mb_s(b), mb_s(l)),
-        ));
-        headline.push(Finding::new(
-            format!("{case}: LiU / PVFS2"),
-            format!("{:.2}×", p.2),
-            format!("{:.2}×", l / b),
-        ));
-        // Share of the measured pass during which the interferer ran.
-        let overlap = |r: &RunResult| -> String {
-            let (t, Some(i)) = (&r.jobs[0], r.jobs.get(1)) else {
-                return "-".into();
-            };
-            let start = t.barriers[before - 1].ns;
-            let span = t.end_ns.saturating_sub(start).max(1);
-            let ran = i.end_ns.min(t.end_ns).saturating_sub(start.max(i.start_ns));
-            format!("{:.0}%", ran as f64 / span as f64 * 100.0)
-        };
-        t2.push(vec![
-            name.to_string(),
-            mb_s(b),
-            mb_s(l),
-            format!("{:.2}×", l / b),
-            format!("{} / {} / {}×", p.0, p.1, p.2),
-            format!(
-                "{} / {}",
-                overlap(&results[2 * c]),
-                overlap(&results[2 * c + 1])
-            ),
-        ]);
-        let q = paper3[c];
-        t3.push(vec![
-            name.to_string(),
-            format!("{:.2}", phase_seek_mib(base, before)),
-            format!("{:.2}", phase_seek_mib(liu, before)),
-            format!("{:.1}", phase_latency_ms(base, before)),
-            format!("{:.1}", phase_latency_ms(liu, before)),
-            format!("{} / {}", q.0, q.1),
-            format!("{} / {}", q.2, q.3),
-        ]);
-    }
-    Ok(Report {
-        experiment: "liu-table2".into(),
-        title: "LiU Tables II and III: mpi-io-test alone and interfered, PVFS2 vs LiU".into(),
-        headline,
-        paper: "Table II (MB/s, w/o LiU / w/ LiU): alone 264.7 / 304.5 (1.15×), interfered by \
-                mpi-io-test 124.8 / 261.6 (2.10×), by ior-mpi-io 47.6 / 164.1 (3.45×). Table III: seek \
-                distance (millions of LBNs) 0.4 / 0.2, 11.6 / 0.5, 15.1 / 2.5; latency (ms) 4.4 / 1.0, \
-                9.7 / 1.4, 42.1 / 4.9."
-            .into(),
-        parameters: parameters(
+        let start = t.barriers[before - 1].ns;
+        let span = t.end_ns.saturating_sub(start).max(1);
+        let ran = i.end_ns.min(t.end_ns).saturating_sub(start.max(i.start_ns));
+        format!("{:.0}%", ran as f64 / span as f64 * 100.0)
+    };
+    let mut figure = Figure::new(
+        "LiU Tables II and III: mpi-io-test alone and interfered, PVFS2 vs LiU",
+        "Table II (MB/s, w/o LiU / w/ LiU): alone 264.7 / 304.5 (1.15×), interfered by \
+         mpi-io-test 124.8 / 261.6 (2.10×), by ior-mpi-io 47.6 / 164.1 (3.45×). Table III: seek \
+         distance (millions of LBNs) 0.4 / 0.2, 11.6 / 0.5, 15.1 / 2.5; latency (ms) 4.4 / 1.0, \
+         9.7 / 1.4, 42.1 / 4.9.",
+        parameters(
             rc,
             &[(
                 "workloads",
@@ -471,68 +510,119 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
                     .into(),
             )],
         ),
-        tables: vec![
-            Table {
-                title: "Table II: mpi-io-test read throughput (MB/s), measured pass".into(),
-                headers: [
-                    "interfered?",
-                    "PVFS2",
-                    "LiU",
-                    "ratio",
-                    "paper PVFS2 / LiU / ratio",
-                    "interferer ran (PVFS2 / LiU)",
-                ]
-                    .map(String::from)
-                    .to_vec(),
-                rows: t2,
-            },
-            Table {
-                title: "Table III: mean disk seek per service (MiB) and mean read latency at the data \
-                        node (ms) during the measured pass"
-                    .into(),
-                headers: [
-                    "interfered?",
-                    "seek PVFS2",
-                    "seek LiU",
-                    "latency PVFS2",
-                    "latency LiU",
-                    "paper seek (M LBN)",
-                    "paper latency (ms)",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: t3,
-            },
-        ],
-        plots: vec![bar_plot(
-            "liu-table2-interference",
+        vec![Run::Pvfs2, Run::Liu],
+        names.clone(),
+        |&run, case| {
+            Ok(Task {
+                cluster: run.cluster(rc),
+                system: System::Baseline,
+                jobs: jobs(case).clone(),
+            })
+        },
+    )
+    .paper_headline(&table_2, move |r, case, p| {
+        let (b, l) = (read(r, Run::Pvfs2, case), read(r, Run::Liu, case));
+        let case = if *case == "none" {
+            "alone".to_string()
+        } else {
+            format!("interfered {case}")
+        };
+        vec![
+            Finding::new(
+                format!("{case}: PVFS2 / LiU read (MB/s)"),
+                format!("{} / {}", p.0, p.1),
+                format!("{} / {}", mb_s(b), mb_s(l)),
+            ),
+            Finding::new(
+                format!("{case}: LiU / PVFS2"),
+                format!("{:.2}×", p.2),
+                format!("{:.2}×", l / b),
+            ),
+        ]
+    })
+    .claim("LiU reads faster than PVFS2 in every case", move |r| {
+        r.xs().iter().all(|c| read(r, Run::Liu, c) > read(r, Run::Pvfs2, c))
+    })
+    .claim("LiU's gain grows with the interference (none < mpi-io-test < ior-mpi-io)", move |r| {
+        let gain = |c| read(r, Run::Liu, &c) / read(r, Run::Pvfs2, &c);
+        gain("none") < gain("by mpi-io-test") && gain("by mpi-io-test") < gain("by ior-mpi-io")
+    })
+    .table("Table II: mpi-io-test read throughput (MB/s), measured pass", names.clone(), |t| {
+        t.col("interfered?", |_, case: &&str| case.to_string())
+            .col("PVFS2", move |r, case| mb_s(read(r, Run::Pvfs2, case)))
+            .col("LiU", move |r, case| mb_s(read(r, Run::Liu, case)))
+            .col("ratio", move |r, case| {
+                format!("{:.2}×", read(r, Run::Liu, case) / read(r, Run::Pvfs2, case))
+            })
+            .col("paper PVFS2 / LiU / ratio", |_, case| {
+                let p = table_2.get(case).expect("Table II has every case");
+                format!("{} / {} / {}×", p.0, p.1, p.2)
+            })
+            .col("interferer ran (PVFS2 / LiU)", move |r, case| {
+                format!(
+                    "{} / {}",
+                    overlap(r.at(&Run::Pvfs2, case)),
+                    overlap(r.at(&Run::Liu, case))
+                )
+            })
+    })
+    .table(
+        "Table III: mean disk seek per service (MiB) and mean read latency at the data \
+         node (ms) during the measured pass",
+        names.clone(),
+        |t| {
+            let seek = move |r: &Sweep<Run, &str, RunResult>, run, case: &&str| {
+                format!("{:.2}", phase_seek_mib(&r.at(&run, case).jobs[0], before))
+            };
+            let latency = move |r: &Sweep<Run, &str, RunResult>, run, case: &&str| {
+                format!("{:.1}", phase_latency_ms(&r.at(&run, case).jobs[0], before))
+            };
+            t.col("interfered?", |_, case: &&str| case.to_string())
+                .col("seek PVFS2", move |r, case| seek(r, Run::Pvfs2, case))
+                .col("seek LiU", move |r, case| seek(r, Run::Liu, case))
+                .col("latency PVFS2", move |r, case| latency(r, Run::Pvfs2, case))
+                .col("latency LiU", move |r, case| latency(r, Run::Liu, case))
+                .col("paper seek (M LBN)", move |_, case| {
+                    let q = paper3(case);
+                    format!("{} / {}", q.0, q.1)
+                })
+                .col("paper latency (ms)", move |_, case| {
+                    let q = paper3(case);
+                    format!("{} / {}", q.2, q.3)
+                })
+        },
+    )
+    .plot(
+        bar_plot(
+            "interference",
             "mpi-io-test read throughput under interference",
             "interfering workload",
             "read throughput, measured pass (MB/s)",
-            cases.iter().map(|(n, _)| n.to_string()).collect(),
-            series,
-        )],
-        notes: vec![liu_counters_note(&results[5])],
-        events: events(&results),
-    })
+            names.iter().map(|n| n.to_string()).collect(),
+            Vec::new(),
+        ),
+        |s| {
+            [Run::Pvfs2, Run::Liu].into_iter().fold(s, |s, run| {
+                let points = names.iter().copied().enumerate().collect();
+                s.line(run.name(), points, move |r, (i, case)| {
+                    (*i as f64, read(r, run, case))
+                })
+            })
+        },
+    )
+    .note_from(|r| liu_counters_note(r.at(&Run::Liu, &"by ior-mpi-io")));
+    figure.cite(&table_3);
+    figure.report(TABLE2.name, rc)
 }
 
 /// Fig. 8: BTIO-like, classes B and C, 9 / 16 / 25 processes.
 pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
-    let classes = [("B", 102u64), ("C", 162u64)];
-    let counts = [9u32, 16, 25];
     // The paper's data sets are 1.7 GB (B) and 4.9 GB (C); steps scale.
-    let mut tasks = Vec::new();
-    let mut meta = Vec::new();
-    for (class, n) in classes {
+    let mut jobs = Vec::new();
+    for (class, n, total) in [("B", 102u64, 1_700_000_000), ("C", 162u64, 4_900_000_000)] {
         let step = n * n * n * Btio::CELL_BYTES;
-        let total = if class == "B" {
-            1_700_000_000
-        } else {
-            4_900_000_000
-        };
         let steps = (scaled(total, rc.scale, step) / step).max(1);
-        for p in counts {
+        for p in [9u32, 16, 25] {
             let job = Btio {
                 file: FileId(1),
                 processes: p,
@@ -541,78 +631,45 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
             }
             .job("BTIO")
             .map_err(|e| SimError(e.to_string()))?;
-            meta.push((class, p, job.bytes_written() + job.bytes_read()));
-            tasks.extend(pvfs2_and_liu(rc, vec![job.clone()]));
-            // PVFS2 again with Linux's per-open-file read-ahead state.
-            tasks.push(Task {
-                cluster: ClusterConfig {
-                    read_ahead_per_process: true,
-                    ..cluster(rc, false, None)
-                },
-                system: System::Baseline,
-                jobs: vec![job],
-            });
+            jobs.push(((class, p), job));
         }
     }
-    let results = run_all(tasks, rc)?;
-    let mut rows = Vec::new();
-    let mut series = pvfs2_and_liu_series("");
-    series.push(Series {
-        name: "PVFS2, read-ahead per process".into(),
-        points: Vec::new(),
-    });
-    let paper = [("B", 9, "+20%"), ("B", 16, "+31%"), ("B", 25, "+42%")];
-    let mut headline = Vec::new();
-    for (k, (class, p, bytes)) in meta.iter().enumerate() {
-        let base = &results[3 * k].jobs[0];
-        let liu = &results[3 * k + 1].jobs[0];
-        let per_process = &results[3 * k + 2].jobs[0];
-        let (b, l, pp) = (
-            phase_mb_s(base, 0, None, *bytes),
-            phase_mb_s(liu, 0, None, *bytes),
-            phase_mb_s(per_process, 0, None, *bytes),
-        );
-        series[0].points.push((k as f64, b));
-        series[1].points.push((k as f64, l));
-        series[2].points.push((k as f64, pp));
-        let p_note = paper.iter().find(|(c, n, _)| c == class && n == p).map_or(
-            if *class == "C" {
-                "+12% (mean of C)"
-            } else {
-                "-"
-            },
-            |x| x.2,
-        );
-        let gain = format!("{:+.0}%", (l / b - 1.0) * 100.0);
-        let gain_pp = format!("{:+.0}%", (l / pp - 1.0) * 100.0);
-        if let Some((_, _, paper_gain)) = paper.iter().find(|(c, n, _)| c == class && n == p) {
-            headline.push(Finding::new(
-                format!(
-                    "class {class}, {p} processes: LiU gain over PVFS2 (read-ahead per file / per process)"
-                ),
-                *paper_gain,
-                format!("{gain} / {gain_pp}"),
-            ));
-        }
-        rows.push(vec![
-            class.to_string(),
-            p.to_string(),
-            mb_s(b),
-            mb_s(pp),
-            mb_s(l),
-            gain,
-            gain_pp,
-            p_note.to_string(),
-        ]);
-    }
-    Ok(Report {
-        experiment: "liu-fig8".into(),
-        title: "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes".into(),
-        headline,
-        paper: "LiU raises BTIO I/O throughput by 31% (class B) and 12% (class C) on average; for B \
-                +20% / +31% / +42% at 9 / 16 / 25 processes (smaller requests, more seeks without LiU)."
-            .into(),
-        parameters: parameters(
+    let xs: Vec<(&str, u32)> = jobs.iter().map(|(x, _)| *x).collect();
+    let job = |x: &(&str, u32)| {
+        // INVARIANT: the sweep's xs are the jobs' keys.
+        &jobs
+            .iter()
+            .find(|(k, _)| k == x)
+            .expect("a job of the sweep")
+            .1
+    };
+    // LiU's gain over PVFS2.
+    let paper = Paper {
+        source: "seed 001 Fig. 8 and its text",
+        values: vec![(("B", 9), "+20%"), (("B", 16), "+31%"), (("B", 25), "+42%")],
+    };
+    let runs = [Run::Pvfs2, Run::Liu, Run::Pvfs2PerProcess];
+    // Throughput over writes + reads.
+    let tput = move |r: &Sweep<Run, (&str, u32), RunResult>, run: Run, x: &(&str, u32)| {
+        let j = job(x);
+        phase_mb_s(
+            &r.at(&run, x).jobs[0],
+            0,
+            None,
+            j.bytes_written() + j.bytes_read(),
+        )
+    };
+    let gain = move |r: &Sweep<_, _, _>, x: &(&str, u32), over: Run| {
+        format!(
+            "{:+.0}%",
+            (tput(r, Run::Liu, x) / tput(r, over, x) - 1.0) * 100.0
+        )
+    };
+    Figure::new(
+        "LiU Fig. 8: BTIO-like, classes B and C, 9-25 processes",
+        "LiU raises BTIO I/O throughput by 31% (class B) and 12% (class C) on average; for B \
+         +20% / +31% / +42% at 9 / 16 / 25 processes (smaller requests, more seeks without LiU).",
+        parameters(
             rc,
             &[(
                 "BTIO",
@@ -623,125 +680,174 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
                     .into(),
             )],
         ),
-        tables: vec![Table {
-            title: "BTIO-like I/O throughput (MB/s)".into(),
-            headers: [
-                "class",
-                "processes",
-                "PVFS2",
-                "PVFS2 per-process RA",
-                "LiU",
-                "gain",
-                "gain over per-process RA",
-                "paper gain",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }],
-        plots: vec![bar_plot(
-            "liu-fig8-btio",
+        runs.to_vec(),
+        xs.clone(),
+        |&run, x| {
+            Ok(Task {
+                cluster: run.cluster(rc),
+                system: System::Baseline,
+                jobs: vec![job(x).clone()],
+            })
+        },
+    )
+    .paper_findings(
+        &paper,
+        |_| true,
+        |(class, p)| {
+            format!(
+                "class {class}, {p} processes: LiU gain over PVFS2 (read-ahead per file / per process)"
+            )
+        },
+        |v| v.to_string(),
+        move |r, x| format!("{} / {}", gain(r, x, Run::Pvfs2), gain(r, x, Run::Pvfs2PerProcess)),
+    )
+    .claim("LiU above PVFS2 at every class and process count", move |r| {
+        r.xs().iter().all(|x| tput(r, Run::Liu, x) > tput(r, Run::Pvfs2, x))
+    })
+    .claim("class B: LiU's gain grows with processes (9 < 16 < 25)", move |r| {
+        let g = |p| tput(r, Run::Liu, &("B", p)) / tput(r, Run::Pvfs2, &("B", p));
+        g(9) < g(16) && g(16) < g(25)
+    })
+    .table("BTIO-like I/O throughput (MB/s)", xs.clone(), |t| {
+        t.col("class", |_, (class, _): &(&str, u32)| class.to_string())
+            .col("processes", |_, (_, p)| p.to_string())
+            .col("PVFS2", move |r, x| mb_s(tput(r, Run::Pvfs2, x)))
+            .col("PVFS2 per-process RA", move |r, x| mb_s(tput(r, Run::Pvfs2PerProcess, x)))
+            .col("LiU", move |r, x| mb_s(tput(r, Run::Liu, x)))
+            .col("gain", move |r, x| gain(r, x, Run::Pvfs2))
+            .col("gain over per-process RA", move |r, x| gain(r, x, Run::Pvfs2PerProcess))
+            .col("paper gain", |_, x| {
+                paper.get(x).copied().unwrap_or(if x.0 == "C" {
+                    "+12% (mean of C)"
+                } else {
+                    "-"
+                })
+                .to_string()
+            })
+    })
+    .plot(
+        bar_plot(
+            "btio",
             "BTIO-like throughput",
             "BTIO class and processes",
             "I/O throughput, writes + reads (MB/s)",
-            meta.iter().map(|(c, p, _)| format!("{c} {p}")).collect(),
-            series,
-        )],
-        notes: Vec::new(),
-        events: events(&results),
-    })
+            xs.iter().map(|(c, p)| format!("{c} {p}")).collect(),
+            Vec::new(),
+        ),
+        |s| {
+            runs.into_iter().fold(s, |s, run| {
+                let points = xs.iter().copied().enumerate().collect();
+                s.line(run.name(), points, move |r, (i, x)| (*i as f64, tput(r, run, x)))
+            })
+        },
+    )
+    .report(FIG8.name, rc)
 }
 
 /// Fig. 9: buffer size 32-512 MiB for mpi-io-test and ior-mpi-io reads.
 pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
     let buffers = [32u64, 64, 128, 256, 512];
-    let benchmarks = [
+    // Each benchmark's three passes, the barriers before its measured
+    // pass and the bytes of a pass.
+    let mut benchmarks = Vec::new();
+    for (name, writes) in [
         ("mpi-io-test", mpi_io_test(1, 5_100_000_000, rc)?),
         ("ior-mpi-io", ior_mpi_io(1, 2_200_000_000, rc)?),
-    ];
-    let mut tasks = Vec::new();
-    let mut meta = Vec::new();
-    for (name, writes) in &benchmarks {
+    ] {
         let (job, before) = three_passes(name, writes.clone())?;
-        meta.push((*name, before, pass_bytes(writes)));
-        tasks.push(Task {
-            cluster: cluster(rc, false, None),
-            system: System::Baseline,
-            jobs: vec![job.clone()],
-        });
-        for b in buffers {
-            tasks.push(Task {
-                cluster: cluster(rc, true, Some(b * MIB)),
-                system: System::Baseline,
-                jobs: vec![job.clone()],
-            });
-        }
+        benchmarks.push((name, job, before, pass_bytes(&writes)));
     }
-    let results = run_all(tasks, rc)?;
-    let per = buffers.len() + 1;
-    let mut rows = Vec::new();
-    let mut series = Vec::new();
-    let mut headline = Vec::new();
-    for (k, (name, before, bytes)) in meta.iter().enumerate() {
-        let base = phase_mb_s(&results[k * per].jobs[0], *before, None, *bytes);
-        let mut s = Series {
-            name: format!("{name} LiU"),
-            points: Vec::new(),
-        };
-        let mut row = vec![name.to_string(), mb_s(base)];
-        let mut liu = Vec::new();
-        for (i, b) in buffers.iter().enumerate() {
-            let l = phase_mb_s(&results[k * per + 1 + i].jobs[0], *before, None, *bytes);
-            s.points.push((*b as f64, l));
-            row.push(mb_s(l));
-            liu.push((*b, mb_s(l)));
-        }
-        // The paper's two claims: what 32 MiB reaches against a larger buffer.
-        let of = |mib: u64| {
-            liu.iter()
-                .find(|(b, _)| *b == mib)
-                .map_or("-", |(_, v)| v.as_str())
-        };
-        let (paper, larger) = if *name == "mpi-io-test" {
-            ("32 MB performs like 512 MB", 512)
-        } else {
-            ("32 MB reaches a third of 128 MB", 128)
-        };
-        headline.push(Finding::new(
-            format!("{name}, LiU 32 / {larger} MiB buffer (MB/s)"),
-            paper,
-            format!("{} / {}", of(32), of(larger)),
-        ));
-        rows.push(row);
-        series.push(s);
-    }
-    let mut headers = vec!["benchmark".to_string(), "PVFS2".to_string()];
-    headers.extend(buffers.iter().map(|b| format!("LiU {b} MiB")));
-    Ok(Report {
-        experiment: "liu-fig9".into(),
-        title: "LiU Fig. 9: buffer size 32-512 MiB".into(),
-        headline,
-        paper: "mpi-io-test (sequential) is insensitive: 32 MB performs like 512 MB. ior-mpi-io \
-                (random across 14 streams) is sensitive: 32 MB reaches a third of 128 MB's throughput; \
-                past the working set more buffer adds little. The prototype uses 256 MB."
-            .into(),
-        parameters: parameters(
+    let benchmark = |name: &str| {
+        // INVARIANT: the sweep's xs are the benchmarks' names.
+        benchmarks
+            .iter()
+            .find(|b| b.0 == name)
+            .expect("a benchmark of the sweep")
+    };
+    // The LiU buffer per data node, MiB; `None` is PVFS2 (no LiU).
+    let mut systems = vec![None];
+    systems.extend(buffers.map(Some));
+    // What the paper says of 32 MiB against a larger buffer.
+    let paper = Paper {
+        source: "seed 001 Fig. 9 and its text",
+        values: vec![
+            ("mpi-io-test", ("32 MB performs like 512 MB", 512)),
+            ("ior-mpi-io", ("32 MB reaches a third of 128 MB", 128)),
+        ],
+    };
+    let read = |r: &Sweep<Option<u64>, &str, RunResult>, buffer: Option<u64>, name: &&str| {
+        let (_, _, before, bytes) = benchmark(name);
+        phase_mb_s(&r.at(&buffer, name).jobs[0], *before, None, *bytes)
+    };
+    let larger = |name: &&str| paper.get(name).map_or(512, |v| v.1);
+    Figure::new(
+        "LiU Fig. 9: buffer size 32-512 MiB",
+        "mpi-io-test (sequential) is insensitive: 32 MB performs like 512 MB. ior-mpi-io \
+         (random across 14 streams) is sensitive: 32 MB reaches a third of 128 MB's throughput; \
+         past the working set more buffer adds little. The prototype uses 256 MB.",
+        parameters(
             rc,
             &[("buffer", "per data node, not scaled: 32-512 MiB".into())],
         ),
-        tables: vec![Table {
-            title: "Read throughput of the measured pass (MB/s)".into(),
-            headers,
-            rows,
-        }],
-        plots: vec![log2_line_plot(
-            "liu-fig9-buffer",
+        systems,
+        vec!["mpi-io-test", "ior-mpi-io"],
+        |&buffer, name| {
+            Ok(Task {
+                cluster: cluster(rc, buffer.is_some(), buffer.map(|b| b * MIB)),
+                system: System::Baseline,
+                jobs: vec![benchmark(name).1.clone()],
+            })
+        },
+    )
+    .paper_findings(
+        &paper,
+        |_| true,
+        move |name| format!("{name}, LiU 32 / {} MiB buffer (MB/s)", larger(name)),
+        |(says, _)| says.to_string(),
+        move |r, name| {
+            let of = |mib| mb_s(read(r, Some(mib), name));
+            format!("{} / {}", of(32), of(larger(name)))
+        },
+    )
+    .claim(
+        "mpi-io-test reads within 10% of 512 MiB's throughput with 32 MiB",
+        move |r| read(r, Some(32), &"mpi-io-test") >= 0.9 * read(r, Some(512), &"mpi-io-test"),
+    )
+    .claim(
+        "ior-mpi-io reads slower with 32 MiB than with 128 MiB",
+        move |r| read(r, Some(32), &"ior-mpi-io") < read(r, Some(128), &"ior-mpi-io"),
+    )
+    .table(
+        "Read throughput of the measured pass (MB/s)",
+        vec!["mpi-io-test", "ior-mpi-io"],
+        |t| {
+            let t = t
+                .col("benchmark", |_, name: &&str| name.to_string())
+                .col("PVFS2", move |r, name| mb_s(read(r, None, name)));
+            buffers.iter().fold(t, |t, &b| {
+                t.col(format!("LiU {b} MiB"), move |r, name| {
+                    mb_s(read(r, Some(b), name))
+                })
+            })
+        },
+    )
+    .plot(
+        log2_line_plot(
+            "buffer",
             "Read throughput vs LiU buffer size",
             "LiU buffer per data node (MiB)",
             "read throughput, measured pass (MB/s)",
-            series,
-        )],
-        notes: Vec::new(),
-        events: events(&results),
-    })
+            Vec::new(),
+        ),
+        |s| {
+            ["mpi-io-test", "ior-mpi-io"]
+                .into_iter()
+                .fold(s, |s, name| {
+                    s.line(format!("{name} LiU"), buffers.to_vec(), move |r, &b| {
+                        (b as f64, read(r, Some(b), &name))
+                    })
+                })
+        },
+    )
+    .report(FIG9.name, rc)
 }

@@ -1,0 +1,512 @@
+//! A figure as data: the systems it compares, the values it sweeps, a
+//! function that builds one simulation for a (system, x), the paper's
+//! values with where they come from, the claims the paper makes, and the
+//! tables, plots and headline findings read from the results. One runner,
+//! [`Figure::report`], turns the declaration into simulations (through
+//! [`run_all`]), results looked up by (system, x) ([`Sweep::at`]), and a
+//! [`Report`].
+//!
+//! A declaration is [`Figure::new`] (title, what the paper says,
+//! parameters, systems, xs, the task of one run) followed by what is read
+//! from the results, each a closure over the results looked up by
+//! (system, x): [`Figure::headline`] or [`Figure::paper_findings`] (the
+//! paper's values, keyed, with their source, beside the simulator's),
+//! [`Figure::claim`] (an ordering or trend the paper states, checked on
+//! the run), [`Figure::table`] (row keys and [`Columns::col`]),
+//! [`Figure::plot`] ([`SeriesList::per_system`], [`SeriesList::line`]) and
+//! [`Figure::note`] or [`Figure::note_from`]. `docs/simulator.md` shows a
+//! whole declaration.
+
+use std::fmt::Debug;
+
+use super::runner::{events, run_all, Simulation};
+use super::RunConfig;
+use crate::cluster::SimError;
+use crate::output::{Check, Finding, Plot, Report, Series, Table};
+
+/// Something read from a sweep's results: a table, a plot's series, the
+/// headline findings.
+pub(crate) type Fill<'a, R, T> = Box<dyn Fn(&R) -> T + 'a>;
+
+/// The results of a sweep, one per (system, x).
+pub(crate) struct Sweep<S, X, O> {
+    systems: Vec<S>,
+    xs: Vec<X>,
+    /// x-major: `outs[xi * systems.len() + si]`.
+    outs: Vec<O>,
+}
+
+impl<S: PartialEq + Debug, X: PartialEq + Debug, O> Sweep<S, X, O> {
+    /// The result of `system` at `x`.
+    ///
+    /// # Panics
+    /// If the sweep has no such system or x: a declaration asks only for
+    /// what it declared, so this is a bug in the declaration.
+    pub(crate) fn at(&self, system: &S, x: &X) -> &O {
+        let si = self.systems.iter().position(|s| s == system);
+        let xi = self.xs.iter().position(|v| v == x);
+        match (si, xi) {
+            (Some(si), Some(xi)) => &self.outs[xi * self.systems.len() + si],
+            _ => panic!("the sweep has no run of {system:?} at {x:?}"),
+        }
+    }
+
+    /// Every x, in the declared order.
+    pub(crate) fn xs(&self) -> &[X] {
+        &self.xs
+    }
+}
+
+/// The paper's values, keyed (by x, or by (system, x)), with where in the
+/// paper they are.
+pub(crate) struct Paper<K, V = f64> {
+    /// Where the values are: the seed and its figure, table or section.
+    pub source: &'static str,
+    /// The values, in the order the headline lists them.
+    pub values: Vec<(K, V)>,
+}
+
+impl<K: PartialEq, V> Paper<K, V> {
+    /// The paper's value for `key`, if it gives one.
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+        self.values.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// A table's columns: each a header and how a row's cell reads.
+pub(crate) struct Columns<'a, K, R> {
+    columns: Vec<(String, CellFn<'a, K, R>)>,
+}
+
+/// How one cell reads: from the results and the row's key.
+type CellFn<'a, K, R> = Box<dyn Fn(&R, &K) -> String + 'a>;
+
+impl<'a, K, R> Columns<'a, K, R> {
+    /// One more column called `header` whose cell in the row of key `k`
+    /// is `cell(results, k)`.
+    pub(crate) fn col(
+        mut self,
+        header: impl Into<String>,
+        cell: impl Fn(&R, &K) -> String + 'a,
+    ) -> Self {
+        self.columns.push((header.into(), Box::new(cell)));
+        self
+    }
+}
+
+/// A plot's series.
+pub(crate) struct SeriesList<'a, R> {
+    series: Vec<Fill<'a, R, Series>>,
+}
+
+impl<'a, S, X, O> SeriesList<'a, Sweep<S, X, O>>
+where
+    S: PartialEq + Debug + Clone + 'a,
+    X: PartialEq + Debug + 'a,
+    O: 'a,
+{
+    /// One series per system of `systems`, named `name(system)`, with a
+    /// point per x: `(x_coord(index of x, x), y(result))`.
+    pub(crate) fn per_system(
+        mut self,
+        systems: &[S],
+        name: impl Fn(&S) -> String,
+        x_coord: impl Fn(usize, &X) -> f64 + Copy + 'a,
+        y: impl Fn(&O) -> f64 + Copy + 'a,
+    ) -> Self {
+        for s in systems {
+            let (name, s) = (name(s), s.clone());
+            self.series.push(Box::new(move |r: &Sweep<S, X, O>| Series {
+                name: name.clone(),
+                points: r
+                    .xs()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| (x_coord(i, x), y(r.at(&s, x))))
+                    .collect(),
+            }));
+        }
+        self
+    }
+
+    /// A series called `name` with one point per key of `keys`.
+    pub(crate) fn line<K: 'a>(
+        mut self,
+        name: impl Into<String>,
+        keys: Vec<K>,
+        point: impl Fn(&Sweep<S, X, O>, &K) -> (f64, f64) + 'a,
+    ) -> Self {
+        let name = name.into();
+        self.series.push(Box::new(move |r| Series {
+            name: name.clone(),
+            points: keys.iter().map(|k| point(r, k)).collect(),
+        }));
+        self
+    }
+}
+
+/// Every (system, x), system-major: the rows of a table with a row per
+/// run.
+pub(crate) fn pairs<S: Clone, X: Clone>(systems: &[S], xs: &[X]) -> Vec<(S, X)> {
+    systems
+        .iter()
+        .flat_map(|s| xs.iter().map(move |x| (s.clone(), x.clone())))
+        .collect()
+}
+
+/// What the paper claims of its results, checkable on the simulator's
+/// (an ordering such as "SSDUP+ sends less to the SSD than SSDUP at every
+/// process count").
+pub(crate) struct Claim<'a, R> {
+    /// The claim in words.
+    pub what: &'static str,
+    /// Whether the simulator's results bear it out.
+    pub holds: Fill<'a, R, bool>,
+}
+
+/// How a figure builds the simulation of one system at one x.
+type TaskFn<'a, S, X, T> = Box<dyn Fn(&S, &X) -> Result<T, SimError> + 'a>;
+
+/// A plot's frame and its series.
+type PlotFill<'a, R> = (Plot, SeriesList<'a, R>);
+
+/// The results of a figure's sweep.
+type Results<S, X, T> = Sweep<S, X, <T as Simulation>::Out>;
+
+/// A figure of the common shape: systems × xs, one simulation each,
+/// read into a report. Built with [`Figure::new`] and the methods that add
+/// its headline, claims, tables, plots and notes.
+pub(crate) struct Figure<'a, S, X, T: Simulation> {
+    title: &'a str,
+    paper: &'a str,
+    parameters: Vec<(String, String)>,
+    systems: Vec<S>,
+    xs: Vec<X>,
+    task: TaskFn<'a, S, X, T>,
+    headline: Vec<Fill<'a, Results<S, X, T>, Vec<Finding>>>,
+    claims: Vec<Claim<'a, Results<S, X, T>>>,
+    tables: Vec<Fill<'a, Results<S, X, T>, Table>>,
+    /// Each plot's frame (title, axes, kind; `file_stem` is the part
+    /// after the experiment's name) and its series.
+    plots: Vec<PlotFill<'a, Results<S, X, T>>>,
+    notes: Vec<Fill<'a, Results<S, X, T>, String>>,
+    /// Where the paper's values in the headline are from.
+    sources: Vec<&'static str>,
+}
+
+impl<'a, S, X, T> Figure<'a, S, X, T>
+where
+    S: PartialEq + Debug + 'a,
+    X: PartialEq + Debug + 'a,
+    T: Simulation,
+    T::Out: 'a,
+{
+    /// A figure titled `title` comparing `systems` over `xs`, a run of
+    /// each built by `task`; `paper` says in words what the paper reports,
+    /// `parameters` are the report's parameter lines.
+    pub(crate) fn new(
+        title: &'a str,
+        paper: &'a str,
+        parameters: Vec<(String, String)>,
+        systems: Vec<S>,
+        xs: Vec<X>,
+        task: impl Fn(&S, &X) -> Result<T, SimError> + 'a,
+    ) -> Self {
+        Figure {
+            title,
+            paper,
+            parameters,
+            systems,
+            xs,
+            task: Box::new(task),
+            headline: Vec::new(),
+            claims: Vec::new(),
+            tables: Vec::new(),
+            plots: Vec::new(),
+            notes: Vec::new(),
+            sources: Vec::new(),
+        }
+    }
+
+    /// Headline findings read from the results, after those already
+    /// added.
+    pub(crate) fn headline(
+        mut self,
+        findings: impl Fn(&Results<S, X, T>) -> Vec<Finding> + 'a,
+    ) -> Self {
+        self.headline.push(Box::new(findings));
+        self
+    }
+
+    /// One headline finding per value of `paper` whose key `pick` accepts,
+    /// in the paper's order (and the paper's source in the parameters):
+    /// `what` names it, `shown` formats the paper's value, `sim` reads the
+    /// simulator's side from the results.
+    pub(crate) fn paper_findings<K, V>(
+        self,
+        paper: &'a Paper<K, V>,
+        pick: impl Fn(&K) -> bool + 'a,
+        what: impl Fn(&K) -> String + 'a,
+        shown: impl Fn(&V) -> String + 'a,
+        sim: impl Fn(&Results<S, X, T>, &K) -> String + 'a,
+    ) -> Self {
+        self.paper_headline(paper, move |r, k, v| {
+            if pick(k) {
+                vec![Finding::new(what(k), shown(v), sim(r, k))]
+            } else {
+                Vec::new()
+            }
+        })
+    }
+
+    /// The findings `findings` reads for each value of `paper`, in the
+    /// paper's order (and the paper's source in the parameters): for a
+    /// value the paper gives more than one finding of.
+    pub(crate) fn paper_headline<K, V>(
+        mut self,
+        paper: &'a Paper<K, V>,
+        findings: impl Fn(&Results<S, X, T>, &K, &V) -> Vec<Finding> + 'a,
+    ) -> Self {
+        self.cite(paper);
+        self.headline(move |r| {
+            paper
+                .values
+                .iter()
+                .flat_map(|(k, v)| findings(r, k, v))
+                .collect()
+        })
+    }
+
+    /// Names `paper`'s source in the parameters, for paper values a table
+    /// shows but the headline does not.
+    pub(crate) fn cite<K, V>(&mut self, paper: &Paper<K, V>) {
+        if !self.sources.contains(&paper.source) {
+            self.sources.push(paper.source);
+        }
+    }
+
+    /// A claim of the paper, checked on the results.
+    pub(crate) fn claim(
+        mut self,
+        what: &'static str,
+        holds: impl Fn(&Results<S, X, T>) -> bool + 'a,
+    ) -> Self {
+        self.claims.push(Claim {
+            what,
+            holds: Box::new(holds),
+        });
+        self
+    }
+
+    /// A table titled `title` with one row per key of `rows`, in that
+    /// order, and the columns `columns` adds.
+    pub(crate) fn table<K: 'a>(
+        mut self,
+        title: impl Into<String>,
+        rows: Vec<K>,
+        columns: impl FnOnce(Columns<'a, K, Results<S, X, T>>) -> Columns<'a, K, Results<S, X, T>>,
+    ) -> Self {
+        let title = title.into();
+        let columns = columns(Columns {
+            columns: Vec::new(),
+        })
+        .columns;
+        self.tables.push(Box::new(move |r| Table {
+            title: title.clone(),
+            headers: columns.iter().map(|(h, _)| h.clone()).collect(),
+            rows: rows
+                .iter()
+                .map(|k| columns.iter().map(|(_, cell)| cell(r, k)).collect())
+                .collect(),
+        }));
+        self
+    }
+
+    /// A plot drawn in `frame` (its `file_stem` the part after the
+    /// experiment's name), with the series `series` adds.
+    pub(crate) fn plot(
+        mut self,
+        frame: Plot,
+        series: impl FnOnce(SeriesList<'a, Results<S, X, T>>) -> SeriesList<'a, Results<S, X, T>>,
+    ) -> Self {
+        let series = series(SeriesList { series: Vec::new() });
+        self.plots.push((frame, series));
+        self
+    }
+
+    /// A note under the tables.
+    pub(crate) fn note(self, note: impl Into<String>) -> Self {
+        let note = note.into();
+        self.note_from(move |_| note.clone())
+    }
+
+    /// A note read from the results.
+    pub(crate) fn note_from(mut self, note: impl Fn(&Results<S, X, T>) -> String + 'a) -> Self {
+        self.notes.push(Box::new(note));
+        self
+    }
+
+    /// Runs every (system, x) and reads the report of experiment `name`
+    /// from the results: the headline, the claims checked, the parameters
+    /// (and where the paper's values are from), the tables, the plots (a
+    /// plot's file is `<name>-<its file_stem>`) and the notes.
+    pub(crate) fn report(self, name: &str, rc: &RunConfig) -> Result<Report, SimError> {
+        let mut tasks = Vec::with_capacity(self.xs.len() * self.systems.len());
+        for x in &self.xs {
+            for s in &self.systems {
+                tasks.push((self.task)(s, x)?);
+            }
+        }
+        let outs = run_all(&tasks, rc)?;
+        let sweep = Sweep {
+            systems: self.systems,
+            xs: self.xs,
+            outs,
+        };
+        let mut parameters = self.parameters;
+        if !self.sources.is_empty() {
+            parameters.push(("paper's values".into(), self.sources.join("; ")));
+        }
+        Ok(Report {
+            experiment: name.into(),
+            title: self.title.into(),
+            headline: self.headline.iter().flat_map(|f| f(&sweep)).collect(),
+            paper: self.paper.into(),
+            parameters,
+            tables: self.tables.iter().map(|t| t(&sweep)).collect(),
+            plots: self
+                .plots
+                .iter()
+                .map(|(frame, series)| Plot {
+                    file_stem: format!("{name}-{}", frame.file_stem),
+                    series: series.series.iter().map(|s| s(&sweep)).collect(),
+                    ..frame.clone()
+                })
+                .collect(),
+            notes: self.notes.iter().map(|n| n(&sweep)).collect(),
+            events: events(&sweep.outs),
+            checks: self
+                .claims
+                .iter()
+                .map(|c| Check {
+                    claim: c.what.into(),
+                    holds: (c.holds)(&sweep),
+                })
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::line_plot;
+    use crate::experiments::runner::Outcome;
+
+    /// A simulation that squares its input.
+    struct Square(u32);
+
+    struct Squared(u32);
+
+    impl Outcome for Squared {
+        fn events(&self) -> u64 {
+            1
+        }
+    }
+
+    impl Simulation for Square {
+        type Out = Squared;
+
+        fn run(&self) -> Result<Squared, SimError> {
+            Ok(Squared(self.0 * self.0))
+        }
+    }
+
+    #[test]
+    fn results_are_read_by_system_and_x_into_the_declared_report() {
+        let paper = Paper {
+            source: "seed 000 Fig. 0",
+            values: vec![(("b", 3), 90.0)],
+        };
+        let report = Figure::new(
+            "T",
+            "P",
+            Vec::new(),
+            vec!["a", "b"],
+            vec![2u32, 3],
+            |&s, &x| Ok(Square(if s == "a" { x } else { 10 * x })),
+        )
+        .paper_findings(
+            &paper,
+            |_| true,
+            |(s, x)| format!("{s} at {x}"),
+            |v| format!("{v}"),
+            |r, (s, x)| r.at(s, x).0.to_string(),
+        )
+        .claim("b above a at every x", |r| {
+            r.xs().iter().all(|x| r.at(&"b", x).0 > r.at(&"a", x).0)
+        })
+        .claim("a above b at some x", |r| {
+            r.xs().iter().any(|x| r.at(&"a", x).0 > r.at(&"b", x).0)
+        })
+        .table("t", vec![3u32, 2], |t| {
+            t.col("x", |_, x: &u32| x.to_string())
+                .col("a", |r, x| r.at(&"a", x).0.to_string())
+                .col("b", |r, x| r.at(&"b", x).0.to_string())
+        })
+        .plot(line_plot("lines", "L", "x", "y", Vec::new()), |s| {
+            s.per_system(
+                &["b"],
+                |s| s.to_string(),
+                |_, &x| f64::from(x),
+                |o| f64::from(o.0),
+            )
+        })
+        .note_from(|r| format!("a at 2: {}", r.at(&"a", &2).0))
+        .report("demo-fig0", &RunConfig::new(1.0, 1))
+        .unwrap();
+        assert_eq!(report.experiment, "demo-fig0");
+        assert_eq!(report.headline, vec![Finding::new("b at 3", "90", "900")]);
+        assert_eq!(
+            report.checks,
+            vec![
+                Check {
+                    claim: "b above a at every x".into(),
+                    holds: true
+                },
+                Check {
+                    claim: "a above b at some x".into(),
+                    holds: false
+                },
+            ]
+        );
+        assert_eq!(
+            report.parameters,
+            vec![("paper's values".to_string(), "seed 000 Fig. 0".to_string())]
+        );
+        assert_eq!(report.tables[0].headers, ["x", "a", "b"]);
+        assert_eq!(
+            report.tables[0].rows,
+            [["3", "9", "900"], ["2", "4", "400"]]
+        );
+        assert_eq!(report.plots[0].file_stem, "demo-fig0-lines");
+        assert_eq!(report.plots[0].series[0].name, "b");
+        assert_eq!(
+            report.plots[0].series[0].points,
+            [(2.0, 400.0), (3.0, 900.0)]
+        );
+        assert_eq!(report.notes, ["a at 2: 4"]);
+        assert_eq!(report.events, 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "no run of")]
+    fn asking_for_an_undeclared_run_is_a_bug() {
+        let sweep = Sweep {
+            systems: vec!["a"],
+            xs: vec![1u32],
+            outs: vec![Squared(1)],
+        };
+        let _ = sweep.at(&"b", &1);
+    }
+}

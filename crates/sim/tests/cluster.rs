@@ -293,3 +293,37 @@ fn sluice_takes_its_cost_model_from_the_devices() {
     assert_eq!(System::SluiceCost.name(), "sluice");
     assert!(System::SluiceCost.traffic_aware());
 }
+
+/// `server_threads`: requests that pile up at an I/O node are taken in a
+/// random order, so a strided job's sorted streams get holes they do not
+/// have in arrival order; with the threads off, or free whenever a
+/// request arrives, the run is the same as without them.
+#[test]
+fn server_threads_reorder_only_requests_that_pile_up() {
+    let mean_random = |threads: u32, per_request: Duration| {
+        let config = ClusterConfig {
+            server_threads: threads,
+            server_request_time: per_request,
+            ..small()
+        };
+        let r = simulate(
+            &config,
+            System::Baseline,
+            &[ior(IorPattern::Strided, 1, 64)],
+        )
+        .unwrap();
+        let p: Vec<f64> = r.streams.iter().map(|s| s.percentage).collect();
+        p.iter().sum::<f64>() / p.len().max(1) as f64
+    };
+    let off = mean_random(0, Duration::ZERO);
+    let idle = mean_random(64, Duration::from_nanos(1));
+    assert!(
+        (idle - off).abs() < 1e-9,
+        "free threads reorder nothing: {off} vs {idle}"
+    );
+    let piled = mean_random(1, Duration::from_millis(5));
+    assert!(
+        piled > off + 0.05,
+        "a saturated thread takes them out of order: {off} vs {piled}"
+    );
+}

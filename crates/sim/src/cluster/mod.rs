@@ -240,6 +240,19 @@ pub struct ClusterConfig {
     /// from its flushing (docs/results/ssdup.md, Fig. 11). `None` = the
     /// system's own.
     pub policy_override: Option<RedirectPolicy>,
+    /// Request threads of each I/O node's server (issue 23: "server
+    /// threads reordering requests"): a request that reaches the node
+    /// waits in its intake until one of these threads is free; a free
+    /// thread takes a pending request *at random* (threads contend for the
+    /// queue, no order is kept) and spends [`server_request_time`] on it
+    /// before it is placed (and seen by the detector). The more requests
+    /// pending, the more they are reordered, and across more iterations.
+    /// 0 (the default) = requests are handled in arrival order at once.
+    ///
+    /// [`server_request_time`]: ClusterConfig::server_request_time
+    pub server_threads: u32,
+    /// A server thread's time per request (with `server_threads` > 0).
+    pub server_request_time: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -269,6 +282,8 @@ impl Default for ClusterConfig {
             read_ahead_bytes: 512 * KIB,
             read_ahead_per_process: false,
             policy_override: None,
+            server_threads: 0,
+            server_request_time: Duration::from_micros(100),
         }
     }
 }
@@ -312,6 +327,11 @@ enum Event {
         piece: u32,
     },
     AtServer {
+        piece: u32,
+    },
+    /// A server thread is done with `piece` (with `server_threads`).
+    Handled {
+        server: u32,
         piece: u32,
     },
     Acked {
@@ -436,6 +456,11 @@ struct Server {
     /// Per file: the page cache's read-ahead state.
     read_ahead: HashMap<FileId, PageCache>,
     next_window: u64,
+    /// Requests waiting for a server thread, and the threads busy
+    /// (`server_threads`); the random pick's generator.
+    intake: Vec<u32>,
+    threads_busy: u32,
+    intake_rng: SimRng,
 }
 
 struct Sim<'a> {
@@ -505,6 +530,9 @@ impl<'a> Sim<'a> {
                 flush: FlushState::default(),
                 read_ahead: HashMap::new(),
                 next_window: 0,
+                intake: Vec::new(),
+                threads_busy: 0,
+                intake_rng: SimRng::new(config.seed ^ 0x5EED_0F_1A7A_u64.wrapping_add(s as u64)),
                 liu: match config.liu {
                     None => None,
                     Some(liu) => Some(LiuNode {
@@ -621,7 +649,17 @@ impl<'a> Sim<'a> {
                 let arrival = self.servers[p.server as usize].link.transfer(now, p.len);
                 self.queue.schedule(arrival, Event::AtServer { piece });
             }
+            Event::AtServer { piece } if self.config.server_threads > 0 => {
+                let server = self.pieces[piece as usize].server;
+                self.servers[server as usize].intake.push(piece);
+                self.take_requests(now, server);
+            }
             Event::AtServer { piece } => self.at_server(now, piece),
+            Event::Handled { server, piece } => {
+                self.servers[server as usize].threads_busy -= 1;
+                self.at_server(now, piece);
+                self.take_requests(now, server);
+            }
             Event::SsdDone { piece } => self.acknowledge(now, piece),
             Event::Acked { piece } => {
                 let process = self.pieces[piece as usize].process;
@@ -665,6 +703,23 @@ impl<'a> Sim<'a> {
                 }
                 self.maybe_flush(now, server);
             }
+        }
+    }
+
+    /// Free server threads of `server` take pending requests, each a random
+    /// one ([`ClusterConfig::server_threads`]).
+    fn take_requests(&mut self, now: Time, server: u32) {
+        let threads = self.config.server_threads;
+        let busy_for = self.config.server_request_time;
+        let s = &mut self.servers[server as usize];
+        while s.threads_busy < threads && !s.intake.is_empty() {
+            let pick = s.intake_rng.below(s.intake.len() as u64) as usize;
+            let piece = s.intake.swap_remove(pick);
+            s.threads_busy += 1;
+            self.queue.schedule(
+                now.saturating_add(busy_for),
+                Event::Handled { server, piece },
+            );
         }
     }
 

@@ -9,6 +9,12 @@
 use super::*;
 use crate::experiments::figure::{Figure, Paper};
 
+/// Fig. 5/6's server-thread ablation: threads per I/O node, and each
+/// one's time per request (heavier than a PVFS2 server's request handling,
+/// so that requests can pile up).
+const SERVER_THREADS: u32 = 8;
+const SERVER_REQUEST_TIME: Duration = Duration::from_millis(1);
+
 pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     // (a) 16 processes per pattern, plus the mixed load of two instances.
     let mut tasks = Vec::new();
@@ -49,10 +55,36 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             });
         }
     }
+    // Ablation: server threads taking pending requests at random
+    // (`server_threads`; nothing else changed).
+    for &n in &procs {
+        let mut cluster = base_cluster(rc);
+        cluster.server_threads = SERVER_THREADS;
+        cluster.server_request_time = SERVER_REQUEST_TIME;
+        tasks.push(Task {
+            cluster,
+            system: System::Baseline,
+            jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
+        });
+    }
     let results = run_all(&tasks, rc)?;
     // Every run of the experiment, ablations and traces included.
     let all_events = events(&results);
-    let (results, drifted) = results.split_at(4 + procs.len());
+    let (results, ablations) = results.split_at(4 + procs.len());
+    let (drifted, threaded) = ablations.split_at(DRIFT_OVERHEADS.len() * procs.len());
+    let thread_rows: Vec<Vec<String>> = procs
+        .iter()
+        .zip(threaded)
+        .zip(results[4..].iter())
+        .map(|((&n, r), base)| {
+            vec![
+                n.to_string(),
+                pct(mean_percentage(base)),
+                pct(mean_percentage(r)),
+                mb_s(r.jobs[0].throughput_mb_s()),
+            ]
+        })
+        .collect();
     let drift_rows: Vec<Vec<String>> = procs
         .iter()
         .enumerate()
@@ -161,6 +193,17 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                 .map(String::from)
                 .to_vec(),
                 rows: drift_rows,
+            },
+            Table {
+                title: format!(
+                    "Ablation: {SERVER_THREADS} server threads taking pending requests at random, {} ms each \
+                     (`server_threads`; default off)",
+                    SERVER_REQUEST_TIME.as_secs_f64() * 1e3
+                ),
+                headers: ["processes", "off: random %", "on: random %", "on: MB/s"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: thread_rows,
             },
         ],
         plots: vec![

@@ -532,7 +532,7 @@ impl<'a> Sim<'a> {
                 next_window: 0,
                 intake: Vec::new(),
                 threads_busy: 0,
-                intake_rng: SimRng::new(config.seed ^ 0x5EED_0F_1A7A_u64.wrapping_add(s as u64)),
+                intake_rng: SimRng::new(config.seed ^ 0x005E_ED0F_1A7A_u64.wrapping_add(s as u64)),
                 liu: match config.liu {
                     None => None,
                     Some(liu) => Some(LiuNode {

@@ -488,6 +488,63 @@ fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
     assert_eq!(liu.status().errors, 0);
 }
 
+/// The learning pass with a late reader: one 1 KiB piece of each
+/// segment's body is read only after the segment was loaded. The load
+/// leaves that hole absent (and the reads made so far) and reads only what
+/// lies past the last byte read; the late read then loads just its hole.
+/// Each byte is still read from the capacity tier once.
+#[test]
+fn a_hole_left_by_a_late_reader_is_loaded_alone() {
+    use sluice_devices::ssd::SsdConfig;
+    use sluice_env::emulated::EmulatedBackend;
+    let emulated = Arc::new(
+        EmulatedBackend::ssd(
+            Arc::new(MemBackend::new()),
+            SsdConfig::default(),
+            Arc::new(SystemClock::new()),
+        )
+        .unwrap(),
+    );
+    let capacity: Arc<dyn Backend> = emulated.clone();
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let segments = 4;
+    let data = pattern(9, segments * SEGMENT);
+    capacity
+        .open(&path("f"), OpenOptions::CREATE)
+        .unwrap()
+        .write_at(&data, 0)
+        .unwrap();
+    let liu = liu_over(&capacity, &fast);
+    let f = liu.open(&path("f"), OpenOptions::default()).unwrap();
+    let read_bytes = || emulated.ssd_stats().unwrap().read_bytes;
+    let before = read_bytes();
+    let check = |offset: u64| {
+        let want = &data[offset as usize..offset as usize + 1024];
+        assert_eq!(read(f.as_ref(), offset, 1024), want, "at {offset}");
+    };
+    for s in 0..segments {
+        let start = s * SEGMENT;
+        let late = start + HEAD + 1024;
+        for offset in (start..start + SEGMENT).step_by(1024) {
+            if offset != late {
+                check(offset);
+            }
+            // Half the segment read (its load has happened): the late
+            // reader comes.
+            if offset == start + SEGMENT / 2 + 1024 {
+                check(late);
+            }
+        }
+    }
+    assert_eq!(liu.status().counters.whole_loads, segments);
+    assert_eq!(
+        read_bytes() - before,
+        segments * SEGMENT,
+        "each byte read once, the holes included"
+    );
+    assert_eq!(liu.status().errors, 0);
+}
+
 #[test]
 /// Found by the property test: a segment cached or lifted while the file
 /// ended inside it must not serve the bytes a later write past the end

@@ -366,25 +366,30 @@ impl SegmentBuffer {
             .is_some_and(|e| e.kind == Kind::Regular)
     }
 
-    /// How many leading bytes of `[start, start + len)` of `key` lie in
-    /// grains requested since `key` entered the stack (0 for a key not in
-    /// the stack; at most `len`). A caller about to load a segment that was
-    /// a ghost can leave out what was already read directly, and load it
-    /// when it is next asked for.
-    pub fn requested_prefix(&self, key: SegmentKey, start: u64, len: u64) -> u64 {
+    /// The runs of `[start, start + len)` of `key` that lie in grains
+    /// requested since `key` entered the stack, in order, as (offset,
+    /// length) clipped to the range (none for a key not in the stack). A
+    /// caller about to load a segment that was a ghost can leave out what
+    /// was already read directly, and load it when it is next asked for.
+    pub fn requested_runs(&self, key: SegmentKey, start: u64, len: u64) -> Vec<(u64, u64)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
         let Some(entry) = self.entries.get(&key) else {
-            return 0;
+            return runs;
         };
         let grain = self.config.grain_bytes;
         let end = start.saturating_add(len);
-        let mut g = start / grain;
-        while g < self.grains && entry.touched[(g / 64) as usize] & (1 << (g % 64)) != 0 {
-            g += 1;
-            if g.saturating_mul(grain) >= end {
-                return len;
+        let last = end.div_ceil(grain).min(self.grains);
+        for g in start / grain..last {
+            if entry.touched[(g / 64) as usize] & (1 << (g % 64)) == 0 {
+                continue;
+            }
+            let (from, to) = ((g * grain).max(start), ((g + 1) * grain).min(end));
+            match runs.last_mut() {
+                Some((offset, run)) if *offset + *run == from => *run += to - from,
+                _ => runs.push((from, to - from)),
             }
         }
-        (g.saturating_mul(grain)).saturating_sub(start).min(len)
+        runs
     }
 
     /// The next piece of work for the caller, in order.
@@ -911,36 +916,33 @@ mod tests {
     }
 
     #[test]
-    fn requested_prefix_counts_the_leading_requested_grains() {
+    fn requested_runs_are_the_requested_grains_clipped_to_the_range() {
         let mut b = small(2, 2, 8);
-        assert_eq!(b.requested_prefix(key(0), 0, KIB), 0, "not in the stack");
+        assert_eq!(b.requested_runs(key(0), 0, KIB), vec![], "not in the stack");
         b.access(key(0), 0, 2 * KIB, 16 * KIB);
-        b.access(key(0), 3 * KIB, 100, 16 * KIB);
-        assert_eq!(b.requested_prefix(key(0), 0, 2 * KIB), 2 * KIB);
+        b.access(key(0), 3 * KIB + 5, 100, 16 * KIB);
+        b.access(key(0), 4 * KIB, KIB, 16 * KIB);
         assert_eq!(
-            b.requested_prefix(key(0), KIB + 5, 10),
-            10,
-            "inside a grain"
+            b.requested_runs(key(0), 0, 16 * KIB),
+            vec![(0, 2 * KIB), (3 * KIB, 2 * KIB)],
+            "a grain touched anywhere counts; adjacent grains merge"
         );
         assert_eq!(
-            b.requested_prefix(key(0), 3 * KIB, KIB),
-            KIB,
-            "a grain touched anywhere counts"
+            b.requested_runs(key(0), KIB / 2, 3 * KIB),
+            vec![(KIB / 2, 3 * KIB / 2), (3 * KIB, KIB / 2)],
+            "clipped at both ends"
         );
+        assert_eq!(b.requested_runs(key(0), 0, 0), vec![], "empty range");
         assert_eq!(
-            b.requested_prefix(key(0), 0, 4 * KIB),
-            2 * KIB,
-            "grain 2 not read"
-        );
-        assert_eq!(b.requested_prefix(key(0), KIB / 2, 4 * KIB), 3 * KIB / 2);
-        assert_eq!(b.requested_prefix(key(0), 2 * KIB, 2 * KIB), 0);
-        assert_eq!(b.requested_prefix(key(0), 0, 0), 0, "empty range");
-        assert_eq!(
-            b.requested_prefix(key(0), 15 * KIB, 2 * KIB),
-            0,
+            b.requested_runs(key(0), 15 * KIB, 4 * KIB),
+            vec![],
             "past the end"
         );
-        assert_eq!(b.requested_prefix(key(0), u64::MAX, 2), 0, "overflow");
+        assert_eq!(
+            b.requested_runs(key(0), u64::MAX - 1, 2),
+            vec![],
+            "overflow"
+        );
     }
 
     #[test]

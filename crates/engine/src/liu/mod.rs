@@ -18,12 +18,15 @@
 //!   fast tier when lifted, else from the capacity tier) and the body in
 //!   `body_sections` capacity reads — then waits only for the parts its
 //!   range needs; `Direct` reads the lifted head on the fast tier or the
-//!   capacity tier. What a load's body sections begin with that was read
-//!   directly while the segment was a ghost
-//!   ([`SegmentBuffer::requested_prefix`]) is not queued: it stays *absent*
-//!   until a reader needs it, and the head comes from the direct reads'
-//!   copies (`stash`), so the pass that learns a segment does not read it
-//!   twice (docs/liu.md, "The learning pass").
+//!   capacity tier. A load of a segment that was a ghost queues only the
+//!   body past its *frontier*, the end of the last byte requested while it
+//!   was a ghost ([`SegmentBuffer::requested_runs`]); everything below it
+//!   stays *absent* until a reader needs it (the reads already made, and
+//!   each hole between them as a part of its own), the reader that made
+//!   the load reads its own bytes directly, and the head comes from the
+//!   direct reads' copies (`stash`). So the pass that learns a segment
+//!   reads each byte once, and its load continues where the disk is
+//!   (docs/liu.md, "The learning pass").
 //! * **Lifting.** An evicted segment whose head is to be lifted has the
 //!   head's DRAM copy written to a slot of the heads file on the fast tier
 //!   (`liu-heads`, `heads_bytes / head_bytes` slots) by a worker; it is
@@ -523,7 +526,7 @@ impl Inner {
                 } else {
                     None
                 };
-                let (cut, mut initial, skipped) = cut_read_prefixes(
+                let (cut, mut initial, skipped) = cut_learned(
                     &state.buffer,
                     key,
                     parts(self.geometry, segment_len, self.body_sections),
@@ -562,7 +565,14 @@ impl Inner {
                     });
                 }
                 state.loaded.insert(key, Arc::clone(&segment));
-                Plan::Wait(segment)
+                if segment.absent(slice_start, slice_start + len) {
+                    // This reader's bytes were requested (by this read):
+                    // read directly, as while the segment was a ghost;
+                    // the buffer loads them when a later reader needs them.
+                    Plan::Capacity
+                } else {
+                    Plan::Wait(segment)
+                }
             }
             Serve::Direct { from_head: true } => match state.slots.of.get(&key).copied() {
                 Some(slot) => {

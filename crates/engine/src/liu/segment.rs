@@ -50,37 +50,61 @@ pub(super) fn parts(geometry: Geometry, segment_len: u64, sections: u32) -> Vec<
         .collect()
 }
 
-/// `parts` of the segment `key` about to be loaded, with the leading
-/// bytes of each body section that were read directly while the segment
-/// was a ghost cut off as absent parts ([`Part::Absent`], loaded when a
-/// reader needs them): the pass that learns a segment reads each byte
-/// about once, not up to twice. The head is never cut: an eviction lifts
-/// it. Returns the parts, their initial states and the bytes left absent.
-pub(super) fn cut_read_prefixes(
+/// `parts` of the segment `key` about to be loaded, cut where the pass
+/// that learned the segment left it: below the *frontier* (the end of the
+/// last body byte requested while it was a ghost) everything is absent
+/// ([`Part::Absent`], loaded when a reader needs it): the runs already
+/// read directly, and each hole between them as a part of its own (the
+/// reader that has not come yet loads only its hole). Only what lies past
+/// the frontier is loaded now, starting where the disk is: the pass reads
+/// each byte about once, and the load continues the direct reads instead
+/// of going back for a hole. The head is never cut: an eviction lifts it.
+/// Returns the parts, their initial states and the bytes left absent that
+/// were read already.
+pub(super) fn cut_learned(
     buffer: &SegmentBuffer,
     key: SegmentKey,
     parts: Vec<(u64, u64)>,
 ) -> (Vec<(u64, u64)>, Vec<Part>, u64) {
+    let body_start = parts.first().map_or(0, |&(offset, len)| offset + len);
+    let body_end = parts.last().map_or(0, |&(offset, len)| offset + len);
+    let runs = buffer.requested_runs(key, body_start, body_end.saturating_sub(body_start));
+    let frontier = runs.last().map_or(0, |&(offset, len)| offset + len);
     let mut cut = Vec::new();
     let mut initial = Vec::new();
-    let mut absent = 0;
+    let mut skipped = 0;
     for (n, (offset, len)) in parts.into_iter().enumerate() {
-        let read = if n == 0 {
-            0
+        let end = offset + len;
+        let below = if n == 0 {
+            offset
         } else {
-            buffer.requested_prefix(key, offset, len)
+            frontier.clamp(offset, end)
         };
-        if read > 0 {
-            cut.push((offset, read));
+        let mut at = offset;
+        for &(run, run_len) in &runs {
+            let (from, to) = (run.max(offset), (run + run_len).min(below));
+            if from >= to {
+                continue;
+            }
+            if at < from {
+                cut.push((at, from - at));
+                initial.push(Part::Absent);
+            }
+            cut.push((from, to - from));
             initial.push(Part::Absent);
-            absent += read;
+            skipped += to - from;
+            at = to;
         }
-        if read < len {
-            cut.push((offset + read, len - read));
+        if at < below {
+            cut.push((at, below - at));
+            initial.push(Part::Absent);
+        }
+        if below < end {
+            cut.push((below, end - below));
             initial.push(Part::Pending);
         }
     }
-    (cut, initial, absent)
+    (cut, initial, skipped)
 }
 
 impl Segment {
@@ -95,6 +119,17 @@ impl Segment {
             Some(Part::Ready(bytes)) => Some(Arc::clone(bytes)),
             _ => None,
         }
+    }
+
+    /// Whether every part holding bytes of `[start, end)` is absent.
+    pub(super) fn absent(&self, start: u64, end: u64) -> bool {
+        let parts = lock(&self.state);
+        self.parts
+            .iter()
+            .zip(parts.iter())
+            .all(|(&(offset, len), part)| {
+                offset >= end || offset + len <= start || matches!(part, Part::Absent)
+            })
     }
 
     /// The absent parts that hold bytes of `[start, end)`, now pending: the

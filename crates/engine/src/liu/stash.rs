@@ -5,11 +5,11 @@
 //!
 //! A pass that learns a segment reads it directly (it is a ghost) until
 //! its requested fraction reaches `lift_locality`; the next access loads
-//! it. What the body sections begin with that was already read is left
-//! absent (loaded when a reader needs it), but the head must be loaded
-//! whole because an eviction lifts it. Direct reads that fall in a ghost's head copy their
-//! bytes here; a load finds the head complete and takes it instead of
-//! reading it.
+//! it. The body below what was already read is left absent (loaded when a
+//! reader needs it), but the head must be loaded whole because an eviction
+//! lifts it. Direct reads that fall in a ghost's head copy their bytes
+//! here; a load finds the head complete and takes it instead of reading
+//! it.
 //!
 //! Bounded: at most `capacity` heads, the least recently stored dropped
 //! first. Coherent: every write, truncation and removal of a file drops its

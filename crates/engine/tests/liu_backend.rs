@@ -435,14 +435,13 @@ proptest! {
     }
 }
 
-/// A learning pass (small reads in order, each segment a ghost until half
-/// of it was read, then loaded) reads each byte of the capacity file once:
-/// the body sections already read are left absent and the head comes from
-/// the stash of its direct reads. Before, the load read the whole segment
-/// again (1.5 times the file here). The heads are still lifted on eviction,
-/// and a second pass reads right.
-#[test]
-fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
+/// A file of `segments` segments of `pattern(seed)` on a capacity tier
+/// behind an emulated SSD, opened through LiU, and the tier's bytes read
+/// so far.
+fn counted_file(
+    seed: u8,
+    segments: u64,
+) -> (Arc<LiuBackend>, Arc<dyn BackendFile>, Vec<u8>, impl Fn() -> u64) {
     use sluice_devices::ssd::SsdConfig;
     use sluice_env::emulated::EmulatedBackend;
     let emulated = Arc::new(
@@ -455,8 +454,7 @@ fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
     );
     let capacity: Arc<dyn Backend> = emulated.clone();
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let segments = 4;
-    let data = pattern(7, segments * SEGMENT);
+    let data = pattern(seed, segments * SEGMENT);
     capacity
         .open(&path("f"), OpenOptions::CREATE)
         .unwrap()
@@ -464,7 +462,19 @@ fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
         .unwrap();
     let liu = liu_over(&capacity, &fast);
     let f = liu.open(&path("f"), OpenOptions::default()).unwrap();
-    let read_bytes = || emulated.ssd_stats().unwrap().read_bytes;
+    (liu, f, data, move || emulated.ssd_stats().unwrap().read_bytes)
+}
+
+/// A learning pass (small reads in order, each segment a ghost until half
+/// of it was read, then loaded) reads each byte of the capacity file once:
+/// the body sections already read are left absent and the head comes from
+/// the stash of its direct reads. Before, the load read the whole segment
+/// again (1.5 times the file here). The heads are still lifted on eviction,
+/// and a second pass reads right.
+#[test]
+fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
+    let segments = 4;
+    let (liu, f, data, read_bytes) = counted_file(7, segments);
     let before = read_bytes();
     for offset in (0..segments * SEGMENT).step_by(1024) {
         let want = &data[offset as usize..offset as usize + 1024];
@@ -495,28 +505,8 @@ fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
 /// Each byte is still read from the capacity tier once.
 #[test]
 fn a_hole_left_by_a_late_reader_is_loaded_alone() {
-    use sluice_devices::ssd::SsdConfig;
-    use sluice_env::emulated::EmulatedBackend;
-    let emulated = Arc::new(
-        EmulatedBackend::ssd(
-            Arc::new(MemBackend::new()),
-            SsdConfig::default(),
-            Arc::new(SystemClock::new()),
-        )
-        .unwrap(),
-    );
-    let capacity: Arc<dyn Backend> = emulated.clone();
-    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let segments = 4;
-    let data = pattern(9, segments * SEGMENT);
-    capacity
-        .open(&path("f"), OpenOptions::CREATE)
-        .unwrap()
-        .write_at(&data, 0)
-        .unwrap();
-    let liu = liu_over(&capacity, &fast);
-    let f = liu.open(&path("f"), OpenOptions::default()).unwrap();
-    let read_bytes = || emulated.ssd_stats().unwrap().read_bytes;
+    let (liu, f, data, read_bytes) = counted_file(9, segments);
     let before = read_bytes();
     let check = |offset: u64| {
         let want = &data[offset as usize..offset as usize + 1024];

@@ -441,7 +441,12 @@ proptest! {
 fn counted_file(
     seed: u8,
     segments: u64,
-) -> (Arc<LiuBackend>, Arc<dyn BackendFile>, Vec<u8>, impl Fn() -> u64) {
+) -> (
+    Arc<LiuBackend>,
+    Arc<dyn BackendFile>,
+    Vec<u8>,
+    impl Fn() -> u64,
+) {
     use sluice_devices::ssd::SsdConfig;
     use sluice_env::emulated::EmulatedBackend;
     let emulated = Arc::new(
@@ -462,7 +467,9 @@ fn counted_file(
         .unwrap();
     let liu = liu_over(&capacity, &fast);
     let f = liu.open(&path("f"), OpenOptions::default()).unwrap();
-    (liu, f, data, move || emulated.ssd_stats().unwrap().read_bytes)
+    (liu, f, data, move || {
+        emulated.ssd_stats().unwrap().read_bytes
+    })
 }
 
 /// A learning pass (small reads in order, each segment a ghost until half

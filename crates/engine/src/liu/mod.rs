@@ -146,9 +146,9 @@ pub struct LiuStatus {
     /// Bytes read from lifted heads (loads and direct reads).
     pub head_bytes_read: u64,
     /// Bytes loads left unread because the pass that learned the segment
-    /// had read them directly: heads taken from the stash, body sections
-    /// left absent (a section loaded later, when a reader needs it, is not
-    /// taken back).
+    /// had read them directly: heads taken from the stash, body runs left
+    /// absent (a run loaded later, when a reader needs it, is not taken
+    /// back; holes left absent are not counted).
     pub load_bytes_skipped: u64,
     /// Part reads and lifts that failed.
     pub errors: u64,

@@ -19,8 +19,9 @@ pub(super) struct Segment {
 
 #[derive(Clone)]
 pub(super) enum Part {
-    /// Not loaded: its bytes were read directly while the segment was a
-    /// ghost; loaded by the first reader that needs it ([`Segment::claim`]).
+    /// Not loaded: bytes read directly while the segment was a ghost, or a
+    /// hole between them; loaded by the first reader that needs it
+    /// ([`Segment::claim`]; [`cut_learned`]).
     Absent,
     Pending,
     Ready(Arc<[u8]>),
@@ -121,15 +122,17 @@ impl Segment {
         }
     }
 
+    /// Whether part `n` holds bytes of `[start, end)`.
+    fn holds(&self, n: usize, start: u64, end: u64) -> bool {
+        let (offset, len) = self.parts[n];
+        offset < end && start < offset + len
+    }
+
     /// Whether every part holding bytes of `[start, end)` is absent.
     pub(super) fn absent(&self, start: u64, end: u64) -> bool {
         let parts = lock(&self.state);
-        self.parts
-            .iter()
-            .zip(parts.iter())
-            .all(|(&(offset, len), part)| {
-                offset >= end || offset + len <= start || matches!(part, Part::Absent)
-            })
+        (0..self.parts.len())
+            .all(|n| !self.holds(n, start, end) || matches!(parts[n], Part::Absent))
     }
 
     /// The absent parts that hold bytes of `[start, end)`, now pending: the
@@ -137,8 +140,8 @@ impl Segment {
     pub(super) fn claim(&self, start: u64, end: u64) -> Vec<usize> {
         let mut parts = lock(&self.state);
         let mut claimed = Vec::new();
-        for (n, &(offset, len)) in self.parts.iter().enumerate() {
-            if offset < end && start < offset + len && matches!(parts[n], Part::Absent) {
+        for n in 0..self.parts.len() {
+            if self.holds(n, start, end) && matches!(parts[n], Part::Absent) {
                 parts[n] = Part::Pending;
                 claimed.push(n);
             }

@@ -259,7 +259,7 @@ pub(super) fn quarantine(
             .collect(),
     };
     let root = RelPath::new(QUARANTINE_DIR)?;
-    let dir = root.join(&name)?;
+    let dir = entry_dir(&name)?;
     let manifest = dir.join("manifest.json")?;
     if fast.metadata(&manifest).is_err() {
         for d in [&root, &dir] {
@@ -308,7 +308,7 @@ pub fn list(fast: &dyn Backend) -> io::Result<Vec<QuarantineEntry>> {
     };
     let mut out = Vec::new();
     for entry in entries.iter().filter(|e| e.kind == FileKind::Dir) {
-        let manifest = root.join(&entry.name)?.join("manifest.json")?;
+        let manifest = entry_dir(&entry.name)?.join("manifest.json")?;
         let Ok(file) = fast.open(&manifest, OpenOptions::default()) else {
             continue; // incomplete: redone by the next recovery
         };
@@ -322,6 +322,11 @@ pub fn list(fast: &dyn Backend) -> io::Result<Vec<QuarantineEntry>> {
     }
     out.sort_by(|a, b| (a.quarantined_at, &a.name).cmp(&(b.quarantined_at, &b.name)));
     Ok(out)
+}
+
+/// The folder of entry `name` on the fast tier.
+fn entry_dir(name: &str) -> io::Result<RelPath> {
+    RelPath::new(QUARANTINE_DIR)?.join(name)
 }
 
 /// The entry `name` on `fast`; an error naming `sluice quarantine list`
@@ -347,9 +352,7 @@ pub fn find(fast: &dyn Backend, name: &str) -> io::Result<QuarantineEntry> {
 /// anywhere else.
 pub fn restore(fast: &dyn Backend, entry: &QuarantineEntry, to: &std::fs::File) -> io::Result<u64> {
     use std::os::unix::fs::FileExt;
-    let data = RelPath::new(QUARANTINE_DIR)?
-        .join(&entry.name)?
-        .join("data")?;
+    let data = entry_dir(&entry.name)?.join("data")?;
     let from = fast.open(&data, OpenOptions::default())?;
     for &(offset, len) in &entry.extents {
         let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
@@ -362,7 +365,7 @@ pub fn restore(fast: &dyn Backend, entry: &QuarantineEntry, to: &std::fs::File) 
 
 /// Remove the entry `name` and its bytes.
 pub fn remove(fast: &dyn Backend, name: &str) -> io::Result<()> {
-    let dir = RelPath::new(QUARANTINE_DIR)?.join(name)?;
+    let dir = entry_dir(name)?;
     for entry in fast.read_dir(&dir)? {
         fast.remove_file(&dir.join(&entry.name)?)?;
     }

@@ -331,7 +331,6 @@ enum Event {
     },
     /// A server thread is done with `piece` (with `server_threads`).
     Handled {
-        server: u32,
         piece: u32,
     },
     Acked {
@@ -655,7 +654,8 @@ impl<'a> Sim<'a> {
                 self.take_requests(now, server);
             }
             Event::AtServer { piece } => self.at_server(now, piece),
-            Event::Handled { server, piece } => {
+            Event::Handled { piece } => {
+                let server = self.pieces[piece as usize].server;
                 self.servers[server as usize].threads_busy -= 1;
                 self.at_server(now, piece);
                 self.take_requests(now, server);
@@ -716,10 +716,8 @@ impl<'a> Sim<'a> {
             let pick = s.intake_rng.below(s.intake.len() as u64) as usize;
             let piece = s.intake.swap_remove(pick);
             s.threads_busy += 1;
-            self.queue.schedule(
-                now.saturating_add(busy_for),
-                Event::Handled { server, piece },
-            );
+            self.queue
+                .schedule(now.saturating_add(busy_for), Event::Handled { piece });
         }
     }
 

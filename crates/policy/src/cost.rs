@@ -121,6 +121,17 @@ impl CostModel {
         }
     }
 
+    /// Whether any window can move a file to the fast tier. `r` is below
+    /// `t_seek / t_fast` for every window (each of its `n` requests costs at
+    /// least `t_fast` and saves at most `t_seek`), so a model with `t_seek <=
+    /// (1 + h) · t_fast` never buffers a byte: a capacity tier that seeks
+    /// about as fast as the fast tier takes a request (profiled flash, a
+    /// parallel file system's servers) gains nothing from the log.
+    pub fn may_buffer(&self) -> bool {
+        let seek = self.capacity_seek.as_secs_f64();
+        seek > (1.0 + self.hysteresis) * self.fast_request.as_secs_f64()
+    }
+
     /// The tier a file on `current` goes to after a window with ratio `r`.
     pub fn next_route(&self, current: Tier, r: f64) -> Tier {
         let up = 1.0 + self.hysteresis;
@@ -316,6 +327,33 @@ mod tests {
             v.swap(i, (x % (i as u64 + 1)) as usize);
         }
         v
+    }
+
+    /// Whether 1-byte writes at random offsets (the most a window can save
+    /// per byte spent) ever reach the fast tier under `model`.
+    fn tiniest_random_writes_buffer(model: CostModel) -> bool {
+        let mut c = FileClassifier::new(model).unwrap();
+        shuffled(4096, 7)
+            .into_iter()
+            .any(|i| c.handle_write(req(1, i * 64 * KIB, 1)).0 == Tier::Fast)
+    }
+
+    #[test]
+    fn may_buffer_is_exactly_whether_any_writes_can_be_buffered() {
+        let at = |seek_us| CostModel {
+            capacity_seek: Duration::from_micros(seek_us),
+            ..CostModel::EMULATED
+        };
+        // t_fast 60 µs, h 0.5: the bound is t_seek = 90 µs.
+        for (seek_us, buffers) in [(58, false), (90, false), (95, true), (5_170, true)] {
+            let model = at(seek_us);
+            assert_eq!(model.may_buffer(), buffers, "t_seek {seek_us} µs");
+            assert_eq!(
+                tiniest_random_writes_buffer(model),
+                buffers,
+                "t_seek {seek_us} µs"
+            );
+        }
     }
 
     #[test]

@@ -74,6 +74,21 @@ impl RedirectPolicy {
         RedirectPolicy::COST,
     ];
 
+    /// Whether the rule can route any write to the fast tier: every rule
+    /// but `capacity-only`, and `cost` only when its model can ever call
+    /// for buffering ([`CostModel::may_buffer`]). When it cannot, nothing
+    /// written is ever buffered, and the mount may let the kernel serve a
+    /// file straight from its capacity file (FUSE passthrough).
+    pub fn may_route_fast(&self) -> bool {
+        match self {
+            RedirectPolicy::CapacityOnly => false,
+            RedirectPolicy::Cost(model) => model.may_buffer(),
+            RedirectPolicy::FastAll | RedirectPolicy::Ssdup { .. } | RedirectPolicy::SsdupPlus => {
+                true
+            }
+        }
+    }
+
     /// The config name of the policy.
     pub fn name(&self) -> &'static str {
         match self {
@@ -374,6 +389,20 @@ mod tests {
             report = routing.completed.or(report);
         }
         (tiers, report.expect("128 requests complete a stream"))
+    }
+
+    #[test]
+    fn only_capacity_only_and_a_cost_model_that_never_buffers_keep_off_the_fast_tier() {
+        let flash = CostModel {
+            capacity_seek: core::time::Duration::from_micros(58),
+            ..CostModel::EMULATED
+        };
+        let may: Vec<bool> = RedirectPolicy::ALL
+            .iter()
+            .map(RedirectPolicy::may_route_fast)
+            .collect();
+        assert_eq!(may, [false, true, true, true, true]);
+        assert!(!RedirectPolicy::Cost(flash).may_route_fast());
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! process, fuse3's fusermount3): a data exerciser against an in-memory
 //! model, fio with --verify from several processes, kill -9 of the mount
 //! during fsync'd writes, unmount without drain and recovery, permissions
-//! with allow_other and a second uid, links/xattrs/fallocate, status and
-//! the metrics endpoint (and that it exports what the Grafana dashboard
-//! queries).
+//! with allow_other and a second uid, links/xattrs/fallocate, FUSE
+//! passthrough, status and the metrics endpoint (and that it exports what
+//! the Grafana dashboard queries).
 //!
 //! They need /dev/fuse and fusermount3 (`scripts/setup.sh` installs
 //! fuse3). Without them the tests fail under CI=true and are skipped with a
@@ -843,6 +843,59 @@ fn metrics_endpoint_and_status_report_the_mount() {
     let not_mounted = m.sluice(&["status", m.point.to_str().unwrap()]);
     assert!(!not_mounted.status.success());
     assert!(String::from_utf8_lossy(&not_mounted.stderr).contains("not a sluice mount"));
+}
+
+/// FUSE passthrough: under a policy that never buffers, the kernel reads
+/// and writes files itself (no read or write request reaches sluice), and
+/// what POSIX promises still holds: O_APPEND, an unlinked file kept open,
+/// the size seen by another name. Under the default policy nothing is
+/// passed through. (Needs root for the kernel's backing-file ioctl.)
+#[test]
+fn passthrough_serves_files_the_engine_never_buffers() {
+    if !fuse_available_as_root("FUSE passthrough needs CAP_SYS_ADMIN") {
+        return;
+    }
+    let mut m = Mounted::new(&["--policy", "capacity-only"]);
+    let status = |m: &Mounted| {
+        let out = m.sluice(&["status", m.point.to_str().unwrap()]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    fs::write(m.path("f"), &data).unwrap();
+    let mut append = OpenOptions::new().append(true).open(m.path("f")).unwrap();
+    append.write_all(b"tail").unwrap();
+    drop(append);
+    let mut want = data.clone();
+    want.extend_from_slice(b"tail");
+    assert_eq!(fs::read(m.path("f")).unwrap(), want);
+    assert_eq!(fs::read(m.capacity().join("f")).unwrap(), want);
+    // Unlinked while open: still read, written and fstat'ed.
+    let open = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.path("f"))
+        .unwrap();
+    fs::remove_file(m.path("f")).unwrap();
+    open.write_all_at(b"after", 1).unwrap();
+    let mut head = [0u8; 6];
+    open.read_exact_at(&mut head, 0).unwrap();
+    assert_eq!(&head, b"\x00after");
+    assert_eq!(open.metadata().unwrap().len(), want.len() as u64);
+    drop(open);
+    let text = status(&m);
+    assert!(text.contains("opens by passthrough"), "{text}");
+    assert!(
+        text.contains(" 0 reads (0.0 MiB), 0 writes (0.0 MiB)"),
+        "{text}"
+    );
+    m.unmount(false);
+
+    let mut m = Mounted::new(&[]);
+    fs::write(m.path("g"), b"default policy").unwrap();
+    assert_eq!(fs::read(m.path("g")).unwrap(), b"default policy");
+    let text = status(&m);
+    assert!(!text.contains("passthrough"), "{text}");
+    m.unmount(false);
 }
 
 /// Every PromQL query of the shipped Grafana dashboard

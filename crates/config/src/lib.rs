@@ -236,6 +236,14 @@ pub struct MountConfig {
     /// without a copy in the kernel's page cache (sluice decides where the
     /// bytes live; the tiers have their own caches).
     pub direct_io: bool,
+    /// Let the kernel read and write a file straight from its capacity file
+    /// (FUSE passthrough, Linux 6.9+, CAP_SYS_ADMIN) when the engine would
+    /// only ever put its bytes there: the policy never routes a write to
+    /// the fast tier (`capacity-only`, or `cost` over a capacity tier that
+    /// seeks about as fast as the fast tier takes a request), nothing of
+    /// the file is buffered, and neither LiU nor an emulated device must
+    /// see its bytes (docs/fuse.md, "Passthrough").
+    pub passthrough: bool,
     /// When other nodes of a shared capacity tier see this mount's writes
     /// to general-class files (docs/fuse.md, "Many nodes").
     pub consistency: Consistency,
@@ -505,6 +513,7 @@ impl Default for MountConfig {
             drain_on_unmount: true,
             max_write: ByteSize(1 << 20),
             direct_io: true,
+            passthrough: true,
             consistency: Consistency::CloseToOpen,
             attr_timeout: Span(std::time::Duration::from_secs(1)),
         }

@@ -14,21 +14,23 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{StatKind, TimeSet};
 
 use crate::errno::{errno, is_failure};
+use crate::passthrough::Passthrough;
 use crate::volume::{Attr, AttrChanges, Caller, LockRange, Volume};
 
 pub use crate::volume::{Consistency, CONTROL_XATTR};
@@ -50,6 +52,9 @@ pub struct OpCounters {
     pub errors: AtomicU64,
     /// Metadata requests (lookup, getattr, setattr, create, ...).
     pub metadata_ops: AtomicU64,
+    /// Opens and creates the kernel serves itself by FUSE passthrough
+    /// (their reads and writes are not counted above).
+    pub passthrough_opens: AtomicU64,
     /// File handles open now (opens and creates not yet released): what
     /// keeps an unmount busy, with working directories, which FUSE does
     /// not see.
@@ -68,6 +73,7 @@ pub struct SluiceFs {
     max_write: u32,
     /// Open files with `FOPEN_DIRECT_IO`: no kernel page-cache copy.
     open_flags: FopenFlags,
+    passthrough: Passthrough<BackingId>,
 }
 
 fn to_time_set(t: TimeOrNow) -> TimeSet {
@@ -122,7 +128,9 @@ impl SluiceFs {
     /// A file system over `engine` (and the checkpoint stager, if BBOS is
     /// on); `control` is the control socket's path, served as
     /// [`CONTROL_XATTR`] on the root. Close and fsync follow
-    /// `consistency`; the kernel keeps attributes `attr_timeout`.
+    /// `consistency`; the kernel keeps attributes `attr_timeout`. With
+    /// `passthrough`, files the engine never buffers are served by the
+    /// kernel itself where it allows (crate::passthrough).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         engine: Arc<Engine>,
@@ -131,6 +139,7 @@ impl SluiceFs {
         control: Option<String>,
         max_write: u32,
         direct_io: bool,
+        passthrough: bool,
         consistency: Consistency,
         attr_timeout: Duration,
     ) -> SluiceFs {
@@ -144,7 +153,28 @@ impl SluiceFs {
             } else {
                 FopenFlags::empty()
             },
+            passthrough: Passthrough::new(passthrough, direct_io),
         }
+    }
+
+    /// The backing id the kernel is to serve the new handle `fh` of `ino`
+    /// from, if any (counted); see [`Passthrough::open`].
+    fn passthrough_open(
+        &self,
+        ino: u64,
+        fh: u64,
+        flags: i32,
+        register: impl FnOnce(BorrowedFd<'_>) -> io::Result<BackingId>,
+    ) -> Option<Arc<BackingId>> {
+        let backing = self
+            .passthrough
+            .open(&self.volume, ino, fh, flags, register);
+        if backing.is_some() {
+            self.counters
+                .passthrough_opens
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        backing
     }
 
     /// The errno for `e`, counted as a failed request; see
@@ -248,6 +278,18 @@ impl Filesystem for SluiceFs {
         // file), not to the kernel's node-local lock table.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS);
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_FLOCK_LOCKS);
+        // Backing files one level deep: the capacity tier may not itself
+        // be stacked (overlayfs), but sluice may be stacked on.
+        if self.passthrough.enabled() {
+            let granted = config
+                .add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH)
+                .is_ok()
+                && config.set_max_stack_depth(1).is_ok();
+            if !granted {
+                tracing::info!("FUSE passthrough: not offered by this kernel");
+            }
+            self.passthrough.granted(granted);
+        }
         Ok(())
     }
 
@@ -408,7 +450,11 @@ impl Filesystem for SluiceFs {
         match self.volume.open(ino.0, flags.0) {
             Ok(fh) => {
                 self.counters.open_files.fetch_add(1, Ordering::Relaxed);
-                reply.opened(FileHandle(fh), self.open_flags);
+                match self.passthrough_open(ino.0, fh, flags.0, |fd| reply.open_backing(fd)) {
+                    // Without FOPEN_DIRECT_IO, which would override it.
+                    Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
+                    None => reply.opened(FileHandle(fh), self.open_flags),
+                }
             }
             Err(e) => reply.error(self.fail("open", ino.0, None, &e)),
         }
@@ -498,6 +544,7 @@ impl Filesystem for SluiceFs {
             }
         }
         self.volume.release(ino.0, fh.0);
+        self.passthrough.release(ino.0);
         // Saturating: a release the kernel sends for a handle it was never
         // given must not wrap the count around.
         let _ = self
@@ -656,13 +703,18 @@ impl Filesystem for SluiceFs {
         {
             Ok((attr, fh)) => {
                 self.counters.open_files.fetch_add(1, Ordering::Relaxed);
-                reply.created(
-                    &self.ttl,
-                    &file_attr(&attr),
-                    Generation(0),
-                    FileHandle(fh),
-                    self.open_flags,
-                );
+                let (ttl, attr, fh) = (&self.ttl, &file_attr(&attr), FileHandle(fh));
+                match self.passthrough_open(attr.ino.0, fh.0, flags, |fd| reply.open_backing(fd)) {
+                    Some(id) => reply.created_passthrough(
+                        ttl,
+                        attr,
+                        Generation(0),
+                        fh,
+                        FopenFlags::empty(),
+                        &id,
+                    ),
+                    None => reply.created(ttl, attr, Generation(0), fh, self.open_flags),
+                }
             }
             Err(e) => reply.error(self.fail("create", parent.0, Some(name), &e)),
         }

@@ -7,6 +7,8 @@
 //!   routing (engine or checkpoint stager), names, attributes, access
 //!   checks, handles; tested against a reference model without a mount;
 //! - [`inodes`]: inode numbers and the paths they name;
+//! - `passthrough`: the kernel's rules for FUSE passthrough handles (files
+//!   the engine never buffers, read and written by the kernel itself);
 //! - [`mount::Mount`]: a running mount with its control socket, metrics
 //!   endpoint and flush-rate sampler;
 //! - [`fast_lock`]: the fast tier's lock (one mount per fast tier);
@@ -22,6 +24,7 @@ pub mod fs;
 pub mod inodes;
 pub mod metrics;
 pub mod mount;
+mod passthrough;
 pub mod status;
 pub mod volume;
 

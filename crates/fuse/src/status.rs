@@ -312,6 +312,9 @@ pub struct Status {
     pub fuse_metadata_ops: u64,
     /// Requests answered with an error.
     pub fuse_errors: u64,
+    /// Opens the kernel serves itself by FUSE passthrough (`mount.passthrough`).
+    #[serde(default)]
+    pub fuse_passthrough_opens: u64,
     /// LiU's read path, when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liu: Option<LiuStatusView>,
@@ -454,6 +457,7 @@ impl Status {
             fuse_fsyncs: c(&counters.fsyncs),
             fuse_metadata_ops: c(&counters.metadata_ops),
             fuse_errors: c(&counters.errors),
+            fuse_passthrough_opens: c(&counters.passthrough_opens),
             quarantined: engine
                 .quarantined()
                 .unwrap_or_default()
@@ -582,14 +586,19 @@ impl Status {
         );
         let _ = writeln!(
             out,
-            "requests    {} reads ({}), {} writes ({}), {} fsyncs, {} metadata, {} errors",
+            "requests    {} reads ({}), {} writes ({}), {} fsyncs, {} metadata, {} errors{}",
             self.fuse_reads,
             mib(self.fuse_read_bytes),
             self.fuse_writes,
             mib(self.fuse_write_bytes),
             self.fuse_fsyncs,
             self.fuse_metadata_ops,
-            self.fuse_errors
+            self.fuse_errors,
+            if self.fuse_passthrough_opens > 0 {
+                format!("; {} opens by passthrough", self.fuse_passthrough_opens)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             out,

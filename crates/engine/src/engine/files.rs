@@ -76,6 +76,7 @@ pub(super) fn attach(
             appending: 0,
             truncations: Vec::new(),
             capacity_unsynced: false,
+            kernel_writes: false,
         },
     );
 }

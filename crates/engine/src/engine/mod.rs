@@ -189,6 +189,11 @@ struct OpenFile {
     /// last synced its capacity file: a sync of a file only read costs
     /// nothing.
     capacity_unsynced: bool,
+    /// Opened for writing through FUSE passthrough
+    /// ([`Engine::passthrough_file`]): the kernel writes the capacity file
+    /// without the engine seeing it, so every [`Engine::sync_file`] of the
+    /// file syncs that (close-to-open) for as long as the engine holds it.
+    kernel_writes: bool,
 }
 
 struct State {
@@ -455,6 +460,39 @@ impl Engine {
         let state = lock(&self.shared);
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         Ok(Arc::clone(&open.handle))
+    }
+
+    /// The capacity file of the open `file` for the kernel to serve itself
+    /// (FUSE passthrough: reads and writes no longer come to the engine),
+    /// when that changes nothing the engine would have done: the redirect
+    /// policy never routes a write to the fast tier
+    /// ([`sluice_policy::RedirectPolicy::may_route_fast`]), nothing of the file is
+    /// buffered, being appended or being flushed, and the capacity tier
+    /// hands out the kernel file behind it ([`BackendFile::as_fd`]: not an
+    /// emulated device, fault injection or LiU, which must see every byte).
+    /// Nothing of such a file is buffered later either: the policy routes
+    /// every write of this engine to the capacity tier. `None` otherwise.
+    pub fn passthrough_file(&self, file: FileId) -> Option<Arc<dyn BackendFile>> {
+        if self.shared.config.redirector.policy.may_route_fast() {
+            return None;
+        }
+        let state = lock(&self.shared);
+        let open = state.files.get(&file)?;
+        let quiet = open.appending == 0 && open.busy == 0 && !open.syncing;
+        if !quiet || state.buffer.has_buffered(file) {
+            return None;
+        }
+        open.handle.as_fd()?;
+        Some(Arc::clone(&open.handle))
+    }
+
+    /// The kernel writes the open `file` itself from now on (a handle
+    /// opened for writing by FUSE passthrough): its syncs sync its capacity
+    /// file, since the engine cannot tell whether anything was written.
+    pub fn note_kernel_writes(&self, file: FileId) {
+        if let Some(open) = lock(&self.shared).files.get_mut(&file) {
+            open.kernel_writes = true;
+        }
     }
 
     /// Files the engine holds open (for status and tests).

@@ -121,7 +121,7 @@ impl Engine {
         let what = format!("sync {}", open.path);
         // Cleared before the writes: a write after this point (it waits
         // for the I/O lock) sets it again for the next sync.
-        let unsynced = std::mem::take(&mut open.capacity_unsynced);
+        let unsynced = std::mem::take(&mut open.capacity_unsynced) || open.kernel_writes;
         let pieces: Vec<(u64, u64, LogLocation)> =
             state.buffer.buffered_pieces(id, 0, u64::MAX, None);
         if pieces.is_empty() && !unsynced && !always {

@@ -287,6 +287,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| ints([s.fuse_read_bytes, s.fuse_write_bytes]),
     },
     Metric {
+        name: "sluice_fuse_passthrough_opens_total",
+        kind: Counter,
+        help: "Opens and creates the kernel serves itself by FUSE passthrough (mount.passthrough): their reads and writes bypass sluice and are not in sluice_fuse_requests_total.",
+        labels: None,
+        read: |s| int(s.fuse_passthrough_opens),
+    },
+    Metric {
         name: "sluice_fuse_errors_total",
         kind: Counter,
         help: "FUSE requests answered with an error.",

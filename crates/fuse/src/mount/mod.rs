@@ -290,6 +290,7 @@ impl Mount {
             control.as_ref().map(|p| p.display().to_string()),
             u32::try_from(config.mount.max_write.0).unwrap_or(1 << 20),
             config.mount.direct_io,
+            config.mount.passthrough,
             config.mount.consistency,
             config.mount.attr_timeout.0,
         );

@@ -11,9 +11,10 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::sync::Arc;
 
 use sluice_engine::Checkpoints;
-use sluice_env::RelPath;
+use sluice_env::{BackendFile, RelPath};
 use sluice_policy::FileId;
 
 use super::{lock, Attr, Caller, Consistency, Volume};
@@ -85,6 +86,26 @@ impl Volume {
         };
         lock(&self.inodes).opened(ino, fh);
         Ok(fh)
+    }
+
+    /// The capacity file the kernel may serve handle `fh` from itself
+    /// (FUSE passthrough), when the engine's [`Engine::passthrough_file`]
+    /// allows it; never for the stager's handles.
+    ///
+    /// [`Engine::passthrough_file`]: sluice_engine::Engine::passthrough_file
+    pub fn passthrough_file(&self, fh: u64) -> Option<Arc<dyn BackendFile>> {
+        if self.ckpt_handle(fh).is_some() {
+            return None;
+        }
+        self.engine.passthrough_file(FileId(fh))
+    }
+
+    /// Handle `fh`, opened for writing, is served by passthrough: the
+    /// kernel writes its file from now on, unseen by the engine.
+    pub fn note_kernel_writes(&self, fh: u64) {
+        if self.ckpt_handle(fh).is_none() {
+            self.engine.note_kernel_writes(FileId(fh));
+        }
     }
 
     /// Up to `len` bytes of handle `fh` from `offset` (fewer at the end).

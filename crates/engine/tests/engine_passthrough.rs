@@ -1,0 +1,120 @@
+//! FUSE passthrough from the engine's side (`Engine::passthrough_file`):
+//! the kernel may serve a file straight from its capacity file only when
+//! that changes nothing the engine would have done, and once the kernel
+//! writes a file the engine's syncs of it always sync its capacity file.
+
+use std::sync::Arc;
+
+use sluice_engine::{Engine, EngineConfig};
+use sluice_env::crash::CrashBackend;
+use sluice_env::memory::MemBackend;
+use sluice_env::posix::PosixBackend;
+use sluice_env::{Backend, RelPath, SystemClock};
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+
+fn engine(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>, policy: RedirectPolicy) -> Engine {
+    Engine::open(
+        Arc::clone(fast),
+        Arc::clone(capacity),
+        Arc::new(SystemClock::new()),
+        EngineConfig {
+            redirector: RedirectorConfig {
+                policy,
+                ..RedirectorConfig::default()
+            },
+            region_bytes: 1024 * 1024,
+            record_max_bytes: 64 * 1024,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+fn posix(dir: &tempfile::TempDir, name: &str) -> Arc<dyn Backend> {
+    let root = dir.path().join(name);
+    std::fs::create_dir_all(&root).unwrap();
+    Arc::new(PosixBackend::new(root).unwrap())
+}
+
+/// The bug feared most: the kernel serving a file whose newest bytes are
+/// still in the log (recovered from a mount under another policy) would
+/// read stale bytes, and its writes would later be overwritten by the
+/// flush of the older ones.
+#[test]
+fn a_file_with_buffered_bytes_is_not_passed_through_until_they_are_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fast, capacity) = (posix(&dir, "fast"), posix(&dir, "capacity"));
+    let f = RelPath::new("f").unwrap();
+    {
+        let e = engine(&fast, &capacity, RedirectPolicy::FastAll);
+        let id = e.create(&f).unwrap();
+        e.write(id, 0, b"in the log").unwrap();
+        e.fsync(id).unwrap();
+        assert_eq!(e.passthrough_file(id).map(|_| ()), None, "fast-all buffers");
+        e.close();
+    }
+    let e = engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    let id = e.open_file(&f).unwrap();
+    assert!(e.buffered_bytes() > 0, "recovered");
+    assert!(e.passthrough_file(id).is_none(), "bytes still in the log");
+    e.drain().unwrap();
+    let file = e.passthrough_file(id).expect("nothing buffered now");
+    let mut buf = [0u8; 10];
+    file.read_full_at(&mut buf, 0).unwrap();
+    assert_eq!(
+        &buf, b"in the log",
+        "the capacity file holds the newest bytes"
+    );
+    e.release(id);
+}
+
+#[test]
+fn only_a_policy_that_never_buffers_and_a_kernel_file_allow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fast, capacity) = (posix(&dir, "fast"), posix(&dir, "capacity"));
+    let f = RelPath::new("f").unwrap();
+    for (policy, allowed) in [
+        (RedirectPolicy::CapacityOnly, true),
+        (RedirectPolicy::COST, false),
+        (RedirectPolicy::SsdupPlus, false),
+    ] {
+        let e = engine(&fast, &capacity, policy);
+        let id = e.open_file(&f).or_else(|_| e.create(&f)).unwrap();
+        assert_eq!(e.passthrough_file(id).is_some(), allowed, "{policy}");
+        e.release(id);
+        e.close();
+    }
+    // A backend that is not a kernel file (in memory, emulated, LiU).
+    let memory: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let e = engine(&fast, &memory, RedirectPolicy::CapacityOnly);
+    let id = e.create(&f).unwrap();
+    assert!(
+        e.passthrough_file(id).is_none(),
+        "no kernel file to hand over"
+    );
+}
+
+/// Close-to-open: a close syncs the capacity file only if the engine wrote
+/// it since the last sync, but the kernel's writes through passthrough
+/// are unseen, so after `note_kernel_writes` every sync syncs.
+#[test]
+fn kernel_writes_make_every_sync_of_the_file_sync_its_capacity_file() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let crash = Arc::new(CrashBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::clone(&crash) as Arc<dyn Backend>;
+    let e = engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    let id = e.create(&RelPath::new("f").unwrap()).unwrap();
+    e.write(id, 0, b"through the engine").unwrap();
+    e.sync_file(id, false).unwrap();
+    let before = crash.sync_points();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(
+        crash.sync_points(),
+        before,
+        "nothing written since: no sync"
+    );
+    e.note_kernel_writes(id);
+    e.sync_file(id, false).unwrap();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before + 2, "each sync syncs");
+}

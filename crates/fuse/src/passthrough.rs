@@ -1,0 +1,227 @@
+//! FUSE passthrough (`mount.passthrough`, Linux 6.9+): a file the engine
+//! would only ever write to and read from its capacity file is opened so
+//! that the kernel reads and writes that file itself, and those requests
+//! never come to sluice (docs/fuse.md, "Passthrough"). Whether a file
+//! qualifies is the engine's call ([`Volume::passthrough_file`]); this
+//! module keeps the kernel's rules for a node:
+//! - every handle of a node open by passthrough must name the same backing
+//!   file, so one backing id per node is shared while any handle is open;
+//! - once a node is open by passthrough, every further open of it must be
+//!   too (the kernel fails a plain open with EIO), so it is, whatever the
+//!   engine would say now (nothing can have been buffered meanwhile);
+//! - a passthrough open beside a page-cached one fails, so with
+//!   `mount.direct_io = false` a node already open plainly stays plain.
+//!
+//! The backing id is dropped (closed in the kernel) when the node's last
+//! handle is released.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rustix::fs::OFlags;
+
+use crate::volume::{lock, Volume};
+
+/// One node's handles through this mount.
+struct Node<B> {
+    opens: u32,
+    /// The backing id the kernel serves the node from, while one is.
+    backing: Option<Arc<B>>,
+}
+
+/// The passthrough state of a mount. `B` is the kernel's backing id
+/// (fuser's `BackingId`; a plain value in the tests).
+pub(crate) struct Passthrough<B> {
+    /// Asked for by the config and granted by the kernel at init.
+    enabled: bool,
+    /// Handles are opened `FOPEN_DIRECT_IO` (not page-cached).
+    direct_io: bool,
+    nodes: Mutex<HashMap<u64, Node<B>>>,
+    /// A registration failed once (and was logged).
+    warned: AtomicBool,
+}
+
+impl<B> Passthrough<B> {
+    /// Passthrough asked for (`enabled`: the kernel still has to grant it,
+    /// [`Passthrough::granted`]), for handles opened with `direct_io`.
+    pub(crate) fn new(enabled: bool, direct_io: bool) -> Passthrough<B> {
+        Passthrough {
+            enabled,
+            direct_io,
+            nodes: Mutex::new(HashMap::new()),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether passthrough is asked for (before init) or on (after).
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The kernel's answer at init: passthrough stays on only if granted.
+    pub(crate) fn granted(&mut self, granted: bool) {
+        self.enabled &= granted;
+    }
+
+    /// A new handle `fh` of node `ino`, opened with `open(2)`'s `flags`:
+    /// the backing id the kernel is to serve it from, or `None` for a plain
+    /// handle. `register` gives the kernel a capacity file and returns its
+    /// backing id; when it fails (not CAP_SYS_ADMIN, a capacity tier
+    /// stacked too deep), the handle is plain and the failure logged once.
+    pub(crate) fn open(
+        &self,
+        volume: &Volume,
+        ino: u64,
+        fh: u64,
+        flags: i32,
+        register: impl FnOnce(BorrowedFd<'_>) -> io::Result<B>,
+    ) -> Option<Arc<B>> {
+        let mut nodes = lock(&self.nodes);
+        let node = nodes.entry(ino).or_insert(Node {
+            opens: 0,
+            backing: None,
+        });
+        node.opens += 1;
+        if !self.enabled {
+            return None;
+        }
+        let backing = match &node.backing {
+            Some(backing) => Arc::clone(backing),
+            None if node.opens > 1 && !self.direct_io => return None,
+            None => {
+                let file = volume.passthrough_file(fh)?;
+                match register(file.as_fd()?) {
+                    Ok(backing) => Arc::clone(node.backing.insert(Arc::new(backing))),
+                    Err(e) => {
+                        if !self.warned.swap(true, Ordering::Relaxed) {
+                            tracing::warn!(
+                                "FUSE passthrough is unavailable ({e}): files are served \
+                                 through sluice (mount.passthrough = false silences this)"
+                            );
+                        }
+                        return None;
+                    }
+                }
+            }
+        };
+        let access = OFlags::from_bits_retain(flags as u32) & OFlags::ACCMODE;
+        if access != OFlags::RDONLY {
+            volume.note_kernel_writes(fh);
+        }
+        Some(backing)
+    }
+
+    /// Handle of node `ino` released: its backing id goes with the last.
+    pub(crate) fn release(&self, ino: u64) {
+        let mut nodes = lock(&self.nodes);
+        if let Some(node) = nodes.get_mut(&ino) {
+            node.opens = node.opens.saturating_sub(1);
+            if node.opens == 0 {
+                nodes.remove(&ino);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inodes::ROOT;
+    use crate::volume::Caller;
+    use sluice_engine::{Engine, EngineConfig};
+    use sluice_env::posix::PosixBackend;
+    use sluice_env::{Backend, SystemClock};
+    use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+    use std::ffi::OsStr;
+
+    /// A volume over real directories under `policy`, with one file open:
+    /// its node and handle.
+    fn volume(dir: &tempfile::TempDir, policy: RedirectPolicy) -> (Volume, u64, u64) {
+        let tier = |name: &str| -> Arc<dyn Backend> {
+            let root = dir.path().join(name);
+            std::fs::create_dir_all(&root).unwrap();
+            Arc::new(PosixBackend::new(root).unwrap())
+        };
+        let config = EngineConfig {
+            redirector: RedirectorConfig {
+                policy,
+                ..RedirectorConfig::default()
+            },
+            ..EngineConfig::default()
+        };
+        let engine = Engine::open(
+            tier("fast"),
+            tier("capacity"),
+            Arc::new(SystemClock::new()),
+            config,
+        )
+        .unwrap();
+        let v = Volume::new(Arc::new(engine), None, None);
+        let me = Caller {
+            uid: rustix::process::geteuid().as_raw(),
+            gid: rustix::process::getegid().as_raw(),
+            umask: 0o022,
+        };
+        let (attr, fh) = v.create(&me, ROOT, OsStr::new("f"), 0o644).unwrap();
+        (v, attr.ino, fh)
+    }
+
+    const RDWR: i32 = OFlags::RDWR.bits() as i32;
+
+    fn never(_: BorrowedFd<'_>) -> io::Result<u32> {
+        panic!("registered a backing file where none may be")
+    }
+
+    #[test]
+    fn a_node_shares_one_backing_id_until_its_last_handle_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (v, ino, fh) = volume(&dir, RedirectPolicy::CapacityOnly);
+        let p = Passthrough::new(true, true);
+        let first = p
+            .open(&v, ino, fh, RDWR, |_| Ok(7))
+            .expect("passed through");
+        let second = p.open(&v, ino, fh, RDWR, never).expect("must be too");
+        assert!(Arc::ptr_eq(&first, &second), "the same backing id");
+        p.release(ino);
+        assert!(p.open(&v, ino, fh, 0, never).is_some(), "one handle left");
+        p.release(ino);
+        p.release(ino);
+        assert_eq!(p.open(&v, ino, fh, 0, |_| Ok(8)).as_deref(), Some(&8));
+    }
+
+    #[test]
+    fn a_failed_registration_leaves_the_handle_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let (v, ino, fh) = volume(&dir, RedirectPolicy::CapacityOnly);
+        let refused = |_: BorrowedFd<'_>| Err(io::ErrorKind::PermissionDenied.into());
+        // Page-cached handles: a node open plainly stays plain (the kernel
+        // would fail a passthrough open beside it).
+        let cached = Passthrough::<u32>::new(true, false);
+        assert!(cached.open(&v, ino, fh, RDWR, refused).is_none());
+        assert!(cached.open(&v, ino, fh, RDWR, never).is_none());
+        // Direct-I/O handles do not stand in the way.
+        let direct = Passthrough::<u32>::new(true, true);
+        assert!(direct.open(&v, ino, fh, RDWR, refused).is_none());
+        assert!(direct.open(&v, ino, fh, RDWR, |_| Ok(1)).is_some());
+    }
+
+    #[test]
+    fn off_or_under_a_policy_that_buffers_nothing_is_registered() {
+        let dir = tempfile::tempdir().unwrap();
+        let (v, ino, fh) = volume(&dir, RedirectPolicy::CapacityOnly);
+        assert!(Passthrough::new(false, true)
+            .open(&v, ino, fh, RDWR, never)
+            .is_none());
+        let mut p = Passthrough::new(true, true);
+        p.granted(false);
+        assert!(p.open(&v, ino, fh, RDWR, never).is_none(), "not granted");
+        let dir = tempfile::tempdir().unwrap();
+        let (v, ino, fh) = volume(&dir, RedirectPolicy::FastAll);
+        assert!(Passthrough::new(true, true)
+            .open(&v, ino, fh, RDWR, never)
+            .is_none());
+    }
+}

@@ -3,7 +3,9 @@
 #   raw              a plain directory (the fast tier's kind of directory),
 #   mergerfs         mergerfs over such a directory,
 #   sluice-default   `sluice mount` with the product's defaults (policy
-#                    cost, consistency close-to-open),
+#                    cost, consistency close-to-open, passthrough on),
+#   sluice-no-passthrough  the same with mount.passthrough = false (what
+#                    FUSE passthrough is worth: docs/fuse.md),
 #   sluice           `sluice mount --policy ssdup+` (the paper's rule),
 #   sluice-fast-all  `sluice mount --policy fast-all` (every write to the log),
 # and one Markdown table of MB/s (fio's write bw, summed over jobs) with the
@@ -58,8 +60,8 @@ positive_int RUNS "$RUNS"
 size_bytes=$(size_bytes SIZE "$SIZE")
 for s in $SYSTEMS; do
     case "$s" in
-        raw | mergerfs | sluice-default | sluice | sluice-fast-all) ;;
-        *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice-default sluice sluice-fast-all)" ;;
+        raw | mergerfs | sluice-default | sluice-no-passthrough | sluice | sluice-fast-all) ;;
+        *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice-default sluice-no-passthrough sluice sluice-fast-all)" ;;
     esac
 done
 BENCH_DIR=$(abs_path "$BENCH_DIR")
@@ -84,6 +86,18 @@ fio_args() { # row -> fio options (without directory and output)
     # fallocate=none: sluice answers EOPNOTSUPP to fallocate; all systems
     # write into sparse files alike.
     echo "--name=$1 --rw=$rw --bs=$bs --numjobs=$jobs $FIO_COMMON"
+}
+
+# no_passthrough_config [CONFIG]: CONFIG's text (none: empty) with
+# mount.passthrough = false.
+no_passthrough_config() {
+    local text=""
+    [ -n "$1" ] && text=$(cat "$1")
+    if grep -q '^\[mount\]' <<<"$text"; then
+        sed 's/^\[mount\]$/[mount]\npassthrough = false/' <<<"$text"
+    else
+        printf '%s\n\n[mount]\npassthrough = false\n' "$text"
+    fi
 }
 
 # --- preparation -------------------------------------------------------------
@@ -122,13 +136,17 @@ for ((run = 1; run <= RUNS; run++)); do
                     await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
                     ;;
-                sluice-default | sluice | sluice-fast-all)
+                sluice-*)
                     policy=()
                     [ "$sys" = sluice ] && policy=(--policy ssdup+)
                     [ "$sys" = sluice-fast-all ] && policy=(--policy fast-all)
                     MNT=$RUN_DIR/mnt
                     config=()
                     [ -n "${SLUICE_CONFIG:-}" ] && config=(--config "$SLUICE_CONFIG")
+                    if [ "$sys" = sluice-no-passthrough ]; then
+                        no_passthrough_config "${SLUICE_CONFIG:-}" >"$RESULTS/no-passthrough.toml"
+                        config=(--config "$RESULTS/no-passthrough.toml")
+                    fi
                     "$SLUICE" mount "${config[@]}" --fast "$RUN_DIR/fast" --capacity "$RUN_DIR/cap" \
                         "${policy[@]}" "$MNT" >>"$log" 2>&1 &
                     PID=$!
@@ -192,7 +210,7 @@ fstype=$(fs_summary "$BENCH_DIR")
         "seq rows \`--rw=write --bs=1M\`, rand rows \`--rw=randwrite --bs=256k\`, N = 1 or 4 (one file per job);" \
         "\`sync\` before every run"
     echo "- raw dir: fio into a plain directory; mergerfs: \`mergerfs -o $MERGERFS_OPTS RAWDIR MNT\`;" \
-        "sluice: \`sluice mount --fast F --capacity C [--policy ssdup+|fast-all] MNT\` (the defaults column without --policy: policy \`cost\`, consistency \`close-to-open\`), stopped with \`sluice unmount\` (drain) after each run"
+        "sluice: \`sluice mount --fast F --capacity C [--policy ssdup+|fast-all] MNT\` (the defaults column without --policy: policy \`cost\`, consistency \`close-to-open\`, passthrough on; the no-passthrough column adds \`mount.passthrough = false\`), stopped with \`sluice unmount\` (drain) after each run"
     echo "- MB/s = 10^6 bytes/s, fio's \`write.bw_bytes\` summed over the jobs; the fsync at the end is inside fio's time"
     if [ ${#TROUBLE[@]} -gt 0 ]; then
         echo "- **trouble during the run:**"

@@ -22,6 +22,9 @@
 #                                    the capacity tier (root only; skipped otherwise)
 #                mmap                default config, mmap reads and writes (+ msync)
 #                close-open          default config, close and reopen of the file
+#                passthrough         policy capacity-only: the file is opened by FUSE
+#                                    passthrough (the kernel reads and writes the
+#                                    capacity file itself), with mmap and close/reopen
 #              pread/pwrite/truncate/fsync/fdatasync in every case. After each
 #              run the file as read through the mount must equal the file on
 #              the capacity tier after `sluice unmount` (which drains).
@@ -29,7 +32,7 @@
 # Usage: scripts/conformance.sh [all|pjdfstest|fsx] [options]
 #   --ops N            fsx operations per run (default 20000)
 #   --seeds "S..."     fsx seeds (default "1 2 3")
-#   --cases "C..."     fsx cases (default: all six above)
+#   --cases "C..."     fsx cases (default: all of the above)
 #   --release          build and use the release binary (default: the debug
 #                      binary that `cargo test` builds)
 #   --no-build         use the binary as it is
@@ -63,7 +66,7 @@ usage() {
     exit "${1:-0}"
 }
 
-ALL_CASES="default fast-all tiny-wait tiny-write-through full-fast mmap close-open"
+ALL_CASES="default fast-all tiny-wait tiny-write-through full-fast mmap close-open passthrough"
 PART=all
 OPS=20000
 SEEDS="1 2 3"
@@ -236,7 +239,7 @@ pjdfstest_results() {
 }
 
 run_pjdfstest() {
-    local dir=$WORK/pjdfstest cfg raw_log mnt_log
+    local dir=$WORK/pjdfstest cfg raw_log
     echo "== pjdfstest $(pjdfstest --version | awk '{print $2}'): the capacity directory itself, then through an --allow-other sluice mount"
     mkdir -p "$dir/fast" "$dir/cap" "$dir/mnt"
     chmod 755 "$dir" "$dir/cap" "$dir/mnt"
@@ -263,71 +266,94 @@ EOF
     setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups -- test -x "$dir/cap" ||
         die "user nobody cannot reach $dir/cap: pick a CONFORMANCE_DIR (or TMPDIR) whose parents others may search"
     raw_log=$dir/raw.log
-    mnt_log=$dir/mount.log
-    local t0 t1 t2
+    local t0 t1
     t0=$(date +%s.%N)
     # pjdfstest exits 1 when any test fails; the comparison below decides.
     NO_COLOR=1 RUST_BACKTRACE=0 pjdfstest -c "$cfg" -p "$dir/cap" >"$raw_log" 2>&1 || true
     t1=$(date +%s.%N)
-    write_sluice_config "$dir/sluice.toml" "$dir/fast" "$dir/cap"
-    mount_sluice "$dir/sluice.toml" "$dir/mnt" "$dir/sluice.log" --allow-other
-    NO_COLOR=1 RUST_BACKTRACE=0 pjdfstest -c "$cfg" -p "$dir/mnt" >"$mnt_log" 2>&1 || true
-    t2=$(date +%s.%N)
-    unmount_sluice "$dir/sluice.log" ||
-        FAILED+=("pjdfstest: sluice unmount after the run failed (log $dir/sluice.log)")
-
     pjdfstest_results "$raw_log" >"$dir/raw.tsv"
-    pjdfstest_results "$mnt_log" >"$dir/mount.tsv"
-    counts() { # TSV -> "N tests: ... ok, ... failed, ... skipped"
-        awk -F'\t' '{ n[$2]++ } END { printf "%d tests: %d ok, %d failed, %d skipped", NR, n["ok"], n["FAILED"], n["skipped"] }' "$1"
-    }
-    seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-    echo "capacity directory: $(counts "$dir/raw.tsv") ($(seconds "$t0" "$t1") s)"
-    echo "through the mount:  $(counts "$dir/mount.tsv") ($(seconds "$t1" "$t2") s, mounting included)"
-    if [ ! -s "$dir/raw.tsv" ] || [ ! -s "$dir/mount.tsv" ]; then
-        tail -n 30 "$raw_log" "$mnt_log" >&2
-        die "pjdfstest printed no results (logs: $raw_log, $mnt_log)"
-    fi
+    echo "capacity directory: $(pjdfstest_counts "$dir/raw.tsv") ($(seconds "$t0" "$t1") s)"
+    [ -s "$dir/raw.tsv" ] || { tail -n 30 "$raw_log" >&2; die "pjdfstest printed no results (log: $raw_log)"; }
     awk -F'\t' '$2 == "FAILED"' "$dir/raw.tsv" | while IFS=$'\t' read -r t _ m; do
         echo "  note: fails on the capacity directory itself (not compared): $t: $m"
     done
+    # Through the mount twice: the default config, and one whose policy
+    # never buffers, so files are served by FUSE passthrough (the kernel
+    # reads and writes the capacity file itself; docs/fuse.md).
+    compare_pjdfstest "$dir" "$cfg" default
+    compare_pjdfstest "$dir" "$cfg" passthrough '' '[policy]' 'name = "capacity-only"'
+    return 0
+}
+
+pjdfstest_counts() { # TSV -> "N tests: ... ok, ... failed, ... skipped"
+    awk -F'\t' '{ n[$2]++ } END { printf "%d tests: %d ok, %d failed, %d skipped", NR, n["ok"], n["FAILED"], n["skipped"] }' "$1"
+}
+seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+# compare_pjdfstest DIR PJDFSTEST_CONFIG VARIANT [TOML lines...]: run
+# pjdfstest through an --allow-other mount of the config with the lines,
+# and compare with the capacity directory's results (DIR/raw.tsv).
+compare_pjdfstest() {
+    local dir=$1 cfg=$2 variant=$3 mnt_log t1 t2
+    shift 3
+    mnt_log=$dir/mount-$variant.log
+    rm -rf "$dir/fast"
+    mkdir -p "$dir/fast"
+    t1=$(date +%s.%N)
+    write_sluice_config "$dir/sluice-$variant.toml" "$dir/fast" "$dir/cap" "$@"
+    mount_sluice "$dir/sluice-$variant.toml" "$dir/mnt" "$dir/sluice-$variant.log" --allow-other
+    NO_COLOR=1 RUST_BACKTRACE=0 pjdfstest -c "$cfg" -p "$dir/mnt" >"$mnt_log" 2>&1 || true
+    t2=$(date +%s.%N)
+    timeout 10 "$SLUICE" status "$dir/mnt" >"$dir/status-$variant.txt" 2>&1 || true
+    unmount_sluice "$dir/sluice-$variant.log" ||
+        FAILED+=("pjdfstest ($variant): sluice unmount after the run failed (log $dir/sluice-$variant.log)")
+    if [ "$variant" = passthrough ] && ! grep -q 'opens by passthrough' "$dir/status-$variant.txt"; then
+        FAILED+=("pjdfstest ($variant): no file was opened by FUSE passthrough (the run tests nothing new; $dir/status-$variant.txt, $dir/sluice-$variant.log)")
+    fi
+
+    pjdfstest_results "$mnt_log" >"$dir/mount-$variant.tsv"
+    echo "through the mount ($variant):  $(pjdfstest_counts "$dir/mount-$variant.tsv") ($(seconds "$t1" "$t2") s, mounting included)"
+    if [ ! -s "$dir/mount-$variant.tsv" ]; then
+        tail -n 30 "$mnt_log" >&2
+        die "pjdfstest printed no results through the mount (log: $mnt_log)"
+    fi
 
     # Differences: ok on the directory, anything else through the mount.
     awk -F'\t' 'NR == FNR { if ($2 == "ok") ok[$1] = 1; next }
                 ($1 in ok) && $2 != "ok" { print $1 "\t" $2 "\t" $3 }
                 { all[$1] = 1 }
                 END { for (t in ok) if (!(t in all)) print t "\tmissing\tnot run through the mount" }' \
-        "$dir/raw.tsv" "$dir/mount.tsv" | sort >"$dir/differences.tsv"
+        "$dir/raw.tsv" "$dir/mount-$variant.tsv" | sort >"$dir/differences-$variant.tsv"
     # The known list: one test name a line; '#' starts a comment.
     sed 's/#.*//; s/[[:space:]]//g; /^$/d' "$KNOWN" | sort -u >"$dir/known.txt"
     local ndiff nknown new fixed
-    ndiff=$(wc -l <"$dir/differences.tsv")
+    ndiff=$(wc -l <"$dir/differences-$variant.tsv")
     nknown=$(wc -l <"$dir/known.txt")
-    new=$(cut -f1 "$dir/differences.tsv" | comm -23 - "$dir/known.txt")
-    fixed=$(cut -f1 "$dir/differences.tsv" | comm -13 - "$dir/known.txt")
+    new=$(cut -f1 "$dir/differences-$variant.tsv" | comm -23 - "$dir/known.txt")
+    fixed=$(cut -f1 "$dir/differences-$variant.tsv" | comm -13 - "$dir/known.txt")
     echo "differences (ok on the directory, not through the mount): $ndiff;" \
         "listed as known in ${KNOWN#"$ROOT"/}: $nknown"
     # Ok through the mount but not on the directory: printed, not a failure.
     awk -F'\t' 'NR == FNR { st[$1] = $2; next } $2 == "ok" && ($1 in st) && st[$1] != "ok" { print "  note: ok through the mount but " st[$1] " on the directory: " $1 }' \
-        "$dir/raw.tsv" "$dir/mount.tsv"
+        "$dir/raw.tsv" "$dir/mount-$variant.tsv"
     if [ -n "$new" ]; then
-        echo "NEW pjdfstest differences (not in the known list):"
+        echo "NEW pjdfstest differences ($variant; not in the known list):"
         while read -r t; do
-            awk -F'\t' -v t="$t" '$1 == t { printf "  %s: %s through the mount: %s\n", $1, $2, $3 }' "$dir/differences.tsv"
+            awk -F'\t' -v t="$t" '$1 == t { printf "  %s: %s through the mount: %s\n", $1, $2, $3 }' "$dir/differences-$variant.tsv"
         done <<<"$new"
-        FAILED+=("pjdfstest: $(wc -l <<<"$new") test(s) pass on the capacity directory but not through the mount (listed above; log $mnt_log)")
+        FAILED+=("pjdfstest ($variant): $(wc -l <<<"$new") test(s) pass on the capacity directory but not through the mount (listed above; log $mnt_log)")
     fi
     if [ -n "$fixed" ]; then
-        echo "pjdfstest tests in the known list that are no longer a difference — delete their lines from ${KNOWN#"$ROOT"/}:"
+        echo "pjdfstest tests ($variant) in the known list that are no longer a difference — delete their lines from ${KNOWN#"$ROOT"/}:"
         while read -r t; do
             printf '  %s (directory: %s, mount: %s)\n' "$t" \
                 "$(awk -F'\t' -v t="$t" '$1 == t { print $2 }' "$dir/raw.tsv" | grep . || echo 'not run')" \
-                "$(awk -F'\t' -v t="$t" '$1 == t { print $2 }' "$dir/mount.tsv" | grep . || echo 'not run')"
+                "$(awk -F'\t' -v t="$t" '$1 == t { print $2 }' "$dir/mount-$variant.tsv" | grep . || echo 'not run')"
         done <<<"$fixed"
-        FAILED+=("pjdfstest: $(wc -l <<<"$fixed") listed known difference(s) no longer differ (listed above): delete their lines from ${KNOWN#"$ROOT"/}")
+        FAILED+=("pjdfstest ($variant): $(wc -l <<<"$fixed") listed known difference(s) no longer differ (listed above): delete their lines from ${KNOWN#"$ROOT"/}")
     fi
     [ -z "$new" ] && [ -z "$fixed" ] &&
-        echo "pjdfstest: no differences beyond the $nknown known ones (logs: $raw_log, $mnt_log)"
+        echo "pjdfstest ($variant): no differences beyond the $nknown known ones (logs: $dir/raw.log, $mnt_log)"
     return 0
 }
 
@@ -338,6 +364,7 @@ fsx_weights() {
     case "$2" in
         mmap) mmap=10 invalidate=1 ;;
         close-open) close_open=2 ;;
+        passthrough) mmap=5 invalidate=1 close_open=2 ;;
     esac
     cat >"$1" <<EOF
 # fsx config for case $2 (scripts/conformance.sh); flen and opsize: fsx's defaults (a 256 KiB file, operations up to 64 KiB)
@@ -359,6 +386,7 @@ sluice_case_lines() {
     case "$1" in
         default | mmap | close-open) ;;
         fast-all) printf '%s\n' '' '[policy]' 'name = "fast-all"' ;;
+        passthrough) printf '%s\n' '' '[policy]' 'name = "capacity-only"' ;;
         tiny-wait | tiny-write-through)
             printf '%s\n' '' '[log]' 'regions = 2' 'region_size = "1MiB"' 'record_max = "256KiB"' \
                 "when_full = \"${1#tiny-}\"" '' '[policy]' 'name = "fast-all"'
@@ -444,6 +472,9 @@ run_fsx_one() {
         echo "--- sluice status $dir/mnt:"
         sed 's/^/    /' "$dir/status.txt"
         unmount_sluice "$dir/sluice.log" || true
+    fi
+    if [ "$case" = passthrough ] && ! grep -q 'opens by passthrough' "$dir/status.txt"; then
+        result="FAILED: the file was not opened by FUSE passthrough (the case tests nothing; $dir/status.txt)"
     fi
     if [ -n "$tmpfs" ]; then
         grep -q 'append to the log' "$dir/sluice.log" ||

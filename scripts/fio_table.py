@@ -6,7 +6,8 @@ Usage:
 
 Each result file is named SYSTEM__ROW__rN.json (the `__rN` part, the
 repetition, is optional): SYSTEM is one of raw, mergerfs, sluice-default,
-sluice, sluice-fast-all (others are shown after them), ROW one of the rows below.
+sluice-no-passthrough, sluice, sluice-fast-all (others are shown after
+them), ROW one of the rows below.
 A file's throughput is the sum of `jobs[*].write.bw_bytes` (one entry with
 --group_reporting), in MB/s (10^6 bytes/s). With several repetitions a cell
 holds their median and a second table shows min-max.
@@ -34,6 +35,7 @@ SYSTEMS = [
     ("raw", "raw dir"),
     ("mergerfs", "mergerfs"),
     ("sluice-default", "sluice (defaults)"),
+    ("sluice-no-passthrough", "sluice (defaults, no passthrough)"),
     ("sluice", "sluice (ssdup+)"),
     ("sluice-fast-all", "sluice (fast-all)"),
 ]
@@ -47,6 +49,7 @@ ROWS = [
 RATIOS = [
     ("sluice-default", "raw", "defaults/raw"),
     ("sluice-default", "mergerfs", "defaults/mergerfs"),
+    ("sluice-no-passthrough", "mergerfs", "no passthrough/mergerfs"),
     ("sluice", "raw", "sluice/raw"),
     ("sluice", "mergerfs", "sluice/mergerfs"),
     ("sluice-fast-all", "raw", "fast-all/raw"),
@@ -136,7 +139,7 @@ def spread(cells, systems, rows):
 def targets(cells, rows):
     """The issue's two targets, checked on the medians."""
     out = []
-    for who in ("sluice-default", "sluice", "sluice-fast-all"):
+    for who in ("sluice-default", "sluice-no-passthrough", "sluice", "sluice-fast-all"):
         worst = None
         for r in rows:
             a, b = median(cells, who, r), median(cells, "mergerfs", r)

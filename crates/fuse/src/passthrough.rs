@@ -79,15 +79,15 @@ impl<B> Passthrough<B> {
         flags: i32,
         register: impl FnOnce(BorrowedFd<'_>) -> io::Result<B>,
     ) -> Option<Arc<B>> {
+        if !self.enabled {
+            return None;
+        }
         let mut nodes = lock(&self.nodes);
         let node = nodes.entry(ino).or_insert(Node {
             opens: 0,
             backing: None,
         });
         node.opens += 1;
-        if !self.enabled {
-            return None;
-        }
         let backing = match &node.backing {
             Some(backing) => Arc::clone(backing),
             None if node.opens > 1 && !self.direct_io => return None,
@@ -116,6 +116,9 @@ impl<B> Passthrough<B> {
 
     /// Handle of node `ino` released: its backing id goes with the last.
     pub(crate) fn release(&self, ino: u64) {
+        if !self.enabled {
+            return;
+        }
         let mut nodes = lock(&self.nodes);
         if let Some(node) = nodes.get_mut(&ino) {
             node.opens = node.opens.saturating_sub(1);

@@ -2440,13 +2440,17 @@ fn last_errors<'a>(status: &'a serde_json::Value, op: &str) -> Vec<&'a serde_jso
 /// full capacity tier and the cause was written nowhere: status showed a
 /// count. `sluice status` (text and JSON) shows it under `last_errors` with
 /// the path, the tier and the errno, and the mount's log has an ERROR line
-/// saying the same.
+/// saying the same. (Without FUSE passthrough, which capacity-only would
+/// use: then the kernel writes the file itself, and the application gets
+/// ENOSPC without sluice seeing it; docs/fuse.md, "Passthrough".)
 #[test]
 fn issue_19_status_shows_the_cause_of_an_error_an_application_got() {
     if !fuse_available_as_root("needs root to mount a tmpfs") {
         return;
     }
     let mut m = Mounted::unstarted(&["--policy", "capacity-only"]);
+    let config = config_file(m.dir.path(), "[mount]\npassthrough = false\n");
+    m.args.extend(["--config".to_string(), config]);
     run(Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=1m", "sluice-test"])
         .arg(m.capacity()));

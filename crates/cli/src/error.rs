@@ -55,6 +55,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A `RUST_LOG` that is not a log filter.
+    #[error(transparent)]
+    Log(#[from] sluice_term::log::FilterError),
     /// The mount helper form or `--daemon`.
     #[error(transparent)]
     Service(#[from] sluice_term::service::ServiceError),

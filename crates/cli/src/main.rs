@@ -3,7 +3,6 @@
 
 mod ckpt;
 mod error;
-mod logging;
 mod mount;
 mod quarantine;
 mod sim;
@@ -17,6 +16,7 @@ use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::threshold::ThresholdConfig;
 use sluice_sim::analyse::{analyse, ior_phases, AnalysisConfig, PhaseKind};
 use sluice_sim::workload::Arrival;
+use sluice_term::log::LogLevel;
 use sluice_term::progress::ProgressMode;
 use sluice_term::service;
 use sluice_workload::{demo, profile};
@@ -39,7 +39,7 @@ struct Cli {
     /// which may also hold filter directives such as
     /// `sluice_engine=debug,info`.
     #[arg(long, global = true, value_enum, value_name = "LEVEL")]
-    log_level: Option<logging::LogLevel>,
+    log_level: Option<LogLevel>,
     /// Progress of drain, unmount, sim run and xfer send, on stderr: a bar
     /// when stderr is a terminal, else plain lines (auto); plain lines
     /// always (lines); nothing (off).
@@ -341,7 +341,7 @@ fn run() -> Result<()> {
         .collect();
     let argv = service::command_line(std::env::args_os().collect(), &subcommands)?;
     let cli = parse(argv.clone());
-    logging::init(cli.log_level)?;
+    init_log(cli.log_level)?;
     match cli.command {
         Some(Command::Analyse(args)) => run_analyse(&args),
         Some(Command::Sim(SimCommand::List)) => {
@@ -394,6 +394,21 @@ fn run() -> Result<()> {
         Some(Command::Quarantine(command)) => quarantine::run(&command),
         None => run_analyse(&cli.analyse),
     }
+}
+
+/// Install the one log subscriber (`sluice_term::log` chooses what it
+/// shows): events at or above the chosen level go to stderr, with colours
+/// only on a terminal.
+fn init_log(flag: Option<LogLevel>) -> Result<()> {
+    use std::io::IsTerminal;
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = sluice_term::log::filter(flag, rust_log.as_deref())?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init()
+        .map_err(|e| Error::Message(format!("setting up the log: {e}")))
 }
 
 fn run_analyse(args: &AnalyseArgs) -> Result<()> {

@@ -10,9 +10,12 @@
 //! - [`service`]: the mount helper form that `mount(8)` and `/etc/fstab`
 //!   run, read as the `sluice mount` line it stands for, and
 //!   `sluice mount --daemon`, which leaves the terminal once the mount is
-//!   up.
+//!   up;
+//! - [`log`]: the global `--log-level` flag and the filter the binary's
+//!   one log subscriber takes from it and `RUST_LOG`.
 
 pub mod client;
+pub mod log;
 pub mod progress;
 pub mod service;
 pub mod top;

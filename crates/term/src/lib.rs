@@ -3,6 +3,7 @@
 //! flags and wires crates.
 //!
 //! - [`top`]: `sluice top`, the live view (issue 21; docs/top.md);
+//! - [`ckpt`]: the table of BBOS jobs `sluice ckpt list` prints;
 //! - [`progress`]: the one progress display of long commands (an
 //!   `indicatif` bar on a terminal, plain lines elsewhere);
 //! - [`client`]: `sluice drain` and `sluice unmount` as the CLI runs them,
@@ -14,6 +15,7 @@
 //! - [`log`]: the global `--log-level` flag and the filter the binary's
 //!   one log subscriber takes from it and `RUST_LOG`.
 
+pub mod ckpt;
 pub mod client;
 pub mod log;
 pub mod progress;

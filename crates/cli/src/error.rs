@@ -113,6 +113,14 @@ impl Error {
             source,
         }
     }
+
+    /// For `map_err`: writing a report to stdout failed.
+    pub fn stdout(source: io::Error) -> Error {
+        Error::Os {
+            doing: "writing the report to stdout",
+            source,
+        }
+    }
 }
 
 /// A command's result.

@@ -415,12 +415,8 @@ fn run_analyse(args: &AnalyseArgs) -> Result<()> {
     let config = analysis_config(args)?;
     let analysis = analyse(&config)?;
     let mut out = std::io::stdout().lock();
-    sluice_sim::analyse::print_analysis(&mut out, &config, &analysis, !args.summary_only).map_err(
-        |source| Error::Os {
-            doing: "writing the report to stdout",
-            source,
-        },
-    )
+    sluice_sim::analyse::print_analysis(&mut out, &config, &analysis, !args.summary_only)
+        .map_err(Error::stdout)
 }
 
 fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig> {

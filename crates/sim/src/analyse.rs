@@ -12,8 +12,13 @@
 //!
 //! This is the first real capability of `sluice` (the CLI's default job):
 //! no devices and no time, only the policies' decisions.
+//!
+//! Beside it, [`print_measured_policy_cost`] measures what those decisions
+//! cost on this machine (Table 1's measured side).
 
+mod policy_cost;
 mod report;
+pub use policy_cost::print_measured_policy_cost;
 pub use report::print_analysis;
 
 use std::time::Duration;

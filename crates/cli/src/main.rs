@@ -12,9 +12,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sluice_policy::detector::DetectorConfig;
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::threshold::ThresholdConfig;
-use sluice_sim::analyse::{analyse, ior_phases, AnalysisConfig, PhaseKind};
+use sluice_sim::analyse::{analyse, AnalysisConfig, IorAnalysis, PhaseKind};
 use sluice_sim::workload::Arrival;
 use sluice_term::log::LogLevel;
 use sluice_term::progress::ProgressMode;
@@ -420,32 +419,29 @@ fn run_analyse(args: &AnalyseArgs) -> Result<()> {
 }
 
 fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig> {
-    let mut kinds = Vec::new();
+    let mut phases = Vec::new();
     for phase in &args.phases {
         match phase {
-            PhaseArg::All => kinds.extend(PhaseKind::ALL),
-            PhaseArg::SegmentedContiguous => kinds.push(PhaseKind::SegmentedContiguous),
-            PhaseArg::Strided => kinds.push(PhaseKind::Strided),
-            PhaseArg::SegmentedRandom => kinds.push(PhaseKind::SegmentedRandom),
-            PhaseArg::Mixed => kinds.push(PhaseKind::Mixed),
+            PhaseArg::All => phases.extend(PhaseKind::ALL),
+            PhaseArg::SegmentedContiguous => phases.push(PhaseKind::SegmentedContiguous),
+            PhaseArg::Strided => phases.push(PhaseKind::Strided),
+            PhaseArg::SegmentedRandom => phases.push(PhaseKind::SegmentedRandom),
+            PhaseArg::Mixed => phases.push(PhaseKind::Mixed),
         }
     }
-    let phases = ior_phases(
-        &kinds,
-        args.processes,
-        args.request_kib * 1024,
-        args.phase_mib * 1024 * 1024,
-        args.seed,
-    );
-    let arrival = match args.arrival {
-        ArrivalArg::Lockstep => Arrival::Lockstep,
-        ArrivalArg::Random => Arrival::Random {
-            seed: args.seed,
-            max_lead: args.max_lead,
+    IorAnalysis {
+        phases,
+        processes: args.processes,
+        request_bytes: args.request_kib * 1024,
+        phase_bytes: args.phase_mib * 1024 * 1024,
+        seed: args.seed,
+        arrival: match args.arrival {
+            ArrivalArg::Lockstep => Arrival::Lockstep,
+            ArrivalArg::Random => Arrival::Random {
+                seed: args.seed,
+                max_lead: args.max_lead,
+            },
         },
-    };
-    let redirector = RedirectorConfig {
-        policy: RedirectPolicy::SsdupPlus,
         detector: DetectorConfig {
             stream_len: args.stream_len,
         },
@@ -455,12 +451,7 @@ fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig> {
             change_margin: args.change_margin,
             ..ThresholdConfig::default()
         },
-    };
-    redirector.validate().map_err(Error::Analysis)?;
-    Ok(AnalysisConfig {
-        phases,
-        arrival,
-        redirector,
-        policies: RedirectPolicy::ALL.to_vec(),
-    })
+    }
+    .config()
+    .map_err(Error::Analysis)
 }

@@ -149,18 +149,8 @@ struct TopArgs {
     /// The mount point.
     mountpoint: std::path::PathBuf,
     /// Seconds between two status snapshots (rates are over this time).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
+    #[arg(long, default_value_t = 1.0, value_parser = sluice_term::top::parse_interval_s)]
     interval: f64,
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    let min = sluice_term::top::INTERVAL_MIN.as_secs_f64();
-    match s.parse::<f64>() {
-        Ok(v) if (min..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "{s:?} is not a number of seconds from {min} to 3600"
-        )),
-    }
 }
 
 #[derive(Args, Debug)]

@@ -182,26 +182,7 @@ pub fn run(command: &CkptCommand) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&jobs)?);
                 return Ok(());
             }
-            println!(
-                "{:<16} {:>10} {:>12} {:>14} {:>8} {:>6}  glob",
-                "job", "period", "checkpoint", "failure", "versions", "files"
-            );
-            for j in jobs {
-                let failure = match j.failure {
-                    Failure::Nodes(n) => format!("{n} nodes"),
-                    Failure::MtbfSecs(s) => format!("MTBF {s}s"),
-                };
-                println!(
-                    "{:<16} {:>9}s {:>12} {:>14} {:>8} {:>6}  {}",
-                    j.id,
-                    j.period_s,
-                    ByteSize(j.ckpt_bytes).to_string(),
-                    failure,
-                    j.versions,
-                    j.files,
-                    j.glob
-                );
-            }
+            print!("{}", sluice_term::ckpt::jobs_table(&jobs));
             Ok(())
         }
         CkptCommand::Unregister(a) => {

@@ -55,6 +55,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A `RUST_LOG` that is not a log filter.
+    #[error(transparent)]
+    Log(#[from] sluice_term::log::FilterError),
     /// The mount helper form or `--daemon`.
     #[error(transparent)]
     Service(#[from] sluice_term::service::ServiceError),
@@ -107,6 +110,14 @@ impl Error {
     pub fn path(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
         move |source| Error::Path {
             path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// For `map_err`: writing a report to stdout failed.
+    pub fn stdout(source: io::Error) -> Error {
+        Error::Os {
+            doing: "writing the report to stdout",
             source,
         }
     }

@@ -3,7 +3,6 @@
 
 mod ckpt;
 mod error;
-mod logging;
 mod mount;
 mod quarantine;
 mod sim;
@@ -13,10 +12,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sluice_policy::detector::DetectorConfig;
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::threshold::ThresholdConfig;
-use sluice_sim::analyse::{analyse, ior_phases, AnalysisConfig, PhaseKind};
+use sluice_sim::analyse::{analyse, AnalysisConfig, IorAnalysis, PhaseKind};
 use sluice_sim::workload::Arrival;
+use sluice_term::log::LogLevel;
 use sluice_term::progress::ProgressMode;
 use sluice_term::service;
 use sluice_workload::{demo, profile};
@@ -39,7 +38,7 @@ struct Cli {
     /// which may also hold filter directives such as
     /// `sluice_engine=debug,info`.
     #[arg(long, global = true, value_enum, value_name = "LEVEL")]
-    log_level: Option<logging::LogLevel>,
+    log_level: Option<LogLevel>,
     /// Progress of drain, unmount, sim run and xfer send, on stderr: a bar
     /// when stderr is a terminal, else plain lines (auto); plain lines
     /// always (lines); nothing (off).
@@ -150,18 +149,8 @@ struct TopArgs {
     /// The mount point.
     mountpoint: std::path::PathBuf,
     /// Seconds between two status snapshots (rates are over this time).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
+    #[arg(long, default_value_t = 1.0, value_parser = sluice_term::top::parse_interval_s)]
     interval: f64,
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    let min = sluice_term::top::INTERVAL_MIN.as_secs_f64();
-    match s.parse::<f64>() {
-        Ok(v) if (min..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "{s:?} is not a number of seconds from {min} to 3600"
-        )),
-    }
 }
 
 #[derive(Args, Debug)]
@@ -341,7 +330,7 @@ fn run() -> Result<()> {
         .collect();
     let argv = service::command_line(std::env::args_os().collect(), &subcommands)?;
     let cli = parse(argv.clone());
-    logging::init(cli.log_level)?;
+    init_log(cli.log_level)?;
     match cli.command {
         Some(Command::Analyse(args)) => run_analyse(&args),
         Some(Command::Sim(SimCommand::List)) => {
@@ -396,45 +385,53 @@ fn run() -> Result<()> {
     }
 }
 
+/// Install the one log subscriber (`sluice_term::log` chooses what it
+/// shows): events at or above the chosen level go to stderr, with colours
+/// only on a terminal.
+fn init_log(flag: Option<LogLevel>) -> Result<()> {
+    use std::io::IsTerminal;
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = sluice_term::log::filter(flag, rust_log.as_deref())?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init()
+        .map_err(|e| Error::Message(format!("setting up the log: {e}")))
+}
+
 fn run_analyse(args: &AnalyseArgs) -> Result<()> {
     let config = analysis_config(args)?;
     let analysis = analyse(&config)?;
     let mut out = std::io::stdout().lock();
-    sluice_sim::analyse::print_analysis(&mut out, &config, &analysis, !args.summary_only).map_err(
-        |source| Error::Os {
-            doing: "writing the report to stdout",
-            source,
-        },
-    )
+    sluice_sim::analyse::print_analysis(&mut out, &config, &analysis, !args.summary_only)
+        .map_err(Error::stdout)
 }
 
 fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig> {
-    let mut kinds = Vec::new();
+    let mut phases = Vec::new();
     for phase in &args.phases {
         match phase {
-            PhaseArg::All => kinds.extend(PhaseKind::ALL),
-            PhaseArg::SegmentedContiguous => kinds.push(PhaseKind::SegmentedContiguous),
-            PhaseArg::Strided => kinds.push(PhaseKind::Strided),
-            PhaseArg::SegmentedRandom => kinds.push(PhaseKind::SegmentedRandom),
-            PhaseArg::Mixed => kinds.push(PhaseKind::Mixed),
+            PhaseArg::All => phases.extend(PhaseKind::ALL),
+            PhaseArg::SegmentedContiguous => phases.push(PhaseKind::SegmentedContiguous),
+            PhaseArg::Strided => phases.push(PhaseKind::Strided),
+            PhaseArg::SegmentedRandom => phases.push(PhaseKind::SegmentedRandom),
+            PhaseArg::Mixed => phases.push(PhaseKind::Mixed),
         }
     }
-    let phases = ior_phases(
-        &kinds,
-        args.processes,
-        args.request_kib * 1024,
-        args.phase_mib * 1024 * 1024,
-        args.seed,
-    );
-    let arrival = match args.arrival {
-        ArrivalArg::Lockstep => Arrival::Lockstep,
-        ArrivalArg::Random => Arrival::Random {
-            seed: args.seed,
-            max_lead: args.max_lead,
+    IorAnalysis {
+        phases,
+        processes: args.processes,
+        request_bytes: args.request_kib * 1024,
+        phase_bytes: args.phase_mib * 1024 * 1024,
+        seed: args.seed,
+        arrival: match args.arrival {
+            ArrivalArg::Lockstep => Arrival::Lockstep,
+            ArrivalArg::Random => Arrival::Random {
+                seed: args.seed,
+                max_lead: args.max_lead,
+            },
         },
-    };
-    let redirector = RedirectorConfig {
-        policy: RedirectPolicy::SsdupPlus,
         detector: DetectorConfig {
             stream_len: args.stream_len,
         },
@@ -444,12 +441,7 @@ fn analysis_config(args: &AnalyseArgs) -> Result<AnalysisConfig> {
             change_margin: args.change_margin,
             ..ThresholdConfig::default()
         },
-    };
-    redirector.validate().map_err(Error::Analysis)?;
-    Ok(AnalysisConfig {
-        phases,
-        arrival,
-        redirector,
-        policies: RedirectPolicy::ALL.to_vec(),
-    })
+    }
+    .config()
+    .map_err(Error::Analysis)
 }

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use sluice_sim::analyse::print_measured_policy_cost;
 use sluice_sim::experiments::{find, Experiment, RunConfig, RunProgress, EXPERIMENTS};
 use sluice_sim::output::Report;
 
@@ -45,7 +46,7 @@ pub fn run(name: &str, scale: f64, seed: u64, out: &Path, mode: ProgressMode) ->
         let seconds = start.elapsed().as_secs_f64();
         println!("{}", report.to_markdown());
         if experiment.name == "ssdup-table1" {
-            print_measured_policy_cost();
+            print_measured_policy_cost(&mut std::io::stdout().lock()).map_err(Error::stdout)?;
         }
         let written = report.write(out)?;
         println!(
@@ -80,21 +81,4 @@ fn run_watched(
     let label = format!("sim {}", experiment.name);
     Progress::new(mode, &label, Unit::Count("runs"), 0, Instant::now())
         .watch(|| runs.runs(), || (experiment.run)(&config))
-}
-
-/// Table 1's measured side: sluice's detector + index cost per request on
-/// this machine (wall clock, so it is printed, not written to the report).
-fn print_measured_policy_cost() {
-    println!("Measured on this machine (detector + extent-index insert, 2 GiB segmented-random, median of 5):");
-    println!("{:>8} {:>10} {:>14}", "request", "ns/req", "paper ns/req");
-    for (kib, paper) in [
-        (32u64, 1869.0),
-        (64, 1730.0),
-        (128, 3522.0),
-        (256, 3687.0),
-        (512, 3809.0),
-    ] {
-        let ns = sluice_sim::experiments::policy_cost_ns_per_request(kib * 1024, 5);
-        println!("{:>5}KiB {:>10.1} {:>14.0}", kib, ns, paper);
-    }
 }

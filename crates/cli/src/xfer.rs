@@ -11,10 +11,10 @@ use sluice_xfer::layout::pfs::{self, EmulatedPfs, PfsConfig};
 use sluice_xfer::layout::posix::PosixLayout;
 use sluice_xfer::layout::{self, LayoutProvider};
 use sluice_xfer::sink::{Sink, SinkOptions};
-use sluice_xfer::source::{self, Compare, Destination, SendOptions, SendProgress};
+use sluice_xfer::source::{self, Compare, Destination, SendOptions};
 use sluice_xfer::tls;
 
-use sluice_term::progress::{Progress, ProgressMode, Unit};
+use sluice_term::progress::ProgressMode;
 
 use crate::error::{Error, Result};
 
@@ -271,25 +271,6 @@ fn provider(a: &SendArgs, first_source: &std::path::Path) -> Result<Arc<dyn Layo
     })
 }
 
-/// The observer that shows a transfer's progress (bytes, rate, files).
-fn show_progress(mode: ProgressMode) -> Option<source::ProgressFn> {
-    if mode == ProgressMode::Off {
-        return None;
-    }
-    let progress = Progress::new(mode, "xfer", Unit::Bytes, 0, std::time::Instant::now());
-    Some(Arc::new(move |now: &SendProgress| {
-        let note = format!(
-            "files {}/{}, {} objects",
-            now.files_done, now.files_total, now.objects
-        );
-        if now.ended {
-            progress.finish(now.bytes_done, now.bytes_total, &note);
-        } else {
-            progress.update(now.bytes_done, now.bytes_total, &note);
-        }
-    }))
-}
-
 fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
     if a.object_size.0 == 0 {
         return Err(Error::Usage(
@@ -352,7 +333,7 @@ fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
         },
         journal,
         files_in_flight: a.files_in_flight,
-        progress: show_progress(progress),
+        progress: sluice_term::progress::xfer_send(progress),
         compare: if a.ignore_times {
             Compare::Never
         } else if a.checksum {

@@ -12,16 +12,23 @@
 //!
 //! This is the first real capability of `sluice` (the CLI's default job):
 //! no devices and no time, only the policies' decisions.
+//!
+//! Beside it, [`print_measured_policy_cost`] measures what those decisions
+//! cost on this machine (Table 1's measured side).
 
+mod policy_cost;
 mod report;
+pub use policy_cost::print_measured_policy_cost;
 pub use report::print_analysis;
 
 use std::time::Duration;
 
+use sluice_policy::detector::{ConfigError, DetectorConfig};
 use sluice_policy::extent_index::Extent;
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::{PipelineConfig, WhenFull};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::threshold::ThresholdConfig;
 use sluice_policy::write_buffer::{Placement, WriteBuffer, WriteBufferConfig};
 use sluice_policy::{FileId, LogLocation, Tier, Time, WriteRequest};
 
@@ -124,6 +131,53 @@ pub struct AnalysisConfig {
     pub redirector: RedirectorConfig,
     /// Policies to compare (the `policy` in `redirector` is ignored).
     pub policies: Vec<RedirectPolicy>,
+}
+
+/// `sluice analyse`'s job: a generated IOR trace through SSDUP+'s stream
+/// grouping and threshold, every redirection policy compared on it.
+#[derive(Clone, Debug)]
+pub struct IorAnalysis {
+    /// Phases of the trace, in order.
+    pub phases: Vec<PhaseKind>,
+    /// Processes per IOR instance.
+    pub processes: u32,
+    /// Request (IOR transfer) size in bytes.
+    pub request_bytes: u64,
+    /// Bytes written per phase.
+    pub phase_bytes: u64,
+    /// Seed the instances' seeds derive from ([`ior_phases`]).
+    pub seed: u64,
+    /// How the processes' requests interleave at the server.
+    pub arrival: Arrival,
+    /// Stream grouping.
+    pub detector: DetectorConfig,
+    /// Threshold and pattern-change check.
+    pub threshold: ThresholdConfig,
+}
+
+impl IorAnalysis {
+    /// What to analyse: the phases as IOR instances and every policy, with
+    /// the detector and threshold checked first.
+    pub fn config(self) -> Result<AnalysisConfig, ConfigError> {
+        let redirector = RedirectorConfig {
+            policy: RedirectPolicy::SsdupPlus,
+            detector: self.detector,
+            threshold: self.threshold,
+        };
+        redirector.validate()?;
+        Ok(AnalysisConfig {
+            phases: ior_phases(
+                &self.phases,
+                self.processes,
+                self.request_bytes,
+                self.phase_bytes,
+                self.seed,
+            ),
+            arrival: self.arrival,
+            redirector,
+            policies: RedirectPolicy::ALL.to_vec(),
+        })
+    }
 }
 
 /// One policy's view of one stream.
@@ -343,5 +397,49 @@ impl PolicyRun {
         self.summary.index_extents = index.extent_count() as u64;
         self.summary.index_bytes_estimate = index.memory_bytes_estimate() as u64;
         self.summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> IorAnalysis {
+        IorAnalysis {
+            phases: vec![PhaseKind::Strided, PhaseKind::Mixed],
+            processes: 4,
+            request_bytes: 64 << 10,
+            phase_bytes: 8 << 20,
+            seed: 7,
+            arrival: Arrival::Lockstep,
+            detector: DetectorConfig { stream_len: 32 },
+            threshold: ThresholdConfig::default(),
+        }
+    }
+
+    /// The phases become IOR instances on files of their own, and every
+    /// policy is compared under SSDUP+'s grouping and threshold.
+    #[test]
+    fn an_ior_analysis_is_its_phases_under_every_policy() {
+        let config = job().config().unwrap();
+        let names: Vec<&str> = config.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["strided", "mixed"]);
+        let files: Vec<u64> = config
+            .phases
+            .iter()
+            .flat_map(|p| p.instances.iter().map(|i| i.file.0))
+            .collect();
+        assert_eq!(files, [1, 2, 3]);
+        assert_eq!(config.phases[1].instances[0].file_bytes, 4 << 20);
+        assert_eq!(config.redirector.policy, RedirectPolicy::SsdupPlus);
+        assert_eq!(config.redirector.detector.stream_len, 32);
+        assert_eq!(config.policies, RedirectPolicy::ALL.to_vec());
+    }
+
+    #[test]
+    fn a_threshold_out_of_range_is_refused() {
+        let mut bad = job();
+        bad.threshold.change_fraction = 1.5;
+        assert!(bad.config().is_err());
     }
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use indicatif::{HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sluice_xfer::source::SendProgress;
 
 /// How often a plain progress line is written, at most.
 pub const LINE_INTERVAL: Duration = Duration::from_secs(2);
@@ -260,6 +261,31 @@ impl Progress {
     }
 }
 
+/// `sluice xfer send`'s progress observer: bytes in place of the total,
+/// with files in place and objects sent as the note; `None` with
+/// `--progress off`, so the transfer does not report at all.
+pub fn xfer_send(mode: ProgressMode) -> Option<sluice_xfer::source::ProgressFn> {
+    if mode == ProgressMode::Off {
+        return None;
+    }
+    let progress = Progress::new(mode, "xfer", Unit::Bytes, 0, Instant::now());
+    Some(std::sync::Arc::new(move |now: &SendProgress| {
+        let note = xfer_note(now);
+        if now.ended {
+            progress.finish(now.bytes_done, now.bytes_total, &note);
+        } else {
+            progress.update(now.bytes_done, now.bytes_total, &note);
+        }
+    }))
+}
+
+fn xfer_note(now: &SendProgress) -> String {
+    format!(
+        "files {}/{}, {} objects",
+        now.files_done, now.files_total, now.objects
+    )
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         // A bar dropped unfinished (an error) leaves its last state on
@@ -343,6 +369,23 @@ mod tests {
         assert!(last.contains("100 B of 100 B (100%)"), "{last}");
         assert!(!last.contains("ETA"), "nothing left, no ETA: {last}");
         assert!(lines.update(at(3000), 100, 100, "").is_none());
+    }
+
+    #[test]
+    fn a_transfer_shows_files_and_objects_and_nothing_when_off() {
+        let now = SendProgress {
+            bytes_done: 3 * MIB,
+            bytes_total: 8 * MIB,
+            files_done: 2,
+            files_total: 5,
+            objects: 3,
+            ended: false,
+        };
+        assert_eq!(xfer_note(&now), "files 2/5, 3 objects");
+        assert!(xfer_send(ProgressMode::Off).is_none());
+        let lines = xfer_send(ProgressMode::Lines).expect("an observer");
+        lines(&now);
+        lines(&SendProgress { ended: true, ..now });
     }
 
     #[test]

@@ -34,6 +34,22 @@ use crate::top::screen::Screen;
 /// and a person cannot read faster.
 pub const INTERVAL_MIN: Duration = Duration::from_millis(100);
 
+/// Longest poll interval `sluice top --interval` takes.
+pub const INTERVAL_MAX: Duration = Duration::from_secs(3600);
+
+/// `--interval`'s value: seconds from [`INTERVAL_MIN`] to [`INTERVAL_MAX`];
+/// the error names the range.
+pub fn parse_interval_s(s: &str) -> Result<f64, String> {
+    let min = INTERVAL_MIN.as_secs_f64();
+    let max = INTERVAL_MAX.as_secs_f64();
+    match s.parse::<f64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds from {min} to {max}"
+        )),
+    }
+}
+
 /// How often the keys are checked between polls (and the screen redrawn).
 const KEY_POLL: Duration = Duration::from_millis(100);
 
@@ -122,6 +138,26 @@ fn event_loop(
                     return Ok(());
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_is_seconds_within_its_range() {
+        assert_eq!(parse_interval_s("1"), Ok(1.0));
+        assert_eq!(parse_interval_s("0.1"), Ok(0.1));
+        assert_eq!(parse_interval_s("3600"), Ok(3600.0));
+        for refused in ["0.05", "3601", "-1", "soon", "NaN"] {
+            assert_eq!(
+                parse_interval_s(refused),
+                Err(format!(
+                    "{refused:?} is not a number of seconds from 0.1 to 3600"
+                )),
+            );
         }
     }
 }

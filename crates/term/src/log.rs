@@ -1,11 +1,13 @@
-//! The log (issue 21): one `tracing` subscriber, writing to stderr, set up
-//! before any command runs.
+//! What the log on stderr shows (issue 21): the global `--log-level` flag
+//! and the filter chosen from it and `RUST_LOG`. The `sluice` binary
+//! installs the one subscriber with this filter; the library crates only
+//! emit events.
 //!
-//! What is logged is chosen by, first to last: the global `--log-level`
-//! flag (a level), else `RUST_LOG` (a level or `tracing` filter directives
-//! such as `sluice_engine=debug,info`), else `info`. A `RUST_LOG` that is
-//! not a filter is an error, not ignored. The levels carry (docs/fuse.md,
-//! "Logs and last_errors"): ERROR every incident — a failure answered to an
+//! The filter is chosen by, first to last: the `--log-level` flag (a
+//! level), else `RUST_LOG` (a level or `tracing` filter directives such as
+//! `sluice_engine=debug,info`), else `info`. A `RUST_LOG` that is not a
+//! filter is an error, not ignored. The levels carry (docs/fuse.md, "Logs
+//! and last_errors"): ERROR every incident — a failure answered to an
 //! application or a background failure, with its operation, path, tier
 //! and errno; WARN refusals, fallbacks, failed drains and warnings about
 //! the settings; INFO one line per mount, recovery and unmount; DEBUG
@@ -14,12 +16,8 @@
 //! Logs are for operators; what a command prints for its user (reports,
 //! tables, its final error) stays on stdout and stderr as plain lines.
 
-use std::io::IsTerminal;
-
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
-
-use crate::error::{Error, Result};
 
 /// A level for `--log-level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -51,33 +49,31 @@ impl LogLevel {
     }
 }
 
+/// A `RUST_LOG` that is not a log filter; the message says what to give.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "RUST_LOG={value:?} is not a log filter ({reason}): give a level (off, error, warn, \
+     info, debug, trace) or directives such as `sluice_engine=debug,info`, or use \
+     --log-level"
+)]
+pub struct FilterError {
+    /// `RUST_LOG` as set (trimmed).
+    pub value: String,
+    /// Why `tracing-subscriber` refused it.
+    pub reason: String,
+}
+
 /// The filter in effect: `flag`, else `rust_log` (the value of
 /// `RUST_LOG`, if set and not blank), else `info`.
-pub fn filter(flag: Option<LogLevel>, rust_log: Option<&str>) -> Result<EnvFilter> {
+pub fn filter(flag: Option<LogLevel>, rust_log: Option<&str>) -> Result<EnvFilter, FilterError> {
     match (flag, rust_log.map(str::trim).filter(|v| !v.is_empty())) {
         (Some(level), _) => Ok(EnvFilter::new(level.directive())),
-        (None, Some(value)) => EnvFilter::try_new(value).map_err(|e| {
-            Error::Usage(format!(
-                "RUST_LOG={value:?} is not a log filter ({e}): give a level (off, error, warn, \
-                 info, debug, trace) or directives such as `sluice_engine=debug,info`, or use \
-                 --log-level"
-            ))
+        (None, Some(value)) => EnvFilter::try_new(value).map_err(|e| FilterError {
+            value: value.to_string(),
+            reason: e.to_string(),
         }),
         (None, None) => Ok(EnvFilter::new(LogLevel::Info.directive())),
     }
-}
-
-/// Install the subscriber: events at or above the chosen level go to
-/// stderr, with colours only on a terminal.
-pub fn init(flag: Option<LogLevel>) -> Result<()> {
-    let rust_log = std::env::var("RUST_LOG").ok();
-    let filter = filter(flag, rust_log.as_deref())?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init()
-        .map_err(|e| Error::Message(format!("setting up the log: {e}")))
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //! clearing, ownership of new nodes — are the volume's
 //! (`crates/fuse/src/volume/`), tested without a mount. This module keeps
 //! only what is FUSE's own: the kernel configuration at init, reply
-//! shapes (TTLs, open flags, xattr size probing), the thread a waiting
+//! shapes (TTLs, open flags, xattr size probing), the kernel's rules for
+//! passthrough handles ([`crate::passthrough`]), the thread a waiting
 //! lock request blocks on, and the operation counters for metrics.
 
 use std::ffi::OsStr;

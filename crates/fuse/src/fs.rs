@@ -154,7 +154,7 @@ impl SluiceFs {
             } else {
                 FopenFlags::empty()
             },
-            passthrough: Passthrough::new(passthrough, direct_io),
+            passthrough: Passthrough::new(passthrough),
         }
     }
 

@@ -9,8 +9,13 @@
 //! - once a node is open by passthrough, every further open of it must be
 //!   too (the kernel fails a plain open with EIO), so it is, whatever the
 //!   engine would say now (nothing can have been buffered meanwhile);
-//! - a passthrough open beside a page-cached one fails, so with
-//!   `mount.direct_io = false` a node already open plainly stays plain.
+//! - a passthrough open beside a page-cached handle fails with EIO, and a
+//!   plain handle may become page-cached at any time (`mount.direct_io =
+//!   false`, or a shared `mmap` of a direct-I/O handle), so a node open
+//!   plainly stays plain until its last handle goes.
+//!
+//! So the handles open on a node at once are all of one kind, and a
+//! release needs no handle of its own to say which kind ended.
 //!
 //! The backing id is dropped (closed in the kernel) when the node's last
 //! handle is released.
@@ -37,8 +42,6 @@ struct Node<B> {
 pub(crate) struct Passthrough<B> {
     /// Asked for by the config and granted by the kernel at init.
     enabled: bool,
-    /// Handles are opened `FOPEN_DIRECT_IO` (not page-cached).
-    direct_io: bool,
     nodes: Mutex<HashMap<u64, Node<B>>>,
     /// A registration failed once (and was logged).
     warned: AtomicBool,
@@ -46,11 +49,10 @@ pub(crate) struct Passthrough<B> {
 
 impl<B> Passthrough<B> {
     /// Passthrough asked for (`enabled`: the kernel still has to grant it,
-    /// [`Passthrough::granted`]), for handles opened with `direct_io`.
-    pub(crate) fn new(enabled: bool, direct_io: bool) -> Passthrough<B> {
+    /// [`Passthrough::granted`]).
+    pub(crate) fn new(enabled: bool) -> Passthrough<B> {
         Passthrough {
             enabled,
-            direct_io,
             nodes: Mutex::new(HashMap::new()),
             warned: AtomicBool::new(false),
         }
@@ -90,7 +92,7 @@ impl<B> Passthrough<B> {
         node.opens += 1;
         let backing = match &node.backing {
             Some(backing) => Arc::clone(backing),
-            None if node.opens > 1 && !self.direct_io => return None,
+            None if node.opens > 1 => return None,
             None => {
                 let file = volume.passthrough_file(fh)?;
                 match register(file.as_fd()?) {
@@ -182,7 +184,7 @@ mod tests {
     fn a_node_shares_one_backing_id_until_its_last_handle_goes() {
         let dir = tempfile::tempdir().unwrap();
         let (v, ino, fh) = volume(&dir, RedirectPolicy::CapacityOnly);
-        let p = Passthrough::new(true, true);
+        let p = Passthrough::new(true);
         let first = p
             .open(&v, ino, fh, RDWR, |_| Ok(7))
             .expect("passed through");
@@ -200,30 +202,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (v, ino, fh) = volume(&dir, RedirectPolicy::CapacityOnly);
         let refused = |_: BorrowedFd<'_>| Err(io::ErrorKind::PermissionDenied.into());
-        // Page-cached handles: a node open plainly stays plain (the kernel
-        // would fail a passthrough open beside it).
-        let cached = Passthrough::<u32>::new(true, false);
-        assert!(cached.open(&v, ino, fh, RDWR, refused).is_none());
-        assert!(cached.open(&v, ino, fh, RDWR, never).is_none());
-        // Direct-I/O handles do not stand in the way.
-        let direct = Passthrough::<u32>::new(true, true);
-        assert!(direct.open(&v, ino, fh, RDWR, refused).is_none());
-        assert!(direct.open(&v, ino, fh, RDWR, |_| Ok(1)).is_some());
+        let p = Passthrough::<u32>::new(true);
+        assert!(p.open(&v, ino, fh, RDWR, refused).is_none());
+        // A node open plainly stays plain (its handle may be page-cached,
+        // beside which the kernel fails a passthrough open) ...
+        assert!(p.open(&v, ino, fh, RDWR, never).is_none());
+        p.release(ino);
+        p.release(ino);
+        // ... until its last handle goes.
+        assert!(p.open(&v, ino, fh, RDWR, |_| Ok(1)).is_some());
     }
 
     #[test]
     fn off_or_under_a_policy_that_buffers_nothing_is_registered() {
         let dir = tempfile::tempdir().unwrap();
         let (v, ino, fh) = volume(&dir, RedirectPolicy::CapacityOnly);
-        assert!(Passthrough::new(false, true)
+        assert!(Passthrough::new(false)
             .open(&v, ino, fh, RDWR, never)
             .is_none());
-        let mut p = Passthrough::new(true, true);
+        let mut p = Passthrough::new(true);
         p.granted(false);
         assert!(p.open(&v, ino, fh, RDWR, never).is_none(), "not granted");
         let dir = tempfile::tempdir().unwrap();
         let (v, ino, fh) = volume(&dir, RedirectPolicy::FastAll);
-        assert!(Passthrough::new(true, true)
+        assert!(Passthrough::new(true)
             .open(&v, ino, fh, RDWR, never)
             .is_none());
     }

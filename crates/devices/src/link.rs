@@ -10,6 +10,12 @@
 //! Invariants: `free_at` never moves backwards; the link holds no queue of
 //! its own (each transfer is placed when it is asked for), so its memory is
 //! constant.
+//!
+//! [`IncastConfig`] is an optional part of a switch port in front of a
+//! link: TCP incast (many flows converging on one port overflow its buffer
+//! and some of them lose a whole window, so they wait out a retransmission
+//! timeout). The link itself stays FIFO; the simulator draws, per transfer,
+//! whether it times out ([`IncastConfig::timeout_probability`]).
 
 use core::time::Duration;
 
@@ -41,6 +47,68 @@ impl LinkConfig {
         require_positive_finite("bytes_per_s", self.bytes_per_s)?;
         require_latency("latency", self.latency)?;
         Ok(())
+    }
+}
+
+/// TCP incast at a switch's output port (issue 23; Phanishayee et al.,
+/// "Measurement and Analysis of TCP Throughput Collapse in Cluster-based
+/// Storage Systems", FAST 2008). `flows` TCP flows with data for the port
+/// each keep at least `flow_window_bytes` in the network (the smallest
+/// congestion window); while the port's buffer holds all of them, losses
+/// are repaired by fast retransmit and nobody stalls. Once
+/// `flows × flow_window_bytes` exceeds `port_buffer_bytes`, the excess is
+/// dropped, a flow that loses its whole window gets no duplicate
+/// acknowledgements and waits out `retransmit_timeout`. First-order model:
+/// a transfer that reaches the port times out with probability
+/// `1 − buffer / (flows × window)` (the share of the flows' minimal windows
+/// that does not fit), and is then offered again one timeout later.
+///
+/// Defaults: a 128 KiB port buffer (commodity Gigabit switches share some
+/// hundreds of KB of packet memory among all their ports; the SSDUP+ paper
+/// does not name its switch), two 1448-byte segments per flow (Linux's
+/// smallest congestion window), and Linux's minimum retransmission timeout,
+/// 200 ms (`TCP_RTO_MIN`, also in the paper's kernel 2.6.32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IncastConfig {
+    /// Bytes the switch port can hold for its link.
+    pub port_buffer_bytes: u64,
+    /// Bytes each flow keeps in flight at least (its smallest window).
+    pub flow_window_bytes: u64,
+    /// How long a flow that lost its window waits before resending.
+    pub retransmit_timeout: Duration,
+}
+
+impl Default for IncastConfig {
+    fn default() -> IncastConfig {
+        IncastConfig {
+            port_buffer_bytes: 128 * 1024,
+            flow_window_bytes: 2 * 1448,
+            retransmit_timeout: Duration::from_millis(200),
+        }
+    }
+}
+
+impl IncastConfig {
+    /// Checks every value; the error names the first bad key.
+    pub fn validate(&self) -> Result<(), DeviceConfigError> {
+        require_positive_finite("port_buffer_bytes", self.port_buffer_bytes as f64)?;
+        require_positive_finite("flow_window_bytes", self.flow_window_bytes as f64)?;
+        require_latency("retransmit_timeout", self.retransmit_timeout)?;
+        Ok(())
+    }
+
+    /// Probability that a transfer reaching the port times out when `flows`
+    /// flows (itself included) have data for it: 0 while their smallest
+    /// windows fit in the buffer, else the share that does not fit. Rises
+    /// with `flows`, never reaches 1.
+    pub fn timeout_probability(&self, flows: u64) -> f64 {
+        let demand = flows as f64 * self.flow_window_bytes as f64;
+        let buffer = self.port_buffer_bytes as f64;
+        if demand <= buffer {
+            0.0
+        } else {
+            1.0 - buffer / demand
+        }
     }
 }
 
@@ -169,6 +237,35 @@ mod tests {
         let seconds = arrival.as_nanos() as f64 / 1e9;
         let rate = (1000u64 << 20) as f64 / seconds;
         assert!((rate / 117e6 - 1.0).abs() < 1e-3, "rate {rate}");
+    }
+
+    #[test]
+    fn incast_times_out_only_flows_whose_windows_do_not_fit() {
+        let incast = IncastConfig::default();
+        assert!(incast.validate().is_ok());
+        // 128 KiB holds 45 two-segment windows: no timeouts up to 45 flows.
+        assert_eq!(incast.timeout_probability(1), 0.0);
+        assert_eq!(incast.timeout_probability(45), 0.0);
+        let at_46 = incast.timeout_probability(46);
+        assert!(at_46 > 0.0 && at_46 < 0.02, "{at_46}");
+        // 128 flows: 65% of the minimal windows do not fit.
+        let at_128 = incast.timeout_probability(128);
+        assert!((at_128 - (1.0 - 131_072.0 / (128.0 * 2896.0))).abs() < 1e-12);
+        assert!(at_46 < at_128 && at_128 < 1.0);
+        let e = IncastConfig {
+            port_buffer_bytes: 0,
+            ..incast
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.key, "port_buffer_bytes");
+        let e = IncastConfig {
+            retransmit_timeout: Duration::from_secs(3600),
+            ..incast
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.key, "retransmit_timeout");
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //! request becomes one piece per I/O node it touches, with a contiguous
 //! server-local range. A piece crosses its client's link, then the I/O
 //! node's link (both FIFO, Gigabit by default), and reaches the I/O node.
+//! With [`ClusterConfig::incast`] the switch port in front of the I/O
+//! node's link also has TCP incast: a piece may lose its window there and
+//! wait out a retransmission timeout before it is sent again.
 //!
 //! Each I/O node has an HDD (C-LOOK queue of `queue_depth`) and an SSD, and
 //! runs one of five systems, all built from the policy crate's objects (the
@@ -52,7 +55,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sluice_devices::hdd::{Hdd, HddConfig, HddRequest};
-use sluice_devices::link::{Link, LinkConfig};
+use sluice_devices::link::{IncastConfig, Link, LinkConfig};
 use sluice_devices::ssd::{Ssd, SsdConfig};
 use sluice_devices::IoKind;
 use sluice_policy::cost::CostModel;
@@ -253,6 +256,15 @@ pub struct ClusterConfig {
     pub server_threads: u32,
     /// A server thread's time per request (with `server_threads` > 0).
     pub server_request_time: Duration,
+    /// TCP incast at the switch port of each I/O node (issue 23: the
+    /// ordering before the server): a piece that reaches the switch times
+    /// out with the probability [`IncastConfig::timeout_probability`] gives
+    /// for the flows with data for that node (the pieces on their way to
+    /// it, one per process and node, less those waiting out a timeout),
+    /// and is offered again `retransmit_timeout` later. Its process, a
+    /// closed loop, falls behind the others by that much. `None` (the
+    /// default) = the switch forwards every piece at once (no loss).
+    pub incast: Option<IncastConfig>,
 }
 
 impl Default for ClusterConfig {
@@ -284,6 +296,7 @@ impl Default for ClusterConfig {
             policy_override: None,
             server_threads: 0,
             server_request_time: Duration::from_micros(100),
+            incast: None,
         }
     }
 }
@@ -324,6 +337,10 @@ enum Event {
         process: u32,
     },
     AtSwitch {
+        piece: u32,
+    },
+    /// A piece that timed out at the switch is sent again (with `incast`).
+    Retransmit {
         piece: u32,
     },
     AtServer {
@@ -460,6 +477,13 @@ struct Server {
     intake: Vec<u32>,
     threads_busy: u32,
     intake_rng: SimRng,
+    /// Pieces on their way to this node (issued, not arrived), those of
+    /// them waiting out a retransmission timeout (`incast`), the timeouts
+    /// so far, and the draw's generator.
+    in_flight: u32,
+    stalled: u32,
+    incast_timeouts: u64,
+    incast_rng: SimRng,
 }
 
 struct Sim<'a> {
@@ -532,6 +556,10 @@ impl<'a> Sim<'a> {
                 intake: Vec::new(),
                 threads_busy: 0,
                 intake_rng: SimRng::new(config.seed ^ 0x005E_ED0F_1A7A_u64.wrapping_add(s as u64)),
+                in_flight: 0,
+                stalled: 0,
+                incast_timeouts: 0,
+                incast_rng: SimRng::new(config.seed ^ 0x1AC5_7000_u64.wrapping_add(s as u64)),
                 liu: match config.liu {
                     None => None,
                     Some(liu) => Some(LiuNode {
@@ -643,17 +671,22 @@ impl<'a> Sim<'a> {
                     _ => unreachable!("Issue follows an I/O op"),
                 }
             }
-            Event::AtSwitch { piece } => {
-                let p = self.pieces[piece as usize];
-                let arrival = self.servers[p.server as usize].link.transfer(now, p.len);
-                self.queue.schedule(arrival, Event::AtServer { piece });
-            }
-            Event::AtServer { piece } if self.config.server_threads > 0 => {
+            Event::AtSwitch { piece } => self.at_switch(now, piece),
+            Event::Retransmit { piece } => {
                 let server = self.pieces[piece as usize].server;
-                self.servers[server as usize].intake.push(piece);
-                self.take_requests(now, server);
+                self.servers[server as usize].stalled -= 1;
+                self.at_switch(now, piece);
             }
-            Event::AtServer { piece } => self.at_server(now, piece),
+            Event::AtServer { piece } => {
+                let server = self.pieces[piece as usize].server;
+                self.servers[server as usize].in_flight -= 1;
+                if self.config.server_threads > 0 {
+                    self.servers[server as usize].intake.push(piece);
+                    self.take_requests(now, server);
+                } else {
+                    self.at_server(now, piece);
+                }
+            }
             Event::Handled { piece } => {
                 let server = self.pieces[piece as usize].server;
                 self.servers[server as usize].threads_busy -= 1;
@@ -704,6 +737,26 @@ impl<'a> Sim<'a> {
                 self.maybe_flush(now, server);
             }
         }
+    }
+
+    /// `piece` reaches the switch port of its I/O node: it crosses the
+    /// node's link, unless it times out under incast
+    /// ([`ClusterConfig::incast`]) and is sent again one timeout later.
+    fn at_switch(&mut self, now: Time, piece: u32) {
+        let p = self.pieces[piece as usize];
+        let s = &mut self.servers[p.server as usize];
+        if let Some(incast) = self.config.incast {
+            let flows = u64::from(s.in_flight - s.stalled);
+            if s.incast_rng.unit() < incast.timeout_probability(flows) {
+                s.stalled += 1;
+                s.incast_timeouts += 1;
+                let again = now.saturating_add(incast.retransmit_timeout);
+                self.queue.schedule(again, Event::Retransmit { piece });
+                return;
+            }
+        }
+        let arrival = s.link.transfer(now, p.len);
+        self.queue.schedule(arrival, Event::AtServer { piece });
     }
 
     /// Free server threads of `server` take pending requests, each a random
@@ -807,6 +860,7 @@ impl<'a> Sim<'a> {
                 arrived: now,
                 parts: 1,
             });
+            self.servers[server as usize].in_flight += 1;
             let sent = self.clients[client].transfer(now, len);
             self.queue.schedule(sent, Event::AtSwitch { piece });
         }
@@ -832,7 +886,9 @@ impl<'a> Sim<'a> {
         let mut merged = 0;
         let mut buffered = 0;
         let mut liu: Option<LiuCounters> = None;
+        let mut incast_timeouts = 0;
         for s in &self.servers {
+            incast_timeouts += s.incast_timeouts;
             if let Some(node) = &s.liu {
                 liu.get_or_insert_with(LiuCounters::default)
                     .add(node.buffer.counters());
@@ -876,6 +932,7 @@ impl<'a> Sim<'a> {
             regions_flushed,
             streams: self.streams,
             hdd_requests_merged: merged,
+            incast_timeouts,
             events: self.queue.delivered(),
             end_ns: self.queue.now().as_nanos(),
             liu,

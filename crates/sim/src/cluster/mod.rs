@@ -6,6 +6,8 @@
 //! request becomes one piece per I/O node it touches, with a contiguous
 //! server-local range. A piece crosses its client's link, then the I/O
 //! node's link (both FIFO, Gigabit by default), and reaches the I/O node.
+//! With [`ClusterConfig::fair_share_server_links`] the I/O node's link is
+//! shared equally by the pieces crossing it instead (processor sharing).
 //! With [`ClusterConfig::incast`] the switch port in front of the I/O
 //! node's link also has TCP incast: a piece may lose its window there and
 //! wait out a retransmission timeout before it is sent again.
@@ -55,7 +57,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sluice_devices::hdd::{Hdd, HddConfig, HddRequest};
-use sluice_devices::link::{IncastConfig, Link, LinkConfig};
+use sluice_devices::link::{IncastConfig, Link, LinkConfig, SharedLink};
 use sluice_devices::ssd::{Ssd, SsdConfig};
 use sluice_devices::IoKind;
 use sluice_policy::cost::CostModel;
@@ -265,6 +267,12 @@ pub struct ClusterConfig {
     /// closed loop, falls behind the others by that much. `None` (the
     /// default) = the switch forwards every piece at once (no loss).
     pub incast: Option<IncastConfig>,
+    /// Each I/O node's link shares its bandwidth equally among the pieces
+    /// crossing it ([`SharedLink`], processor sharing: the fair share TCP
+    /// flows converge to on one switch port) instead of sending them one
+    /// after another in the order they reach the switch. false (the
+    /// default) = FIFO.
+    pub fair_share_server_links: bool,
 }
 
 impl Default for ClusterConfig {
@@ -297,6 +305,7 @@ impl Default for ClusterConfig {
             server_threads: 0,
             server_request_time: Duration::from_micros(100),
             incast: None,
+            fair_share_server_links: false,
         }
     }
 }
@@ -338,6 +347,12 @@ enum Event {
     },
     AtSwitch {
         piece: u32,
+    },
+    /// The next piece on `server`'s shared link may have finished sending
+    /// (with `fair_share_server_links`); stale if the link changed since.
+    PortDone {
+        server: u32,
+        generation: u64,
     },
     /// A piece that timed out at the switch is sent again (with `incast`).
     Retransmit {
@@ -451,6 +466,10 @@ struct FlushState {
 
 struct Server {
     link: Link,
+    /// The link shared by its pieces (`fair_share_server_links`), used
+    /// instead of `link`, and the number of its latest `PortDone`.
+    shared_link: Option<SharedLink>,
+    port_generation: u64,
     hdd: Hdd,
     ssd: Ssd,
     /// Routing, the SSD log's regions and index, and the flush gate.
@@ -535,8 +554,15 @@ impl<'a> Sim<'a> {
             let ssd = Ssd::new(config.ssd.clone()).map_err(device)?;
             let buffer = WriteBuffer::new(buffer_config(config, system))
                 .map_err(|e| SimError(e.to_string()))?;
+            let shared_link = if config.fair_share_server_links {
+                Some(SharedLink::new(config.server_link.clone()).map_err(device)?)
+            } else {
+                None
+            };
             servers.push(Server {
                 link,
+                shared_link,
+                port_generation: 0,
                 hdd,
                 ssd,
                 buffer,
@@ -672,6 +698,15 @@ impl<'a> Sim<'a> {
                 }
             }
             Event::AtSwitch { piece } => self.at_switch(now, piece),
+            Event::PortDone { server, generation } => {
+                let s = &mut self.servers[server as usize];
+                if generation == s.port_generation {
+                    if let Some(link) = s.shared_link.as_mut() {
+                        let done = link.advance(now);
+                        self.port_progress(now, server, done);
+                    }
+                }
+            }
             Event::Retransmit { piece } => {
                 let server = self.pieces[piece as usize].server;
                 self.servers[server as usize].stalled -= 1;
@@ -755,8 +790,30 @@ impl<'a> Sim<'a> {
                 return;
             }
         }
+        if let Some(link) = s.shared_link.as_mut() {
+            let done = link.start(now, u64::from(piece), p.len);
+            return self.port_progress(now, p.server, done);
+        }
         let arrival = s.link.transfer(now, p.len);
         self.queue.schedule(arrival, Event::AtServer { piece });
+    }
+
+    /// Pieces that finished crossing `server`'s shared link travel on to
+    /// the node; the link's next finish is scheduled (the earlier one is
+    /// stale: the share changed).
+    fn port_progress(&mut self, now: Time, server: u32, done: Vec<(u64, Time)>) {
+        for (piece, arrival) in done {
+            let piece = piece as u32;
+            self.queue
+                .schedule(arrival.max(now), Event::AtServer { piece });
+        }
+        let s = &mut self.servers[server as usize];
+        s.port_generation += 1;
+        let generation = s.port_generation;
+        if let Some(finish) = s.shared_link.as_ref().and_then(SharedLink::next_finish) {
+            self.queue
+                .schedule(finish.max(now), Event::PortDone { server, generation });
+        }
     }
 
     /// Free server threads of `server` take pending requests, each a random

@@ -39,62 +39,53 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
         ],
     });
-    // (b) strided with 8..128 processes.
+    // (b) strided with 8..128 processes on the cluster `change` gives,
+    // the baseline system.
     let procs = [8u32, 16, 32, 64, 128];
-    for &n in &procs {
-        tasks.push(Task {
-            cluster: base_cluster(rc),
-            system: System::Baseline,
-            jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
-        });
-    }
+    let mut strided = |change: &dyn Fn(&mut ClusterConfig)| -> Result<(), SimError> {
+        for &n in &procs {
+            let mut cluster = base_cluster(rc);
+            change(&mut cluster);
+            tasks.push(Task {
+                cluster,
+                system: System::Baseline,
+                jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
+            });
+        }
+        Ok(())
+    };
+    strided(&|_| {})?;
     // Ablation: strided with processes drifting apart (a larger mean
     // client overhead per request; nothing else changed).
     for overhead in DRIFT_OVERHEADS {
-        for &n in &procs {
-            let mut cluster = base_cluster(rc);
-            cluster.client_overhead_mean = overhead;
-            tasks.push(Task {
-                cluster,
-                system: System::Baseline,
-                jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
-            });
-        }
+        strided(&|c| c.client_overhead_mean = overhead)?;
     }
     // Ablation: server threads taking pending requests at random
     // (`server_threads`; nothing else changed).
-    for &n in &procs {
-        let mut cluster = base_cluster(rc);
-        cluster.server_threads = SERVER_THREADS;
-        cluster.server_request_time = SERVER_REQUEST_TIME;
-        tasks.push(Task {
-            cluster,
-            system: System::Baseline,
-            jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
-        });
-    }
+    strided(&|c| {
+        c.server_threads = SERVER_THREADS;
+        c.server_request_time = SERVER_REQUEST_TIME;
+    })?;
     // Ablation: TCP incast at the I/O nodes' switch ports (`incast`;
     // nothing else changed), one run per port buffer and count.
     for kib in INCAST_BUFFERS_KIB {
-        for &n in &procs {
-            let mut cluster = base_cluster(rc);
-            cluster.incast = Some(IncastConfig {
+        strided(&|c| {
+            c.incast = Some(IncastConfig {
                 port_buffer_bytes: kib * KIB,
                 ..IncastConfig::default()
             });
-            tasks.push(Task {
-                cluster,
-                system: System::Baseline,
-                jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
-            });
-        }
+        })?;
     }
+    // Ablation: the I/O nodes' links shared fairly by the pieces crossing
+    // them (`fair_share_server_links`; nothing else changed).
+    strided(&|c| c.fair_share_server_links = true)?;
     let results = run_all(&tasks, rc)?;
     // Every run of the experiment, ablations and traces included.
     let all_events = events(&results);
     let (results, ablations) = results.split_at(4 + procs.len());
     let (drifted, ablations) = ablations.split_at(DRIFT_OVERHEADS.len() * procs.len());
-    let (threaded, incast) = ablations.split_at(procs.len());
+    let (threaded, ablations) = ablations.split_at(procs.len());
+    let (incast, shared) = ablations.split_at(INCAST_BUFFERS_KIB.len() * procs.len());
     let incast_rows: Vec<Vec<String>> = procs
         .iter()
         .enumerate()
@@ -134,19 +125,26 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             incast_headers.push(format!("{kib} KiB: {what}"));
         }
     }
-    let thread_rows: Vec<Vec<String>> = procs
-        .iter()
-        .zip(threaded)
-        .zip(results[4..].iter())
-        .map(|((&n, r), base)| {
-            vec![
-                n.to_string(),
-                pct(mean_percentage(base)),
-                pct(mean_percentage(r)),
-                mb_s(r.jobs[0].throughput_mb_s()),
-            ]
-        })
-        .collect();
+    // Per count: the default run's random %, and the switched-on run's
+    // random % and throughput.
+    let on_off_rows = |on: &[RunResult]| -> Vec<Vec<String>> {
+        procs
+            .iter()
+            .zip(on)
+            .zip(results[4..].iter())
+            .map(|((&n, r), base)| {
+                vec![
+                    n.to_string(),
+                    pct(mean_percentage(base)),
+                    pct(mean_percentage(r)),
+                    mb_s(r.jobs[0].throughput_mb_s()),
+                ]
+            })
+            .collect()
+    };
+    let on_off_headers = ["processes", "off: random %", "on: random %", "on: MB/s"]
+        .map(String::from)
+        .to_vec();
     let drift_rows: Vec<Vec<String>> = procs
         .iter()
         .enumerate()
@@ -270,10 +268,8 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                      (`server_threads`; default off)",
                     SERVER_REQUEST_TIME.as_secs_f64() * 1e3
                 ),
-                headers: ["processes", "off: random %", "on: random %", "on: MB/s"]
-                    .map(String::from)
-                    .to_vec(),
-                rows: thread_rows,
+                headers: on_off_headers.clone(),
+                rows: on_off_rows(threaded),
             },
             Table {
                 title: "Ablation: TCP incast at the I/O nodes' switch ports, by port buffer \
@@ -281,6 +277,13 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                     .into(),
                 headers: incast_headers,
                 rows: incast_rows,
+            },
+            Table {
+                title: "Ablation: I/O node links shared equally by the pieces crossing them \
+                        (processor sharing, `fair_share_server_links`; default off: FIFO)"
+                    .into(),
+                headers: on_off_headers,
+                rows: on_off_rows(shared),
             },
         ],
         plots: vec![

@@ -20,7 +20,7 @@ mod rng;
 pub mod ssd;
 
 pub use hdd::{Hdd, HddConfig, HddRequest, HddService, HddStats};
-pub use link::{Link, LinkConfig, LinkStats};
+pub use link::{IncastConfig, Link, LinkConfig, LinkStats, SharedLink};
 pub use ssd::{Ssd, SsdConfig, SsdStats};
 
 /// Direction of a device request.

@@ -417,3 +417,31 @@ fn fig5_strided_randomness_needs_processes_to_drift_apart() {
         );
     }
 }
+
+/// Fig. 5/6 with TCP incast at the I/O nodes' switch ports (`incast`, the
+/// model's 128 KiB port): 8 flows' smallest windows fit in the buffer, so
+/// nothing times out and the 8 processes stay in lockstep; at 128 processes
+/// they do not fit, timeouts set processes back by 200 ms each, and the
+/// strided streams turn random (the paper's rise, 7% -> 71%).
+#[test]
+fn fig5_incast_makes_strided_randomness_rise_with_processes() {
+    let r = run("ssdup-fig5");
+    let incast = r
+        .tables
+        .iter()
+        .position(|t| t.title.starts_with("Ablation: TCP incast"))
+        .expect("the incast ablation");
+    assert_eq!(cell(&r, incast, &["8"], "128 KiB: timeouts / piece"), 0.0);
+    let few = cell(&r, incast, &["8"], "128 KiB: random %");
+    assert_eq!(few, cell(&r, incast, &["8"], "off: random %"));
+    assert!(cell(&r, incast, &["128"], "128 KiB: timeouts / piece") > 0.0);
+    let many = cell(&r, incast, &["128"], "128 KiB: random %");
+    assert!(
+        many > few + 30.0,
+        "8 processes {few}%, 128 processes {many}%"
+    );
+    assert!(
+        cell(&r, incast, &["128"], "off: random %") < 10.0,
+        "without incast the 128 processes stay in lockstep"
+    );
+}

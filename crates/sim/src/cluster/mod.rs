@@ -6,6 +6,11 @@
 //! request becomes one piece per I/O node it touches, with a contiguous
 //! server-local range. A piece crosses its client's link, then the I/O
 //! node's link (both FIFO, Gigabit by default), and reaches the I/O node.
+//! With [`ClusterConfig::fair_share_server_links`] the I/O node's link is
+//! shared equally by the pieces crossing it instead (processor sharing).
+//! With [`ClusterConfig::incast`] the switch port in front of the I/O
+//! node's link also has TCP incast: a piece may lose its window there and
+//! wait out a retransmission timeout before it is sent again.
 //!
 //! Each I/O node has an HDD (C-LOOK queue of `queue_depth`) and an SSD, and
 //! runs one of five systems, all built from the policy crate's objects (the
@@ -52,7 +57,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sluice_devices::hdd::{Hdd, HddConfig, HddRequest};
-use sluice_devices::link::{Link, LinkConfig};
+use sluice_devices::link::{IncastConfig, Link, LinkConfig, SharedLink};
 use sluice_devices::ssd::{Ssd, SsdConfig};
 use sluice_devices::IoKind;
 use sluice_policy::cost::CostModel;
@@ -253,6 +258,21 @@ pub struct ClusterConfig {
     pub server_threads: u32,
     /// A server thread's time per request (with `server_threads` > 0).
     pub server_request_time: Duration,
+    /// TCP incast at the switch port of each I/O node (issue 23: the
+    /// ordering before the server): a piece that reaches the switch times
+    /// out with the probability [`IncastConfig::timeout_probability`] gives
+    /// for the flows with data for that node (the pieces on their way to
+    /// it, one per process and node, less those waiting out a timeout),
+    /// and is offered again `retransmit_timeout` later. Its process, a
+    /// closed loop, falls behind the others by that much. `None` (the
+    /// default) = the switch forwards every piece at once (no loss).
+    pub incast: Option<IncastConfig>,
+    /// Each I/O node's link shares its bandwidth equally among the pieces
+    /// crossing it ([`SharedLink`], processor sharing: the fair share TCP
+    /// flows converge to on one switch port) instead of sending them one
+    /// after another in the order they reach the switch. false (the
+    /// default) = FIFO.
+    pub fair_share_server_links: bool,
 }
 
 impl Default for ClusterConfig {
@@ -284,6 +304,8 @@ impl Default for ClusterConfig {
             policy_override: None,
             server_threads: 0,
             server_request_time: Duration::from_micros(100),
+            incast: None,
+            fair_share_server_links: false,
         }
     }
 }
@@ -324,6 +346,16 @@ enum Event {
         process: u32,
     },
     AtSwitch {
+        piece: u32,
+    },
+    /// The next piece on `server`'s shared link may have finished sending
+    /// (with `fair_share_server_links`); stale if the link changed since.
+    PortDone {
+        server: u32,
+        generation: u64,
+    },
+    /// A piece that timed out at the switch is sent again (with `incast`).
+    Retransmit {
         piece: u32,
     },
     AtServer {
@@ -434,6 +466,10 @@ struct FlushState {
 
 struct Server {
     link: Link,
+    /// The link shared by its pieces (`fair_share_server_links`), used
+    /// instead of `link`, and the number of its latest `PortDone`.
+    shared_link: Option<SharedLink>,
+    port_generation: u64,
     hdd: Hdd,
     ssd: Ssd,
     /// Routing, the SSD log's regions and index, and the flush gate.
@@ -460,6 +496,13 @@ struct Server {
     intake: Vec<u32>,
     threads_busy: u32,
     intake_rng: SimRng,
+    /// Pieces on their way to this node (issued, not arrived), those of
+    /// them waiting out a retransmission timeout (`incast`), the timeouts
+    /// so far, and the draw's generator.
+    in_flight: u32,
+    stalled: u32,
+    incast_timeouts: u64,
+    incast_rng: SimRng,
 }
 
 struct Sim<'a> {
@@ -511,8 +554,15 @@ impl<'a> Sim<'a> {
             let ssd = Ssd::new(config.ssd.clone()).map_err(device)?;
             let buffer = WriteBuffer::new(buffer_config(config, system))
                 .map_err(|e| SimError(e.to_string()))?;
+            let shared_link = if config.fair_share_server_links {
+                Some(SharedLink::new(config.server_link.clone()).map_err(device)?)
+            } else {
+                None
+            };
             servers.push(Server {
                 link,
+                shared_link,
+                port_generation: 0,
                 hdd,
                 ssd,
                 buffer,
@@ -532,6 +582,10 @@ impl<'a> Sim<'a> {
                 intake: Vec::new(),
                 threads_busy: 0,
                 intake_rng: SimRng::new(config.seed ^ 0x005E_ED0F_1A7A_u64.wrapping_add(s as u64)),
+                in_flight: 0,
+                stalled: 0,
+                incast_timeouts: 0,
+                incast_rng: SimRng::new(config.seed ^ 0x1AC5_7000_u64.wrapping_add(s as u64)),
                 liu: match config.liu {
                     None => None,
                     Some(liu) => Some(LiuNode {
@@ -643,17 +697,31 @@ impl<'a> Sim<'a> {
                     _ => unreachable!("Issue follows an I/O op"),
                 }
             }
-            Event::AtSwitch { piece } => {
-                let p = self.pieces[piece as usize];
-                let arrival = self.servers[p.server as usize].link.transfer(now, p.len);
-                self.queue.schedule(arrival, Event::AtServer { piece });
+            Event::AtSwitch { piece } => self.at_switch(now, piece),
+            Event::PortDone { server, generation } => {
+                let s = &mut self.servers[server as usize];
+                if generation == s.port_generation {
+                    if let Some(link) = s.shared_link.as_mut() {
+                        let done = link.advance(now);
+                        self.port_progress(now, server, done);
+                    }
+                }
             }
-            Event::AtServer { piece } if self.config.server_threads > 0 => {
+            Event::Retransmit { piece } => {
                 let server = self.pieces[piece as usize].server;
-                self.servers[server as usize].intake.push(piece);
-                self.take_requests(now, server);
+                self.servers[server as usize].stalled -= 1;
+                self.at_switch(now, piece);
             }
-            Event::AtServer { piece } => self.at_server(now, piece),
+            Event::AtServer { piece } => {
+                let server = self.pieces[piece as usize].server;
+                self.servers[server as usize].in_flight -= 1;
+                if self.config.server_threads > 0 {
+                    self.servers[server as usize].intake.push(piece);
+                    self.take_requests(now, server);
+                } else {
+                    self.at_server(now, piece);
+                }
+            }
             Event::Handled { piece } => {
                 let server = self.pieces[piece as usize].server;
                 self.servers[server as usize].threads_busy -= 1;
@@ -703,6 +771,48 @@ impl<'a> Sim<'a> {
                 }
                 self.maybe_flush(now, server);
             }
+        }
+    }
+
+    /// `piece` reaches the switch port of its I/O node: it crosses the
+    /// node's link, unless it times out under incast
+    /// ([`ClusterConfig::incast`]) and is sent again one timeout later.
+    fn at_switch(&mut self, now: Time, piece: u32) {
+        let p = self.pieces[piece as usize];
+        let s = &mut self.servers[p.server as usize];
+        if let Some(incast) = self.config.incast {
+            let flows = u64::from(s.in_flight - s.stalled);
+            if s.incast_rng.unit() < incast.timeout_probability(flows) {
+                s.stalled += 1;
+                s.incast_timeouts += 1;
+                let again = now.saturating_add(incast.retransmit_timeout);
+                self.queue.schedule(again, Event::Retransmit { piece });
+                return;
+            }
+        }
+        if let Some(link) = s.shared_link.as_mut() {
+            let done = link.start(now, u64::from(piece), p.len);
+            return self.port_progress(now, p.server, done);
+        }
+        let arrival = s.link.transfer(now, p.len);
+        self.queue.schedule(arrival, Event::AtServer { piece });
+    }
+
+    /// Pieces that finished crossing `server`'s shared link travel on to
+    /// the node; the link's next finish is scheduled (the earlier one is
+    /// stale: the share changed).
+    fn port_progress(&mut self, now: Time, server: u32, done: Vec<(u64, Time)>) {
+        for (piece, arrival) in done {
+            let piece = piece as u32;
+            self.queue
+                .schedule(arrival.max(now), Event::AtServer { piece });
+        }
+        let s = &mut self.servers[server as usize];
+        s.port_generation += 1;
+        let generation = s.port_generation;
+        if let Some(finish) = s.shared_link.as_ref().and_then(SharedLink::next_finish) {
+            self.queue
+                .schedule(finish.max(now), Event::PortDone { server, generation });
         }
     }
 
@@ -807,6 +917,7 @@ impl<'a> Sim<'a> {
                 arrived: now,
                 parts: 1,
             });
+            self.servers[server as usize].in_flight += 1;
             let sent = self.clients[client].transfer(now, len);
             self.queue.schedule(sent, Event::AtSwitch { piece });
         }
@@ -832,7 +943,9 @@ impl<'a> Sim<'a> {
         let mut merged = 0;
         let mut buffered = 0;
         let mut liu: Option<LiuCounters> = None;
+        let mut incast_timeouts = 0;
         for s in &self.servers {
+            incast_timeouts += s.incast_timeouts;
             if let Some(node) = &s.liu {
                 liu.get_or_insert_with(LiuCounters::default)
                     .add(node.buffer.counters());
@@ -876,6 +989,7 @@ impl<'a> Sim<'a> {
             regions_flushed,
             streams: self.streams,
             hdd_requests_merged: merged,
+            incast_timeouts,
             events: self.queue.delivered(),
             end_ns: self.queue.now().as_nanos(),
             liu,

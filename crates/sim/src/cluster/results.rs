@@ -102,6 +102,8 @@ pub struct RunResult {
     pub streams: Vec<StreamPoint>,
     /// Requests merged by the HDD schedulers.
     pub hdd_requests_merged: u64,
+    /// Pieces that timed out at a switch port (`ClusterConfig::incast`).
+    pub incast_timeouts: u64,
     /// Simulated events.
     pub events: u64,
     /// Virtual time at the end.

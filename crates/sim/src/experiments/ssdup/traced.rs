@@ -8,12 +8,18 @@
 
 use super::*;
 use crate::experiments::figure::{Figure, Paper};
+use sluice_devices::link::IncastConfig;
 
 /// Fig. 5/6's server-thread ablation: threads per I/O node, and each
 /// one's time per request (heavier than a PVFS2 server's request handling,
 /// so that requests can pile up).
 const SERVER_THREADS: u32 = 8;
 const SERVER_REQUEST_TIME: Duration = Duration::from_millis(1);
+
+/// Fig. 5/6's incast ablation: switch port buffers (KiB), the model's
+/// default (128 KiB) between a small per-port share and a large one; the
+/// paper does not name its switch, so the report shows all three.
+const INCAST_BUFFERS_KIB: [u64; 3] = [32, 128, 512];
 
 pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     // (a) 16 processes per pattern, plus the mixed load of two instances.
@@ -33,58 +39,112 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
             ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
         ],
     });
-    // (b) strided with 8..128 processes.
+    // (b) strided with 8..128 processes on the cluster `change` gives,
+    // the baseline system.
     let procs = [8u32, 16, 32, 64, 128];
-    for &n in &procs {
-        tasks.push(Task {
-            cluster: base_cluster(rc),
-            system: System::Baseline,
-            jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
-        });
-    }
-    // Ablation: strided with processes drifting apart (a larger mean
-    // client overhead per request; nothing else changed).
-    for overhead in DRIFT_OVERHEADS {
+    let mut strided = |change: &dyn Fn(&mut ClusterConfig)| -> Result<(), SimError> {
         for &n in &procs {
             let mut cluster = base_cluster(rc);
-            cluster.client_overhead_mean = overhead;
+            change(&mut cluster);
             tasks.push(Task {
                 cluster,
                 system: System::Baseline,
                 jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
             });
         }
+        Ok(())
+    };
+    strided(&|_| {})?;
+    // Ablation: strided with processes drifting apart (a larger mean
+    // client overhead per request; nothing else changed).
+    for overhead in DRIFT_OVERHEADS {
+        strided(&|c| c.client_overhead_mean = overhead)?;
     }
     // Ablation: server threads taking pending requests at random
     // (`server_threads`; nothing else changed).
-    for &n in &procs {
-        let mut cluster = base_cluster(rc);
-        cluster.server_threads = SERVER_THREADS;
-        cluster.server_request_time = SERVER_REQUEST_TIME;
-        tasks.push(Task {
-            cluster,
-            system: System::Baseline,
-            jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
-        });
+    strided(&|c| {
+        c.server_threads = SERVER_THREADS;
+        c.server_request_time = SERVER_REQUEST_TIME;
+    })?;
+    // Ablation: TCP incast at the I/O nodes' switch ports (`incast`;
+    // nothing else changed), one run per port buffer and count.
+    for kib in INCAST_BUFFERS_KIB {
+        strided(&|c| {
+            c.incast = Some(IncastConfig {
+                port_buffer_bytes: kib * KIB,
+                ..IncastConfig::default()
+            });
+        })?;
     }
+    // Ablation: the I/O nodes' links shared fairly by the pieces crossing
+    // them (`fair_share_server_links`; nothing else changed).
+    strided(&|c| c.fair_share_server_links = true)?;
     let results = run_all(&tasks, rc)?;
     // Every run of the experiment, ablations and traces included.
     let all_events = events(&results);
     let (results, ablations) = results.split_at(4 + procs.len());
-    let (drifted, threaded) = ablations.split_at(DRIFT_OVERHEADS.len() * procs.len());
-    let thread_rows: Vec<Vec<String>> = procs
+    let (drifted, ablations) = ablations.split_at(DRIFT_OVERHEADS.len() * procs.len());
+    let (threaded, ablations) = ablations.split_at(procs.len());
+    let (incast, shared) = ablations.split_at(INCAST_BUFFERS_KIB.len() * procs.len());
+    let incast_rows: Vec<Vec<String>> = procs
         .iter()
-        .zip(threaded)
-        .zip(results[4..].iter())
-        .map(|((&n, r), base)| {
-            vec![
-                n.to_string(),
-                pct(mean_percentage(base)),
-                pct(mean_percentage(r)),
-                mb_s(r.jobs[0].throughput_mb_s()),
-            ]
+        .enumerate()
+        .map(|(i, &n)| {
+            let mut row = vec![n.to_string(), pct(mean_percentage(&results[4 + i]))];
+            for b in 0..INCAST_BUFFERS_KIB.len() {
+                let r = &incast[b * procs.len() + i];
+                // Every strided piece is half a 256 KiB request.
+                let pieces = r.bytes_written / (128 * KIB);
+                row.push(pct(mean_percentage(r)));
+                row.push(mb_s(r.jobs[0].throughput_mb_s()));
+                row.push(pct(r.incast_timeouts as f64 / pieces.max(1) as f64));
+            }
+            row
         })
         .collect();
+    // The model's default port buffer, on the plots beside the default run.
+    let default_buffer = INCAST_BUFFERS_KIB
+        .iter()
+        .position(|&kib| kib * KIB == IncastConfig::default().port_buffer_bytes)
+        .expect("the default port buffer is one of the ablation's");
+    let incast_default = &incast[default_buffer * procs.len()..(default_buffer + 1) * procs.len()];
+    let incast_points = |value: fn(&RunResult) -> f64| -> Vec<(f64, f64)> {
+        procs
+            .iter()
+            .zip(incast_default)
+            .map(|(&n, r)| (f64::from(n), value(r)))
+            .collect()
+    };
+    let incast_label = format!(
+        "sim, incast ({} KiB port)",
+        INCAST_BUFFERS_KIB[default_buffer]
+    );
+    let mut incast_headers = vec!["processes".to_string(), "off: random %".to_string()];
+    for kib in INCAST_BUFFERS_KIB {
+        for what in ["random %", "MB/s", "timeouts / piece"] {
+            incast_headers.push(format!("{kib} KiB: {what}"));
+        }
+    }
+    // Per count: the default run's random %, and the switched-on run's
+    // random % and throughput.
+    let on_off_rows = |on: &[RunResult]| -> Vec<Vec<String>> {
+        procs
+            .iter()
+            .zip(on)
+            .zip(results[4..].iter())
+            .map(|((&n, r), base)| {
+                vec![
+                    n.to_string(),
+                    pct(mean_percentage(base)),
+                    pct(mean_percentage(r)),
+                    mb_s(r.jobs[0].throughput_mb_s()),
+                ]
+            })
+            .collect()
+    };
+    let on_off_headers = ["processes", "off: random %", "on: random %", "on: MB/s"]
+        .map(String::from)
+        .to_vec();
     let drift_rows: Vec<Vec<String>> = procs
         .iter()
         .enumerate()
@@ -150,6 +210,14 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                 format!("{}", paper_b[i].1),
                 mb_s(t),
             ));
+            headline.push(Finding::new(
+                format!(
+                    "strided, {n} processes, random percentage, with TCP incast ({} KiB port)",
+                    INCAST_BUFFERS_KIB[default_buffer]
+                ),
+                format!("{}%", paper_b[i].0),
+                pct(mean_percentage(&incast_default[i])),
+            ));
         }
         rows_b.push(vec![
             n.to_string(),
@@ -200,10 +268,22 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                      (`server_threads`; default off)",
                     SERVER_REQUEST_TIME.as_secs_f64() * 1e3
                 ),
-                headers: ["processes", "off: random %", "on: random %", "on: MB/s"]
-                    .map(String::from)
-                    .to_vec(),
-                rows: thread_rows,
+                headers: on_off_headers.clone(),
+                rows: on_off_rows(threaded),
+            },
+            Table {
+                title: "Ablation: TCP incast at the I/O nodes' switch ports, by port buffer \
+                        (`incast`; default off; 2 × 1448 B smallest window per flow, 200 ms timeout)"
+                    .into(),
+                headers: incast_headers,
+                rows: incast_rows,
+            },
+            Table {
+                title: "Ablation: I/O node links shared equally by the pieces crossing them \
+                        (processor sharing, `fair_share_server_links`; default off: FIFO)"
+                    .into(),
+                headers: on_off_headers,
+                rows: on_off_rows(shared),
             },
         ],
         plots: vec![
@@ -212,20 +292,32 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                 "Strided: random percentage vs processes",
                 "MPI processes",
                 "random percentage (%)",
-                vec![Series {
-                    name: "sim".into(),
-                    points: pct_points,
-                }],
+                vec![
+                    Series {
+                        name: "sim".into(),
+                        points: pct_points,
+                    },
+                    Series {
+                        name: incast_label.clone(),
+                        points: incast_points(|r| mean_percentage(r) * 100.0),
+                    },
+                ],
             ),
             log2_line_plot(
                 "ssdup-fig6-throughput",
                 "Strided: throughput vs processes",
                 "MPI processes",
                 "throughput (MB/s)",
-                vec![Series {
-                    name: "sim".into(),
-                    points: tput_points,
-                }],
+                vec![
+                    Series {
+                        name: "sim".into(),
+                        points: tput_points,
+                    },
+                    Series {
+                        name: incast_label,
+                        points: incast_points(|r| r.jobs[0].throughput_mb_s()),
+                    },
+                ],
             ),
         ],
         notes: Vec::new(),

@@ -170,6 +170,20 @@ struct Task {
     jobs: Vec<Job>,
 }
 
+/// The task of one cluster run: `job` (or the error building it) on
+/// `system`.
+fn task(
+    cluster: ClusterConfig,
+    system: System,
+    job: Result<Job, SimError>,
+) -> Result<Task, SimError> {
+    Ok(Task {
+        cluster,
+        system,
+        jobs: vec![job?],
+    })
+}
+
 /// `bytes × scale`, rounded down to a multiple of `unit` (at least one unit).
 fn scaled(bytes: u64, scale: f64, unit: u64) -> u64 {
     let target = (bytes as f64 * scale) as u64;

@@ -17,12 +17,13 @@
 //! [`Figure::note`] or [`Figure::note_from`]. `docs/simulator.md` shows a
 //! whole declaration.
 
-use std::fmt::Debug;
+use std::fmt::{Debug, Display};
 
 use super::runner::{events, run_all, Simulation};
-use super::RunConfig;
-use crate::cluster::SimError;
+use super::{bar_plot, line_plot, log2_line_plot, RunConfig};
+use crate::cluster::{SimError, System};
 use crate::output::{Check, Finding, Plot, Report, Series, Table};
+use crate::workload::IorPattern;
 
 /// Something read from a sweep's results: a table, a plot's series, the
 /// headline findings.
@@ -71,6 +72,52 @@ impl<K: PartialEq, V> Paper<K, V> {
     pub(crate) fn get(&self, key: &K) -> Option<&V> {
         self.values.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
+
+    /// The paper's value for `key` as a table shows it, "-" where the
+    /// paper gives none.
+    pub(crate) fn shown(&self, key: &K) -> String
+    where
+        V: Display,
+    {
+        self.get(key).map_or("-".into(), V::to_string)
+    }
+}
+
+/// The value of `key` in a list of keyed values (a sweep's workloads, the
+/// paper's rows).
+///
+/// # Panics
+/// If no entry has that key: a declaration looks up only what it listed,
+/// so this is a bug in the declaration.
+pub(crate) fn keyed<'v, K: PartialEq + Debug, V>(entries: &'v [(K, V)], key: &K) -> &'v V {
+    match entries.iter().find(|(k, _)| k == key) {
+        Some((_, v)) => v,
+        None => panic!("no entry for {key:?}"),
+    }
+}
+
+/// What a series or column of a system is called in the report.
+pub(crate) trait Named {
+    /// Its name, as the paper writes it.
+    fn name(&self) -> String;
+}
+
+impl Named for System {
+    fn name(&self) -> String {
+        System::name(*self).into()
+    }
+}
+
+impl Named for IorPattern {
+    fn name(&self) -> String {
+        IorPattern::name(*self).into()
+    }
+}
+
+impl Named for &str {
+    fn name(&self) -> String {
+        self.to_string()
+    }
 }
 
 /// A table's columns: each a header and how a row's cell reads.
@@ -91,6 +138,19 @@ impl<'a, K, R> Columns<'a, K, R> {
     ) -> Self {
         self.columns.push((header.into(), Box::new(cell)));
         self
+    }
+
+    /// One column per item of `items`, in order: called `header(item)`,
+    /// its cell in the row of key `k` is `cell(results, k, item)`.
+    pub(crate) fn each<I: Copy + 'a>(
+        self,
+        items: impl IntoIterator<Item = I>,
+        header: impl Fn(I) -> String,
+        cell: impl Fn(&R, &K, I) -> String + Copy + 'a,
+    ) -> Self {
+        items.into_iter().fold(self, |t, item| {
+            t.col(header(item), move |r, k| cell(r, k, item))
+        })
     }
 }
 
@@ -127,6 +187,29 @@ where
             }));
         }
         self
+    }
+
+    /// One series per system of `systems`, named as the paper names it,
+    /// with a point `(x, y(result))` per x.
+    pub(crate) fn over_x(self, systems: &[S], y: impl Fn(&O) -> f64 + Copy + 'a) -> Self
+    where
+        S: Named,
+        X: Copy + Into<f64>,
+    {
+        self.per_system(systems, S::name, |_, &x| x.into(), y)
+    }
+
+    /// A series called `name` with a point `(i, y(results, key))` per key
+    /// of `keys`, `i` its index: a bar chart's series over `keys` as
+    /// categories.
+    pub(crate) fn bars<K: 'a>(
+        self,
+        name: impl Into<String>,
+        keys: Vec<K>,
+        y: impl Fn(&Sweep<S, X, O>, &K) -> f64 + 'a,
+    ) -> Self {
+        let points = keys.into_iter().enumerate().collect();
+        self.line(name, points, move |r, (i, k)| (*i as f64, y(r, k)))
     }
 
     /// A series called `name` with one point per key of `keys`.
@@ -238,6 +321,18 @@ where
         self
     }
 
+    /// One headline finding per value of `paper`, in the paper's order
+    /// (and the paper's source in the parameters): `what` names it, the
+    /// paper's value is shown as it is, `sim` reads the simulator's side.
+    pub(crate) fn paper_values<K, V: Display>(
+        self,
+        paper: &'a Paper<K, V>,
+        what: impl Fn(&K) -> String + 'a,
+        sim: impl Fn(&Results<S, X, T>, &K) -> String + 'a,
+    ) -> Self {
+        self.paper_findings(paper, |_| true, what, V::to_string, sim)
+    }
+
     /// One headline finding per value of `paper` whose key `pick` accepts,
     /// in the paper's order (and the paper's source in the parameters):
     /// `what` names it, `shown` formats the paper's value, `sim` reads the
@@ -334,6 +429,40 @@ where
         self
     }
 
+    /// A line plot on a linear x axis (`frame` is its file stem, title,
+    /// x label and y label), with the series `series` adds.
+    pub(crate) fn lines(
+        self,
+        frame: [&str; 4],
+        series: impl FnOnce(SeriesList<'a, Results<S, X, T>>) -> SeriesList<'a, Results<S, X, T>>,
+    ) -> Self {
+        let [stem, title, x, y] = frame;
+        self.plot(line_plot(stem, title, x, y, Vec::new()), series)
+    }
+
+    /// [`Figure::lines`] on a log₂ x axis (processes, threads, sizes).
+    pub(crate) fn log2_lines(
+        self,
+        frame: [&str; 4],
+        series: impl FnOnce(SeriesList<'a, Results<S, X, T>>) -> SeriesList<'a, Results<S, X, T>>,
+    ) -> Self {
+        let [stem, title, x, y] = frame;
+        self.plot(log2_line_plot(stem, title, x, y, Vec::new()), series)
+    }
+
+    /// A grouped bar chart over `categories` (`frame` as in
+    /// [`Figure::lines`]), with the series `series` adds.
+    pub(crate) fn bars<C: ToString>(
+        self,
+        frame: [&str; 4],
+        categories: impl IntoIterator<Item = C>,
+        series: impl FnOnce(SeriesList<'a, Results<S, X, T>>) -> SeriesList<'a, Results<S, X, T>>,
+    ) -> Self {
+        let [stem, title, x, y] = frame;
+        let categories = categories.into_iter().map(|c| c.to_string()).collect();
+        self.plot(bar_plot(stem, title, x, y, categories, Vec::new()), series)
+    }
+
     /// A note under the tables.
     pub(crate) fn note(self, note: impl Into<String>) -> Self {
         let note = note.into();
@@ -349,7 +478,8 @@ where
     /// Runs every (system, x) and reads the report of experiment `name`
     /// from the results: the headline, the claims checked, the parameters
     /// (and where the paper's values are from), the tables, the plots (a
-    /// plot's file is `<name>-<its file_stem>`) and the notes.
+    /// plot's file is `<name>-<its file_stem>`, or `<name>` for an empty
+    /// stem) and the notes.
     pub(crate) fn report(self, name: &str, rc: &RunConfig) -> Result<Report, SimError> {
         let mut tasks = Vec::with_capacity(self.xs.len() * self.systems.len());
         for x in &self.xs {
@@ -378,7 +508,10 @@ where
                 .plots
                 .iter()
                 .map(|(frame, series)| Plot {
-                    file_stem: format!("{name}-{}", frame.file_stem),
+                    file_stem: match frame.file_stem.as_str() {
+                        "" => name.into(),
+                        stem => format!("{name}-{stem}"),
+                    },
                     series: series.series.iter().map(|s| s(&sweep)).collect(),
                     ..frame.clone()
                 })

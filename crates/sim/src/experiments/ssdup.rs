@@ -196,9 +196,6 @@ pub(super) fn stream_trace(r: &RunResult) -> [String; 5] {
     ]
 }
 
-/// The results of a sweep of cluster runs over `X`, by system.
-pub(super) type Runs<X> = Sweep<System, X, RunResult>;
-
 /// The headers of [`stream_trace`]'s five values.
 const STREAM_TRACE_HEADERS: [&str; 5] = [
     "mean stream random %",

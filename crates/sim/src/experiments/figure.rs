@@ -311,6 +311,17 @@ where
         }
     }
 
+    /// A sweep beside a figure ([`Figure::report_with`]): `systems` over
+    /// `xs`, a run of each built by `task`, read into tables (and plots,
+    /// notes) that follow the figure's.
+    pub(crate) fn part(
+        systems: Vec<S>,
+        xs: Vec<X>,
+        task: impl Fn(&S, &X) -> Result<T, SimError> + 'a,
+    ) -> Self {
+        Figure::new("", "", Vec::new(), systems, xs, task)
+    }
+
     /// Headline findings read from the results, after those already
     /// added.
     pub(crate) fn headline(
@@ -480,30 +491,67 @@ where
     /// (and where the paper's values are from), the tables, the plots (a
     /// plot's file is `<name>-<its file_stem>`, or `<name>` for an empty
     /// stem) and the notes.
-    pub(crate) fn report(self, name: &str, rc: &RunConfig) -> Result<Report, SimError> {
+    pub(crate) fn report(mut self, name: &str, rc: &RunConfig) -> Result<Report, SimError> {
+        let sweep = self.run(rc)?;
+        Ok(self.read(name, &sweep))
+    }
+
+    /// [`Figure::report`], followed by a second sweep beside the figure
+    /// (an ablation, a sensitivity sweep; [`Figure::part`]) that `part`
+    /// declares, reading this figure's results if it needs them: the
+    /// part runs after the figure, its tables, plots and notes follow the
+    /// figure's and its events are added.
+    pub(crate) fn report_with<S2, X2, T2>(
+        mut self,
+        name: &str,
+        rc: &RunConfig,
+        part: impl FnOnce(&Results<S, X, T>) -> Figure<'a, S2, X2, T2>,
+    ) -> Result<Report, SimError>
+    where
+        S2: PartialEq + Debug + 'a,
+        X2: PartialEq + Debug + 'a,
+        T2: Simulation,
+        T2::Out: 'a,
+    {
+        let sweep = self.run(rc)?;
+        let part = part(&sweep).report(name, rc)?;
+        let mut report = self.read(name, &sweep);
+        report.tables.extend(part.tables);
+        report.plots.extend(part.plots);
+        report.notes.extend(part.notes);
+        report.events += part.events;
+        Ok(report)
+    }
+
+    /// Runs every (system, x), x-major; the figure keeps only what reads
+    /// the results.
+    fn run(&mut self, rc: &RunConfig) -> Result<Results<S, X, T>, SimError> {
         let mut tasks = Vec::with_capacity(self.xs.len() * self.systems.len());
         for x in &self.xs {
             for s in &self.systems {
                 tasks.push((self.task)(s, x)?);
             }
         }
-        let outs = run_all(&tasks, rc)?;
-        let sweep = Sweep {
-            systems: self.systems,
-            xs: self.xs,
-            outs,
-        };
+        Ok(Sweep {
+            outs: run_all(&tasks, rc)?,
+            systems: std::mem::take(&mut self.systems),
+            xs: std::mem::take(&mut self.xs),
+        })
+    }
+
+    /// The report of experiment `name`, read from `sweep`.
+    fn read(self, name: &str, sweep: &Results<S, X, T>) -> Report {
         let mut parameters = self.parameters;
         if !self.sources.is_empty() {
             parameters.push(("paper's values".into(), self.sources.join("; ")));
         }
-        Ok(Report {
+        Report {
             experiment: name.into(),
             title: self.title.into(),
-            headline: self.headline.iter().flat_map(|f| f(&sweep)).collect(),
+            headline: self.headline.iter().flat_map(|f| f(sweep)).collect(),
             paper: self.paper.into(),
             parameters,
-            tables: self.tables.iter().map(|t| t(&sweep)).collect(),
+            tables: self.tables.iter().map(|t| t(sweep)).collect(),
             plots: self
                 .plots
                 .iter()
@@ -512,21 +560,21 @@ where
                         "" => name.into(),
                         stem => format!("{name}-{stem}"),
                     },
-                    series: series.series.iter().map(|s| s(&sweep)).collect(),
+                    series: series.series.iter().map(|s| s(sweep)).collect(),
                     ..frame.clone()
                 })
                 .collect(),
-            notes: self.notes.iter().map(|n| n(&sweep)).collect(),
+            notes: self.notes.iter().map(|n| n(sweep)).collect(),
             events: events(&sweep.outs),
             checks: self
                 .claims
                 .iter()
                 .map(|c| Check {
                     claim: c.what.into(),
-                    holds: (c.holds)(&sweep),
+                    holds: (c.holds)(sweep),
                 })
                 .collect(),
-        })
+        }
     }
 }
 

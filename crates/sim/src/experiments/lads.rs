@@ -32,11 +32,9 @@ use sluice_policy::lads::{Mode, SchedulerConfig};
 
 use super::figure::{Figure, Paper, Sweep};
 
-use super::{
-    bar_plot, events, log2_line_plot, mb_s, pct, run_all, scaled, Experiment, RunConfig, SimError,
-};
+use super::{mb_s, pct, scaled, Experiment, RunConfig, SimError};
 
-use crate::output::{Finding, Report, Series, Table};
+use crate::output::{Finding, Report};
 
 use crate::transfer::{Congestion, TransferConfig, TransferResult};
 

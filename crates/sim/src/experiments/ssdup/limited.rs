@@ -1,9 +1,12 @@
 //! The SSDUP+ figures with a limited SSD: Fig. 11 (two concurrent IOR
 //! instances, with the routing / flushing ablation) and Fig. 12 (two runs
 //! separated by compute time, with a one-region ablation and the first run
-//! alone). Custom analyses on the shared runner.
+//! alone). Fig. 11 is custom on the shared runner: its ablation table
+//! sets two of the figure's runs beside two runs of its own; Fig. 12 is
+//! declared ([`Figure`]).
 
 use super::*;
+use crate::experiments::figure::Figure;
 
 pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
     let systems = [
@@ -180,14 +183,23 @@ pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
     })
 }
 
+/// Fig. 12: two runs separated by compute time, with SSDUP+ on one
+/// region as one more system and the first run alone beside it.
 pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
-    let gaps = [0u64, 10, 20, 30];
-    let systems = [System::BurstBuffer, System::SsdupPlus, System::SluiceCost];
-    let mut tasks = Vec::new();
+    use System::{BurstBuffer, SluiceCost, SsdupPlus};
+    let gaps = vec![0u64, 10, 20, 30];
+    // The systems, and SSDUP+ with one 4 GiB region instead of two of
+    // 2 GiB, everything else its own: (system, one region).
+    let systems = [
+        (BurstBuffer, false),
+        (SsdupPlus, false),
+        (SluiceCost, false),
+        (SsdupPlus, true),
+    ];
     // The gap matters relative to the time a flush of the data takes, so it
     // scales with the data like every size.
     let gap_of = |seconds: u64| Duration::from_secs_f64(seconds as f64 * rc.scale);
-    let two_runs = |gap: u64| {
+    let two_runs = move |gap: u64| {
         sequence(
             "two-ior-runs",
             vec![
@@ -200,195 +212,139 @@ pub(super) fn fig12(rc: &RunConfig) -> Result<Report, SimError> {
     // SSD = 50% of the 16 GB written: 4 GiB per I/O node (SSDUP+: two
     // 2 GiB regions; OrangeFS-BB: one 4 GiB region).
     let per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
-    let limited = |regions: u32| ClusterConfig {
+    let limited = move |regions: u32| ClusterConfig {
         fast_bytes_per_server: per_server,
         regions,
         ..base_cluster(rc)
     };
     let regions = base_cluster(rc).regions;
-    for &gap in &gaps {
-        let job = two_runs(gap)?;
-        for system in systems {
-            tasks.push(Task {
-                cluster: limited(regions),
-                system,
-                jobs: vec![job.clone()],
-            });
-        }
-    }
-    // Ablation: SSDUP+ with one 4 GiB region instead of two of 2 GiB,
-    // everything else its own.
-    for &gap in &gaps {
-        tasks.push(Task {
-            cluster: limited(1),
-            system: System::SsdupPlus,
-            jobs: vec![two_runs(gap)?],
-        });
-    }
-    // Trace: the first run alone, to see what it leaves in the SSD.
-    let run1_systems = [System::BurstBuffer, System::SsdupPlus];
-    for system in run1_systems {
-        tasks.push(Task {
-            cluster: limited(regions),
-            system,
-            jobs: vec![ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?],
-        });
-    }
-    let results = run_all(&tasks, rc)?;
-    // Every run of the experiment, ablations and traces included.
-    let all_events = events(&results);
-    let (results, rest) = results.split_at(gaps.len() * systems.len());
-    let (one_region, run1_alone) = rest.split_at(gaps.len());
-    let region_mib = |system: System| {
-        let regions = if system == System::BurstBuffer {
-            1
-        } else {
-            regions
-        };
-        (per_server / u64::from(regions)) as f64 / (1024.0 * 1024.0)
+    type R = Sweep<(System, bool), u64, RunResult>;
+    // I/O throughput: bytes / (elapsed - compute time).
+    let io = move |r: &R, system: System, gap: &u64| {
+        let r = r.at(&(system, false), gap);
+        r.bytes_written as f64 / 1e6 / (r.jobs[0].seconds() - gap_of(*gap).as_secs_f64())
     };
-    let run1_rows: Vec<Vec<String>> = run1_systems
+    let gain = move |r: &R, system, gap: &u64| io(r, system, gap) / io(r, BurstBuffer, gap) - 1.0;
+    let paper_gain = |gap: &u64| [11.91, 10.65, 9.92].get(*gap as usize / 10).copied();
+    let trace_rows: Vec<(u64, (System, bool))> = gaps
         .iter()
-        .zip(run1_alone)
-        .map(|(system, r)| {
-            let servers = f64::from(base_cluster(rc).servers);
-            let mib = |b: u64| format!("{:.1}", b as f64 / servers / (1024.0 * 1024.0));
-            vec![
-                system.name().to_string(),
-                format!("{:.1}", region_mib(*system)),
-                mib(r.fast_bytes),
-                mib(r.capacity_bytes),
-                mib(r.flushed_bytes),
-                mib(r.buffered_at_end_bytes),
-            ]
-        })
+        .flat_map(|&gap| systems.map(|s| (gap, s)))
         .collect();
+    Figure::new(
+        "Fig. 12: two 8 GB segmented-random runs separated by compute time",
+        "SSDUP+ outperforms OrangeFS-BB by 11.91%, 10.65% and 9.92% as the compute time grows; \
+         OrangeFS-BB improves with longer compute time because its flush overlaps it.",
+        parameters(
+            rc,
+            &[
+                (
+                    "throughput",
+                    "bytes / (elapsed - compute time); 16 processes; 4 GiB SSD per I/O node; the compute \
+                     times (0/10/20/30 s at scale 1) scale with the data"
+                        .into(),
+                ),
+                sluice_parameter(&base_cluster(rc)),
+            ],
+        ),
+        systems.to_vec(),
+        gaps.clone(),
+        |&(system, one_region), &gap| {
+            let cluster = limited(if one_region { 1 } else { regions });
+            task(cluster, system, two_runs(gap))
+        },
+    )
+    .headline(move |r| {
+        r.xs()
+            .iter()
+            .filter_map(|gap| {
+                let paper = paper_gain(gap)?;
+                Some(Finding::new(
+                    format!("SSDUP+ gain over OrangeFS-BB, {gap} s compute time"),
+                    format!("{paper}%"),
+                    pct(gain(r, SsdupPlus, gap)),
+                ))
+            })
+            .collect()
+    })
+    .table("I/O throughput (MB/s)", gaps.clone(), |t| {
+        t.col("compute time", |_, gap: &u64| format!("{gap} s"))
+            .col("OrangeFS-BB", move |r, gap| mb_s(io(r, BurstBuffer, gap)))
+            .col("SSDUP+", move |r, gap| mb_s(io(r, SsdupPlus, gap)))
+            .col("SSDUP+ gain", move |r, gap| pct(gain(r, SsdupPlus, gap)))
+            .col("paper gain", move |_, gap| {
+                paper_gain(gap).map_or("-".into(), |g| format!("{g}%"))
+            })
+            .col("sluice", move |r, gap| mb_s(io(r, SluiceCost, gap)))
+            .col("sluice gain", move |r, gap| pct(gain(r, SluiceCost, gap)))
+    })
     // Trace: each run's own throughput (the barrier release ends run 1;
     // run 2 starts a gap later), and what the buffer did.
-    let mut trace_rows = Vec::new();
-    for (i, &gap) in gaps.iter().enumerate() {
-        let runs = systems
-            .iter()
-            .enumerate()
-            .map(|(k, system)| (system.name(), &results[i * systems.len() + k]))
-            .chain([("SSDUP+, one 4 GiB region", &one_region[i])]);
-        for (name, r) in runs {
+    .table("Trace: each run's throughput (MB/s) and the buffer", trace_rows, |t| {
+        let half_mb_s = move |r: &R, (gap, s): &(u64, (System, bool)), run: usize| {
+            let r = r.at(s, gap);
             let job = &r.jobs[0];
-            let half_mb = r.bytes_written as f64 / 2.0 / 1e6;
             let run1_end = job.barriers.first().map_or(job.end_ns, |m| m.ns);
-            let run2_start = run1_end + gap_of(gap).as_nanos() as u64;
-            let seconds = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9;
-            trace_rows.push(vec![
-                format!("{gap} s"),
-                name.to_string(),
-                mb_s(half_mb / seconds(job.start_ns, run1_end)),
-                mb_s(half_mb / seconds(run2_start, job.end_ns)),
-                pct(r.fast_fraction()),
-                pct(r.write_through_bytes as f64 / r.bytes_written as f64),
-                r.regions_flushed.to_string(),
-            ]);
-        }
-    }
-    let paper_gain = [Some(11.91), Some(10.65), Some(9.92), None];
-    let mut rows = Vec::new();
-    let mut series = series_per_system(&systems);
-    let mut headline = Vec::new();
-    for (i, &gap) in gaps.iter().enumerate() {
-        let io = |r: &RunResult| {
-            let seconds = r.jobs[0].seconds() - gap_of(gap).as_secs_f64();
-            r.bytes_written as f64 / 1e6 / seconds
+            let run2_start = run1_end + gap_of(*gap).as_nanos() as u64;
+            let (a, b) = [(job.start_ns, run1_end), (run2_start, job.end_ns)][run];
+            mb_s(r.bytes_written as f64 / 2.0 / 1e6 / (b.saturating_sub(a) as f64 / 1e9))
         };
-        let bb = io(&results[i * 3]);
-        let plus = io(&results[i * 3 + 1]);
-        let ours = io(&results[i * 3 + 2]);
-        series[0].points.push((i as f64, bb));
-        series[1].points.push((i as f64, plus));
-        series[2].points.push((i as f64, ours));
-        if let Some(paper) = paper_gain[i] {
-            headline.push(Finding::new(
-                format!("SSDUP+ gain over OrangeFS-BB, {gap} s compute time"),
-                format!("{paper}%"),
-                pct(plus / bb - 1.0),
-            ));
-        }
-        rows.push(vec![
-            format!("{gap} s"),
-            mb_s(bb),
-            mb_s(plus),
-            pct(plus / bb - 1.0),
-            paper_gain[i].map_or("-".into(), |g| format!("{g}%")),
-            mb_s(ours),
-            pct(ours / bb - 1.0),
-        ]);
-    }
-    Ok(Report {
-        experiment: FIG12.name.into(),
-        title: "Fig. 12: two 8 GB segmented-random runs separated by compute time".into(),
-        headline,
-        paper: "SSDUP+ outperforms OrangeFS-BB by 11.91%, 10.65% and 9.92% as the compute time grows; \
-                OrangeFS-BB improves with longer compute time because its flush overlaps it."
-            .into(),
-        parameters: parameters(
-            rc,
-            &[(
-                "throughput",
-                "bytes / (elapsed - compute time); 16 processes; 4 GiB SSD per I/O node; the compute \
-                 times (0/10/20/30 s at scale 1) scale with the data"
-                    .into(),
-            ), sluice_parameter(&base_cluster(rc))],
-        ),
-        tables: vec![Table {
-            title: "I/O throughput (MB/s)".into(),
-            headers: [
-                "compute time",
-                "OrangeFS-BB",
-                "SSDUP+",
-                "SSDUP+ gain",
-                "paper gain",
-                "sluice",
-                "sluice gain",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }, Table {
-            title: "Trace: each run's throughput (MB/s) and the buffer".into(),
-            headers: [
-                "compute time",
-                "system",
-                "run 1",
-                "run 2",
-                "to SSD",
-                "written through",
-                "regions flushed",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows: trace_rows,
-        }, Table {
-            title: "Trace: the first run alone, per I/O node (MiB)".into(),
-            headers: [
-                "system",
-                "region",
-                "to SSD",
-                "to HDD",
-                "flushed",
-                "buffered at the end",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows: run1_rows,
-        }],
-        plots: vec![bar_plot(
-            &format!("{}-compute-time", FIG12.name),
+        t.col("compute time", |_, (gap, _)| format!("{gap} s"))
+            .col("system", |_, (_, (system, one_region))| match one_region {
+                true => "SSDUP+, one 4 GiB region".into(),
+                false => system.name().to_string(),
+            })
+            .col("run 1", move |r, row| half_mb_s(r, row, 0))
+            .col("run 2", move |r, row| half_mb_s(r, row, 1))
+            .col("to SSD", |r, (gap, s)| pct(r.at(s, gap).fast_fraction()))
+            .col("written through", |r, (gap, s)| {
+                let r = r.at(s, gap);
+                pct(r.write_through_bytes as f64 / r.bytes_written as f64)
+            })
+            .col("regions flushed", |r, (gap, s)| {
+                r.at(s, gap).regions_flushed.to_string()
+            })
+    })
+    .bars(
+        [
+            "compute-time",
             "Throughput vs compute time between runs",
             "compute time between the two runs (s, at scale 1)",
             "I/O throughput (MB/s)",
-            gaps.iter().map(|g| format!("{g} s")).collect(),
-            series,
-        )],
-        notes: Vec::new(),
-        events: all_events,
-        checks: Vec::new(),
+        ],
+        gaps.iter().map(|g| format!("{g} s")),
+        |s| {
+            [BurstBuffer, SsdupPlus, SluiceCost]
+                .into_iter()
+                .fold(s, |s, system| {
+                    s.bars(system.name(), gaps.clone(), move |r, gap| io(r, system, gap))
+                })
+        },
+    )
+    // Trace: the first run alone, to see what it leaves in the SSD.
+    .report_with(FIG12.name, rc, |_| {
+        let run1 = move |&system: &System, _: &()| {
+            let job = ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc);
+            task(limited(regions), system, job)
+        };
+        let servers = f64::from(base_cluster(rc).servers);
+        let mib = move |b: u64| format!("{:.1}", b as f64 / servers / (1024.0 * 1024.0));
+        let run1_systems = vec![BurstBuffer, SsdupPlus];
+        Figure::part(run1_systems.clone(), vec![()], run1).table(
+            "Trace: the first run alone, per I/O node (MiB)",
+            run1_systems,
+            |t| {
+                t.col("system", |_, s: &System| s.name().to_string())
+                    .col("region", move |_, &s| {
+                        let regions = if s == BurstBuffer { 1 } else { regions };
+                        format!("{:.1}", (per_server / u64::from(regions)) as f64 / (1024.0 * 1024.0))
+                    })
+                    .col("to SSD", move |r, s| mib(r.at(s, &()).fast_bytes))
+                    .col("to HDD", move |r, s| mib(r.at(s, &()).capacity_bytes))
+                    .col("flushed", move |r, s| mib(r.at(s, &()).flushed_bytes))
+                    .col("buffered at the end", move |r, s| {
+                        mib(r.at(s, &()).buffered_at_end_bytes)
+                    })
+            },
+        )
     })
 }

@@ -214,15 +214,25 @@ where
 
     /// A series called `name` with one point per key of `keys`.
     pub(crate) fn line<K: 'a>(
-        mut self,
+        self,
         name: impl Into<String>,
         keys: Vec<K>,
         point: impl Fn(&Sweep<S, X, O>, &K) -> (f64, f64) + 'a,
     ) -> Self {
+        self.points(name, move |r| keys.iter().map(|k| point(r, k)).collect())
+    }
+
+    /// A series called `name` whose points `points` reads from the
+    /// results (a trace over time, say).
+    pub(crate) fn points(
+        mut self,
+        name: impl Into<String>,
+        points: impl Fn(&Sweep<S, X, O>) -> Vec<(f64, f64)> + 'a,
+    ) -> Self {
         let name = name.into();
         self.series.push(Box::new(move |r| Series {
             name: name.clone(),
-            points: keys.iter().map(|k| point(r, k)).collect(),
+            points: points(r),
         }));
         self
     }

@@ -23,11 +23,11 @@
 
 use sluice_policy::bbos::{max_served_dwpp, Bandwidths, Eviction, Scheme};
 
-use super::{bar_plot, events, run_all, Experiment, RunConfig, SimError};
+use super::{Experiment, RunConfig, SimError};
 
 use crate::checkpoint::{run, CkptConfig, CkptJob, CkptResult, IoRecord};
 
-use crate::output::{Finding, Report, Series, Table};
+use crate::output::{Finding, Report, Table};
 
 use crate::rng::SimRng;
 

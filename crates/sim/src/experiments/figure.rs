@@ -19,7 +19,7 @@
 
 use std::fmt::{Debug, Display};
 
-use super::runner::{events, run_all, Simulation};
+use super::runner::{run_all, Outcome, Simulation};
 use super::{bar_plot, line_plot, log2_line_plot, RunConfig};
 use crate::cluster::{SimError, System};
 use crate::output::{Check, Finding, Plot, Report, Series, Table};
@@ -29,12 +29,13 @@ use crate::workload::IorPattern;
 /// headline findings.
 pub(crate) type Fill<'a, R, T> = Box<dyn Fn(&R) -> T + 'a>;
 
-/// The results of a sweep, one per (system, x).
+/// The results of a sweep, one per (system, x) it ran.
 pub(crate) struct Sweep<S, X, O> {
     systems: Vec<S>,
     xs: Vec<X>,
-    /// x-major: `outs[xi * systems.len() + si]`.
-    outs: Vec<O>,
+    /// x-major: `outs[xi * systems.len() + si]`; `None` where the figure
+    /// does not run that pair ([`Figure::only`]).
+    outs: Vec<Option<O>>,
 }
 
 impl<S: PartialEq + Debug, X: PartialEq + Debug, O> Sweep<S, X, O> {
@@ -44,12 +45,17 @@ impl<S: PartialEq + Debug, X: PartialEq + Debug, O> Sweep<S, X, O> {
     /// If the sweep has no such system or x: a declaration asks only for
     /// what it declared, so this is a bug in the declaration.
     pub(crate) fn at(&self, system: &S, x: &X) -> &O {
-        let si = self.systems.iter().position(|s| s == system);
-        let xi = self.xs.iter().position(|v| v == x);
-        match (si, xi) {
-            (Some(si), Some(xi)) => &self.outs[xi * self.systems.len() + si],
-            _ => panic!("the sweep has no run of {system:?} at {x:?}"),
+        match self.get(system, x) {
+            Some(out) => out,
+            None => panic!("the sweep has no run of {system:?} at {x:?}"),
         }
+    }
+
+    /// The result of `system` at `x`, if the sweep ran it.
+    pub(crate) fn get(&self, system: &S, x: &X) -> Option<&O> {
+        let si = self.systems.iter().position(|s| s == system)?;
+        let xi = self.xs.iter().position(|v| v == x)?;
+        self.outs[xi * self.systems.len() + si].as_ref()
     }
 
     /// Every x, in the declared order.
@@ -166,7 +172,8 @@ where
     O: 'a,
 {
     /// One series per system of `systems`, named `name(system)`, with a
-    /// point per x: `(x_coord(index of x, x), y(result))`.
+    /// point per x the system ran at: `(x_coord(index of x, x),
+    /// y(result))`.
     pub(crate) fn per_system(
         mut self,
         systems: &[S],
@@ -182,7 +189,7 @@ where
                     .xs()
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| (x_coord(i, x), y(r.at(&s, x))))
+                    .filter_map(|(i, x)| Some((x_coord(i, x), y(r.get(&s, x)?))))
                     .collect(),
             }));
         }
@@ -276,6 +283,8 @@ pub(crate) struct Figure<'a, S, X, T: Simulation> {
     systems: Vec<S>,
     xs: Vec<X>,
     task: TaskFn<'a, S, X, T>,
+    /// Which (system, x) pairs run: all unless [`Figure::only`] says.
+    runs: Box<dyn Fn(&S, &X) -> bool + 'a>,
     headline: Vec<Fill<'a, Results<S, X, T>, Vec<Finding>>>,
     claims: Vec<Claim<'a, Results<S, X, T>>>,
     tables: Vec<Fill<'a, Results<S, X, T>, Table>>,
@@ -312,6 +321,7 @@ where
             systems,
             xs,
             task: Box::new(task),
+            runs: Box::new(|_, _| true),
             headline: Vec::new(),
             claims: Vec::new(),
             tables: Vec::new(),
@@ -330,6 +340,14 @@ where
         task: impl Fn(&S, &X) -> Result<T, SimError> + 'a,
     ) -> Self {
         Figure::new("", "", Vec::new(), systems, xs, task)
+    }
+
+    /// Runs only the (system, x) pairs `runs` accepts, for a sweep that is
+    /// not a full grid (a system the paper runs at some xs only, an
+    /// ablation at one x); [`Sweep::get`] reads what may not have run.
+    pub(crate) fn only(mut self, runs: impl Fn(&S, &X) -> bool + 'a) -> Self {
+        self.runs = Box::new(runs);
+        self
     }
 
     /// Headline findings read from the results, after those already
@@ -537,13 +555,21 @@ where
     /// the results.
     fn run(&mut self, rc: &RunConfig) -> Result<Results<S, X, T>, SimError> {
         let mut tasks = Vec::with_capacity(self.xs.len() * self.systems.len());
+        let mut ran = Vec::with_capacity(tasks.capacity());
         for x in &self.xs {
             for s in &self.systems {
-                tasks.push((self.task)(s, x)?);
+                ran.push((self.runs)(s, x));
+                if (self.runs)(s, x) {
+                    tasks.push((self.task)(s, x)?);
+                }
             }
         }
+        let mut outs = run_all(&tasks, rc)?.into_iter();
         Ok(Sweep {
-            outs: run_all(&tasks, rc)?,
+            outs: ran
+                .into_iter()
+                .map(|r| if r { outs.next() } else { None })
+                .collect(),
             systems: std::mem::take(&mut self.systems),
             xs: std::mem::take(&mut self.xs),
         })
@@ -575,7 +601,7 @@ where
                 })
                 .collect(),
             notes: self.notes.iter().map(|n| n(sweep)).collect(),
-            events: events(&sweep.outs),
+            events: sweep.outs.iter().flatten().map(Outcome::events).sum(),
             checks: self
                 .claims
                 .iter()
@@ -592,7 +618,6 @@ where
 mod tests {
     use super::*;
     use crate::experiments::line_plot;
-    use crate::experiments::runner::Outcome;
 
     /// A simulation that squares its input.
     struct Square(u32);
@@ -696,7 +721,7 @@ mod tests {
         let sweep = Sweep {
             systems: vec!["a"],
             xs: vec![1u32],
-            outs: vec![Squared(1)],
+            outs: vec![Some(Squared(1))],
         };
         let _ = sweep.at(&"b", &1);
     }

@@ -1,186 +1,146 @@
 //! The SSDUP+ figures with a limited SSD: Fig. 11 (two concurrent IOR
 //! instances, with the routing / flushing ablation) and Fig. 12 (two runs
 //! separated by compute time, with a one-region ablation and the first run
-//! alone). Fig. 11 is custom on the shared runner: its ablation table
-//! sets two of the figure's runs beside two runs of its own; Fig. 12 is
-//! declared ([`Figure`]).
+//! alone); both declared ([`Figure`]).
 
 use super::*;
 use crate::experiments::figure::Figure;
 
+/// Fig. 11: two concurrent IOR instances on a limited SSD, with the
+/// ablation of workload 1 (each of SSDUP and SSDUP+ with the other's
+/// routing, so routing and flushing are told apart) as two more systems.
 pub(super) fn fig11(rc: &RunConfig) -> Result<Report, SimError> {
-    let systems = [
-        System::BurstBuffer,
-        System::Ssdup,
-        System::SsdupPlus,
-        System::SluiceCost,
-    ];
-    let workloads = |rc: &RunConfig| -> Result<[Vec<Job>; 2], SimError> {
-        Ok([
-            vec![
-                ior(IorPattern::SegmentedContiguous, 1, 16, 8 * GIB, rc)?,
-                ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
-            ],
-            vec![
-                ior(IorPattern::SegmentedRandom, 1, 16, 8 * GIB, rc)?,
-                ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
-            ],
-        ])
-    };
-    let mut tasks = Vec::new();
-    for jobs in workloads(rc)? {
-        for system in systems {
-            let mut cluster = base_cluster(rc);
-            // 8 GB of SSD in all: 4 GiB per I/O node, two 2 GiB regions.
-            cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
-            tasks.push(Task {
-                cluster,
-                system,
-                jobs: jobs.clone(),
-            });
-        }
-    }
-    // Ablation of workload 1: each of SSDUP and SSDUP+ with the other's
-    // routing, so routing and flushing are told apart.
+    use System::{BurstBuffer, SluiceCost, Ssdup, SsdupPlus};
+    let main = [BurstBuffer, Ssdup, SsdupPlus, SluiceCost];
+    // (system, the routing it runs with instead of its own).
     let ablations = [
-        (
-            "SSDUP+ flushing, SSDUP's static marks",
-            System::SsdupPlus,
-            RedirectPolicy::ALL[2],
-        ),
-        (
-            "SSDUP flushing, SSDUP+'s adaptive threshold",
-            System::Ssdup,
-            RedirectPolicy::SsdupPlus,
-        ),
+        (SsdupPlus, Some(RedirectPolicy::ALL[2])),
+        (Ssdup, Some(RedirectPolicy::SsdupPlus)),
     ];
-    let workload1 = workloads(rc)?[0].clone();
-    for &(_, system, policy) in &ablations {
-        let mut cluster = base_cluster(rc);
-        cluster.fast_bytes_per_server = scaled(4 * GIB, rc.scale, 1024 * KIB);
-        cluster.policy_override = Some(policy);
-        tasks.push(Task {
-            cluster,
-            system,
-            jobs: workload1.clone(),
-        });
-    }
-    let results = run_all(&tasks, rc)?;
-    // Every run of the experiment, ablations and traces included.
-    let all_events = events(&results);
-    let (results, ablated) = results.split_at(2 * systems.len());
-    let ablation_row = |name: &str, r: &RunResult| {
-        let mut row = vec![
-            name.to_string(),
-            mb_s(r.jobs[0].throughput_mb_s()),
-            mb_s(r.jobs[1].throughput_mb_s()),
-            pct(r.fast_fraction()),
-        ];
-        row.extend(stream_trace(r));
-        row
+    let systems: Vec<(System, Option<RedirectPolicy>)> =
+        main.iter().map(|&s| (s, None)).chain(ablations).collect();
+    let workloads = [
+        [IorPattern::SegmentedContiguous, IorPattern::SegmentedRandom],
+        [IorPattern::SegmentedRandom, IorPattern::SegmentedRandom],
+    ];
+    // The paper's per-instance MB/s; sluice is not in the paper, and its
+    // SSDUP in workload 2 is SSDUP+'s.
+    let paper = |w: u32, s: System| match (w, s) {
+        (1, BurstBuffer) => Some((73.04, 72.71)),
+        (1, Ssdup) => Some((67.85, 66.15)),
+        (1, SsdupPlus) => Some((90.21, 90.49)),
+        (2, BurstBuffer) => Some((71.16, 71.54)),
+        (2, Ssdup | SsdupPlus) => Some((97.32, 98.38)),
+        _ => None,
     };
-    let ablation_rows = vec![
-        ablation_row("SSDUP (static marks, flush at once)", &results[1]),
-        ablation_row("SSDUP+ (adaptive threshold, flush gate)", &results[2]),
-        ablation_row(ablations[0].0, &ablated[0]),
-        ablation_row(ablations[1].0, &ablated[1]),
+    let variants = [
+        ("SSDUP (static marks, flush at once)", systems[1]),
+        ("SSDUP+ (adaptive threshold, flush gate)", systems[2]),
+        ("SSDUP+ flushing, SSDUP's static marks", systems[4]),
+        ("SSDUP flushing, SSDUP+'s adaptive threshold", systems[5]),
     ];
-    // sluice is not in the paper.
-    let paper = [
-        [
-            Some((73.04, 72.71)),
-            Some((67.85, 66.15)),
-            Some((90.21, 90.49)),
-            None,
-        ],
-        [
-            Some((71.16, 71.54)),
-            Some((97.32, 98.38)),
-            Some((97.32, 98.38)),
-            None,
-        ],
-    ];
-    let mut rows = Vec::new();
-    let mut series = series_per_system(&systems);
-    let mut headline = Vec::new();
-    for w in 0..2 {
-        for (k, system) in systems.iter().enumerate() {
-            let r = &results[w * systems.len() + k];
-            let (a, b) = (r.jobs[0].throughput_mb_s(), r.jobs[1].throughput_mb_s());
-            series[k].points.push(((w * 2) as f64, a));
-            series[k].points.push(((w * 2 + 1) as f64, b));
-            if let Some((paper_a, paper_b)) = paper[w][k] {
-                headline.push(Finding::new(
-                    format!(
-                        "workload {}, {} instance 1 / 2 (MB/s)",
-                        w + 1,
-                        system.name()
-                    ),
-                    format!("{paper_a} / {paper_b}"),
-                    format!("{} / {}", mb_s(a), mb_s(b)),
-                ));
-            }
-            rows.push(vec![
-                format!("workload {}", w + 1),
-                system.name().to_string(),
-                mb_s(a),
-                mb_s(b),
-                paper[w][k].map_or("-".into(), |(a, b)| format!("{a} / {b}")),
-                pct(r.fast_fraction()),
-                r.regions_flushed.to_string(),
-                pct(r.write_through_bytes as f64 / r.bytes_written as f64),
-            ]);
-        }
-    }
-    Ok(Report {
-        experiment: FIG11.name.into(),
-        title: "Fig. 11: limited SSD (8 GB in all), two concurrent IOR instances of 8 GB".into(),
-        headline,
-        paper: "Workload 1 (segmented-contiguous + random): OrangeFS-BB 73.04 / 72.71 MB/s, SSDUP 67.85 / \
-                66.15, SSDUP+ 90.21 / 90.49. Workload 2 (both random): SSDUP+ 97.32 / 98.38, OrangeFS-BB \
-                71.16 / 71.54; SSDUP performs as SSDUP+ there."
-            .into(),
-        parameters: parameters(
+    type Variant = (&'static str, (System, Option<RedirectPolicy>));
+    type R = Sweep<(System, Option<RedirectPolicy>), u32, RunResult>;
+    let instance =
+        |r: &R, s: System, w: &u32, i: usize| r.at(&(s, None), w).jobs[i].throughput_mb_s();
+    let rows: Vec<(u32, System)> = [1, 2]
+        .into_iter()
+        .flat_map(|w| main.map(|s| (w, s)))
+        .collect();
+    Figure::new(
+        "Fig. 11: limited SSD (8 GB in all), two concurrent IOR instances of 8 GB",
+        "Workload 1 (segmented-contiguous + random): OrangeFS-BB 73.04 / 72.71 MB/s, SSDUP 67.85 / \
+         66.15, SSDUP+ 90.21 / 90.49. Workload 2 (both random): SSDUP+ 97.32 / 98.38, OrangeFS-BB \
+         71.16 / 71.54; SSDUP performs as SSDUP+ there.",
+        parameters(
             rc,
-            &[(
-                "SSD",
-                "8 GB in all read as 4 GiB per I/O node (OrangeFS-BB: one region; SSDUP/SSDUP+: two 2 GiB \
-                 regions); 16 processes per instance; paper for SSDUP workload 2 = SSDUP+'s"
-                    .into(),
-            ), sluice_parameter(&base_cluster(rc))],
+            &[
+                (
+                    "SSD",
+                    "8 GB in all read as 4 GiB per I/O node (OrangeFS-BB: one region; SSDUP/SSDUP+: two 2 GiB \
+                     regions); 16 processes per instance; paper for SSDUP workload 2 = SSDUP+'s"
+                        .into(),
+                ),
+                sluice_parameter(&base_cluster(rc)),
+            ],
         ),
-        tables: vec![Table {
-            title: "Per-instance throughput (MB/s)".into(),
-            headers: [
-                "workload",
-                "system",
-                "instance 1",
-                "instance 2",
-                "paper",
-                "to SSD",
-                "regions flushed",
-                "written through",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }, Table {
-            title: "Workload 1 ablation: routing against flushing, with the detector's streams".into(),
-            headers: with_stream_trace(&["variant", "instance 1", "instance 2", "to SSD"]),
-            rows: ablation_rows,
-        }],
-        plots: vec![bar_plot(
-            &format!("{}-limited-ssd", FIG11.name),
+        systems,
+        vec![1u32, 2],
+        |&(system, policy_override), &w| {
+            let [a, b] = workloads[w as usize - 1];
+            // 8 GB of SSD in all: 4 GiB per I/O node, two 2 GiB regions.
+            let cluster = ClusterConfig {
+                fast_bytes_per_server: scaled(4 * GIB, rc.scale, 1024 * KIB),
+                policy_override,
+                ..base_cluster(rc)
+            };
+            let jobs = vec![ior(a, 1, 16, 8 * GIB, rc)?, ior(b, 2, 16, 8 * GIB, rc)?];
+            Ok(Task { cluster, system, jobs })
+        },
+    )
+    .only(|(_, policy), &w| policy.is_none() || w == 1)
+    .headline({
+        let rows = rows.clone();
+        move |r| {
+        rows.iter()
+            .filter_map(|&(w, s)| {
+                let (a, b) = paper(w, s)?;
+                Some(Finding::new(
+                    format!("workload {w}, {} instance 1 / 2 (MB/s)", s.name()),
+                    format!("{a} / {b}"),
+                    format!("{} / {}", mb_s(instance(r, s, &w, 0)), mb_s(instance(r, s, &w, 1))),
+                ))
+            })
+            .collect()
+        }
+    })
+    .table("Per-instance throughput (MB/s)", rows, |t| {
+        fn at<'r>(r: &'r R, &(w, s): &(u32, System)) -> &'r RunResult {
+            r.at(&(s, None), &w)
+        }
+        t.col("workload", |_, (w, _): &(u32, System)| format!("workload {w}"))
+            .col("system", |_, (_, s)| s.name().to_string())
+            .col("instance 1", move |r, &(w, s)| mb_s(instance(r, s, &w, 0)))
+            .col("instance 2", move |r, &(w, s)| mb_s(instance(r, s, &w, 1)))
+            .col("paper", move |_, &(w, s)| {
+                paper(w, s).map_or("-".into(), |(a, b)| format!("{a} / {b}"))
+            })
+            .col("to SSD", |r, row| pct(at(r, row).fast_fraction()))
+            .col("regions flushed", |r, row| at(r, row).regions_flushed.to_string())
+            .col("written through", |r, row| {
+                let r = at(r, row);
+                pct(r.write_through_bytes as f64 / r.bytes_written as f64)
+            })
+    })
+    .table(
+        "Workload 1 ablation: routing against flushing, with the detector's streams",
+        variants.to_vec(),
+        |t| {
+            let at = |r: &R, (_, system): &Variant, i: usize| r.at(system, &1).jobs[i].throughput_mb_s();
+            let t = t
+                .col("variant", |_, (name, _): &Variant| name.to_string())
+                .col("instance 1", move |r, v| mb_s(at(r, v, 0)))
+                .col("instance 2", move |r, v| mb_s(at(r, v, 1)))
+                .col("to SSD", |r, (_, s)| pct(r.at(s, &1).fast_fraction()));
+            stream_trace_columns(t, |r, (_, s)| stream_trace(r.at(s, &1)))
+        },
+    )
+    .bars(
+        [
+            "limited-ssd",
             "Limited SSD: per-instance throughput",
             "workload (W) and IOR instance",
             "throughput (MB/s)",
-            ["W1 inst 1", "W1 inst 2", "W2 inst 1", "W2 inst 2"].map(String::from).to_vec(),
-            series,
-        )],
-        notes: Vec::new(),
-        events: all_events,
-        checks: Vec::new(),
-    })
+        ],
+        ["W1 inst 1", "W1 inst 2", "W2 inst 1", "W2 inst 2"],
+        |s| {
+            main.into_iter().fold(s, |s, system| {
+                let keys = vec![(1, 0), (1, 1), (2, 0), (2, 1)];
+                s.bars(system.name(), keys, move |r, &(w, i)| instance(r, system, &w, i))
+            })
+        },
+    )
+    .report(FIG11.name, rc)
 }
 
 /// Fig. 12: two runs separated by compute time, with SSDUP+ on one

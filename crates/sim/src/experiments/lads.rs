@@ -21,8 +21,8 @@
 //! figures' absolute numbers), the choice is stated in the report's
 //! parameters and in `docs/results/lads.md`.
 //!
-//! Fig. 7 and 9 are declared here; Fig. 10 and 11 (congestion) are in
-//! `congestion`.
+//! Every figure is declared: Fig. 7 and 9 here, Fig. 10 and 11
+//! (congestion, each with a sweep beside it) in `congestion`.
 
 use std::time::Duration;
 

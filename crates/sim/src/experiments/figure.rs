@@ -20,9 +20,9 @@
 use std::fmt::{Debug, Display};
 
 use super::runner::{run_all, Outcome, Simulation};
-use super::{bar_plot, line_plot, log2_line_plot, RunConfig};
+use super::{bar_plot, line_plot, RunConfig};
 use crate::cluster::{SimError, System};
-use crate::output::{Check, Finding, Plot, Report, Series, Table};
+use crate::output::{Check, Finding, Plot, Report, Series, Table, XScale};
 use crate::workload::IorPattern;
 
 /// Something read from a sweep's results: a table, a plot's series, the
@@ -485,8 +485,11 @@ where
         frame: [&str; 4],
         series: impl FnOnce(SeriesList<'a, Results<S, X, T>>) -> SeriesList<'a, Results<S, X, T>>,
     ) -> Self {
-        let [stem, title, x, y] = frame;
-        self.plot(log2_line_plot(stem, title, x, y, Vec::new()), series)
+        let mut figure = self.lines(frame, series);
+        if let Some((plot, _)) = figure.plots.last_mut() {
+            plot.x_scale = XScale::Log2;
+        }
+        figure
     }
 
     /// A grouped bar chart over `categories` (`frame` as in
@@ -638,13 +641,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn results_are_read_by_system_and_x_into_the_declared_report() {
-        let paper = Paper {
-            source: "seed 000 Fig. 0",
-            values: vec![(("b", 3), 90.0)],
-        };
-        let report = Figure::new(
+    /// Systems "a" and "b" over x = 2 and 3: a squares x, b squares 10x.
+    fn demo<'a>() -> Figure<'a, &'static str, u32, Square> {
+        Figure::new(
             "T",
             "P",
             Vec::new(),
@@ -652,35 +651,44 @@ mod tests {
             vec![2u32, 3],
             |&s, &x| Ok(Square(if s == "a" { x } else { 10 * x })),
         )
-        .paper_findings(
-            &paper,
-            |_| true,
-            |(s, x)| format!("{s} at {x}"),
-            |v| format!("{v}"),
-            |r, (s, x)| r.at(s, x).0.to_string(),
-        )
-        .claim("b above a at every x", |r| {
-            r.xs().iter().all(|x| r.at(&"b", x).0 > r.at(&"a", x).0)
-        })
-        .claim("a above b at some x", |r| {
-            r.xs().iter().any(|x| r.at(&"a", x).0 > r.at(&"b", x).0)
-        })
-        .table("t", vec![3u32, 2], |t| {
-            t.col("x", |_, x: &u32| x.to_string())
-                .col("a", |r, x| r.at(&"a", x).0.to_string())
-                .col("b", |r, x| r.at(&"b", x).0.to_string())
-        })
-        .plot(line_plot("lines", "L", "x", "y", Vec::new()), |s| {
-            s.per_system(
-                &["b"],
-                |s| s.to_string(),
-                |_, &x| f64::from(x),
-                |o| f64::from(o.0),
+    }
+
+    #[test]
+    fn results_are_read_by_system_and_x_into_the_declared_report() {
+        let paper = Paper {
+            source: "seed 000 Fig. 0",
+            values: vec![(("b", 3), 90.0)],
+        };
+        let report = demo()
+            .paper_findings(
+                &paper,
+                |_| true,
+                |(s, x)| format!("{s} at {x}"),
+                |v| format!("{v}"),
+                |r, (s, x)| r.at(s, x).0.to_string(),
             )
-        })
-        .note_from(|r| format!("a at 2: {}", r.at(&"a", &2).0))
-        .report("demo-fig0", &RunConfig::new(1.0, 1))
-        .unwrap();
+            .claim("b above a at every x", |r| {
+                r.xs().iter().all(|x| r.at(&"b", x).0 > r.at(&"a", x).0)
+            })
+            .claim("a above b at some x", |r| {
+                r.xs().iter().any(|x| r.at(&"a", x).0 > r.at(&"b", x).0)
+            })
+            .table("t", vec![3u32, 2], |t| {
+                t.col("x", |_, x: &u32| x.to_string())
+                    .col("a", |r, x| r.at(&"a", x).0.to_string())
+                    .col("b", |r, x| r.at(&"b", x).0.to_string())
+            })
+            .plot(line_plot("lines", "L", "x", "y", Vec::new()), |s| {
+                s.per_system(
+                    &["b"],
+                    |s| s.to_string(),
+                    |_, &x| f64::from(x),
+                    |o| f64::from(o.0),
+                )
+            })
+            .note_from(|r| format!("a at 2: {}", r.at(&"a", &2).0))
+            .report("demo-fig0", &RunConfig::new(1.0, 1))
+            .unwrap();
         assert_eq!(report.experiment, "demo-fig0");
         assert_eq!(report.headline, vec![Finding::new("b at 3", "90", "900")]);
         assert_eq!(
@@ -712,6 +720,35 @@ mod tests {
             [(2.0, 400.0), (3.0, 900.0)]
         );
         assert_eq!(report.notes, ["a at 2: 4"]);
+        assert_eq!(report.events, 4);
+    }
+
+    #[test]
+    fn only_the_accepted_pairs_run_and_a_part_reads_the_figure() {
+        let report = demo()
+            .only(|&s, &x| s == "a" || x == 3)
+            .table("t", vec![2u32, 3], |t| {
+                t.col("b", |r, x| {
+                    r.get(&"b", x).map_or("-".into(), |o| o.0.to_string())
+                })
+            })
+            .lines(["", "L", "x", "y"], |s| {
+                s.over_x(&["b"], |o| f64::from(o.0))
+            })
+            .report_with("demo-fig1", &RunConfig::new(1.0, 1), |r| {
+                let a3 = r.at(&"a", &3).0;
+                Figure::part(vec!["c"], vec![1u32], |_, &x| Ok(Square(x))).table(
+                    "part",
+                    vec![1u32],
+                    move |t| t.col("a at 3", move |_, _| a3.to_string()),
+                )
+            })
+            .unwrap();
+        assert_eq!(report.tables[0].rows, [["-"], ["900"]]);
+        assert_eq!(report.tables[1].rows, [["9"]]);
+        assert_eq!(report.plots[0].file_stem, "demo-fig1");
+        assert_eq!(report.plots[0].series[0].points, [(3.0, 900.0)]);
+        // a at 2 and 3, b at 3, and the part's one run.
         assert_eq!(report.events, 4);
     }
 

@@ -264,6 +264,9 @@ pub(crate) struct Claim<'a, R> {
     pub holds: Fill<'a, R, bool>,
 }
 
+/// Which (system, x) pairs a figure runs.
+type RunsFn<'a, S, X> = Box<dyn Fn(&S, &X) -> bool + 'a>;
+
 /// How a figure builds the simulation of one system at one x.
 type TaskFn<'a, S, X, T> = Box<dyn Fn(&S, &X) -> Result<T, SimError> + 'a>;
 
@@ -284,7 +287,7 @@ pub(crate) struct Figure<'a, S, X, T: Simulation> {
     xs: Vec<X>,
     task: TaskFn<'a, S, X, T>,
     /// Which (system, x) pairs run: all unless [`Figure::only`] says.
-    runs: Box<dyn Fn(&S, &X) -> bool + 'a>,
+    runs: RunsFn<'a, S, X>,
     headline: Vec<Fill<'a, Results<S, X, T>, Vec<Finding>>>,
     claims: Vec<Claim<'a, Results<S, X, T>>>,
     tables: Vec<Fill<'a, Results<S, X, T>, Table>>,

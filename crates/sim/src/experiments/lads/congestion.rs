@@ -93,7 +93,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
         parameters(
             rc,
             &[
-                ("set", set_size(&files)),
+                ("set", set_size(files)),
                 ("threads", "8 per side".into()),
                 (
                     "congestion",
@@ -109,8 +109,8 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
         conditions.clone(),
         |&(mode, t, m), &condition| {
             let c = match mode {
-                Mode::FileAtATime => bbcp(&files, 8, rc),
-                _ => lads(&files, 8, scheduler(mode, t, m), rc),
+                Mode::FileAtATime => bbcp(files, 8, rc),
+                _ => lads(files, 8, scheduler(mode, t, m), rc),
             };
             Ok(match condition {
                 "C-source" => with_congestion(c, PARTIAL, none),
@@ -199,7 +199,7 @@ pub fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
                     targets,
                     ..PARTIAL
                 };
-                let c = lads(&files, 8, scheduler(mode, 50, 8), rc);
+                let c = lads(files, 8, scheduler(mode, 50, 8), rc);
                 Ok(match side {
                     "source" => with_congestion(c, congestion, none),
                     _ => with_congestion(c, none, congestion),

@@ -490,11 +490,8 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
         vec![Run::Pvfs2, Run::Liu],
         names.clone(),
         |&run, case| {
-            Ok(Task {
-                cluster: run.cluster(rc),
-                system: System::Baseline,
-                jobs: keyed(&cases, case).clone(),
-            })
+            let jobs = keyed(&cases, case).clone();
+            Ok(Task { cluster: run.cluster(rc), system: System::Baseline, jobs })
         },
     )
     .paper_headline(&table_2, move |r, case, p| {
@@ -526,8 +523,9 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
     })
     .table("Table II: mpi-io-test read throughput (MB/s), measured pass", names.clone(), |t| {
         t.col("interfered?", |_, case: &&str| case.to_string())
-            .col("PVFS2", move |r, case| mb_s(read(r, Run::Pvfs2, case)))
-            .col("LiU", move |r, case| mb_s(read(r, Run::Liu, case)))
+            .each([Run::Pvfs2, Run::Liu], |run| run.name(), move |r, case, run| {
+                mb_s(read(r, run, case))
+            })
             .col("ratio", move |r, case| {
                 format!("{:.2}×", read(r, Run::Liu, case) / read(r, Run::Pvfs2, case))
             })
@@ -548,17 +546,14 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
          node (ms) during the measured pass",
         names.clone(),
         |t| {
-            let seek = move |r: &Sweep<Run, &str, RunResult>, run, case: &&str| {
-                format!("{:.2}", phase_seek_mib(&r.at(&run, case).jobs[0], before))
-            };
-            let latency = move |r: &Sweep<Run, &str, RunResult>, run, case: &&str| {
-                format!("{:.1}", phase_latency_ms(&r.at(&run, case).jobs[0], before))
-            };
+            let runs = [Run::Pvfs2, Run::Liu];
             t.col("interfered?", |_, case: &&str| case.to_string())
-                .col("seek PVFS2", move |r, case| seek(r, Run::Pvfs2, case))
-                .col("seek LiU", move |r, case| seek(r, Run::Liu, case))
-                .col("latency PVFS2", move |r, case| latency(r, Run::Pvfs2, case))
-                .col("latency LiU", move |r, case| latency(r, Run::Liu, case))
+                .each(runs, |run| format!("seek {}", run.name()), move |r, case, run| {
+                    format!("{:.2}", phase_seek_mib(&r.at(&run, case).jobs[0], before))
+                })
+                .each(runs, |run| format!("latency {}", run.name()), move |r, case, run| {
+                    format!("{:.1}", phase_latency_ms(&r.at(&run, case).jobs[0], before))
+                })
                 .col("paper seek (M LBN)", move |_, case| {
                     let q = paper3(case);
                     format!("{} / {}", q.0, q.1)

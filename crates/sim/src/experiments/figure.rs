@@ -7,15 +7,17 @@
 //! [`Report`].
 //!
 //! A declaration is [`Figure::new`] (title, what the paper says,
-//! parameters, systems, xs, the task of one run) followed by what is read
-//! from the results, each a closure over the results looked up by
-//! (system, x): [`Figure::headline`] or [`Figure::paper_findings`] (the
-//! paper's values, keyed, with their source, beside the simulator's),
-//! [`Figure::claim`] (an ordering or trend the paper states, checked on
-//! the run), [`Figure::table`] (row keys and [`Columns::col`]),
-//! [`Figure::plot`] ([`SeriesList::per_system`], [`SeriesList::line`]) and
-//! [`Figure::note`] or [`Figure::note_from`]. `docs/simulator.md` shows a
-//! whole declaration.
+//! parameters, systems, xs, the task of one run), [`Figure::only`] if not
+//! every pair runs, then what is read from the results, each a closure
+//! over the results looked up by (system, x): [`Figure::headline`] or
+//! [`Figure::paper_values`] (the paper's values, keyed, with their source,
+//! beside the simulator's), [`Figure::claim`] (an ordering or trend the
+//! paper states, checked on the run), [`Figure::table`] (row keys,
+//! [`Columns::col`], [`Columns::each`]), [`Figure::lines`] or
+//! [`Figure::bars`] ([`SeriesList::over_x`], [`SeriesList::bars`]) and
+//! [`Figure::note`]. A sweep beside the figure (an ablation) is a
+//! [`Figure::part`] run by [`Figure::report_with`]. `docs/simulator.md`
+//! shows a whole declaration.
 
 use std::fmt::{Debug, Display};
 

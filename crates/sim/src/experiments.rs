@@ -20,12 +20,13 @@
 //!   (system, x), the paper's values with their source, the paper's
 //!   claims, and the tables, plots and headline read from the results by
 //!   (system, x). `Figure::report` runs it and builds the report, which
-//!   also lists each claim with whether this run bears it out. SSDUP+
-//!   Fig. 2, 9, 10, 14 and Table 1, every LiU experiment and LADS Fig. 7
-//!   and 9 are declarations; the others, whose runs are not one grid
-//!   (ablations and traces beside the figure, bisections), build their
-//!   task lists and tables themselves on the same runner.
-//!   `docs/simulator.md` shows how to add a figure.
+//!   also lists each claim with whether this run bears it out. A figure
+//!   may run only some pairs (`Figure::only`) and have a sweep beside it
+//!   (`Figure::part`, an ablation). Every experiment is a declaration but
+//!   SSDUP+ Fig. 5/6 and 13 (traces, on another branch's file) and BBOS's
+//!   utilisation (a bisection), which build their task lists and tables
+//!   themselves on the same runner. `docs/simulator.md` shows how to add
+//!   a figure.
 //!
 //! `scale` multiplies every data size (1.0 = the paper's sizes); process
 //! counts never change.
@@ -168,6 +169,20 @@ struct Task {
     cluster: ClusterConfig,
     system: System,
     jobs: Vec<Job>,
+}
+
+/// The task of one cluster run: `job` (or the error building it) on
+/// `system`.
+fn task(
+    cluster: ClusterConfig,
+    system: System,
+    job: Result<Job, SimError>,
+) -> Result<Task, SimError> {
+    Ok(Task {
+        cluster,
+        system,
+        jobs: vec![job?],
+    })
 }
 
 /// `bytes × scale`, rounded down to a multiple of `unit` (at least one unit).

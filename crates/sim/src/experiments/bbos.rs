@@ -23,11 +23,11 @@
 
 use sluice_policy::bbos::{max_served_dwpp, Bandwidths, Eviction, Scheme};
 
-use super::{bar_plot, events, line_plot, run_all, Experiment, RunConfig, SimError};
+use super::{Experiment, RunConfig, SimError};
 
 use crate::checkpoint::{run, CkptConfig, CkptJob, CkptResult, IoRecord};
 
-use crate::output::{Finding, Report, Series, Table};
+use crate::output::{Finding, Report, Table};
 
 use crate::rng::SimRng;
 
@@ -224,13 +224,10 @@ fn parameters(extra: &[(&str, String)]) -> Vec<(String, String)> {
     p
 }
 
-fn throughput_over_time(name: String, r: &CkptResult) -> Series {
-    Series {
-        name,
-        points: r
-            .ios
-            .iter()
-            .map(|io| (io.arrival_s, io.throughput() / 1e9))
-            .collect(),
-    }
+/// Each checkpoint's throughput (GB/s) at its arrival time (s).
+fn throughput_over_time(r: &CkptResult) -> Vec<(f64, f64)> {
+    r.ios
+        .iter()
+        .map(|io| (io.arrival_s, io.throughput() / 1e9))
+        .collect()
 }

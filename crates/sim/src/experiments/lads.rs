@@ -21,8 +21,8 @@
 //! figures' absolute numbers), the choice is stated in the report's
 //! parameters and in `docs/results/lads.md`.
 //!
-//! Fig. 7 and 9 are declared here; Fig. 10 and 11 (congestion) are in
-//! `congestion`.
+//! Every figure is declared: Fig. 7 and 9 here, Fig. 10 and 11
+//! (congestion, each with a sweep beside it) in `congestion`.
 
 use std::time::Duration;
 
@@ -32,11 +32,9 @@ use sluice_policy::lads::{Mode, SchedulerConfig};
 
 use super::figure::{Figure, Paper, Sweep};
 
-use super::{
-    bar_plot, events, log2_line_plot, mb_s, pct, run_all, scaled, Experiment, RunConfig, SimError,
-};
+use super::{mb_s, pct, scaled, Experiment, RunConfig, SimError};
 
-use crate::output::{Finding, Report, Series, Table};
+use crate::output::{Finding, Report};
 
 use crate::transfer::{Congestion, TransferConfig, TransferResult};
 
@@ -277,15 +275,13 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             })
         },
     )
-    .paper_findings(
+    .paper_values(
         &paper,
-        |_| true,
         |&(set, n, value)| match (value, n) {
             (Lads, _) => format!("{set} set, {n} threads: LADS (MB/s)"),
             (Ratio, 1) => format!("{set} set, 1 thread: LADS / bbcp"),
             (Ratio, _) => format!("{set} set, {n} threads: LADS / bbcp"),
         },
-        |v| v.to_string(),
         move |r, &(set, n, value)| match value {
             Lads => mb_s(tput(r, "LADS", &(set, n))),
             Ratio => ratio(r, &(set, n)),
@@ -317,14 +313,13 @@ pub fn fig7(rc: &RunConfig) -> Result<Report, SimError> {
             .col("LADS / bbcp", ratio)
             .col("paper", move |_, &(set, n)| paper_says(set, n).to_string())
     })
-    .plot(
-        log2_line_plot(
+    .log2_lines(
+        [
             "threads",
             "LADS Fig. 7: throughput vs I/O threads",
             "I/O threads per side (bbcp: streams)",
             "throughput (MB/s)",
-            Vec::new(),
-        ),
+        ],
         |mut s| {
             for set in sets {
                 for (system, scheduling) in [("LADS", "object"), ("bbcp", "file")] {
@@ -402,9 +397,8 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
             Ok(c)
         },
     )
-    .paper_findings(
+    .paper_values(
         &paper,
-        |_| true,
         move |&(set, claim)| match claim {
             SmallSink => {
                 format!("{set} set, source {largest} MiB: sink {smallest} / {largest} MiB (MB/s)")
@@ -413,7 +407,6 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
                 format!("{set} set, sink {largest} MiB: source {smallest} / {largest} MiB (MB/s)")
             }
         },
-        |v| v.to_string(),
         move |r, &(set, claim)| {
             let (source, sink) = match claim {
                 SmallSink => ((largest, smallest), (largest, largest)),
@@ -440,22 +433,21 @@ pub fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
                 format!("{set} set: throughput (MB/s), source buffer × sink buffer"),
                 BUFFERS_MIB.to_vec(),
                 |t| {
-                    let t = t.col("source buffer", |_, source: &u32| format!("{source} MiB"));
-                    BUFFERS_MIB.iter().fold(t, |t, &sink| {
-                        t.col(format!("sink {sink} MiB"), move |r, &source| {
-                            mb_s(tput(r, set, source, sink))
-                        })
-                    })
+                    t.col("source buffer", |_, source: &u32| format!("{source} MiB"))
+                        .each(
+                            BUFFERS_MIB,
+                            |sink| format!("sink {sink} MiB"),
+                            move |r, &source, sink| mb_s(tput(r, set, source, sink)),
+                        )
                 },
             )
-            .plot(
-                log2_line_plot(
+            .log2_lines(
+                [
                     set,
                     &format!("LADS Fig. 9: buffer sizes, {set} set"),
                     "source RMA buffer (MiB)",
                     "throughput (MB/s)",
-                    Vec::new(),
-                ),
+                ],
                 |s| {
                     BUFFERS_MIB.iter().fold(s, |s, &sink| {
                         s.line(

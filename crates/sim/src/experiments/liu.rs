@@ -21,11 +21,8 @@
 use sluice_policy::segments::LiuConfig;
 use sluice_policy::FileId;
 
-use super::figure::{Figure, Paper, Sweep};
-use super::{
-    bar_plot, log2_line_plot, mb_s, scaled, sequence, Experiment, RunConfig, SimError, Task, GIB,
-    KIB,
-};
+use super::figure::{keyed, Figure, Named, Paper, Sweep};
+use super::{mb_s, scaled, sequence, task, Experiment, RunConfig, SimError, Task, GIB, KIB};
 use crate::cluster::{ClusterConfig, JobResult, RunResult, System};
 use crate::output::{Finding, Report};
 use crate::workload::{Btio, IorMpiIo, Job, MpiIoTest, MpiTileIo, TileDecomposition};
@@ -223,13 +220,21 @@ impl Run {
         }
     }
 
+    /// Its run of `job`.
+    fn task(self, rc: &RunConfig, job: &Job) -> Result<Task, SimError> {
+        task(self.cluster(rc), System::Baseline, Ok(job.clone()))
+    }
+}
+
+impl Named for Run {
     /// Its series name in plots.
-    fn name(self) -> &'static str {
+    fn name(&self) -> String {
         match self {
             Run::Pvfs2 => "PVFS2",
             Run::Liu => "LiU",
             Run::Pvfs2PerProcess => "PVFS2, read-ahead per process",
         }
+        .into()
     }
 }
 
@@ -253,16 +258,9 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
         ("ior-mpi-io", ior_mpi_io(1, 2_200_000_000, rc)?),
     ] {
         let (job, before) = three_passes(name, writes.clone())?;
-        benchmarks.push((name, job, writes.barriers(), before, pass_bytes(&writes)));
+        benchmarks.push((name, (job, writes.barriers(), before, pass_bytes(&writes))));
     }
     let names: Vec<&str> = benchmarks.iter().map(|b| b.0).collect();
-    let benchmark = |name: &str| {
-        // INVARIANT: the sweep's xs are the benchmarks' names.
-        benchmarks
-            .iter()
-            .find(|b| b.0 == name)
-            .expect("a benchmark of the sweep")
-    };
     // LiU / PVFS2, as the paper gives it.
     let paper = Paper {
         source: "seed 001 Fig. 4 and its text",
@@ -275,7 +273,7 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
         ],
     };
     let pass = |r: &Sweep<Run, &str, RunResult>, run: Run, name: &&str, pass: Pass| {
-        let (_, _, write_barriers, before, bytes) = benchmark(name);
+        let (_, write_barriers, before, bytes) = keyed(&benchmarks, name);
         let job = &r.at(&run, name).jobs[0];
         match pass {
             Read => phase_mb_s(job, *before, None, *bytes),
@@ -304,22 +302,14 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
         ),
         vec![Run::Pvfs2, Run::Liu, Run::Pvfs2PerProcess],
         names.clone(),
-        |&run, name| {
-            Ok(Task {
-                cluster: run.cluster(rc),
-                system: System::Baseline,
-                jobs: vec![benchmark(name).1.clone()],
-            })
-        },
+        |&run, name| run.task(rc, &keyed(&benchmarks, name).0),
     )
-    .paper_findings(
+    .paper_values(
         &paper,
-        |_| true,
         |(name, p)| match p {
             Read => format!("{name} read, LiU / PVFS2"),
             Write => format!("{name} write, LiU / PVFS2"),
         },
-        |v| v.to_string(),
         move |r, (name, p)| ratio(r, name, *p),
     )
     .claim("LiU reads faster than PVFS2 on every benchmark", move |r| {
@@ -351,23 +341,18 @@ pub(super) fn fig4(rc: &RunConfig) -> Result<Report, SimError> {
                 })
             })
     })
-    .plot(
-        bar_plot(
+    .bars(
+        [
             "read",
             "Read throughput per benchmark",
             "benchmark (14 processes)",
             "read throughput, measured pass (MB/s)",
-            names.iter().map(|n| n.to_string()).collect(),
-            Vec::new(),
-        ),
+        ],
+        &names,
         |s| {
             [Run::Pvfs2, Run::Liu].into_iter().fold(s, |s, run| {
-                let points = names.iter().copied().enumerate().collect();
-                s.line(
-                    format!("{} read", run.name()),
-                    points,
-                    move |r, (i, name)| (*i as f64, pass(r, run, name, Read)),
-                )
+                let read = move |r: &_, name: &_| pass(r, run, name, Read);
+                s.bars(format!("{} read", run.name()), names.clone(), read)
             })
         },
     )
@@ -455,14 +440,6 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
         ),
     ];
     let names: Vec<&str> = cases.iter().map(|(n, _)| *n).collect();
-    let jobs = |case: &str| {
-        // INVARIANT: the sweep's xs are the cases' names.
-        &cases
-            .iter()
-            .find(|(n, _)| *n == case)
-            .expect("a case of the sweep")
-            .1
-    };
     // Read MB/s without LiU, with LiU, and the ratio.
     let table_2 = Paper {
         source: "seed 001 Table II",
@@ -481,7 +458,7 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
             ("by ior-mpi-io", (15.1, 2.5, 42.1, 4.9)),
         ],
     };
-    let paper3 = |case: &&str| *table_3.get(case).expect("Table III has every case");
+    let paper3 = |case: &&str| *keyed(&table_3.values, case);
     let read = move |r: &Sweep<Run, &str, RunResult>, run: Run, case: &&str| {
         phase_mb_s(&r.at(&run, case).jobs[0], before, None, bytes)
     };
@@ -513,11 +490,8 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
         vec![Run::Pvfs2, Run::Liu],
         names.clone(),
         |&run, case| {
-            Ok(Task {
-                cluster: run.cluster(rc),
-                system: System::Baseline,
-                jobs: jobs(case).clone(),
-            })
+            let jobs = keyed(&cases, case).clone();
+            Ok(Task { cluster: run.cluster(rc), system: System::Baseline, jobs })
         },
     )
     .paper_headline(&table_2, move |r, case, p| {
@@ -549,13 +523,14 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
     })
     .table("Table II: mpi-io-test read throughput (MB/s), measured pass", names.clone(), |t| {
         t.col("interfered?", |_, case: &&str| case.to_string())
-            .col("PVFS2", move |r, case| mb_s(read(r, Run::Pvfs2, case)))
-            .col("LiU", move |r, case| mb_s(read(r, Run::Liu, case)))
+            .each([Run::Pvfs2, Run::Liu], |run| run.name(), move |r, case, run| {
+                mb_s(read(r, run, case))
+            })
             .col("ratio", move |r, case| {
                 format!("{:.2}×", read(r, Run::Liu, case) / read(r, Run::Pvfs2, case))
             })
             .col("paper PVFS2 / LiU / ratio", |_, case| {
-                let p = table_2.get(case).expect("Table II has every case");
+                let p = keyed(&table_2.values, case);
                 format!("{} / {} / {}×", p.0, p.1, p.2)
             })
             .col("interferer ran (PVFS2 / LiU)", move |r, case| {
@@ -571,17 +546,14 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
          node (ms) during the measured pass",
         names.clone(),
         |t| {
-            let seek = move |r: &Sweep<Run, &str, RunResult>, run, case: &&str| {
-                format!("{:.2}", phase_seek_mib(&r.at(&run, case).jobs[0], before))
-            };
-            let latency = move |r: &Sweep<Run, &str, RunResult>, run, case: &&str| {
-                format!("{:.1}", phase_latency_ms(&r.at(&run, case).jobs[0], before))
-            };
+            let runs = [Run::Pvfs2, Run::Liu];
             t.col("interfered?", |_, case: &&str| case.to_string())
-                .col("seek PVFS2", move |r, case| seek(r, Run::Pvfs2, case))
-                .col("seek LiU", move |r, case| seek(r, Run::Liu, case))
-                .col("latency PVFS2", move |r, case| latency(r, Run::Pvfs2, case))
-                .col("latency LiU", move |r, case| latency(r, Run::Liu, case))
+                .each(runs, |run| format!("seek {}", run.name()), move |r, case, run| {
+                    format!("{:.2}", phase_seek_mib(&r.at(&run, case).jobs[0], before))
+                })
+                .each(runs, |run| format!("latency {}", run.name()), move |r, case, run| {
+                    format!("{:.1}", phase_latency_ms(&r.at(&run, case).jobs[0], before))
+                })
                 .col("paper seek (M LBN)", move |_, case| {
                     let q = paper3(case);
                     format!("{} / {}", q.0, q.1)
@@ -592,21 +564,17 @@ pub(super) fn table2(rc: &RunConfig) -> Result<Report, SimError> {
                 })
         },
     )
-    .plot(
-        bar_plot(
+    .bars(
+        [
             "interference",
             "mpi-io-test read throughput under interference",
             "interfering workload",
             "read throughput, measured pass (MB/s)",
-            names.iter().map(|n| n.to_string()).collect(),
-            Vec::new(),
-        ),
+        ],
+        &names,
         |s| {
             [Run::Pvfs2, Run::Liu].into_iter().fold(s, |s, run| {
-                let points = names.iter().copied().enumerate().collect();
-                s.line(run.name(), points, move |r, (i, case)| {
-                    (*i as f64, read(r, run, case))
-                })
+                s.bars(run.name(), names.clone(), move |r, case| read(r, run, case))
             })
         },
     )
@@ -635,14 +603,7 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
         }
     }
     let xs: Vec<(&str, u32)> = jobs.iter().map(|(x, _)| *x).collect();
-    let job = |x: &(&str, u32)| {
-        // INVARIANT: the sweep's xs are the jobs' keys.
-        &jobs
-            .iter()
-            .find(|(k, _)| k == x)
-            .expect("a job of the sweep")
-            .1
-    };
+    let jobs = &jobs;
     // LiU's gain over PVFS2.
     let paper = Paper {
         source: "seed 001 Fig. 8 and its text",
@@ -651,7 +612,7 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
     let runs = [Run::Pvfs2, Run::Liu, Run::Pvfs2PerProcess];
     // Throughput over writes + reads.
     let tput = move |r: &Sweep<Run, (&str, u32), RunResult>, run: Run, x: &(&str, u32)| {
-        let j = job(x);
+        let j = keyed(jobs, x);
         phase_mb_s(
             &r.at(&run, x).jobs[0],
             0,
@@ -682,23 +643,15 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
         ),
         runs.to_vec(),
         xs.clone(),
-        |&run, x| {
-            Ok(Task {
-                cluster: run.cluster(rc),
-                system: System::Baseline,
-                jobs: vec![job(x).clone()],
-            })
-        },
+        |&run, x| run.task(rc, keyed(jobs, x)),
     )
-    .paper_findings(
+    .paper_values(
         &paper,
-        |_| true,
         |(class, p)| {
             format!(
                 "class {class}, {p} processes: LiU gain over PVFS2 (read-ahead per file / per process)"
             )
         },
-        |v| v.to_string(),
         move |r, x| format!("{} / {}", gain(r, x, Run::Pvfs2), gain(r, x, Run::Pvfs2PerProcess)),
     )
     .claim("LiU above PVFS2 at every class and process count", move |r| {
@@ -725,19 +678,17 @@ pub(super) fn fig8(rc: &RunConfig) -> Result<Report, SimError> {
                 .to_string()
             })
     })
-    .plot(
-        bar_plot(
+    .bars(
+        [
             "btio",
             "BTIO-like throughput",
             "BTIO class and processes",
             "I/O throughput, writes + reads (MB/s)",
-            xs.iter().map(|(c, p)| format!("{c} {p}")).collect(),
-            Vec::new(),
-        ),
+        ],
+        xs.iter().map(|(c, p)| format!("{c} {p}")),
         |s| {
             runs.into_iter().fold(s, |s, run| {
-                let points = xs.iter().copied().enumerate().collect();
-                s.line(run.name(), points, move |r, (i, x)| (*i as f64, tput(r, run, x)))
+                s.bars(run.name(), xs.clone(), move |r, x| tput(r, run, x))
             })
         },
     )
@@ -755,15 +706,8 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         ("ior-mpi-io", ior_mpi_io(1, 2_200_000_000, rc)?),
     ] {
         let (job, before) = three_passes(name, writes.clone())?;
-        benchmarks.push((name, job, before, pass_bytes(&writes)));
+        benchmarks.push((name, (job, before, pass_bytes(&writes))));
     }
-    let benchmark = |name: &str| {
-        // INVARIANT: the sweep's xs are the benchmarks' names.
-        benchmarks
-            .iter()
-            .find(|b| b.0 == name)
-            .expect("a benchmark of the sweep")
-    };
     // The LiU buffer per data node, MiB; `None` is PVFS2 (no LiU).
     let mut systems = vec![None];
     systems.extend(buffers.map(Some));
@@ -776,7 +720,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         ],
     };
     let read = |r: &Sweep<Option<u64>, &str, RunResult>, buffer: Option<u64>, name: &&str| {
-        let (_, _, before, bytes) = benchmark(name);
+        let (_, before, bytes) = keyed(&benchmarks, name);
         phase_mb_s(&r.at(&buffer, name).jobs[0], *before, None, *bytes)
     };
     let larger = |name: &&str| paper.get(name).map_or(512, |v| v.1);
@@ -792,11 +736,12 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         systems,
         vec!["mpi-io-test", "ior-mpi-io"],
         |&buffer, name| {
-            Ok(Task {
-                cluster: cluster(rc, buffer.is_some(), buffer.map(|b| b * MIB)),
-                system: System::Baseline,
-                jobs: vec![benchmark(name).1.clone()],
-            })
+            let cluster = cluster(rc, buffer.is_some(), buffer.map(|b| b * MIB));
+            task(
+                cluster,
+                System::Baseline,
+                Ok(keyed(&benchmarks, name).0.clone()),
+            )
         },
     )
     .paper_findings(
@@ -821,24 +766,22 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         "Read throughput of the measured pass (MB/s)",
         vec!["mpi-io-test", "ior-mpi-io"],
         |t| {
-            let t = t
-                .col("benchmark", |_, name: &&str| name.to_string())
-                .col("PVFS2", move |r, name| mb_s(read(r, None, name)));
-            buffers.iter().fold(t, |t, &b| {
-                t.col(format!("LiU {b} MiB"), move |r, name| {
-                    mb_s(read(r, Some(b), name))
-                })
-            })
+            t.col("benchmark", |_, name: &&str| name.to_string())
+                .col("PVFS2", move |r, name| mb_s(read(r, None, name)))
+                .each(
+                    buffers,
+                    |b| format!("LiU {b} MiB"),
+                    move |r, name, b| mb_s(read(r, Some(b), name)),
+                )
         },
     )
-    .plot(
-        log2_line_plot(
+    .log2_lines(
+        [
             "buffer",
             "Read throughput vs LiU buffer size",
             "LiU buffer per data node (MiB)",
             "read throughput, measured pass (MB/s)",
-            Vec::new(),
-        ),
+        ],
         |s| {
             ["mpi-io-test", "ior-mpi-io"]
                 .into_iter()

@@ -7,7 +7,8 @@
 //! IOR job, the cluster, the stream trace); the figures are in `sweeps`
 //! (declared as data: Fig. 2, 9, 14, Table 1), `traced` (Fig. 5/6, 10, 13:
 //! stream traces and ablations; Fig. 10 declared, its ablation one more
-//! system) and `limited` (Fig. 11, 12: a limited SSD).
+//! system) and `limited` (Fig. 11, 12: a limited SSD, declared, their
+//! ablations more systems or a part beside the figure).
 
 use super::figure::{Columns, Sweep};
 use super::*;
@@ -195,9 +196,6 @@ pub(super) fn stream_trace(r: &RunResult) -> [String; 5] {
         pct(mean(&|s| f64::from(u8::from(s.buffered)))),
     ]
 }
-
-/// The results of a sweep of cluster runs over `X`, by system.
-pub(super) type Runs<X> = Sweep<System, X, RunResult>;
 
 /// The headers of [`stream_trace`]'s five values.
 const STREAM_TRACE_HEADERS: [&str; 5] = [

@@ -1,174 +1,132 @@
 //! BBOS Fig. 5 and §VI-B: throughput and latency of DataWarp, MaxBW,
-//! MaxEff and BBOS, and the largest load each scheme serves (by bisection
-//! on the job count).
+//! MaxEff and BBOS (declared, [`Figure`]), and the largest load each
+//! scheme serves (by bisection on the job count: custom, as each run's
+//! job count depends on the one before).
 
 use super::*;
+use crate::experiments::figure::{Figure, Sweep};
+
+/// Mean throughput, mean and max latency, and mean time stalled on a
+/// full tier of a run's measured checkpoints.
+fn fig5_stats(r: &CkptResult) -> [f64; 4] {
+    let ios = measured(r, PERIOD_S);
+    [
+        mean(&ios, IoRecord::throughput),
+        mean(&ios, IoRecord::latency_s),
+        ios.iter().map(|io| io.latency_s()).fold(0.0, f64::max),
+        mean(&ios, |io| io.stalled_s),
+    ]
+}
 
 /// Fig. 5: throughput and latency of DataWarp, MaxBW, MaxEff and BBOS.
 pub fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
-    let mut cases: Vec<(Scheme, f64, Congestion)> = Vec::new();
-    for c in Congestion::ALL {
-        cases.push((Scheme::DataWarp, 1.0, c));
-        for k in [1.3, 1.6, 1.9] {
-            for s in [Scheme::MaxBw, Scheme::MaxEff, Scheme::Bbos] {
-                cases.push((s, k, c));
-            }
-        }
-    }
-    let configs: Vec<CkptConfig> = cases
+    use Scheme::{Bbos, DataWarp, MaxBw, MaxEff};
+    let schemes = [DataWarp, MaxBw, MaxEff, Bbos];
+    // (arrivals, DWPP × S): DataWarp runs at 1.0 S only, the others above.
+    let xs: Vec<(Congestion, f64)> = Congestion::ALL
+        .into_iter()
+        .flat_map(|c| [1.0, 1.3, 1.6, 1.9].map(|k| (c, k)))
+        .collect();
+    let runs = |s: &Scheme, &(_, k): &(Congestion, f64)| (*s == DataWarp) == (k == 1.0);
+    let rows: Vec<(Scheme, (Congestion, f64))> = xs
         .iter()
-        .map(|&(s, k, c)| {
-            // Dedicated allocation never grants more than S.
-            let n = if !s.oversubscribes() {
-                S / CKPT
-            } else {
-                jobs_for(k)
-            };
-            config(s, jobs(n, PERIOD_S, c, |_| HOUR_S), PERIOD_S, 1)
+        .flat_map(|&x| {
+            schemes
+                .into_iter()
+                .filter(move |s| runs(s, &x))
+                .map(move |s| (s, x))
         })
         .collect();
-    let results = run_all(&configs, rc)?;
-    let mut rows = Vec::new();
-    let mut tput: Vec<Series> = Vec::new();
-    let mut lat: Vec<Series> = Vec::new();
-    let mut categories: Vec<String> = Vec::new();
-    // (scheme, DWPP, arrivals) -> (mean GB/s, mean latency, max latency) as in the table.
-    let mut cells: Vec<((Scheme, String, Congestion), [String; 3])> = Vec::new();
-    for (&(s, k, c), r) in cases.iter().zip(&results) {
-        let ios = measured(r, PERIOD_S);
-        let t = mean(&ios, IoRecord::throughput);
-        let l = mean(&ios, IoRecord::latency_s);
-        let max = ios.iter().map(|io| io.latency_s()).fold(0.0, f64::max);
-        let stalled = mean(&ios, |io| io.stalled_s);
-        cells.push(((s, format!("{k:.1} S"), c), [gb_s(t), secs(l), secs(max)]));
-        rows.push(vec![
-            c.name().into(),
-            format!("{k:.1} S"),
-            s.name().into(),
-            gb_s(t),
-            secs(l),
-            secs(max),
-            format!("{stalled:.1}"),
-            r.unfinished.to_string(),
-        ]);
-        let category = format!("{} {k:.1}S", c.name());
-        let x = match categories.iter().position(|x| *x == category) {
-            Some(x) => x,
-            None => {
-                categories.push(category);
-                categories.len() - 1
-            }
-        };
-        for (series, y) in [(&mut tput, t / 1e9), (&mut lat, l)] {
-            match series.iter_mut().find(|x| x.name == s.name()) {
-                Some(se) => se.points.push((x as f64, y)),
-                None => series.push(Series {
-                    name: s.name().into(),
-                    points: vec![(x as f64, y)],
-                }),
-            }
-        }
-    }
-    let cell = |s: Scheme, k: &str, c: Congestion, i: usize| -> String {
-        cells
-            .iter()
-            .find(|((s2, k2, c2), _)| *s2 == s && k2 == k && *c2 == c)
-            .map_or("-".into(), |(_, v)| v[i].clone())
-    };
-    // Each finding sets two cells (scheme, DWPP, arrivals, column: 0 mean
-    // GB/s, 1 mean latency, 2 max latency) side by side.
-    type Cell = (Scheme, &'static str, Congestion, usize);
-    let pair = |what: &str, paper: &str, a: Cell, b: Cell| {
-        Finding::new(
-            what,
-            paper,
-            format!(
-                "{} / {}",
-                cell(a.0, a.1, a.2, a.3),
-                cell(b.0, b.1, b.2, b.3)
-            ),
-        )
+    // A cell of the table: 0 mean GB/s, 1 mean latency, 2 max latency.
+    let cell = |r: &Sweep<Scheme, (Congestion, f64), CkptResult>, s, c, k, i: usize| {
+        let stats = fig5_stats(r.at(&s, &(c, k)));
+        [gb_s(stats[0]), secs(stats[1]), secs(stats[2])][i].clone()
     };
     let high = Congestion::High;
-    let headline = vec![
-        pair(
+    // Each finding sets two cells (scheme, DWPP, arrivals, column) side by side.
+    let pairs = [
+        (
             "DataWarp 1.0 S, Low / High arrivals (mean GB/s)",
             "high under Low, the lowest under High",
-            (Scheme::DataWarp, "1.0 S", Congestion::Low, 0),
-            (Scheme::DataWarp, "1.0 S", high, 0),
+            [
+                (DataWarp, Congestion::Low, 1.0, 0),
+                (DataWarp, high, 1.0, 0),
+            ],
         ),
-        pair(
+        (
             "MaxBW 1.9 S High, mean / max latency (s)",
             "max far above mean",
-            (Scheme::MaxBw, "1.9 S", high, 1),
-            (Scheme::MaxBw, "1.9 S", high, 2),
+            [(MaxBw, high, 1.9, 1), (MaxBw, high, 1.9, 2)],
         ),
-        pair(
+        (
             "BBOS / MaxEff 1.9 S High, mean latency (s)",
             "BBOS lower",
-            (Scheme::Bbos, "1.9 S", high, 1),
-            (Scheme::MaxEff, "1.9 S", high, 1),
+            [(Bbos, high, 1.9, 1), (MaxEff, high, 1.9, 1)],
         ),
-        pair(
+        (
             "MaxEff / BBOS 1.9 S High, mean GB/s",
             "MaxEff the lowest of the over-subscribed schemes",
-            (Scheme::MaxEff, "1.9 S", high, 0),
-            (Scheme::Bbos, "1.9 S", high, 0),
+            [(MaxEff, high, 1.9, 0), (Bbos, high, 1.9, 0)],
         ),
     ];
-    Ok(Report {
-        experiment: FIG5.name.into(),
-        title: "BBOS Fig. 5: checkpoint throughput and latency, DataWarp / MaxBW / MaxEff / BBOS, DWPP 1.0-1.9 S, Low/Med/High".into(),
-        headline,
-        paper: "DataWarp (1.0 S only): high throughput under Low, the lowest under High (jobs overlap), \
-                latency similar to BBOS. MaxBW: the highest throughput when nothing waits (Low; Med at \
-                1.3 S), but at Med/High from 1.6 S jobs stop for space and latency and its variance grow \
-                (max far above mean). MaxEff: the lowest throughput of the over-subscribed schemes and, at \
-                large DWPP, higher latency than BBOS. BBOS: throughput between, lower latency than MaxEff \
-                and no explosion of the wait."
-            .into(),
-        parameters: parameters(&[(
+    let categories = xs.iter().map(|(c, k)| format!("{} {k:.1}S", c.name()));
+    let axis = "arrivals (Low/Med/High) and data written per period (DWPP, × S)";
+    Figure::new(
+        "BBOS Fig. 5: checkpoint throughput and latency, DataWarp / MaxBW / MaxEff / BBOS, DWPP 1.0-1.9 S, Low/Med/High",
+        "DataWarp (1.0 S only): high throughput under Low, the lowest under High (jobs overlap), \
+         latency similar to BBOS. MaxBW: the highest throughput when nothing waits (Low; Med at \
+         1.3 S), but at Med/High from 1.6 S jobs stop for space and latency and its variance grow \
+         (max far above mean). MaxEff: the lowest throughput of the over-subscribed schemes and, at \
+         large DWPP, higher latency than BBOS. BBOS: throughput between, lower latency than MaxEff \
+         and no explosion of the wait.",
+        parameters(&[(
             "jobs",
             "DataWarp 27 (≤ S); others 36 / 44 / 52 for 1.3 / 1.6 / 1.9 S".into(),
         )]),
-        tables: vec![Table {
-            title: "Checkpoint throughput (execution) and latency (arrival to completion)".into(),
-            headers: [
-                "arrivals",
-                "DWPP",
-                "scheme",
-                "mean GB/s",
-                "mean latency s",
-                "max latency s",
-                "mean s stalled on a full tier",
-                "unfinished",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }],
-        plots: vec![
-            bar_plot(
-                &format!("{}-throughput", FIG5.name),
-                "BBOS Fig. 5(a): mean checkpoint throughput",
-                "arrivals (Low/Med/High) and data written per period (DWPP, × S)",
-                "mean checkpoint throughput (GB/s)",
-                categories.clone(),
-                tput,
-            ),
-            bar_plot(
-                &format!("{}-latency", FIG5.name),
-                "BBOS Fig. 5(b): mean checkpoint latency",
-                "arrivals (Low/Med/High) and data written per period (DWPP, × S)",
-                "mean checkpoint latency (s)",
-                categories,
-                lat,
-            ),
-        ],
-        notes: vec![],
-        events: events(&results),
-        checks: Vec::new(),
+        schemes.to_vec(),
+        xs.clone(),
+        |&s, &(c, k)| {
+            // Dedicated allocation never grants more than S.
+            let n = if !s.oversubscribes() { S / CKPT } else { jobs_for(k) };
+            Ok(config(s, jobs(n, PERIOD_S, c, |_| HOUR_S), PERIOD_S, 1))
+        },
+    )
+    .only(runs)
+    .headline(move |r| {
+        pairs
+            .iter()
+            .map(|&(what, paper, [a, b])| {
+                let sim = format!("{} / {}", cell(r, a.0, a.1, a.2, a.3), cell(r, b.0, b.1, b.2, b.3));
+                Finding::new(what, paper, sim)
+            })
+            .collect()
     })
+    .table(
+        "Checkpoint throughput (execution) and latency (arrival to completion)",
+        rows,
+        |t| {
+            let stats = |r: &Sweep<_, _, _>, (s, x): &(Scheme, (Congestion, f64))| fig5_stats(r.at(s, x));
+            t.col("arrivals", |_, (_, (c, _)): &(Scheme, (Congestion, f64))| c.name().into())
+                .col("DWPP", |_, (_, (_, k))| format!("{k:.1} S"))
+                .col("scheme", |_, (s, _)| s.name().into())
+                .col("mean GB/s", move |r, row| gb_s(stats(r, row)[0]))
+                .col("mean latency s", move |r, row| secs(stats(r, row)[1]))
+                .col("max latency s", move |r, row| secs(stats(r, row)[2]))
+                .col("mean s stalled on a full tier", move |r, row| format!("{:.1}", stats(r, row)[3]))
+                .col("unfinished", |r, (s, x)| r.at(s, x).unfinished.to_string())
+        },
+    )
+    .bars(
+        ["throughput", "BBOS Fig. 5(a): mean checkpoint throughput", axis, "mean checkpoint throughput (GB/s)"],
+        categories.clone(),
+        |s| s.per_system(&schemes, |s| s.name().into(), |i, _| i as f64, |r| fig5_stats(r)[0] / 1e9),
+    )
+    .bars(
+        ["latency", "BBOS Fig. 5(b): mean checkpoint latency", axis, "mean checkpoint latency (s)"],
+        categories,
+        |s| s.per_system(&schemes, |s| s.name().into(), |i, _| i as f64, |r| fig5_stats(r)[1]),
+    )
+    .report(FIG5.name, rc)
 }
 
 /// Largest number of jobs served per period, by bisection on the job

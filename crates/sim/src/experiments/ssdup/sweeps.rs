@@ -5,7 +5,7 @@
 //! sluice's own policy cost that `sluice sim run ssdup-table1` prints.
 
 use super::*;
-use crate::experiments::figure::{pairs, Figure, Paper};
+use crate::experiments::figure::{keyed, pairs, Figure, Paper};
 
 /// Fig. 2: the baseline alone, one IOR pattern per series.
 pub(super) fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
@@ -13,20 +13,19 @@ pub(super) fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
     let procs = vec![4u32, 8, 16, 32, 64, 128];
     let paper = Paper {
         source: "seed 002 Fig. 2 and its text",
-        values: vec![
-            ((Contiguous, 16), 218.0),
-            ((Contiguous, 32), 218.0),
-            ((Contiguous, 128), 150.0),
-            ((Strided, 16), 164.0),
-            ((Strided, 32), 164.0),
-            ((Strided, 128), 107.0),
-            ((Random, 4), 95.0),
-            ((Random, 8), 95.0),
-            ((Random, 16), 95.0),
-            ((Random, 32), 95.0),
-            ((Random, 64), 95.0),
-            ((Random, 128), 95.0),
-        ],
+        values: [
+            (Contiguous, [218.0, 218.0, 150.0]),
+            (Strided, [164.0, 164.0, 107.0]),
+        ]
+        .into_iter()
+        .flat_map(|(p, v)| {
+            [16, 32, 128]
+                .into_iter()
+                .zip(v)
+                .map(move |(n, v)| ((p, n), v))
+        })
+        .chain(procs.iter().map(|&n| ((Random, n), 95.0)))
+        .collect(),
     };
     let tput = |r: &RunResult| r.jobs[0].throughput_mb_s();
     Figure::new(
@@ -44,11 +43,11 @@ pub(super) fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
         IorPattern::ALL.to_vec(),
         procs.clone(),
         |&pattern, &n| {
-            Ok(Task {
-                cluster: base_cluster(rc),
-                system: System::Baseline,
-                jobs: vec![ior(pattern, 1, n, 16 * GIB, rc)?],
-            })
+            task(
+                base_cluster(rc),
+                System::Baseline,
+                ior(pattern, 1, n, 16 * GIB, rc),
+            )
         },
     )
     .paper_findings(
@@ -75,48 +74,36 @@ pub(super) fn fig2(rc: &RunConfig) -> Result<Report, SimError> {
             t.col("pattern", |_, (p, _)| p.name().to_string())
                 .col("processes", |_, (_, n)| n.to_string())
                 .col("sim MB/s", |r, (p, n)| mb_s(tput(r.at(p, n))))
-                .col("paper MB/s", |_, k| paper_or_dash(paper.get(k).copied()))
+                .col("paper MB/s", |_, k| paper.shown(k))
                 .col("HDD merges", |r, (p, n)| {
                     r.at(p, n).hdd_requests_merged.to_string()
                 })
         },
     )
-    .plot(
-        log2_line_plot(
+    .log2_lines(
+        [
             "throughput",
             "Baseline throughput vs processes",
             "MPI processes",
             "throughput (MB/s)",
-            Vec::new(),
-        ),
-        |s| {
-            s.per_system(
-                &IorPattern::ALL,
-                |p| p.name().to_string(),
-                |_, &n| f64::from(n),
-                tput,
-            )
-        },
+        ],
+        |s| s.over_x(&IorPattern::ALL, tput),
     )
     .report(FIG2.name, rc)
 }
 
 /// Fig. 9: every system, 8-512 processes, an SSD that holds everything.
 pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
-    use System::{Baseline, BurstBuffer, SluiceCost, Ssdup, SsdupPlus};
+    use System::{BurstBuffer, SluiceCost, Ssdup, SsdupPlus};
     let procs = vec![8u32, 16, 32, 64, 128, 256, 512];
     // SSDUP+'s share of the data sent to the SSD.
     let paper = Paper {
         source: "seed 002 Fig. 9 and its text",
-        values: vec![
-            (8, 25.0),
-            (16, 25.0),
-            (32, 25.0),
-            (64, 40.0),
-            (128, 66.0),
-            (256, 84.5),
-            (512, 97.0),
-        ],
+        values: procs
+            .iter()
+            .copied()
+            .zip([25.0, 25.0, 25.0, 40.0, 66.0, 84.5, 97.0])
+            .collect(),
     };
     let tput = |r: &RunResult| r.jobs[0].throughput_mb_s();
     let to_ssd = |r: &RunResult| r.fast_fraction();
@@ -141,13 +128,7 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         ),
         System::ALL.to_vec(),
         procs.clone(),
-        |&system, &n| {
-            Ok(Task {
-                cluster: base_cluster(rc),
-                system,
-                jobs: vec![three_sets(n, rc)?],
-            })
-        },
+        |&system, &n| task(base_cluster(rc), system, three_sets(n, rc)),
     )
     .paper_findings(
         &paper,
@@ -157,42 +138,39 @@ pub(super) fn fig9(rc: &RunConfig) -> Result<Report, SimError> {
         |r, n| pct(to_ssd(r.at(&SsdupPlus, n))),
     )
     .claim("SSDUP sends more to the SSD than SSDUP+ at 64-512 processes", |r| {
-        [64, 128, 256, 512]
-            .iter()
-            .all(|n| to_ssd(r.at(&Ssdup, n)) > to_ssd(r.at(&SsdupPlus, n)))
+        [64, 128, 256, 512].iter().all(|n| to_ssd(r.at(&Ssdup, n)) > to_ssd(r.at(&SsdupPlus, n)))
     })
     .claim("OrangeFS rises to 32 processes, then declines", |r| {
-        let at = |n: u32| tput(r.at(&Baseline, &n));
+        let at = |n: u32| tput(r.at(&System::Baseline, &n));
         at(32) > at(8) && at(512) < at(32)
     })
     .table("Throughput (MB/s) and share of data sent to the SSD", procs, |t| {
-        let mut t = t.col("processes", |_, n: &u32| n.to_string());
-        for system in System::ALL {
-            t = t.col(system.name(), move |r, n| mb_s(tput(r.at(&system, n))));
-        }
-        let vs_bb = |s| move |r: &Runs<u32>, n: &u32| {
-            pct(tput(r.at(&s, n)) / tput(r.at(&BurstBuffer, n)) - 1.0)
-        };
-        t.col("SSDUP to SSD", |r, n| pct(to_ssd(r.at(&Ssdup, n))))
-            .col("SSDUP+ to SSD", |r, n| pct(to_ssd(r.at(&SsdupPlus, n))))
-            .col("sluice to SSD", |r, n| pct(to_ssd(r.at(&SluiceCost, n))))
-            .col("paper SSDUP+ to SSD", |_, n| format!("{}%", paper_or_dash(paper.get(n).copied())))
-            .col("SSDUP+ vs BB", vs_bb(SsdupPlus))
-            .col("sluice vs BB", vs_bb(SluiceCost))
+        t.col("processes", |_, n: &u32| n.to_string())
+            .each(System::ALL, |s| s.name().into(), move |r, n, s| mb_s(tput(r.at(&s, n))))
+            .each(
+                [Ssdup, SsdupPlus, SluiceCost],
+                |s| format!("{} to SSD", s.name()),
+                move |r, n, s| pct(to_ssd(r.at(&s, n))),
+            )
+            .col("paper SSDUP+ to SSD", |_, n| format!("{}%", paper.shown(n)))
+            .each(
+                [SsdupPlus, SluiceCost],
+                |s| format!("{} vs BB", s.name()),
+                move |r, n, s| pct(tput(r.at(&s, n)) / tput(r.at(&BurstBuffer, n)) - 1.0),
+            )
     })
-    .plot(
-        log2_line_plot("throughput", "Throughput vs processes", "MPI processes", "throughput (MB/s)", Vec::new()),
-        |s| s.per_system(&System::ALL, |s| s.name().into(), |_, &n| f64::from(n), tput),
+    .log2_lines(
+        ["throughput", "Throughput vs processes", "MPI processes", "throughput (MB/s)"],
+        |s| s.over_x(&System::ALL, tput),
     )
-    .plot(
-        log2_line_plot(
+    .log2_lines(
+        [
             "ssd-share",
             "Share of data sent to the SSD",
             "MPI processes",
             "data sent to the SSD (% of bytes)",
-            Vec::new(),
-        ),
-        |s| s.per_system(&System::ALL, |s| s.name().into(), |_, &n| f64::from(n), |r| to_ssd(r) * 100.0),
+        ],
+        |s| s.over_x(&System::ALL, move |r| to_ssd(r) * 100.0),
     )
     .report(FIG9.name, rc)
 }
@@ -215,11 +193,7 @@ pub(super) fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
     };
     let tput = |r: &RunResult| r.aggregate_mb_s();
     let to_ssd = |r: &RunResult| r.fast_fraction();
-    let paper_pct = |system: System, n: u32| {
-        paper
-            .get(&(system, n))
-            .map_or("-".into(), |v| format!("{v}%"))
-    };
+    let paper_pct = |s, n| paper.get(&(s, n)).map_or("-".into(), |v| format!("{v}%"));
     let trace_rows: Vec<(u32, System)> = procs
         .iter()
         .flat_map(|&n| [(n, Ssdup), (n, SsdupPlus)])
@@ -269,28 +243,28 @@ pub(super) fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
         to_ssd(r.at(&SsdupPlus, &32)) < to_ssd(r.at(&Ssdup, &32))
     })
     .table("Aggregate throughput (MB/s) and share of data sent to the SSD", procs, |t| {
-        let mut t = t.col("processes", |_, n: &u32| n.to_string());
-        for system in System::ALL {
-            t = t.col(system.name(), move |r, n| mb_s(tput(r.at(&system, n))));
-        }
-        t.col("SSDUP+ to SSD", |r, n| pct(to_ssd(r.at(&SsdupPlus, n))))
+        t.col("processes", |_, n: &u32| n.to_string())
+            .each(System::ALL, |s| s.name().into(), move |r, n, s| mb_s(tput(r.at(&s, n))))
+            .col("SSDUP+ to SSD", |r, n| pct(to_ssd(r.at(&SsdupPlus, n))))
             .col("paper SSDUP+", |_, &n| paper_pct(SsdupPlus, n))
             .col("SSDUP to SSD", |r, n| pct(to_ssd(r.at(&Ssdup, n))))
             .col("paper SSDUP", |_, &n| paper_pct(Ssdup, n))
             .col("sluice to SSD", |r, n| pct(to_ssd(r.at(&System::SluiceCost, n))))
     })
     .table("The detector's streams (all I/O nodes)", trace_rows, |t| {
-        stream_trace_columns(t.col("processes", |_, (n, _)| n.to_string()).col("system", |_, (_, s)| s.name().into()), |r, (n, s)| stream_trace(r.at(s, n)))
+        let t = t.col("processes", |_, (n, _)| n.to_string());
+        stream_trace_columns(t.col("system", |_, (_, s)| s.name().into()), |r, (n, s)| {
+            stream_trace(r.at(s, n))
+        })
     })
-    .plot(
-        log2_line_plot(
+    .log2_lines(
+        [
             "tile-io",
             "MPI-Tile-IO throughput vs processes",
             "MPI processes",
             "aggregate throughput (MB/s)",
-            Vec::new(),
-        ),
-        |s| s.per_system(&System::ALL, |s| s.name().into(), |_, &n| f64::from(n), tput),
+        ],
+        |s| s.over_x(&System::ALL, tput),
     )
     .report(FIG14.name, rc)
 }
@@ -298,6 +272,7 @@ pub(super) fn fig14(rc: &RunConfig) -> Result<Report, SimError> {
 /// Table 1: run time of 2 GB in 32-512 KiB requests, everything grouped
 /// and indexed; the paper's grouping and index cost beside it.
 pub(super) fn table1(rc: &RunConfig) -> Result<Report, SimError> {
+    use System::BurstBuffer;
     let sizes = vec![32u64, 64, 128, 256, 512];
     // One data size for every row: a multiple of the largest request unit.
     let bytes = scaled(2 * GIB, rc.scale, 16 * 512 * KIB);
@@ -312,15 +287,14 @@ pub(super) fn table1(rc: &RunConfig) -> Result<Report, SimError> {
             (512, (11.9, 6.1, 9.5)),
         ],
     };
-    // INVARIANT: every row's request size has a paper value.
-    let paper_of = |kib: &u64| *paper.get(kib).expect("Table 1 has every request size");
+    let paper_of = |kib: &u64| *keyed(&paper.values, kib);
     let run_time = |r: &RunResult| format!("{:.2} s", r.jobs[0].seconds());
     Figure::new(
         "Table 1: grouping + index cost against run time (2 GB segmented-random, all to SSD)",
         "Group + AVL cost is 0.79% of the run time at 32 KB requests and 0.13% at 512 KB; about 1.9 us \
          per request at 32 KB.",
         parameters(rc, &[("system", "OrangeFS-BB (every request grouped and indexed)".into())]),
-        vec![System::BurstBuffer],
+        vec![BurstBuffer],
         sizes.clone(),
         |&system, &kib| {
             let job = Ior {
@@ -332,14 +306,9 @@ pub(super) fn table1(rc: &RunConfig) -> Result<Report, SimError> {
                 seed: rc.seed,
             }
             .job("ior-seg-random")
-            .map_err(|e| SimError(e.to_string()))?;
-            let mut cluster = base_cluster(rc);
-            cluster.fast_bytes_per_server = 2 * GIB;
-            Ok(Task {
-                cluster,
-                system,
-                jobs: vec![job],
-            })
+            .map_err(|e| SimError(e.to_string()));
+            let cluster = ClusterConfig { fast_bytes_per_server: 2 * GIB, ..base_cluster(rc) };
+            task(cluster, system, job)
         },
     )
     .paper_findings(
@@ -347,18 +316,18 @@ pub(super) fn table1(rc: &RunConfig) -> Result<Report, SimError> {
         |kib| matches!(kib, 32 | 512),
         |kib| format!("run time of 2 GB in {kib} KiB requests"),
         |(total, _, _)| format!("{total} s"),
-        |r, kib| run_time(r.at(&System::BurstBuffer, kib)),
+        |r, kib| run_time(r.at(&BurstBuffer, kib)),
     )
     .claim("the run time falls from 32 KiB to 512 KiB requests", |r| {
-        let seconds = |kib: u64| r.at(&System::BurstBuffer, &kib).jobs[0].seconds();
+        let seconds = |kib: u64| r.at(&BurstBuffer, &kib).jobs[0].seconds();
         seconds(512) < seconds(32)
     })
     .table("Simulated run time and the paper's cost per request", sizes, |t| {
         t.col("request", |_, kib: &u64| format!("{kib} KiB"))
             .col("requests", |r, kib| {
-                (r.at(&System::BurstBuffer, kib).bytes_written / (kib * KIB)).to_string()
+                (r.at(&BurstBuffer, kib).bytes_written / (kib * KIB)).to_string()
             })
-            .col("sim run time", |r, kib| run_time(r.at(&System::BurstBuffer, kib)))
+            .col("sim run time", |r, kib| run_time(r.at(&BurstBuffer, kib)))
             .col("paper run time", |_, kib| format!("{} s", paper_of(kib).0))
             .col("paper ns/request", |_, kib| {
                 let (_, group, avl) = paper_of(kib);

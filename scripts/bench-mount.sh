@@ -136,7 +136,7 @@ for ((run = 1; run <= RUNS; run++)); do
                     await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
                     ;;
-                sluice-*)
+                sluice | sluice-*)
                     policy=()
                     [ "$sys" = sluice ] && policy=(--policy ssdup+)
                     [ "$sys" = sluice-fast-all ] && policy=(--policy fast-all)
@@ -153,6 +153,7 @@ for ((run = 1; run <= RUNS; run++)); do
                     await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
                     ;;
+                *) die "no way to run system $sys" ;;
             esac
             sync
             read -ra opts <<<"$(fio_args "$row")"
@@ -192,6 +193,7 @@ echo "== done in ${elapsed} s; fio JSON and logs in $RESULTS" >&2
 # --- the table -------------------------------------------------------------------
 meta=$RESULTS/meta.md
 cmd="SIZE=$SIZE RUNS=$RUNS BENCH_DIR=$BENCH_DIR"
+[ -n "${SLUICE_CONFIG:-}" ] && cmd+=" SLUICE_CONFIG=$SLUICE_CONFIG"
 [ "$SYSTEMS" = "raw mergerfs sluice-default sluice sluice-fast-all" ] || cmd+=" SYSTEMS=\"$SYSTEMS\""
 cmd+=" scripts/bench-mount.sh${ARGS[*]:+ ${ARGS[*]}}"
 commit=$(sluice_commit)
@@ -211,6 +213,10 @@ fstype=$(fs_summary "$BENCH_DIR")
         "\`sync\` before every run"
     echo "- raw dir: fio into a plain directory; mergerfs: \`mergerfs -o $MERGERFS_OPTS RAWDIR MNT\`;" \
         "sluice: \`sluice mount --fast F --capacity C [--policy ssdup+|fast-all] MNT\` (the defaults column without --policy: policy \`cost\`, consistency \`close-to-open\`, passthrough on; the no-passthrough column adds \`mount.passthrough = false\`), stopped with \`sluice unmount\` (drain) after each run"
+    if [ -n "${SLUICE_CONFIG:-}" ]; then
+        echo "- every sluice mount with \`--config $SLUICE_CONFIG\`:" \
+            "\`$(tr '\n' ' ' <"$SLUICE_CONFIG" | sed 's/ *$//')\`"
+    fi
     echo "- MB/s = 10^6 bytes/s, fio's \`write.bw_bytes\` summed over the jobs; the fsync at the end is inside fio's time"
     if [ ${#TROUBLE[@]} -gt 0 ]; then
         echo "- **trouble during the run:**"

@@ -2,6 +2,7 @@
 //! and settings worth a warning.
 
 use super::*;
+use sluice_policy::redirector::RedirectPolicy;
 
 /// A mount point must be a directory that is not a mount of a FUSE file
 /// system already: a dead one (its process was killed) needs
@@ -117,6 +118,33 @@ pub(super) fn unprofiled_cost(config: &Config) -> Option<String> {
                     .map_or_else(|| "CAPACITY_DIR".into(), |p| p.display().to_string())
             )
         })
+}
+
+/// Why `mount.passthrough` will serve no file of this mount, when the
+/// config alone says so (docs/fuse.md, "Passthrough"): the capacity tier
+/// must see every byte (an emulated device, LiU), or the redirect policy
+/// may buffer writes. For the mount's log, so an operator who profiled the
+/// capacity tier sees whether the measured seek keeps buffering possible.
+pub(super) fn passthrough_unused(config: &Config, policy: &RedirectPolicy) -> Option<String> {
+    if !config.mount.passthrough {
+        return None;
+    }
+    if config.capacity.device != Device::Posix || config.liu.enabled {
+        return Some(
+            "the capacity tier is emulated or read through LiU, which must see every byte"
+                .to_string(),
+        );
+    }
+    match policy {
+        RedirectPolicy::Cost(model) if model.may_buffer() => Some(format!(
+            "policy cost may buffer writes: policy.cost_seek {} µs is above (1 + \
+             cost_hysteresis) × cost_fast_request = {:.0} µs",
+            model.capacity_seek.as_micros(),
+            (1.0 + model.hysteresis) * model.fast_request.as_secs_f64() * 1e6
+        )),
+        p if p.may_route_fast() => Some(format!("policy {p} buffers writes")),
+        _ => None,
+    }
 }
 
 /// A metrics address other than loopback needs `metrics.public`: the

@@ -226,6 +226,9 @@ impl Mount {
             fast_lock = Some(FastTierLock::acquire(dir, mountpoint)?);
         }
         let engine_config = config.engine_config().map_err(invalid)?;
+        if let Some(why) = passthrough_unused(config, &engine_config.redirector.policy) {
+            tracing::info!("FUSE passthrough unused: {why}");
+        }
         let liu = tiers.liu;
         // BBOS first: its recovery must not race the engine's flusher for
         // nothing, and a bad catalogue should stop the mount early.
@@ -729,6 +732,24 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(unprofiled_cost(&hdd), None);
+    }
+
+    #[test]
+    fn the_log_says_why_passthrough_serves_no_file() {
+        let base = "[capacity]\npath = \"/srv/cap\"\n[fast]\npath = \"/srv/fast\"\n";
+        let why = |extra: &str| {
+            let config = Config::from_toml(&format!("{base}{extra}")).unwrap();
+            let policy = config.engine_config().unwrap().redirector.policy;
+            passthrough_unused(&config, &policy)
+        };
+        let unprofiled = why("").expect("the default cost_seek may buffer");
+        assert!(unprofiled.contains("5170 µs is above"), "{unprofiled}");
+        assert!(unprofiled.contains("= 90 µs"), "{unprofiled}");
+        assert_eq!(why("[policy]\ncost_seek = \"60us\"\n"), None);
+        assert_eq!(why("[policy]\nname = \"capacity-only\"\n"), None);
+        assert!(why("[policy]\nname = \"ssdup+\"\n").is_some());
+        assert!(why("[policy]\nname = \"capacity-only\"\n[liu]\nenabled = true\n").is_some());
+        assert_eq!(why("[mount]\npassthrough = false\n"), None, "not asked for");
     }
 
     #[test]

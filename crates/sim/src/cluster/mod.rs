@@ -44,7 +44,9 @@
 //! The simulation ends when the last process finishes: throughput is what
 //! the application sees, as in the paper; bytes still buffered are reported.
 //!
-//! Modules: `write` (placement, the dirty limit, the flush pipeline),
+//! Modules: `network` (the switch port, the I/O node's link and request
+//! threads), `system` (the five systems and `cost`'s device model),
+//! `write` (placement, the dirty limit, the flush pipeline),
 //! `read` (page cache with read-ahead, LiU), `disk` (device requests and
 //! completions, striping), `results` (what a run measured).
 //!
@@ -78,106 +80,20 @@ use crate::rng::SimRng;
 use crate::workload::{Job, Op};
 
 mod disk;
+mod network;
 mod read;
 mod results;
+mod system;
 mod write;
 
 use disk::*;
 use read::*;
 pub use results::*;
+pub use system::*;
 use write::*;
 
 const KIB: u64 = 1024;
 const GIB: u64 = 1024 * 1024 * 1024;
-
-/// The storage system an I/O node runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum System {
-    /// Unmodified OrangeFS: every write to the HDD.
-    Baseline,
-    /// OrangeFS-BB: every write to the SSD, one region.
-    BurstBuffer,
-    /// SSDUP: static water marks, two regions, immediate flush.
-    Ssdup,
-    /// SSDUP+: adaptive threshold, two regions, traffic-aware flush.
-    SsdupPlus,
-    /// sluice: policy `cost` with the simulated devices' model
-    /// ([`cost_model`]), two regions, traffic-aware flush (as SSDUP+).
-    SluiceCost,
-}
-
-impl System {
-    /// All five, in report order: the paper's four, then sluice.
-    pub const ALL: [System; 5] = [
-        System::Baseline,
-        System::BurstBuffer,
-        System::Ssdup,
-        System::SsdupPlus,
-        System::SluiceCost,
-    ];
-
-    /// Name in reports (the paper's names; `sluice` for sluice's own).
-    pub fn name(self) -> &'static str {
-        match self {
-            System::Baseline => "OrangeFS",
-            System::BurstBuffer => "OrangeFS-BB",
-            System::Ssdup => "SSDUP",
-            System::SsdupPlus => "SSDUP+",
-            System::SluiceCost => "sluice",
-        }
-    }
-
-    /// The placement policy of the system on `config`'s devices.
-    pub fn policy(self, config: &ClusterConfig) -> RedirectPolicy {
-        match self {
-            System::Baseline => RedirectPolicy::CapacityOnly,
-            System::BurstBuffer => RedirectPolicy::FastAll,
-            System::Ssdup => RedirectPolicy::ALL[2],
-            System::SsdupPlus => RedirectPolicy::SsdupPlus,
-            System::SluiceCost => RedirectPolicy::Cost(cost_model(&config.hdd, &config.ssd)),
-        }
-    }
-
-    /// Whether the flusher waits for the traffic-aware gate
-    /// ([`WriteBuffer::poll_flush`]); the others flush a full region at
-    /// once.
-    pub fn traffic_aware(self) -> bool {
-        matches!(self, System::SsdupPlus | System::SluiceCost)
-    }
-}
-
-/// The `cost` policy's model for these devices (docs/policy.md): `t_seek`
-/// is the HDD's short seek, a track-to-track seek plus half a revolution
-/// (seeks within one file are short; the mean rotational delay of the
-/// model's uniform rotation); `B_fast` and `t_fast` are the SSD's write
-/// bandwidth and per-request latency (one request is served by one
-/// channel). Hysteresis and evidence are the policy's defaults. The
-/// default devices give [`CostModel::EMULATED`]'s figures (5.17 ms,
-/// 250 MB/s, 60 µs).
-///
-/// A free function, not `CostModel::from_devices`: the policy crate owns
-/// `CostModel` and must not depend on the device models.
-pub fn cost_model(hdd: &HddConfig, ssd: &SsdConfig) -> CostModel {
-    let half_revolution_ms = if hdd.rpm == 0 {
-        0.0
-    } else {
-        30_000.0 / f64::from(hdd.rpm)
-    };
-    let seek_s = (hdd.seek_track_ms + half_revolution_ms) / 1e3;
-    CostModel {
-        // A device model out of range is refused by its own validation.
-        capacity_seek: Duration::try_from_secs_f64(seek_s).unwrap_or(Duration::ZERO),
-        fast_bytes_per_s: ssd.write_bytes_per_s,
-        fast_request: ssd.latency,
-        ..CostModel::EMULATED
-    }
-}
-
-impl fmt::Display for System {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Shape and parameters of the simulated cluster. Defaults follow the
 /// SSDUP+ testbed: 8 clients, 2 I/O nodes, Gigabit Ethernet, a 300 GB
@@ -698,36 +614,10 @@ impl<'a> Sim<'a> {
                 }
             }
             Event::AtSwitch { piece } => self.at_switch(now, piece),
-            Event::PortDone { server, generation } => {
-                let s = &mut self.servers[server as usize];
-                if generation == s.port_generation {
-                    if let Some(link) = s.shared_link.as_mut() {
-                        let done = link.advance(now);
-                        self.port_progress(now, server, done);
-                    }
-                }
-            }
-            Event::Retransmit { piece } => {
-                let server = self.pieces[piece as usize].server;
-                self.servers[server as usize].stalled -= 1;
-                self.at_switch(now, piece);
-            }
-            Event::AtServer { piece } => {
-                let server = self.pieces[piece as usize].server;
-                self.servers[server as usize].in_flight -= 1;
-                if self.config.server_threads > 0 {
-                    self.servers[server as usize].intake.push(piece);
-                    self.take_requests(now, server);
-                } else {
-                    self.at_server(now, piece);
-                }
-            }
-            Event::Handled { piece } => {
-                let server = self.pieces[piece as usize].server;
-                self.servers[server as usize].threads_busy -= 1;
-                self.at_server(now, piece);
-                self.take_requests(now, server);
-            }
+            Event::PortDone { server, generation } => self.port_done(now, server, generation),
+            Event::Retransmit { piece } => self.retransmit(now, piece),
+            Event::AtServer { piece } => self.at_server_port(now, piece),
+            Event::Handled { piece } => self.handled(now, piece),
             Event::SsdDone { piece } => self.acknowledge(now, piece),
             Event::Acked { piece } => {
                 let process = self.pieces[piece as usize].process;
@@ -771,63 +661,6 @@ impl<'a> Sim<'a> {
                 }
                 self.maybe_flush(now, server);
             }
-        }
-    }
-
-    /// `piece` reaches the switch port of its I/O node: it crosses the
-    /// node's link, unless it times out under incast
-    /// ([`ClusterConfig::incast`]) and is sent again one timeout later.
-    fn at_switch(&mut self, now: Time, piece: u32) {
-        let p = self.pieces[piece as usize];
-        let s = &mut self.servers[p.server as usize];
-        if let Some(incast) = self.config.incast {
-            let flows = u64::from(s.in_flight - s.stalled);
-            if s.incast_rng.unit() < incast.timeout_probability(flows) {
-                s.stalled += 1;
-                s.incast_timeouts += 1;
-                let again = now.saturating_add(incast.retransmit_timeout);
-                self.queue.schedule(again, Event::Retransmit { piece });
-                return;
-            }
-        }
-        if let Some(link) = s.shared_link.as_mut() {
-            let done = link.start(now, u64::from(piece), p.len);
-            return self.port_progress(now, p.server, done);
-        }
-        let arrival = s.link.transfer(now, p.len);
-        self.queue.schedule(arrival, Event::AtServer { piece });
-    }
-
-    /// Pieces that finished crossing `server`'s shared link travel on to
-    /// the node; the link's next finish is scheduled (the earlier one is
-    /// stale: the share changed).
-    fn port_progress(&mut self, now: Time, server: u32, done: Vec<(u64, Time)>) {
-        for (piece, arrival) in done {
-            let piece = piece as u32;
-            self.queue
-                .schedule(arrival.max(now), Event::AtServer { piece });
-        }
-        let s = &mut self.servers[server as usize];
-        s.port_generation += 1;
-        let generation = s.port_generation;
-        if let Some(finish) = s.shared_link.as_ref().and_then(SharedLink::next_finish) {
-            self.queue
-                .schedule(finish.max(now), Event::PortDone { server, generation });
-        }
-    }
-
-    /// Free server threads of `server` take pending requests, each a random
-    /// one ([`ClusterConfig::server_threads`]).
-    fn take_requests(&mut self, now: Time, server: u32) {
-        let threads = self.config.server_threads;
-        let busy_for = self.config.server_request_time;
-        let s = &mut self.servers[server as usize];
-        while s.threads_busy < threads && !s.intake.is_empty() {
-            let pick = s.intake_rng.below(s.intake.len() as u64) as usize;
-            let piece = s.intake.swap_remove(pick);
-            s.threads_busy += 1;
-            self.queue
-                .schedule(now.saturating_add(busy_for), Event::Handled { piece });
         }
     }
 

@@ -3,6 +3,9 @@
 //! rename carries the buffered bytes of the files under it, across a
 //! restart too.
 
+mod engine_support;
+
+use engine_support::small_engine;
 use std::sync::Arc;
 
 use sluice_engine::{Engine, EngineConfig};
@@ -11,21 +14,7 @@ use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
-    Engine::open(
-        Arc::clone(fast),
-        Arc::clone(capacity),
-        Arc::new(SystemClock::new()),
-        EngineConfig {
-            redirector: RedirectorConfig {
-                policy: RedirectPolicy::FastAll,
-                ..RedirectorConfig::default()
-            },
-            region_bytes: 1024 * 1024,
-            record_max_bytes: 64 * 1024,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
+    small_engine(fast, capacity, RedirectPolicy::FastAll)
 }
 
 fn backends() -> (Arc<dyn Backend>, Arc<dyn Backend>) {

@@ -3,32 +3,16 @@
 //! that changes nothing the engine would have done, and once the kernel
 //! writes a file the engine's syncs of it always sync its capacity file.
 
+mod engine_support;
+
+use engine_support::small_engine;
 use std::sync::Arc;
 
-use sluice_engine::{Engine, EngineConfig};
 use sluice_env::crash::CrashBackend;
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
-use sluice_env::{Backend, RelPath, SystemClock};
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
-
-fn engine(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>, policy: RedirectPolicy) -> Engine {
-    Engine::open(
-        Arc::clone(fast),
-        Arc::clone(capacity),
-        Arc::new(SystemClock::new()),
-        EngineConfig {
-            redirector: RedirectorConfig {
-                policy,
-                ..RedirectorConfig::default()
-            },
-            region_bytes: 1024 * 1024,
-            record_max_bytes: 64 * 1024,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
-}
+use sluice_env::{Backend, RelPath};
+use sluice_policy::redirector::RedirectPolicy;
 
 fn posix(dir: &tempfile::TempDir, name: &str) -> Arc<dyn Backend> {
     let root = dir.path().join(name);
@@ -46,14 +30,14 @@ fn a_file_with_buffered_bytes_is_not_passed_through_until_they_are_flushed() {
     let (fast, capacity) = (posix(&dir, "fast"), posix(&dir, "capacity"));
     let f = RelPath::new("f").unwrap();
     {
-        let e = engine(&fast, &capacity, RedirectPolicy::FastAll);
+        let e = small_engine(&fast, &capacity, RedirectPolicy::FastAll);
         let id = e.create(&f).unwrap();
         e.write(id, 0, b"in the log").unwrap();
         e.fsync(id).unwrap();
         assert_eq!(e.passthrough_file(id).map(|_| ()), None, "fast-all buffers");
         e.close();
     }
-    let e = engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    let e = small_engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
     let id = e.open_file(&f).unwrap();
     assert!(e.buffered_bytes() > 0, "recovered");
     assert!(e.passthrough_file(id).is_none(), "bytes still in the log");
@@ -78,7 +62,7 @@ fn only_a_policy_that_never_buffers_and_a_kernel_file_allow_it() {
         (RedirectPolicy::COST, false),
         (RedirectPolicy::SsdupPlus, false),
     ] {
-        let e = engine(&fast, &capacity, policy);
+        let e = small_engine(&fast, &capacity, policy);
         let id = e.open_file(&f).or_else(|_| e.create(&f)).unwrap();
         assert_eq!(e.passthrough_file(id).is_some(), allowed, "{policy}");
         e.release(id);
@@ -86,7 +70,7 @@ fn only_a_policy_that_never_buffers_and_a_kernel_file_allow_it() {
     }
     // A backend that is not a kernel file (in memory, emulated, LiU).
     let memory: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let e = engine(&fast, &memory, RedirectPolicy::CapacityOnly);
+    let e = small_engine(&fast, &memory, RedirectPolicy::CapacityOnly);
     let id = e.create(&f).unwrap();
     assert!(
         e.passthrough_file(id).is_none(),
@@ -102,7 +86,7 @@ fn kernel_writes_make_every_sync_of_the_file_sync_its_capacity_file() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let crash = Arc::new(CrashBackend::new());
     let capacity: Arc<dyn Backend> = Arc::clone(&crash) as Arc<dyn Backend>;
-    let e = engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    let e = small_engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
     let id = e.create(&RelPath::new("f").unwrap()).unwrap();
     e.write(id, 0, b"through the engine").unwrap();
     e.sync_file(id, false).unwrap();

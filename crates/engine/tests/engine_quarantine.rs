@@ -3,33 +3,21 @@
 //! file that was deleted, replaced or modified after it last ran; they are
 //! quarantined on the fast tier instead, listed and restorable.
 
+mod engine_support;
+
+use engine_support::small_engine;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sluice_engine::{
-    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, Engine, EngineConfig,
+    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, Engine,
 };
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, OpenOptions, RelPath, SetAttr, SystemClock, TimeSet};
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_env::{Backend, OpenOptions, RelPath, SetAttr, TimeSet};
+use sluice_policy::redirector::RedirectPolicy;
 
 fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
-    Engine::open(
-        Arc::clone(fast),
-        Arc::clone(capacity),
-        Arc::new(SystemClock::new()),
-        EngineConfig {
-            redirector: RedirectorConfig {
-                policy: RedirectPolicy::FastAll,
-                ..RedirectorConfig::default()
-            },
-            regions: 2,
-            region_bytes: 1024 * 1024,
-            record_max_bytes: 64 * 1024,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
+    small_engine(fast, capacity, RedirectPolicy::FastAll)
 }
 
 fn tiers() -> (Arc<dyn Backend>, Arc<dyn Backend>) {

@@ -5,6 +5,9 @@
 //! writes them again over another node's newer bytes; the logical size
 //! follows the capacity file when another node changes it.
 
+mod engine_support;
+
+use engine_support::small_engine;
 use std::sync::Arc;
 
 use sluice_engine::{Engine, EngineConfig};
@@ -13,21 +16,7 @@ use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 fn node(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
-    Engine::open(
-        Arc::clone(fast),
-        Arc::clone(capacity),
-        Arc::new(SystemClock::new()),
-        EngineConfig {
-            redirector: RedirectorConfig {
-                policy: RedirectPolicy::FastAll,
-                ..RedirectorConfig::default()
-            },
-            region_bytes: 1024 * 1024,
-            record_max_bytes: 64 * 1024,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
+    small_engine(fast, capacity, RedirectPolicy::FastAll)
 }
 
 fn capacity_bytes(capacity: &Arc<dyn Backend>, path: &RelPath) -> Vec<u8> {

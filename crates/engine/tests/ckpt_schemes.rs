@@ -121,8 +121,10 @@ fn demote_step(ck: &Checkpoints) -> bool {
 /// - between bursts (idle until every closed copy is demoted).
 ///
 /// Jobs admitted one at a time (as BBOS, MaxBW and MaxEff admit them) run
-/// one after the other; `admit_wait` is zero so that no wait this driver
-/// misjudged can hang on the manual clock: it would show as a spill.
+/// one after the other (DataWarp's run concurrently on the mount, but its
+/// grants, not timing, place them); a failing job restarts right after its
+/// checkpoint, as the load's do. `admit_wait` is zero so that no wait this
+/// driver misjudged can hang on the manual clock: it would show as a spill.
 fn run(scheme: Scheme, eviction: Eviction, dir: &Path) -> Arm {
     let fast = Arc::new(CrashBackend::new());
     let capacity = Arc::new(CrashBackend::new());

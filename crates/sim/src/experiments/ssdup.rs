@@ -142,17 +142,6 @@ pub(super) fn sluice_parameter(cluster: &ClusterConfig) -> (&'static str, String
     )
 }
 
-/// One empty plot series per system, named as in the paper.
-pub(super) fn series_per_system(systems: &[System]) -> Vec<Series> {
-    systems
-        .iter()
-        .map(|s| Series {
-            name: s.name().to_string(),
-            points: Vec::new(),
-        })
-        .collect()
-}
-
 /// Mean random percentage of the streams seen by I/O node 0.
 pub(super) fn mean_percentage(r: &RunResult) -> f64 {
     let ours: Vec<f64> = r
@@ -205,15 +194,6 @@ const STREAM_TRACE_HEADERS: [&str; 5] = [
     "streams above 0.45",
     "streams buffered",
 ];
-
-/// A table's headers: `first`, then [`stream_trace`]'s.
-pub(super) fn with_stream_trace(first: &[&str]) -> Vec<String> {
-    first
-        .iter()
-        .chain(&STREAM_TRACE_HEADERS)
-        .map(|h| h.to_string())
-        .collect()
-}
 
 /// [`stream_trace`]'s five columns; `trace` is the stream trace of the
 /// run a row shows.

@@ -2,12 +2,12 @@
 //! what moves them: Fig. 5/6 (random percentage after sorting, processes
 //! drifting apart), Fig. 10 (HDD queue depth, each set's throughput, a
 //! stream as long as the queue) and Fig. 13 (HPIO, each instance alone,
-//! drifting processes). Fig. 10 is declared (its ablation is one more
-//! system); Fig. 5/6 and 13 are not one systems × xs grid, so they build
-//! their tasks and tables themselves, on the shared runner.
+//! drifting processes). Fig. 10 and 13 are declared (an ablation, a run
+//! alone, is one more system); Fig. 5/6 builds its tasks and tables
+//! itself, on the shared runner.
 
 use super::*;
-use crate::experiments::figure::{Figure, Paper};
+use crate::experiments::figure::{keyed, Figure, Paper};
 use sluice_devices::link::IncastConfig;
 
 /// Fig. 5/6's server-thread ablation: threads per I/O node, and each
@@ -505,165 +505,179 @@ pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
     .report(FIG10.name, rc)
 }
 
+/// A run of Fig. 13 at one region size: both instances on a system, one
+/// instance alone on the baseline (for the random percentage of its own
+/// streams), or both with processes drifting apart (a larger mean client
+/// overhead between a process's requests, nothing else changed).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum HpioRun {
+    Both(System),
+    Alone(usize),
+    Drift(Duration, System),
+}
+
+/// Fig. 13: two HPIO instances at region sizes 32-256 KiB on every
+/// system, with each instance alone and the drift ablation beside them.
 pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
-    let sizes = [32u64, 64, 128, 256];
-    let mut tasks = Vec::new();
-    for &kib in &sizes {
-        let bytes = scaled(8 * GIB, rc.scale, 32 * kib * KIB);
-        let instance = |file: u64, contiguous: bool| {
-            Hpio::for_total_bytes(FileId(file), 32, kib * KIB, bytes, contiguous)
-                .and_then(|h| h.job(if contiguous { "hpio-c-c" } else { "hpio-c-nc" }))
-                .map_err(|e| SimError(e.to_string()))
-        };
-        let jobs = vec![instance(1, true)?, instance(2, false)?];
-        for system in System::ALL {
-            tasks.push(Task {
-                cluster: base_cluster(rc),
-                system,
-                jobs: jobs.clone(),
-            });
-        }
-        // Trace: each instance alone on the baseline, for the random
-        // percentage its own streams have.
-        for job in &jobs {
-            tasks.push(Task {
-                cluster: base_cluster(rc),
-                system: System::Baseline,
-                jobs: vec![job.clone()],
-            });
-        }
-        // Ablation: processes that drift apart (a larger mean client
-        // overhead between a process's requests), nothing else changed.
-        for overhead in DRIFT_OVERHEADS {
-            for system in [System::Ssdup, System::SsdupPlus] {
-                let mut cluster = base_cluster(rc);
-                cluster.client_overhead_mean = overhead;
-                tasks.push(Task {
-                    cluster,
-                    system,
-                    jobs: jobs.clone(),
-                });
-            }
-        }
-    }
-    let results = run_all(&tasks, rc)?;
-    // Every run of the experiment, ablations and traces included.
-    let all_events = events(&results);
-    let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
-    let systems = System::ALL.len();
-    let per_size = systems + 2 + 2 * DRIFT_OVERHEADS.len();
-    let mut trace_rows = Vec::new();
-    let mut drift_rows = Vec::new();
-    for (i, &kib) in sizes.iter().enumerate() {
-        let rs = &results[i * per_size..(i + 1) * per_size];
-        for (name, r) in [
-            ("c-c alone (OrangeFS)", &rs[systems]),
-            ("c-nc alone (OrangeFS)", &rs[systems + 1]),
-            ("both, SSDUP", &rs[2]),
-            ("both, SSDUP+", &rs[3]),
-        ] {
-            let mut row = vec![format!("{kib} KiB"), name.to_string()];
-            row.extend(stream_trace(r));
-            trace_rows.push(row);
-        }
-        for (d, overhead) in DRIFT_OVERHEADS.iter().enumerate() {
-            let (ssdup, plus) = (&rs[systems + 2 + 2 * d], &rs[systems + 3 + 2 * d]);
-            for (name, r) in [("SSDUP", ssdup), ("SSDUP+", plus)] {
-                let mut row = vec![
-                    format!("{kib} KiB"),
-                    format!("{} ms", overhead.as_millis()),
-                    name.to_string(),
-                    mb_s(r.aggregate_mb_s()),
-                    pct(r.fast_fraction()),
-                ];
-                row.extend(stream_trace(r));
-                drift_rows.push(row);
-            }
-        }
-    }
-    let results: Vec<RunResult> = results
-        .chunks(per_size)
-        .flat_map(|c| c[..systems].iter().cloned())
+    use HpioRun::{Alone, Both, Drift};
+    use System::{SluiceCost, Ssdup, SsdupPlus};
+    let sizes = vec![32u64, 64, 128, 256];
+    let drifted: Vec<(Duration, System)> = DRIFT_OVERHEADS
+        .into_iter()
+        .flat_map(|d| [(d, Ssdup), (d, SsdupPlus)])
         .collect();
-    let mut rows = Vec::new();
-    let mut tput = series_per_system(&System::ALL);
-    let mut headline = Vec::new();
-    for (i, &kib) in sizes.iter().enumerate() {
-        let rs = &results[i * systems..(i + 1) * systems];
-        let mut row = vec![format!("{kib} KiB")];
-        for (k, r) in rs.iter().enumerate() {
-            let t = r.aggregate_mb_s();
-            tput[k].points.push((i as f64, t));
-            row.push(mb_s(t));
-        }
-        let (ssdup, plus) = (&rs[2], &rs[3]);
-        headline.push(Finding::new(
-            format!("SSDUP+ vs SSDUP throughput, {kib} KiB regions"),
-            format!("-{}%", paper[i].0),
-            pct(plus.aggregate_mb_s() / ssdup.aggregate_mb_s() - 1.0),
-        ));
-        row.push(pct(plus.aggregate_mb_s() / ssdup.aggregate_mb_s() - 1.0));
-        row.push(format!("-{}%", paper[i].0));
-        row.push(pct(ssdup.fast_fraction()));
-        row.push(pct(plus.fast_fraction()));
-        row.push(format!("{}%", paper[i].1));
-        row.push(pct(rs[4].aggregate_mb_s() / ssdup.aggregate_mb_s() - 1.0));
-        row.push(pct(rs[4].fast_fraction()));
-        rows.push(row);
-    }
-    Ok(Report {
-        experiment: FIG13.name.into(),
-        title: "Fig. 13: HPIO, one contiguous (c-c) and one non-contiguous (c-nc) instance, 32 processes".into(),
-        headline,
-        paper: "OrangeFS-BB and SSDUP buffer 100% and perform alike; SSDUP+ is 2.84/5/5.2/1.4% below SSDUP \
-                and saves 17.39/16.07/13.6/19.86% of the SSD space for region sizes 32-256 KiB."
-            .into(),
-        parameters: parameters(
+    let runs = System::ALL
+        .map(Both)
+        .into_iter()
+        .chain([Alone(0), Alone(1)]);
+    let runs = runs
+        .chain(drifted.iter().map(|&(d, s)| Drift(d, s)))
+        .collect();
+    // SSDUP+ against SSDUP: throughput lost, SSD space saved (%).
+    let paper = [
+        (32, (2.84, 17.39)),
+        (64, (5.0, 16.07)),
+        (128, (5.2, 13.6)),
+        (256, (1.4, 19.86)),
+    ];
+    type R = Sweep<HpioRun, u64, RunResult>;
+    let tput = |r: &R, s, kib: &u64| r.at(&Both(s), kib).aggregate_mb_s();
+    let vs_ssdup = move |r: &R, s, kib: &u64| pct(tput(r, s, kib) / tput(r, Ssdup, kib) - 1.0);
+    let to_ssd = |r: &R, s, kib: &u64| pct(r.at(&Both(s), kib).fast_fraction());
+    let region = |kib: &u64| format!("{kib} KiB");
+    let traced = [
+        ("c-c alone (OrangeFS)", Alone(0)),
+        ("c-nc alone (OrangeFS)", Alone(1)),
+        ("both, SSDUP", Both(Ssdup)),
+        ("both, SSDUP+", Both(SsdupPlus)),
+    ];
+    let trace_rows: Vec<(u64, &str, HpioRun)> = sizes
+        .iter()
+        .flat_map(|&kib| traced.map(|(name, run)| (kib, name, run)))
+        .collect();
+    let drift_rows: Vec<(u64, Duration, System)> = sizes
+        .iter()
+        .flat_map(|&kib| drifted.iter().map(move |&(d, s)| (kib, d, s)))
+        .collect();
+    Figure::new(
+        "Fig. 13: HPIO, one contiguous (c-c) and one non-contiguous (c-nc) instance, \
+         32 processes",
+        "OrangeFS-BB and SSDUP buffer 100% and perform alike; SSDUP+ is 2.84/5/5.2/1.4% below \
+         SSDUP and saves 17.39/16.07/13.6/19.86% of the SSD space for region sizes 32-256 KiB.",
+        parameters(
             rc,
-            &[(
-                "workload",
-                "two concurrent HPIO instances of ~8 GB each (region spacing 0), 32 processes each".into(),
-            ), sluice_parameter(&base_cluster(rc))],
+            &[
+                (
+                    "workload",
+                    "two concurrent HPIO instances of ~8 GB each (region spacing 0), \
+                     32 processes each"
+                        .into(),
+                ),
+                sluice_parameter(&base_cluster(rc)),
+            ],
         ),
-        tables: vec![Table {
-            title: "Aggregate throughput (MB/s) and share of data sent to the SSD".into(),
-            headers: [
-                "region",
-                "OrangeFS",
-                "OrangeFS-BB",
-                "SSDUP",
-                "SSDUP+",
-                "sluice",
-                "SSDUP+ vs SSDUP",
-                "paper",
-                "SSDUP to SSD",
-                "SSDUP+ to SSD",
-                "paper: SSDUP+ saves",
-                "sluice vs SSDUP",
-                "sluice to SSD",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }, Table {
-            title: "The detector's streams (all I/O nodes)".into(),
-            headers: with_stream_trace(&["region", "run"]),
-            rows: trace_rows,
-        }, Table {
-            title: "Ablation: processes drifting apart (mean client overhead per request; default 0.2 ms)".into(),
-            headers: with_stream_trace(&["region", "client overhead", "system", "MB/s", "to SSD"]),
-            rows: drift_rows,
-        }],
-        plots: vec![bar_plot(
-            &format!("{}-hpio", FIG13.name),
+        runs,
+        sizes.clone(),
+        |&run, &kib| {
+            let bytes = scaled(8 * GIB, rc.scale, 32 * kib * KIB);
+            let instance = |file: u64, contiguous: bool| {
+                Hpio::for_total_bytes(FileId(file), 32, kib * KIB, bytes, contiguous)
+                    .and_then(|h| h.job(if contiguous { "hpio-c-c" } else { "hpio-c-nc" }))
+                    .map_err(|e| SimError(e.to_string()))
+            };
+            let jobs = vec![instance(1, true)?, instance(2, false)?];
+            let mut cluster = base_cluster(rc);
+            let (system, jobs) = match run {
+                Both(system) => (system, jobs),
+                Alone(i) => (System::Baseline, vec![jobs[i].clone()]),
+                Drift(overhead, system) => {
+                    cluster.client_overhead_mean = overhead;
+                    (system, jobs)
+                }
+            };
+            Ok(Task {
+                cluster,
+                system,
+                jobs,
+            })
+        },
+    )
+    .headline(move |r| {
+        paper
+            .iter()
+            .map(|(kib, (lost, _))| {
+                Finding::new(
+                    format!("SSDUP+ vs SSDUP throughput, {kib} KiB regions"),
+                    format!("-{lost}%"),
+                    vs_ssdup(r, SsdupPlus, kib),
+                )
+            })
+            .collect()
+    })
+    .table(
+        "Aggregate throughput (MB/s) and share of data sent to the SSD",
+        sizes.clone(),
+        |t| {
+            t.col("region", move |_, kib| region(kib))
+                .each(
+                    System::ALL,
+                    |s| s.name().into(),
+                    move |r, kib, s| mb_s(tput(r, s, kib)),
+                )
+                .col("SSDUP+ vs SSDUP", move |r, kib| vs_ssdup(r, SsdupPlus, kib))
+                .col("paper", move |_, kib| format!("-{}%", keyed(&paper, kib).0))
+                .col("SSDUP to SSD", move |r, kib| to_ssd(r, Ssdup, kib))
+                .col("SSDUP+ to SSD", move |r, kib| to_ssd(r, SsdupPlus, kib))
+                .col("paper: SSDUP+ saves", move |_, kib| {
+                    format!("{}%", keyed(&paper, kib).1)
+                })
+                .col("sluice vs SSDUP", move |r, kib| {
+                    vs_ssdup(r, SluiceCost, kib)
+                })
+                .col("sluice to SSD", move |r, kib| to_ssd(r, SluiceCost, kib))
+        },
+    )
+    .table("The detector's streams (all I/O nodes)", trace_rows, |t| {
+        let t = t
+            .col("region", move |_, (kib, _, _): &(u64, &str, HpioRun)| {
+                region(kib)
+            })
+            .col("run", |_, (_, name, _)| name.to_string());
+        stream_trace_columns(t, |r, (kib, _, run)| stream_trace(r.at(run, kib)))
+    })
+    .table(
+        "Ablation: processes drifting apart (mean client overhead per request; default 0.2 ms)",
+        drift_rows,
+        |t| {
+            fn at<'r>(r: &'r R, &(kib, d, s): &(u64, Duration, System)) -> &'r RunResult {
+                r.at(&HpioRun::Drift(d, s), &kib)
+            }
+            let t = t
+                .col("region", move |_, (kib, _, _)| region(kib))
+                .col("client overhead", |_, (_, d, _)| {
+                    format!("{} ms", d.as_millis())
+                })
+                .col("system", |_, (_, _, s)| s.name().into())
+                .col("MB/s", |r, row| mb_s(at(r, row).aggregate_mb_s()))
+                .col("to SSD", |r, row| pct(at(r, row).fast_fraction()));
+            stream_trace_columns(t, |r, row| stream_trace(at(r, row)))
+        },
+    )
+    .bars(
+        [
+            "hpio",
             "HPIO throughput vs region size",
             "HPIO region size (KiB)",
             "aggregate throughput (MB/s)",
-            sizes.iter().map(|s| format!("{s} KiB")).collect(),
-            tput,
-        )],
-        notes: Vec::new(),
-        events: all_events,
-        checks: Vec::new(),
-    })
+        ],
+        sizes.iter().map(region),
+        |s| {
+            System::ALL.into_iter().fold(s, |s, system| {
+                s.bars(system.name(), sizes.clone(), move |r, kib| {
+                    tput(r, system, kib)
+                })
+            })
+        },
+    )
+    .report(FIG13.name, rc)
 }

@@ -6,13 +6,13 @@
 //! This module holds the registry entries and what the figures share (the
 //! IOR job, the cluster, the stream trace); the figures are in `sweeps`
 //! (declared as data: Fig. 2, 9, 14, Table 1), `traced` (Fig. 5/6, 10, 13:
-//! stream traces and ablations; Fig. 10 declared, its ablation one more
-//! system) and `limited` (Fig. 11, 12: a limited SSD, declared, their
-//! ablations more systems or a part beside the figure).
+//! stream traces and ablations, declared, each ablation one more system)
+//! and `limited` (Fig. 11, 12: a limited SSD, declared, their ablations
+//! more systems or a part beside the figure).
 
 use super::figure::{Columns, Sweep};
 use super::*;
-use crate::output::{Finding, Table};
+use crate::output::Finding;
 use crate::workload::{Hpio, MpiTileIo, TileDecomposition};
 
 mod limited;

@@ -115,10 +115,6 @@ pub(super) fn base_cluster(rc: &RunConfig) -> ClusterConfig {
     }
 }
 
-pub(super) fn paper_or_dash(v: Option<f64>) -> String {
-    v.map_or("-".to_string(), |v| format!("{v}"))
-}
-
 /// The parameter line that says what the `sluice` system is, with the
 /// model its policy takes from `cluster`'s devices.
 pub(super) fn sluice_parameter(cluster: &ClusterConfig) -> (&'static str, String) {

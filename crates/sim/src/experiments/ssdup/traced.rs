@@ -455,16 +455,14 @@ pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
     .table("Aggregate throughput (MB/s)", depths.clone(), |t| {
         t.col("queue depth", |_, d: &u32| d.to_string())
             .col("OrangeFS", move |r, d| mb_s(tput(r, Baseline, d)))
-            .col("paper OrangeFS", |_, &d| {
-                paper_or_dash(paper.get(&(Baseline, d)).copied())
-            })
+            .col("paper OrangeFS", |_, &d| paper.shown(&(Baseline, d)))
             .col("SSDUP+", move |r, d| mb_s(tput(r, SsdupPlus, d)))
             .col("SSDUP+ to SSD", move |r, d| {
                 pct(run(r, SsdupPlus, d).fast_fraction())
             })
             .col("SSDUP+ gain", move |r, d| pct(gain(r, SsdupPlus, d)))
             .col("paper gain", |_, &d| {
-                format!("{}%", paper_or_dash(paper.get(&(SsdupPlus, d)).copied()))
+                format!("{}%", paper.shown(&(SsdupPlus, d)))
             })
             .col("sluice", move |r, d| mb_s(tput(r, SluiceCost, d)))
             .col("sluice to SSD", move |r, d| {

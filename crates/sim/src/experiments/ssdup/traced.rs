@@ -9,6 +9,7 @@
 use super::*;
 use crate::experiments::figure::{keyed, Columns, Figure, Paper, SeriesList};
 use sluice_devices::link::IncastConfig;
+use std::iter::zip;
 
 /// Fig. 5/6's server-thread ablation: threads per I/O node, and each
 /// one's time per request (heavier than a PVFS2 server's request handling,
@@ -161,11 +162,7 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     let at16 = [IorPattern::ALL.map(Load::At16).to_vec(), vec![Load::Mixed]].concat();
     let strided_loads = procs.iter().map(|&n| Load::Strided(n));
     let loads = at16.iter().copied().chain(strided_loads).collect();
-    let paper_a: Vec<(Load, f64)> = at16
-        .iter()
-        .copied()
-        .zip([11.0, 45.0, 100.0, 71.88])
-        .collect();
+    let paper_a: Vec<(Load, f64)> = zip(at16.clone(), [11.0, 45.0, 100.0, 71.88]).collect();
     // Strided: (random %, MB/s) by processes.
     let paper_b = [
         (8, (7.0, 208.1)),
@@ -174,6 +171,8 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         (64, (46.0, 159.29)),
         (128, (71.0, 132.68)),
     ];
+    let paper_random = move |n: &u32| format!("{}%", keyed(&paper_b, n).0);
+    let paper_mb_s = move |n: &u32| keyed(&paper_b, n).1.to_string();
     // The model's default port buffer, on the plots beside the default run.
     let incast = Incast(IncastConfig::default().port_buffer_bytes / KIB);
     let lines = vec![
@@ -181,16 +180,13 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         (incast, format!("sim, incast ({} port)", incast.label())),
     ];
     let on_off = |a| [(Off, RANDOM), (a, RANDOM), (a, MB_S)];
-    let streams = (
-        "streams",
-        "128 requests, I/O node 0, baseline system".into(),
-    );
+    let streams = "128 requests, I/O node 0, baseline system";
     Figure::new(
         "Fig. 5/6: random percentage of 128-request streams after sorting (server side)",
         "At 16 processes: segmented-contiguous 11% (S = 15), strided 45% (S = 57), \
          segmented-random 100% (S = 127), mixed 71.88% (S = 91). Strided with 8-128 processes: \
          7/15/28/46/71% random and 208.1/211.76/175.8/159.29/132.68 MB/s.",
-        parameters(rc, &[streams]),
+        parameters(rc, &[("streams", streams.into())]),
         ablations,
         loads,
         |&ablation, &load| {
@@ -218,7 +214,7 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                 Finding::new(
                     format!("random percentage, {}, 16 processes", load.name()),
                     format!("{paper}%"),
-                    pct(mean_percentage(r.at(&Off, load))),
+                    random_pct(r.at(&Off, load)),
                 )
             };
             paper_a.iter().map(finding).collect()
@@ -227,16 +223,15 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
     .headline(move |r| {
         let incast_label = incast.label();
         let finding = |n: u32| {
-            let (paper_pct, paper_mb_s) = keyed(&paper_b, &n);
             [
                 Finding::new(
                     format!("strided, {n} processes, random percentage"),
-                    format!("{paper_pct}%"),
+                    paper_random(&n),
                     random_pct(strided(r, Off, n)),
                 ),
                 Finding::new(
                     format!("strided, {n} processes (MB/s)"),
-                    format!("{paper_mb_s}"),
+                    paper_mb_s(&n),
                     throughput(strided(r, Off, n)),
                 ),
                 Finding::new(
@@ -244,7 +239,7 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
                         "strided, {n} processes, random percentage, \
                          with TCP incast ({incast_label} port)"
                     ),
-                    format!("{paper_pct}%"),
+                    paper_random(&n),
                     random_pct(strided(r, incast, n)),
                 ),
             ]
@@ -264,13 +259,9 @@ pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
         |t| {
             t.col("processes", |_, n: &u32| n.to_string())
                 .col("sim random %", |r, &n| random_pct(strided(r, Off, n)))
-                .col("paper random %", move |_, n| {
-                    format!("{}%", keyed(&paper_b, n).0)
-                })
+                .col("paper random %", move |_, n| paper_random(n))
                 .col("sim MB/s", |r, &n| throughput(strided(r, Off, n)))
-                .col("paper MB/s", move |_, n| {
-                    format!("{}", keyed(&paper_b, n).1)
-                })
+                .col("paper MB/s", move |_, n| paper_mb_s(n))
         },
     )
     .table(
@@ -533,13 +524,9 @@ pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
         .into_iter()
         .flat_map(|d| [(d, Ssdup), (d, SsdupPlus)])
         .collect();
-    let runs = System::ALL
-        .map(Both)
-        .into_iter()
-        .chain([Alone(0), Alone(1)]);
-    let runs = runs
-        .chain(drifted.iter().map(|&(d, s)| Drift(d, s)))
-        .collect();
+    let mut runs = System::ALL.map(Both).to_vec();
+    runs.extend([Alone(0), Alone(1)]);
+    runs.extend(drifted.iter().map(|&(d, s)| Drift(d, s)));
     // SSDUP+ against SSDUP: throughput lost, SSD space saved (%).
     let paper = [
         (32, (2.84, 17.39)),

@@ -23,10 +23,9 @@
 //!   also lists each claim with whether this run bears it out. A figure
 //!   may run only some pairs (`Figure::only`) and have a sweep beside it
 //!   (`Figure::part`, an ablation). Every experiment is a declaration but
-//!   SSDUP+ Fig. 5/6 and 13 (traces, on another branch's file) and BBOS's
-//!   utilisation (a bisection), which build their task lists and tables
-//!   themselves on the same runner. `docs/simulator.md` shows how to add
-//!   a figure.
+//!   BBOS's utilisation (a bisection), which builds its task lists and
+//!   tables itself on the same runner. `docs/simulator.md` shows how to
+//!   add a figure.
 //!
 //! `scale` multiplies every data size (1.0 = the paper's sizes); process
 //! counts never change.
@@ -157,8 +156,6 @@ mod liu;
 mod runner;
 mod ssdup;
 
-use runner::{events, run_all};
-
 /// The experiment called `name`.
 pub fn find(name: &str) -> Option<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.name == name)
@@ -238,15 +235,6 @@ fn line_plot(stem: &str, title: &str, x: &str, y: &str, series: Vec<Series>) -> 
         kind: PlotKind::Lines,
         x_categories: Vec::new(),
         series,
-    }
-}
-
-/// A line plot whose x is a count that doubles from point to point
-/// (processes, threads, buffer sizes): log₂ x axis.
-fn log2_line_plot(stem: &str, title: &str, x: &str, y: &str, series: Vec<Series>) -> Plot {
-    Plot {
-        x_scale: XScale::Log2,
-        ..line_plot(stem, title, x, y, series)
     }
 }
 

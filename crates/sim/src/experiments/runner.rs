@@ -115,11 +115,6 @@ pub(crate) fn run_all<T: Simulation>(tasks: &[T], rc: &RunConfig) -> Result<Vec<
         .collect()
 }
 
-/// Events (or steps) of `results`, summed.
-pub(crate) fn events<O: Outcome>(results: &[O]) -> u64 {
-    results.iter().map(Outcome::events).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -157,7 +152,7 @@ mod tests {
         let tasks: Vec<Double> = (0..10).rev().map(Double).collect();
         let out = run_all(&tasks, &rc).unwrap();
         assert_eq!(out, (0..10).rev().map(|i| i * 2).collect::<Vec<u64>>());
-        assert_eq!(events(&out), 90);
+        assert_eq!(out.iter().map(Outcome::events).sum::<u64>(), 90);
         assert_eq!(progress.runs(), (10, 10));
     }
 

@@ -6,13 +6,13 @@
 //! This module holds the registry entries and what the figures share (the
 //! IOR job, the cluster, the stream trace); the figures are in `sweeps`
 //! (declared as data: Fig. 2, 9, 14, Table 1), `traced` (Fig. 5/6, 10, 13:
-//! stream traces and ablations; Fig. 10 declared, its ablation one more
-//! system) and `limited` (Fig. 11, 12: a limited SSD, declared, their
-//! ablations more systems or a part beside the figure).
+//! stream traces and ablations, declared, each ablation one more system)
+//! and `limited` (Fig. 11, 12: a limited SSD, declared, their ablations
+//! more systems or a part beside the figure).
 
 use super::figure::{Columns, Sweep};
 use super::*;
-use crate::output::{Finding, Table};
+use crate::output::Finding;
 use crate::workload::{Hpio, MpiTileIo, TileDecomposition};
 
 mod limited;
@@ -115,10 +115,6 @@ pub(super) fn base_cluster(rc: &RunConfig) -> ClusterConfig {
     }
 }
 
-pub(super) fn paper_or_dash(v: Option<f64>) -> String {
-    v.map_or("-".to_string(), |v| format!("{v}"))
-}
-
 /// The parameter line that says what the `sluice` system is, with the
 /// model its policy takes from `cluster`'s devices.
 pub(super) fn sluice_parameter(cluster: &ClusterConfig) -> (&'static str, String) {
@@ -140,17 +136,6 @@ pub(super) fn sluice_parameter(cluster: &ClusterConfig) -> (&'static str, String
             sluice_policy::cost::EARLY_EVIDENCE,
         ),
     )
-}
-
-/// One empty plot series per system, named as in the paper.
-pub(super) fn series_per_system(systems: &[System]) -> Vec<Series> {
-    systems
-        .iter()
-        .map(|s| Series {
-            name: s.name().to_string(),
-            points: Vec::new(),
-        })
-        .collect()
 }
 
 /// Mean random percentage of the streams seen by I/O node 0.
@@ -205,15 +190,6 @@ const STREAM_TRACE_HEADERS: [&str; 5] = [
     "streams above 0.45",
     "streams buffered",
 ];
-
-/// A table's headers: `first`, then [`stream_trace`]'s.
-pub(super) fn with_stream_trace(first: &[&str]) -> Vec<String> {
-    first
-        .iter()
-        .chain(&STREAM_TRACE_HEADERS)
-        .map(|h| h.to_string())
-        .collect()
-}
 
 /// [`stream_trace`]'s five columns; `trace` is the stream trace of the
 /// run a row shows.

@@ -2,13 +2,14 @@
 //! what moves them: Fig. 5/6 (random percentage after sorting, processes
 //! drifting apart), Fig. 10 (HDD queue depth, each set's throughput, a
 //! stream as long as the queue) and Fig. 13 (HPIO, each instance alone,
-//! drifting processes). Fig. 10 is declared (its ablation is one more
-//! system); Fig. 5/6 and 13 are not one systems × xs grid, so they build
-//! their tasks and tables themselves, on the shared runner.
+//! drifting processes). All three are declared: an ablation is one more
+//! "system" (a changed cluster, a run alone), and Fig. 5/6 runs its
+//! ablations at the strided loads only (`Figure::only`).
 
 use super::*;
-use crate::experiments::figure::{Figure, Paper};
+use crate::experiments::figure::{keyed, Columns, Figure, Paper, SeriesList};
 use sluice_devices::link::IncastConfig;
+use std::iter::zip;
 
 /// Fig. 5/6's server-thread ablation: threads per I/O node, and each
 /// one's time per request (heavier than a PVFS2 server's request handling,
@@ -21,308 +22,307 @@ const SERVER_REQUEST_TIME: Duration = Duration::from_millis(1);
 /// paper does not name its switch, so the report shows all three.
 const INCAST_BUFFERS_KIB: [u64; 3] = [32, 128, 512];
 
-pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
-    // (a) 16 processes per pattern, plus the mixed load of two instances.
-    let mut tasks = Vec::new();
-    for pattern in IorPattern::ALL {
-        tasks.push(Task {
-            cluster: base_cluster(rc),
-            system: System::Baseline,
-            jobs: vec![ior(pattern, 1, 16, 16 * GIB, rc)?],
-        });
+/// What Fig. 5/6's strided runs change in the paper's cluster: nothing, or
+/// one ablation (nothing else changed).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Ablation {
+    Off,
+    /// Processes drifting apart: this mean client overhead per request.
+    Drift(Duration),
+    /// Server threads taking pending requests at random (`server_threads`).
+    Threads,
+    /// TCP incast at the I/O nodes' switch ports (`incast`), this port
+    /// buffer in KiB.
+    Incast(u64),
+    /// The I/O nodes' links shared fairly by the pieces crossing them
+    /// (`fair_share_server_links`).
+    FairShare,
+}
+
+impl Ablation {
+    /// The cluster `c` with the ablation.
+    fn cluster(self, mut c: ClusterConfig) -> ClusterConfig {
+        match self {
+            Ablation::Off => {}
+            Ablation::Drift(overhead) => c.client_overhead_mean = overhead,
+            Ablation::Threads => {
+                c.server_threads = SERVER_THREADS;
+                c.server_request_time = SERVER_REQUEST_TIME;
+            }
+            Ablation::Incast(kib) => {
+                let port_buffer_bytes = kib * KIB;
+                c.incast = Some(IncastConfig {
+                    port_buffer_bytes,
+                    ..IncastConfig::default()
+                });
+            }
+            Ablation::FairShare => c.fair_share_server_links = true,
+        }
+        c
     }
-    tasks.push(Task {
-        cluster: base_cluster(rc),
-        system: System::Baseline,
-        jobs: vec![
-            ior(IorPattern::SegmentedContiguous, 1, 16, 8 * GIB, rc)?,
-            ior(IorPattern::SegmentedRandom, 2, 16, 8 * GIB, rc)?,
-        ],
-    });
-    // (b) strided with 8..128 processes on the cluster `change` gives,
-    // the baseline system.
-    let procs = [8u32, 16, 32, 64, 128];
-    let mut strided = |change: &dyn Fn(&mut ClusterConfig)| -> Result<(), SimError> {
-        for &n in &procs {
-            let mut cluster = base_cluster(rc);
-            change(&mut cluster);
-            tasks.push(Task {
+
+    /// What an ablation table's columns call it.
+    fn label(self) -> String {
+        match self {
+            Ablation::Off => "off".into(),
+            Ablation::Drift(overhead) => format!("{} ms", overhead.as_millis()),
+            Ablation::Threads | Ablation::FairShare => "on".into(),
+            Ablation::Incast(kib) => format!("{kib} KiB"),
+        }
+    }
+}
+
+/// Fig. 5/6's loads: (a) a pattern, or the mixed load of two instances, at
+/// 16 processes; (b) strided with n processes.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Load {
+    At16(IorPattern),
+    Mixed,
+    Strided(u32),
+}
+
+impl Load {
+    /// What the report calls it.
+    fn name(self) -> String {
+        match self {
+            Load::At16(pattern) => pattern.name().into(),
+            Load::Mixed => "mixed".into(),
+            Load::Strided(n) => format!("strided, {n} processes"),
+        }
+    }
+}
+
+type Fig5 = Sweep<Ablation, Load, RunResult>;
+
+/// The strided run of `n` processes with `ablation`.
+fn strided(r: &Fig5, ablation: Ablation, n: u32) -> &RunResult {
+    r.at(&ablation, &Load::Strided(n))
+}
+
+/// A strided run's random percentage and throughput, as a table shows them.
+fn random_pct(r: &RunResult) -> String {
+    pct(mean_percentage(r))
+}
+fn throughput(r: &RunResult) -> String {
+    mb_s(r.jobs[0].throughput_mb_s())
+}
+
+/// A value of a strided run as an ablation table shows it: its header, and
+/// how it reads.
+type Metric = (&'static str, fn(&RunResult) -> String);
+const RANDOM: Metric = ("random %", random_pct);
+const MB_S: Metric = ("MB/s", throughput);
+/// Every strided piece is half a 256 KiB request.
+const TIMEOUTS: Metric = ("timeouts / piece", |r| {
+    pct(r.incast_timeouts as f64 / (r.bytes_written / (128 * KIB)).max(1) as f64)
+});
+
+/// A table of strided runs by process count: per (ablation, metric) of
+/// `cells`, a column "label: metric".
+fn by_processes<'a>(
+    t: Columns<'a, u32, Fig5>,
+    cells: impl IntoIterator<Item = (Ablation, Metric)>,
+) -> Columns<'a, u32, Fig5> {
+    t.col("processes", |_, n| n.to_string()).each(
+        cells,
+        |(a, (what, _))| format!("{}: {what}", a.label()),
+        |r, &n, (a, (_, value))| value(strided(r, a, n)),
+    )
+}
+
+/// A series per (ablation, name) of `lines`: `y` of its strided runs by
+/// processes.
+fn strided_lines<'a>(
+    s: SeriesList<'a, Fig5>,
+    procs: &[u32],
+    lines: Vec<(Ablation, String)>,
+    y: fn(&RunResult) -> f64,
+) -> SeriesList<'a, Fig5> {
+    lines.into_iter().fold(s, |s, (a, name)| {
+        s.line(name, procs.to_vec(), move |r, &n| {
+            (f64::from(n), y(strided(r, a, n)))
+        })
+    })
+}
+
+/// Fig. 5/6: the random percentage of the streams after sorting, per
+/// pattern at 16 processes and strided with 8-128, on the baseline system;
+/// the strided runs again with each ablation.
+pub(super) fn fig5(rc: &RunConfig) -> Result<Report, SimError> {
+    use Ablation::{Drift, FairShare, Incast, Off, Threads};
+    use IorPattern::{SegmentedContiguous, SegmentedRandom};
+    let procs = vec![8u32, 16, 32, 64, 128];
+    let ablations = [Off]
+        .into_iter()
+        .chain(DRIFT_OVERHEADS.map(Drift))
+        .chain([Threads])
+        .chain(INCAST_BUFFERS_KIB.map(Incast))
+        .chain([FairShare])
+        .collect();
+    let at16 = [IorPattern::ALL.map(Load::At16).to_vec(), vec![Load::Mixed]].concat();
+    let strided_loads = procs.iter().map(|&n| Load::Strided(n));
+    let loads = at16.iter().copied().chain(strided_loads).collect();
+    let paper_a: Vec<(Load, f64)> = zip(at16.clone(), [11.0, 45.0, 100.0, 71.88]).collect();
+    // Strided: (random %, MB/s) by processes.
+    let paper_b = [
+        (8, (7.0, 208.1)),
+        (16, (15.0, 211.76)),
+        (32, (28.0, 175.8)),
+        (64, (46.0, 159.29)),
+        (128, (71.0, 132.68)),
+    ];
+    let paper_random = move |n: &u32| format!("{}%", keyed(&paper_b, n).0);
+    let paper_mb_s = move |n: &u32| keyed(&paper_b, n).1.to_string();
+    // The model's default port buffer, on the plots beside the default run.
+    let incast = Incast(IncastConfig::default().port_buffer_bytes / KIB);
+    let lines = vec![
+        (Off, "sim".to_string()),
+        (incast, format!("sim, incast ({} port)", incast.label())),
+    ];
+    let on_off = |a| [(Off, RANDOM), (a, RANDOM), (a, MB_S)];
+    let streams = "128 requests, I/O node 0, baseline system";
+    Figure::new(
+        "Fig. 5/6: random percentage of 128-request streams after sorting (server side)",
+        "At 16 processes: segmented-contiguous 11% (S = 15), strided 45% (S = 57), \
+         segmented-random 100% (S = 127), mixed 71.88% (S = 91). Strided with 8-128 processes: \
+         7/15/28/46/71% random and 208.1/211.76/175.8/159.29/132.68 MB/s.",
+        parameters(rc, &[("streams", streams.into())]),
+        ablations,
+        loads,
+        |&ablation, &load| {
+            let jobs = match load {
+                Load::At16(pattern) => vec![ior(pattern, 1, 16, 16 * GIB, rc)?],
+                Load::Mixed => vec![
+                    ior(SegmentedContiguous, 1, 16, 8 * GIB, rc)?,
+                    ior(SegmentedRandom, 2, 16, 8 * GIB, rc)?,
+                ],
+                Load::Strided(n) => vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
+            };
+            let cluster = ablation.cluster(base_cluster(rc));
+            Ok(Task {
                 cluster,
                 system: System::Baseline,
-                jobs: vec![ior(IorPattern::Strided, 1, n, 16 * GIB, rc)?],
-            });
-        }
-        Ok(())
-    };
-    strided(&|_| {})?;
-    // Ablation: strided with processes drifting apart (a larger mean
-    // client overhead per request; nothing else changed).
-    for overhead in DRIFT_OVERHEADS {
-        strided(&|c| c.client_overhead_mean = overhead)?;
-    }
-    // Ablation: server threads taking pending requests at random
-    // (`server_threads`; nothing else changed).
-    strided(&|c| {
-        c.server_threads = SERVER_THREADS;
-        c.server_request_time = SERVER_REQUEST_TIME;
-    })?;
-    // Ablation: TCP incast at the I/O nodes' switch ports (`incast`;
-    // nothing else changed), one run per port buffer and count.
-    for kib in INCAST_BUFFERS_KIB {
-        strided(&|c| {
-            c.incast = Some(IncastConfig {
-                port_buffer_bytes: kib * KIB,
-                ..IncastConfig::default()
-            });
-        })?;
-    }
-    // Ablation: the I/O nodes' links shared fairly by the pieces crossing
-    // them (`fair_share_server_links`; nothing else changed).
-    strided(&|c| c.fair_share_server_links = true)?;
-    let results = run_all(&tasks, rc)?;
-    // Every run of the experiment, ablations and traces included.
-    let all_events = events(&results);
-    let (results, ablations) = results.split_at(4 + procs.len());
-    let (drifted, ablations) = ablations.split_at(DRIFT_OVERHEADS.len() * procs.len());
-    let (threaded, ablations) = ablations.split_at(procs.len());
-    let (incast, shared) = ablations.split_at(INCAST_BUFFERS_KIB.len() * procs.len());
-    let incast_rows: Vec<Vec<String>> = procs
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| {
-            let mut row = vec![n.to_string(), pct(mean_percentage(&results[4 + i]))];
-            for b in 0..INCAST_BUFFERS_KIB.len() {
-                let r = &incast[b * procs.len() + i];
-                // Every strided piece is half a 256 KiB request.
-                let pieces = r.bytes_written / (128 * KIB);
-                row.push(pct(mean_percentage(r)));
-                row.push(mb_s(r.jobs[0].throughput_mb_s()));
-                row.push(pct(r.incast_timeouts as f64 / pieces.max(1) as f64));
-            }
-            row
-        })
-        .collect();
-    // The model's default port buffer, on the plots beside the default run.
-    let default_buffer = INCAST_BUFFERS_KIB
-        .iter()
-        .position(|&kib| kib * KIB == IncastConfig::default().port_buffer_bytes)
-        .expect("the default port buffer is one of the ablation's");
-    let incast_default = &incast[default_buffer * procs.len()..(default_buffer + 1) * procs.len()];
-    let incast_points = |value: fn(&RunResult) -> f64| -> Vec<(f64, f64)> {
-        procs
-            .iter()
-            .zip(incast_default)
-            .map(|(&n, r)| (f64::from(n), value(r)))
-            .collect()
-    };
-    let incast_label = format!(
-        "sim, incast ({} KiB port)",
-        INCAST_BUFFERS_KIB[default_buffer]
-    );
-    let mut incast_headers = vec!["processes".to_string(), "off: random %".to_string()];
-    for kib in INCAST_BUFFERS_KIB {
-        for what in ["random %", "MB/s", "timeouts / piece"] {
-            incast_headers.push(format!("{kib} KiB: {what}"));
-        }
-    }
-    // Per count: the default run's random %, and the switched-on run's
-    // random % and throughput.
-    let on_off_rows = |on: &[RunResult]| -> Vec<Vec<String>> {
-        procs
-            .iter()
-            .zip(on)
-            .zip(results[4..].iter())
-            .map(|((&n, r), base)| {
-                vec![
-                    n.to_string(),
-                    pct(mean_percentage(base)),
-                    pct(mean_percentage(r)),
-                    mb_s(r.jobs[0].throughput_mb_s()),
-                ]
+                jobs,
             })
-            .collect()
-    };
-    let on_off_headers = ["processes", "off: random %", "on: random %", "on: MB/s"]
-        .map(String::from)
-        .to_vec();
-    let drift_rows: Vec<Vec<String>> = procs
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| {
-            let mut row = vec![n.to_string()];
-            for d in 0..DRIFT_OVERHEADS.len() {
-                let r = &drifted[d * procs.len() + i];
-                row.push(pct(mean_percentage(r)));
-                row.push(mb_s(r.jobs[0].throughput_mb_s()));
-            }
-            row
-        })
-        .collect();
-    let names = [
-        "segmented-contiguous",
-        "strided",
-        "segmented-random",
-        "mixed",
-    ];
-    let paper_a = [11.0, 45.0, 100.0, 71.88];
-    let mut headline: Vec<Finding> = (0..4)
-        .map(|i| {
-            Finding::new(
-                format!("random percentage, {}, 16 processes", names[i]),
-                format!("{}%", paper_a[i]),
-                pct(mean_percentage(&results[i])),
-            )
-        })
-        .collect();
-    let rows_a = (0..4)
-        .map(|i| {
-            vec![
-                names[i].to_string(),
-                pct(mean_percentage(&results[i])),
-                format!("{}%", paper_a[i]),
-            ]
-        })
-        .collect();
-    let paper_b = [
-        (7.0, 208.1),
-        (15.0, 211.76),
-        (28.0, 175.8),
-        (46.0, 159.29),
-        (71.0, 132.68),
-    ];
-    let mut rows_b = Vec::new();
-    let mut pct_points = Vec::new();
-    let mut tput_points = Vec::new();
-    for (i, &n) in procs.iter().enumerate() {
-        let r = &results[4 + i];
-        let p = mean_percentage(r);
-        let t = r.jobs[0].throughput_mb_s();
-        pct_points.push((f64::from(n), p * 100.0));
-        tput_points.push((f64::from(n), t));
-        if n == 8 || n == 128 {
-            headline.push(Finding::new(
-                format!("strided, {n} processes, random percentage"),
-                format!("{}%", paper_b[i].0),
-                pct(p),
-            ));
-            headline.push(Finding::new(
-                format!("strided, {n} processes (MB/s)"),
-                format!("{}", paper_b[i].1),
-                mb_s(t),
-            ));
-            headline.push(Finding::new(
-                format!(
-                    "strided, {n} processes, random percentage, with TCP incast ({} KiB port)",
-                    INCAST_BUFFERS_KIB[default_buffer]
-                ),
-                format!("{}%", paper_b[i].0),
-                pct(mean_percentage(&incast_default[i])),
-            ));
+        },
+    )
+    .only(|&a, load| a == Off || matches!(load, Load::Strided(_)))
+    .headline({
+        let paper_a = paper_a.clone();
+        move |r| {
+            let finding = |(load, paper): &(Load, f64)| {
+                Finding::new(
+                    format!("random percentage, {}, 16 processes", load.name()),
+                    format!("{paper}%"),
+                    random_pct(r.at(&Off, load)),
+                )
+            };
+            paper_a.iter().map(finding).collect()
         }
-        rows_b.push(vec![
-            n.to_string(),
-            pct(p),
-            format!("{}%", paper_b[i].0),
-            mb_s(t),
-            format!("{}", paper_b[i].1),
-        ]);
-    }
-    Ok(Report {
-        experiment: FIG5.name.into(),
-        title: "Fig. 5/6: random percentage of 128-request streams after sorting (server side)".into(),
-        headline,
-        paper: "At 16 processes: segmented-contiguous 11% (S = 15), strided 45% (S = 57), segmented-random \
-                100% (S = 127), mixed 71.88% (S = 91). Strided with 8-128 processes: 7/15/28/46/71% random \
-                and 208.1/211.76/175.8/159.29/132.68 MB/s."
-            .into(),
-        parameters: parameters(rc, &[("streams", "128 requests, I/O node 0, baseline system".into())]),
-        tables: vec![
-            Table {
-                title: "Mean random percentage at 16 processes".into(),
-                headers: ["pattern", "sim", "paper"].map(String::from).to_vec(),
-                rows: rows_a,
-            },
-            Table {
-                title: "Strided: random percentage and throughput vs processes".into(),
-                headers: ["processes", "sim random %", "paper random %", "sim MB/s", "paper MB/s"]
-                    .map(String::from)
-                    .to_vec(),
-                rows: rows_b,
-            },
-            Table {
-                title: "Ablation: strided with processes drifting apart (mean client overhead per request; default 0.2 ms)".into(),
-                headers: [
-                    "processes",
-                    "2 ms: random %",
-                    "2 ms: MB/s",
-                    "20 ms: random %",
-                    "20 ms: MB/s",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: drift_rows,
-            },
-            Table {
-                title: format!(
-                    "Ablation: {SERVER_THREADS} server threads taking pending requests at random, {} ms each \
-                     (`server_threads`; default off)",
-                    SERVER_REQUEST_TIME.as_secs_f64() * 1e3
+    })
+    .headline(move |r| {
+        let incast_label = incast.label();
+        let finding = |n: u32| {
+            [
+                Finding::new(
+                    format!("strided, {n} processes, random percentage"),
+                    paper_random(&n),
+                    random_pct(strided(r, Off, n)),
                 ),
-                headers: on_off_headers.clone(),
-                rows: on_off_rows(threaded),
-            },
-            Table {
-                title: "Ablation: TCP incast at the I/O nodes' switch ports, by port buffer \
-                        (`incast`; default off; 2 × 1448 B smallest window per flow, 200 ms timeout)"
-                    .into(),
-                headers: incast_headers,
-                rows: incast_rows,
-            },
-            Table {
-                title: "Ablation: I/O node links shared equally by the pieces crossing them \
-                        (processor sharing, `fair_share_server_links`; default off: FIFO)"
-                    .into(),
-                headers: on_off_headers,
-                rows: on_off_rows(shared),
-            },
+                Finding::new(
+                    format!("strided, {n} processes (MB/s)"),
+                    paper_mb_s(&n),
+                    throughput(strided(r, Off, n)),
+                ),
+                Finding::new(
+                    format!(
+                        "strided, {n} processes, random percentage, \
+                         with TCP incast ({incast_label} port)"
+                    ),
+                    paper_random(&n),
+                    random_pct(strided(r, incast, n)),
+                ),
+            ]
+        };
+        [8, 128].into_iter().flat_map(finding).collect()
+    })
+    .table("Mean random percentage at 16 processes", at16, |t| {
+        t.col("pattern", |_, load| load.name())
+            .col("sim", |r, load| random_pct(r.at(&Off, load)))
+            .col("paper", move |_, load| {
+                format!("{}%", keyed(&paper_a, load))
+            })
+    })
+    .table(
+        "Strided: random percentage and throughput vs processes",
+        procs.clone(),
+        |t| {
+            t.col("processes", |_, n: &u32| n.to_string())
+                .col("sim random %", |r, &n| random_pct(strided(r, Off, n)))
+                .col("paper random %", move |_, n| paper_random(n))
+                .col("sim MB/s", |r, &n| throughput(strided(r, Off, n)))
+                .col("paper MB/s", move |_, n| paper_mb_s(n))
+        },
+    )
+    .table(
+        "Ablation: strided with processes drifting apart \
+         (mean client overhead per request; default 0.2 ms)",
+        procs.clone(),
+        |t| {
+            let drifts = DRIFT_OVERHEADS.map(Drift).into_iter();
+            by_processes(t, drifts.flat_map(|d| [(d, RANDOM), (d, MB_S)]))
+        },
+    )
+    .table(
+        format!(
+            "Ablation: {SERVER_THREADS} server threads taking pending requests at random, \
+             {} ms each (`server_threads`; default off)",
+            SERVER_REQUEST_TIME.as_secs_f64() * 1e3
+        ),
+        procs.clone(),
+        |t| by_processes(t, on_off(Threads)),
+    )
+    .table(
+        "Ablation: TCP incast at the I/O nodes' switch ports, by port buffer (`incast`; \
+         default off; 2 × 1448 B smallest window per flow, 200 ms timeout)",
+        procs.clone(),
+        |t| {
+            let buffers = INCAST_BUFFERS_KIB.map(Incast).into_iter();
+            let cells = buffers.flat_map(|b| [(b, RANDOM), (b, MB_S), (b, TIMEOUTS)]);
+            by_processes(t, [(Off, RANDOM)].into_iter().chain(cells))
+        },
+    )
+    .table(
+        "Ablation: I/O node links shared equally by the pieces crossing them \
+         (processor sharing, `fair_share_server_links`; default off: FIFO)",
+        procs.clone(),
+        |t| by_processes(t, on_off(FairShare)),
+    )
+    .log2_lines(
+        [
+            "random",
+            "Strided: random percentage vs processes",
+            "MPI processes",
+            "random percentage (%)",
         ],
-        plots: vec![
-            log2_line_plot(
-                "ssdup-fig6-random",
-                "Strided: random percentage vs processes",
-                "MPI processes",
-                "random percentage (%)",
-                vec![
-                    Series {
-                        name: "sim".into(),
-                        points: pct_points,
-                    },
-                    Series {
-                        name: incast_label.clone(),
-                        points: incast_points(|r| mean_percentage(r) * 100.0),
-                    },
-                ],
-            ),
-            log2_line_plot(
-                "ssdup-fig6-throughput",
-                "Strided: throughput vs processes",
-                "MPI processes",
-                "throughput (MB/s)",
-                vec![
-                    Series {
-                        name: "sim".into(),
-                        points: tput_points,
-                    },
-                    Series {
-                        name: incast_label,
-                        points: incast_points(|r| r.jobs[0].throughput_mb_s()),
-                    },
-                ],
-            ),
+        |s| strided_lines(s, &procs, lines.clone(), |r| mean_percentage(r) * 100.0),
+    )
+    .log2_lines(
+        [
+            "throughput",
+            "Strided: throughput vs processes",
+            "MPI processes",
+            "throughput (MB/s)",
         ],
-        notes: Vec::new(),
-        events: all_events,
-        checks: Vec::new(),
+        |s| strided_lines(s, &procs, lines, |r| r.jobs[0].throughput_mb_s()),
+    )
+    .report(FIG5.name, rc)
+    .map(|mut report| {
+        // The plots are Fig. 6's, and named after it.
+        for plot in &mut report.plots {
+            plot.file_stem = plot.file_stem.replacen("fig5", "fig6", 1);
+        }
+        report
     })
 }
 
@@ -446,16 +446,14 @@ pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
     .table("Aggregate throughput (MB/s)", depths.clone(), |t| {
         t.col("queue depth", |_, d: &u32| d.to_string())
             .col("OrangeFS", move |r, d| mb_s(tput(r, Baseline, d)))
-            .col("paper OrangeFS", |_, &d| {
-                paper_or_dash(paper.get(&(Baseline, d)).copied())
-            })
+            .col("paper OrangeFS", |_, &d| paper.shown(&(Baseline, d)))
             .col("SSDUP+", move |r, d| mb_s(tput(r, SsdupPlus, d)))
             .col("SSDUP+ to SSD", move |r, d| {
                 pct(run(r, SsdupPlus, d).fast_fraction())
             })
             .col("SSDUP+ gain", move |r, d| pct(gain(r, SsdupPlus, d)))
             .col("paper gain", |_, &d| {
-                format!("{}%", paper_or_dash(paper.get(&(SsdupPlus, d)).copied()))
+                format!("{}%", paper.shown(&(SsdupPlus, d)))
             })
             .col("sluice", move |r, d| mb_s(tput(r, SluiceCost, d)))
             .col("sluice to SSD", move |r, d| {
@@ -505,165 +503,175 @@ pub(super) fn fig10(rc: &RunConfig) -> Result<Report, SimError> {
     .report(FIG10.name, rc)
 }
 
+/// A run of Fig. 13 at one region size: both instances on a system, one
+/// instance alone on the baseline (for the random percentage of its own
+/// streams), or both with processes drifting apart (a larger mean client
+/// overhead between a process's requests, nothing else changed).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum HpioRun {
+    Both(System),
+    Alone(usize),
+    Drift(Duration, System),
+}
+
+/// Fig. 13: two HPIO instances at region sizes 32-256 KiB on every
+/// system, with each instance alone and the drift ablation beside them.
 pub(super) fn fig13(rc: &RunConfig) -> Result<Report, SimError> {
-    let sizes = [32u64, 64, 128, 256];
-    let mut tasks = Vec::new();
-    for &kib in &sizes {
-        let bytes = scaled(8 * GIB, rc.scale, 32 * kib * KIB);
-        let instance = |file: u64, contiguous: bool| {
-            Hpio::for_total_bytes(FileId(file), 32, kib * KIB, bytes, contiguous)
-                .and_then(|h| h.job(if contiguous { "hpio-c-c" } else { "hpio-c-nc" }))
-                .map_err(|e| SimError(e.to_string()))
-        };
-        let jobs = vec![instance(1, true)?, instance(2, false)?];
-        for system in System::ALL {
-            tasks.push(Task {
-                cluster: base_cluster(rc),
-                system,
-                jobs: jobs.clone(),
-            });
-        }
-        // Trace: each instance alone on the baseline, for the random
-        // percentage its own streams have.
-        for job in &jobs {
-            tasks.push(Task {
-                cluster: base_cluster(rc),
-                system: System::Baseline,
-                jobs: vec![job.clone()],
-            });
-        }
-        // Ablation: processes that drift apart (a larger mean client
-        // overhead between a process's requests), nothing else changed.
-        for overhead in DRIFT_OVERHEADS {
-            for system in [System::Ssdup, System::SsdupPlus] {
-                let mut cluster = base_cluster(rc);
-                cluster.client_overhead_mean = overhead;
-                tasks.push(Task {
-                    cluster,
-                    system,
-                    jobs: jobs.clone(),
-                });
-            }
-        }
-    }
-    let results = run_all(&tasks, rc)?;
-    // Every run of the experiment, ablations and traces included.
-    let all_events = events(&results);
-    let paper = [(2.84, 17.39), (5.0, 16.07), (5.2, 13.6), (1.4, 19.86)];
-    let systems = System::ALL.len();
-    let per_size = systems + 2 + 2 * DRIFT_OVERHEADS.len();
-    let mut trace_rows = Vec::new();
-    let mut drift_rows = Vec::new();
-    for (i, &kib) in sizes.iter().enumerate() {
-        let rs = &results[i * per_size..(i + 1) * per_size];
-        for (name, r) in [
-            ("c-c alone (OrangeFS)", &rs[systems]),
-            ("c-nc alone (OrangeFS)", &rs[systems + 1]),
-            ("both, SSDUP", &rs[2]),
-            ("both, SSDUP+", &rs[3]),
-        ] {
-            let mut row = vec![format!("{kib} KiB"), name.to_string()];
-            row.extend(stream_trace(r));
-            trace_rows.push(row);
-        }
-        for (d, overhead) in DRIFT_OVERHEADS.iter().enumerate() {
-            let (ssdup, plus) = (&rs[systems + 2 + 2 * d], &rs[systems + 3 + 2 * d]);
-            for (name, r) in [("SSDUP", ssdup), ("SSDUP+", plus)] {
-                let mut row = vec![
-                    format!("{kib} KiB"),
-                    format!("{} ms", overhead.as_millis()),
-                    name.to_string(),
-                    mb_s(r.aggregate_mb_s()),
-                    pct(r.fast_fraction()),
-                ];
-                row.extend(stream_trace(r));
-                drift_rows.push(row);
-            }
-        }
-    }
-    let results: Vec<RunResult> = results
-        .chunks(per_size)
-        .flat_map(|c| c[..systems].iter().cloned())
+    use HpioRun::{Alone, Both, Drift};
+    use System::{SluiceCost, Ssdup, SsdupPlus};
+    let sizes = vec![32u64, 64, 128, 256];
+    let drifted: Vec<(Duration, System)> = DRIFT_OVERHEADS
+        .into_iter()
+        .flat_map(|d| [(d, Ssdup), (d, SsdupPlus)])
         .collect();
-    let mut rows = Vec::new();
-    let mut tput = series_per_system(&System::ALL);
-    let mut headline = Vec::new();
-    for (i, &kib) in sizes.iter().enumerate() {
-        let rs = &results[i * systems..(i + 1) * systems];
-        let mut row = vec![format!("{kib} KiB")];
-        for (k, r) in rs.iter().enumerate() {
-            let t = r.aggregate_mb_s();
-            tput[k].points.push((i as f64, t));
-            row.push(mb_s(t));
-        }
-        let (ssdup, plus) = (&rs[2], &rs[3]);
-        headline.push(Finding::new(
-            format!("SSDUP+ vs SSDUP throughput, {kib} KiB regions"),
-            format!("-{}%", paper[i].0),
-            pct(plus.aggregate_mb_s() / ssdup.aggregate_mb_s() - 1.0),
-        ));
-        row.push(pct(plus.aggregate_mb_s() / ssdup.aggregate_mb_s() - 1.0));
-        row.push(format!("-{}%", paper[i].0));
-        row.push(pct(ssdup.fast_fraction()));
-        row.push(pct(plus.fast_fraction()));
-        row.push(format!("{}%", paper[i].1));
-        row.push(pct(rs[4].aggregate_mb_s() / ssdup.aggregate_mb_s() - 1.0));
-        row.push(pct(rs[4].fast_fraction()));
-        rows.push(row);
-    }
-    Ok(Report {
-        experiment: FIG13.name.into(),
-        title: "Fig. 13: HPIO, one contiguous (c-c) and one non-contiguous (c-nc) instance, 32 processes".into(),
-        headline,
-        paper: "OrangeFS-BB and SSDUP buffer 100% and perform alike; SSDUP+ is 2.84/5/5.2/1.4% below SSDUP \
-                and saves 17.39/16.07/13.6/19.86% of the SSD space for region sizes 32-256 KiB."
-            .into(),
-        parameters: parameters(
+    let mut runs = System::ALL.map(Both).to_vec();
+    runs.extend([Alone(0), Alone(1)]);
+    runs.extend(drifted.iter().map(|&(d, s)| Drift(d, s)));
+    // SSDUP+ against SSDUP: throughput lost, SSD space saved (%).
+    let paper = [
+        (32, (2.84, 17.39)),
+        (64, (5.0, 16.07)),
+        (128, (5.2, 13.6)),
+        (256, (1.4, 19.86)),
+    ];
+    type R = Sweep<HpioRun, u64, RunResult>;
+    let tput = |r: &R, s, kib: &u64| r.at(&Both(s), kib).aggregate_mb_s();
+    let vs_ssdup = move |r: &R, s, kib: &u64| pct(tput(r, s, kib) / tput(r, Ssdup, kib) - 1.0);
+    let to_ssd = |r: &R, s, kib: &u64| pct(r.at(&Both(s), kib).fast_fraction());
+    let region = |kib: &u64| format!("{kib} KiB");
+    let traced = [
+        ("c-c alone (OrangeFS)", Alone(0)),
+        ("c-nc alone (OrangeFS)", Alone(1)),
+        ("both, SSDUP", Both(Ssdup)),
+        ("both, SSDUP+", Both(SsdupPlus)),
+    ];
+    let trace_rows: Vec<(u64, &str, HpioRun)> = sizes
+        .iter()
+        .flat_map(|&kib| traced.map(|(name, run)| (kib, name, run)))
+        .collect();
+    let drift_rows: Vec<(u64, Duration, System)> = sizes
+        .iter()
+        .flat_map(|&kib| drifted.iter().map(move |&(d, s)| (kib, d, s)))
+        .collect();
+    Figure::new(
+        "Fig. 13: HPIO, one contiguous (c-c) and one non-contiguous (c-nc) instance, \
+         32 processes",
+        "OrangeFS-BB and SSDUP buffer 100% and perform alike; SSDUP+ is 2.84/5/5.2/1.4% below \
+         SSDUP and saves 17.39/16.07/13.6/19.86% of the SSD space for region sizes 32-256 KiB.",
+        parameters(
             rc,
-            &[(
-                "workload",
-                "two concurrent HPIO instances of ~8 GB each (region spacing 0), 32 processes each".into(),
-            ), sluice_parameter(&base_cluster(rc))],
+            &[
+                (
+                    "workload",
+                    "two concurrent HPIO instances of ~8 GB each (region spacing 0), \
+                     32 processes each"
+                        .into(),
+                ),
+                sluice_parameter(&base_cluster(rc)),
+            ],
         ),
-        tables: vec![Table {
-            title: "Aggregate throughput (MB/s) and share of data sent to the SSD".into(),
-            headers: [
-                "region",
-                "OrangeFS",
-                "OrangeFS-BB",
-                "SSDUP",
-                "SSDUP+",
-                "sluice",
-                "SSDUP+ vs SSDUP",
-                "paper",
-                "SSDUP to SSD",
-                "SSDUP+ to SSD",
-                "paper: SSDUP+ saves",
-                "sluice vs SSDUP",
-                "sluice to SSD",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        }, Table {
-            title: "The detector's streams (all I/O nodes)".into(),
-            headers: with_stream_trace(&["region", "run"]),
-            rows: trace_rows,
-        }, Table {
-            title: "Ablation: processes drifting apart (mean client overhead per request; default 0.2 ms)".into(),
-            headers: with_stream_trace(&["region", "client overhead", "system", "MB/s", "to SSD"]),
-            rows: drift_rows,
-        }],
-        plots: vec![bar_plot(
-            &format!("{}-hpio", FIG13.name),
+        runs,
+        sizes.clone(),
+        |&run, &kib| {
+            let bytes = scaled(8 * GIB, rc.scale, 32 * kib * KIB);
+            let instance = |file: u64, contiguous: bool| {
+                Hpio::for_total_bytes(FileId(file), 32, kib * KIB, bytes, contiguous)
+                    .and_then(|h| h.job(if contiguous { "hpio-c-c" } else { "hpio-c-nc" }))
+                    .map_err(|e| SimError(e.to_string()))
+            };
+            let jobs = vec![instance(1, true)?, instance(2, false)?];
+            let mut cluster = base_cluster(rc);
+            let (system, jobs) = match run {
+                Both(system) => (system, jobs),
+                Alone(i) => (System::Baseline, vec![jobs[i].clone()]),
+                Drift(overhead, system) => {
+                    cluster.client_overhead_mean = overhead;
+                    (system, jobs)
+                }
+            };
+            Ok(Task {
+                cluster,
+                system,
+                jobs,
+            })
+        },
+    )
+    .headline(move |r| {
+        paper
+            .iter()
+            .map(|(kib, (lost, _))| {
+                Finding::new(
+                    format!("SSDUP+ vs SSDUP throughput, {kib} KiB regions"),
+                    format!("-{lost}%"),
+                    vs_ssdup(r, SsdupPlus, kib),
+                )
+            })
+            .collect()
+    })
+    .table(
+        "Aggregate throughput (MB/s) and share of data sent to the SSD",
+        sizes.clone(),
+        |t| {
+            t.col("region", move |_, kib| region(kib))
+                .each(
+                    System::ALL,
+                    |s| s.name().into(),
+                    move |r, kib, s| mb_s(tput(r, s, kib)),
+                )
+                .col("SSDUP+ vs SSDUP", move |r, kib| vs_ssdup(r, SsdupPlus, kib))
+                .col("paper", move |_, kib| format!("-{}%", keyed(&paper, kib).0))
+                .col("SSDUP to SSD", move |r, kib| to_ssd(r, Ssdup, kib))
+                .col("SSDUP+ to SSD", move |r, kib| to_ssd(r, SsdupPlus, kib))
+                .col("paper: SSDUP+ saves", move |_, kib| {
+                    format!("{}%", keyed(&paper, kib).1)
+                })
+                .col("sluice vs SSDUP", move |r, kib| {
+                    vs_ssdup(r, SluiceCost, kib)
+                })
+                .col("sluice to SSD", move |r, kib| to_ssd(r, SluiceCost, kib))
+        },
+    )
+    .table("The detector's streams (all I/O nodes)", trace_rows, |t| {
+        let t = t
+            .col("region", move |_, (kib, _, _): &(u64, &str, HpioRun)| {
+                region(kib)
+            })
+            .col("run", |_, (_, name, _)| name.to_string());
+        stream_trace_columns(t, |r, (kib, _, run)| stream_trace(r.at(run, kib)))
+    })
+    .table(
+        "Ablation: processes drifting apart (mean client overhead per request; default 0.2 ms)",
+        drift_rows,
+        |t| {
+            fn at<'r>(r: &'r R, &(kib, d, s): &(u64, Duration, System)) -> &'r RunResult {
+                r.at(&HpioRun::Drift(d, s), &kib)
+            }
+            let t = t
+                .col("region", move |_, (kib, _, _)| region(kib))
+                .col("client overhead", |_, (_, d, _)| {
+                    format!("{} ms", d.as_millis())
+                })
+                .col("system", |_, (_, _, s)| s.name().into())
+                .col("MB/s", |r, row| mb_s(at(r, row).aggregate_mb_s()))
+                .col("to SSD", |r, row| pct(at(r, row).fast_fraction()));
+            stream_trace_columns(t, |r, row| stream_trace(at(r, row)))
+        },
+    )
+    .bars(
+        [
+            "hpio",
             "HPIO throughput vs region size",
             "HPIO region size (KiB)",
             "aggregate throughput (MB/s)",
-            sizes.iter().map(|s| format!("{s} KiB")).collect(),
-            tput,
-        )],
-        notes: Vec::new(),
-        events: all_events,
-        checks: Vec::new(),
-    })
+        ],
+        sizes.iter().map(region),
+        |s| {
+            System::ALL.into_iter().fold(s, |s, system| {
+                s.bars(system.name(), sizes.clone(), move |r, kib| {
+                    tput(r, system, kib)
+                })
+            })
+        },
+    )
+    .report(FIG13.name, rc)
 }

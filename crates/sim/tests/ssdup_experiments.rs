@@ -76,9 +76,10 @@ fn assert_headline_quotes_the_tables(report: &Report) {
     }
 }
 
-/// The figures declared as data (docs/simulator.md) check the paper's
-/// claims on the run and say where the paper's values are from; the
-/// others' reports have no claims section.
+/// The figures declared with the paper's claims (docs/simulator.md) check
+/// them on the run and say where the paper's values are from. Fig. 5/6
+/// and 13, declared later, state no claims yet (adding them would change
+/// their reports): their reports have no claims section.
 #[test]
 fn declared_figures_check_the_papers_claims() {
     let declared = [

@@ -110,6 +110,11 @@ fn a_plain_directory_completes_with_a_recommendation_or_the_cache_warning() {
     assert!(policy.starts_with("cost_seek = \""), "{text}");
     let config = sluice_config::Config::from_toml(&format!("[policy]\n{policy}")).unwrap();
     assert!(config.policy.cost_seek.0 > std::time::Duration::ZERO);
+    // With what that value means for `cost` as a comment.
+    assert!(
+        policy.contains("# ") && policy.contains("cost_fast_request = 90 us"),
+        "{text}"
+    );
     // "t80 (100 1-byte random reads in 64MiB)  40.2 µs   (p50 ...": below
     // 100 µs the cache warning must be on stderr.
     let t80_line = text.lines().find(|l| l.starts_with("t80")).unwrap();

@@ -2,6 +2,7 @@
 //! recommended config keys), its JSON form, and the plots.
 
 use super::*;
+use sluice_policy::cost::CostModel;
 
 /// Seconds, at least a nanosecond, so a rate is always finite.
 pub(super) fn seconds(elapsed: Duration) -> f64 {
@@ -121,7 +122,32 @@ pub(super) fn print_report(
     writeln!(out, "head = \"{}\"", ByteSize(recommendation.head_bytes))?;
     writeln!(out, "body = \"{}\"", ByteSize(recommendation.body_bytes))?;
     writeln!(out, "[policy]")?;
-    writeln!(out, "cost_seek = \"{}\"", cost_seek(measurement))
+    writeln!(out, "cost_seek = \"{}\"", cost_seek(measurement))?;
+    let model = cost_model(measurement);
+    let bound = (1.0 + model.hysteresis) * model.fast_request.as_secs_f64() * 1e6;
+    if model.may_buffer() {
+        writeln!(
+            out,
+            "# above (1 + cost_hysteresis) x cost_fast_request = {bound:.0} us: `cost` may \
+             buffer writes here (docs/policy.md)"
+        )
+    } else {
+        writeln!(
+            out,
+            "# at most (1 + cost_hysteresis) x cost_fast_request = {bound:.0} us: `cost` never \
+             buffers a write here, and the mount serves files by FUSE passthrough \
+             (docs/fuse.md)"
+        )
+    }
+}
+
+/// The `cost` model with the measured `cost_seek` and the other keys at
+/// their defaults (what a config with only the suggestion gets).
+fn cost_model(measurement: &Measurement) -> CostModel {
+    CostModel {
+        capacity_seek: cost_seek(measurement).0,
+        ..CostModel::default()
+    }
 }
 
 /// `policy.cost_seek` from the measurement: the median positioning time,
@@ -181,6 +207,7 @@ pub(super) fn json_report(
             "head": ByteSize(recommendation.head_bytes).to_string(),
             "body": ByteSize(recommendation.body_bytes).to_string(),
             "cost_seek": cost_seek(measurement).to_string(),
+            "cost_may_buffer": cost_model(measurement).may_buffer(),
         },
         "warnings": warnings,
     })

@@ -128,8 +128,13 @@ impl CostModel {
     /// about as fast as the fast tier takes a request (profiled flash, a
     /// parallel file system's servers) gains nothing from the log.
     pub fn may_buffer(&self) -> bool {
-        let seek = self.capacity_seek.as_secs_f64();
-        seek > (1.0 + self.hysteresis) * self.fast_request.as_secs_f64()
+        self.capacity_seek > self.seek_bound()
+    }
+
+    /// `(1 + h) · t_fast`: the largest `t_seek` under which the model never
+    /// buffers ([`CostModel::may_buffer`]).
+    pub fn seek_bound(&self) -> Duration {
+        self.fast_request.mul_f64(1.0 + self.hysteresis)
     }
 
     /// The tier a file on `current` goes to after a window with ratio `r`.

@@ -138,9 +138,9 @@ pub(super) fn passthrough_unused(config: &Config, policy: &RedirectPolicy) -> Op
     match policy {
         RedirectPolicy::Cost(model) if model.may_buffer() => Some(format!(
             "policy cost may buffer writes: policy.cost_seek {} µs is above (1 + \
-             cost_hysteresis) × cost_fast_request = {:.0} µs",
+             cost_hysteresis) × cost_fast_request = {} µs",
             model.capacity_seek.as_micros(),
-            (1.0 + model.hysteresis) * model.fast_request.as_secs_f64() * 1e6
+            model.seek_bound().as_micros()
         )),
         p if p.may_route_fast() => Some(format!("policy {p} buffers writes")),
         _ => None,

@@ -124,17 +124,17 @@ pub(super) fn print_report(
     writeln!(out, "[policy]")?;
     writeln!(out, "cost_seek = \"{}\"", cost_seek(measurement))?;
     let model = cost_model(measurement);
-    let bound = (1.0 + model.hysteresis) * model.fast_request.as_secs_f64() * 1e6;
+    let bound = model.seek_bound().as_micros();
     if model.may_buffer() {
         writeln!(
             out,
-            "# above (1 + cost_hysteresis) x cost_fast_request = {bound:.0} us: `cost` may \
+            "# above (1 + cost_hysteresis) x cost_fast_request = {bound} us: `cost` may \
              buffer writes here (docs/policy.md)"
         )
     } else {
         writeln!(
             out,
-            "# at most (1 + cost_hysteresis) x cost_fast_request = {bound:.0} us: `cost` never \
+            "# at most (1 + cost_hysteresis) x cost_fast_request = {bound} us: `cost` never \
              buffers a write here, and the mount serves files by FUSE passthrough \
              (docs/fuse.md)"
         )

@@ -105,6 +105,7 @@ mkdir -p "$BENCH_DIR"
 clear_stale_mount "$RUN_DIR/mnt" # left by an interrupted run
 rm -rf "$RUN_DIR" "$RESULTS"
 mkdir -p "$RESULTS"
+no_passthrough_config "${SLUICE_CONFIG:-}" >"$RESULTS/no-passthrough.toml"
 read -ra SYS <<<"$SYSTEMS"
 check_free "$BENCH_DIR" $((size_bytes * 4 * 3)) "SIZE=$SIZE" # the 4-job rows: log + capacity, with room
 
@@ -143,10 +144,7 @@ for ((run = 1; run <= RUNS; run++)); do
                     MNT=$RUN_DIR/mnt
                     config=()
                     [ -n "${SLUICE_CONFIG:-}" ] && config=(--config "$SLUICE_CONFIG")
-                    if [ "$sys" = sluice-no-passthrough ]; then
-                        no_passthrough_config "${SLUICE_CONFIG:-}" >"$RESULTS/no-passthrough.toml"
-                        config=(--config "$RESULTS/no-passthrough.toml")
-                    fi
+                    [ "$sys" = sluice-no-passthrough ] && config=(--config "$RESULTS/no-passthrough.toml")
                     "$SLUICE" mount "${config[@]}" --fast "$RUN_DIR/fast" --capacity "$RUN_DIR/cap" \
                         "${policy[@]}" "$MNT" >>"$log" 2>&1 &
                     PID=$!

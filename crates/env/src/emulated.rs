@@ -503,6 +503,10 @@ impl Backend for EmulatedBackend {
         self.inner.check_root()
     }
 
+    fn health(&self) -> crate::TierHealth {
+        self.inner.health()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.inner.stat(path)
     }

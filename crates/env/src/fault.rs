@@ -255,6 +255,10 @@ impl Backend for FaultBackend {
         self.inner.check_root()
     }
 
+    fn health(&self) -> crate::TierHealth {
+        self.inner.health()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.check(FaultOp::Metadata, &[path], &What("stat", path))?;
         self.inner.stat(path)

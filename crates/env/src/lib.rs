@@ -41,6 +41,8 @@ use std::time::{Duration, SystemTime};
 
 use sluice_policy::Time;
 
+pub use health::TierHealth;
+
 /// How [`copy_range`] moved the bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CopyHow {
@@ -102,6 +104,7 @@ pub mod crash;
 pub mod emulated;
 pub mod errno;
 pub mod fault;
+mod health;
 pub mod memory;
 mod namespace;
 pub mod posix;
@@ -616,13 +619,25 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Total and free space.
     fn space(&self) -> io::Result<SpaceInfo>;
 
-    /// Whether the tier's root is still reachable by its name: an error
-    /// (NotFound) when the directory the backend was opened on has been
-    /// removed or replaced since, so that files written through the open
+    /// Look at the tier's root again (docs/crash-consistency.md,
+    /// "Capacity-tier faults"): whether its name still leads to the
+    /// directory the backend was opened on, and whether its file system
+    /// is read-only; the answer is kept as [`Backend::health`]. An error
+    /// (ENODEV, saying what was found) when the tier is lost: removed,
+    /// replaced or unmounted since, so that files written through the open
     /// root are no longer where users look. Backends without a named root
-    /// answer Ok.
+    /// answer Ok; wrappers forward.
     fn check_root(&self) -> io::Result<()> {
         Ok(())
+    }
+
+    /// The tier's health as last found ([`Backend::check_root`], or a call
+    /// that failed with an errno that may mean the tier went away):
+    /// healthy, read-only or lost. Once lost, every call fails with ENODEV
+    /// until the root's name leads to the same directory again. Backends
+    /// without a named root are always healthy; wrappers forward.
+    fn health(&self) -> TierHealth {
+        TierHealth::Healthy
     }
 
     /// Full attributes of `path`, the link itself if it is a symbolic link

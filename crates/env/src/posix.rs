@@ -13,7 +13,7 @@
 //! For the engine only regular files and directories exist: `read_dir`
 //! skips other entries (links, sockets, devices) and names that are not
 //! UTF-8; `metadata` and `open` refuse them. Files are opened read-write
-//! (the engine owns its tiers) with mode 0644, directories created 0755,
+//! (the engine owns its tiers; read-only on a read-only file system) with mode 0644, directories created 0755,
 //! both before the umask. Private files (`OpenOptions::private`) are
 //! created 0600 and private directories (`create_private_dir`) 0700, each
 //! set again through its own descriptor afterwards, so no umask can widen
@@ -59,6 +59,12 @@
 //! `sync_dir` an `fsync` of the directory, `space` a `statvfs` of the root
 //! (free = blocks available to unprivileged users).
 //!
+//! The root's identity is watched (`crate::health`): once its name leads
+//! to another directory (its file system unmounted, the directory
+//! replaced), every call is refused with ENODEV, and a sync succeeds only
+//! while the name leads to the root it synced into. On a read-only file
+//! system an existing file is opened read-only (its writes answer EROFS).
+//!
 //! Invariants: every descriptor opened under the root was reached without
 //! following a link, and every call on a last component acts on that
 //! component itself; errors name the root, the operation and the path, and
@@ -79,10 +85,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rustix::fs::{self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Timespec, Timestamps, Uid};
 use rustix::io::Errno;
 
+use crate::health::RootWatch;
 use crate::{
     errno_error, name_from_os, name_to_os, owner_id, with_context, Backend, BackendFile, DirEntry,
     FileKind, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo, SpecialFile, Stat, StatKind,
-    TimeSet, XattrFlags,
+    TierHealth, TimeSet, XattrFlags,
 };
 
 mod convert;
@@ -114,6 +121,9 @@ pub struct PosixBackend {
     root_fd: OwnedFd,
     /// `posix <root>`, the start of every error message.
     label: Arc<str>,
+    /// The root's identity and the tier's health (crate::health): every
+    /// call is refused once the root's name leads elsewhere.
+    watch: Arc<RootWatch>,
 }
 
 impl fmt::Debug for PosixBackend {
@@ -134,10 +144,15 @@ impl PosixBackend {
             Mode::empty(),
         )
         .map_err(|errno| errno_error(errno, format_args!("{label}: open the root")))?;
+        let watched = root_fd
+            .try_clone()
+            .map_err(|e| with_context(e, format_args!("{label}: open the root")))?;
+        let watch = Arc::new(RootWatch::new(root.clone(), watched, &label)?);
         Ok(PosixBackend {
             root,
             root_fd,
             label,
+            watch,
         })
     }
 
@@ -147,13 +162,36 @@ impl PosixBackend {
     }
 
     fn error(&self, errno: Errno, op: &str, path: &RelPath) -> io::Error {
-        error(&self.label, errno, &format!("{op} {:?}", path.as_str()))
+        self.fail(errno, &format!("{op} {:?}", path.as_str()))
+    }
+
+    /// The error of a call (`what`) that failed with `errno`: the tier's
+    /// refusal with its cause when it is lost (ENODEV from [`Self::dir`]),
+    /// else the OS error, after which the watch looks again if the errno
+    /// may mean the tier went away or turned read-only.
+    fn fail(&self, errno: Errno, what: &str) -> io::Error {
+        if errno == Errno::NODEV && self.watch.lost() {
+            return self.watch.refusal(&what);
+        }
+        let e = error(&self.label, errno, what);
+        self.watch.after_error(&e);
+        e
+    }
+
+    /// The root's descriptor, for a call that starts there: ENODEV once
+    /// the tier is lost (crate::health), so nothing reaches a directory
+    /// its name no longer leads to.
+    fn root_dir(&self) -> Result<BorrowedFd<'_>, Errno> {
+        if self.watch.lost() {
+            return Err(Errno::NODEV);
+        }
+        Ok(self.root_fd.as_fd())
     }
 
     /// Opens directory `path` (every component, itself included, without
     /// following links).
     fn walk(&self, path: &RelPath) -> Result<DirFd<'_>, Errno> {
-        let mut dir = DirFd::Root(self.root_fd.as_fd());
+        let mut dir = DirFd::Root(self.root_dir()?);
         if path.is_root() {
             return Ok(dir);
         }
@@ -185,7 +223,7 @@ impl PosixBackend {
     /// its parent without following it.
     fn lstat(&self, path: &RelPath) -> Result<rfs::Stat, Errno> {
         match path.parent() {
-            None => rfs::fstat(&self.root_fd),
+            None => rfs::fstat(self.root_dir()?),
             Some(parent) => {
                 let dir = self.walk(&parent)?;
                 rfs::statat(
@@ -233,7 +271,7 @@ impl PosixBackend {
     /// the target lives).
     fn xattr_target(&self, path: &RelPath) -> Result<XattrTarget<'_>, Errno> {
         match path.parent() {
-            None => Ok(XattrTarget::Root(self.root_fd.as_fd())),
+            None => Ok(XattrTarget::Root(self.root_dir()?)),
             Some(parent) => {
                 let dir = self.walk(&parent)?;
                 let mut proc_path = OsString::from(format!("{}/", proc_fd_path(dir.as_fd())));
@@ -258,7 +296,7 @@ impl PosixBackend {
                 ),
             );
         }
-        error(&self.label, errno, what)
+        self.fail(errno, what)
     }
 
     fn stat_kind(stat: &rfs::Stat) -> Option<FileKind> {
@@ -288,7 +326,18 @@ impl Backend for PosixBackend {
             flags |= OFlags::TRUNC;
         }
         let mode = if options.private { 0o600 } else { 0o644 };
-        let fd = rfs::openat(&dir, name, flags, Mode::from_raw_mode(mode)).map_err(fail)?;
+        let mut read_only = false;
+        let fd = match rfs::openat(&dir, &*name, flags, Mode::from_raw_mode(mode)) {
+            // A read-only file system (a read-only export, a tier turned
+            // read-only): the file is still there to read. Opened
+            // read-only; its writes answer EROFS as the open would have.
+            Err(Errno::ROFS) if !options.create && !options.create_new && !options.truncate => {
+                read_only = true;
+                let flags = (flags - OFlags::RDWR) | OFlags::RDONLY;
+                rfs::openat(&dir, &*name, flags, Mode::empty()).map_err(fail)?
+            }
+            opened => opened.map_err(fail)?,
+        };
         let stat = rfs::fstat(&fd).map_err(fail)?;
         if PosixBackend::stat_kind(&stat) != Some(FileKind::File) {
             return Err(not_regular(
@@ -303,6 +352,8 @@ impl Backend for PosixBackend {
             file: File::from(fd),
             path: path.clone(),
             label: Arc::clone(&self.label),
+            watch: Arc::clone(&self.watch),
+            read_only,
         }))
     }
 
@@ -336,7 +387,7 @@ impl Backend for PosixBackend {
 
     fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let what = format!("rename {:?} to {:?}", from.as_str(), to.as_str());
-        let fail = |errno| error(&self.label, errno, &what);
+        let fail = |errno| self.fail(errno, &what);
         let (from_dir, from_name) = self.walk_parent(from, Errno::BUSY).map_err(fail)?;
         let (to_dir, to_name) = self.walk_parent(to, Errno::BUSY).map_err(fail)?;
         rfs::renameat(&from_dir, from_name, &to_dir, to_name).map_err(fail)
@@ -397,12 +448,17 @@ impl Backend for PosixBackend {
             })?,
             DirFd::Opened(fd) => fd,
         };
-        rfs::fsync(&fd).map_err(fail)
+        rfs::fsync(&fd).map_err(fail)?;
+        // Synced where the tier's name leads, or not at all.
+        self.watch
+            .verify(&format_args!("sync_dir {:?}", path.as_str()))
     }
 
     fn space(&self) -> io::Result<SpaceInfo> {
-        let stat = rfs::fstatvfs(&self.root_fd)
-            .map_err(|errno| errno_error(errno, format_args!("{}: statvfs", self.label)))?;
+        let stat = self
+            .root_dir()
+            .and_then(rfs::fstatvfs)
+            .map_err(|errno| self.fail(errno, "statvfs"))?;
         Ok(SpaceInfo {
             total_bytes: stat.f_blocks.saturating_mul(stat.f_frsize),
             free_bytes: stat.f_bavail.saturating_mul(stat.f_frsize),
@@ -410,26 +466,11 @@ impl Backend for PosixBackend {
     }
 
     fn check_root(&self) -> io::Result<()> {
-        let open = rfs::fstat(&self.root_fd)
-            .map_err(|errno| errno_error(errno, format_args!("{}: fstat the root", self.label)))?;
-        let gone = || {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "{}: the directory was removed or replaced while in use; what was written since is in files no longer reachable by its name",
-                    self.label
-                ),
-            )
-        };
-        match rfs::stat(&self.root) {
-            Ok(named) if named.st_dev == open.st_dev && named.st_ino == open.st_ino => Ok(()),
-            Ok(_) => Err(gone()),
-            Err(Errno::NOENT) => Err(gone()),
-            Err(errno) => Err(errno_error(
-                errno,
-                format_args!("{}: stat the root", self.label),
-            )),
-        }
+        self.watch.probe()
+    }
+
+    fn health(&self) -> TierHealth {
+        self.watch.health()
     }
 
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
@@ -441,7 +482,7 @@ impl Backend for PosixBackend {
 
     fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
         let what = format!("set_attr {:?}", path.as_str());
-        let fail = |errno| error(&self.label, errno, &what);
+        let fail = |errno| self.fail(errno, &what);
         let invalid = |e: io::Error| with_context(e, format_args!("{}: {what}", self.label));
         let uid = owner_id(attr.uid, "uid").map_err(invalid)?;
         let gid = owner_id(attr.gid, "gid").map_err(invalid)?;
@@ -469,7 +510,7 @@ impl Backend for PosixBackend {
         let chown = uid.is_some() || gid.is_some();
         match path.parent() {
             None => {
-                let root = self.root_fd.as_fd();
+                let root = self.root_dir().map_err(fail)?;
                 if chown {
                     rfs::fchown(root, uid, gid).map_err(fail)?;
                 }
@@ -516,14 +557,14 @@ impl Backend for PosixBackend {
 
     fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
         let what = format!("symlink {:?} -> {target:?}", link.as_str());
-        let fail = |errno| error(&self.label, errno, &what);
+        let fail = |errno| self.fail(errno, &what);
         let (dir, name) = self.walk_parent(link, Errno::EXIST).map_err(fail)?;
         rfs::symlinkat(&*name_to_os(target), &dir, name).map_err(fail)
     }
 
     fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
         let what = format!("link {:?} to {:?}", existing.as_str(), new.as_str());
-        let fail = |errno| error(&self.label, errno, &what);
+        let fail = |errno| self.fail(errno, &what);
         // The root is a directory: EPERM as for any directory.
         let (from_dir, from_name) = self.walk_parent(existing, Errno::PERM).map_err(fail)?;
         let (to_dir, to_name) = self.walk_parent(new, Errno::EXIST).map_err(fail)?;
@@ -540,7 +581,7 @@ impl Backend for PosixBackend {
 
     fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
         let what = format!("mknod {:?} ({node:?})", path.as_str());
-        let fail = |errno| error(&self.label, errno, &what);
+        let fail = |errno| self.fail(errno, &what);
         let (dir, name) = self.walk_parent(path, Errno::EXIST).map_err(fail)?;
         let (file_type, dev) = match node {
             SpecialFile::Fifo => (FileType::Fifo, 0),
@@ -575,7 +616,7 @@ impl Backend for PosixBackend {
         let fail = |errno| self.proc_error(errno, &what);
         match self
             .xattr_target(path)
-            .map_err(|errno| error(&self.label, errno, &what))?
+            .map_err(|errno| self.fail(errno, &what))?
         {
             XattrTarget::Root(fd) => read_growing(
                 || rfs::fgetxattr_query(fd, name),
@@ -601,7 +642,7 @@ impl Backend for PosixBackend {
         let flags = raw_xattr_flags(flags);
         match self
             .xattr_target(path)
-            .map_err(|errno| error(&self.label, errno, &what))?
+            .map_err(|errno| self.fail(errno, &what))?
         {
             XattrTarget::Root(fd) => rfs::fsetxattr(fd, name, value, flags),
             XattrTarget::Entry { proc_path, .. } => rfs::lsetxattr(&proc_path, name, value, flags),
@@ -614,7 +655,7 @@ impl Backend for PosixBackend {
         let fail = |errno| self.proc_error(errno, &what);
         let list = match self
             .xattr_target(path)
-            .map_err(|errno| error(&self.label, errno, &what))?
+            .map_err(|errno| self.fail(errno, &what))?
         {
             XattrTarget::Root(fd) => {
                 read_growing(|| rfs::flistxattr_query(fd), |buf| rfs::flistxattr(fd, buf))
@@ -640,7 +681,7 @@ impl Backend for PosixBackend {
         let fail = |errno| self.proc_error(errno, &what);
         match self
             .xattr_target(path)
-            .map_err(|errno| error(&self.label, errno, &what))?
+            .map_err(|errno| self.fail(errno, &what))?
         {
             XattrTarget::Root(fd) => rfs::fremovexattr(fd, name),
             XattrTarget::Entry { proc_path, .. } => rfs::lremovexattr(&proc_path, name),
@@ -655,24 +696,57 @@ struct PosixFile {
     file: File,
     path: RelPath,
     label: Arc<str>,
+    /// Its backend's root watch: a lost tier refuses the file's calls too,
+    /// and a sync succeeds only where the tier's name leads.
+    watch: Arc<RootWatch>,
+    /// Opened read-only because its file system was (`open`): writes
+    /// answer EROFS.
+    read_only: bool,
 }
 
 impl PosixFile {
     fn error(&self, cause: io::Error, op: &str) -> io::Error {
-        with_context(
+        let e = with_context(
             cause,
             format_args!("{}: {op} {:?}", self.label, self.path.as_str()),
-        )
+        );
+        self.watch.after_error(&e);
+        e
+    }
+
+    /// Before a call (`op`): refused once the tier is lost.
+    fn admit(&self, op: &str) -> io::Result<()> {
+        self.watch
+            .admit(&format_args!("{op} {:?}", self.path.as_str()))
+    }
+
+    /// Before a change (`op`): [`Self::admit`], and EROFS for a file
+    /// opened read-only.
+    fn admit_change(&self, op: &str) -> io::Result<()> {
+        self.admit(op)?;
+        if self.read_only {
+            return Err(errno_error(
+                Errno::ROFS,
+                format_args!(
+                    "{}: {op} {:?}: opened read-only, its file system was read-only then",
+                    self.label,
+                    self.path.as_str()
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
 impl BackendFile for PosixFile {
     fn stat(&self) -> io::Result<Stat> {
+        self.admit("fstat")?;
         let stat = rfs::fstat(&self.file).map_err(|errno| self.error(errno.into(), "fstat"))?;
         known_stat(&stat, &self.label, "fstat", &self.path)
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.admit("read")?;
         let mut done = 0;
         while done < buf.len() {
             let Some(at) = offset.checked_add(done as u64) else {
@@ -689,12 +763,14 @@ impl BackendFile for PosixFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.admit_change("write")?;
         self.file
             .write_all_at(buf, offset)
             .map_err(|e| self.error(e, "write"))
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.admit_change("write")?;
         let mut slices: Vec<io::IoSlice<'_>> = bufs
             .iter()
             .filter(|b| !b.is_empty())
@@ -719,12 +795,18 @@ impl BackendFile for PosixFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        self.admit("sync_data")?;
         self.file
             .sync_data()
-            .map_err(|e| self.error(e, "sync_data"))
+            .map_err(|e| self.error(e, "sync_data"))?;
+        // Durable where the tier's name leads, or the sync did not do what
+        // its caller relies on (crate::health).
+        self.watch
+            .verify(&format_args!("sync_data {:?}", self.path.as_str()))
     }
 
     fn len(&self) -> io::Result<u64> {
+        self.admit("len")?;
         Ok(self
             .file
             .metadata()
@@ -733,6 +815,7 @@ impl BackendFile for PosixFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.admit_change("set_len")?;
         self.file.set_len(len).map_err(|e| self.error(e, "set_len"))
     }
 

@@ -183,3 +183,96 @@ fn private_files_and_directories_are_for_the_owner_only() {
     assert_eq!(mode("plain") & 0o600, 0o600);
     assert!(backend.create_private_dir(&p("log")).is_err(), "exists");
 }
+
+const ENODEV: i32 = 19;
+
+/// Issue 31: a root whose name leads to another directory (a lazily
+/// unmounted file system, a directory replaced) is lost: every call is
+/// refused with ENODEV saying what was found, and nothing more lands in
+/// the directory no one reads. Putting the very directory back at the name
+/// heals it.
+#[test]
+fn issue_31_a_replaced_root_is_lost_and_refuses_every_call_until_it_is_back() {
+    let top = tempfile::tempdir().unwrap();
+    let tier = top.path().join("tier");
+    let away = top.path().join("away");
+    fs::create_dir(&tier).unwrap();
+    let backend = PosixBackend::new(tier.clone()).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
+    file.write_at(b"before", 0).unwrap();
+    backend.check_root().unwrap();
+    assert!(backend.health().is_healthy());
+
+    fs::rename(&tier, &away).unwrap();
+    fs::create_dir(&tier).unwrap();
+    let error = backend.check_root().unwrap_err();
+    assert_eq!(raw_os_error(&error), Some(ENODEV), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("no longer the directory sluice opened"),
+        "{error}"
+    );
+    assert_eq!(backend.health().name(), "lost");
+    let refused = |result: std::io::Result<()>, what: &str| {
+        let error = result.expect_err(what);
+        assert_eq!(raw_os_error(&error), Some(ENODEV), "{what}: {error}");
+        assert!(
+            error.to_string().contains("refused, the tier is lost"),
+            "{what}: {error}"
+        );
+    };
+    refused(
+        backend.open(&p("g"), OpenOptions::CREATE).map(drop),
+        "create",
+    );
+    refused(backend.open(&p("f"), EXISTING).map(drop), "open");
+    refused(backend.metadata(&p("f")).map(drop), "metadata");
+    refused(backend.read_dir(&RelPath::root()).map(drop), "read_dir");
+    refused(backend.create_dir(&p("d")), "mkdir");
+    refused(backend.sync_dir(&RelPath::root()), "sync_dir");
+    refused(backend.space().map(drop), "statvfs");
+    refused(file.write_at(b"after", 0), "write through an open file");
+    refused(file.sync_data(), "sync through an open file");
+    let mut buf = [0u8; 6];
+    refused(
+        file.read_at(&mut buf, 0).map(drop),
+        "read through an open file",
+    );
+    assert!(!away.join("g").exists() && !tier.join("g").exists());
+    assert_eq!(fs::read(away.join("f")).unwrap(), b"before");
+
+    // The very directory back at the name: healthy, calls go through.
+    fs::remove_dir(&tier).unwrap();
+    fs::rename(&away, &tier).unwrap();
+    backend.check_root().unwrap();
+    assert!(backend.health().is_healthy());
+    file.write_at(b"after!", 0).unwrap();
+    file.sync_data().unwrap();
+    assert_eq!(fs::read(tier.join("f")).unwrap(), b"after!");
+
+    // A removed root is lost too, and names the cause.
+    fs::rename(&tier, &away).unwrap();
+    let error = backend.check_root().unwrap_err();
+    assert!(error.to_string().contains("no longer exists"), "{error}");
+}
+
+/// Issue 31: a sync answers success only where the tier's name leads. The
+/// root replaced between a write and its sync makes the sync fail (ENODEV)
+/// without anyone having looked at the root before: the sync looks.
+#[test]
+fn issue_31_a_sync_after_the_root_was_replaced_fails() {
+    let top = tempfile::tempdir().unwrap();
+    let tier = top.path().join("tier");
+    fs::create_dir(&tier).unwrap();
+    let backend = PosixBackend::new(tier.clone()).unwrap();
+    let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
+    file.write_at(b"bytes", 0).unwrap();
+    fs::rename(&tier, top.path().join("away")).unwrap();
+    fs::create_dir(&tier).unwrap();
+    let error = file.sync_data().unwrap_err();
+    assert_eq!(raw_os_error(&error), Some(ENODEV), "{error}");
+    assert_eq!(backend.health().name(), "lost");
+    let error = backend.sync_dir(&RelPath::root()).unwrap_err();
+    assert_eq!(raw_os_error(&error), Some(ENODEV), "{error}");
+}

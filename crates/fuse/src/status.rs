@@ -208,6 +208,42 @@ pub struct TierStatus {
     pub total_bytes: u64,
     /// Free bytes.
     pub free_bytes: u64,
+    /// `healthy`, `read-only` or `lost` (`sluice_env::TierHealth`; docs/
+    /// crash-consistency.md, "Capacity-tier faults").
+    #[serde(default = "healthy")]
+    pub state: String,
+    /// What was found, unless healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_cause: Option<String>,
+    /// Since when (UTC, RFC 3339), unless healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_since: Option<String>,
+}
+
+fn healthy() -> String {
+    "healthy".to_string()
+}
+
+impl TierStatus {
+    /// `b`'s description and space, with `health`.
+    fn of(b: &dyn sluice_env::Backend, health: &sluice_env::TierHealth) -> TierStatus {
+        use sluice_env::TierHealth;
+        let space = b.space().ok();
+        let since = match health {
+            TierHealth::Healthy => None,
+            TierHealth::ReadOnly { since, .. } | TierHealth::Lost { since, .. } => {
+                Some(sluice_engine::incidents::utc_rfc3339(*since))
+            }
+        };
+        TierStatus {
+            describe: b.describe(),
+            total_bytes: space.map_or(0, |s| s.total_bytes),
+            free_bytes: space.map_or(0, |s| s.free_bytes),
+            state: health.name().to_string(),
+            state_cause: health.cause().map(str::to_string),
+            state_since: since,
+        }
+    }
 }
 
 /// A snapshot of a running mount.
@@ -388,14 +424,6 @@ impl Status {
         flush_rate: u64,
     ) -> Status {
         let s = engine.status();
-        let tier = |b: &std::sync::Arc<dyn sluice_env::Backend>| {
-            let space = b.space().ok();
-            TierStatus {
-                describe: b.describe(),
-                total_bytes: space.map_or(0, |s| s.total_bytes),
-                free_bytes: space.map_or(0, |s| s.free_bytes),
-            }
-        };
         let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let liu_incidents = liu.map(LiuBackend::incidents);
         let (last_errors, incidents_total) = sluice_engine::incidents::merged(
@@ -406,8 +434,8 @@ impl Status {
         );
         Status {
             mountpoint: mountpoint.to_string(),
-            fast: tier(engine.fast_tier()),
-            capacity: tier(engine.capacity_tier()),
+            fast: TierStatus::of(&**engine.fast_tier(), &engine.fast_tier().health()),
+            capacity: TierStatus::of(&**engine.capacity_tier(), &s.capacity_health),
             policy: s.policy.to_string(),
             route: match (s.policy, s.route) {
                 ("cost", _) => "per file",
@@ -520,6 +548,33 @@ impl Status {
                 mib(t.free_bytes),
                 mib(t.total_bytes)
             );
+            // Loud: what a lost or read-only tier means for the bytes.
+            let since = t.state_since.as_deref().unwrap_or("-");
+            let cause = t.state_cause.as_deref().unwrap_or("-");
+            match t.state.as_str() {
+                "lost" => {
+                    let _ = writeln!(
+                        out,
+                        "  !! {name} tier LOST since {since}: {cause}\n  !! nothing is written to it or flushed; {} stay buffered in the fast tier's log (unmount keeps them there; the next mount recovers them)",
+                        mib(self.buffered_bytes)
+                    );
+                }
+                "read-only" => {
+                    let _ = writeln!(
+                        out,
+                        "  !! {name} tier READ-ONLY since {since}: {cause}; changes fail with EROFS{}",
+                        if name == "capacity" {
+                            format!(
+                                ", nothing is flushed: {} stay buffered in the fast tier's log",
+                                mib(self.buffered_bytes)
+                            )
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
+                _ => {}
+            }
         }
         let _ = writeln!(
             out,

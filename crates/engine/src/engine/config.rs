@@ -182,6 +182,9 @@ pub struct EngineStatus {
     /// Where the most recently written files' bytes went (at most
     /// [`FILES_PLACED_MAX`], newest first).
     pub files: Vec<FilePlacement>,
+    /// The capacity tier's health (docs/crash-consistency.md,
+    /// "Capacity-tier faults"): nothing is flushed unless healthy.
+    pub capacity_health: sluice_env::TierHealth,
 }
 
 /// Files whose placed bytes [`EngineStatus::files`] keeps.

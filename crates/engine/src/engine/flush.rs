@@ -34,6 +34,9 @@ pub(super) fn flusher_loop(shared: &Shared) {
             }
             Ok(None) => lock(shared).flush_backoff = FLUSH_BACKOFF_MIN,
             Err(e) => {
+                // A write refused or failed because the tier went away or
+                // turned read-only: the flusher stops until it is back.
+                super::health::note_health(shared);
                 let mut state = lock(shared);
                 if state.shutdown && e.kind() == io::ErrorKind::Interrupted {
                     // Stopped on purpose by `close`: not a failure.
@@ -98,6 +101,11 @@ pub(super) fn flush_until<'a>(
         if done(&state) {
             break Ok(());
         }
+        // Nothing is flushed while the capacity tier is lost or read-only:
+        // say so now, with where the bytes are, rather than wait.
+        if let Some(refused) = super::health::flush_refusal(shared, &state, what) {
+            break Err(refused);
+        }
         if !state.buffer.flush_pending() {
             state.buffer.seal();
             shared.changed.notify_all();
@@ -138,6 +146,11 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
     if state.shutdown {
         return Ok(Some(Step::Shutdown));
     }
+    if !state.capacity_health.is_healthy() {
+        // Lost or read-only: the bytes stay in the log (health.rs); the
+        // heartbeat looks again every second and wakes this thread.
+        return Ok(Some(Step::Idle(Duration::from_millis(250))));
+    }
     let now = shared.clock.now();
     match state.buffer.poll_flush(now) {
         FlushPoll::Idle => return Ok(Some(Step::Idle(Duration::from_millis(100)))),
@@ -174,6 +187,28 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         }
         e
     };
+    // The tier must still be the directory its name leads to before any
+    // byte goes to it, and again before the regions are reset: otherwise
+    // the bytes stay in the log (health.rs).
+    let unhealthy = |at: &str| {
+        let found = shared.capacity.check_root();
+        let health = super::health::note_health(shared);
+        if found.is_ok() && health.is_healthy() {
+            return None;
+        }
+        tracing::warn!(
+            regions = set.len(),
+            "flush stopped {at}: the capacity tier is {health}; the regions stay in the log"
+        );
+        let mut state = lock(shared);
+        for &region in &set {
+            let _ = state.buffer.abort_flush(region);
+        }
+        Some(Step::Idle(Duration::from_millis(250)))
+    };
+    if let Some(step) = unhealthy("before writing") {
+        return Ok(Some(step));
+    }
     let touched = write_runs(shared, &set, &runs).map_err(abort)?;
     // Every capacity file the regions' bytes went to is synced before a
     // region can be reused (DESIGN §4.5).
@@ -187,6 +222,9 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
                 ),
             ))
         })?;
+    }
+    if let Some(step) = unhealthy("before resetting its regions") {
+        return Ok(Some(step));
     }
     let mut state = lock(shared);
     // Readers copying buffered bytes of the regions finish first.

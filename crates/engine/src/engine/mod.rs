@@ -70,6 +70,7 @@ mod config;
 mod degrade;
 mod files;
 mod flush;
+mod health;
 mod names;
 mod quarantine;
 mod read;
@@ -236,6 +237,9 @@ struct State {
     /// shows, so the logical size (attrs.rs) is computed again from a new
     /// read.
     left_log: u64,
+    /// The capacity tier's health as last noted (health.rs): nothing is
+    /// flushed unless it is healthy.
+    capacity_health: sluice_env::TierHealth,
 }
 
 impl OpenFile {
@@ -337,6 +341,7 @@ impl Engine {
                 .filter(|_| state.buffer.buffered_bytes() > 0)
                 .map(|first| self.shared.clock.now().saturating_since(first)),
             files: state.placements.snapshot(|f| redirector.route_of(f)),
+            capacity_health: state.capacity_health.clone(),
         }
     }
 

@@ -75,10 +75,12 @@ pub(super) fn beat(file: &dyn BackendFile) -> io::Result<()> {
 }
 
 /// The heartbeat thread: a beat every [`HEARTBEAT_EVERY`] until the engine
-/// stops, and a last one then.
+/// stops, and a last one then; each time it also looks at the capacity
+/// tier's health (health.rs).
 pub(super) fn heartbeat_loop(shared: &Shared, file: &dyn BackendFile) {
     loop {
         let _ = beat(file);
+        super::health::watch_capacity(shared);
         let stop = shared
             .alive_stop
             .0

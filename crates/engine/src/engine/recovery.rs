@@ -240,6 +240,7 @@ pub(super) fn open(
         stats,
         placements: Placements::default(),
         left_log: 0,
+        capacity_health: capacity.health(),
     };
     // Reattach every file that still has buffered bytes, unless its
     // capacity file was deleted, replaced or modified since this node last

@@ -198,6 +198,10 @@ impl Backend for LiuBackend {
         self.inner.capacity.check_root()
     }
 
+    fn health(&self) -> sluice_env::TierHealth {
+        self.inner.capacity.health()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.inner.capacity.stat(path)
     }

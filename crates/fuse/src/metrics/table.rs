@@ -87,6 +87,8 @@ fn bbos(s: &Status, f: fn(&CkptStatusView) -> Vec<u64>) -> Option<Vec<Value>> {
 
 const REGION_STATES: &[&str] = &["empty", "filling", "full", "flushing"];
 const TIERS: &[&str] = &["fast", "capacity"];
+/// `sluice_env::TierHealth`'s names, `-` as `_`.
+const TIER_STATES: &[&str] = &["healthy", "read_only", "lost"];
 const STAGED_CACHED: &[&str] = &["staged", "cached"];
 const HIT_MISS: &[&str] = &["hit", "miss"];
 /// Tenths of locality; the last bucket is exactly 1.0 (`LiuStatusView::locality_histogram`).
@@ -264,6 +266,21 @@ pub const METRICS: &[Metric] = &[
         help: "Tier free bytes.",
         labels: label("tier", TIERS),
         read: |s| ints([s.fast.free_bytes, s.capacity.free_bytes]),
+    },
+    Metric {
+        name: "sluice_capacity_tier_state",
+        kind: Gauge,
+        help: "1 for the capacity tier's state now, 0 for the others: healthy; read_only (changes fail with EROFS, nothing is flushed); lost (its directory was unmounted or replaced: every call fails with ENODEV, nothing is flushed, buffered bytes stay in the log).",
+        labels: label("state", TIER_STATES),
+        read: |s| {
+            let now = s.capacity.state.replace('-', "_");
+            Some(
+                TIER_STATES
+                    .iter()
+                    .map(|state| Value::Int(u64::from(*state == now)))
+                    .collect(),
+            )
+        },
     },
     Metric {
         name: "sluice_fuse_requests_total",

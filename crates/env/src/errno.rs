@@ -130,6 +130,14 @@ pub fn errno_name(code: i32) -> Option<&'static str> {
         .map(|&(_, name)| name)
 }
 
+/// The errno named `name` (`ENOSPC`), the inverse of [`errno_name`].
+pub fn errno_code(name: &str) -> Option<i32> {
+    NAMES
+        .iter()
+        .find(|(_, known)| *known == name)
+        .map(|(errno, _)| errno.raw_os_error())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

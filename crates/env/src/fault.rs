@@ -72,6 +72,64 @@ pub enum FaultOp {
     Any,
 }
 
+impl FaultOp {
+    const NAMES: [(FaultOp, &'static str); 15] = [
+        (FaultOp::Open, "open"),
+        (FaultOp::Read, "read"),
+        (FaultOp::Write, "write"),
+        (FaultOp::Sync, "sync"),
+        (FaultOp::SetLen, "set_len"),
+        (FaultOp::Rename, "rename"),
+        (FaultOp::Remove, "remove"),
+        (FaultOp::CreateDir, "create_dir"),
+        (FaultOp::Symlink, "symlink"),
+        (FaultOp::Mknod, "mknod"),
+        (FaultOp::Link, "link"),
+        (FaultOp::ReadDir, "read_dir"),
+        (FaultOp::Metadata, "metadata"),
+        (FaultOp::SetAttr, "set_attr"),
+        (FaultOp::Any, "any"),
+    ];
+}
+
+/// Rules from text, one per line: `OP ERRNO [PATH_PREFIX]`, OP one of
+/// `open read write sync set_len rename remove create_dir symlink mknod
+/// link read_dir metadata set_attr any`, ERRNO a number or a name (`EIO`,
+/// `ENOSPC`); empty lines and lines starting with `#` are skipped. Every
+/// rule fires forever. The mount's test hook reads them (`SLUICE_FAULTS`,
+/// docs/crash-consistency.md).
+pub fn parse_rules(text: &str) -> Result<Vec<FaultRule>, String> {
+    let mut rules = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |why: &str| format!("fault rule on line {}: {why}: {line:?}", n + 1);
+        let mut words = line.split_whitespace();
+        let (Some(op), Some(errno)) = (words.next(), words.next()) else {
+            return Err(bad("expected OP ERRNO [PATH_PREFIX]"));
+        };
+        let op = FaultOp::NAMES
+            .iter()
+            .find(|(_, name)| *name == op)
+            .map(|&(op, _)| op)
+            .ok_or_else(|| bad("unknown operation"))?;
+        let raw_os_error = match errno.parse::<i32>() {
+            Ok(n) if n > 0 => n,
+            _ => crate::errno::errno_code(errno).ok_or_else(|| bad("unknown errno"))?,
+        };
+        rules.push(FaultRule {
+            path_prefix: words.next().map(str::to_string),
+            ..FaultRule::new(op, raw_os_error)
+        });
+        if words.next().is_some() {
+            return Err(bad("too many words"));
+        }
+    }
+    Ok(rules)
+}
+
 /// One fault to inject.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FaultRule {
@@ -168,6 +226,12 @@ impl FaultBackend {
     /// Faults injected so far.
     pub fn injected(&self) -> u64 {
         lock(&self.rules).injected
+    }
+
+    /// Replaces every rule with `rules` (the count of injected faults
+    /// stays).
+    pub fn set_rules(&self, rules: Vec<FaultRule>) {
+        lock(&self.rules).rules = rules;
     }
 
     /// The rules with their firings left.

@@ -11,10 +11,12 @@
 //! and the tier's [`TierHealth`]:
 //!
 //! * [`RootWatch::probe`] compares a `stat` of the name with that identity
-//!   and reads the file system's read-only flag; the engine calls it every
-//!   second ([`crate::Backend::check_root`]), and the backend calls it
-//!   after a call failed with an errno that may mean the tier went away
-//!   ([`RootWatch::after_error`]).
+//!   and finds whether the tier takes changes (the file system's read-only
+//!   flag; after a refusal, an unnamed `O_TMPFILE` file); the engine calls
+//!   it every second ([`crate::Backend::check_root`]), and the backend
+//!   calls it after a call failed with an errno that may mean the tier
+//!   went away ([`RootWatch::after_error`]); a change refused with EROFS
+//!   makes the tier read-only at once.
 //! * [`RootWatch::verify`] is the identity check alone, run after every
 //!   sync of a file or directory: a sync answers success only when the
 //!   synced bytes are where the tier's name leads, so nothing that relies
@@ -32,8 +34,9 @@
 //! never adopted behind the operator's back. A read-only tier becomes
 //! writable again as soon as its file system is.
 //!
-//! INVARIANT: the state only moves on a probe (or a verify, which can only
-//! find the tier lost), and every refusal names the cause the probe found.
+//! INVARIANT: the state only moves on a probe, a verify (which can only
+//! find the tier lost) or an EROFS (which can only make it read-only), and
+//! every refusal names the cause found.
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -209,16 +212,24 @@ impl RootWatch {
         }
     }
 
-    /// Look again: identity, then the file system's read-only flag. Err
+    /// Look again: identity, then whether the tier takes changes. Err
     /// (ENODEV, with the cause) when lost.
+    ///
+    /// Read-only is the file system's read-only flag, or a change refused
+    /// with EROFS ([`RootWatch::after_error`]: a file system turned
+    /// read-only after an error, or a server exporting it read-only, keeps
+    /// the flag clear). Once found read-only the tier stays so until the
+    /// flag is clear and an unnamed file (`O_TMPFILE`, which leaves no
+    /// trace in the tier's namespace) can be made in its root; a file
+    /// system without `O_TMPFILE` is taken at its flag's word.
     pub(crate) fn probe(&self) -> io::Result<()> {
         if let Some(cause) = self.moved() {
             self.set(LOST, cause);
             return Err(self.refusal(&"check the root"));
         }
-        let read_only = rfs::fstatvfs(&self.fd)
+        let flagged = rfs::fstatvfs(&self.fd)
             .is_ok_and(|stat| stat.f_flag.contains(rfs::StatVfsMountFlags::RDONLY));
-        if read_only {
+        if flagged {
             self.set(
                 READ_ONLY,
                 format!(
@@ -226,28 +237,49 @@ impl RootWatch {
                     self.path.display()
                 ),
             );
-        } else {
+        } else if self.state.load(Ordering::Acquire) != READ_ONLY || self.takes_changes() {
             self.set(HEALTHY, String::new());
         }
         Ok(())
     }
 
-    /// A call failed with `error`: probe when its errno may mean the tier
-    /// went away or turned read-only (EIO, ESTALE, ENOTCONN, ENODEV,
-    /// EROFS), so the next calls are refused with the cause.
+    /// Whether an unnamed file can be made in the root now (EROFS: no;
+    /// made, or `O_TMPFILE` not supported there: yes).
+    fn takes_changes(&self) -> bool {
+        let flags = rfs::OFlags::TMPFILE | rfs::OFlags::WRONLY | rfs::OFlags::CLOEXEC;
+        !matches!(
+            rfs::openat(&self.fd, ".", flags, rfs::Mode::from_raw_mode(0o600)),
+            Err(Errno::ROFS)
+        )
+    }
+
+    /// A call failed with `error`: an EROFS makes the tier read-only (the
+    /// refusal is the evidence); an errno that may mean the tier went away
+    /// (EIO, ESTALE, ENOTCONN, ENODEV) makes the watch look again, so the
+    /// next calls are refused with the cause.
     pub(crate) fn after_error(&self, error: &io::Error) {
-        let suspicious = [
-            Errno::IO,
-            Errno::STALE,
-            Errno::NOTCONN,
-            Errno::NODEV,
-            Errno::ROFS,
-        ];
-        if crate::raw_os_error(error)
-            .is_some_and(|code| suspicious.iter().any(|errno| errno.raw_os_error() == code))
+        let Some(code) = crate::raw_os_error(error) else {
+            return;
+        };
+        if code == Errno::ROFS.raw_os_error() {
+            if self.moved().is_none() {
+                self.set(
+                    READ_ONLY,
+                    format!(
+                        "a change under {} was refused with EROFS (its file system, or the \
+                         server behind it, is read-only)",
+                        self.path.display()
+                    ),
+                );
+                return;
+            }
+        } else if ![Errno::IO, Errno::STALE, Errno::NOTCONN, Errno::NODEV]
+            .iter()
+            .any(|errno| errno.raw_os_error() == code)
         {
-            let _ = self.probe();
+            return;
         }
+        let _ = self.probe();
     }
 
     /// Why the root's name no longer leads to the root, if it does not.

@@ -138,3 +138,32 @@ fn inner_errors_pass_through_unchanged() {
     assert_eq!(backend.injected(), 0);
     assert!(backend.describe().contains("memory"));
 }
+
+/// The rules file of the mount's test hook (`SLUICE_FAULTS`): one rule a
+/// line, errno by number or name, an optional path prefix; a bad line is
+/// an error naming it.
+#[test]
+fn rules_parse_from_text_and_bad_lines_are_named() {
+    use sluice_env::fault::parse_rules;
+    let rules = parse_rules("# EIO on writes\nwrite EIO\n\nsync 28 dir/\n").unwrap();
+    assert_eq!(
+        rules,
+        vec![
+            FaultRule::new(FaultOp::Write, 5),
+            FaultRule {
+                path_prefix: Some("dir/".to_string()),
+                ..FaultRule::new(FaultOp::Sync, 28)
+            },
+        ]
+    );
+    assert_eq!(parse_rules("").unwrap(), vec![]);
+    for (text, why) in [
+        ("write", "expected OP ERRNO"),
+        ("scribble EIO", "unknown operation"),
+        ("write EWHAT", "unknown errno"),
+        ("write EIO a b", "too many words"),
+    ] {
+        let error = parse_rules(&format!("\n{text}")).unwrap_err();
+        assert!(error.contains(why) && error.contains("line 2"), "{error}");
+    }
+}

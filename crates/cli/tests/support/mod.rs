@@ -84,6 +84,9 @@ pub struct Mounted {
     pub env: Option<String>,
     /// `--log-level` for `sluice mount`.
     pub log_level: Option<String>,
+    /// More environment for `sluice mount` (the fault hook's
+    /// `SLUICE_FAULTS`).
+    pub vars: Vec<(String, String)>,
 }
 
 impl Mounted {
@@ -109,6 +112,7 @@ impl Mounted {
             umask: None,
             env: None,
             log_level: None,
+            vars: Vec::new(),
         }
     }
 
@@ -143,6 +147,7 @@ impl Mounted {
             Some(filter) => command.env("RUST_LOG", filter),
             None => command.env_remove("RUST_LOG"),
         };
+        command.envs(self.vars.iter().map(|(k, v)| (k, v)));
         command.arg("mount");
         if let Some(level) = &self.log_level {
             command.args(["--log-level", level]);

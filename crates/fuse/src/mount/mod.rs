@@ -32,7 +32,8 @@
 //! an address other than loopback it needs `metrics.public`.
 //!
 //! Modules: `checks` (before the mount starts), `control` (the control
-//! socket, server and client), `unmount` (fusermount3, busy refusals).
+//! socket, server and client), `faults` (a test hook injecting capacity
+//! tier errors), `unmount` (fusermount3, busy refusals).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -59,6 +60,7 @@ use crate::status::Status;
 
 mod checks;
 mod control;
+mod faults;
 mod unmount;
 
 use checks::*;
@@ -220,7 +222,8 @@ impl Mount {
             _ => None,
         };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        let tiers = config.open_tiers(&clock).map_err(invalid)?;
+        let mut tiers = config.open_tiers(&clock).map_err(invalid)?;
+        tiers.capacity = faults::wrap_capacity(tiers.capacity)?;
         if let (Some(dir), false) = (&fast_dir, fast_existed) {
             fast_lock::make_private(dir)?;
             fast_lock = Some(FastTierLock::acquire(dir, mountpoint)?);

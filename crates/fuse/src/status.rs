@@ -200,7 +200,7 @@ impl LiuStatusView {
 }
 
 /// One tier's description and space.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TierStatus {
     /// What the backend is (`posix /path`, `emulated hdd over ...`).
     pub describe: String,
@@ -222,6 +222,19 @@ pub struct TierStatus {
 
 fn healthy() -> String {
     "healthy".to_string()
+}
+
+impl Default for TierStatus {
+    fn default() -> TierStatus {
+        TierStatus {
+            describe: String::new(),
+            total_bytes: 0,
+            free_bytes: 0,
+            state: healthy(),
+            state_cause: None,
+            state_since: None,
+        }
+    }
 }
 
 impl TierStatus {

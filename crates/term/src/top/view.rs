@@ -37,9 +37,13 @@ pub fn render(frame: &mut Frame, screen: &Screen) {
     } else {
         2
     };
+    // One more line for each tier lost or read-only.
+    let unhealthy = status.map_or(0, |s| {
+        u16::from(s.fast.state != "healthy") + u16::from(s.capacity.state != "healthy")
+    });
     let [header, tiers, buffer, sparks, extras, errors] = Layout::vertical([
         Constraint::Length(header_height),
-        Constraint::Length(6),
+        Constraint::Length(6 + unhealthy),
         Constraint::Length(7),
         Constraint::Length(SPARKLINE_ROWS + 2),
         Constraint::Length(if features > 0 { features + 2 } else { 0 }),
@@ -138,7 +142,7 @@ fn tier_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
             " {name:<9} {write:>13} {read:>13}   {space:<28} {device}"
         ))
     };
-    vec![
+    let mut lines = vec![
         row("", "write", "read", "space", "device").bold(),
         row(
             "fast",
@@ -165,7 +169,21 @@ fn tier_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
             status.fuse_errors,
             status.open_files
         )),
-    ]
+    ];
+    // A tier lost or read-only: loud, with the cause (docs/fuse.md).
+    for (name, t) in [("fast", &status.fast), ("capacity", &status.capacity)] {
+        if t.state != "healthy" {
+            lines.push(
+                Line::from(format!(
+                    " !! {name} tier {}: {}",
+                    t.state.to_uppercase(),
+                    t.state_cause.as_deref().unwrap_or("-")
+                ))
+                .style(Style::new().fg(Color::Red).bold()),
+            );
+        }
+    }
+    lines
 }
 
 fn buffer_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
@@ -374,11 +392,13 @@ mod tests {
                 describe: "posix /nvme/fast".into(),
                 total_bytes: 100 * 1024 * MIB,
                 free_bytes: 40 * 1024 * MIB,
+                ..TierStatus::default()
             },
             capacity: TierStatus {
                 describe: "emulated hdd over posix /data".into(),
                 total_bytes: 0,
                 free_bytes: 0,
+                ..TierStatus::default()
             },
             policy: "ssdup+".into(),
             route: "fast".into(),
@@ -509,6 +529,19 @@ mod tests {
         // No rate across the outage.
         assert!(
             text.contains(" fast                  -             -"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_lost_capacity_tier_is_shown_with_its_cause() {
+        let mut screen = running();
+        let latest = screen.latest.as_mut().unwrap();
+        latest.status.capacity.state = "lost".into();
+        latest.status.capacity.state_cause = Some("/data no longer exists".into());
+        let text = draw(&screen, 120, 40);
+        assert!(
+            text.contains("!! capacity tier LOST: /data no longer exists"),
             "{text}"
         );
     }

@@ -156,8 +156,13 @@ pub fn config_check(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> 
         .mountpoint
         .as_deref()
         .map_or_else(String::new, |p| format!(" at {}", p.display()));
+    let read_only = if preflight.capacity_read_only {
+        " (capacity tier read-only: the mount will be read-only)"
+    } else {
+        ""
+    };
     println!(
-        "ok: this config can mount{at} (fast tier {}, capacity tier {}, policy {})",
+        "ok: this config can mount{at} (fast tier {}, capacity tier {}, policy {}){read_only}",
         tier(&config.fast),
         tier(&config.capacity),
         engine.redirector.policy.name()

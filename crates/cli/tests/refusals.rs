@@ -769,6 +769,73 @@ fn config_check_refuses_every_setup_mount_refuses_issue_31() {
     }
 }
 
+/// Issue 31: a read-only capacity tier is served read-only: `config
+/// check` says so, the mount is `ro` (the kernel answers EROFS to every
+/// change), lists what is there and logs it once at WARN.
+#[test]
+fn a_read_only_capacity_tier_is_served_read_only_issue_31() {
+    if !support::fuse_available() || !support::required(is_root(), "root (a read-only bind mount)")
+    {
+        return;
+    }
+    let base = |root: &Path| -> Vec<String> {
+        vec![
+            "--fast".into(),
+            text(&root.join("fast")).into(),
+            "--capacity".into(),
+            text(&root.join("capacity")).into(),
+        ]
+    };
+    let mut m = support::Mounted::unstarted(&[]);
+    fs::write(m.capacity().join("existing"), b"old").unwrap();
+    let _ro = read_only(&m.capacity());
+    let check = sluice(
+        &[
+            &["config", "check"][..],
+            &strs(&base(m.dir.path())),
+            &[text(&m.point)],
+        ]
+        .concat(),
+    );
+    assert!(check.status.success(), "{}", stderr(&check));
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        said.contains("capacity tier read-only: the mount will be read-only"),
+        "{said}"
+    );
+    m.start();
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let options = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(text(&m.point)))
+        .and_then(|l| l.split(' ').nth(5))
+        .unwrap_or_default()
+        .to_string();
+    assert!(options.split(',').any(|o| o == "ro"), "mounted {options}");
+    const EROFS: i32 = 30;
+    for (what, result) in [
+        ("create", fs::write(m.path("new"), b"x")),
+        ("mkdir", fs::create_dir(m.path("dir"))),
+        ("unlink", fs::remove_file(m.path("existing"))),
+    ] {
+        let error = result.expect_err(what);
+        assert_eq!(error.raw_os_error(), Some(EROFS), "{what}: {error}");
+    }
+    let names: Vec<_> = fs::read_dir(&m.point)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["existing"], "listed");
+    let log = m.log();
+    let warned: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("read-only"))
+        .collect();
+    assert_eq!(warned.len(), 1, "logged once at WARN: {log}");
+    m.unmount(false);
+    assert_eq!(fs::read(m.capacity().join("existing")).unwrap(), b"old");
+}
+
 fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }

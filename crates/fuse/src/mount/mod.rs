@@ -194,14 +194,23 @@ pub struct Mount {
 impl Mount {
     /// Run the preflight (`checks.rs`, the checks `sluice config check`
     /// runs too), lock the fast tier, recover the log, open the engine and
-    /// mount at `mountpoint`.
+    /// mount at `mountpoint` (read-only over a read-only capacity tier).
     pub fn start(config: &Config, mountpoint: &Path) -> io::Result<Mount> {
         let invalid = |e: sluice_config::ConfigError| {
             io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
         };
         // Every refusal that needs no write, shared with `sluice config
         // check` (checks.rs): nothing under either tier is touched before.
-        let warnings = preflight(config, Some(mountpoint))?.warnings;
+        let preflight = preflight(config, Some(mountpoint))?;
+        let warnings = preflight.warnings;
+        if preflight.capacity_read_only {
+            tracing::warn!(
+                mountpoint = %mountpoint.display(),
+                capacity = %config.capacity.path.as_deref().unwrap_or(Path::new("")).display(),
+                "the capacity tier is on a read-only file system: the mount serves it read-only \
+                 (every write, create, rename and unlink is refused with EROFS)"
+            );
+        }
         // The fast tier's directory, locked before anything in it is
         // opened for writing; one that does not exist yet is created by
         // opening the tiers (nothing of another mount can be in it), then
@@ -296,7 +305,11 @@ impl Mount {
         let mut options = vec![
             MountOption::FSName("sluice".to_string()),
             MountOption::Subtype("sluice".to_string()),
-            MountOption::RW,
+            if preflight.capacity_read_only {
+                MountOption::RO
+            } else {
+                MountOption::RW
+            },
             MountOption::NoDev,
             MountOption::NoSuid,
         ];

@@ -64,7 +64,9 @@ mod unmount;
 use checks::*;
 pub use checks::{preflight, Preflight};
 use control::*;
-pub use control::{control_request, control_request_at, control_socket_of, mount_of};
+pub use control::{
+    clear_dead_mount, control_request, control_request_at, control_socket_of, mount_of,
+};
 use unmount::*;
 
 /// What to do with buffered data at the end.

@@ -101,9 +101,9 @@ fn on_read_only_fs(path: &Path) -> bool {
         || may(path, Access::WRITE_OK) == Err(Errno::ROFS)
 }
 
-/// A tier directory that does not exist yet (its `create` is set, or the
-/// layout check refused it): its nearest existing ancestor must let this
-/// user create it.
+/// A tier directory that does not exist yet (its `create` is set: the
+/// layout check refused it otherwise): its nearest existing ancestor must
+/// let this user create it there.
 fn check_creatable(key: &str, path: &Path) -> io::Result<()> {
     let absolute = std::path::absolute(path)?;
     let Some(ancestor) = absolute.ancestors().skip(1).find(|a| a.exists()) else {
@@ -253,8 +253,10 @@ fn check_log(config: &Config, fast: &Path) -> io::Result<()> {
     }
     // Regions beyond the configured count that hold data.
     let mut stranded: Option<u32> = None;
-    for entry in std::fs::read_dir(&log)? {
-        let entry = entry?;
+    let listed =
+        |e: io::Error| io::Error::new(e.kind(), format!("fast tier {}: log: {e}", fast.display()));
+    for entry in std::fs::read_dir(&log).map_err(listed)? {
+        let entry = entry.map_err(listed)?;
         let name = entry.file_name();
         let Some(r) = name
             .to_str()

@@ -170,11 +170,21 @@ struct MountPointArg {
 enum ConfigCommand {
     /// Print the normalized config in effect (file, then flags over it).
     Show(mount::ConfigArgs),
-    /// Check that the config in effect can mount: every value in range,
-    /// the tier directories there (or --create) and neither the same nor
-    /// one inside the other. Exits non-zero with the error otherwise;
-    /// mounts nothing, creates nothing.
-    Check(mount::ConfigArgs),
+    /// Check that the config in effect can mount: the checks `sluice
+    /// mount` runs before it writes anything (values in range, tier layout,
+    /// the fast tier's directory, lock and log, read-only tiers, the mount
+    /// point, the metrics address). Exits non-zero with the error
+    /// otherwise; mounts, creates, writes and locks nothing.
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// The mount point to check too (default mount.point in the config;
+    /// with neither, the mount point is not checked).
+    mountpoint: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    config: mount::ConfigArgs,
 }
 
 #[derive(Args, Debug)]
@@ -375,7 +385,9 @@ fn run() -> Result<()> {
         }
         Some(Command::Sync(args)) => mount::sync(&args.paths),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
-        Some(Command::Config(ConfigCommand::Check(args))) => mount::config_check(&args),
+        Some(Command::Config(ConfigCommand::Check(args))) => {
+            mount::config_check(&args.config, args.mountpoint.as_deref())
+        }
         Some(Command::Demo(args)) => demo::demo(&args.dir, args.mib).map_err(Error::Message),
         Some(Command::Profile(args)) => profile::profile(&args).map_err(Error::Message),
         Some(Command::Ckpt(command)) => ckpt::run(&command),

@@ -122,11 +122,11 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
 }
 
 /// `sluice config show`: prints whatever the config is; a note says why
-/// it cannot mount.
+/// it cannot mount (the first refusal of `sluice config check`).
 pub fn config_show(args: &ConfigArgs) -> Result<()> {
     let config = args.resolve()?;
     print!("{}", config.to_toml());
-    if let Err(e) = config.validate().and_then(|()| config.check_layout()) {
+    if let Err(e) = sluice_fuse::preflight(&config, None) {
         eprintln!(
             "sluice: note: this config cannot mount yet: {e}\n\
              sluice: note: `sluice config check` with the same arguments exits non-zero on it"
@@ -135,20 +135,34 @@ pub fn config_show(args: &ConfigArgs) -> Result<()> {
     Ok(())
 }
 
-/// `sluice config check`: an error (and a non-zero exit) unless the config
-/// can mount: every value in range, the tier directories there (or
-/// `--create`) and apart. Reads the file system; creates nothing.
-pub fn config_check(args: &ConfigArgs) -> Result<()> {
+/// `sluice config check [MOUNTPOINT]`: the checks `sluice mount` runs
+/// before it writes anything (`sluice_fuse::preflight`, one list for
+/// both), without mounting, creating, writing or locking anything. An
+/// error (and a non-zero exit) unless the config can mount, at
+/// `mountpoint` or `mount.point` when either is given; the warnings
+/// `sluice mount` would log go to stderr.
+pub fn config_check(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> {
     let config = args.resolve()?;
-    config.validate()?;
-    config.check_layout()?;
+    let preflight = sluice_fuse::preflight(&config, mountpoint).map_err(Error::Mount)?;
+    for warning in &preflight.warnings {
+        eprintln!("sluice: warning: {warning}");
+    }
     let engine = config.engine_config()?;
     let tier = |t: &sluice_config::TierConfig| match &t.path {
         Some(p) if t.device != Device::Memory => p.display().to_string(),
         _ => "memory".to_string(),
     };
+    let at = preflight
+        .mountpoint
+        .as_deref()
+        .map_or_else(String::new, |p| format!(" at {}", p.display()));
+    let read_only = if preflight.capacity_read_only {
+        " (capacity tier read-only: the mount will be read-only)"
+    } else {
+        ""
+    };
     println!(
-        "ok: this config can mount (fast tier {}, capacity tier {}, policy {})",
+        "ok: this config can mount{at} (fast tier {}, capacity tier {}, policy {}){read_only}",
         tier(&config.fast),
         tier(&config.capacity),
         engine.redirector.policy.name()
@@ -222,8 +236,8 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// `sluice mount --daemon`: checks the config as `sluice config check`
-/// does (its errors come out here, on stderr), then starts the mount in the
+/// `sluice mount --daemon`: runs the checks `sluice config check` runs
+/// (its refusals come out here, on stderr), then starts the mount in the
 /// background and returns once it is up.
 pub fn mount_daemon(
     args: &ConfigArgs,
@@ -232,12 +246,11 @@ pub fn mount_daemon(
     command_line: &[std::ffi::OsString],
 ) -> Result<()> {
     let config = args.resolve()?;
-    config.validate()?;
-    config.check_layout()?;
     let point = mountpoint
         .map(Path::to_path_buf)
-        .or(config.mount.point)
+        .or(config.mount.point.clone())
         .ok_or_else(no_mount_point)?;
+    sluice_fuse::preflight(&config, Some(&point)).map_err(Error::Mount)?;
     let log_file = match log_file {
         Some(f) => f,
         None => service::default_log_file(&point)?,

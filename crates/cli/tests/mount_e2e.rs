@@ -1970,7 +1970,9 @@ fn issue_19_only_root_and_the_owner_may_control_a_mount() {
             assert!(is_mounted(&m.point), "{args:?} as uid 65534 unmounted it");
         }
     };
-    refused_all("only root and the user who mounted");
+    refused_all(
+        "is a sluice mount owned by uid 0: only root and that user may use its control socket",
+    );
     // Loosen the directory and the socket: the mount itself refuses.
     fs::set_permissions(m.fast(), fs::Permissions::from_mode(0o711)).unwrap();
     fs::set_permissions(
@@ -2186,6 +2188,151 @@ fn issue_19_a_live_mount_point_is_refused() {
     fs::write(m.path("f"), b"first").unwrap();
     assert_eq!(fs::read(m.path("f")).unwrap(), b"first");
     m.unmount(false);
+}
+
+/// The `sluice` binary copied where uid 65534 can run it (the checkout
+/// may sit under a directory only root may enter).
+fn sluice_for_nobody() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let binary = dir.path().join("sluice");
+    fs::copy(SLUICE, &binary).unwrap();
+    fs::set_permissions(&binary, fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, binary)
+}
+
+/// Issue 31: `sluice status MNT` as a user the mount does not serve said
+/// "is not a sluice mount (… Permission denied)". It says whose mount it
+/// is and who may use its control socket; the mount serves on.
+#[test]
+fn issue_31_a_permission_refusal_says_who_may_use_the_socket() {
+    if !fuse_available_as_root("needs root to switch uid") {
+        return;
+    }
+    let (_bin, binary) = sluice_for_nobody();
+    let mut m = Mounted::new(&[]);
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(m.path("f"), b"root's").unwrap();
+    let point = m.point.display().to_string();
+    let file = format!("{point}/f");
+    for (verb, path) in [
+        ("status", &point),
+        ("drain", &point),
+        ("unmount", &point),
+        ("top", &point),
+        ("sync", &file),
+    ] {
+        let out = as_nobody(&format!(
+            "{} {verb} {}",
+            sh_quote(binary.to_str().unwrap()),
+            sh_quote(path)
+        ));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said = format!(
+            "{point} is a sluice mount owned by uid 0: only root and that user may use its \
+             control socket"
+        );
+        assert!(
+            !out.status.success() && err.contains(&said),
+            "{verb}: {err}"
+        );
+        assert!(!err.contains("is not a sluice mount"), "{verb}: {err}");
+        assert!(is_mounted(&m.point), "{verb} as uid 65534 unmounted it");
+    }
+    m.unmount(false);
+}
+
+/// Issue 31: `sluice unmount` of a dead mount (its process killed) said
+/// "is not a sluice mount (… Transport endpoint is not connected)" with no
+/// hint. `status` says it is dead and to run `fusermount3 -u`; `unmount`
+/// clears it itself, says nothing was drained (and exits 1: the drain
+/// asked for did not happen, `--keep` exits 0), and the next mount
+/// recovers the log.
+#[test]
+fn issue_31_unmount_of_a_dead_mount_clears_it_and_the_log_is_recovered() {
+    if !fuse_available() {
+        return;
+    }
+    let setup = tempfile::tempdir().unwrap();
+    // The bytes stay in the log: only recovery can bring them back.
+    let config = config_file(setup.path(), "[mount]\nconsistency = \"node-local\"\n");
+    for keep in [false, true] {
+        let mut m = Mounted::new(&["--policy", "fast-all", "--config", &config]);
+        fs::write(m.path("f"), b"kept in the log").unwrap();
+        let mut child = m.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_ne!(
+            fs::read(m.capacity().join("f")).unwrap_or_default(),
+            b"kept in the log"
+        );
+        let point = m.point.display().to_string();
+        let out = m.sluice(&["status", &point]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        for said in [
+            format!("{point} is a dead FUSE mount"),
+            format!("run `fusermount3 -u {point}`"),
+        ] {
+            assert!(err.contains(&said), "status: {said:?} missing: {err}");
+        }
+        let mut args = vec!["unmount", point.as_str()];
+        if keep {
+            args.push("--keep");
+        }
+        let out = m.sluice(&args);
+        let (said, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.success(), keep, "keep {keep}: {said}{err}");
+        let text = format!("{said}{err}");
+        for fragment in [
+            "was a dead mount",
+            "cleared it",
+            "nothing was drained",
+            "the next mount of that fast tier recovers it",
+        ] {
+            assert!(text.contains(fragment), "{fragment:?} missing: {text}");
+        }
+        assert!(!is_mounted(&m.point), "cleared");
+        m.start();
+        assert_eq!(fs::read(m.path("f")).unwrap(), b"kept in the log");
+        m.unmount(false);
+        assert_eq!(
+            fs::read(m.capacity().join("f")).unwrap(),
+            b"kept in the log"
+        );
+    }
+}
+
+/// Issue 31: a directory that is no mount at all, and a FUSE mount of
+/// another file system, are told apart from a sluice mount.
+#[test]
+fn issue_31_a_path_that_is_not_a_sluice_mount_says_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(SLUICE)
+        .arg("status")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("is not a sluice mount (not the root of a FUSE mount"),
+        "{err}"
+    );
+    let out = Command::new(SLUICE)
+        .arg("unmount")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("is not a sluice mount"),
+        "{err}"
+    );
+    assert!(dir.path().exists());
 }
 
 /// Regression (issue 19): when the fast tier's file system filled, every

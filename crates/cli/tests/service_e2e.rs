@@ -198,8 +198,8 @@ fn daemon_with_a_bad_config_fails_on_stderr_and_mounts_nothing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no-such-fast does not exist"), "{stderr}");
     assert!(!is_mounted(&tiers.point()));
-    // A mount point that does not exist: the daemon's mount fails, and its
-    // error comes back on stderr, with the log's name.
+    // A mount point that does not exist: refused by the checks `sluice
+    // config check` runs too, before any child starts (issue 31).
     let missing = tiers.path("no-such-mnt");
     let out = Command::new(SLUICE)
         .args(["mount", "--daemon", "--log-file"])
@@ -213,11 +213,29 @@ fn daemon_with_a_bad_config_fails_on_stderr_and_mounts_nothing() {
         .unwrap();
     assert!(!out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("did not come up"), "{stderr}");
     assert!(
         stderr.contains(&format!("mount point {}", missing.display())),
         "{stderr}"
     );
+    assert!(!stderr.contains("did not come up"), "{stderr}");
+    // A catalogue file that is no catalogue passes the checks (they do not
+    // open it): the daemon's mount fails, and its error comes back on
+    // stderr, with the log's name.
+    fs::write(tiers.path("fast/catalog.redb"), b"not a redb file").unwrap();
+    let out = Command::new(SLUICE)
+        .args(["mount", "--daemon", "--log-file"])
+        .arg(&log)
+        .arg("--fast")
+        .arg(tiers.path("fast"))
+        .arg("--capacity")
+        .arg(tiers.path("capacity"))
+        .arg(tiers.point())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not come up"), "{stderr}");
+    assert!(stderr.contains("catalog.redb"), "{stderr}");
     assert!(stderr.contains(&log.display().to_string()), "{stderr}");
     assert!(!is_mounted(&tiers.point()) && !is_mounted(&missing));
 }

@@ -65,24 +65,7 @@ impl FastTierLock {
         }
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                let mut holder = String::new();
-                let _ = (&file).take(512).read_to_string(&mut holder);
-                let holder = holder.trim();
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!(
-                        "fast tier {} is in use by another sluice mount ({}): unmount it first, \
-                         or give this mount its own fast tier",
-                        fast.display(),
-                        if holder.is_empty() {
-                            "holder unknown"
-                        } else {
-                            holder
-                        }
-                    ),
-                ));
-            }
+            Err(rustix::io::Errno::WOULDBLOCK) => return Err(in_use(fast, &file)),
             Err(e) => return Err(what(e.into())),
         }
         // Ours now: whatever the umask or an older sluice made of it.
@@ -108,9 +91,75 @@ impl FastTierLock {
     }
 }
 
+/// Refuse a fast tier another live mount holds, without creating or
+/// writing anything: `sluice config check` and the mount's preflight. A
+/// lock file that does not exist is free; one that does is tested with a
+/// shared non-blocking `flock`, which only an exclusive holder (a mount)
+/// makes fail, and released at once. A lock file that is a link or not a
+/// regular file is refused as [`FastTierLock::acquire`] would.
+pub fn check_free(fast: &Path) -> io::Result<()> {
+    let path = fast.join(LOCK_FILE);
+    let what = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(what(e)),
+    };
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a regular file{}: move it aside",
+                path.display(),
+                if meta.file_type().is_symlink() {
+                    " (a symbolic link)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    // NONBLOCK: never wait on whatever replaced the file since the stat.
+    let file = File::from(
+        rustix::fs::open(
+            &path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| what(e.into()))?,
+    );
+    match flock(&file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(in_use(fast, &file)),
+        Err(e) => Err(what(e.into())),
+    }
+}
+
+/// The refusal of a fast tier whose lock file `file` another mount holds,
+/// naming the holder it wrote there.
+fn in_use(fast: &Path, file: &File) -> io::Error {
+    let mut holder = String::new();
+    let _ = file.take(512).read_to_string(&mut holder);
+    let holder = holder.trim();
+    io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "fast tier {} is in use by another sluice mount ({}): unmount it first, or give \
+             this mount its own fast tier",
+            fast.display(),
+            if holder.is_empty() {
+                "holder unknown"
+            } else {
+                holder
+            }
+        ),
+    )
+}
+
 /// `fast` must be a directory that only its owner (the mount's user or
-/// root) may change.
-fn check_directory(fast: &Path) -> io::Result<()> {
+/// root) may change: what [`FastTierLock::acquire`] checks first, and
+/// the mount's preflight with it.
+pub fn check_directory(fast: &Path) -> io::Result<()> {
     let meta = std::fs::metadata(fast)
         .map_err(|e| io::Error::new(e.kind(), format!("fast tier {}: {e}", fast.display())))?;
     if !meta.is_dir() {
@@ -181,6 +230,26 @@ mod tests {
         assert_eq!(mode, 0o600);
         drop(first);
         FastTierLock::acquire(dir.path(), Path::new("/mnt/b")).unwrap();
+    }
+
+    #[test]
+    fn check_free_refuses_a_held_lock_and_creates_nothing() {
+        let dir = private_dir();
+        check_free(dir.path()).unwrap();
+        assert!(!dir.path().join(LOCK_FILE).exists(), "nothing created");
+        let held = FastTierLock::acquire(dir.path(), Path::new("/mnt/a")).unwrap();
+        let err = check_free(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert!(err.to_string().contains("mounted at /mnt/a"), "{err}");
+        drop(held);
+        check_free(dir.path()).unwrap();
+        // The test itself holds nothing: a mount may lock right after it.
+        check_free(dir.path()).unwrap();
+        FastTierLock::acquire(dir.path(), Path::new("/mnt/b")).unwrap();
+        std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join(LOCK_FILE)).unwrap();
+        let err = check_free(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
     }
 
     #[test]

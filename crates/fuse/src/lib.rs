@@ -28,5 +28,8 @@ mod passthrough;
 pub mod status;
 pub mod volume;
 
-pub use mount::{control_request, control_request_at, control_socket_of, mount_of, Mount};
+pub use mount::{
+    clear_dead_mount, control_request, control_request_at, control_socket_of, mount_of, preflight,
+    Mount, Preflight,
+};
 pub use status::Status;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use indicatif::HumanBytes;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use sluice_fuse::{control_request_at, control_socket_of, Mount, Status};
+use sluice_fuse::{clear_dead_mount, control_request_at, control_socket_of, Mount, Status};
 
 use crate::progress::{Progress, ProgressMode, Unit};
 
@@ -125,7 +125,13 @@ pub fn unmount(
     let failed = |e: std::io::Error| format!("unmount {}: {e}", mountpoint.display());
     // The socket is found through the mount point, which stops answering
     // once unmounted: looked up before, for the progress of the drain.
-    let socket = control_socket_of(mountpoint).map_err(failed)?;
+    let socket = match control_socket_of(mountpoint) {
+        Ok(socket) => socket,
+        Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
+            return clear_dead(mountpoint, keep, e)
+        }
+        Err(e) => return Err(failed(e)),
+    };
     // With --keep there is no drain to stop: Ctrl-C ends the wait at once.
     let mut signals = match keep {
         true => None,
@@ -204,6 +210,27 @@ pub fn unmount(
     };
     println!("unmounted {}: {said}", mountpoint.display());
     Ok(())
+}
+
+/// `sluice unmount` of a dead mount (`dead` is why the socket was not
+/// found): cleared when that is safe (`sluice_fuse::clear_dead_mount`),
+/// saying what was done; nothing could drain, so it fails unless `keep`
+/// was asked. When not safe, the error says to run `fusermount3 -u`.
+fn clear_dead(mountpoint: &Path, keep: bool, dead: std::io::Error) -> Result<(), String> {
+    let point = mountpoint.display();
+    clear_dead_mount(mountpoint).map_err(|e| format!("unmount {point}: {dead}; {e}"))?;
+    let done = format!(
+        "{point} was a dead mount (its process ended without unmounting, killed?): cleared it, \
+         as `fusermount3 -u {point}` does; nothing was drained: the buffered data stays in the \
+         fast tier's log, and the next mount of that fast tier recovers it"
+    );
+    if keep {
+        println!("unmounted {done}");
+        Ok(())
+    } else {
+        // The drain asked for did not happen: not a success.
+        Err(format!("unmount {point}: {done}"))
+    }
 }
 
 /// Send `request` over `socket` from a thread; the answer arrives on the

@@ -6,6 +6,9 @@
 //! * [`header`] — the 64-byte region header;
 //! * [`region`] — a region file: appends at offsets chosen by the caller,
 //!   checked payload reads, reset;
+//! * [`check`] — what recovery will make of an existing region file,
+//!   judged from its length and header without writing (shared with the
+//!   mount's preflight);
 //! * [`scan`] — the recovery scan: headers only before the last commit
 //!   record, headers and payloads after it, torn tails dropped, corruption
 //!   reported and skipped.
@@ -24,11 +27,13 @@ use std::io;
 
 use sluice_policy::RegionId;
 
+pub mod check;
 pub mod header;
 pub mod record;
 pub mod region;
 pub mod scan;
 
+pub use check::{check_region, RegionOnDisk, RegionRefusal};
 pub use header::{RegionHeader, RegionHeaderError, REGION_FORMAT_VERSION, REGION_MAGIC};
 pub use record::{
     decode_path, record_len, RecordError, RecordHeader, RecordKind, MAX_PATH_BYTES, RECORD_ALIGN,

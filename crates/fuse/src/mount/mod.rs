@@ -64,8 +64,11 @@ mod faults;
 mod unmount;
 
 use checks::*;
+pub use checks::{preflight, Preflight};
 use control::*;
-pub use control::{control_request, control_request_at, control_socket_of, mount_of};
+pub use control::{
+    clear_dead_mount, control_request, control_request_at, control_socket_of, mount_of,
+};
 use unmount::*;
 
 /// What to do with buffered data at the end.
@@ -193,21 +196,25 @@ pub struct Mount {
 }
 
 impl Mount {
-    /// Check the mount point, lock the fast tier, recover the log, open
-    /// the engine and mount at `mountpoint`.
+    /// Run the preflight (`checks.rs`, the checks `sluice config check`
+    /// runs too), lock the fast tier, recover the log, open the engine and
+    /// mount at `mountpoint` (read-only over a read-only capacity tier).
     pub fn start(config: &Config, mountpoint: &Path) -> io::Result<Mount> {
         let invalid = |e: sluice_config::ConfigError| {
             io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
         };
-        config.validate().map_err(invalid)?;
-        let mut warnings = Vec::new();
-        warnings.extend(check_metrics(config)?);
-        warnings.extend(unprofiled_cost(config));
-        check_mount_point(mountpoint)?;
-        // The tiers' layout is checked before the lock file is created: an
-        // unsafe layout (the fast tier inside or equal to the capacity
-        // tier) is refused without a byte written under either tier.
-        config.check_layout().map_err(invalid)?;
+        // Every refusal that needs no write, shared with `sluice config
+        // check` (checks.rs): nothing under either tier is touched before.
+        let preflight = preflight(config, Some(mountpoint))?;
+        let warnings = preflight.warnings;
+        if preflight.capacity_read_only {
+            tracing::warn!(
+                mountpoint = %mountpoint.display(),
+                capacity = %config.capacity.path.as_deref().unwrap_or(Path::new("")).display(),
+                "the capacity tier is on a read-only file system: the mount serves it read-only \
+                 (every write, create, rename and unlink is refused with EROFS)"
+            );
+        }
         // The fast tier's directory, locked before anything in it is
         // opened for writing; one that does not exist yet is created by
         // opening the tiers (nothing of another mount can be in it), then
@@ -303,7 +310,11 @@ impl Mount {
         let mut options = vec![
             MountOption::FSName("sluice".to_string()),
             MountOption::Subtype("sluice".to_string()),
-            MountOption::RW,
+            if preflight.capacity_read_only {
+                MountOption::RO
+            } else {
+                MountOption::RW
+            },
             MountOption::NoDev,
             MountOption::NoSuid,
         ];

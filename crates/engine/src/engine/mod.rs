@@ -62,7 +62,10 @@ use sluice_policy::write_buffer::{
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 
 use crate::incidents::Incidents;
-use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, ScanMode, REGION_HEADER_BYTES};
+use crate::log::{
+    check_region, record_len, RecordHeader, RecordKind, RegionFile, RegionRefusal, ScanMode,
+    REGION_HEADER_BYTES,
+};
 
 mod append;
 mod attrs;

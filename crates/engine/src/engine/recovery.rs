@@ -60,22 +60,23 @@ pub(super) fn open(
             restore.push((RegionState::Empty, 0));
             region
         } else {
-            let (region, header) = RegionFile::open(file).map_err(|e| {
+            // The one rule for an existing region (`log::check_region`),
+            // which the mount's preflight and `config check` apply too.
+            let mut head = [0u8; 64];
+            let read = file.read_full_at(&mut head, 0).map_err(context(&what))?;
+            if let Err(refusal) = check_region(RegionId(r), total_bytes, len, &head[..read]) {
+                let kind = match refusal {
+                    RegionRefusal::BadHeader(_) => io::ErrorKind::InvalidData,
+                    RegionRefusal::Mismatch { .. } => io::ErrorKind::InvalidInput,
+                };
+                return Err(io::Error::new(kind, format!("{what}: {refusal}")));
+            }
+            let (region, _) = RegionFile::open(file).map_err(|e| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("{what}: {e}; the region holds data, so sluice will not overwrite it: move it aside to start anyway"),
                 )
             })?;
-            if header.region_bytes != total_bytes || header.region != RegionId(r) {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "{what}: written for region {} of {} bytes, configured {r} of {total_bytes}; \
-                         drain with the old configuration first",
-                        header.region.0, header.region_bytes
-                    ),
-                ));
-            }
             let report = region
                 .scan(ScanMode::Recovery)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{what}: {e}")))?;

@@ -211,7 +211,9 @@ fn mount_command_line(argv: &[OsString]) -> Result<Vec<OsString>, ServiceError> 
         {
         } else if option == "ro" {
             return Err(ServiceError::Helper(
-                "-o ro: sluice mounts read-write only".to_string(),
+                "-o ro: sluice mounts read-write only (a read-only capacity tier is mounted \
+                 read-only by itself)"
+                    .to_string(),
             ));
         } else if FLAG_OPTIONS.contains(&option.as_str()) {
             line.push(format!("--{}", option.replace('_', "-")).into());

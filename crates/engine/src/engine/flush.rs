@@ -1,10 +1,9 @@
 //! The flusher thread: polls the write buffer, flushes every full region
-//! together (runs merged across them per file, several writes in flight,
-//! each run looked up again under the lock), syncs the files, resets the
-//! regions.
+//! together (runs merged across them per file, several writes in flight in
+//! file order through writeback.rs, each run looked up again under the
+//! lock), syncs the files, resets the regions.
 
 use super::*;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One region flush step's outcome.
 pub(super) enum Step {
@@ -273,128 +272,35 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
 }
 
 /// Write `runs` (file order) to the capacity tier, `flush_writers` at a
-/// time: the workers take the runs in order and copy them out of the log
-/// in parallel, but issue their writes in run order ([`Turns`]), so the
-/// writes in flight are neighbours in the file, each starting where the
-/// one before ends, and the capacity device serves them without seeking.
-/// Returns the files written; the first error stops the others, and so
-/// does shutdown (an `Interrupted` error: the regions stay buffered).
+/// time, in run order (writeback.rs, [`in_order`]): the writes in flight
+/// are neighbours in the file, each starting where the one before ends,
+/// and the capacity device serves them without seeking. Returns the files
+/// written; the first error stops the others, and so does shutdown (an
+/// `Interrupted` error: the regions stay buffered).
 fn write_runs(
     shared: &Shared,
     set: &[RegionId],
     runs: &[FlushRunRef],
 ) -> io::Result<HashMap<FileId, Arc<dyn BackendFile>>> {
-    let touched = Mutex::new(HashMap::new());
-    let next = AtomicUsize::new(0);
-    let turns = Turns::new(runs.len());
-    let failed: Mutex<Option<io::Error>> = Mutex::new(None);
-    let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(&run) = runs.get(i) else { return };
-        // Passed when dropped, whatever happens to the run.
-        let turn = turns.take(i);
-        if failed.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
-            return;
-        }
-        // Closing (an unmount that keeps the data, a drain stopped by a
-        // second Ctrl-C): the runs not started stay in the log, whose
-        // regions are not reset, as after a crash in the middle of a
-        // flush; the next open flushes them again.
-        if lock(shared).shutdown {
-            failed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert(io::Error::new(
+    let written = in_order(
+        shared.config.flush_writers as usize,
+        runs.len(),
+        |i, turn| {
+            // Closing (an unmount that keeps the data, a drain stopped by
+            // a second Ctrl-C): the runs not started stay in the log,
+            // whose regions are not reset, as after a crash in the middle
+            // of a flush; the next open flushes them again.
+            if lock(shared).shutdown {
+                return Err(io::Error::new(
                     io::ErrorKind::Interrupted,
                     "flush stopped: the engine is closing",
                 ));
-            return;
-        }
-        match flush_run(shared, set, run, turn) {
-            Ok(Some(handle)) => {
-                touched
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(run.file, handle);
             }
-            Ok(None) => {}
-            Err(e) => {
-                failed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(e);
-                return;
-            }
-        }
-    };
-    let writers = (shared.config.flush_writers as usize).clamp(1, runs.len().max(1));
-    if writers == 1 {
-        work();
-    } else {
-        std::thread::scope(|scope| {
-            for _ in 1..writers {
-                scope.spawn(work);
-            }
-            work();
-        });
-    }
-    match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        Some(e) => Err(e),
-        None => Ok(touched.into_inner().unwrap_or_else(|e| e.into_inner())),
-    }
-}
-
-/// The order in which flush workers issue their writes: run `i` writes
-/// once every run before it has issued its last write (or ended).
-struct Turns {
-    /// The first run that has not passed, and which runs have passed.
-    state: Mutex<(usize, Vec<bool>)>,
-    changed: Condvar,
-}
-
-/// Run `i`'s turn; passes it when dropped.
-struct Turn<'a> {
-    turns: &'a Turns,
-    run: usize,
-}
-
-impl Turns {
-    fn new(runs: usize) -> Turns {
-        Turns {
-            state: Mutex::new((0, vec![false; runs])),
-            changed: Condvar::new(),
-        }
-    }
-
-    fn take(&self, run: usize) -> Turn<'_> {
-        Turn { turns: self, run }
-    }
-}
-
-impl Turn<'_> {
-    /// Wait until every earlier run has passed.
-    fn wait(&self) {
-        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
-        while state.0 < self.run {
-            state = self
-                .turns
-                .changed
-                .wait(state)
-                .unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (first, passed) = &mut *state;
-        passed[self.run] = true;
-        while passed.get(*first) == Some(&true) {
-            *first += 1;
-        }
-        self.turns.changed.notify_all();
-    }
+            let run = runs[i];
+            Ok(flush_run(shared, set, run, turn)?.map(|handle| (run.file, handle)))
+        },
+    )?;
+    Ok(written.into_iter().flatten().collect())
 }
 
 /// Write the bytes of `run` that still live in the flushing regions `set`
@@ -449,6 +355,9 @@ fn flush_run(
     if let Some(turn) = &turn {
         turn.wait();
     }
+    // A sync (a close under close-to-open) waiting to write back goes
+    // first; this run's writes follow it (writeback.rs).
+    shared.writeback.background();
     let (written, stretches) = match copied {
         Ok(stretches) => {
             let last = stretches.len().saturating_sub(1);
@@ -502,65 +411,6 @@ fn flush_run(
         let _ = shared.capacity.set_attr(&path, &times);
     }
     Ok(Some(handle))
-}
-
-/// Why [`write_stretches`] stopped.
-pub(super) enum StretchError {
-    /// Copying a payload out of the log failed (InvalidData: corrupt).
-    Copy(io::Error),
-    /// The capacity tier refused a write.
-    Write(io::Error),
-}
-
-/// Copy `pieces` (file order: `(file_offset, len, record)`) out of the log
-/// and write them to `handle`, one write per stretch of file-contiguous
-/// bytes. Returns the bytes written, and why it stopped early.
-pub(super) fn write_stretches(
-    handle: &dyn BackendFile,
-    pieces: &[(u64, u64, Pinned)],
-) -> (u64, Result<(), StretchError>) {
-    match copy_stretches(pieces) {
-        Ok(stretches) => write_copied(handle, &stretches, |_, _| {}),
-        Err(e) => (0, Err(StretchError::Copy(e))),
-    }
-}
-
-/// Copy `pieces` (file order) out of the log into stretches of
-/// file-contiguous bytes: `(file_offset, bytes)`.
-fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u64, Vec<u8>)>> {
-    let mut stretches: Vec<(u64, Vec<u8>)> = Vec::new();
-    for (file_offset, len, pinned) in pieces {
-        let continues = stretches
-            .last()
-            .is_some_and(|(start, buf)| start + buf.len() as u64 == *file_offset);
-        if !continues {
-            stretches.push((*file_offset, Vec::new()));
-        }
-        // INVARIANT: a stretch was pushed above if none continued.
-        let buf = &mut stretches.last_mut().expect("a stretch").1;
-        let at = buf.len();
-        buf.resize(at + *len as usize, 0);
-        pinned.copy_to(&mut buf[at..])?;
-    }
-    Ok(stretches)
-}
-
-/// Write copied stretches to `handle`; `before_write(i, bytes)` runs
-/// before the `i`th write (the bandwidth cap, the turn).
-fn write_copied(
-    handle: &dyn BackendFile,
-    stretches: &[(u64, Vec<u8>)],
-    mut before_write: impl FnMut(usize, u64),
-) -> (u64, Result<(), StretchError>) {
-    let mut written = 0u64;
-    for (i, (start, buf)) in stretches.iter().enumerate() {
-        before_write(i, buf.len() as u64);
-        if let Err(e) = handle.write_at(buf, *start) {
-            return (written, Err(StretchError::Write(e)));
-        }
-        written += buf.len() as u64;
-    }
-    (written, Ok(()))
 }
 
 /// Wait until the flush bandwidth cap lets `bytes` more go to the capacity

@@ -79,6 +79,7 @@ mod quarantine;
 mod read;
 mod recovery;
 mod sync;
+mod writeback;
 
 use append::*;
 use config::Placements;
@@ -92,6 +93,7 @@ pub use quarantine::{
 };
 pub(crate) use read::read_fully;
 use read::*;
+use writeback::*;
 
 /// How long a write that must go to the log (it overlaps buffered bytes)
 /// waits for space before it fails with "storage full".
@@ -116,6 +118,9 @@ struct Shared {
     /// `last_errors`: the newest failures (flushes here; the FUSE adapter
     /// records the errors it answers applications with).
     incidents: Arc<Incidents>,
+    /// Who writes back to the capacity tier now: one sync at a time, the
+    /// flusher when none waits (writeback.rs).
+    writeback: WritebackGate,
 }
 
 struct LogRegion {

@@ -319,6 +319,7 @@ pub(super) fn open(
         changed: Condvar::new(),
         alive_stop: (Mutex::new(false), Condvar::new()),
         incidents,
+        writeback: WritebackGate::default(),
     });
     let flusher_shared = Arc::clone(&shared);
     let flusher = std::thread::Builder::new()

@@ -133,10 +133,12 @@ impl Engine {
             .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
             .collect();
         drop(state);
-        let (written, result) = write_stretches(handle.as_ref(), &pinned);
-        let synced = result
-            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
-            .and_then(|()| handle.sync_data());
+        // At disk speed, one file at a time (writeback.rs); the sync of
+        // the capacity file is part of the write-back's turn.
+        let (written, result) = write_back(shared, handle.as_ref(), &pinned, || {
+            handle.sync_data()
+        });
+        let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
         let mut state = lock(shared);
         for (_, _, p) in &pinned {
             unpin(shared, &mut state, p.region);

@@ -1,0 +1,369 @@
+//! Writing buffered bytes back to the capacity tier at disk speed (issue
+//! 32; docs/engine.md, "Write-back"): the one path of the flusher and of a
+//! file's sync (every close and fsync under close-to-open, `sluice sync`).
+//!
+//! * **In order, several in flight** ([`in_order`]): the bytes go in runs
+//!   of file-contiguous bytes (merged whatever the size of the records
+//!   holding them, each at most `flush.run_max`); `flush.writers` workers
+//!   take the runs in file order, copy them out of the log in parallel and
+//!   issue their writes in run order ([`Turn`]), so the writes in flight
+//!   are neighbours in the file and the disk serves them without seeking.
+//! * **One file at a time on the disk** ([`WritebackGate`]): syncs of
+//!   different files write one after the other, in the order they came,
+//!   instead of interleaving (which makes a disk seek between them); the
+//!   flusher's runs give way to a waiting sync at their next turn, so a
+//!   close never waits behind a whole background flush.
+//!
+//! INVARIANT: a turn passes exactly once (when dropped), after its run has
+//! issued its last write or given up; the gate serves syncs in ticket
+//! order and lets the flusher write only while no sync holds or waits for
+//! it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+
+/// Run `jobs` jobs with at most `writers` workers (the calling thread is
+/// one): workers take the jobs in order and each runs `work(i, turn)`,
+/// which prepares job `i` (copies it out of the log) in parallel with the
+/// others, waits for its turn ([`Turn::wait`]) before its first write and
+/// passes it (drops it) once its last write is issued. Returns what the
+/// jobs returned, in no particular order; the first error stops the jobs
+/// not started and is returned.
+pub(super) fn in_order<T: Send, E: Send>(
+    writers: usize,
+    jobs: usize,
+    work: impl Fn(usize, Turn<'_>) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
+    let done = Mutex::new(Vec::with_capacity(jobs));
+    let next = AtomicUsize::new(0);
+    let turns = Turns::new(jobs);
+    let failed: Mutex<Option<E>> = Mutex::new(None);
+    let worker = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= jobs {
+            return;
+        }
+        // Passed when dropped, whatever happens to the job.
+        let turn = turns.take(i);
+        if failed.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return;
+        }
+        match work(i, turn) {
+            Ok(value) => done.lock().unwrap_or_else(|e| e.into_inner()).push(value),
+            Err(e) => {
+                failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
+                return;
+            }
+        }
+    };
+    let writers = writers.clamp(1, jobs.max(1));
+    if writers == 1 {
+        worker();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 1..writers {
+                scope.spawn(worker);
+            }
+            worker();
+        });
+    }
+    match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(done.into_inner().unwrap_or_else(|e| e.into_inner())),
+    }
+}
+
+/// The order in which workers issue their writes: job `i` writes once
+/// every job before it has issued its last write (or ended).
+struct Turns {
+    /// The first job that has not passed, and which jobs have passed.
+    state: Mutex<(usize, Vec<bool>)>,
+    changed: Condvar,
+}
+
+/// Job `i`'s turn; passes it when dropped.
+pub(super) struct Turn<'a> {
+    turns: &'a Turns,
+    job: usize,
+}
+
+impl Turns {
+    fn new(jobs: usize) -> Turns {
+        Turns {
+            state: Mutex::new((0, vec![false; jobs])),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn take(&self, job: usize) -> Turn<'_> {
+        Turn { turns: self, job }
+    }
+}
+
+impl Turn<'_> {
+    /// Wait until every earlier job has passed.
+    pub(super) fn wait(&self) {
+        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
+        while state.0 < self.job {
+            state = self
+                .turns
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (first, passed) = &mut *state;
+        passed[self.job] = true;
+        while passed.get(*first) == Some(&true) {
+            *first += 1;
+        }
+        self.turns.changed.notify_all();
+    }
+}
+
+/// Who writes back to the capacity tier now (module docs): syncs one at a
+/// time in ticket order, the flusher only while no sync holds or waits.
+#[derive(Debug, Default)]
+pub(super) struct WritebackGate {
+    /// (next ticket to hand out, ticket being served).
+    tickets: Mutex<(u64, u64)>,
+    changed: Condvar,
+}
+
+/// A sync's hold of the gate; the next sync's turn when dropped.
+pub(super) struct SyncHold<'a> {
+    gate: &'a WritebackGate,
+}
+
+impl WritebackGate {
+    /// Wait for this sync's turn: every sync that asked before has written.
+    pub(super) fn sync(&self) -> SyncHold<'_> {
+        let mut tickets = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = tickets.0;
+        tickets.0 += 1;
+        while tickets.1 != mine {
+            tickets = self
+                .changed
+                .wait(tickets)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        SyncHold { gate: self }
+    }
+
+    /// Wait until no sync holds or waits for the gate (the flusher, before
+    /// each run's writes).
+    pub(super) fn background(&self) {
+        let mut tickets = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
+        while tickets.0 != tickets.1 {
+            tickets = self
+                .changed
+                .wait(tickets)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for SyncHold<'_> {
+    fn drop(&mut self) {
+        let mut tickets = self.gate.tickets.lock().unwrap_or_else(|e| e.into_inner());
+        tickets.1 += 1;
+        self.gate.changed.notify_all();
+    }
+}
+
+/// `pieces` (file order: `(file_offset, len, record)`) cut into runs: each
+/// a slice of pieces of at most `run_max` bytes (a single larger piece
+/// alone), cut only where the bytes are not file-contiguous or the run is
+/// full, whatever the records' sizes.
+pub(super) fn runs_of<T>(pieces: &[(u64, u64, T)], run_max: u64) -> Vec<&[(u64, u64, T)]> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0usize, 0u64);
+    for (i, &(offset, len, _)) in pieces.iter().enumerate() {
+        let contiguous = i > start && {
+            let (prev, prev_len, _) = pieces[i - 1];
+            prev + prev_len == offset
+        };
+        if i > start && (!contiguous || bytes + len > run_max) {
+            runs.push(&pieces[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += len;
+    }
+    if start < pieces.len() {
+        runs.push(&pieces[start..]);
+    }
+    runs
+}
+
+/// Copy `pieces` (file order) out of the log into stretches of
+/// file-contiguous bytes: `(file_offset, bytes)`.
+pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u64, Vec<u8>)>> {
+    let mut stretches: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (file_offset, len, pinned) in pieces {
+        let continues = stretches
+            .last()
+            .is_some_and(|(start, buf)| start + buf.len() as u64 == *file_offset);
+        if !continues {
+            stretches.push((*file_offset, Vec::new()));
+        }
+        // INVARIANT: a stretch was pushed above if none continued.
+        let buf = &mut stretches.last_mut().expect("a stretch").1;
+        let at = buf.len();
+        buf.resize(at + *len as usize, 0);
+        pinned.copy_to(&mut buf[at..])?;
+    }
+    Ok(stretches)
+}
+
+/// Why a run's write-back stopped.
+pub(super) enum StretchError {
+    /// Copying a payload out of the log failed (InvalidData: corrupt).
+    Copy(io::Error),
+    /// The capacity tier refused a write.
+    Write(io::Error),
+}
+
+/// Write copied stretches to `handle`; `before_write(i, bytes)` runs
+/// before the `i`th write (the bandwidth cap, the turn).
+pub(super) fn write_copied(
+    handle: &dyn BackendFile,
+    stretches: &[(u64, Vec<u8>)],
+    mut before_write: impl FnMut(usize, u64),
+) -> (u64, Result<(), StretchError>) {
+    let mut written = 0u64;
+    for (i, (start, buf)) in stretches.iter().enumerate() {
+        before_write(i, buf.len() as u64);
+        if let Err(e) = handle.write_at(buf, *start) {
+            return (written, Err(StretchError::Write(e)));
+        }
+        written += buf.len() as u64;
+    }
+    (written, Ok(()))
+}
+
+/// Copy `pieces` (file order) out of the log and write them to `handle`
+/// one after the other, one write per stretch of file-contiguous bytes,
+/// outside the gate: for a file's bytes written before its name goes
+/// (files.rs), a rare path. Returns the bytes written, and why it stopped.
+pub(super) fn write_stretches(
+    handle: &dyn BackendFile,
+    pieces: &[(u64, u64, Pinned)],
+) -> (u64, Result<(), StretchError>) {
+    match copy_stretches(pieces) {
+        Ok(stretches) => write_copied(handle, &stretches, |_, _| {}),
+        Err(e) => (0, Err(StretchError::Copy(e))),
+    }
+}
+
+/// Write `pieces` (file order, pinned) to `handle` as a sync does: in runs
+/// of at most `flush.run_max`, `flush.writers` in flight, in file order,
+/// holding the write-back gate, then `then` (the capacity file's sync)
+/// still holding it. With nothing to write, only `then`, without the gate.
+/// Returns the bytes written, and why it stopped early.
+pub(super) fn write_back(
+    shared: &Shared,
+    handle: &dyn BackendFile,
+    pieces: &[(u64, u64, Pinned)],
+    then: impl FnOnce() -> io::Result<()>,
+) -> (u64, Result<(), StretchError>) {
+    if pieces.is_empty() {
+        return (0, then().map_err(StretchError::Write));
+    }
+    let runs = runs_of(pieces, shared.config.flush_run_max_bytes);
+    let written = std::sync::atomic::AtomicU64::new(0);
+    let _hold = shared.writeback.sync();
+    let result = in_order(
+        shared.config.flush_writers as usize,
+        runs.len(),
+        |i, turn| {
+            let stretches = copy_stretches(runs[i]).map_err(StretchError::Copy)?;
+            turn.wait();
+            let mut turn = Some(turn);
+            let last = stretches.len().saturating_sub(1);
+            let (bytes, result) = write_copied(handle, &stretches, |j, _| {
+                if j == last {
+                    drop(turn.take());
+                }
+            });
+            written.fetch_add(bytes, Ordering::Relaxed);
+            result
+        },
+    )
+    .and_then(|_| then().map_err(StretchError::Write));
+    (written.into_inner(), result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn starts(runs: &[&[(u64, u64, ())]]) -> Vec<Vec<u64>> {
+        runs.iter()
+            .map(|run| run.iter().map(|p| p.0).collect())
+            .collect()
+    }
+
+    #[test]
+    fn runs_merge_contiguous_pieces_of_any_size_up_to_the_cap() {
+        // IO500's ior-hard: 47,008-byte records, contiguous once sorted.
+        let record = 47_008u64;
+        let pieces: Vec<(u64, u64, ())> = (0..100).map(|i| (i * record, record, ())).collect();
+        let runs = runs_of(&pieces, 4 << 20);
+        let per_run = (4u64 << 20) / record;
+        assert_eq!(runs.len() as u64, 100_u64.div_ceil(per_run));
+        assert!(runs.iter().all(|r| r.len() as u64 <= per_run));
+        assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), 100);
+        // A gap cuts a run; a piece larger than the cap is a run alone.
+        let pieces = [(0, 10, ()), (10, 10, ()), (30, 10, ()), (40, 100, ()), (140, 5, ())];
+        assert_eq!(
+            starts(&runs_of(&pieces, 50)),
+            vec![vec![0, 10], vec![30], vec![40], vec![140]]
+        );
+        assert!(runs_of::<()>(&[], 50).is_empty());
+    }
+
+    #[test]
+    fn syncs_are_served_in_ticket_order_and_the_flusher_after_them() {
+        let gate = Arc::new(WritebackGate::default());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let first = gate.sync();
+        let waiters: Vec<_> = (0..3)
+            .map(|i| {
+                let (shared_gate, order) = (Arc::clone(&gate), Arc::clone(&order));
+                let handle = std::thread::spawn(move || {
+                    let _hold = shared_gate.sync();
+                    order.lock().unwrap().push(i);
+                });
+                // Each takes its ticket before the next starts.
+                while gate.tickets.lock().unwrap().0 < i + 2 {
+                    std::thread::yield_now();
+                }
+                handle
+            })
+            .collect();
+        let flusher = {
+            let (gate, order) = (Arc::clone(&gate), Arc::clone(&order));
+            std::thread::spawn(move || {
+                gate.background();
+                order.lock().unwrap().push(99);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(order.lock().unwrap().is_empty(), "all wait for the first");
+        drop(first);
+        for w in waiters {
+            w.join().unwrap();
+        }
+        flusher.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 99]);
+    }
+}

@@ -41,6 +41,8 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "policy.cost_fast_bandwidth" => "bytes per second, above 0, like \"250MB\"",
         "policy.cost_hysteresis" => "within [0, 10]",
         "policy.cost_evidence" => "at least 2",
+        "policy.cost_disk_streams" => "0 to 64",
+        "policy.cost_disk_idle" => DURATION,
         "flush.idle" => DURATION,
         "flush.run_max" => "a size above 0, like \"4MiB\"",
         "flush.bandwidth" => "bytes per second, like \"100MiB\"; \"0B\" = no cap",
@@ -188,6 +190,7 @@ mod tests {
             ("cost_fast_bandwidth", "policy.cost_fast_bandwidth"),
             ("cost_hysteresis", "policy.cost_hysteresis"),
             ("cost_evidence", "policy.cost_evidence"),
+            ("cost_disk_streams", "policy.cost_disk_streams"),
             ("ssdup water marks", "policy.ssdup_high_water"),
         ] {
             assert_eq!(policy_key(policy), toml);

@@ -171,6 +171,11 @@ pub struct PolicyConfig {
     pub cost_hysteresis: f64,
     /// `cost`: requests of one file per verdict.
     pub cost_evidence: u32,
+    /// `cost`: sequential streams the capacity tier serves at once; while
+    /// they are held, other files' requests go to the fast tier (0: off).
+    pub cost_disk_streams: u32,
+    /// `cost`: a stream's file that wrote nothing for this long lets it go.
+    pub cost_disk_idle: Span,
 }
 
 /// `policy.name`.
@@ -485,6 +490,8 @@ impl Default for PolicyConfig {
             cost_fast_request: Span(cost.fast_request),
             cost_hysteresis: cost.hysteresis,
             cost_evidence: cost.evidence,
+            cost_disk_streams: cost.disk_streams,
+            cost_disk_idle: Span(cost.disk_idle),
         }
     }
 }

@@ -14,6 +14,8 @@ impl Config {
             fast_request: p.cost_fast_request.0,
             hysteresis: p.cost_hysteresis,
             evidence: p.cost_evidence,
+            disk_streams: p.cost_disk_streams,
+            disk_idle: p.cost_disk_idle.0,
         }
     }
 

@@ -280,6 +280,10 @@ pub struct Status {
     pub streams: u64,
     /// Streams routed to the fast tier.
     pub streams_to_fast: u64,
+    /// Under `cost`: requests sent to the fast tier because the capacity
+    /// tier's streams were held by other files.
+    #[serde(default)]
+    pub disk_deferred_requests: u64,
     /// Region states in order (`empty`, `filling`, `full`, `flushing`).
     pub regions: Vec<String>,
     /// Used record bytes of each region.
@@ -460,6 +464,7 @@ impl Status {
             threshold: s.threshold,
             streams: s.stats.streams,
             streams_to_fast: s.stats.streams_to_fast,
+            disk_deferred_requests: s.disk_deferred_requests,
             regions: s
                 .regions
                 .iter()
@@ -615,11 +620,19 @@ impl Status {
         );
         let _ = writeln!(
             out,
-            "routed      fast {}, capacity {}, forced to log {}, written through {}",
+            "routed      fast {}, capacity {}, forced to log {}, written through {}{}",
             mib(self.fast_bytes),
             mib(self.capacity_bytes),
             mib(self.forced_to_log_bytes),
-            mib(self.write_through_bytes)
+            mib(self.write_through_bytes),
+            if self.disk_deferred_requests > 0 {
+                format!(
+                    "; {} requests to the fast tier while the disk served another file's stream",
+                    self.disk_deferred_requests
+                )
+            } else {
+                String::new()
+            }
         );
         for f in self.files.iter().take(8) {
             let _ = writeln!(

@@ -30,7 +30,7 @@ use core::str::FromStr;
 use crate::cost::{CostModel, FileClassifier, FileVerdict};
 use crate::detector::{ConfigError, DetectorConfig, StreamDetector, StreamSummary};
 use crate::threshold::{AdaptiveThreshold, ThresholdConfig};
-use crate::{FileId, Tier, WriteRequest};
+use crate::{FileId, Tier, Time, WriteRequest};
 
 /// SSDUP's static high water mark.
 pub const SSDUP_HIGH_WATER: f64 = 0.45;
@@ -291,11 +291,11 @@ impl Redirector {
         self.detector.pending_requests()
     }
 
-    /// Route one write request and feed it to the detector.
-    pub fn handle_write(&mut self, request: WriteRequest) -> Routing {
+    /// Route one write request at `now` and feed it to the detector.
+    pub fn handle_write(&mut self, now: Time, request: WriteRequest) -> Routing {
         let (tier, verdict) = match &mut self.classifier {
             Some(c) => {
-                let (tier, verdict) = c.handle_write(request);
+                let (tier, verdict) = c.handle_write(now, request);
                 self.route = tier;
                 (tier, verdict)
             }
@@ -380,11 +380,14 @@ mod tests {
         for i in 0..128u64 {
             // The first `random_factor` gaps are 1 byte wide, the rest contiguous.
             let offset = base + i * 10 + i.min(u64::from(random_factor));
-            let routing = r.handle_write(WriteRequest {
-                file: FileId(1),
-                offset,
-                len: 10,
-            });
+            let routing = r.handle_write(
+                Time::ZERO,
+                WriteRequest {
+                    file: FileId(1),
+                    offset,
+                    len: 10,
+                },
+            );
             tiers.push(routing.tier);
             report = routing.completed.or(report);
         }

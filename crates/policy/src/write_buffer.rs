@@ -243,7 +243,7 @@ impl WriteBuffer {
     /// to. A completed stream that changes the route tells the gate. Call
     /// once per write, not on retries.
     pub fn handle_write(&mut self, now: Time, request: WriteRequest) -> Routing {
-        let routing = self.redirector.handle_write(request);
+        let routing = self.redirector.handle_write(now, request);
         if let Some(report) = routing.completed {
             if report.next_route != report.route {
                 self.gate.handle_route(now, report.next_route);

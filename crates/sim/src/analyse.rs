@@ -309,6 +309,8 @@ const ANALYSIS_LOG_BYTES: u64 = 1 << 62;
 struct PolicyRun {
     buffer: WriteBuffer,
     summary: PolicySummary,
+    /// Requests handled so far: the analysis's clock.
+    handled: u64,
 }
 
 impl PolicyRun {
@@ -330,6 +332,7 @@ impl PolicyRun {
         .map_err(|e| WorkloadError(e.to_string()))?;
         Ok(PolicyRun {
             buffer,
+            handled: 0,
             summary: PolicySummary {
                 policy,
                 fast_bytes_per_phase: vec![0; phases],
@@ -346,8 +349,12 @@ impl PolicyRun {
         phase: usize,
         request: WriteRequest,
     ) -> Option<sluice_policy::redirector::StreamReport> {
-        // The analysis has no time: every call happens at the epoch.
-        let now = Time::ZERO;
+        // The analysis has no clock of its own: requests arrive one
+        // millisecond apart, in trace order (only `cost`'s capacity-tier
+        // streams look at time: a file that stops writing lets its stream
+        // go after `cost_disk_idle`).
+        let now = Time::from_millis(self.handled);
+        self.handled += 1;
         let routing = self.buffer.handle_write(now, request);
         self.summary.bytes_per_phase[phase] += request.len;
         let placement = self.buffer.place_write(

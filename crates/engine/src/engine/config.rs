@@ -185,6 +185,9 @@ pub struct EngineStatus {
     /// The capacity tier's health (docs/crash-consistency.md,
     /// "Capacity-tier faults"): nothing is flushed unless healthy.
     pub capacity_health: sluice_env::TierHealth,
+    /// Under `cost`: requests sent to the fast tier because the capacity
+    /// tier's streams were held by other files (docs/policy.md).
+    pub disk_deferred_requests: u64,
 }
 
 /// Files whose placed bytes [`EngineStatus::files`] keeps.

@@ -350,6 +350,7 @@ impl Engine {
                 .map(|first| self.shared.clock.now().saturating_since(first)),
             files: state.placements.snapshot(|f| redirector.route_of(f)),
             capacity_health: state.capacity_health.clone(),
+            disk_deferred_requests: redirector.classifier().map_or(0, |c| c.deferred()),
         }
     }
 

@@ -135,9 +135,7 @@ impl Engine {
         drop(state);
         // At disk speed, one file at a time (writeback.rs); the sync of
         // the capacity file is part of the write-back's turn.
-        let (written, result) = write_back(shared, handle.as_ref(), &pinned, || {
-            handle.sync_data()
-        });
+        let (written, result) = write_back(shared, handle.as_ref(), &pinned, || handle.sync_data());
         let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
         let mut state = lock(shared);
         for (_, _, p) in &pinned {

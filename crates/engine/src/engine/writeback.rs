@@ -323,7 +323,13 @@ mod tests {
         assert!(runs.iter().all(|r| r.len() as u64 <= per_run));
         assert_eq!(runs.iter().map(|r| r.len()).sum::<usize>(), 100);
         // A gap cuts a run; a piece larger than the cap is a run alone.
-        let pieces = [(0, 10, ()), (10, 10, ()), (30, 10, ()), (40, 100, ()), (140, 5, ())];
+        let pieces = [
+            (0, 10, ()),
+            (10, 10, ()),
+            (30, 10, ()),
+            (40, 100, ()),
+            (140, 5, ()),
+        ];
         assert_eq!(
             starts(&runs_of(&pieces, 50)),
             vec![vec![0, 10], vec![30], vec![40], vec![140]]

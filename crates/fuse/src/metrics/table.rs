@@ -135,6 +135,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.write_through_bytes),
     },
     Metric {
+        name: "sluice_disk_deferred_requests_total",
+        kind: Counter,
+        help: "Under cost: write requests sent to the fast tier because the capacity tier's streams were held by other files (docs/policy.md, \"The disk, not only the file\").",
+        labels: None,
+        read: |s| int(s.disk_deferred_requests),
+    },
+    Metric {
         name: "sluice_buffered_bytes",
         kind: Gauge,
         help: "Bytes buffered in the fast-tier log now.",

@@ -21,6 +21,17 @@ use sluice_policy::FileId;
 const PATHS: [&str; 3] = ["a", "d/b", "c"];
 const FILE_MAX: u64 = 96 * 1024;
 
+/// An engine over `fast` and `capacity` with [`small_config`].
+fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
+    Engine::open(
+        Arc::clone(fast),
+        Arc::clone(capacity),
+        Arc::new(SystemClock::new()),
+        small_config(),
+    )
+    .unwrap()
+}
+
 /// Small regions and short streams so that routing flips, regions fill,
 /// flushes and waits all happen within a few dozen operations.
 pub fn small_config() -> EngineConfig {
@@ -45,12 +56,38 @@ pub fn small_config() -> EngineConfig {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Write { path: usize, offset: u64, len: u64 },
-    Read { path: usize, offset: u64, len: u64 },
-    Truncate { path: usize, size: u64 },
-    Rename { from: usize, to: usize },
-    Unlink { path: usize },
-    Fsync { path: usize },
+    Write {
+        path: usize,
+        offset: u64,
+        len: u64,
+    },
+    Read {
+        path: usize,
+        offset: u64,
+        len: u64,
+    },
+    Truncate {
+        path: usize,
+        size: u64,
+    },
+    Rename {
+        from: usize,
+        to: usize,
+    },
+    Unlink {
+        path: usize,
+    },
+    Fsync {
+        path: usize,
+    },
+    /// Close-to-open's per-file sync: its bytes written back, a clean
+    /// record in the log.
+    Sync {
+        path: usize,
+    },
+    /// Close the engine and open it again: recovery replays the log,
+    /// clean records included.
+    Restart,
     Drain,
 }
 
@@ -62,13 +99,16 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => (path.clone(), 0..FILE_MAX).prop_map(|(path, size)| Op::Truncate { path, size }),
         1 => (path.clone(), path.clone()).prop_map(|(from, to)| Op::Rename { from, to }),
         1 => path.clone().prop_map(|path| Op::Unlink { path }),
-        1 => path.prop_map(|path| Op::Fsync { path }),
+        1 => path.clone().prop_map(|path| Op::Fsync { path }),
+        2 => path.prop_map(|path| Op::Sync { path }),
+        1 => Just(Op::Restart),
         1 => Just(Op::Drain),
     ]
 }
 
 struct Harness {
     engine: Engine,
+    fast: Arc<dyn Backend>,
     capacity: Arc<dyn Backend>,
     model: HashMap<String, Vec<u8>>,
     ids: HashMap<String, FileId>,
@@ -78,15 +118,10 @@ struct Harness {
 impl Harness {
     fn new(fast: Arc<dyn Backend>, capacity: Arc<dyn Backend>) -> Harness {
         capacity.create_dir(&RelPath::new("d").unwrap()).unwrap();
-        let engine = Engine::open(
-            fast,
-            Arc::clone(&capacity),
-            Arc::new(SystemClock::new()),
-            small_config(),
-        )
-        .unwrap();
+        let engine = open(&fast, &capacity);
         Harness {
             engine,
+            fast,
             capacity,
             model: HashMap::new(),
             ids: HashMap::new(),
@@ -189,6 +224,25 @@ impl Harness {
                     let id = self.id(name);
                     self.engine.fsync(id).unwrap();
                 }
+            }
+            Op::Sync { path } => {
+                let name = PATHS[path];
+                if self.model.contains_key(name) {
+                    let id = self.id(name);
+                    self.engine.sync_file(id, true).unwrap();
+                }
+            }
+            Op::Restart => {
+                // Closed before the next opens the same log: a stand-in
+                // engine over memory holds the place meanwhile.
+                let stand_in = open(
+                    &(Arc::new(MemBackend::new()) as Arc<dyn Backend>),
+                    &(Arc::new(MemBackend::new()) as Arc<dyn Backend>),
+                );
+                std::mem::replace(&mut self.engine, stand_in).close();
+                let reopened = open(&self.fast, &self.capacity);
+                std::mem::replace(&mut self.engine, reopened).close();
+                self.ids.clear();
             }
             Op::Drain => self.engine.drain().unwrap(),
         }

@@ -16,6 +16,7 @@ fn one_of_each_kind() -> Vec<RecordHeader> {
         RecordHeader::path(FileId(42), &path, 9).unwrap(),
         RecordHeader::truncate(FileId(42), 12345, 10),
         RecordHeader::unlink(FileId(42), 11),
+        RecordHeader::clean(FileId(42), 11, 12),
         RecordHeader::commit(u64::MAX),
     ]
 }
@@ -33,7 +34,7 @@ fn constants_match_the_contract() {
     assert_eq!(record_len(u32::MAX), (48 + u64::from(u32::MAX) + 7) & !7);
     for code in 0..=255u8 {
         let kind = RecordKind::from_code(code);
-        assert_eq!(kind.is_some(), (1..=5).contains(&code), "code {code}");
+        assert_eq!(kind.is_some(), (1..=6).contains(&code), "code {code}");
         if let Some(kind) = kind {
             assert_eq!(kind.code(), code);
         }
@@ -222,7 +223,7 @@ fn region_header_round_trips_and_rejects_damage() {
     };
     let good = header.encode();
     assert_eq!(&good[0..4], b"SLRG");
-    assert_eq!(&good[4..6], &2u16.to_le_bytes());
+    assert_eq!(&good[4..6], &3u16.to_le_bytes());
     assert_eq!(&good[8..12], &3u32.to_le_bytes());
     assert_eq!(&good[12..20], &(1u64 << 40).to_le_bytes());
     assert_eq!(&good[20..28], &(1u64 << 30).to_le_bytes());
@@ -242,17 +243,20 @@ fn region_header_round_trips_and_rejects_damage() {
         Err(RegionHeaderError::BadMagic(_))
     ));
     let mut bad = good;
-    bad[4] = 3;
+    bad[4] = 4;
     assert_eq!(
         RegionHeader::decode(&bad),
-        Err(RegionHeaderError::UnsupportedVersion(3))
+        Err(RegionHeaderError::UnsupportedVersion(4))
     );
-    // Version 1 (path records without a capacity inode) is still read.
-    let mut old = good;
-    old[4] = 1;
-    let crc = crc32c::crc32c(&old[..60]);
-    old[60..64].copy_from_slice(&crc.to_le_bytes());
-    assert_eq!(RegionHeader::decode(&old), Ok(header));
+    // Version 1 (path records without a capacity inode) and version 2 (no
+    // clean records) are still read.
+    for version in [1, 2] {
+        let mut old = good;
+        old[4] = version;
+        let crc = crc32c::crc32c(&old[..60]);
+        old[60..64].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(RegionHeader::decode(&old), Ok(header), "version {version}");
+    }
     let mut bad = good;
     bad[13] ^= 1;
     assert!(matches!(

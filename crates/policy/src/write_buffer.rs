@@ -432,6 +432,19 @@ impl WriteBuffer {
         self.index.remove_file(file).is_some()
     }
 
+    /// One past the sequence number of every record placed so far: a
+    /// clean record with this bound covers every buffered byte now.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// `file`'s bytes written before sequence number `bound` are on the
+    /// capacity tier (its clean record placed and written): they leave the
+    /// index; newer bytes stay. Returns the bytes dropped.
+    pub fn clean(&mut self, file: FileId, bound: u64) -> u64 {
+        self.index.clean(file, bound)
+    }
+
     /// Whether `file` has buffered bytes.
     pub fn has_buffered(&self, file: FileId) -> bool {
         self.index.file(&file).is_some()

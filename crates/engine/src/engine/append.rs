@@ -323,7 +323,7 @@ pub(super) fn reserve_and_append<'a>(
 /// is safe (degrade.rs): a data record goes to the capacity tier instead,
 /// and the caller writes it there; a truncate, unlink or path record of a
 /// file is not needed once no region holds any of the file's bytes, so the
-/// caller goes on without it. A commit fails with `e`.
+/// caller goes on without it. A commit or clean record fails with `e`.
 fn fall_back_or_fail<'a>(
     shared: &'a Shared,
     state: MutexGuard<'a, State>,
@@ -345,7 +345,9 @@ fn fall_back_or_fail<'a>(
         RecordKind::Truncate | RecordKind::Unlink | RecordKind::Path => {
             evacuate(shared, state, header.file_id, &e)
         }
-        RecordKind::Commit => return (state, Err(e)),
+        // A clean record only saves a later flush the same bytes: its
+        // caller keeps them buffered (sync.rs).
+        RecordKind::Commit | RecordKind::Clean => return (state, Err(e)),
     };
     (state, settled.map(|()| None))
 }

@@ -68,6 +68,7 @@ pub(super) fn attach(
             unlinked: false,
             written: None,
             io: Arc::new(Mutex::new(())),
+            sync_lock: Arc::new(Mutex::new(())),
             size,
             busy: 0,
             syncing: false,
@@ -316,6 +317,15 @@ pub(super) fn file_io(shared: &Shared, file: FileId) -> io::Result<Arc<Mutex<()>
         .files
         .get(&file)
         .map(|open| Arc::clone(&open.io))
+        .ok_or_else(|| unknown(file))
+}
+
+/// `file`'s sync lock ([`OpenFile::sync_lock`]).
+pub(super) fn file_sync_lock(shared: &Shared, file: FileId) -> io::Result<Arc<Mutex<()>>> {
+    lock(shared)
+        .files
+        .get(&file)
+        .map(|open| Arc::clone(&open.sync_lock))
         .ok_or_else(|| unknown(file))
 }
 

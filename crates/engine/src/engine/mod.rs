@@ -169,6 +169,10 @@ struct OpenFile {
     /// outside the engine lock: taken before that lock, never while holding
     /// it. Writers of other files do not wait for it.
     io: Arc<Mutex<()>>,
+    /// Orders this file's syncs ([`Engine::sync_file`]): two closes of one
+    /// file share one write-back (the second finds what is left), and
+    /// writers of the file do not wait for either.
+    sync_lock: Arc<Mutex<()>>,
     /// Logical size: capacity bytes and buffered bytes together.
     size: u64,
     /// When the last write (buffered or not) was made: the file's mtime

@@ -195,6 +195,10 @@ pub(super) fn open(
                 identity.remove(&h.file_id);
                 names.remove(&h.file_id);
             }
+            RecordKind::Clean => {
+                // Written back before this record: not replayed.
+                index.clean(h.file_id, h.offset);
+            }
             RecordKind::Commit => {}
         }
     }

@@ -82,28 +82,32 @@ impl Engine {
     }
 
     /// Write every buffered byte of the open file `id` to its capacity
-    /// file and sync that: afterwards the capacity tier alone holds the
-    /// file as written so far through this engine, and other nodes of a
-    /// shared capacity tier see it (`sluice sync`, and the mount's
-    /// close-to-open consistency at close, fsync and unlock). Returns the
-    /// buffered bytes written. The capacity file is synced when bytes were
-    /// written to it now, when the engine wrote or truncated it since the
-    /// last such sync, or when `always`; so closing a file that was only
-    /// read costs one look at the index.
+    /// file and sync that: afterwards the capacity tier holds the file as
+    /// written so far through this engine, and other nodes of a shared
+    /// capacity tier see it (`sluice sync`, and the mount's close-to-open
+    /// consistency at close, fsync and unlock). Returns the buffered bytes
+    /// written. The capacity file is synced when bytes were written to it
+    /// now, when the engine wrote or truncated it since the last such
+    /// sync, or when `always`; so closing a file that was only read costs
+    /// one look at the index.
     ///
-    /// The bytes written are then dropped from the index, durably (an
-    /// unlink record of the file id, synced): a later flush or a recovery
-    /// must not write them again over what another node wrote since.
+    /// The bytes written are then dropped from the index, durably first (a
+    /// clean record: every record of the file older than the write-back's
+    /// bound is on the capacity tier): a later flush or a recovery must not
+    /// write them again over what another node wrote since.
     ///
-    /// The file's I/O lock is held throughout, so no write or truncate of it can slip
-    /// newer bytes in between the lookup and the writes (the flusher,
-    /// writing the same pieces, may run alongside: the pinned regions are
-    /// not reset before the sync is done with them).
+    /// Writers of the file go on meanwhile (docs/engine.md, "Write-back"):
+    /// the write-back takes the bytes buffered when it starts, and what is
+    /// written after stays buffered for the next one. The file counts as
+    /// busy while its bytes are written, so a truncate, an unlink or a
+    /// rename waits for them to land. Two syncs of one file take turns
+    /// ([`OpenFile::sync_lock`]); the flusher's runs of the file wait for a
+    /// sync, then look up what is left.
     pub fn sync_file(&self, id: FileId, always: bool) -> io::Result<u64> {
         let shared = &*self.shared;
-        let io = file_io(shared, id)?;
-        let _io = hold(&io);
-        let mut state = wait_appended(shared, lock(shared), id);
+        let turn = file_sync_lock(shared, id)?;
+        let _turn = hold(&turn);
+        let mut state = lock(shared);
         // From here on no flush run of the file starts (it waits for this
         // sync, then looks up what is left): the sync writes every
         // buffered byte once, instead of beside a flush writing the same
@@ -113,21 +117,27 @@ impl Engine {
         // older than the newest (superseded since, masked by the index):
         // it must land before this sync writes the newest, or it would
         // land after them once they are dropped from the index, and win.
-        let mut state = wait_not_busy(shared, state, id);
+        let state = wait_not_busy(shared, state, id);
+        // Every record reserved before the bound is indexed: what is in
+        // flight lands first (new ones get a sequence number past it).
+        let mut state = wait_appended(shared, state, id);
+        let bound = state.buffer.next_seq();
+        let pieces: Vec<(u64, u64, LogLocation)> =
+            state.buffer.buffered_pieces(id, 0, u64::MAX, None);
         let Some(open) = state.files.get_mut(&id) else {
             return Err(unknown(id));
         };
         let handle = Arc::clone(&open.handle);
         let what = format!("sync {}", open.path);
-        // Cleared before the writes: a write after this point (it waits
-        // for the I/O lock) sets it again for the next sync.
+        // Cleared before the writes: a write after this point sets it
+        // again for the next sync.
         let unsynced = std::mem::take(&mut open.capacity_unsynced) || open.kernel_writes;
-        let pieces: Vec<(u64, u64, LogLocation)> =
-            state.buffer.buffered_pieces(id, 0, u64::MAX, None);
         if pieces.is_empty() && !unsynced && !always {
             end_sync(shared, &mut state, id);
             return Ok(0);
         }
+        // Busy while its bytes are written: a truncate waits for them.
+        open.busy += 1;
         let pinned: Vec<(u64, u64, Pinned)> = pieces
             .iter()
             .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
@@ -141,7 +151,10 @@ impl Engine {
         for (_, _, p) in &pinned {
             unpin(shared, &mut state, p.region);
         }
-        // Cleared before the unlink record below, which may wait for log
+        if let Some(open) = state.files.get_mut(&id) {
+            open.busy -= 1;
+        }
+        // Cleared before the clean record below, which may wait for log
         // room that only the flusher makes: a run that looks up in
         // between writes the same bytes again (a short window: one record
         // and a log sync).
@@ -158,46 +171,51 @@ impl Engine {
             }
             return Err(e);
         }
-        // The capacity file holds every buffered byte of the file now, and
-        // no write of it can come in meanwhile (the I/O lock). Left in the
-        // index, those bytes would be written again by a later flush (or
-        // by recovery) over whatever another node wrote in between: they
-        // are dropped, durably first (an unlink record, as for a removed
-        // name; recovery drops the file's earlier records at it).
-        let mut state = wait_appended(shared, lock(shared), id);
+        let mut state = lock(shared);
         state.stats.synced_bytes += written;
-        if state.buffer.has_buffered(id) {
-            let (s, appended) =
-                append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
-            state = wait_appends(shared, s);
-            let dropped = appended
-                .and_then(|_| sync_log(shared, &mut state))
-                .map_err(context(&what));
-            match dropped {
-                Ok(_) => {
-                    state.buffer.drop_buffered(id);
-                    state.left_log += 1;
-                    state.buffer.forget_descriptions(id);
-                    // A flush of these same bytes looked up before they
-                    // were dropped lands before the caller goes on (a write
-                    // of another node after this returns must not be
-                    // overwritten by it).
-                    drop(wait_not_busy(shared, state, id));
-                }
-                Err(e) => {
-                    // A failing fast tier (degrade.rs): the bytes are on
-                    // the capacity tier and synced, which is what the
-                    // caller asked for; they stay indexed, and a later
-                    // flush writes the same bytes again.
-                    drop(state);
-                    shared
-                        .incidents
-                        .record_error("sync", None, Some("fast"), &e);
-                }
-            }
+        if !pieces.is_empty() {
+            state = clean(shared, state, id, bound, &what);
+            // A flush of these same bytes looked up before they were
+            // dropped lands before the caller goes on (a write of another
+            // node after this returns must not be overwritten by it).
+            drop(wait_not_busy(shared, state, id));
         }
         Ok(written)
     }
+}
+
+/// Every byte of `id` buffered before sequence number `bound` is on the
+/// capacity tier, synced: say so durably (a clean record, the log synced),
+/// then drop those bytes from the index; newer bytes stay buffered. On a
+/// failing fast tier (degrade.rs) the bytes stay indexed and a later flush
+/// writes the same bytes again: reported, not failed (the capacity tier
+/// holds them, which is what the caller asked for).
+fn clean<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    id: FileId,
+    bound: u64,
+    what: &str,
+) -> MutexGuard<'a, State> {
+    let (s, appended) =
+        append_required(shared, state, RecordHeader::clean(id, bound, 0), &[], None);
+    let mut state = wait_appends(shared, s);
+    let cleaned = appended
+        .and_then(|_| sync_log(shared, &mut state))
+        .map_err(context(what));
+    match cleaned {
+        Ok(_) => {
+            if state.buffer.clean(id, bound) > 0 {
+                state.left_log += 1;
+            }
+        }
+        Err(e) => {
+            shared
+                .incidents
+                .record_error("sync", None, Some("fast"), &e);
+        }
+    }
+    state
 }
 
 /// The sync of `id` is done with its capacity writes: flush runs of the

@@ -13,11 +13,15 @@ use super::LogError;
 
 /// Magic of a region header.
 pub const REGION_MAGIC: [u8; 4] = *b"SLRG";
-/// The region format this code writes. It reads this one and version 1,
-/// whose path records carry no capacity inode (their offset is 0). Version
-/// 2 exists so that a build that reads only version 1 refuses a region
-/// whose path records carry one, rather than taking them for corruption.
-pub const REGION_FORMAT_VERSION: u16 = 2;
+/// The region format this code writes. It reads this one and the older
+/// ones: version 1, whose path records carry no capacity inode (their
+/// offset is 0), and version 2, which has no clean records. Each version
+/// exists so that a build that reads only the older ones refuses a region
+/// that may hold what it does not know (a path record's inode, a clean
+/// record), rather than taking it for corruption. Records are only ever
+/// appended to a region whose header this build wrote (recovery treats
+/// every region holding records as full, and resets it before reuse).
+pub const REGION_FORMAT_VERSION: u16 = 3;
 
 /// Bytes covered by the region header checksum.
 const REGION_CRC_COVERS: usize = 60;
@@ -134,7 +138,7 @@ impl RegionHeader {
             return Err(RegionHeaderError::BadMagic(magic));
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != REGION_FORMAT_VERSION && version != 1 {
+        if !(1..=REGION_FORMAT_VERSION).contains(&version) {
             return Err(RegionHeaderError::UnsupportedVersion(version));
         }
         let stored = u32::from_le_bytes([bytes[60], bytes[61], bytes[62], bytes[63]]);

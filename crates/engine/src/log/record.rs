@@ -12,10 +12,10 @@
 //! | bytes  | field        | notes                                        |
 //! |--------|--------------|----------------------------------------------|
 //! | 0..4   | magic        | `SLRC`                                       |
-//! | 4      | kind         | 1 data, 2 path, 3 truncate, 4 unlink, 5 commit |
+//! | 4      | kind         | 1 data, 2 path, 3 truncate, 4 unlink, 5 commit, 6 clean |
 //! | 5..8   | reserved     | zero                                         |
 //! | 8..16  | file id      | 0 for commit records                         |
-//! | 16..24 | offset       | data: file offset; truncate: new size; path: capacity inode (0: unknown); else 0 |
+//! | 16..24 | offset       | data: file offset; truncate: new size; path: capacity inode (0: unknown); clean: the bound; else 0 |
 //! | 24..28 | len          | payload bytes                                |
 //! | 28..32 | payload crc  | crc32c of the payload                        |
 //! | 32..40 | seq          | global sequence number                       |
@@ -27,7 +27,8 @@
 //! constructors (magic, checksum, kind, zero reserved/padding bytes, and the
 //! per-kind field rules below); any single flipped bit is rejected.
 //! Per-kind rules: commit records have file id, offset and length 0;
-//! truncate and unlink records have no payload (unlink also offset 0); path
+//! truncate, unlink and clean records have no payload (unlink also offset
+//! 0); path
 //! records have a payload of 1..=[`MAX_PATH_BYTES`] bytes, and their offset
 //! is the capacity file's inode number when it was written (0 when unknown;
 //! always 0 in format version 1, see `region.rs`); an
@@ -81,16 +82,21 @@ pub enum RecordKind {
     Unlink,
     /// The log was synced: every earlier record of this region is durable.
     Commit,
+    /// `file_id`'s data records with a sequence number below `offset` (the
+    /// bound) are on the capacity tier, written back and synced: replay
+    /// skips them (format version 3; docs/engine.md, "Write-back").
+    Clean,
 }
 
 impl RecordKind {
     /// Every kind, in code order.
-    pub const ALL: [RecordKind; 5] = [
+    pub const ALL: [RecordKind; 6] = [
         RecordKind::Data,
         RecordKind::Path,
         RecordKind::Truncate,
         RecordKind::Unlink,
         RecordKind::Commit,
+        RecordKind::Clean,
     ];
 
     /// The on-disk code of this kind.
@@ -101,6 +107,7 @@ impl RecordKind {
             RecordKind::Truncate => 3,
             RecordKind::Unlink => 4,
             RecordKind::Commit => 5,
+            RecordKind::Clean => 6,
         }
     }
 
@@ -117,6 +124,7 @@ impl RecordKind {
             RecordKind::Truncate => "truncate",
             RecordKind::Unlink => "unlink",
             RecordKind::Commit => "commit",
+            RecordKind::Clean => "clean",
         }
     }
 }
@@ -194,7 +202,8 @@ pub struct RecordHeader {
     pub kind: RecordKind,
     /// The file the record is about (`FileId(0)` for commits).
     pub file_id: FileId,
-    /// Data: file offset of the payload; truncate: the new size; else 0.
+    /// Data: file offset of the payload; truncate: the new size; path: the
+    /// capacity inode; clean: the bound; else 0.
     pub offset: u64,
     /// Payload bytes.
     pub len: u32,
@@ -261,6 +270,12 @@ impl RecordHeader {
     /// An unlink record: `file` was unlinked.
     pub fn unlink(file: FileId, seq: u64) -> RecordHeader {
         RecordHeader::empty(RecordKind::Unlink, file, 0, seq)
+    }
+
+    /// A clean record: `file`'s data records with a sequence number below
+    /// `bound` are on the capacity tier (written back and synced).
+    pub fn clean(file: FileId, bound: u64, seq: u64) -> RecordHeader {
+        RecordHeader::empty(RecordKind::Clean, file, bound, seq)
     }
 
     /// A commit record: the region's earlier records are durable.
@@ -345,8 +360,10 @@ impl RecordHeader {
                 malformed("path length out of range")
             }
             RecordKind::Path => Ok(()),
-            RecordKind::Truncate if self.len != 0 => malformed("payload must be empty"),
-            RecordKind::Truncate => Ok(()),
+            RecordKind::Truncate | RecordKind::Clean if self.len != 0 => {
+                malformed("payload must be empty")
+            }
+            RecordKind::Truncate | RecordKind::Clean => Ok(()),
             RecordKind::Unlink | RecordKind::Commit if self.len != 0 => {
                 malformed("payload must be empty")
             }

@@ -191,10 +191,23 @@ impl FileExtents {
 
     /// Drops every extent stored in `region` (after the region was flushed
     /// or discarded); returns the number of bytes dropped. O(n).
+    pub fn remove_region(&mut self, region: RegionId) -> u64 {
+        self.retain(|stored| stored.region != region)
+    }
+
+    /// Drops every extent whose sequence number is below `bound`: the bytes
+    /// of the records written before it, which a write-back put on the
+    /// capacity tier (a clean record); newer bytes stay. Returns the number
+    /// of bytes dropped. O(n).
+    pub fn clean(&mut self, bound: u64) -> u64 {
+        self.retain(|stored| stored.seq >= bound)
+    }
+
+    /// Keeps the extents `keep` holds for; returns the bytes dropped. O(n).
     ///
     /// Leaves left empty are removed, and a leaf is merged into its
     /// predecessor when both together hold at most `MERGE_LIMIT` entries.
-    pub fn remove_region(&mut self, region: RegionId) -> u64 {
+    fn retain(&mut self, keep: impl Fn(&Stored) -> bool) -> u64 {
         let FileExtents { top, totals } = self;
         let before = totals.bytes;
         let mut merged = false;
@@ -202,11 +215,11 @@ impl FileExtents {
         let mut previous: Option<&mut Leaf> = None;
         for leaf in top.values_mut() {
             leaf.entries.retain(|(_, stored)| {
-                let keep = stored.region != region;
-                if !keep {
+                let kept = keep(stored);
+                if !kept {
                     totals.sub(stored);
                 }
-                keep
+                kept
             });
             let merge = previous.as_deref().is_some_and(|previous| {
                 leaf.entries.is_empty()

@@ -385,6 +385,14 @@ impl ExtentIndex {
         replaced
     }
 
+    /// Drops `file`'s extents written before sequence number `bound` (a
+    /// clean record: they are on the capacity tier); the file is forgotten
+    /// when nothing newer is left. Returns the bytes dropped.
+    pub fn clean(&mut self, file: FileId, bound: u64) -> u64 {
+        self.update(file, false, |extents| extents.clean(bound))
+            .unwrap_or(0)
+    }
+
     /// Drops every extent stored in `region`, in all files, and every file
     /// left without extents; returns the bytes dropped. O(total extents).
     pub fn remove_region(&mut self, region: RegionId) -> u64 {

@@ -217,6 +217,10 @@ pub struct FlushConfig {
     /// Hold flushing while writes arrive and an empty region remains, so a
     /// burst's regions flush together after it (`false`: SSDUP+'s gate).
     pub hold_while_writing: bool,
+    /// Under `mount.consistency = "close-to-open"`: write files' buffered
+    /// bytes back while the capacity tier is idle, so a close finds little
+    /// left to write (docs/engine.md, "Write-back").
+    pub write_back_idle: bool,
 }
 
 /// `mount` section.
@@ -506,6 +510,7 @@ impl Default for FlushConfig {
             age: Span(engine.flush_gate.flush_age.unwrap_or_default()),
             writers: engine.flush_writers,
             hold_while_writing: engine.flush_gate.hold_while_writing,
+            write_back_idle: true,
         }
     }
 }
@@ -626,7 +631,15 @@ mod tests {
     fn an_empty_file_is_the_defaults() {
         let config = Config::from_toml("").unwrap();
         assert_eq!(config, Config::default());
-        assert_eq!(config.engine_config().unwrap(), EngineConfig::default());
+        // The engine's own default leaves background write-back off; the
+        // config turns it on under close-to-open, the default consistency.
+        assert_eq!(
+            config.engine_config().unwrap(),
+            EngineConfig {
+                write_back_idle: true,
+                ..EngineConfig::default()
+            }
+        );
         let err = config.validate().unwrap_err();
         assert!(err.0.contains("fast.path"), "{err}");
     }

@@ -226,6 +226,8 @@ impl Config {
             flush_writers: self.flush.writers,
             record_max_bytes: record_max,
             flush_bandwidth: NonZeroU64::new(self.flush.bandwidth.0),
+            write_back_idle: self.flush.write_back_idle
+                && self.mount.consistency == Consistency::CloseToOpen,
         })
     }
 

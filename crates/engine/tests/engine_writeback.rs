@@ -18,22 +18,28 @@ use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 const SLOT: u64 = 8 * 1024;
 const SLOTS: u64 = 64;
 
+/// Every write to the log, small regions.
+fn config() -> EngineConfig {
+    EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            detector: DetectorConfig { stream_len: 4 },
+            ..RedirectorConfig::default()
+        },
+        regions: 4,
+        region_bytes: 1024 * 1024,
+        record_max_bytes: 64 * 1024,
+        flush_run_max_bytes: 64 * 1024,
+        ..EngineConfig::default()
+    }
+}
+
 fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
     Engine::open(
         Arc::clone(fast),
         Arc::clone(capacity),
         Arc::new(SystemClock::new()),
-        EngineConfig {
-            redirector: RedirectorConfig {
-                policy: RedirectPolicy::FastAll,
-                detector: DetectorConfig { stream_len: 4 },
-                ..RedirectorConfig::default()
-            },
-            regions: 4,
-            region_bytes: 1024 * 1024,
-            record_max_bytes: 64 * 1024,
-            ..EngineConfig::default()
-        },
+        config(),
     )
     .unwrap()
 }
@@ -110,5 +116,65 @@ fn writes_during_a_sync_stay_buffered_and_survive_a_restart() {
         let mut buf = vec![0u8; SLOT as usize];
         file.read_at(&mut buf, slot * SLOT).unwrap();
         assert!(buf == fill(slot, round), "slot {slot} on the capacity tier");
+    }
+}
+
+/// Close-to-open's background write-back (`flush.write_back_idle`): while
+/// the capacity tier is idle, the flusher writes a file's buffered bytes
+/// back and drops them from the index behind a clean record, with no
+/// region full, no drain and no close; a restart replays nothing of them.
+/// Off (node-local's setting), the bytes stay buffered.
+#[test]
+fn an_idle_capacity_tier_takes_buffered_bytes_back_before_any_close() {
+    for write_back_idle in [true, false] {
+        let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let config = EngineConfig {
+            write_back_idle,
+            flush_gate: sluice_policy::flush_gate::FlushGateConfig {
+                flush_idle: std::time::Duration::from_millis(20),
+                flush_age: None,
+                hold_while_writing: true,
+            },
+            ..config()
+        };
+        let engine = Engine::open(
+            Arc::clone(&fast),
+            Arc::clone(&capacity),
+            Arc::new(SystemClock::new()),
+            config.clone(),
+        )
+        .unwrap();
+        let path = RelPath::new("f").unwrap();
+        let id = engine.create(&path).unwrap();
+        for slot in 0..SLOTS {
+            engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
+        }
+        engine.fsync(id).unwrap();
+        let start = std::time::Instant::now();
+        while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(2) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if !write_back_idle {
+            assert_eq!(engine.buffered_bytes(), SLOTS * SLOT, "held without it");
+            continue;
+        }
+        assert_eq!(engine.buffered_bytes(), 0, "written back while idle");
+        assert_eq!(engine.stats().written_back_bytes, SLOTS * SLOT);
+        assert_eq!(engine.stats().regions_flushed, 0, "no region flush did it");
+        let file = capacity.open(&path, OpenOptions::default()).unwrap();
+        for slot in 0..SLOTS {
+            let mut buf = vec![0u8; SLOT as usize];
+            file.read_at(&mut buf, slot * SLOT).unwrap();
+            assert!(buf == fill(slot, 1), "slot {slot} on the capacity tier");
+        }
+        engine.release(id);
+        engine.close();
+        let engine = Engine::open(fast, capacity, Arc::new(SystemClock::new()), config).unwrap();
+        assert_eq!(
+            engine.buffered_bytes(),
+            0,
+            "the clean record holds at recovery"
+        );
     }
 }

@@ -314,6 +314,10 @@ pub struct Status {
     /// and fsync under close-to-open, `sluice sync`) instead of a flush.
     #[serde(default)]
     pub synced_bytes: u64,
+    /// Buffered bytes written back while the capacity tier was idle
+    /// (close-to-open's background write-back), beside flushes and syncs.
+    #[serde(default)]
+    pub written_back_bytes: u64,
     /// Bytes reads were served from the log.
     #[serde(default)]
     pub fast_read_bytes: u64,
@@ -481,6 +485,7 @@ impl Status {
             region_waits: s.stats.waits,
             flushed_bytes: s.stats.flushed_bytes,
             synced_bytes: s.stats.synced_bytes,
+            written_back_bytes: s.stats.written_back_bytes,
             fast_read_bytes: s.stats.fast_read_bytes,
             capacity_read_bytes: s.stats.capacity_read_bytes,
             flush_bytes_per_s: flush_rate,
@@ -655,14 +660,22 @@ impl Status {
             mib(self.flushed_bytes),
             self.regions_flushed,
             mib(self.flush_bytes_per_s),
-            if self.synced_bytes > 0 {
-                format!(
-                    "; synced {} by close, fsync or sluice sync",
-                    mib(self.synced_bytes)
-                )
-            } else {
-                String::new()
-            },
+            [
+                (
+                    self.synced_bytes,
+                    "synced",
+                    "by close, fsync or sluice sync"
+                ),
+                (
+                    self.written_back_bytes,
+                    "written back",
+                    "while the capacity tier was idle"
+                ),
+            ]
+            .iter()
+            .filter(|(bytes, _, _)| *bytes > 0)
+            .map(|(bytes, what, how)| format!("; {what} {} {how}", mib(*bytes)))
+            .collect::<String>(),
             if self.draining { ", draining" } else { "" }
         );
         let _ = writeln!(

@@ -210,6 +210,18 @@ impl FlushGate {
         self.idle_since(now, self.last_capacity_write, FlushReason::CapacityIdle)
     }
 
+    /// Whether the capacity tier is idle at `now`: no foreground write
+    /// reached it for `flush_idle` (or a drain runs). For work that uses
+    /// it only while nothing else does, whatever the regions and the
+    /// route: close-to-open's background write-back (docs/engine.md,
+    /// "Write-back").
+    pub fn capacity_idle(&self, now: Time) -> GateDecision {
+        if self.draining {
+            return GateDecision::Flush(FlushReason::Draining);
+        }
+        self.idle_since(now, self.last_capacity_write, FlushReason::CapacityIdle)
+    }
+
     /// Flush for `reason` once `flush_idle` has passed since `last`.
     fn idle_since(&self, now: Time, last: Option<Time>, reason: FlushReason) -> GateDecision {
         let Some(last) = last else {
@@ -434,6 +446,33 @@ mod hold_tests {
         assert_eq!(
             g.poll(ms(450), true),
             GateDecision::Flush(FlushReason::Quiet)
+        );
+    }
+
+    #[test]
+    fn capacity_idle_ignores_fast_tier_traffic_and_holding() {
+        let mut g = FlushGate::new(FlushGateConfig {
+            hold_while_writing: true,
+            ..FlushGateConfig::default()
+        });
+        g.handle_fast_write(Time::from_millis(0));
+        g.handle_capacity_write(Time::from_millis(100));
+        assert_eq!(
+            g.capacity_idle(Time::from_millis(250)),
+            GateDecision::Pause {
+                recheck_at: Some(Time::from_millis(300))
+            }
+        );
+        // Fast-tier writes go on; the capacity tier is idle all the same.
+        g.handle_fast_write(Time::from_millis(299));
+        assert_eq!(
+            g.capacity_idle(Time::from_millis(300)),
+            GateDecision::Flush(FlushReason::CapacityIdle)
+        );
+        g.set_draining(true);
+        assert_eq!(
+            g.capacity_idle(Time::from_millis(100)),
+            GateDecision::Flush(FlushReason::Draining)
         );
     }
 }

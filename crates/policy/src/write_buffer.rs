@@ -458,6 +458,27 @@ impl WriteBuffer {
             .unwrap_or(0)
     }
 
+    /// Whether the capacity tier is idle at `now` (no foreground write
+    /// reached it for `flush.idle`, or a drain runs): see
+    /// [`FlushGate::capacity_idle`].
+    pub fn capacity_idle(&self, now: Time) -> GateDecision {
+        self.gate.capacity_idle(now)
+    }
+
+    /// The file with the most buffered bytes, at least `min_bytes`, among
+    /// those `eligible` accepts.
+    pub fn most_buffered_file(
+        &self,
+        min_bytes: u64,
+        eligible: impl Fn(FileId) -> bool,
+    ) -> Option<FileId> {
+        self.index
+            .files()
+            .filter(|&(file, extents)| extents.buffered_bytes() >= min_bytes && eligible(file))
+            .max_by_key(|(_, extents)| extents.buffered_bytes())
+            .map(|(file, _)| file)
+    }
+
     /// Files with buffered bytes.
     pub fn buffered_files(&self) -> impl Iterator<Item = FileId> + '_ {
         self.index.files().map(|(f, _)| f)

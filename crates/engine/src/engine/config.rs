@@ -29,6 +29,11 @@ pub struct EngineConfig {
     /// queues and merges them, so contiguous data drains at its
     /// sequential speed.
     pub flush_writers: u32,
+    /// Write files' buffered bytes back while the capacity tier is idle
+    /// (close-to-open: a close then finds little left to write); each
+    /// pass ends in a clean record (docs/engine.md, "Write-back"). Off by
+    /// default here; the config turns it on under close-to-open.
+    pub write_back_idle: bool,
 }
 
 impl Default for EngineConfig {
@@ -53,6 +58,7 @@ impl Default for EngineConfig {
             flush_writers: 4,
             record_max_bytes: 1024 * 1024,
             flush_bandwidth: None,
+            write_back_idle: false,
         }
     }
 }
@@ -143,6 +149,9 @@ pub struct EngineStats {
     /// sync`, and close and fsync under close-to-open) instead of a flush;
     /// they leave the log's index then.
     pub synced_bytes: u64,
+    /// Buffered bytes written back while the capacity tier was idle
+    /// (`flush.write_back_idle`, close-to-open); they leave the index then.
+    pub written_back_bytes: u64,
     /// Bytes reads were served from the log (buffered bytes).
     pub fast_read_bytes: u64,
     /// Bytes reads asked of the capacity tier (counted when asked: a read

@@ -21,7 +21,17 @@ const FLUSH_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 pub(super) fn flusher_loop(shared: &Shared) {
     loop {
-        match flush_regions(shared) {
+        let mut polled = flush_regions(shared);
+        // No region to flush now: while the capacity tier is idle, write a
+        // file's bytes back instead (close-to-open; sync.rs).
+        if matches!(polled, Ok(Some(Step::Idle(_)))) && shared.config.write_back_idle {
+            match super::sync::write_back_idle(shared) {
+                Ok(true) => polled = Ok(None),
+                Ok(false) => {}
+                Err(e) => polled = Err(e),
+            }
+        }
+        match polled {
             Ok(Some(step)) => {
                 let state = lock(shared);
                 match step {

@@ -104,84 +104,152 @@ impl Engine {
     /// ([`OpenFile::sync_lock`]); the flusher's runs of the file wait for a
     /// sync, then look up what is left.
     pub fn sync_file(&self, id: FileId, always: bool) -> io::Result<u64> {
-        let shared = &*self.shared;
-        let turn = file_sync_lock(shared, id)?;
-        let _turn = hold(&turn);
-        let mut state = lock(shared);
-        // From here on no flush run of the file starts (it waits for this
-        // sync, then looks up what is left): the sync writes every
-        // buffered byte once, instead of beside a flush writing the same
-        // bytes on the same disk. Cleared on every way out below.
-        state.files.get_mut(&id).ok_or_else(|| unknown(id))?.syncing = true;
-        // A flush run of the file looked up before now may carry bytes
-        // older than the newest (superseded since, masked by the index):
-        // it must land before this sync writes the newest, or it would
-        // land after them once they are dropped from the index, and win.
-        let state = wait_not_busy(shared, state, id);
-        // Every record reserved before the bound is indexed: what is in
-        // flight lands first (new ones get a sequence number past it).
-        let mut state = wait_appended(shared, state, id);
-        let bound = state.buffer.next_seq();
-        let pieces: Vec<(u64, u64, LogLocation)> =
-            state.buffer.buffered_pieces(id, 0, u64::MAX, None);
-        let Some(open) = state.files.get_mut(&id) else {
-            return Err(unknown(id));
-        };
-        let handle = Arc::clone(&open.handle);
-        let what = format!("sync {}", open.path);
-        // Cleared before the writes: a write after this point sets it
-        // again for the next sync.
-        let unsynced = std::mem::take(&mut open.capacity_unsynced) || open.kernel_writes;
-        if pieces.is_empty() && !unsynced && !always {
-            end_sync(shared, &mut state, id);
-            return Ok(0);
-        }
-        // Busy while its bytes are written: a truncate waits for them.
-        open.busy += 1;
-        let pinned: Vec<(u64, u64, Pinned)> = pieces
-            .iter()
-            .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
-            .collect();
-        drop(state);
-        // At disk speed, one file at a time (writeback.rs); the sync of
-        // the capacity file is part of the write-back's turn.
-        let (written, result) = write_back(shared, handle.as_ref(), &pinned, || handle.sync_data());
-        let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
-        let mut state = lock(shared);
-        for (_, _, p) in &pinned {
-            unpin(shared, &mut state, p.region);
-        }
-        if let Some(open) = state.files.get_mut(&id) {
-            open.busy -= 1;
-        }
-        // Cleared before the clean record below, which may wait for log
-        // room that only the flusher makes: a run that looks up in
-        // between writes the same bytes again (a short window: one record
-        // and a log sync).
-        end_sync(shared, &mut state, id);
-        drop(state);
-        let synced = synced.map_err(context(format!(
-            "{what}: capacity tier {}",
-            shared.capacity.describe()
-        )));
-        if let Err(e) = synced {
-            // Still owed: the next sync tries again.
-            if let Some(open) = lock(shared).files.get_mut(&id) {
-                open.capacity_unsynced = true;
-            }
-            return Err(e);
-        }
-        let mut state = lock(shared);
-        state.stats.synced_bytes += written;
-        if !pieces.is_empty() {
-            state = clean(shared, state, id, bound, &what);
-            // A flush of these same bytes looked up before they were
-            // dropped lands before the caller goes on (a write of another
-            // node after this returns must not be overwritten by it).
-            drop(wait_not_busy(shared, state, id));
-        }
-        Ok(written)
+        write_back_file(&self.shared, id, Pass::Sync { always })
     }
+}
+
+/// What a write-back pass of one file is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// A sync ([`Engine::sync_file`]): waits for its turn, syncs the
+    /// capacity file when owed (or `always`).
+    Sync { always: bool },
+    /// The flusher's pass while the capacity tier is idle: skipped when a
+    /// sync of the file runs, gives way to syncs at each run.
+    Background,
+}
+
+/// The flusher's background write-back (close-to-open,
+/// `flush.write_back_idle`; docs/engine.md, "Write-back"): while the
+/// capacity tier is idle and healthy, write back the file with the most
+/// buffered bytes (at least one run's worth) that no sync, flush or other
+/// pass is writing, as a sync would. Returns whether bytes were written.
+pub(super) fn write_back_idle(shared: &Shared) -> io::Result<bool> {
+    let state = lock(shared);
+    if state.shutdown || !state.capacity_health.is_healthy() {
+        return Ok(false);
+    }
+    let idle = matches!(
+        state.buffer.capacity_idle(shared.clock.now()),
+        sluice_policy::flush_gate::GateDecision::Flush(_)
+    );
+    if !idle {
+        return Ok(false);
+    }
+    let files = &state.files;
+    let chosen = state
+        .buffer
+        .most_buffered_file(shared.config.flush_run_max_bytes, |f| {
+            files
+                .get(&f)
+                .is_some_and(|o| !o.syncing && o.busy == 0 && !o.unlinked)
+        });
+    drop(state);
+    let Some(id) = chosen else {
+        return Ok(false);
+    };
+    Ok(write_back_file(shared, id, Pass::Background)? > 0)
+}
+
+/// Write every byte of the open file `id` buffered now back to its
+/// capacity file, sync that, and drop those bytes from the index behind a
+/// clean record ([`Engine::sync_file`] says how). Returns the bytes
+/// written.
+fn write_back_file(shared: &Shared, id: FileId, pass: Pass) -> io::Result<u64> {
+    let turn = file_sync_lock(shared, id)?;
+    let _turn = match pass {
+        Pass::Sync { .. } => hold(&turn),
+        Pass::Background => match turn.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            // A sync of the file runs: it writes these bytes.
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(0),
+        },
+    };
+    let mut state = lock(shared);
+    // From here on no flush run of the file starts (it waits for this
+    // pass, then looks up what is left): the pass writes every buffered
+    // byte once, instead of beside a flush writing the same bytes on the
+    // same disk. Cleared on every way out below.
+    state.files.get_mut(&id).ok_or_else(|| unknown(id))?.syncing = true;
+    // A flush run of the file looked up before now may carry bytes older
+    // than the newest (superseded since, masked by the index): it must
+    // land before this pass writes the newest, or it would land after them
+    // once they are dropped from the index, and win.
+    let state = wait_not_busy(shared, state, id);
+    // Every record reserved before the bound is indexed: what is in flight
+    // lands first (new ones get a sequence number past it).
+    let mut state = wait_appended(shared, state, id);
+    let bound = state.buffer.next_seq();
+    let pieces: Vec<(u64, u64, LogLocation)> = state.buffer.buffered_pieces(id, 0, u64::MAX, None);
+    let Some(open) = state.files.get_mut(&id) else {
+        return Err(unknown(id));
+    };
+    let handle = Arc::clone(&open.handle);
+    let what = format!("sync {}", open.path);
+    // Cleared before the writes: a write after this point sets it again
+    // for the next sync. A background pass leaves it to the next sync.
+    let (unsynced, always) = match pass {
+        Pass::Sync { always } => (
+            std::mem::take(&mut open.capacity_unsynced) || open.kernel_writes,
+            always,
+        ),
+        Pass::Background => (false, false),
+    };
+    if pieces.is_empty() && !unsynced && !always {
+        end_sync(shared, &mut state, id);
+        return Ok(0);
+    }
+    // Busy while its bytes are written: a truncate waits for them.
+    open.busy += 1;
+    let pinned: Vec<(u64, u64, Pinned)> = pieces
+        .iter()
+        .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
+        .collect();
+    drop(state);
+    // At disk speed, one file at a time (writeback.rs); the sync of the
+    // capacity file is part of the write-back's turn.
+    let background = pass == Pass::Background;
+    let (written, result) = write_back(shared, handle.as_ref(), &pinned, background, || {
+        handle.sync_data()
+    });
+    let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
+    let mut state = lock(shared);
+    for (_, _, p) in &pinned {
+        unpin(shared, &mut state, p.region);
+    }
+    if let Some(open) = state.files.get_mut(&id) {
+        open.busy -= 1;
+    }
+    // Cleared before the clean record below, which may wait for log room
+    // that only the flusher makes: a run that looks up in between writes
+    // the same bytes again (a short window: one record and a log sync).
+    end_sync(shared, &mut state, id);
+    drop(state);
+    let synced = synced.map_err(context(format!(
+        "{what}: capacity tier {}",
+        shared.capacity.describe()
+    )));
+    if let Err(e) = synced {
+        if let (Pass::Sync { .. }, Some(open)) = (pass, lock(shared).files.get_mut(&id)) {
+            // Still owed: the next sync tries again.
+            open.capacity_unsynced = true;
+        }
+        return Err(e);
+    }
+    let mut state = lock(shared);
+    match pass {
+        Pass::Sync { .. } => state.stats.synced_bytes += written,
+        Pass::Background => state.stats.written_back_bytes += written,
+    }
+    if !pieces.is_empty() {
+        state = clean(shared, state, id, bound, &what);
+        // A flush of these same bytes looked up before they were dropped
+        // lands before the caller goes on (a write of another node after
+        // this returns must not be overwritten by it).
+        drop(wait_not_busy(shared, state, id));
+    }
+    Ok(written)
 }
 
 /// Every byte of `id` buffered before sequence number `bound` is on the

@@ -266,13 +266,15 @@ pub(super) fn write_stretches(
 
 /// Write `pieces` (file order, pinned) to `handle` as a sync does: in runs
 /// of at most `flush.run_max`, `flush.writers` in flight, in file order,
-/// holding the write-back gate, then `then` (the capacity file's sync)
-/// still holding it. With nothing to write, only `then`, without the gate.
+/// holding the write-back gate (`background`: giving way to syncs at each
+/// run instead), then `then` (the capacity file's sync). With nothing to
+/// write, only `then`, without the gate.
 /// Returns the bytes written, and why it stopped early.
 pub(super) fn write_back(
     shared: &Shared,
     handle: &dyn BackendFile,
     pieces: &[(u64, u64, Pinned)],
+    background: bool,
     then: impl FnOnce() -> io::Result<()>,
 ) -> (u64, Result<(), StretchError>) {
     if pieces.is_empty() {
@@ -280,13 +282,18 @@ pub(super) fn write_back(
     }
     let runs = runs_of(pieces, shared.config.flush_run_max_bytes);
     let written = std::sync::atomic::AtomicU64::new(0);
-    let _hold = shared.writeback.sync();
+    // A sync holds the gate; a background pass, like the flusher, lets
+    // any sync go first at each of its runs.
+    let _hold = (!background).then(|| shared.writeback.sync());
     let result = in_order(
         shared.config.flush_writers as usize,
         runs.len(),
         |i, turn| {
             let stretches = copy_stretches(runs[i]).map_err(StretchError::Copy)?;
             turn.wait();
+            if background {
+                shared.writeback.background();
+            }
             let mut turn = Some(turn);
             let last = stretches.len().saturating_sub(1);
             let (bytes, result) = write_copied(handle, &stretches, |j, _| {

@@ -156,6 +156,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.flushed_bytes),
     },
     Metric {
+        name: "sluice_written_back_bytes_total",
+        kind: Counter,
+        help: "Buffered bytes written back while the capacity tier was idle (close-to-open's background write-back, flush.write_back_idle).",
+        labels: None,
+        read: |s| int(s.written_back_bytes),
+    },
+    Metric {
         name: "sluice_flush_bytes_per_second",
         kind: Gauge,
         help: "Flush rate over the last second.",

@@ -84,16 +84,18 @@ impl Totals {
                 + liu_head_bytes
                 + status.flushed_bytes
                 + status.synced_bytes
+                + status.written_back_bytes
                 + demoted,
             capacity_write_bytes: status.capacity_bytes
                 + status.fast_fallback_bytes
                 + direct
                 + status.flushed_bytes
                 + status.synced_bytes
+                + status.written_back_bytes
                 + demoted,
             capacity_read_bytes: status.capacity_read_bytes + misses,
             flushed_bytes: status.flushed_bytes,
-            synced_bytes: status.synced_bytes,
+            synced_bytes: status.synced_bytes + status.written_back_bytes,
             demoted_bytes: demoted,
             mount_write_bytes: status.fuse_write_bytes,
             mount_read_bytes: status.fuse_read_bytes,

@@ -1,15 +1,96 @@
-//! What the end-to-end tests share: the `sluice` binary, whether FUSE is
-//! there, and a `sluice mount` child process over fresh tiers in a temp
-//! dir (`Mounted`). Each test binary uses part of it.
+//! What the end-to-end tests share: the `sluice` binary (and a copy of it
+//! another user can run), whether FUSE is there, temp dirs another user
+//! can reach, and a `sluice mount` child process over fresh tiers in a
+//! temp dir (`Mounted`). Each test binary uses part of it.
+//!
+//! Nothing here depends on where the checkout is (issue 39): cargo builds
+//! `sluice` under the checkout's `target/`, which another user may not be
+//! able to enter (a clone in `/root`, mode 0700 on Debian, or in a
+//! `mktemp -d` directory). A test that acts as another user runs
+//! `sluice_for_others`, a copy in its own temp dir, and keeps every file
+//! that user touches under `temp_base()`.
 
 #![allow(dead_code)]
 
 use std::fs::{self, File};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// Whether other users may search every directory from `/` down to `dir`
+/// (the `x` bit for others on each), so a second user reaches what is
+/// under it. Mode bits only: root is never refused, so asking the kernel
+/// as ourselves would say yes.
+pub fn others_can_search(dir: &Path) -> bool {
+    let Ok(dir) = fs::canonicalize(dir) else {
+        return false;
+    };
+    dir.ancestors()
+        .all(|d| fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+/// The directory the tests' temp dirs go in: `TMPDIR` (default `/tmp`)
+/// when others may search it, else `/tmp` (a `TMPDIR` of one's own, mode
+/// 0700 like pam_tmpdir's `/tmp/user/0`, would hide the mount point and
+/// tiers from the second user of the permission tests; the files are
+/// small). Said once on stderr when `TMPDIR` is passed over.
+pub fn temp_base() -> &'static Path {
+    static BASE: OnceLock<PathBuf> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let tmpdir = std::env::temp_dir();
+        let fallback = Path::new("/tmp");
+        if others_can_search(&tmpdir) || !others_can_search(fallback) {
+            return tmpdir;
+        }
+        eprintln!(
+            "note: TMPDIR={} is not searchable by other users; the tests that act as another user need that, so temp dirs go under /tmp",
+            tmpdir.display()
+        );
+        fallback.to_path_buf()
+    })
+}
+
+/// A fresh temp dir under `temp_base()` (mode 0700, tempfile's; a test
+/// that lets another user in opens it itself).
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(temp_base()).unwrap()
+}
+
+/// Whether a second user (uid 65534) can reach the tests' temp dirs;
+/// under CI=true a failure if not, otherwise a skip that says why.
+pub fn others_reach_temp_dirs() -> bool {
+    required(
+        others_can_search(temp_base()),
+        &format!(
+            "temp dir that other users can reach ({} or a directory above it is not searchable by others; set TMPDIR to one that is)",
+            temp_base().display()
+        ),
+    )
+}
+
+/// The `sluice` under test copied into `dir/bin` (once per `dir`), mode
+/// 0755, for another user to run: the one cargo built is under the
+/// checkout's `target/`, which that user may not reach (issue 39). `dir`
+/// must be reachable by that user too (a test's temp dir it opened).
+pub fn sluice_for_others(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    let copy = bin.join("sluice");
+    if !copy.exists() {
+        fs::create_dir_all(&bin).unwrap();
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+        // A copy, not a hard link: the copy's mode is ours to set, and
+        // `target/` is left as cargo made it.
+        let partial = bin.join("sluice.partial");
+        fs::copy(SLUICE, &partial).unwrap();
+        fs::set_permissions(&partial, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::rename(&partial, &copy).unwrap();
+    }
+    copy
+}
 
 /// Whether `what` is there; under CI=true its absence fails the test.
 pub fn required(ok: bool, what: &str) -> bool {
@@ -96,10 +177,14 @@ impl Mounted {
     /// Fresh tiers and a mount point, not mounted yet (to prepare the
     /// tiers first; `start` mounts).
     pub fn unstarted(args: &[&str]) -> Mounted {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempdir();
         let point = dir.path().join("mnt");
         for d in ["fast", "capacity", "mnt"] {
             fs::create_dir_all(dir.path().join(d)).unwrap();
+            // 0755 whatever the umask (under `umask 077` the capacity
+            // directory, the mount's root, would be 0700 and shut a second
+            // user out of the whole mount).
+            fs::set_permissions(dir.path().join(d), fs::Permissions::from_mode(0o755)).unwrap();
         }
         Mounted {
             child: None,

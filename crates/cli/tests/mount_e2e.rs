@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, is_mounted, others_reach_temp_dirs, Mounted, SLUICE};
+use support::{fuse_available, is_mounted, mounts_at, others_reach_temp_dirs, Mounted, SLUICE};
 
 /// xorshift64*: the exerciser's choices.
 struct Rng(u64);
@@ -1696,17 +1696,6 @@ impl Drop for RedisServer {
             .args(["stop", self.dir.path().to_str().unwrap()])
             .output();
     }
-}
-
-/// How many mounts `/proc/self/mounts` lists at `point` (a dead mount
-/// stays listed; a new one on top adds a line).
-fn mounts_at(point: &Path) -> usize {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
-    mounts
-        .lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
-        .count()
 }
 
 /// Runs `sluice mount ARGS` that is expected to fail; if it mounts instead

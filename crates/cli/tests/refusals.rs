@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+mod support;
+
+use support::{is_mounted, SLUICE};
 
 fn sluice(args: &[&str]) -> Output {
     Command::new(SLUICE).args(args).output().unwrap()
@@ -238,14 +240,6 @@ fn ckpt_register_refuses_jobs_that_could_not_work_issue_19() {
     let dir = tempfile::tempdir().unwrap();
     let meta = format!("redb:{}", dir.path().join("catalog.redb").display());
     refuses_bad_jobs(&["--meta", &meta]);
-}
-
-fn is_mounted(point: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
 }
 
 /// The same through a running mount's control socket (the engine checks

@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 use std::fs::{self, File};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -114,11 +115,47 @@ pub fn fuse_available() -> bool {
 }
 
 pub fn is_mounted(point: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
+    mounts_at(point) > 0
+}
+
+/// How many mounts `/proc/self/mounts` lists at `point` (a dead mount
+/// stays listed; a new one on top adds a line).
+pub fn mounts_at(point: &Path) -> usize {
+    let mounts = fs::read("/proc/self/mounts").unwrap_or_default();
+    let point = point.as_os_str().as_bytes();
     mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
+        .split(|&b| b == b'\n')
+        .filter(|line| {
+            line.split(|&b| b == b' ')
+                .nth(1)
+                .is_some_and(|field| unescape_mount_field(field) == point)
+        })
+        .count()
+}
+
+/// A path as the kernel writes it in `/proc/self/mounts`: space, tab,
+/// newline and backslash as three octal digits (`\040`), so a mount point
+/// under a directory with a space in its name (a checkout or `TMPDIR`)
+/// reads back as itself.
+fn unescape_mount_field(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (field[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Wait (30 s at most) until `child`, a `sluice mount`, has mounted
@@ -244,9 +281,13 @@ impl Mounted {
             .stderr(log)
             .spawn()
             .unwrap();
-        let mut child = child;
-        wait_mounted(&mut child, &self.point, || self.log());
-        self.child = Some(child);
+        // Kept before the wait: if the wait panics, Drop kills the child
+        // (a mount the test never saw would otherwise outlive it).
+        let log = self.dir.path().join("mount.log");
+        let child = self.child.insert(child);
+        wait_mounted(child, &self.point, || {
+            fs::read_to_string(&log).unwrap_or_default()
+        });
     }
 
     pub fn log(&self) -> String {

@@ -102,8 +102,8 @@ done
 FSX_TIMEOUT=${FSX_TIMEOUT:-$((60 + OPS / 100))}
 
 KNOWN=$ROOT/scripts/conformance/pjdfstest-known-differences.txt
-CARGO_BIN=${CARGO_HOME:-$HOME/.cargo}/bin
-[ -d "$CARGO_BIN" ] && export PATH="$PATH:$CARGO_BIN"
+# shellcheck source-path=SCRIPTDIR source=path.sh
+source "$ROOT/scripts/path.sh" # pjdfstest, fsx and cargo in PATH
 
 # --- what is needed ------------------------------------------------------------
 require_fuse

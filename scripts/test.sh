@@ -2,8 +2,9 @@
 # Quick start, command 2: the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source-path=SCRIPTDIR source=path.sh
+source scripts/path.sh # cargo, pjdfstest, fsx, prometheus in PATH
 ./scripts/setup.sh
-[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 
 echo "== policy purity: no dependencies, builds without an OS"
 deps=$(cargo tree -p sluice-policy -e normal --prefix none | sed 1d)

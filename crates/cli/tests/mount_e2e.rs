@@ -1190,7 +1190,7 @@ fn bare_sluice_mount_mounts_the_demo_setup() {
     if !fuse_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = support::tempdir();
     let point = dir.path().join("sluice-demo/mnt");
     let mut child = Command::new(SLUICE)
         .arg("mount")

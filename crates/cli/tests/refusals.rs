@@ -30,7 +30,7 @@ fn text(path: &Path) -> &str {
 
 /// A temp dir with `fast/`, `capacity/` and `mnt/`.
 fn tiers() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = support::tempdir();
     let root = dir.path().to_path_buf();
     for d in ["fast", "capacity", "mnt"] {
         fs::create_dir(root.join(d)).unwrap();

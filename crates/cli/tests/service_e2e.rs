@@ -34,7 +34,7 @@ struct Tiers {
 
 impl Tiers {
     fn new() -> Tiers {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = support::tempdir();
         for d in ["fast", "capacity", "mnt"] {
             fs::create_dir_all(dir.path().join(d)).unwrap();
         }

@@ -34,29 +34,40 @@ pub fn others_can_search(dir: &Path) -> bool {
         .all(|d| fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
 }
 
+/// The longest directory a test's temp dir may go in: a mount's control
+/// socket, `DIR/.tmpXXXXXX/fast/sluice.sock`, must fit in a socket
+/// address (107 bytes; sluice refuses a longer fast tier path).
+const TEMP_BASE_BYTES_MAX: usize = 107 - "/.tmpXXXXXX/fast/sluice.sock".len();
+
 /// The directory the tests' temp dirs go in: `TMPDIR` (default `/tmp`)
-/// when others may search it, else `/tmp` (a `TMPDIR` of one's own, mode
-/// 0700 like pam_tmpdir's `/tmp/user/0`, would hide the mount point and
-/// tiers from the second user of the permission tests; the files are
-/// small). Said once on stderr when `TMPDIR` is passed over.
+/// when others may search it and it is at most `TEMP_BASE_BYTES_MAX`
+/// long, else `/tmp`. A `TMPDIR` of one's own (mode 0700, like
+/// pam_tmpdir's `/tmp/user/0`) would hide the mount point and tiers from
+/// the second user of the permission tests, and a deep one would leave
+/// no room for the control socket; the files are small. Said once on
+/// stderr when `TMPDIR` is passed over.
 pub fn temp_base() -> &'static Path {
     static BASE: OnceLock<PathBuf> = OnceLock::new();
     BASE.get_or_init(|| {
         let tmpdir = std::env::temp_dir();
-        let fallback = Path::new("/tmp");
-        if others_can_search(&tmpdir) || !others_can_search(fallback) {
+        let why = if !others_can_search(&tmpdir) {
+            "is not searchable by other users, as the tests that act as another user need"
+        } else if tmpdir.as_os_str().len() > TEMP_BASE_BYTES_MAX {
+            "is too long for the control sockets of the mounts under it"
+        } else {
             return tmpdir;
-        }
+        };
         eprintln!(
-            "note: TMPDIR={} is not searchable by other users; the tests that act as another user need that, so temp dirs go under /tmp",
+            "note: TMPDIR={} {why}; temp dirs go under /tmp",
             tmpdir.display()
         );
-        fallback.to_path_buf()
+        PathBuf::from("/tmp")
     })
 }
 
-/// A fresh temp dir under `temp_base()` (mode 0700, tempfile's; a test
-/// that lets another user in opens it itself).
+/// A fresh temp dir under `temp_base()` (its mode follows the umask,
+/// 0700 under `umask 077`: a test that lets another user in sets 0755
+/// itself).
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(temp_base()).unwrap()
 }

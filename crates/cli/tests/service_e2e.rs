@@ -379,7 +379,9 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     let verify = |binary: &str| {
         // An instance named as `systemctl enable sluice@mnt-scratch` would.
         let path = dir.path().join("sluice@mnt-scratch.service");
-        fs::write(&path, unit.replace("/usr/local/bin/sluice", binary)).unwrap();
+        // Quoted, as systemd reads a word with a blank (a checkout path).
+        let quoted = format!("\"{binary}\"");
+        fs::write(&path, unit.replace("/usr/local/bin/sluice", &quoted)).unwrap();
         Command::new("systemd-analyze")
             .arg("verify")
             .arg(&path)

@@ -54,7 +54,8 @@ abs_path() {
 # die unless $SLUICE is there.
 build_sluice() {
     if [ "$BUILD" = 1 ]; then
-        [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+        # shellcheck source-path=SCRIPTDIR source=path.sh
+        source "$ROOT/scripts/path.sh"
         command -v cargo >/dev/null 2>&1 || die "cargo is missing (or use --no-build with a built $SLUICE)"
         echo "== cargo build --release -p sluice-cli" >&2
         cargo build --release -p sluice-cli >&2

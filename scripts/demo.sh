@@ -6,8 +6,10 @@
 # With arguments, runs `sluice ARGS...` instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source-path=SCRIPTDIR source=path.sh
+source scripts/path.sh # cargo in PATH
 ./scripts/setup.sh
-[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
-cargo build --release --quiet -p sluice-cli
 if [ "$#" -eq 0 ]; then set -- demo; fi
-exec ./target/release/sluice "$@"
+# `cargo run` finds the binary wherever the target directory is
+# (CARGO_TARGET_DIR, build.target-dir), and execs it.
+exec cargo run --release --quiet -p sluice-cli -- "$@"

@@ -156,6 +156,9 @@ start)
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd -P)
   case "$dir" in *' '*) die "DIR must not contain blanks: $dir" ;; esac
+  # glusterd's socket, DIR/run/glusterd.socket, must fit in a socket
+  # address (107 bytes).
+  [ "${#dir}" -le 80 ] || die "DIR is ${#dir} bytes long, too long for glusterd's socket under it (80 at most): $dir"
   if [ -s "$dir/glusterd.pid" ]; then
     old=$(cat "$dir/glusterd.pid")
     [[ "$old" =~ ^[0-9]+$ ]] && ours_glusterd "$old" &&

@@ -3,6 +3,9 @@
 # Idempotent; safe to run on every CI run. Debian 12, run as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# PATH with cargo and the installed tools; $cargo_bin is $CARGO_HOME/bin.
+# shellcheck source-path=SCRIPTDIR source=path.sh
+source scripts/path.sh
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -72,10 +75,9 @@ if [ ! -e /dev/fuse ]; then
 fi
 
 # Rust: the stock rustup toolchain. Debian's own rustc is too old for clap 4.
-if ! command -v cargo >/dev/null; then
-  for dir in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
-    [ -x "$dir/cargo" ] && export PATH="$dir:$PATH"
-  done
+# (The official Docker images put it in /usr/local/cargo/bin.)
+if ! command -v cargo >/dev/null && [ -x /usr/local/cargo/bin/cargo ]; then
+  export PATH="/usr/local/cargo/bin:$PATH"
 fi
 if ! command -v cargo >/dev/null; then
   say "cargo not found: install Rust with rustup (https://rustup.rs), then rerun"
@@ -110,7 +112,7 @@ conformance_crates=(pjdfstest@0.2.2 fsx@0.3.2)
 installed=$(cargo install --list 2>/dev/null || true)
 want_crates=()
 for c in "${conformance_crates[@]}"; do
-  grep -qx "${c%@*} v${c#*@}:" <<<"$installed" && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/${c%@*}" ] ||
+  grep -qx "${c%@*} v${c#*@}:" <<<"$installed" && [ -x "$cargo_bin/${c%@*}" ] ||
     want_crates+=("$c")
 done
 if [ "${#want_crates[@]}" -gt 0 ]; then

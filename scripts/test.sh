@@ -2,8 +2,9 @@
 # Quick start, command 2: the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source-path=SCRIPTDIR source=path.sh
+source scripts/path.sh # cargo, pjdfstest, fsx, prometheus in PATH
 ./scripts/setup.sh
-[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 
 echo "== policy purity: no dependencies, builds without an OS"
 deps=$(cargo tree -p sluice-policy -e normal --prefix none | sed 1d)
@@ -44,7 +45,13 @@ echo "== the multi-node suite again, over the loopback GlusterFS volume (scripts
 # here its nodes share a directory on a Gluster volume. One volume per host
 # (the xfer Gluster test has finished by now). Needs root, FUSE and
 # glusterd: under CI their absence is a failure, otherwise a skip.
-gluster_dir=$(mktemp -d)
+# GlusterFS cannot take a path with a blank, and glusterd's socket must
+# fit in a socket address (gluster.sh refuses either): under a TMPDIR with
+# a blank or longer than 64 bytes the volume goes under /tmp.
+gluster_base=${TMPDIR:-/tmp}
+case "$gluster_base" in *[[:space:]]*) gluster_base=/tmp ;; esac
+[ "${#gluster_base}" -le 64 ] || gluster_base=/tmp
+gluster_dir=$(mktemp -d -p "$gluster_base")
 if [ "$(id -u)" -ne 0 ] || [ ! -e /dev/fuse ]; then
   [ -n "${CI:-}" ] && { echo "CI: the Gluster run needs root and /dev/fuse"; exit 1; }
   echo "skipped: the Gluster run needs root and /dev/fuse"

@@ -251,7 +251,7 @@ fn issue_19_redis_killed_a_checkpoint_create_through_the_mount_succeeds() {
         return;
     }
     let redis = Redis::start();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::tempdir();
     let capacity = tmp.path().join("capacity");
     fs::create_dir_all(capacity.join("ckpt")).unwrap();
     let mut a = Node::mount(
@@ -301,7 +301,7 @@ fn issue_20_two_mounts_share_one_catalogue_without_harm() {
         return;
     }
     let redis = Redis::start();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::tempdir();
     let capacity = tmp.path().join("capacity");
     fs::create_dir_all(capacity.join("ckpt")).unwrap();
     let bbos = "capacity = \"64MiB\"\nremote_wait = \"300ms\"\njobs_refresh = \"100ms\"\n";
@@ -345,7 +345,7 @@ fn issue_19_redis_down_at_mount_mounts_without_bbos_unless_copies_are_staged() {
         return;
     }
     let redis = Redis::start();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::tempdir();
     let capacity = tmp.path().join("capacity");
     fs::create_dir_all(capacity.join("ckpt")).unwrap();
     redis.kill9();
@@ -402,7 +402,7 @@ fn issue_20_checkpoint_fsync_under_close_to_open_puts_the_bytes_on_the_pfs() {
         return;
     }
     let redis = Redis::start();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::tempdir();
     let capacity = tmp.path().join("capacity");
     fs::create_dir_all(capacity.join("ckpt")).unwrap();
     let bbos = "capacity = \"64MiB\"\nconsistency = \"close-to-open\"\nidle_demote = \"1KiB\"\n\

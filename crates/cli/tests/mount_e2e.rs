@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, is_mounted, Mounted, SLUICE};
+use support::{fuse_available, is_mounted, mounts_at, others_reach_temp_dirs, Mounted, SLUICE};
 
 /// xorshift64*: the exerciser's choices.
 struct Rng(u64);
@@ -262,7 +262,7 @@ fn unmount_without_drain_leaves_data_for_the_next_mount() {
 
 #[test]
 fn allow_other_enforces_modes_for_a_second_uid() {
-    if !fuse_available_as_root("needs root to switch uid") {
+    if !second_uid_available() {
         return;
     }
     let mut m = Mounted::new(&["--allow-other"]);
@@ -274,7 +274,7 @@ fn allow_other_enforces_modes_for_a_second_uid() {
     fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
     // The temp dir above the mount point must be traversable by uid 65534.
     fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let p = |n: &str| m.path(n).display().to_string();
+    let p = |n: &str| sh_quote(&m.path(n).display().to_string());
     let out = as_nobody(&format!("cat {}", p("secret")));
     assert!(!out.status.success(), "uid 65534 read a 0600 root file");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
@@ -308,19 +308,30 @@ fn allow_other_enforces_modes_for_a_second_uid() {
 }
 
 /// Runs `script` with `sh -c` as uid/gid 65534 without supplementary
-/// groups or capabilities.
+/// groups or capabilities, in `/` and with that user's own environment
+/// (`--reset-env`: its HOME and PATH, not ours), so nothing it does
+/// depends on our working directory (the checkout) or ours. Paths in
+/// `script` must be under `support::temp_base()` and quoted (`sh_quote`).
 fn as_nobody(script: &str) -> std::process::Output {
     Command::new("setpriv")
         .args([
             "--reuid=65534",
             "--regid=65534",
             "--clear-groups",
+            "--reset-env",
             "sh",
             "-c",
             script,
         ])
+        .current_dir("/")
         .output()
         .unwrap()
+}
+
+/// FUSE is here, we are root, and uid 65534 can reach the tests' temp
+/// dirs; otherwise says why the test is skipped (fails under CI).
+fn second_uid_available() -> bool {
+    fuse_available_as_root("needs root to switch uid") && others_reach_temp_dirs()
 }
 
 /// The permission bits (`st_mode & 0o7777`) of `path`, not following a link.
@@ -334,7 +345,7 @@ fn mode_of(path: &Path) -> u32 {
 /// (it has CAP_FSETID) keep the bits.
 #[test]
 fn suid_sgid_kept_on_write_by_non_owner() {
-    if !fuse_available_as_root("needs root to switch uid") {
+    if !second_uid_available() {
         return;
     }
     let mut m = Mounted::new(&["--allow-other"]);
@@ -351,7 +362,7 @@ fn suid_sgid_kept_on_write_by_non_owner() {
     }
     fs::create_dir(m.path("shared")).unwrap();
     fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
-    let p = |n: &str| m.path(n).display().to_string();
+    let p = |n: &str| sh_quote(&m.path(n).display().to_string());
     let out = as_nobody(&format!(
         "printf x >> {} && printf x >> {} && truncate -s 1 {} && \
          printf a > {own} && chmod 6755 {own} && printf b >> {own}",
@@ -527,7 +538,9 @@ fn create_on_read_only_capacity_is_eio() {
 #[test]
 fn fifos_sockets_and_devices_refused_socket_shown_as_fifo() {
     use std::os::unix::fs::FileTypeExt;
-    if !fuse_available_as_root("needs root for device nodes and a second uid") {
+    if !fuse_available_as_root("needs root for device nodes and a second uid")
+        || !others_reach_temp_dirs()
+    {
         return;
     }
     let mut m = Mounted::new(&["--allow-other"]);
@@ -614,7 +627,7 @@ fn fifos_sockets_and_devices_refused_socket_shown_as_fifo() {
     fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o777)).unwrap();
     let out = as_nobody(&format!(
         "umask 027 && mkfifo {}",
-        m.path("shared/theirs").display()
+        sh_quote(&m.path("shared/theirs").display().to_string())
     ));
     assert!(
         out.status.success(),
@@ -1104,7 +1117,7 @@ fn bare_sluice_mount_mounts_the_demo_setup() {
     if !fuse_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = support::tempdir();
     let point = dir.path().join("sluice-demo/mnt");
     let mut child = Command::new(SLUICE)
         .arg("mount")
@@ -1612,17 +1625,6 @@ impl Drop for RedisServer {
     }
 }
 
-/// How many mounts `/proc/self/mounts` lists at `point` (a dead mount
-/// stays listed; a new one on top adds a line).
-fn mounts_at(point: &Path) -> usize {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
-    mounts
-        .lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
-        .count()
-}
-
 /// Runs `sluice mount ARGS` that is expected to fail; if it mounts instead
 /// (it then serves until unmounted), it is stopped and unmounted, and the
 /// test fails. Returns its stderr.
@@ -1845,9 +1847,11 @@ fn sh_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
-/// Runs `sluice ARGS` as uid 65534.
-fn sluice_as_nobody(args: &[&str]) -> std::process::Output {
-    let words: Vec<String> = std::iter::once(SLUICE)
+/// Runs `sluice ARGS` as uid 65534: a copy of it in `dir` (a temp dir
+/// that user can enter), as the one cargo built may be out of its reach.
+fn sluice_as_nobody(dir: &Path, args: &[&str]) -> std::process::Output {
+    let sluice = support::sluice_for_others(dir);
+    let words: Vec<String> = std::iter::once(sluice.to_str().unwrap())
         .chain(args.iter().copied())
         .map(sh_quote)
         .collect();
@@ -1862,7 +1866,7 @@ fn sluice_as_nobody(args: &[&str]) -> std::process::Output {
 /// secrets, and everything under the fast tier is 0600 or 0700.
 #[test]
 fn issue_19_fast_tier_files_are_private_whatever_the_umask() {
-    if !fuse_available_as_root("needs root to switch uid") {
+    if !second_uid_available() {
         return;
     }
     let setup = tempfile::tempdir().unwrap();
@@ -1902,7 +1906,15 @@ fn issue_19_fast_tier_files_are_private_whatever_the_umask() {
         .filter_map(Result::ok)
         .any(|e| e.file_name().to_string_lossy().ends_with(".data"));
     assert!(staged, "the checkpoint is staged on the fast tier");
-    let fast = m.fast().display().to_string();
+    let fast = sh_quote(&m.fast().display().to_string());
+    // uid 65534 reaches the fast tier (0755, the test's): what keeps it
+    // out below is the modes sluice gives what it makes there.
+    let out = as_nobody(&format!("ls {fast}"));
+    assert!(
+        out.status.success(),
+        "uid 65534 cannot list the fast tier: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = as_nobody(&format!(
         "cat {fast}/log/* {fast}/ckpt/* {fast}/catalog.redb {fast}/liu-heads; grep -r secret {fast}"
     ));
@@ -1940,7 +1952,7 @@ fn issue_19_fast_tier_files_are_private_whatever_the_umask() {
 /// with its mode loosened the mount checks the caller (SO_PEERCRED).
 #[test]
 fn issue_19_only_root_and_the_owner_may_control_a_mount() {
-    if !fuse_available_as_root("needs root to switch uid") {
+    if !second_uid_available() {
         return;
     }
     let mut m = Mounted::unstarted(&["--allow-other", "--policy", "fast-all"]);
@@ -1961,7 +1973,7 @@ fn issue_19_only_root_and_the_owner_may_control_a_mount() {
     ];
     let refused_all = |expect: &str| {
         for args in requests {
-            let out = sluice_as_nobody(args);
+            let out = sluice_as_nobody(m.dir.path(), args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
                 !out.status.success() && err.contains(expect),

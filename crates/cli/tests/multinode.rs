@@ -88,7 +88,7 @@ struct Cluster {
 impl Cluster {
     /// `n` nodes, each mounted with `config` (TOML) and `args`.
     fn new(n: usize, config: &str, args: &[&str]) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = support::tempdir();
         let capacity = match std::env::var_os("SLUICE_MULTINODE_CAPACITY") {
             Some(root) => {
                 let unique = dir.path().file_name().unwrap().to_owned();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+use support::{is_mounted, SLUICE};
 
 fn sluice(args: &[&str]) -> Output {
     Command::new(SLUICE).args(args).output().unwrap()
@@ -32,7 +32,7 @@ fn text(path: &Path) -> &str {
 
 /// A temp dir with `fast/`, `capacity/` and `mnt/`.
 fn tiers() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = support::tempdir();
     let root = dir.path().to_path_buf();
     for d in ["fast", "capacity", "mnt"] {
         fs::create_dir(root.join(d)).unwrap();
@@ -242,14 +242,6 @@ fn ckpt_register_refuses_jobs_that_could_not_work_issue_19() {
     let dir = tempfile::tempdir().unwrap();
     let meta = format!("redb:{}", dir.path().join("catalog.redb").display());
     refuses_bad_jobs(&["--meta", &meta]);
-}
-
-fn is_mounted(point: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
 }
 
 /// The same through a running mount's control socket (the engine checks

@@ -34,7 +34,7 @@ struct Tiers {
 
 impl Tiers {
     fn new() -> Tiers {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = support::tempdir();
         for d in ["fast", "capacity", "mnt"] {
             fs::create_dir_all(dir.path().join(d)).unwrap();
         }
@@ -283,6 +283,20 @@ impl Drop for Helper {
     }
 }
 
+/// `path` as a field of an fstab line: space, tab, newline and backslash
+/// as octal escapes (`\040`), which mount(8) reads back (a temp dir may
+/// have a space in its name).
+fn fstab_escape(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.display().to_string().chars() {
+        match c {
+            ' ' | '\t' | '\n' | '\\' => out.push_str(&format!("\\{:03o}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[test]
 fn mount_t_fuse_sluice_and_an_fstab_line_mount_through_mount_fuse3() {
     if !fuse_available() {
@@ -323,11 +337,11 @@ fn mount_t_fuse_sluice_and_an_fstab_line_mount_through_mount_fuse3() {
         &fstab,
         format!(
             "sluice {} {} fast={},capacity={},log_file={},noauto,x-systemd.requires=network-online.target 0 0\n",
-            tiers.point().display(),
+            fstab_escape(&tiers.point()),
             helper.fs_type(),
-            tiers.path("fast").display(),
-            tiers.path("capacity").display(),
-            log.display()
+            fstab_escape(&tiers.path("fast")),
+            fstab_escape(&tiers.path("capacity")),
+            fstab_escape(&log)
         ),
     )
     .unwrap();
@@ -383,7 +397,9 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     let verify = |binary: &str| {
         // An instance named as `systemctl enable sluice@mnt-scratch` would.
         let path = dir.path().join("sluice@mnt-scratch.service");
-        fs::write(&path, unit.replace("/usr/local/bin/sluice", binary)).unwrap();
+        // Quoted, as systemd reads a word with a blank (a checkout path).
+        let quoted = format!("\"{binary}\"");
+        fs::write(&path, unit.replace("/usr/local/bin/sluice", &quoted)).unwrap();
         Command::new("systemd-analyze")
             .arg("verify")
             .arg(&path)
@@ -409,12 +425,15 @@ fn the_systemd_units_exec_start_and_exec_stop_mount_and_unmount() {
     let config = tiers.config();
     // systemd's specifiers: %i the instance (the config's name), %f the
     // mount point; /etc/sluice stands for our temp dir.
+    // Split into words first, as systemd does before it expands
+    // specifiers: a path with a space stays one argument.
     let expand = |key: &str| -> Vec<String> {
         unit_line(&unit, key)
-            .replace("/etc/sluice/%i.toml", &config.display().to_string())
-            .replace("%f", &tiers.point().display().to_string())
             .split_whitespace()
-            .map(str::to_string)
+            .map(|word| {
+                word.replace("/etc/sluice/%i.toml", &config.display().to_string())
+                    .replace("%f", &tiers.point().display().to_string())
+            })
             .collect()
     };
     let start = expand("ExecStart");

@@ -66,7 +66,22 @@ fn files_on_a_single_brick_volume_map_to_that_brick() {
     if !Path::new("/dev/fuse").exists() {
         return skip("no /dev/fuse");
     }
-    let temp = tempfile::tempdir().expect("tempdir");
+    // GlusterFS's volfiles cannot name a path with a blank, and glusterd's
+    // socket must fit in a socket address (gluster.sh refuses either):
+    // under a TMPDIR with a blank or longer than 64 bytes the volume goes
+    // in /tmp.
+    let base = std::env::temp_dir();
+    let base =
+        if base.to_string_lossy().contains(char::is_whitespace) || base.as_os_str().len() > 64 {
+            eprintln!(
+            "note: TMPDIR={} has a blank or is too long for GlusterFS; the volume goes under /tmp",
+            base.display()
+        );
+            PathBuf::from("/tmp")
+        } else {
+            base
+        };
+    let temp = tempfile::tempdir_in(base).expect("tempdir");
     // The script resolves DIR with `pwd -P`; so must we, to compare paths.
     let dir = std::fs::canonicalize(temp.path()).expect("canonical tempdir");
     let out = Command::new("bash")

@@ -1,15 +1,108 @@
-//! What the end-to-end tests share: the `sluice` binary, whether FUSE is
-//! there, and a `sluice mount` child process over fresh tiers in a temp
-//! dir (`Mounted`). Each test binary uses part of it.
+//! What the end-to-end tests share: the `sluice` binary (and a copy of it
+//! another user can run), whether FUSE is there, temp dirs another user
+//! can reach, and a `sluice mount` child process over fresh tiers in a
+//! temp dir (`Mounted`). Each test binary uses part of it.
+//!
+//! Nothing here depends on where the checkout is (issue 39): cargo builds
+//! `sluice` under the checkout's `target/`, which another user may not be
+//! able to enter (a clone in `/root`, mode 0700 on Debian, or in a
+//! `mktemp -d` directory). A test that acts as another user runs
+//! `sluice_for_others`, a copy in its own temp dir, and keeps every file
+//! that user touches under `temp_base()`.
 
 #![allow(dead_code)]
 
 use std::fs::{self, File};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// Whether other users may search every directory from `/` down to `dir`
+/// (the `x` bit for others on each), so a second user reaches what is
+/// under it. Mode bits only: root is never refused, so asking the kernel
+/// as ourselves would say yes.
+pub fn others_can_search(dir: &Path) -> bool {
+    let Ok(dir) = fs::canonicalize(dir) else {
+        return false;
+    };
+    dir.ancestors()
+        .all(|d| fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+/// The longest directory a test's temp dir may go in: a mount's control
+/// socket, `DIR/.tmpXXXXXX/fast/sluice.sock`, must fit in a socket
+/// address (107 bytes; sluice refuses a longer fast tier path).
+const TEMP_BASE_BYTES_MAX: usize = 107 - "/.tmpXXXXXX/fast/sluice.sock".len();
+
+/// The directory the tests' temp dirs go in: `TMPDIR` (default `/tmp`)
+/// when others may search it and it is at most `TEMP_BASE_BYTES_MAX`
+/// long, else `/tmp`. A `TMPDIR` of one's own (mode 0700, like
+/// pam_tmpdir's `/tmp/user/0`) would hide the mount point and tiers from
+/// the second user of the permission tests, and a deep one would leave
+/// no room for the control socket; the files are small. Said once on
+/// stderr when `TMPDIR` is passed over.
+pub fn temp_base() -> &'static Path {
+    static BASE: OnceLock<PathBuf> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let tmpdir = std::env::temp_dir();
+        let why = if !others_can_search(&tmpdir) {
+            "is not searchable by other users, as the tests that act as another user need"
+        } else if tmpdir.as_os_str().len() > TEMP_BASE_BYTES_MAX {
+            "is too long for the control sockets of the mounts under it"
+        } else {
+            return tmpdir;
+        };
+        eprintln!(
+            "note: TMPDIR={} {why}; temp dirs go under /tmp",
+            tmpdir.display()
+        );
+        PathBuf::from("/tmp")
+    })
+}
+
+/// A fresh temp dir under `temp_base()` (its mode follows the umask,
+/// 0700 under `umask 077`: a test that lets another user in sets 0755
+/// itself).
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(temp_base()).unwrap()
+}
+
+/// Whether a second user (uid 65534) can reach the tests' temp dirs;
+/// under CI=true a failure if not, otherwise a skip that says why.
+pub fn others_reach_temp_dirs() -> bool {
+    required(
+        others_can_search(temp_base()),
+        &format!(
+            "temp dir that other users can reach ({} or a directory above it is not searchable by others; set TMPDIR to one that is)",
+            temp_base().display()
+        ),
+    )
+}
+
+/// The `sluice` under test copied into `dir/bin` (once per `dir`), mode
+/// 0755, for another user to run: the one cargo built is under the
+/// checkout's `target/`, which that user may not reach (issue 39). `dir`
+/// must be reachable by that user too (a test's temp dir it opened).
+pub fn sluice_for_others(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    let copy = bin.join("sluice");
+    if !copy.exists() {
+        fs::create_dir_all(&bin).unwrap();
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+        // A copy, not a hard link: the copy's mode is ours to set, and
+        // `target/` is left as cargo made it.
+        let partial = bin.join("sluice.partial");
+        fs::copy(SLUICE, &partial).unwrap();
+        fs::set_permissions(&partial, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::rename(&partial, &copy).unwrap();
+    }
+    copy
+}
 
 /// Whether `what` is there; under CI=true its absence fails the test.
 pub fn required(ok: bool, what: &str) -> bool {
@@ -33,11 +126,47 @@ pub fn fuse_available() -> bool {
 }
 
 pub fn is_mounted(point: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let point = point.display().to_string();
+    mounts_at(point) > 0
+}
+
+/// How many mounts `/proc/self/mounts` lists at `point` (a dead mount
+/// stays listed; a new one on top adds a line).
+pub fn mounts_at(point: &Path) -> usize {
+    let mounts = fs::read("/proc/self/mounts").unwrap_or_default();
+    let point = point.as_os_str().as_bytes();
     mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(point.as_str()))
+        .split(|&b| b == b'\n')
+        .filter(|line| {
+            line.split(|&b| b == b' ')
+                .nth(1)
+                .is_some_and(|field| unescape_mount_field(field) == point)
+        })
+        .count()
+}
+
+/// A path as the kernel writes it in `/proc/self/mounts`: space, tab,
+/// newline and backslash as three octal digits (`\040`), so a mount point
+/// under a directory with a space in its name (a checkout or `TMPDIR`)
+/// reads back as itself.
+fn unescape_mount_field(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (field[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Wait (30 s at most) until `child`, a `sluice mount`, has mounted
@@ -99,10 +228,14 @@ impl Mounted {
     /// Fresh tiers and a mount point, not mounted yet (to prepare the
     /// tiers first; `start` mounts).
     pub fn unstarted(args: &[&str]) -> Mounted {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempdir();
         let point = dir.path().join("mnt");
         for d in ["fast", "capacity", "mnt"] {
             fs::create_dir_all(dir.path().join(d)).unwrap();
+            // 0755 whatever the umask (under `umask 077` the capacity
+            // directory, the mount's root, would be 0700 and shut a second
+            // user out of the whole mount).
+            fs::set_permissions(dir.path().join(d), fs::Permissions::from_mode(0o755)).unwrap();
         }
         Mounted {
             child: None,
@@ -164,9 +297,13 @@ impl Mounted {
             .stderr(log)
             .spawn()
             .unwrap();
-        let mut child = child;
-        wait_mounted(&mut child, &self.point, || self.log());
-        self.child = Some(child);
+        // Kept before the wait: if the wait panics, Drop kills the child
+        // (a mount the test never saw would otherwise outlive it).
+        let log = self.dir.path().join("mount.log");
+        let child = self.child.insert(child);
+        wait_mounted(child, &self.point, || {
+            fs::read_to_string(&log).unwrap_or_default()
+        });
     }
 
     pub fn log(&self) -> String {

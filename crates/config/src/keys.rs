@@ -48,6 +48,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "flush.bandwidth" => "bytes per second, like \"100MiB\"; \"0B\" = no cap",
         "flush.age" => "a duration with a unit, like \"30s\"; 0 = only full regions flush",
         "flush.writers" => "1 to 64",
+        "flush.write_back_idle" => "a duration with a unit, like \"50ms\"; 0 = never",
         "mount.point" => "an existing directory outside both tiers",
         "mount.threads" => "1 to 256",
         "mount.max_write" => "4KiB to 1MiB",

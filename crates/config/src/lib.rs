@@ -217,10 +217,11 @@ pub struct FlushConfig {
     /// Hold flushing while writes arrive and an empty region remains, so a
     /// burst's regions flush together after it (`false`: SSDUP+'s gate).
     pub hold_while_writing: bool,
-    /// Under `mount.consistency = "close-to-open"`: write files' buffered
-    /// bytes back while the capacity tier is idle, so a close finds little
-    /// left to write (docs/engine.md, "Write-back").
-    pub write_back_idle: bool,
+    /// Under `mount.consistency = "close-to-open"`: once no foreground
+    /// write reached the capacity tier for this long, write files'
+    /// buffered bytes back, so a close finds little left to write
+    /// (docs/engine.md, "Write-back"); `0` = never.
+    pub write_back_idle: Span,
 }
 
 /// `mount` section.
@@ -510,7 +511,7 @@ impl Default for FlushConfig {
             age: Span(engine.flush_gate.flush_age.unwrap_or_default()),
             writers: engine.flush_writers,
             hold_while_writing: engine.flush_gate.hold_while_writing,
-            write_back_idle: true,
+            write_back_idle: Span(std::time::Duration::from_millis(50)),
         }
     }
 }
@@ -519,7 +520,7 @@ impl Default for MountConfig {
     fn default() -> Self {
         MountConfig {
             point: None,
-            threads: 4,
+            threads: 16,
             allow_other: false,
             default_permissions: false,
             drain_on_unmount: true,
@@ -636,7 +637,7 @@ mod tests {
         assert_eq!(
             config.engine_config().unwrap(),
             EngineConfig {
-                write_back_idle: true,
+                write_back_idle: Some(std::time::Duration::from_millis(50)),
                 ..EngineConfig::default()
             }
         );

@@ -226,8 +226,9 @@ impl Config {
             flush_writers: self.flush.writers,
             record_max_bytes: record_max,
             flush_bandwidth: NonZeroU64::new(self.flush.bandwidth.0),
-            write_back_idle: self.flush.write_back_idle
-                && self.mount.consistency == Consistency::CloseToOpen,
+            write_back_idle: (self.mount.consistency == Consistency::CloseToOpen
+                && !self.flush.write_back_idle.0.is_zero())
+            .then_some(self.flush.write_back_idle.0),
         })
     }
 

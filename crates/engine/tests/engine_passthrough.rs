@@ -39,8 +39,16 @@ fn a_file_with_buffered_bytes_is_not_passed_through_until_they_are_flushed() {
     }
     let e = small_engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
     let id = e.open_file(&f).unwrap();
-    assert!(e.buffered_bytes() > 0, "recovered");
-    assert!(e.passthrough_file(id).is_none(), "bytes still in the log");
+    assert!(e.stats().recovered_records > 0, "recovered");
+    // The flusher may flush the recovered region at any moment (nothing
+    // holds it after a recovery); until it has, the file is not passed
+    // through: bytes only leave the log, so a file passed through now had
+    // nothing buffered left when it was asked.
+    let passed = e.passthrough_file(id).is_some();
+    assert!(
+        !passed || e.buffered_bytes() == 0,
+        "passed through with bytes still in the log"
+    );
     e.drain().unwrap();
     let file = e.passthrough_file(id).expect("nothing buffered now");
     let mut buf = [0u8; 10];

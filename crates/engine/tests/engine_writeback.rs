@@ -126,7 +126,7 @@ fn writes_during_a_sync_stay_buffered_and_survive_a_restart() {
 /// Off (node-local's setting), the bytes stay buffered.
 #[test]
 fn an_idle_capacity_tier_takes_buffered_bytes_back_before_any_close() {
-    for write_back_idle in [true, false] {
+    for write_back_idle in [Some(std::time::Duration::from_millis(20)), None] {
         let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
         let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
         let config = EngineConfig {
@@ -155,7 +155,7 @@ fn an_idle_capacity_tier_takes_buffered_bytes_back_before_any_close() {
         while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(2) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        if !write_back_idle {
+        if write_back_idle.is_none() {
             assert_eq!(engine.buffered_bytes(), SLOTS * SLOT, "held without it");
             continue;
         }

@@ -211,30 +211,40 @@ impl FlushGate {
     }
 
     /// Whether the capacity tier is idle at `now`: no foreground write
-    /// reached it for `flush_idle` (or a drain runs). For work that uses
-    /// it only while nothing else does, whatever the regions and the
-    /// route: close-to-open's background write-back (docs/engine.md,
+    /// reached it for `idle` (or a drain runs). For work that uses it only
+    /// while nothing else does, whatever the regions and the route:
+    /// close-to-open's background write-back (docs/engine.md,
     /// "Write-back").
-    pub fn capacity_idle(&self, now: Time) -> GateDecision {
+    pub fn capacity_idle(&self, now: Time, idle: Duration) -> GateDecision {
         if self.draining {
             return GateDecision::Flush(FlushReason::Draining);
         }
-        self.idle_since(now, self.last_capacity_write, FlushReason::CapacityIdle)
+        idle_since(
+            now,
+            self.last_capacity_write,
+            idle,
+            FlushReason::CapacityIdle,
+        )
     }
 
     /// Flush for `reason` once `flush_idle` has passed since `last`.
     fn idle_since(&self, now: Time, last: Option<Time>, reason: FlushReason) -> GateDecision {
-        let Some(last) = last else {
-            return GateDecision::Flush(reason);
-        };
-        if now.saturating_since(last) >= self.config.flush_idle {
-            return GateDecision::Flush(reason);
-        }
-        let recheck_at = last.saturating_add(self.config.flush_idle);
-        GateDecision::Pause {
-            // Saturated at the end of time: the idle rule can never fire.
-            recheck_at: (recheck_at != Time::from_nanos(u64::MAX)).then_some(recheck_at),
-        }
+        idle_since(now, last, self.config.flush_idle, reason)
+    }
+}
+
+/// Go ahead for `reason` once `idle` has passed since `last`.
+fn idle_since(now: Time, last: Option<Time>, idle: Duration, reason: FlushReason) -> GateDecision {
+    let Some(last) = last else {
+        return GateDecision::Flush(reason);
+    };
+    if now.saturating_since(last) >= idle {
+        return GateDecision::Flush(reason);
+    }
+    let recheck_at = last.saturating_add(idle);
+    GateDecision::Pause {
+        // Saturated at the end of time: the idle rule can never fire.
+        recheck_at: (recheck_at != Time::from_nanos(u64::MAX)).then_some(recheck_at),
     }
 }
 
@@ -458,7 +468,7 @@ mod hold_tests {
         g.handle_fast_write(Time::from_millis(0));
         g.handle_capacity_write(Time::from_millis(100));
         assert_eq!(
-            g.capacity_idle(Time::from_millis(250)),
+            g.capacity_idle(Time::from_millis(250), FLUSH_IDLE_DEFAULT),
             GateDecision::Pause {
                 recheck_at: Some(Time::from_millis(300))
             }
@@ -466,12 +476,12 @@ mod hold_tests {
         // Fast-tier writes go on; the capacity tier is idle all the same.
         g.handle_fast_write(Time::from_millis(299));
         assert_eq!(
-            g.capacity_idle(Time::from_millis(300)),
+            g.capacity_idle(Time::from_millis(300), FLUSH_IDLE_DEFAULT),
             GateDecision::Flush(FlushReason::CapacityIdle)
         );
         g.set_draining(true);
         assert_eq!(
-            g.capacity_idle(Time::from_millis(100)),
+            g.capacity_idle(Time::from_millis(100), FLUSH_IDLE_DEFAULT),
             GateDecision::Flush(FlushReason::Draining)
         );
     }

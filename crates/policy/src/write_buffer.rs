@@ -459,10 +459,10 @@ impl WriteBuffer {
     }
 
     /// Whether the capacity tier is idle at `now` (no foreground write
-    /// reached it for `flush.idle`, or a drain runs): see
+    /// reached it for `idle`, or a drain runs): see
     /// [`FlushGate::capacity_idle`].
-    pub fn capacity_idle(&self, now: Time) -> GateDecision {
-        self.gate.capacity_idle(now)
+    pub fn capacity_idle(&self, now: Time, idle: core::time::Duration) -> GateDecision {
+        self.gate.capacity_idle(now, idle)
     }
 
     /// The file with the most buffered bytes, at least `min_bytes`, among

@@ -29,11 +29,12 @@ pub struct EngineConfig {
     /// queues and merges them, so contiguous data drains at its
     /// sequential speed.
     pub flush_writers: u32,
-    /// Write files' buffered bytes back while the capacity tier is idle
-    /// (close-to-open: a close then finds little left to write); each
-    /// pass ends in a clean record (docs/engine.md, "Write-back"). Off by
-    /// default here; the config turns it on under close-to-open.
-    pub write_back_idle: bool,
+    /// Write files' buffered bytes back once no foreground write reached
+    /// the capacity tier for this long (close-to-open: a close then finds
+    /// little left to write); each pass ends in a clean record
+    /// (docs/engine.md, "Write-back"). `None` (the default here): never;
+    /// the config sets it under close-to-open.
+    pub write_back_idle: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -58,7 +59,7 @@ impl Default for EngineConfig {
             flush_writers: 4,
             record_max_bytes: 1024 * 1024,
             flush_bandwidth: None,
-            write_back_idle: false,
+            write_back_idle: None,
         }
     }
 }

@@ -24,8 +24,8 @@ pub(super) fn flusher_loop(shared: &Shared) {
         let mut polled = flush_regions(shared);
         // No region to flush now: while the capacity tier is idle, write a
         // file's bytes back instead (close-to-open; sync.rs).
-        if matches!(polled, Ok(Some(Step::Idle(_)))) && shared.config.write_back_idle {
-            match super::sync::write_back_idle(shared) {
+        if let (Ok(Some(Step::Idle(_))), Some(idle)) = (&polled, shared.config.write_back_idle) {
+            match super::sync::write_back_idle(shared, idle) {
                 Ok(true) => polled = Ok(None),
                 Ok(false) => {}
                 Err(e) => polled = Err(e),

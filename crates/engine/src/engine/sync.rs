@@ -120,17 +120,18 @@ enum Pass {
 }
 
 /// The flusher's background write-back (close-to-open,
-/// `flush.write_back_idle`; docs/engine.md, "Write-back"): while the
-/// capacity tier is idle and healthy, write back the file with the most
+/// `flush.write_back_idle`; docs/engine.md, "Write-back"): once no
+/// foreground write reached the capacity tier for `idle_for` and it is
+/// healthy, write back the file with the most
 /// buffered bytes (at least one run's worth) that no sync, flush or other
 /// pass is writing, as a sync would. Returns whether bytes were written.
-pub(super) fn write_back_idle(shared: &Shared) -> io::Result<bool> {
+pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result<bool> {
     let state = lock(shared);
     if state.shutdown || !state.capacity_health.is_healthy() {
         return Ok(false);
     }
     let idle = matches!(
-        state.buffer.capacity_idle(shared.clock.now()),
+        state.buffer.capacity_idle(shared.clock.now(), idle_for),
         sluice_policy::flush_gate::GateDecision::Flush(_)
     );
     if !idle {
@@ -237,6 +238,12 @@ fn write_back_file(shared: &Shared, id: FileId, pass: Pass) -> io::Result<u64> {
         }
         return Err(e);
     }
+    tracing::debug!(
+        file = %what,
+        background = pass == Pass::Background,
+        written,
+        "written back"
+    );
     let mut state = lock(shared);
     match pass {
         Pass::Sync { .. } => state.stats.synced_bytes += written,

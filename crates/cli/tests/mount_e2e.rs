@@ -23,22 +23,9 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, is_mounted, mounts_at, others_reach_temp_dirs, Mounted, SLUICE};
-
-/// xorshift64*: the exerciser's choices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use support::{
+    fuse_available, is_mounted, mounts_at, others_reach_temp_dirs, Mounted, Rng, SLUICE,
+};
 
 /// A loopback address with a port free right now (for `--metrics`).
 fn free_local_addr() -> String {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, is_mounted, required, Mounted, SLUICE};
+use support::{fuse_available, is_mounted, required, Mounted, Rng, SLUICE};
 
 const ENODEV: i32 = 19;
 const EROFS: i32 = 30;
@@ -311,15 +311,21 @@ fn issue_31_writers_get_enodev_once_the_capacity_tier_is_unmounted() {
     check_all(&real, &acked);
 }
 
-/// The capacity tier unmounted and replaced while a drain runs: the drain
-/// fails saying the tier is lost, nothing more is reset, and once the
-/// original directory is back at the name the flush goes on by itself and
-/// a drain finishes with every byte on the tier.
-#[test]
-fn issue_31_a_drain_meeting_a_replaced_tier_stops_and_finishes_once_it_is_back() {
-    if !root_with_fuse() {
-        return;
-    }
+/// A slowly draining mount over a bind mount of `real/` with `files` of
+/// 6 MiB each fsync'd and buffered; then `sluice ARGS MNT` starts, and 1.2 s
+/// into it the capacity tier is lazily unmounted and an empty tmpfs mounted
+/// in its place. Returns the mount, `real/`, the guard (holding the tmpfs),
+/// what was acknowledged, and how the command ended.
+fn replace_the_tier_during(
+    args: &[&str],
+    files: u64,
+) -> (
+    Mounted,
+    PathBuf,
+    Unmounts,
+    HashMap<String, Vec<u8>>,
+    std::process::Output,
+) {
     let (mut m, real, mut guard) = over_bind(&["--policy", "fast-all"]);
     let cfg = config(
         &m,
@@ -328,13 +334,15 @@ fn issue_31_a_drain_meeting_a_replaced_tier_stops_and_finishes_once_it_is_back()
     m.args.extend(["--config".to_string(), cfg]);
     m.start();
     let mut acked = HashMap::new();
-    for i in 0..4 {
+    for i in 0..files {
         let bytes = data(10 + i, 6 * MIB);
         write_synced(&m.path(&format!("d{i}")), &bytes).unwrap();
         acked.insert(format!("d{i}"), bytes);
     }
-    let drain = Command::new(SLUICE)
-        .args(["--progress", "off", "drain", path_str(&m.point)])
+    let command = Command::new(SLUICE)
+        .args(["--progress", "off"])
+        .args(args)
+        .arg(&m.point)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -350,7 +358,20 @@ fn issue_31_a_drain_meeting_a_replaced_tier_stops_and_finishes_once_it_is_back()
         path_str(&m.capacity()),
     ]);
     guard.0.push(m.capacity());
-    let out = drain.wait_with_output().unwrap();
+    let out = command.wait_with_output().unwrap();
+    (m, real, guard, acked, out)
+}
+
+/// The capacity tier unmounted and replaced while a drain runs: the drain
+/// fails saying the tier is lost, nothing more is reset, and once the
+/// original directory is back at the name the flush goes on by itself and
+/// a drain finishes with every byte on the tier.
+#[test]
+fn issue_31_a_drain_meeting_a_replaced_tier_stops_and_finishes_once_it_is_back() {
+    if !root_with_fuse() {
+        return;
+    }
+    let (mut m, real, _guard, acked, out) = replace_the_tier_during(&["drain"], 4);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the drain succeeded: {stderr}");
     assert!(stderr.contains("the capacity tier is lost"), "{stderr}");
@@ -383,37 +404,7 @@ fn issue_31_an_unmount_meeting_a_replaced_tier_keeps_the_bytes_for_the_next_moun
     if !root_with_fuse() {
         return;
     }
-    let (mut m, real, mut guard) = over_bind(&["--policy", "fast-all"]);
-    let cfg = config(
-        &m,
-        &format!("{BUFFERED}bandwidth = \"8MiB\"\nwriters = 1\nrun_max = \"1MiB\"\n"),
-    );
-    m.args.extend(["--config".to_string(), cfg]);
-    m.start();
-    let mut acked = HashMap::new();
-    for i in 0..3 {
-        let bytes = data(20 + i, 6 * MIB);
-        write_synced(&m.path(&format!("u{i}")), &bytes).unwrap();
-        acked.insert(format!("u{i}"), bytes);
-    }
-    let unmount = Command::new(SLUICE)
-        .args(["--progress", "off", "unmount", path_str(&m.point)])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1200));
-    run(&["umount", "-l", path_str(&m.capacity())]);
-    run(&[
-        "mount",
-        "-t",
-        "tmpfs",
-        "-o",
-        "size=8m",
-        "sluice-other",
-        path_str(&m.capacity()),
-    ]);
-    guard.0.push(m.capacity());
-    let out = unmount.wait_with_output().unwrap();
+    let (mut m, real, _guard, acked, out) = replace_the_tier_during(&["unmount"], 3);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the unmount succeeded: {stderr}");
     assert!(stderr.contains("the capacity tier is lost"), "{stderr}");
@@ -672,21 +663,6 @@ fn issue_31_a_full_fast_tier_loses_no_acknowledged_byte() {
     );
     m.unmount(false);
     check_all(&m.capacity(), &acked);
-}
-
-/// xorshift64*: the kill loop's choices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// Five rounds of fsync'd random writes to one file, each ended by kill -9

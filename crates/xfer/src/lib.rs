@@ -11,9 +11,12 @@
 //! * [`layout`]: where objects live (POSIX, emulated PFS, GlusterFS,
 //!   Lustre, CephFS);
 //! * [`journal`]: the source's resume journal;
-//! * [`crc`]: a file's crc32c from its pieces'.
+//! * [`crc`]: a file's crc32c from its pieces';
+//! * [`dest`]: the destination tree (checked paths, partial copies put in
+//!   place).
 
 pub mod crc;
+pub mod dest;
 pub mod journal;
 pub mod layout;
 pub mod sink;

@@ -228,8 +228,7 @@ impl Conn<'_> {
                 }
                 Message::FileCancel { file, reason } => {
                     let f = self.take_file(file)?;
-                    let _ =
-                        rustix::fs::unlinkat(&f.dir, f.part.as_str(), rustix::fs::AtFlags::empty());
+                    f.discard();
                     self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
                     self.writer.message(&Message::FileFailed {
                         file,
@@ -296,22 +295,12 @@ impl Conn<'_> {
                 format!("block at {offset} of file {file}: crc32c mismatch"),
             ));
         }
-        if let Err(e) = f.file.write_all_at(data, offset) {
+        if let Err(e) = f.write(data, offset, crc) {
             return Err(refuse(
                 &self.writer,
                 ErrorCode::Io,
                 format!("{}: {e}", f.name),
             ));
-        }
-        f.written.fetch_add(data.len() as u64, Ordering::Relaxed);
-        {
-            let mut blocks = f.blocks.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(map) = blocks.as_mut() {
-                map.insert(offset, (data.len() as u64, crc));
-                if map.len() > MAX_TRACKED_BLOCKS {
-                    *blocks = None;
-                }
-            }
         }
         self.shared
             .stats
@@ -375,58 +364,15 @@ impl Conn<'_> {
         parts.extend(rel);
         let name = parts.pop().expect("not empty");
         let dir = open_dirs(&self.shared.root, &parts)?;
-        let part = format!(".{name}{PART_SUFFIX}");
-        // Resume keeps an existing partial copy; otherwise (or when there
-        // is none) start a fresh, empty one.
-        let existing = if resume {
-            match rustix::fs::openat(
-                &dir,
-                part.as_str(),
-                OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            ) {
-                Ok(fd) => Some(fd),
-                Err(rustix::io::Errno::NOENT) => None,
-                Err(e) => return Err(e.into()),
-            }
-        } else {
-            None
-        };
-        let resumed = existing.is_some();
-        let fd = match existing {
-            Some(fd) => fd,
-            None => rustix::fs::openat(
-                &dir,
-                part.as_str(),
-                OFlags::RDWR | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
-            )?,
-        };
-        let file = File::from(fd);
-        if !file.metadata()?.is_file() {
-            return Err(other(format!("{part} is not a regular file")));
-        }
-        if resumed && file.metadata()?.len() > size {
-            file.set_len(size)?;
-        }
+        let f = PartialCopy::create(dir, name, size, mode, mtime, resume)?;
+        let resumed = f.resumed;
         let id = session.next_file.fetch_add(1, Ordering::Relaxed);
-        let f = Arc::new(SinkFile {
-            dir,
-            name,
-            part,
-            file,
-            size,
-            mode,
-            mtime,
-            written: AtomicU64::new(0),
-            resumed,
-            blocks: Mutex::new(Some(BTreeMap::new())),
-        });
+        let f = Arc::new(f);
         self.files().insert(id, f);
         Ok((id, resumed))
     }
 
-    fn files(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<SinkFile>>> {
+    fn files(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<PartialCopy>>> {
         self.session()
             .files
             .lock()
@@ -442,59 +388,14 @@ impl Conn<'_> {
     }
 
     /// The open file `id`.
-    fn file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+    fn file(&self, id: u32) -> io::Result<Arc<PartialCopy>> {
         let found = self.files().get(&id).cloned();
         found.ok_or_else(|| self.unknown(id))
     }
 
     /// The open file `id`, forgotten (its `FileDone` arrived).
-    fn take_file(&self, id: u32) -> io::Result<Arc<SinkFile>> {
+    fn take_file(&self, id: u32) -> io::Result<Arc<PartialCopy>> {
         let found = self.files().remove(&id);
         found.ok_or_else(|| self.unknown(id))
     }
-}
-
-/// Verify a file against the source's size and crc32c (from the crcs of
-/// its blocks, or by reading it back), apply its mode and mtime, sync it
-/// (unless `fsync` is off) and rename it into place.
-pub(super) fn finish(f: &SinkFile, size: u64, crc: u32, fsync: bool) -> io::Result<()> {
-    if size != f.size {
-        return Err(other(format!(
-            "size {size} differs from the announced {}",
-            f.size
-        )));
-    }
-    let len = f.file.metadata()?.len();
-    if len != size {
-        f.file.set_len(size)?;
-    }
-    // Every block was checked against its crc before it was written; when
-    // this session's blocks tile the file, their crcs combined are the
-    // file's. Otherwise (a resumed copy, gaps) read the file back.
-    let got = match f.crc_from_blocks(size) {
-        Some(got) => got,
-        None => crc_of(&f.file, size)?,
-    };
-    if got != crc {
-        return Err(other(format!(
-            "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes received this run)",
-            f.written.load(Ordering::Relaxed)
-        )));
-    }
-    rustix::fs::fchmod(&f.file, Mode::from_raw_mode(f.mode & 0o7777))?;
-    rustix::fs::futimens(
-        &f.file,
-        &Timestamps {
-            last_access: f.mtime,
-            last_modification: f.mtime,
-        },
-    )?;
-    if fsync {
-        f.file.sync_all()?;
-    }
-    rustix::fs::renameat(&f.dir, f.part.as_str(), &f.dir, f.name.as_str())?;
-    if fsync {
-        rustix::fs::fsync(&f.dir)?;
-    }
-    Ok(())
 }

@@ -55,6 +55,12 @@ pub struct ServeArgs {
     /// received file under its final name with bytes missing.
     #[arg(long)]
     no_fsync: bool,
+    /// Write received blocks through the page cache even though each file
+    /// is synced before its rename (by default aligned blocks go straight
+    /// to the disk with O_DIRECT, as the sync would send them anyway; a
+    /// file system that refuses O_DIRECT is written through the cache).
+    #[arg(long, conflicts_with = "no_fsync")]
+    buffered: bool,
 }
 
 /// Scheduling mode on the command line.
@@ -235,6 +241,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
             token,
             mutual_tls: a.client_ca.is_some(),
             fsync: !a.no_fsync,
+            direct: !a.buffered,
         },
     )
     .map_err(Error::Xfer)?;

@@ -30,6 +30,7 @@ use std::sync::Mutex;
 
 use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
 
+use crate::direct::{open_direct, RangeFile};
 use crate::wire::DestStat;
 
 /// Suffix of partial copies.
@@ -203,7 +204,7 @@ pub struct PartialCopy {
     pub name: String,
     /// The partial copy's name (`.NAME.sluice-part`).
     pub part: String,
-    file: File,
+    file: RangeFile,
     /// The announced size.
     pub size: u64,
     mode: u32,
@@ -223,7 +224,10 @@ impl PartialCopy {
     /// Start the file `name` in `dir` (a directory opened by
     /// [`open_dirs`]): `size` bytes, permission bits `mode`, modification
     /// time `mtime`. With `resume`, an existing partial copy is kept (and
-    /// [`PartialCopy::resumed`] says so); otherwise it starts empty.
+    /// [`PartialCopy::resumed`] says so); otherwise it starts empty. With
+    /// `direct`, the copy is preallocated to `size` and aligned blocks are
+    /// written around the page cache ([`RangeFile`]); for callers that sync
+    /// the file before its rename anyway.
     pub fn create(
         dir: OwnedFd,
         name: String,
@@ -231,6 +235,7 @@ impl PartialCopy {
         mode: u32,
         mtime: Timespec,
         resume: bool,
+        direct: bool,
     ) -> io::Result<PartialCopy> {
         let part = format!(".{name}{PART_SUFFIX}");
         // Resume keeps an existing partial copy; otherwise (or when there
@@ -266,6 +271,13 @@ impl PartialCopy {
         if resumed && file.metadata()?.len() > size {
             file.set_len(size)?;
         }
+        let file = if direct {
+            let file = RangeFile::new(file, open_direct(&dir, &part, true));
+            file.preallocate(size)?;
+            file
+        } else {
+            RangeFile::new(file, None)
+        };
         Ok(PartialCopy {
             dir,
             name,
@@ -283,7 +295,7 @@ impl PartialCopy {
     /// Write a block whose crc32c was checked (or computed) by the caller,
     /// and remember it for the final check.
     pub fn write(&self, data: &[u8], offset: u64, crc: u32) -> io::Result<()> {
-        self.file.write_all_at(data, offset)?;
+        self.file.write_at(data, offset)?;
         self.written.fetch_add(data.len() as u64, Ordering::Relaxed);
         let mut blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(map) = blocks.as_mut() {
@@ -313,6 +325,11 @@ impl PartialCopy {
         (expect == size).then(|| crate::crc::combine_all(blocks.values().copied()))
     }
 
+    /// True while aligned blocks are written around the page cache.
+    pub fn is_direct(&self) -> bool {
+        self.file.is_direct()
+    }
+
     /// Remove the partial copy (a failed or cancelled file).
     pub fn discard(&self) {
         let _ = rustix::fs::unlinkat(&self.dir, self.part.as_str(), rustix::fs::AtFlags::empty());
@@ -328,16 +345,16 @@ impl PartialCopy {
                 self.size
             )));
         }
-        let len = self.file.metadata()?.len();
+        let len = self.file.file().metadata()?.len();
         if len != size {
-            self.file.set_len(size)?;
+            self.file.file().set_len(size)?;
         }
         // Every block was checked against its crc before it was written;
         // when this session's blocks tile the file, their crcs combined are
         // the file's. Otherwise (a resumed copy, gaps) read the file back.
         let got = match self.crc_from_blocks(size) {
             Some(got) => got,
-            None => crc_of(&self.file, size)?,
+            None => crc_of(self.file.file(), size)?,
         };
         if got != crc {
             return Err(other(format!(
@@ -345,16 +362,16 @@ impl PartialCopy {
                 self.written.load(Ordering::Relaxed)
             )));
         }
-        rustix::fs::fchmod(&self.file, Mode::from_raw_mode(self.mode & 0o7777))?;
+        rustix::fs::fchmod(self.file.file(), Mode::from_raw_mode(self.mode & 0o7777))?;
         rustix::fs::futimens(
-            &self.file,
+            self.file.file(),
             &Timestamps {
                 last_access: self.mtime,
                 last_modification: self.mtime,
             },
         )?;
         if fsync {
-            self.file.sync_all()?;
+            self.file.file().sync_all()?;
         }
         rustix::fs::renameat(&self.dir, self.part.as_str(), &self.dir, self.name.as_str())?;
         if fsync {

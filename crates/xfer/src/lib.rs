@@ -13,10 +13,13 @@
 //! * [`journal`]: the source's resume journal;
 //! * [`crc`]: a file's crc32c from its pieces';
 //! * [`dest`]: the destination tree (checked paths, partial copies put in
-//!   place).
+//!   place);
+//! * [`direct`]: aligned buffers and writes (and reads) around the page
+//!   cache.
 
 pub mod crc;
 pub mod dest;
+pub mod direct;
 pub mod journal;
 pub mod layout;
 pub mod sink;

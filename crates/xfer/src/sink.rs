@@ -48,8 +48,9 @@ use rustix::fs::{Mode, OFlags, Timespec};
 use rustls::ServerConfig;
 
 use crate::dest::{make_symlink, open_dirs, stat_file, PartialCopy};
+use crate::direct::AlignedBuf;
 use crate::tls::{Channel, Writer};
-use crate::wire::{self, ErrorCode, Message};
+use crate::wire::{self, ErrorCode, Frame, Message};
 
 mod conn;
 use conn::*;
@@ -74,6 +75,11 @@ pub struct SinkOptions {
     /// Sync each file and its directory before and after the rename
     /// (false: `--no-fsync`, rsync's default durability).
     pub fsync: bool,
+    /// With `fsync`, write aligned blocks with `O_DIRECT` into a
+    /// preallocated partial copy instead of through the page cache (the
+    /// file is synced before its rename either way; `serve --buffered`
+    /// turns this off).
+    pub direct: bool,
 }
 
 /// Counters of a running sink.

@@ -764,11 +764,26 @@ pub fn block_header(file: u32, offset: u64, crc: u32, len: usize) -> [u8; 4 + BL
 /// clean end of stream before any byte of a frame; a stream that ends
 /// inside a frame, or a length outside `1..=MAX_FRAME`, is an error.
 pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
+    let Some(n) = read_frame_len(r)? else {
+        return Ok(false);
+    };
+    // Every byte is overwritten by the read: only growth is zero-filled.
+    if buf.len() > n {
+        buf.truncate(n);
+    } else {
+        buf.resize(n, 0);
+    }
+    r.read_exact(buf).map_err(body_eof)?;
+    Ok(true)
+}
+
+/// A frame's length, checked; `None` at a clean end of stream.
+fn read_frame_len(r: &mut impl Read) -> io::Result<Option<usize>> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
         match r.read(&mut len[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) if got == 0 => return Ok(None),
             Ok(0) => return Err(truncated("frame length")),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -782,20 +797,78 @@ pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
             WireError::FrameSize(n),
         ));
     }
-    // Every byte is overwritten by the read: only growth is zero-filled.
-    if buf.len() > n {
-        buf.truncate(n);
+    Ok(Some(n))
+}
+
+fn body_eof(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        truncated("frame body")
     } else {
-        buf.resize(n, 0);
+        e
     }
-    r.read_exact(buf).map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            truncated("frame body")
-        } else {
-            e
+}
+
+/// What [`read_frame_or_block`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// The stream ended cleanly before a frame.
+    End,
+    /// A frame other than a well-formed `NewBlock` header: its body is in
+    /// `buf`, for [`decode_block`] or [`Message::decode`].
+    Body,
+    /// A `NewBlock`: its data is in `data`.
+    Block {
+        /// File id.
+        file: u32,
+        /// Byte offset in the file.
+        offset: u64,
+        /// crc32c of the data.
+        crc: u32,
+    },
+}
+
+/// Read one frame as [`read_frame`] does, except that a `NewBlock`'s data
+/// is read into `data`, an aligned buffer the sink can write to disk with
+/// `O_DIRECT` as it is: the bytes are copied once, from the TLS layer's
+/// plaintext into `data`. The same frames are accepted and refused as by
+/// [`read_frame`] followed by [`decode_block`].
+pub fn read_frame_or_block(
+    r: &mut impl Read,
+    buf: &mut Vec<u8>,
+    data: &mut crate::direct::AlignedBuf,
+) -> io::Result<Frame> {
+    let Some(n) = read_frame_len(r)? else {
+        return Ok(Frame::End);
+    };
+    let mut head = [0u8; BLOCK_HEADER];
+    r.read_exact(&mut head[..1]).map_err(body_eof)?;
+    if head[0] == T_NEW_BLOCK && n >= BLOCK_HEADER {
+        r.read_exact(&mut head[1..]).map_err(body_eof)?;
+        let len = n - BLOCK_HEADER;
+        if len > MAX_OBJECT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                WireError::TooLong {
+                    field: "block",
+                    len,
+                    max: MAX_OBJECT,
+                },
+            ));
         }
-    })?;
-    Ok(true)
+        data.set_len(len);
+        r.read_exact(data.as_mut_slice()).map_err(body_eof)?;
+        let [_, f0, f1, f2, f3, o0, o1, o2, o3, o4, o5, o6, o7, c0, c1, c2, c3] = head;
+        return Ok(Frame::Block {
+            file: u32::from_be_bytes([f0, f1, f2, f3]),
+            offset: u64::from_be_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
+            crc: u32::from_be_bytes([c0, c1, c2, c3]),
+        });
+    }
+    buf.clear();
+    buf.resize(n, 0);
+    buf[0] = head[0];
+    r.read_exact(&mut buf[1..]).map_err(body_eof)?;
+    Ok(Frame::Body)
 }
 
 fn truncated(what: &'static str) -> io::Error {
@@ -1017,7 +1090,76 @@ mod tests {
         assert_eq!(Message::decode(&body), Err(WireError::BadFlag(3)));
     }
 
+    /// A message read with [`read_frame_or_block`], as [`read_message`]
+    /// would return it.
+    fn read_split(
+        r: &mut impl Read,
+        buf: &mut Vec<u8>,
+        data: &mut crate::direct::AlignedBuf,
+    ) -> io::Result<Option<Message>> {
+        match read_frame_or_block(r, buf, data)? {
+            Frame::End => Ok(None),
+            Frame::Block { file, offset, crc } => Ok(Some(Message::NewBlock {
+                file,
+                offset,
+                crc,
+                data: data.as_slice().to_vec(),
+            })),
+            Frame::Body => Message::decode(buf)
+                .map(Some)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+        }
+    }
+
+    /// Both readers over the same bytes: the same messages, then the same
+    /// end or the same kind of error.
+    fn same_readings(stream: &[u8]) {
+        let (mut a, mut b) = (stream, stream);
+        let (mut buf_a, mut buf_b) = (Vec::new(), Vec::new());
+        let mut data = crate::direct::AlignedBuf::new();
+        loop {
+            let x = read_message(&mut a, &mut buf_a);
+            let y = read_split(&mut b, &mut buf_b, &mut data);
+            match (x, y) {
+                (Ok(Some(x)), Ok(Some(y))) => assert_eq!(x, y),
+                (Ok(None), Ok(None)) => return,
+                (Err(x), Err(y)) => return assert_eq!(x.kind(), y.kind(), "{x} / {y}"),
+                (x, y) => panic!("{x:?} / {y:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_block_reader_reads_what_read_message_reads() {
+        let mut stream = Vec::new();
+        for m in samples() {
+            m.encode(&mut stream);
+        }
+        same_readings(&stream);
+        // A NewBlock frame too short for its header, and one cut short.
+        same_readings(&[0, 0, 0, 3, T_NEW_BLOCK, 0, 0]);
+        let mut block = Vec::new();
+        samples()[4].encode(&mut block);
+        for cut in 0..block.len() {
+            same_readings(&block[..cut]);
+        }
+        // Data over MAX_OBJECT (a frame within MAX_FRAME).
+        let mut big = ((MAX_OBJECT + 1 + BLOCK_HEADER) as u32)
+            .to_be_bytes()
+            .to_vec();
+        big.push(T_NEW_BLOCK);
+        big.resize(big.len() + 16 + MAX_OBJECT + 1, 0);
+        same_readings(&big);
+    }
+
     proptest! {
+        #[test]
+        fn both_readers_agree_on_any_bytes(
+            stream in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            same_readings(&stream);
+        }
+
         #[test]
         fn decode_never_panics(body in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = Message::decode(&body);

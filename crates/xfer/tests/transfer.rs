@@ -45,6 +45,7 @@ fn sink(keys: &Keys, root: &Path, token: Option<&[u8]>, mutual: bool) -> SinkHan
         token: token.map(<[u8]>::to_vec),
         mutual_tls: mutual,
         fsync: true,
+        direct: true,
     };
     Sink::bind("127.0.0.1:0", options).unwrap().spawn().unwrap()
 }
@@ -292,6 +293,7 @@ fn a_sink_without_authentication_refuses_to_start() {
         token: None,
         mutual_tls: false,
         fsync: true,
+        direct: true,
     };
     let e = Sink::bind("127.0.0.1:0", options).err().expect("refused");
     assert!(e.to_string().contains("authentication"), "{e}");

@@ -130,16 +130,23 @@ impl Conn<'_> {
     }
 
     fn serve(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
+        // Blocks, nearly every frame, are read into an aligned buffer and
+        // written from it (directly, when the sink syncs).
+        let mut data = AlignedBuf::new();
         loop {
-            match wire::read_frame(reader, buf) {
-                Ok(true) => {}
-                Ok(false) => return Ok(()),
+            match wire::read_frame_or_block(reader, buf, &mut data) {
+                Ok(Frame::Block { file, offset, crc }) => {
+                    self.block(file, offset, crc, data.as_slice())?;
+                    continue;
+                }
+                Ok(Frame::Body) => {}
+                Ok(Frame::End) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                     return Err(refuse(&self.writer, ErrorCode::Protocol, e.to_string()));
                 }
                 Err(e) => return Err(e),
             }
-            // Blocks, nearly every frame, are written from the frame itself.
+            // A frame typed NewBlock but too short for its header.
             if let Some(block) = wire::decode_block(buf) {
                 let b =
                     block.map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
@@ -364,7 +371,8 @@ impl Conn<'_> {
         parts.extend(rel);
         let name = parts.pop().expect("not empty");
         let dir = open_dirs(&self.shared.root, &parts)?;
-        let f = PartialCopy::create(dir, name, size, mode, mtime, resume)?;
+        let direct = self.shared.options.fsync && self.shared.options.direct;
+        let f = PartialCopy::create(dir, name, size, mode, mtime, resume, direct)?;
         let resumed = f.resumed;
         let id = session.next_file.fetch_add(1, Ordering::Relaxed);
         let f = Arc::new(f);

@@ -707,7 +707,7 @@ impl LayoutProvider for Meddler {
     fn read_object(
         &self,
         path: &Path,
-        file: &fs::File,
+        file: &sluice_xfer::layout::SourceFile,
         object: &sluice_policy::lads::Object,
         buf: &mut [u8],
     ) -> std::io::Result<()> {
@@ -728,8 +728,7 @@ impl LayoutProvider for Meddler {
                 _ => {}
             }
         }
-        use std::os::unix::fs::FileExt;
-        file.read_exact_at(buf, object.offset)
+        file.read_at(buf, object.offset)
     }
 }
 

@@ -19,9 +19,7 @@
 //! targets on at each new period, so congestion wanders.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -30,7 +28,7 @@ use sluice_devices::hdd::{Hdd, HddConfig, HddRequest};
 use sluice_devices::IoKind;
 use sluice_policy::lads::{Object, StripeLayout, TargetId};
 
-use super::{FileLayout, LayoutProvider};
+use super::{FileLayout, LayoutProvider, SourceFile};
 
 /// A list of targets as `--pfs-congested` takes it: `0,1,5-7` (empty:
 /// none).
@@ -241,7 +239,7 @@ impl LayoutProvider for EmulatedPfs {
     fn read_object(
         &self,
         path: &Path,
-        file: &File,
+        file: &SourceFile,
         object: &Object,
         buf: &mut [u8],
     ) -> io::Result<()> {
@@ -280,7 +278,12 @@ impl LayoutProvider for EmulatedPfs {
         // Hold the target while it "serves": one request at a time.
         std::thread::sleep(service);
         drop(target);
-        file.read_exact_at(buf, object.offset)
+        file.read_at(buf, object.offset)
+    }
+
+    /// The emulated targets' bytes are local files.
+    fn direct_reads(&self) -> bool {
+        true
     }
 }
 

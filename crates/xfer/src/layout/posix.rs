@@ -53,6 +53,11 @@ impl LayoutProvider for PosixLayout {
         threads
     }
 
+    /// A local file system: cold objects are read with `O_DIRECT`.
+    fn direct_reads(&self) -> bool {
+        true
+    }
+
     fn target_name(&self, target: TargetId) -> String {
         let devices = self.devices.lock().unwrap_or_else(|p| p.into_inner());
         devices.iter().find(|(_, &id)| id == target.0).map_or_else(

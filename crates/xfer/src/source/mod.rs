@@ -55,8 +55,9 @@ use serde::Serialize;
 use sluice_policy::lads::{Mode, Object, Scheduler, SchedulerConfig, Slot, SlotPool};
 use sluice_policy::{FileId, Time};
 
+use crate::direct::AlignedBuf;
 use crate::journal::{self, Journal, Progress};
-use crate::layout::LayoutProvider;
+use crate::layout::{LayoutProvider, SourceFile};
 use crate::tls::{self, Channel, Writer};
 use crate::wire::{self, DestStat, Message, MAX_OBJECT, MAX_STAT};
 

@@ -17,7 +17,7 @@ pub(super) struct Block {
 /// A block in a memory slot, ready to send.
 pub(super) struct Ready {
     pub(super) block: Block,
-    pub(super) buf: Vec<u8>,
+    pub(super) buf: AlignedBuf,
 }
 
 /// A block in a spill slot, waiting for a memory slot.
@@ -28,7 +28,7 @@ pub(super) struct Spilled {
 
 pub(super) struct Live {
     pub(super) entry: usize,
-    pub(super) file: Arc<File>,
+    pub(super) file: Arc<SourceFile>,
     /// Objects not yet acknowledged.
     pub(super) left: usize,
     pub(super) crcs: BTreeMap<u64, (u64, u32)>,
@@ -38,14 +38,15 @@ pub(super) struct Live {
 
 pub(super) struct Announced {
     pub(super) entry: usize,
-    pub(super) file: Arc<File>,
+    pub(super) file: Arc<SourceFile>,
     pub(super) objects: Vec<Object>,
 }
 
 pub(super) struct State {
     pub(super) sched: Scheduler,
     pub(super) pool: SlotPool,
-    pub(super) bufs: Vec<Vec<u8>>,
+    /// Buffers free for reuse: a few hot ones, not one per slot.
+    pub(super) bufs: Vec<AlignedBuf>,
     pub(super) spill_free: Vec<u32>,
     pub(super) send_q: VecDeque<Ready>,
     pub(super) spill_q: VecDeque<Spilled>,
@@ -257,7 +258,7 @@ pub(super) fn announce_file(
     idx: usize,
 ) -> bool {
     let e = &core.entries[idx];
-    let prepared = File::open(&e.src)
+    let prepared = SourceFile::open(&e.src, core.layout.direct_reads())
         .map_err(|err| format!("{}: {err}", e.src.display()))
         .and_then(|f| {
             core.layout
@@ -446,7 +447,7 @@ pub(super) fn file_done(core: &Core, writer: &Writer, id: u32) {
     drop(st);
     // Checked after the last object was read: a file that changed since
     // the walk is dropped at the sink, not put in place torn.
-    if let Some(why) = seen.or_else(|| core.entries[entry].changed(&file)) {
+    if let Some(why) = seen.or_else(|| core.entries[entry].changed(&file.file)) {
         st = core.lock();
         if let Some(live) = st.live.get_mut(&id) {
             live.changed = Some(why.clone());
@@ -517,7 +518,7 @@ pub(super) fn file_finished(core: &Core, id: u32, failure: Option<String>) {
 }
 
 pub(super) fn io_loop(core: &Core, writer: &Writer) {
-    let mut scratch = Vec::new();
+    let mut scratch = AlignedBuf::new();
     loop {
         let mut st = core.lock();
         let (object, slot) = loop {
@@ -544,14 +545,16 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
             Slot::Spill => std::mem::take(&mut scratch),
         };
         drop(st);
-        buf.resize(object.len as usize, 0);
+        buf.set_len(object.len as usize);
         let started = core.now();
-        let read = core.layout.read_object(&path, &file, &object, &mut buf);
+        let read = core
+            .layout
+            .read_object(&path, &file, &object, buf.as_mut_slice());
         let finished = core.now();
         if let Err(e) = read {
             // A file that shrank (or was otherwise changed) is that file's
             // failure; any other read error stops the transfer.
-            let Some(why) = core.entries[entry].changed(&file) else {
+            let Some(why) = core.entries[entry].changed(&file.file) else {
                 return core.fail(format!(
                     "{}: read at {}: {e}",
                     path.display(),
@@ -577,7 +580,7 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
             }
             continue;
         }
-        let crc = crc32c::crc32c(&buf);
+        let crc = crc32c::crc32c(buf.as_slice());
         let mut st = core.lock();
         st.sched.complete(&object, started, finished);
         let block = Block {
@@ -595,7 +598,9 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
                     .spill
                     .as_ref()
                     .expect("spill slots only with a spill file");
-                if let Err(e) = spill.write_all_at(&buf, u64::from(idx) * MAX_OBJECT as u64) {
+                if let Err(e) =
+                    spill.write_all_at(buf.as_slice(), u64::from(idx) * MAX_OBJECT as u64)
+                {
                     return core.fail(format!("spill: {e}"));
                 }
                 scratch = buf;
@@ -626,8 +631,10 @@ pub(super) fn spill_loop(core: &Core) {
         };
         let mut buf = st.bufs.pop().unwrap_or_default();
         drop(st);
-        buf.resize(item.block.len as usize, 0);
-        if let Err(e) = spill.read_exact_at(&mut buf, u64::from(item.slot) * MAX_OBJECT as u64) {
+        buf.set_len(item.block.len as usize);
+        if let Err(e) =
+            spill.read_exact_at(buf.as_mut_slice(), u64::from(item.slot) * MAX_OBJECT as u64)
+        {
             return core.fail(format!("spill: {e}"));
         }
         let mut st = core.lock();
@@ -658,7 +665,7 @@ pub(super) fn send_loop(core: &Core, writer: &Writer) {
         st.inflight.insert((b.file, b.offset), b);
         drop(st);
         let header = wire::block_header(b.file, b.offset, b.crc, ready.buf.len());
-        if let Err(e) = writer.send(&[&header, &ready.buf]) {
+        if let Err(e) = writer.send(&[&header, ready.buf.as_slice()]) {
             return core.fail(network_error(&core.sink, "sending", &e));
         }
         core.lock().bufs.push(ready.buf);

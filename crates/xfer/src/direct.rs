@@ -16,10 +16,10 @@
 //! wrong. [`AlignedBuf`] is a buffer whose bytes start on an [`ALIGN`]
 //! boundary, built from a `Vec` without `unsafe`.
 //!
-//! [`read_at`] is the read side: pages already in the page cache are
-//! copied from it (`preadv2(RWF_NOWAIT)` says which), the rest of an
-//! aligned range is read with `O_DIRECT` into the caller's aligned buffer,
-//! so a cold file is not copied through the cache either.
+//! [`read_at`] is the read side: a range whose first page is in the page
+//! cache is copied from it (`preadv2(RWF_NOWAIT)` on one page says so), a
+//! cold range is read with `O_DIRECT` into the caller's aligned buffer, so
+//! a cold file is not copied through the cache either.
 
 use std::fs::File;
 use std::io;
@@ -202,62 +202,63 @@ impl RangeFile {
     }
 }
 
-/// Read `buf.len()` bytes at `offset` of `file`: what the page cache holds
-/// is copied from it; with `direct` (the same file opened with `O_DIRECT`),
-/// an aligned rest is read from the device into `buf` without passing
-/// through the cache; anything else is an ordinary read. A read past the
-/// end of the file is an `UnexpectedEof` error, as `read_exact_at`.
+/// Read `buf.len()` bytes at `offset` of `file`. With `direct` (the same
+/// file opened with `O_DIRECT`; `file` should have been opened by
+/// [`open_for_direct_reads`]), one page at `offset` is probed first: a read
+/// that must not wait (`RWF_NOWAIT`) says whether the page cache holds it.
+/// If it does, the range is read from the cache; if not, its aligned part
+/// is read from the device into `buf` (which must then be aligned) without
+/// passing through the cache, and only an unaligned tail through it. A read
+/// past the end of the file is an `UnexpectedEof` error, as
+/// `read_exact_at`.
 pub fn read_at(file: &File, direct: Option<&File>, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    let Some(direct) = direct else {
+    let Some(direct) = direct.filter(|_| aligned(buf, offset) && !buf.is_empty()) else {
         return file.read_exact_at(buf, offset);
     };
-    let mut done = 0;
-    // Cached pages first: RWF_NOWAIT copies what is in the cache and stops
-    // (short, or EAGAIN) where the device would have to be read.
-    while done < buf.len() {
-        match rustix::io::preadv2(
-            file.as_fd(),
-            &mut [io::IoSliceMut::new(&mut buf[done..])],
-            offset + done as u64,
-            rustix::io::ReadWriteFlags::NOWAIT,
-        ) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => done += n,
-            Err(rustix::io::Errno::INTR) => {}
-            // Not cached (AGAIN), or NOWAIT unsupported: the device.
-            Err(_) => break,
-        }
+    let probe = buf.len().min(ALIGN);
+    match rustix::io::preadv2(
+        file.as_fd(),
+        &mut [io::IoSliceMut::new(&mut buf[..probe])],
+        offset,
+        rustix::io::ReadWriteFlags::NOWAIT,
+    ) {
+        // Cached (or the end of the file): the page cache serves it.
+        Ok(_) => return file.read_exact_at(buf, offset),
+        Err(rustix::io::Errno::AGAIN) => {}
+        // NOWAIT unsupported: no way to tell; the page cache.
+        Err(_) => return file.read_exact_at(buf, offset),
     }
-    // The rest from the device, directly when aligned: the bytes skip the
-    // cache instead of passing through it. A cached prefix that ends
-    // unaligned (the file's tail page) is rounded down and read again.
-    let start = done - done % ALIGN;
-    let total = buf.len();
-    let rest = &mut buf[start..];
-    if start < total && aligned(rest, offset + start as u64) {
-        let whole = rest.len() - rest.len() % ALIGN;
-        let mut got = 0;
-        while got < whole {
-            match direct.read_at(&mut rest[got..whole], offset + (start + got) as u64) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => {
-                    got += n;
-                    if !n.is_multiple_of(ALIGN) {
-                        break;
-                    }
+    let whole = buf.len() - buf.len() % ALIGN;
+    let mut done = 0;
+    while done < whole {
+        match direct.read_at(&mut buf[done..whole], offset + done as u64) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                done += n;
+                if !n.is_multiple_of(ALIGN) {
+                    break;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-                    break
-                }
-                Err(e) => return Err(e),
             }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => break,
+            Err(e) => return Err(e),
         }
-        done = start + got;
-    } else {
-        done = done.max(start);
     }
     file.read_exact_at(&mut buf[done..], offset + done as u64)
+}
+
+/// Open `path` for reads that [`read_at`] sends around the cache: the
+/// ordinary descriptor is told the access is random
+/// (`POSIX_FADV_RANDOM`), so that a probe of one uncached page reads that
+/// page and does not start the kernel's readahead (8 MiB here) of bytes the
+/// direct reads fetch anyway.
+pub fn open_for_direct_reads(path: &std::path::Path) -> io::Result<(File, Option<File>)> {
+    let file = File::open(path)?;
+    let direct = open_direct_path(path);
+    if direct.is_some() {
+        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
+    }
+    Ok((file, direct))
 }
 
 #[cfg(test)]
@@ -328,9 +329,10 @@ mod tests {
         f.file().sync_all().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), want);
 
-        // And read back both ways: cached, then cold through O_DIRECT.
-        let file = File::open(&path).unwrap();
-        let direct = open_direct_path(&path);
+        // And read back both ways: cached, then cold through O_DIRECT,
+        // which leaves the cold range out of the cache (but for the probed
+        // page).
+        let (file, direct) = open_for_direct_reads(&path).unwrap();
         let mut back = AlignedBuf::with_len(chunk);
         read_at(&file, direct.as_ref(), back.as_mut_slice(), chunk as u64).unwrap();
         assert_eq!(back.as_slice(), &want[chunk..2 * chunk]);
@@ -344,6 +346,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back.as_slice(), &want[3 * chunk..]);
+        back.set_len(chunk);
+        read_at(&file, direct.as_ref(), back.as_mut_slice(), 0).unwrap();
+        assert_eq!(back.as_slice(), &want[..chunk]);
+        if direct.is_some() && on_disk {
+            let mut probe = [0u8; 4096];
+            let cached = rustix::io::preadv2(
+                &file,
+                &mut [io::IoSliceMut::new(&mut probe)],
+                (chunk / 2) as u64,
+                rustix::io::ReadWriteFlags::NOWAIT,
+            );
+            assert_eq!(cached, Err(rustix::io::Errno::AGAIN));
+        }
         let mut past = AlignedBuf::with_len(8192);
         let e = read_at(
             &file,

@@ -129,18 +129,16 @@ impl SourceFile {
     /// Open `path`, a second time with `O_DIRECT` when `direct` is asked
     /// for and its file system takes it.
     pub fn open(path: &Path, direct: bool) -> io::Result<SourceFile> {
-        Ok(SourceFile {
-            file: File::open(path)?,
-            direct: if direct {
-                crate::direct::open_direct_path(path)
-            } else {
-                None
-            },
-        })
+        let (file, direct) = if direct {
+            crate::direct::open_for_direct_reads(path)?
+        } else {
+            (File::open(path)?, None)
+        };
+        Ok(SourceFile { file, direct })
     }
 
-    /// Read `buf.len()` bytes at `offset`: cached pages from the page
-    /// cache, the rest directly when `buf` is aligned
+    /// Read `buf.len()` bytes at `offset`: from the page cache when it
+    /// holds them, else directly when `buf` is aligned
     /// ([`crate::direct::read_at`]).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         crate::direct::read_at(&self.file, self.direct.as_ref(), buf, offset)

@@ -1,4 +1,4 @@
-//! `sluice xfer serve | send | keygen`: the LADS bulk transfer tool
+//! `sluice xfer serve | send | copy | keygen`: the LADS bulk transfer tool
 //! (crates/xfer; docs/lads.md).
 
 use std::path::PathBuf;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand, ValueEnum};
 use sluice_config::{ByteSize, Span};
 use sluice_policy::lads::{Mode, SchedulerConfig};
+use sluice_xfer::copy::CopyOptions;
 use sluice_xfer::layout::pfs::{self, EmulatedPfs, PfsConfig};
 use sluice_xfer::layout::posix::PosixLayout;
 use sluice_xfer::layout::{self, LayoutProvider};
@@ -25,6 +26,9 @@ pub enum XferCommand {
     Serve(ServeArgs),
     /// Send files and directories to a sink (the source).
     Send(Box<SendArgs>),
+    /// Copy files and directories between two local directories, in
+    /// parallel by object and storage target, without the network.
+    Copy(Box<CopyArgs>),
     /// Make a self-signed certificate and key (NAME.crt, NAME.key).
     Keygen(KeygenArgs),
 }
@@ -91,6 +95,91 @@ pub enum LayoutArg {
     Ceph,
 }
 
+/// Scheduling flags of `send` and `copy`.
+#[derive(Args, Debug)]
+pub struct ScheduleArgs {
+    /// Scheduling mode.
+    #[arg(long, value_enum, default_value_t = ModeArg::Ca)]
+    mode: ModeArg,
+    /// Congestion window W.
+    #[arg(long, default_value = "1s")]
+    window: Span,
+    /// Congestion threshold T (mean object service time).
+    #[arg(long, default_value = "50ms")]
+    threshold: Span,
+    /// Skips M of a congested target.
+    #[arg(long, default_value_t = 8)]
+    skips: u32,
+    /// Threads allowed on one target at once (default: 1, the paper's
+    /// skip-busy, on a parallel file system; all threads on a POSIX device,
+    /// which has its own queue).
+    #[arg(long)]
+    target_depth: Option<u32>,
+    /// Object size for layouts without one (POSIX): a big file is cut into
+    /// objects of this size, read, sent and written in parallel.
+    #[arg(long, default_value = "1MiB")]
+    object_size: ByteSize,
+    /// Files open at once (1 to 65536).
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    files_in_flight: usize,
+}
+
+/// Rerun and resume flags of `send` and `copy`.
+#[derive(Args, Debug)]
+pub struct RerunArgs {
+    /// Decide that a destination file is unchanged by size and crc32c
+    /// (reading both copies) instead of size and mtime.
+    #[arg(long, short = 'c', conflicts_with = "ignore_times")]
+    checksum: bool,
+    /// Copy every file, even those the destination holds with the same
+    /// size and mtime.
+    #[arg(long, short = 'I')]
+    ignore_times: bool,
+    /// Skip symbolic links (counted in the summary) instead of recreating
+    /// them as links at the destination.
+    #[arg(long)]
+    no_links: bool,
+    /// Resume journal (default under ~/.local/state/sluice/xfer).
+    #[arg(long, conflicts_with = "no_journal")]
+    journal: Option<PathBuf>,
+    /// Keep no journal (a rerun copies every file not yet in place).
+    #[arg(long)]
+    no_journal: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Layout flags of `send` and `copy`: where the sources' objects live.
+#[derive(Args, Debug)]
+pub struct LayoutArgs {
+    /// Layout provider.
+    #[arg(long, value_enum, default_value_t = LayoutArg::Auto)]
+    layout: LayoutArg,
+    /// Emulated PFS: targets.
+    #[arg(long, default_value_t = 16)]
+    pfs_targets: u32,
+    /// Emulated PFS: stripe count.
+    #[arg(long, default_value_t = 1)]
+    pfs_stripe: u32,
+    /// Emulated PFS: congested targets, e.g. 0,1,2 or 0-3.
+    #[arg(long, default_value = "")]
+    pfs_congested: String,
+    /// Emulated PFS: service-time factor while congested.
+    #[arg(long, default_value_t = 8.0)]
+    pfs_factor: f64,
+    /// Emulated PFS: congested phase.
+    #[arg(long, default_value = "5s")]
+    pfs_on: Span,
+    /// Emulated PFS: quiet phase (0s: always congested).
+    #[arg(long, default_value = "0s")]
+    pfs_off: Span,
+    /// Emulated PFS: targets the congested set moves by each period.
+    #[arg(long, default_value_t = 0)]
+    pfs_rotate: u32,
+}
+
 /// `sluice xfer send`.
 #[derive(Args, Debug)]
 pub struct SendArgs {
@@ -118,26 +207,8 @@ pub struct SendArgs {
     #[arg(long, default_value_t = 2,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
     connections: usize,
-    /// Scheduling mode.
-    #[arg(long, value_enum, default_value_t = ModeArg::Ca)]
-    mode: ModeArg,
-    /// Congestion window W.
-    #[arg(long, default_value = "1s")]
-    window: Span,
-    /// Congestion threshold T (mean object service time).
-    #[arg(long, default_value = "50ms")]
-    threshold: Span,
-    /// Skips M of a congested target.
-    #[arg(long, default_value_t = 8)]
-    skips: u32,
-    /// Threads allowed on one target at once (default: 1, the paper's
-    /// skip-busy, on a parallel file system; all threads on a POSIX device,
-    /// which has its own queue).
-    #[arg(long)]
-    target_depth: Option<u32>,
-    /// Object size for layouts without one (POSIX) and the buffer slot.
-    #[arg(long, default_value = "1MiB")]
-    object_size: ByteSize,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
     /// In-memory send buffer: objects read ahead and not yet acknowledged
     /// (32 MiB keeps the buffers hot in the CPU's cache; raise it for a
     /// long, fast path).
@@ -149,55 +220,41 @@ pub struct SendArgs {
     /// Spill buffer size.
     #[arg(long, default_value = "1GiB")]
     spill_size: ByteSize,
-    /// Files open at once (1 to 65536).
-    #[arg(long, default_value_t = 64,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
-    files_in_flight: usize,
-    /// Decide that a destination file is unchanged by size and crc32c
-    /// (reading both copies) instead of size and mtime.
-    #[arg(long, short = 'c', conflicts_with = "ignore_times")]
-    checksum: bool,
-    /// Send every file, even those the sink holds with the same size and
-    /// mtime.
-    #[arg(long, short = 'I')]
-    ignore_times: bool,
-    /// Skip symbolic links (counted in the summary) instead of recreating
-    /// them as links at the sink.
+    #[command(flatten)]
+    rerun: RerunArgs,
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+/// `sluice xfer copy`.
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// Files and directories to copy, then the directory DEST they land
+    /// under by their names (made if missing), as `cp -a SRC... DEST/`.
+    #[arg(required = true, num_args = 2..)]
+    paths: Vec<PathBuf>,
+    /// Worker threads, each reading, checksumming and writing one object
+    /// at a time (1 to 1024).
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    threads: usize,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
+    /// Do not sync files and directories before and after their rename
+    /// (cp's and rsync's durability; writes then go through the page
+    /// cache): faster on a slow disk, but a crash of this machine can leave
+    /// a file under its final name with bytes missing.
     #[arg(long)]
-    no_links: bool,
-    /// Resume journal (default under ~/.local/state/sluice/xfer).
-    #[arg(long, conflicts_with = "no_journal")]
-    journal: Option<PathBuf>,
-    /// Keep no journal (a rerun sends everything).
+    no_fsync: bool,
+    /// Read every file back from the device after its sync and compare its
+    /// crc32c with the source's before putting it in place (by default the
+    /// crcs of the objects as read are combined and checked).
     #[arg(long)]
-    no_journal: bool,
-    /// Layout provider.
-    #[arg(long, value_enum, default_value_t = LayoutArg::Auto)]
-    layout: LayoutArg,
-    /// Emulated PFS: targets.
-    #[arg(long, default_value_t = 16)]
-    pfs_targets: u32,
-    /// Emulated PFS: stripe count.
-    #[arg(long, default_value_t = 1)]
-    pfs_stripe: u32,
-    /// Emulated PFS: congested targets, e.g. 0,1,2 or 0-3.
-    #[arg(long, default_value = "")]
-    pfs_congested: String,
-    /// Emulated PFS: service-time factor while congested.
-    #[arg(long, default_value_t = 8.0)]
-    pfs_factor: f64,
-    /// Emulated PFS: congested phase.
-    #[arg(long, default_value = "5s")]
-    pfs_on: Span,
-    /// Emulated PFS: quiet phase (0s: always congested).
-    #[arg(long, default_value = "0s")]
-    pfs_off: Span,
-    /// Emulated PFS: targets the congested set moves by each period.
-    #[arg(long, default_value_t = 0)]
-    pfs_rotate: u32,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    verify: bool,
+    #[command(flatten)]
+    rerun: RerunArgs,
+    #[command(flatten)]
+    layout: LayoutArgs,
 }
 
 /// `sluice xfer keygen`.
@@ -219,6 +276,7 @@ pub fn run(command: XferCommand, mode: ProgressMode) -> Result<()> {
     match command {
         XferCommand::Serve(a) => serve(&a),
         XferCommand::Send(a) => send(&a, mode),
+        XferCommand::Copy(a) => copy(&a, mode),
         XferCommand::Keygen(a) => {
             let (crt, key) = tls::keygen(&a.out, &a.name, &a.hosts).map_err(Error::Xfer)?;
             println!("{}\n{}", crt.display(), key.display());
@@ -253,8 +311,11 @@ fn serve(a: &ServeArgs) -> Result<()> {
     Ok(())
 }
 
-fn provider(a: &SendArgs, first_source: &std::path::Path) -> Result<Arc<dyn LayoutProvider>> {
-    let object = a.object_size.0;
+fn provider(
+    a: &LayoutArgs,
+    object: u64,
+    first_source: &std::path::Path,
+) -> Result<Arc<dyn LayoutProvider>> {
     Ok(match a.layout {
         LayoutArg::Posix => Arc::new(PosixLayout::new(object)),
         LayoutArg::Pfs => Arc::new(
@@ -280,12 +341,56 @@ fn provider(a: &SendArgs, first_source: &std::path::Path) -> Result<Arc<dyn Layo
     })
 }
 
-fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
+/// The scheduler settings for `layout` and `threads`.
+fn scheduler(a: &ScheduleArgs, layout: &dyn LayoutProvider, threads: usize) -> SchedulerConfig {
+    SchedulerConfig {
+        mode: match a.mode {
+            ModeArg::File => Mode::FileAtATime,
+            ModeArg::Rr => Mode::RoundRobin,
+            ModeArg::Ca => Mode::CongestionAware,
+        },
+        window: a.window.0,
+        threshold: a.threshold.0,
+        skips: a.skips,
+        target_depth: a
+            .target_depth
+            .unwrap_or_else(|| layout.default_depth(u32::try_from(threads).unwrap_or(u32::MAX))),
+    }
+}
+
+fn compare(a: &RerunArgs) -> Compare {
+    if a.ignore_times {
+        Compare::Never
+    } else if a.checksum {
+        Compare::Checksum
+    } else {
+        Compare::SizeAndMtime
+    }
+}
+
+/// Print the summary (text or JSON); a closed stdout (`| head`) must not
+/// turn a finished transfer into a panic.
+fn print_summary(summary: &source::Summary, json: bool) -> Result<()> {
+    let text = if json {
+        serde_json::to_string_pretty(summary)? + "\n"
+    } else {
+        summary.to_string()
+    };
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+    Ok(())
+}
+
+fn check_object_size(a: &ScheduleArgs) -> Result<()> {
     if a.object_size.0 == 0 {
         return Err(Error::Usage(
             "--object-size 0B refused: objects must be at least 1 byte (default 1MiB)".into(),
         ));
     }
+    Ok(())
+}
+
+fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
+    check_object_size(&a.schedule)?;
     if a.buffer.0 == 0 {
         return Err(Error::Usage(
             "--buffer 0B refused: the send buffer must hold at least one object".into(),
@@ -308,21 +413,14 @@ fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
         ));
     }
     let tls = tls::client_config(&a.ca, identity).map_err(Error::Xfer)?;
-    let journal = match (&a.journal, a.no_journal) {
+    let journal = match (&a.rerun.journal, a.rerun.no_journal) {
         (_, true) => None,
         (Some(p), false) => Some(p.clone()),
         (None, false) => source::default_journal(&destination, &sources),
     };
-    let mode = match a.mode {
-        ModeArg::File => Mode::FileAtATime,
-        ModeArg::Rr => Mode::RoundRobin,
-        ModeArg::Ca => Mode::CongestionAware,
-    };
-    let layout = provider(a, &sources[0])?;
-    let depth = a
-        .target_depth
-        .unwrap_or_else(|| layout.default_depth(u32::try_from(a.threads).unwrap_or(u32::MAX)));
+    let layout = provider(&a.layout, a.schedule.object_size.0, &sources[0])?;
     let summary = source::send(SendOptions {
+        scheduler: scheduler(&a.schedule, layout.as_ref(), a.threads),
         layout,
         sources,
         destination,
@@ -330,38 +428,53 @@ fn send(a: &SendArgs, progress: ProgressMode) -> Result<()> {
         token,
         threads: a.threads,
         connections: a.connections,
-        slot_size: a.object_size.0,
+        slot_size: a.schedule.object_size.0,
         buffer: a.buffer.0,
         spill: a.spill.clone().map(|d| (d, a.spill_size.0)),
-        scheduler: SchedulerConfig {
-            mode,
-            window: a.window.0,
-            threshold: a.threshold.0,
-            skips: a.skips,
-            target_depth: depth,
-        },
         journal,
-        files_in_flight: a.files_in_flight,
+        files_in_flight: a.schedule.files_in_flight,
         progress: sluice_term::progress::xfer_send(progress),
-        compare: if a.ignore_times {
-            Compare::Never
-        } else if a.checksum {
-            Compare::Checksum
-        } else {
-            Compare::SizeAndMtime
-        },
-        links: !a.no_links,
+        compare: compare(&a.rerun),
+        links: !a.rerun.no_links,
     })
     .map_err(Error::Xfer)?;
-    let text = if a.json {
-        serde_json::to_string_pretty(&summary)? + "\n"
-    } else {
-        summary.to_string()
-    };
-    // A closed stdout (`| head`) must not turn a finished transfer into a panic.
-    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+    print_summary(&summary, a.rerun.json)?;
     match (summary.failed.len(), summary.changed.len()) {
         (0, 0) => Ok(()),
         (failed, changed) => Err(Error::XferIncomplete { failed, changed }),
+    }
+}
+
+fn copy(a: &CopyArgs, progress: ProgressMode) -> Result<()> {
+    check_object_size(&a.schedule)?;
+    let (dest, sources) = a.paths.split_last().expect("clap requires two");
+    let journal = match (&a.rerun.journal, a.rerun.no_journal) {
+        (_, true) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, false) => sluice_xfer::copy::default_journal(dest, sources),
+    };
+    let layout = provider(&a.layout, a.schedule.object_size.0, &sources[0])?;
+    let summary = sluice_xfer::copy::copy(CopyOptions {
+        scheduler: scheduler(&a.schedule, layout.as_ref(), a.threads),
+        layout,
+        sources: sources.to_vec(),
+        destination: dest.clone(),
+        threads: a.threads,
+        journal,
+        files_in_flight: a.schedule.files_in_flight,
+        compare: compare(&a.rerun),
+        links: !a.rerun.no_links,
+        fsync: !a.no_fsync,
+        verify: a.verify,
+        progress: sluice_term::progress::xfer_send(progress),
+    })
+    .map_err(Error::Xfer)?;
+    print_summary(&summary, a.rerun.json)?;
+    match (summary.failed.len(), summary.changed.len()) {
+        (0, 0) => Ok(()),
+        (failed, changed) => Err(Error::Xfer(std::io::Error::other(format!(
+            "{failed} entries failed and {changed} files changed while they were copied \
+             (not put in place); rerun to copy them"
+        )))),
     }
 }

@@ -424,3 +424,123 @@ fn issue_21_a_sink_killed_midway_reads_as_a_closed_connection() {
     assert!(!err.contains("docs.rs") && !err.contains("rustls"), "{err}");
     eprintln!("sender said: {err}");
 }
+
+fn local_copy(dir: &Path, src: &Path, dst: &Path, extra: &[&str]) -> Command {
+    let mut c = sluice();
+    c.args(["xfer", "copy"])
+        .arg(src)
+        .arg(dst)
+        .arg("--journal")
+        .arg(dir.join("copy-journal"))
+        .args(["--progress", "false", "--json"])
+        .args(extra);
+    c
+}
+
+#[test]
+fn issue_36_a_killed_local_copy_resumes_and_a_rerun_copies_nothing() {
+    let dir = setup();
+    let (src, dst) = (dir.path().join("src/set"), dir.path().join("dst"));
+    fs::create_dir_all(&src).unwrap();
+    for i in 0..4 {
+        let data: Vec<u8> = (0..(8usize << 20))
+            .map(|k| (k / 4099 + i * 13) as u8)
+            .collect();
+        fs::write(src.join(format!("f{i}")), data).unwrap();
+    }
+    // A slow source, as for the sender above.
+    let slow = [
+        "--layout",
+        "pfs",
+        "--pfs-targets",
+        "2",
+        "--pfs-congested",
+        "0-1",
+        "--pfs-factor",
+        "4",
+        "--object-size",
+        "256KiB",
+        "--threads",
+        "2",
+    ];
+    let mut child = local_copy(dir.path(), &src, &dst, &slow)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines =
+            fs::read_to_string(dir.path().join("copy-journal")).map_or(0, |j| j.lines().count());
+        if lines >= 20 {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the copy finished before it could be killed"
+        );
+        assert!(Instant::now() < deadline, "no progress in the journal");
+        sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for e in fs::read_dir(dst.join("set")).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if !name.ends_with(".sluice-part") {
+            assert_eq!(
+                fs::read(dst.join("set").join(&name)).unwrap(),
+                fs::read(src.join(&name)).unwrap(),
+                "{name}"
+            );
+        }
+    }
+    let s = json(
+        &local_copy(dir.path(), &src, &dst, &["--object-size", "256KiB"])
+            .output()
+            .unwrap(),
+    );
+    let (resumed, copied, before) = (
+        s["objects_resumed"].as_u64().unwrap(),
+        s["objects"].as_u64().unwrap(),
+        s["files_already_done"].as_u64().unwrap(),
+    );
+    assert!(resumed > 0, "{s}");
+    assert_eq!(copied + resumed + before * 32, 4 * 32, "{s}");
+    assert_eq!(s["connections"], 0);
+    for i in 0..4 {
+        let name = format!("f{i}");
+        assert_eq!(
+            fs::read(dst.join("set").join(&name)).unwrap(),
+            fs::read(src.join(&name)).unwrap()
+        );
+    }
+    assert_eq!(fs::read_dir(dst.join("set")).unwrap().count(), 4);
+    assert!(!dir.path().join("copy-journal").exists());
+
+    // The second run finds every file unchanged; the text summary says so.
+    let out = local_copy(dir.path(), &src, &dst, &[]).output().unwrap();
+    let s = json(&out);
+    assert_eq!(
+        (s["files"].as_u64(), s["files_unchanged"].as_u64()),
+        (Some(0), Some(4))
+    );
+    assert_eq!(s["bytes"], 0);
+    let out = sluice()
+        .args(["xfer", "copy"])
+        .arg(&src)
+        .arg(&dst)
+        .args(["--no-journal", "--progress", "false"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("copied 0 files"), "{text}");
+    assert!(text.contains("unchanged 4 files"), "{text}");
+
+    // A destination inside the source is refused before anything is made.
+    let out = local_copy(dir.path(), &src, &src.join("sub"), &[])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("into itself"));
+    assert!(!src.join("sub").exists());
+}

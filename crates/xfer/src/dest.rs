@@ -335,10 +335,14 @@ impl PartialCopy {
         let _ = rustix::fs::unlinkat(&self.dir, self.part.as_str(), rustix::fs::AtFlags::empty());
     }
 
-    /// Verify the file against the source's size and crc32c (from the crcs
-    /// of its blocks, or by reading it back), apply its mode and mtime,
-    /// sync it (unless `fsync` is off) and rename it into place.
-    pub fn finish(&self, size: u64, crc: u32, fsync: bool) -> io::Result<()> {
+    /// Verify the file against the source's size and crc32c, apply its
+    /// mode and mtime, sync it (unless `fsync` is off) and rename it into
+    /// place. The crc is checked before the sync, from the crcs of this
+    /// session's blocks when they tile the file (each was checked or
+    /// computed before its write) or else by reading the file back; with
+    /// `read_back`, it is checked after the sync instead, by reading every
+    /// byte back from the device (`xfer copy --verify`).
+    pub fn finish(&self, size: u64, crc: u32, fsync: bool, read_back: bool) -> io::Result<()> {
         if size != self.size {
             return Err(other(format!(
                 "size {size} differs from the announced {}",
@@ -349,18 +353,21 @@ impl PartialCopy {
         if len != size {
             self.file.file().set_len(size)?;
         }
-        // Every block was checked against its crc before it was written;
-        // when this session's blocks tile the file, their crcs combined are
-        // the file's. Otherwise (a resumed copy, gaps) read the file back.
-        let got = match self.crc_from_blocks(size) {
-            Some(got) => got,
-            None => crc_of(self.file.file(), size)?,
+        let check = |got: u32| {
+            if got == crc {
+                Ok(())
+            } else {
+                Err(other(format!(
+                    "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes written this run)",
+                    self.written.load(Ordering::Relaxed)
+                )))
+            }
         };
-        if got != crc {
-            return Err(other(format!(
-                "verification failed: crc32c {got:08x} != source {crc:08x} ({} of {size} bytes received this run)",
-                self.written.load(Ordering::Relaxed)
-            )));
+        if !read_back {
+            check(match self.crc_from_blocks(size) {
+                Some(got) => got,
+                None => crc_of(self.file.file(), size)?,
+            })?;
         }
         rustix::fs::fchmod(self.file.file(), Mode::from_raw_mode(self.mode & 0o7777))?;
         rustix::fs::futimens(
@@ -372,6 +379,9 @@ impl PartialCopy {
         )?;
         if fsync {
             self.file.file().sync_all()?;
+        }
+        if read_back {
+            check(self.file.read_back_crc(size)?)?;
         }
         rustix::fs::renameat(&self.dir, self.part.as_str(), &self.dir, self.name.as_str())?;
         if fsync {

@@ -33,6 +33,9 @@ use rustix::fs::{FallocateFlags, Mode, OFlags};
 /// multiples of it. 4 KiB covers 512-byte and 4Kn devices alike.
 pub const ALIGN: usize = 4096;
 
+/// Bytes read at once by [`RangeFile::read_back_crc`].
+pub const MAX_READ_BACK: usize = 4 << 20;
+
 /// A byte buffer whose contents start at an [`ALIGN`] boundary.
 #[derive(Debug, Default)]
 pub struct AlignedBuf {
@@ -90,14 +93,10 @@ fn aligned(data: &[u8], offset: u64) -> bool {
     offset.is_multiple_of(ALIGN as u64) && (data.as_ptr() as usize).is_multiple_of(ALIGN)
 }
 
-/// Open `name` in `dir` a second time with `O_DIRECT` (`write` or read
-/// only); `None` when the file system refuses it.
+/// Open `name` in `dir` a second time with `O_DIRECT` (read and `write`,
+/// or read only); `None` when the file system refuses it.
 pub fn open_direct(dir: &OwnedFd, name: &str, write: bool) -> Option<File> {
-    let access = if write {
-        OFlags::WRONLY
-    } else {
-        OFlags::RDONLY
-    };
+    let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
     rustix::fs::openat(
         dir,
         name,
@@ -131,8 +130,14 @@ pub struct RangeFile {
 
 impl RangeFile {
     /// `file` for every write, or with `direct` (the same file opened with
-    /// `O_DIRECT`) for the aligned ones.
+    /// `O_DIRECT`, read and write) for the aligned ones. With `direct`, the
+    /// ordinary descriptor is told the access is random, so that
+    /// [`RangeFile::read_back_crc`] reads nothing twice (see
+    /// [`open_for_direct_reads`]).
     pub fn new(file: File, direct: Option<File>) -> RangeFile {
+        if direct.is_some() {
+            let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
+        }
         RangeFile {
             file,
             direct,
@@ -143,6 +148,24 @@ impl RangeFile {
     /// The ordinary descriptor (metadata, reads, sync).
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// The crc32c of the first `size` bytes as the device holds them: read
+    /// with [`read_at`] in [`MAX_READ_BACK`] pieces, directly (around the
+    /// page cache) where the cache does not hold them, which after direct
+    /// writes is everywhere but an unaligned tail.
+    pub fn read_back_crc(&self, size: u64) -> io::Result<u32> {
+        let mut buf = AlignedBuf::with_len(MAX_READ_BACK.min(size as usize));
+        let mut crc = 0u32;
+        let mut offset = 0u64;
+        while offset < size {
+            let n = (size - offset).min(MAX_READ_BACK as u64) as usize;
+            buf.set_len(n);
+            read_at(&self.file, self.direct.as_ref(), buf.as_mut_slice(), offset)?;
+            crc = crc32c::crc32c_append(crc, buf.as_slice());
+            offset += n as u64;
+        }
+        Ok(crc)
     }
 
     /// True while aligned writes go around the page cache.

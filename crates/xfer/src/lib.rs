@@ -8,6 +8,8 @@
 //!   them into place after a whole-file check;
 //! * [`source`]: `sluice xfer send`, which schedules objects per storage
 //!   target with `sluice_policy::lads`;
+//! * [`copy`]: `sluice xfer copy`, the same scheduling between two local
+//!   directories, without the network;
 //! * [`layout`]: where objects live (POSIX, emulated PFS, GlusterFS,
 //!   Lustre, CephFS);
 //! * [`journal`]: the source's resume journal;
@@ -17,6 +19,7 @@
 //! * [`direct`]: aligned buffers and writes (and reads) around the page
 //!   cache.
 
+pub mod copy;
 pub mod crc;
 pub mod dest;
 pub mod direct;
@@ -25,4 +28,5 @@ pub mod layout;
 pub mod sink;
 pub mod source;
 pub mod tls;
+mod tree;
 pub mod wire;

@@ -124,7 +124,7 @@ struct Finish {
 
 impl Finish {
     fn run(self) {
-        let reply = match self.file.finish(self.size, self.crc, self.fsync) {
+        let reply = match self.file.finish(self.size, self.crc, self.fsync, false) {
             Ok(()) => {
                 self.stats.files.fetch_add(1, Ordering::Relaxed);
                 Message::FileOk { file: self.id }

@@ -35,7 +35,7 @@
 //! cancelled (`FileCancel`), reported in [`Summary::changed`], and never
 //! put in place.
 //!
-//! Modules: `tree` (walking the sources), `pipeline` (the threads above,
+//! Modules: `crate::tree` (walking the sources), `pipeline` (the threads above,
 //! sharing one `Core`).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -43,8 +43,8 @@ use std::fmt;
 use std::fs::{self, File};
 use std::io;
 use std::net::TcpStream;
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
@@ -56,16 +56,15 @@ use sluice_policy::lads::{Mode, Object, Scheduler, SchedulerConfig, Slot, SlotPo
 use sluice_policy::{FileId, Time};
 
 use crate::direct::AlignedBuf;
-use crate::journal::{self, Journal, Progress};
+use crate::journal::{Journal, Progress};
 use crate::layout::{LayoutProvider, SourceFile};
 use crate::tls::{self, Channel, Writer};
 use crate::wire::{self, DestStat, Message, MAX_OBJECT, MAX_STAT};
 
 mod pipeline;
-mod tree;
 
+use crate::tree::{walk, Entry};
 use pipeline::*;
-use tree::*;
 
 /// `sluice://HOST:PORT/DEST`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,7 +231,7 @@ pub struct Summary {
     pub targets: u64,
     /// I/O threads.
     pub threads: usize,
-    /// Connections.
+    /// Connections (0 for a local copy, `xfer copy`).
     pub connections: usize,
     /// Visits that skipped a busy target.
     pub busy_skips: u64,
@@ -246,9 +245,15 @@ pub struct Summary {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A local copy (`xfer copy`) has no connections.
+        let (verb, links) = if self.connections == 0 {
+            ("copied", String::new())
+        } else {
+            ("sent", format!(", {} connections", self.connections))
+        };
         writeln!(
             f,
-            "sent {} files, {:.1} MB in {:.2} s: {:.1} MB/s ({} mode, {} layout, {} target{}, {} threads, {} connections)",
+            "{verb} {} files, {:.1} MB in {:.2} s: {:.1} MB/s ({} mode, {} layout, {} target{}, {} threads{links})",
             self.files,
             self.bytes as f64 / 1e6,
             self.seconds,
@@ -258,11 +263,10 @@ impl fmt::Display for Summary {
             self.targets,
             if self.targets == 1 { "" } else { "s" },
             self.threads,
-            self.connections
         )?;
         writeln!(
             f,
-            "unchanged {} files ({:.1} MB) not sent; {} directories, {} symlinks",
+            "unchanged {} files ({:.1} MB) not {verb}; {} directories, {} symlinks",
             self.files_unchanged,
             self.bytes_unchanged as f64 / 1e6,
             self.dirs,
@@ -270,7 +274,7 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "objects {} sent, {} resumed; files {} already done; skips: {} busy, {} congested ({} marks); {} spilled",
+            "objects {} {verb}, {} resumed; files {} already done; skips: {} busy, {} congested ({} marks); {} spilled",
             self.objects,
             self.objects_resumed,
             self.files_already_done,
@@ -282,7 +286,7 @@ impl fmt::Display for Summary {
         if self.skipped_not_regular > 0 {
             writeln!(
                 f,
-                "{} special files (or skipped symlinks) not sent",
+                "{} special files (or skipped symlinks) not {verb}",
                 self.skipped_not_regular
             )?;
         }
@@ -297,7 +301,7 @@ impl fmt::Display for Summary {
 }
 
 /// Cut objects longer than the wire's bound into pieces on the same target.
-fn bounded(objects: Vec<Object>) -> Vec<Object> {
+pub(crate) fn bounded(objects: Vec<Object>) -> Vec<Object> {
     let max = MAX_OBJECT as u64;
     if objects.iter().all(|o| o.len <= max) {
         return objects;
@@ -578,6 +582,12 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
 /// `$XDG_STATE_HOME/sluice/xfer` (or `~/.local/state/sluice/xfer`), named
 /// by a hash of the destination and the sources.
 pub fn default_journal(destination: &Destination, sources: &[PathBuf]) -> Option<PathBuf> {
+    default_journal_for(&destination.to_string(), sources)
+}
+
+/// The default journal path for a transfer to `destination` (a sink's
+/// URL, or `copy:` and a directory), as [`default_journal`].
+pub fn default_journal_for(destination: &str, sources: &[PathBuf]) -> Option<PathBuf> {
     let base = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
@@ -590,7 +600,7 @@ pub fn default_journal(destination: &Destination, sources: &[PathBuf]) -> Option
         }
         h ^= 0xff;
     };
-    eat(destination.to_string().as_bytes());
+    eat(destination.as_bytes());
     for s in sources {
         let abs = fs::canonicalize(s).unwrap_or_else(|_| s.clone());
         eat(abs.as_os_str().as_encoded_bytes());

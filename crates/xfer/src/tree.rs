@@ -1,26 +1,33 @@
-//! The source tree: what a send walks (files, directories, links),
-//! without following a link out of the source root.
+//! The source tree: what a send or a local copy walks (files,
+//! directories, links), in name order, without following a link out of
+//! the source root. Each file's size, mtime and ctime are kept to tell,
+//! after its last byte was read, whether it changed meanwhile.
 
-use super::*;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::journal;
 
 /// One regular file to send.
 #[derive(Clone, Debug)]
-pub(super) struct Entry {
-    pub(super) src: PathBuf,
-    pub(super) rel: String,
-    pub(super) size: u64,
-    pub(super) mode: u32,
-    pub(super) mtime_sec: i64,
-    pub(super) mtime_nsec: u32,
-    pub(super) ctime_sec: i64,
-    pub(super) ctime_nsec: u32,
-    pub(super) key: String,
+pub(crate) struct Entry {
+    pub(crate) src: PathBuf,
+    pub(crate) rel: String,
+    pub(crate) size: u64,
+    pub(crate) mode: u32,
+    pub(crate) mtime_sec: i64,
+    pub(crate) mtime_nsec: u32,
+    pub(crate) ctime_sec: i64,
+    pub(crate) ctime_nsec: u32,
+    pub(crate) key: String,
 }
 
 impl Entry {
     /// What changed in the open file since the walk (size, mtime, ctime),
     /// or `None`.
-    pub(super) fn changed(&self, file: &File) -> Option<String> {
+    pub(crate) fn changed(&self, file: &File) -> Option<String> {
         let m = match file.metadata() {
             Ok(m) => m,
             Err(e) => return Some(format!("fstat: {e}")),
@@ -47,24 +54,24 @@ impl Entry {
 
 /// What the walk found under the sources.
 #[derive(Default)]
-pub(super) struct Tree {
+pub(crate) struct Tree {
     /// Regular files.
-    pub(super) files: Vec<Entry>,
+    pub(crate) files: Vec<Entry>,
     /// Directories, parents before children.
-    pub(super) dirs: Vec<String>,
+    pub(crate) dirs: Vec<String>,
     /// Symbolic links: path and target.
-    pub(super) links: Vec<(String, String)>,
+    pub(crate) links: Vec<(String, String)>,
     /// Special files, and links when they are skipped.
-    pub(super) skipped: u64,
+    pub(crate) skipped: u64,
 }
 
 /// A file name as UTF-8 (the wire's paths are), or a clear error.
-pub(super) fn utf8(name: std::ffi::OsString) -> io::Result<String> {
+pub(crate) fn utf8(name: std::ffi::OsString) -> io::Result<String> {
     name.into_string()
         .map_err(|n| io::Error::new(io::ErrorKind::InvalidInput, format!("{n:?}: not UTF-8")))
 }
 
-pub(super) fn walk(sources: &[PathBuf], links: bool) -> io::Result<Tree> {
+pub(crate) fn walk(sources: &[PathBuf], links: bool) -> io::Result<Tree> {
     let mut tree = Tree::default();
     for src in sources {
         let name = match src.file_name() {
@@ -84,7 +91,7 @@ pub(super) fn walk(sources: &[PathBuf], links: bool) -> io::Result<Tree> {
     Ok(tree)
 }
 
-pub(super) fn walk_one(path: &Path, rel: String, links: bool, tree: &mut Tree) -> io::Result<()> {
+pub(crate) fn walk_one(path: &Path, rel: String, links: bool, tree: &mut Tree) -> io::Result<()> {
     let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let meta = fs::symlink_metadata(path).map_err(with_path)?;
     if meta.is_dir() {

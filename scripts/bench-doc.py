@@ -68,7 +68,7 @@ PLOTS = {
             value="MB/s",
             title="Loopback transfer, median of rounds",
             key="outside right top",
-            xlabel="file set (small: 1 MB files; big: 256 MiB files) and the source's cache state",
+            xlabel="file set (small: 1 MB files; big: 256 MiB files) and the cache state of the source",
             ylabel="throughput (MB/s)",
         ),
         dict(
@@ -79,7 +79,7 @@ PLOTS = {
             value="MB/s",
             title="Local copy on one disk, median of rounds",
             key="outside right top",
-            xlabel="file set (small: 1 MB files; big: 256 MiB files) and the source's cache state",
+            xlabel="file set (small: 1 MB files; big: 256 MiB files) and the cache state of the source",
             ylabel="throughput (MB/s)",
         ),
         dict(

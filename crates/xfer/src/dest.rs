@@ -26,7 +26,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
 
@@ -218,6 +218,9 @@ pub struct PartialCopy {
     /// checked against its crc before the write; `None` once more than
     /// [`MAX_TRACKED_BLOCKS`] (then `finish` reads the file back).
     blocks: Mutex<Option<BTreeMap<u64, (u64, u32)>>>,
+    /// Writes handed to a writer thread and not yet done.
+    writes: Mutex<usize>,
+    writes_done: Condvar,
 }
 
 impl PartialCopy {
@@ -289,6 +292,8 @@ impl PartialCopy {
             written: AtomicU64::new(0),
             resumed,
             blocks: Mutex::new(Some(BTreeMap::new())),
+            writes: Mutex::new(0),
+            writes_done: Condvar::new(),
         })
     }
 
@@ -305,6 +310,33 @@ impl PartialCopy {
             }
         }
         Ok(())
+    }
+
+    /// Count a write handed to another thread; [`PartialCopy::end_write`]
+    /// when it is done. The sink counts it under the lock that hands the
+    /// file out, so that [`PartialCopy::wait_writes`], once the file was
+    /// taken from that map, waits for every write there will be.
+    pub fn begin_write(&self) {
+        *self.writes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    }
+
+    /// A write counted by [`PartialCopy::begin_write`] is done (or failed).
+    pub fn end_write(&self) {
+        let mut n = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        // INVARIANT: every end_write follows its begin_write.
+        *n = n.checked_sub(1).expect("end_write without begin_write");
+        if *n == 0 {
+            self.writes_done.notify_all();
+        }
+    }
+
+    /// Wait until no counted write is in progress (before the file is
+    /// verified, synced and renamed, or dropped).
+    pub fn wait_writes(&self) {
+        let mut n = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        while *n > 0 {
+            n = self.writes_done.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// The crc32c of the whole file from the crcs of this session's

@@ -41,7 +41,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread;
 
 use rustix::fs::{Mode, OFlags, Timespec};
@@ -58,6 +58,14 @@ use conn::*;
 pub use crate::dest::{components, crc_of, PART_SUFFIX};
 /// Threads that verify, sync and rename finished files.
 pub const FINISHERS: usize = 4;
+/// Threads that check blocks' crcs and write them to disk: with `O_DIRECT`
+/// each write waits for the device, so the sink keeps this many in flight
+/// whatever the number of connections.
+pub const BLOCK_WRITERS: usize = 8;
+/// Bytes of received blocks one connection may have waiting for (or in) a
+/// write, at most; past it the connection stops reading (plus one frame of
+/// at most [`wire::MAX_OBJECT`]).
+pub const BLOCK_QUEUE_BYTES: usize = 32 << 20;
 /// Finished files waiting for a finisher, at most.
 pub const FINISH_QUEUE: usize = 256;
 
@@ -109,6 +117,8 @@ struct Shared {
     /// Finished files for the finisher pool; dropping the last sender
     /// (with `Shared`) ends the pool.
     finish: SyncSender<Finish>,
+    /// Received blocks for the writer pool (ends the same way).
+    blocks: SyncSender<BlockJob>,
 }
 
 /// A file whose `FileDone` arrived: verify, sync, rename, answer.
@@ -124,6 +134,9 @@ struct Finish {
 
 impl Finish {
     fn run(self) {
+        // Blocks of this file still being written (a source may send
+        // FileDone on one connection while another's blocks are queued).
+        self.file.wait_writes();
         let reply = match self.file.finish(self.size, self.crc, self.fsync, false) {
             Ok(()) => {
                 self.stats.files.fetch_add(1, Ordering::Relaxed);
@@ -141,6 +154,143 @@ impl Finish {
         // The source may have gone; its rerun sends the file again.
         let _ = self.writer.message(&reply);
     }
+}
+
+/// A received block on its way to disk: its crc is checked and it is
+/// written by a writer thread, which then answers `BlockDone` (or refuses
+/// the connection) and gives the buffer back to the connection.
+struct BlockJob {
+    file: Arc<PartialCopy>,
+    id: u32,
+    offset: u64,
+    crc: u32,
+    data: AlignedBuf,
+    queue: Arc<BlockQueue>,
+    stats: Arc<SinkStats>,
+}
+
+impl BlockJob {
+    fn run(self) {
+        let BlockJob {
+            file,
+            id,
+            offset,
+            crc,
+            data,
+            queue,
+            stats,
+        } = self;
+        let bytes = data.as_slice();
+        let outcome = if crc32c::crc32c(bytes) != crc {
+            Err((
+                ErrorCode::Checksum,
+                format!("block at {offset} of file {id}: crc32c mismatch"),
+            ))
+        } else {
+            file.write(bytes, offset, crc)
+                .map_err(|e| (ErrorCode::Io, format!("{}: {e}", file.name)))
+        };
+        match outcome {
+            Ok(()) => {
+                stats.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                // The source may have gone; its rerun sends the block again.
+                let _ = queue
+                    .writer
+                    .message(&Message::BlockDone { file: id, offset });
+            }
+            Err((code, why)) => {
+                queue.fail();
+                let _ = refuse(&queue.writer, code, why);
+            }
+        }
+        // After the answer: a finisher waiting for this write answers
+        // FileOk after this block's BlockDone.
+        file.end_write();
+        queue.give_back(data);
+    }
+}
+
+/// One connection's received blocks between the connection thread and the
+/// writer threads: the buffers frames are read into, reused, and at most
+/// [`BLOCK_QUEUE_BYTES`] of them given out at once.
+struct BlockQueue {
+    writer: Writer,
+    state: Mutex<QueueState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    free: Vec<AlignedBuf>,
+    /// Bytes of blocks given to writer threads and not yet back.
+    bytes: usize,
+    /// A write or a crc check failed: the connection was refused.
+    failed: bool,
+}
+
+impl BlockQueue {
+    fn new(writer: Writer) -> BlockQueue {
+        BlockQueue {
+            writer,
+            state: Mutex::new(QueueState::default()),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A buffer to read the next frame into, once the blocks in flight are
+    /// under their bound; `None` once a block failed.
+    fn take(&self) -> Option<AlignedBuf> {
+        let mut st = self.lock();
+        while !st.failed && st.bytes >= BLOCK_QUEUE_BYTES {
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if st.failed {
+            return None;
+        }
+        Some(st.free.pop().unwrap_or_default())
+    }
+
+    /// `len` bytes go to a writer thread.
+    fn sent(&self, len: usize) {
+        self.lock().bytes += len;
+    }
+
+    fn give_back(&self, buf: AlignedBuf) {
+        let mut st = self.lock();
+        st.bytes -= buf.len();
+        st.free.push(buf);
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    fn fail(&self) {
+        self.lock().failed = true;
+        self.cv.notify_all();
+    }
+
+    fn failed(&self) -> bool {
+        self.lock().failed
+    }
+}
+
+fn block_writer_pool() -> SyncSender<BlockJob> {
+    let (tx, rx) = mpsc::sync_channel::<BlockJob>(4 * BLOCK_WRITERS);
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..BLOCK_WRITERS {
+        let rx: Arc<Mutex<Receiver<BlockJob>>> = Arc::clone(&rx);
+        thread::spawn(move || loop {
+            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            match job {
+                Ok(job) => job.run(),
+                Err(_) => return,
+            }
+        });
+    }
+    tx
 }
 
 fn finisher_pool() -> SyncSender<Finish> {
@@ -237,6 +387,7 @@ impl Sink {
                 stats: Arc::new(SinkStats::default()),
                 stop: AtomicBool::new(false),
                 finish: finisher_pool(),
+                blocks: block_writer_pool(),
             }),
         })
     }

@@ -470,6 +470,48 @@ fn garbled_truncated_and_lying_peers_never_leave_a_complete_looking_file() {
     );
 }
 
+/// The sink writes blocks on writer threads (issue 36): a FileDone that
+/// follows its blocks at once, without waiting for their BlockDone, is
+/// verified only after they are written and answered.
+#[test]
+fn issue_36_file_done_right_behind_its_blocks_waits_for_their_writes() {
+    let keys = keys();
+    let dst = tempfile::tempdir().unwrap();
+    let sink = sink(&keys, dst.path(), Some(b"sesame"), false);
+    let size = 3 * (1 << 20) + 5;
+    let data: Vec<u8> = (0..size).map(|k| (k % 241) as u8).collect();
+    let (mut ch, file) = opened(&keys, &sink, "fast", size as u64);
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        let offset = (i << 20) as u64;
+        ch.writer
+            .message(&Message::NewBlock {
+                file,
+                offset,
+                crc: crc32c::crc32c(chunk),
+                data: chunk.to_vec(),
+            })
+            .unwrap();
+    }
+    ch.writer
+        .message(&Message::FileDone {
+            file,
+            size: size as u64,
+            crc: crc32c::crc32c(&data),
+        })
+        .unwrap();
+    let mut acks = 0;
+    let mut buf = Vec::new();
+    loop {
+        match wire::read_message(&mut ch.reader, &mut buf).unwrap() {
+            Some(Message::BlockDone { .. }) => acks += 1,
+            Some(Message::FileOk { .. }) => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(acks, 4);
+    assert_eq!(fs::read(dst.path().join("fast")).unwrap(), data);
+}
+
 fn set_mtime(path: &Path, sec: i64) {
     let f = fs::File::open(path).unwrap();
     let t = rustix::fs::Timespec {

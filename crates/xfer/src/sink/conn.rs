@@ -131,12 +131,17 @@ impl Conn<'_> {
 
     fn serve(&mut self, reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
         // Blocks, nearly every frame, are read into an aligned buffer and
-        // written from it (directly, when the sink syncs).
-        let mut data = AlignedBuf::new();
+        // handed to a writer thread with it (written directly, when the
+        // sink syncs); the next frame goes into another buffer meanwhile.
+        let queue = Arc::new(BlockQueue::new(self.writer.clone()));
+        let refused = || io::Error::new(io::ErrorKind::PermissionDenied, "a block failed");
+        let mut data = queue.take().ok_or_else(refused)?;
         loop {
             match wire::read_frame_or_block(reader, buf, &mut data) {
                 Ok(Frame::Block { file, offset, crc }) => {
-                    self.block(file, offset, crc, data.as_slice())?;
+                    let next = queue.take().ok_or_else(refused)?;
+                    let block = std::mem::replace(&mut data, next);
+                    self.queue_block(&queue, file, offset, crc, block)?;
                     continue;
                 }
                 Ok(Frame::Body) => {}
@@ -144,7 +149,11 @@ impl Conn<'_> {
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                     return Err(refuse(&self.writer, ErrorCode::Protocol, e.to_string()));
                 }
+                Err(_) if queue.failed() => return Err(refused()),
                 Err(e) => return Err(e),
+            }
+            if queue.failed() {
+                return Err(refused());
             }
             // A frame typed NewBlock but too short for its header.
             if let Some(block) = wire::decode_block(buf) {
@@ -235,6 +244,7 @@ impl Conn<'_> {
                 }
                 Message::FileCancel { file, reason } => {
                     let f = self.take_file(file)?;
+                    f.wait_writes();
                     f.discard();
                     self.shared.stats.failed.fetch_add(1, Ordering::Relaxed);
                     self.writer.message(&Message::FileFailed {
@@ -280,21 +290,11 @@ impl Conn<'_> {
         }
     }
 
-    /// Check a block against its file and crc, write it, acknowledge it.
+    /// Check a block against its file and crc, write it, acknowledge it
+    /// (a frame too short to be read as a block; written here).
     fn block(&self, file: u32, offset: u64, crc: u32, data: &[u8]) -> io::Result<()> {
         let f = self.file(file)?;
-        let end = offset.checked_add(data.len() as u64);
-        if end.is_none_or(|end| end > f.size) {
-            return Err(refuse(
-                &self.writer,
-                ErrorCode::Protocol,
-                format!(
-                    "block at {offset}+{} is past the end of file {file} ({} bytes)",
-                    data.len(),
-                    f.size
-                ),
-            ));
-        }
+        self.check_bounds(&f, file, offset, data.len())?;
         if crc32c::crc32c(data) != crc {
             return Err(refuse(
                 &self.writer,
@@ -314,6 +314,61 @@ impl Conn<'_> {
             .bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         self.writer.message(&Message::BlockDone { file, offset })
+    }
+
+    /// Check a block against its file and hand it to a writer thread,
+    /// which checks its crc, writes it and acknowledges it.
+    fn queue_block(
+        &self,
+        queue: &Arc<BlockQueue>,
+        file: u32,
+        offset: u64,
+        crc: u32,
+        data: AlignedBuf,
+    ) -> io::Result<()> {
+        // Counted under the files lock: once FileDone took the file, no
+        // write can start that its finisher would not wait for.
+        let found = {
+            let files = self.files();
+            files.get(&file).map(|f| {
+                f.begin_write();
+                Arc::clone(f)
+            })
+        };
+        let f = found.ok_or_else(|| self.unknown(file))?;
+        if let Err(e) = self.check_bounds(&f, file, offset, data.len()) {
+            f.end_write();
+            return Err(e);
+        }
+        queue.sent(data.len());
+        let job = BlockJob {
+            file: f,
+            id: file,
+            offset,
+            crc,
+            data,
+            queue: Arc::clone(queue),
+            stats: Arc::clone(&self.shared.stats),
+        };
+        self.shared
+            .blocks
+            .send(job)
+            .map_err(|_| io::Error::other("the block writer pool stopped"))
+    }
+
+    fn check_bounds(&self, f: &PartialCopy, file: u32, offset: u64, len: usize) -> io::Result<()> {
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|end| end > f.size) {
+            return Err(refuse(
+                &self.writer,
+                ErrorCode::Protocol,
+                format!(
+                    "block at {offset}+{len} is past the end of file {file} ({} bytes)",
+                    f.size
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn session(&self) -> &Session {

@@ -447,6 +447,15 @@ impl SlotPool {
         }
     }
 
+    /// Take a spill slot only (the memory that would hold the object is
+    /// full of objects waiting to be sent).
+    pub fn reserve_spill(&mut self) -> bool {
+        let free = self.spill_used < self.spill_total;
+        self.spill_used += u32::from(free);
+        self.spilled += u64::from(free);
+        free
+    }
+
     /// Take a memory slot only (moving a spilled object back into memory).
     pub fn reserve_memory(&mut self) -> bool {
         let free = self.memory_used < self.memory_total;
@@ -688,6 +697,11 @@ mod tests {
         p.release(Slot::Spill);
         assert_eq!(p.used(), (2, 0));
         assert_eq!(p.spilled(), 1);
+        // A spill slot alone, with memory free: counted as spilled.
+        p.release(Slot::Memory);
+        assert!(p.reserve_spill());
+        assert!(!p.reserve_spill());
+        assert_eq!((p.used(), p.spilled()), ((1, 1), 2));
     }
 
     #[test]

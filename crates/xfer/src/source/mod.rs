@@ -480,6 +480,7 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
         progress,
         layout: Arc::clone(&options.layout),
         spill,
+        ready_max: READY_PER_CONNECTION * options.connections.max(1),
         start: Instant::now(),
     });
 

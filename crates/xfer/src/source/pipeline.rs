@@ -78,8 +78,17 @@ pub(super) struct Core {
     pub(super) progress: Progress,
     pub(super) layout: Arc<dyn LayoutProvider>,
     pub(super) spill: Option<File>,
+    /// Blocks read into memory and waiting for a sender, at most
+    /// ([`READY_PER_CONNECTION`] per connection).
+    pub(super) ready_max: usize,
     pub(super) start: Instant,
 }
+
+/// Blocks that may wait in memory for each connection's sender: enough to
+/// keep it busy, few enough that the buffers stay in the CPU's cache (a
+/// read-ahead of 256 blocks faulted in 256 MiB of fresh pages and copied
+/// into memory that was never cached; docs/lads.md, "Line rate").
+pub(super) const READY_PER_CONNECTION: usize = 4;
 
 impl Core {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
@@ -525,11 +534,23 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
             if Core::stopped(&st) {
                 return;
             }
-            if let Some(object) = st.sched.dispatch() {
-                if let Some(slot) = st.pool.reserve() {
-                    break (object, slot);
+            // At most `ready_max` blocks wait in memory for a sender; past
+            // that a read goes to the spill file, if there is one, or
+            // waits. The other memory slots are for blocks in flight, which
+            // hold a slot but no buffer (it was copied into the socket).
+            let ready_full = st.send_q.len() >= core.ready_max;
+            if !ready_full || core.spill.is_some() {
+                if let Some(object) = st.sched.dispatch() {
+                    let slot = if ready_full {
+                        st.pool.reserve_spill().then_some(Slot::Spill)
+                    } else {
+                        st.pool.reserve()
+                    };
+                    if let Some(slot) = slot {
+                        break (object, slot);
+                    }
+                    st.sched.requeue(object);
                 }
-                st.sched.requeue(object);
             }
             st = core.wait(st);
         };
@@ -624,7 +645,10 @@ pub(super) fn spill_loop(core: &Core) {
             if Core::stopped(&st) {
                 return;
             }
-            if !st.spill_q.is_empty() && st.pool.reserve_memory() {
+            if !st.spill_q.is_empty()
+                && st.send_q.len() < core.ready_max
+                && st.pool.reserve_memory()
+            {
                 break st.spill_q.pop_front().expect("not empty");
             }
             st = core.wait(st);
@@ -664,6 +688,8 @@ pub(super) fn send_loop(core: &Core, writer: &Writer) {
         let b = ready.block;
         st.inflight.insert((b.file, b.offset), b);
         drop(st);
+        // Room in the ready queue for a reader.
+        core.cv.notify_all();
         let header = wire::block_header(b.file, b.offset, b.crc, ready.buf.len());
         if let Err(e) = writer.send(&[&header, ready.buf.as_slice()]) {
             return core.fail(network_error(&core.sink, "sending", &e));

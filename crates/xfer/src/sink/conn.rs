@@ -139,9 +139,9 @@ impl Conn<'_> {
         loop {
             match wire::read_frame_or_block(reader, buf, &mut data) {
                 Ok(Frame::Block { file, offset, crc }) => {
-                    let next = queue.take().ok_or_else(refused)?;
-                    let block = std::mem::replace(&mut data, next);
+                    let block = std::mem::take(&mut data);
                     self.queue_block(&queue, file, offset, crc, block)?;
+                    data = queue.take().ok_or_else(refused)?;
                     continue;
                 }
                 Ok(Frame::Body) => {}

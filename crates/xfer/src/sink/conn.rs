@@ -155,13 +155,8 @@ impl Conn<'_> {
             if queue.failed() {
                 return Err(refused());
             }
-            // A frame typed NewBlock but too short for its header.
-            if let Some(block) = wire::decode_block(buf) {
-                let b =
-                    block.map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
-                self.block(b.file, b.offset, b.crc, b.data)?;
-                continue;
-            }
+            // Every other message; a frame typed NewBlock but too short for
+            // its header is refused here, as the decoder words it.
             let msg = Message::decode(buf)
                 .map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
             match msg {
@@ -291,7 +286,9 @@ impl Conn<'_> {
     }
 
     /// Check a block against its file and crc, write it, acknowledge it
-    /// (a frame too short to be read as a block; written here).
+    /// (on this thread: `read_frame_or_block` hands every well-formed block
+    /// to `queue_block`, so this serves only a `NewBlock` that `decode`
+    /// returned).
     fn block(&self, file: u32, offset: u64, crc: u32, data: &[u8]) -> io::Result<()> {
         let f = self.file(file)?;
         self.check_bounds(&f, file, offset, data.len())?;

@@ -465,16 +465,23 @@ impl WriteBuffer {
         self.gate.capacity_idle(now, idle)
     }
 
-    /// The file with the most buffered bytes, at least `min_bytes`, among
-    /// those `eligible` accepts.
+    /// The file with the most buffered bytes among those `eligible`
+    /// accepts whose bytes lie in stretches of at least `min_run` bytes on
+    /// average (and hold at least one): written back now, they would reach
+    /// the disk in large writes, not as the seeks a file still being
+    /// written at random offsets would cost.
     pub fn most_buffered_file(
         &self,
-        min_bytes: u64,
+        min_run: u64,
         eligible: impl Fn(FileId) -> bool,
     ) -> Option<FileId> {
         self.index
             .files()
-            .filter(|&(file, extents)| extents.buffered_bytes() >= min_bytes && eligible(file))
+            .filter(|&(_, extents)| extents.buffered_bytes() >= min_run)
+            .filter(|&(file, _)| eligible(file))
+            .filter(|(_, extents)| {
+                extents.buffered_bytes() / extents.contiguous_runs().max(1) >= min_run
+            })
             .max_by_key(|(_, extents)| extents.buffered_bytes())
             .map(|(file, _)| file)
     }

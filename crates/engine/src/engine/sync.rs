@@ -122,9 +122,11 @@ enum Pass {
 /// The flusher's background write-back (close-to-open,
 /// `flush.write_back_idle`; docs/engine.md, "Write-back"): once no
 /// foreground write reached the capacity tier for `idle_for` and it is
-/// healthy, write back the file with the most
-/// buffered bytes (at least one run's worth) that no sync, flush or other
-/// pass is writing, as a sync would. Returns whether bytes were written.
+/// healthy, write back the file with the most buffered bytes that no
+/// sync, flush or other pass is writing, as a sync would, if its bytes lie
+/// in stretches of one run (`flush.run_max`) or more on average: a file
+/// still being written at random offsets would reach the disk as seeks,
+/// and waits for its close. Returns whether bytes were written.
 pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result<bool> {
     let state = lock(shared);
     if state.shutdown || !state.capacity_health.is_healthy() {

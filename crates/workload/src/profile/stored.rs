@@ -239,48 +239,6 @@ impl Run<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_record_is_kept_for_its_directory_only() {
-        let top = tempfile::tempdir().unwrap();
-        let (fast, capacity) = (top.path().join("fast"), top.path().join("capacity"));
-        std::fs::create_dir(&fast).unwrap();
-        std::fs::create_dir(&capacity).unwrap();
-        let record = SeekRecord {
-            capacity: capacity.clone(),
-            identity: identity(&capacity).unwrap(),
-            cost_seek: Duration::from_micros(58),
-            samples: 200,
-            measured_at: 1,
-            how: "sluice profile".to_string(),
-        };
-        store(&fast, &record).unwrap();
-        assert_eq!(load(&fast, &capacity), Some(record));
-        // Another directory at the same path: not its record.
-        std::fs::rename(&capacity, top.path().join("old")).unwrap();
-        std::fs::create_dir(&capacity).unwrap();
-        assert_eq!(load(&fast, &capacity), None);
-        // Nor at another path, nor a damaged file.
-        assert_eq!(load(&fast, &top.path().join("old")), None);
-        std::fs::write(fast.join(RECORD_FILE), "{").unwrap();
-        assert_eq!(load(&fast, &capacity), None);
-    }
-
-    #[test]
-    fn a_quick_profile_is_bounded_and_leaves_nothing_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let start = Instant::now();
-        let record = quick(dir.path()).unwrap();
-        assert!(start.elapsed() < Duration::from_secs(10), "bounded");
-        assert!(record.samples >= QUICK_SAMPLES_MIN, "{record:?}");
-        assert_eq!(record.how, "quick profile at mount");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-}
-
 /// Under `cost` over a plain directory whose `policy.cost_seek` is left
 /// at the default and `policy.cost_profile = "auto"`: set `cost_seek` to
 /// the capacity directory's measured seek, from the fast tier's record or
@@ -359,4 +317,46 @@ pub fn settle_cost_seek(config: &mut sluice_config::Config) -> Result<Option<Str
             )
         }
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_kept_for_its_directory_only() {
+        let top = tempfile::tempdir().unwrap();
+        let (fast, capacity) = (top.path().join("fast"), top.path().join("capacity"));
+        std::fs::create_dir(&fast).unwrap();
+        std::fs::create_dir(&capacity).unwrap();
+        let record = SeekRecord {
+            capacity: capacity.clone(),
+            identity: identity(&capacity).unwrap(),
+            cost_seek: Duration::from_micros(58),
+            samples: 200,
+            measured_at: 1,
+            how: "sluice profile".to_string(),
+        };
+        store(&fast, &record).unwrap();
+        assert_eq!(load(&fast, &capacity), Some(record));
+        // Another directory at the same path: not its record.
+        std::fs::rename(&capacity, top.path().join("old")).unwrap();
+        std::fs::create_dir(&capacity).unwrap();
+        assert_eq!(load(&fast, &capacity), None);
+        // Nor at another path, nor a damaged file.
+        assert_eq!(load(&fast, &top.path().join("old")), None);
+        std::fs::write(fast.join(RECORD_FILE), "{").unwrap();
+        assert_eq!(load(&fast, &capacity), None);
+    }
+
+    #[test]
+    fn a_quick_profile_is_bounded_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        let record = quick(dir.path()).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(10), "bounded");
+        assert!(record.samples >= QUICK_SAMPLES_MIN, "{record:?}");
+        assert_eq!(record.how, "quick profile at mount");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

@@ -10,6 +10,8 @@
 #   fast-all       --policy fast-all, with a log of at least 1.25x the
 #                  phase's bytes (so it never waits for room),
 # each with mount.consistency = close-to-open (the default) and node-local.
+# SYSTEMS may name any other policy too (ssdup, ssdup+, cost: --policy P
+# with the default log), to compare policies on IOR's own patterns.
 # One Markdown table of medians (min-max) per kind of phase, the targets of
 # issue 32 as ratios, printed to stdout and written with a plot into
 # docs/results/io500.md (scripts/bench-doc.py; gnuplot draws the PNGs).
@@ -59,7 +61,7 @@
 #   MDTEST_EASY_FILES=1000, MDTEST_HARD_FILES=250   files per rank
 #   RUNS=3                 rounds; a cell is their median (min-max)
 #   PHASES="ior-easy ior-hard mixed mdtest-easy mdtest-hard"
-#   SYSTEMS="default capacity-only fast-all"
+#   SYSTEMS="default capacity-only fast-all"   default, or a --policy name
 #   CONSISTENCIES="close-to-open node-local"
 #   REFERENCE=1            0 leaves out the disk and ssd rows (and the ratios)
 #   IOR, MDTEST, MPIEXEC   the tools (above; IOR=fallback or MDTEST=fallback
@@ -124,7 +126,7 @@ for p in "${PHS[@]}"; do
     [[ " $ALL_PHASES " == *" $p "* ]] || die "unknown phase '$p' in PHASES ($ALL_PHASES)"
 done
 for s in "${SYSS[@]}"; do
-    case "$s" in default | capacity-only | fast-all) ;; *) die "unknown system '$s' in SYSTEMS (default capacity-only fast-all)" ;; esac
+    [[ "$s" =~ ^[A-Za-z0-9+._-]+$ ]] || die "bad system name '$s' in SYSTEMS"
 done
 for c in "${CONS[@]}"; do
     case "$c" in close-to-open | node-local) ;; *) die "unknown consistency '$c' in CONSISTENCIES (close-to-open node-local)" ;; esac
@@ -161,6 +163,14 @@ BENCH_DIR=$(abs_path "$BENCH_DIR")
 [ "$BENCH_DIR" != / ] || die "BENCH_DIR must not be /"
 DOC=$(abs_path "$DOC")
 build_sluice
+mkdir -p "$BENCH_DIR"
+for s in "${SYSS[@]}"; do # a policy this sluice does not know fails here, not mid-way
+    [ "$s" = default ] && continue
+    "$SLUICE" config show --fast "$BENCH_DIR/check-fast" --capacity "$BENCH_DIR/check-cap" \
+        --policy "$s" >/dev/null 2>"$BENCH_DIR/check.err" ||
+        die "SYSTEMS: $SLUICE does not take --policy $s: $(cat "$BENCH_DIR/check.err")"
+done
+rm -f "$BENCH_DIR/check.err"
 
 # --- the phases' geometry ---------------------------------------------------------
 EASY_BLOCK=$((SIZE_B / RANKS / XFER_EASY * XFER_EASY))

@@ -489,6 +489,7 @@ table=$(python3 "$ROOT/scripts/io500_table.py" table "$RESULTS") || die "could n
 printf '%s\n\n%s\n' "$(cat "$meta")" "$table"
 if [ "$WRITE_DOC" = 1 ]; then
     python3 "$ROOT/scripts/bench-doc.py" bench-io500 "$DOC" "$(cat "$meta")
+
 $table" "$elapsed_s" "$cmd"
     echo "== written into $DOC" >&2
 fi

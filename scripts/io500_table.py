@@ -142,7 +142,7 @@ def table(argv):
                "drain MiB/s | read-back MiB/s |")
     out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     systems = list(dict.fromkeys(r["system"] for r in runs if r["phase"] in IOR_PHASES + MD_PHASES))
-    for phase in [DISK, SSD] + IOR_PHASES:
+    for phase in IOR_PHASES + [DISK, SSD]:  # the references last: the plot's legend follows the systems' order
         for system in list(dict.fromkeys(r["system"] for r in runs if r["phase"] == phase)):
             rs = cells[(phase, system)]
             w = med([r["write"] for r in rs])

@@ -40,8 +40,9 @@
 # rotates): fresh tier directories; `sluice mount ... --config CONFIG MNT`;
 # the write phase (IOR -w with -e: fsync before close; mdtest -C);
 # `sluice status MNT --json` (bytes to each tier); `sluice drain MNT`,
-# timed; the read-back (IOR -r -R: every byte checked against IOR's
-# pattern; mdtest -T, or -E -X for mdtest-hard); `sluice unmount MNT`.
+# timed, and the status again (what the drain moved); the read-back
+# (IOR -r -R: every byte checked against IOR's pattern; mdtest -T, or
+# -E -X for mdtest-hard); `sluice unmount MNT`.
 # IO500's mdtest -Y (a global `sync` after each phase) is left out: FUSE
 # has no syncfs, so it would only flush this host's other file systems.
 #
@@ -385,6 +386,9 @@ run_one() {
         echo "$NAME: WARNING: $what: sluice drain failed (log $log)" >&2
     fi
 
+    "$SLUICE" status "$MNT" --json >"$RESULTS/$tag.drained.json" 2>>"$log" ||
+        die "sluice status failed after the drain: $what (log $log)"
+
     run_phase "$phase" "$dir" "$tag" r
     rd=("${OUTS[@]}")
     stop_mount sluice "$log" "$what"
@@ -392,7 +396,8 @@ run_one() {
 
     LAST=$(python3 "$ROOT/scripts/io500_table.py" record "$RESULTS" --phase "$phase" --system "$label" \
         --run "$run" --bytes "$bytes" --write "${wr[@]}" --read "${rd[@]}" --status "$RESULTS/$tag.status.json" \
-        --load "$load" ${drain_s:+--drain-seconds "$drain_s"} "${fallback[@]}") ||
+        --status-after "$RESULTS/$tag.drained.json" --load "$load" \
+        ${drain_s:+--drain-seconds "$drain_s"} "${fallback[@]}") ||
         die "could not record $what"
 }
 

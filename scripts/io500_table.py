@@ -2,12 +2,13 @@
 """The records and tables of scripts/bench-io500.sh.
 
   io500_table.py record RESULTS --phase P --system S --run N --bytes B
-        --write FILE... [--read FILE...] --status JSON [--drain-seconds D]
-        [--fallback]
+        --write FILE... [--read FILE...] --status JSON --status-after JSON
+        [--drain-seconds D] --load L [--fallback]
       appends one run to RESULTS/runs.jsonl. FILEs are IOR's JSON summaries
       (-O summaryFormat=JSON; several for phases of several instances run
-      at once) or mdtest's text output (its "SUMMARY rate" table). JSON is
-      `sluice status --json` right after the write phase.
+      at once) or mdtest's text output (its "SUMMARY rate" table). The JSONs
+      are `sluice status --json` right after the write phase and right
+      after the drain.
   io500_table.py table RESULTS
       prints the Markdown tables (medians of the runs, min-max) and the
       targets of issue 32 as ratios of medians.
@@ -17,7 +18,12 @@ instances (open, writes, fsync and close; for one instance this is IOR's
 own bwMiB), in MiB/s = 2^20 bytes/s. mdtest phases: mdtest's rate
 (files/s). Tiers, from the status: to the log = fast_bytes +
 forced_to_log_bytes; straight to the capacity tier = capacity_bytes +
-write_through_bytes + fast_fallback_bytes; the drain moves buffered_bytes.
+write_through_bytes + fast_fallback_bytes; written to the capacity tier by
+every path, after the drain = that + flushed_bytes + synced_bytes (more
+than the phase's bytes when the log's bytes reach the disk twice); the
+drain moved the growth of flushed_bytes + synced_bytes across it (not
+buffered_bytes: a region being flushed still counts all its bytes as
+buffered until it is released).
 """
 import json
 import re
@@ -69,11 +75,19 @@ def record(argv):
     p.add_argument("--write", nargs="+", required=True)
     p.add_argument("--read", nargs="*", default=[])
     p.add_argument("--status", required=True)
+    p.add_argument("--status-after", required=True, help="sluice status --json after the drain")
     p.add_argument("--drain-seconds", type=float)
     p.add_argument("--load", type=float, required=True, help="1-minute load average at the start")
     p.add_argument("--fallback", action="store_true")
     a = p.parse_args(argv)
-    s = json.load(open(a.status))
+    s, after = json.load(open(a.status)), json.load(open(a.status_after))
+
+    def direct(st):  # written straight to the capacity tier
+        return st["capacity_bytes"] + st.get("write_through_bytes", 0) + st.get("fast_fallback_bytes", 0)
+
+    def from_log(st):  # moved from the log to the capacity tier
+        return st["flushed_bytes"] + st["synced_bytes"]
+
     row = dict(
         phase=a.phase,
         system=a.system,
@@ -82,8 +96,10 @@ def record(argv):
         write=value(a.phase, a.write, a.bytes),
         read=value(a.phase, a.read, a.bytes),
         to_log_bytes=s["fast_bytes"] + s.get("forced_to_log_bytes", 0),
-        to_capacity_bytes=s["capacity_bytes"] + s.get("write_through_bytes", 0) + s.get("fast_fallback_bytes", 0),
+        to_capacity_bytes=direct(s),
+        capacity_written_bytes=direct(after) + from_log(after),
         buffered_bytes=s["buffered_bytes"],
+        drained_bytes=from_log(after) - from_log(s),
         region_waits=s.get("region_waits", 0),
         drain_s=a.drain_seconds,
         load=a.load,
@@ -94,7 +110,8 @@ def record(argv):
     unit = "files/s" if a.phase in MD_PHASES else "MiB/s"
     print(f"write {fmt(row['write'])} {unit}, {fmt(row['to_log_bytes'] / MIB)} MiB to log, "
           f"{fmt(row['to_capacity_bytes'] / MIB)} MiB to capacity, drain {fmt(row['drain_s'])} s "
-          f"({fmt(row['buffered_bytes'] / MIB)} MiB), read-back {fmt(row['read'])} {unit}")
+          f"({fmt(row['drained_bytes'] / MIB)} MiB), {fmt(row['capacity_written_bytes'] / MIB)} MiB written to "
+          f"capacity in all, read-back {fmt(row['read'])} {unit}")
 
 
 def fmt(x, unit=""):
@@ -118,6 +135,13 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def drain_rate(r):
+    """MiB/s the drain moved, when it moved at least 1 MiB."""
+    if r["drain_s"] and r["drained_bytes"] >= MIB:
+        return r["drained_bytes"] / MIB / r["drain_s"]
+    return None
+
+
 def table(argv):
     results = argv[0]
     runs = [json.loads(line) for line in open(f"{results}/runs.jsonl")]
@@ -136,24 +160,27 @@ def table(argv):
                    "same offsets, no MPI) ran the rows marked (fallback).**\n")
     out.append(f"IOR phases: medians of {n_runs} runs (min–max). Write = bytes / IOR's time for open, writes, "
                "fsync (`-e`) and close; × disk = write / the disk row's median; MiB to the log and straight to "
-               "the capacity tier from `sluice status` after the writes; drain = `sluice drain` of what the log "
-               "still held; read-back = IOR `-r -R` after the drain (every byte checked).\n")
-    out.append("| phase | system | write MiB/s | × disk | MiB to log | MiB to capacity | drained MiB | drain s | "
-               "drain MiB/s | read-back MiB/s |")
-    out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+               "the capacity tier: where the writes went (`sluice status` after them); capacity writes: MiB "
+               "written to the capacity tier by every path once drained (straight, flushed and synced; above "
+               "the phase's MiB when bytes of the log reach the disk twice); drained: MiB the flusher moved "
+               "during `sluice drain`, and its rate; read-back = IOR `-r -R` after the drain (every byte "
+               "checked).\n")
+    out.append("| phase | system | write MiB/s | × disk | MiB to log | MiB straight to capacity | capacity writes "
+               "MiB | drained MiB | drain s | drain MiB/s | read-back MiB/s |")
+    out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     systems = list(dict.fromkeys(r["system"] for r in runs if r["phase"] in IOR_PHASES + MD_PHASES))
     for phase in IOR_PHASES + [DISK, SSD]:  # the references last: the plot's legend follows the systems' order
         for system in list(dict.fromkeys(r["system"] for r in runs if r["phase"] == phase)):
             rs = cells[(phase, system)]
             w = med([r["write"] for r in rs])
-            drained = med([r["buffered_bytes"] / MIB for r in rs])
-            rate = med([r["buffered_bytes"] / MIB / r["drain_s"] if r["drain_s"] and r["buffered_bytes"] >= MIB
-                        else None for r in rs])
+            drained = med([r["drained_bytes"] / MIB for r in rs])
+            rate = med([drain_rate(r) for r in rs])
             tag = " (fallback)" if any(r["fallback"] for r in rs) else ""
             out.append(f"| {SHOWN.get(phase, phase)}{tag} | {system} | {spread([r['write'] for r in rs])} | "
                        f"{fmt(w / disk if disk and w else None, '×')} | "
                        f"{fmt(med([r['to_log_bytes'] / MIB for r in rs]))} | "
-                       f"{fmt(med([r['to_capacity_bytes'] / MIB for r in rs]))} | {fmt(drained)} | "
+                       f"{fmt(med([r['to_capacity_bytes'] / MIB for r in rs]))} | "
+                       f"{fmt(med([r['capacity_written_bytes'] / MIB for r in rs]))} | {fmt(drained)} | "
                        f"{spread([r['drain_s'] for r in rs])} | {fmt(rate)} | {spread([r['read'] for r in rs])} |")
     md_rows = [p for p in MD_PHASES if any(k[0] == p for k in cells)]
     if md_rows:
@@ -161,9 +188,9 @@ def table(argv):
         out.append(f"mdtest phases: medians of {n_runs} runs (min–max), files per second. Create = mdtest `-C`; "
                    "read-back after the drain = `-T` (stat) for mdtest-easy, `-E -X` (read 3901 bytes and check "
                    "them) for mdtest-hard.\n")
-        out.append("| phase | system | create files/s | MiB to log | MiB to capacity | drain s | "
-                   "read-back files/s |")
-        out.append("|---|---|--:|--:|--:|--:|--:|")
+        out.append("| phase | system | create files/s | MiB to log | MiB straight to capacity | drained MiB | "
+                   "drain s | read-back files/s |")
+        out.append("|---|---|--:|--:|--:|--:|--:|--:|")
         for phase in md_rows:
             for system in systems:
                 rs = cells.get((phase, system))
@@ -173,6 +200,7 @@ def table(argv):
                 out.append(f"| {phase}{tag} | {system} | {spread([r['write'] for r in rs])} | "
                            f"{fmt(med([r['to_log_bytes'] / MIB for r in rs]))} | "
                            f"{fmt(med([r['to_capacity_bytes'] / MIB for r in rs]))} | "
+                           f"{fmt(med([r['drained_bytes'] / MIB for r in rs]))} | "
                            f"{spread([r['drain_s'] for r in rs])} | {spread([r['read'] for r in rs])} |")
     out.append("")
     out.append("Targets of issue 32 (ratios of medians; later work is judged against them):\n")
@@ -193,8 +221,7 @@ def table(argv):
         target(f"{phase}, default ≥ 0.8× fast-all (node-local)", d / f if d and f else None, 0.8)
     for phase in IOR_PHASES:
         rs = cells.get((phase, "fast-all, node-local"), [])
-        rate = med([r["buffered_bytes"] / MIB / r["drain_s"] if r["drain_s"] and r["buffered_bytes"] >= MIB
-                    else None for r in rs])
+        rate = med([drain_rate(r) for r in rs])
         target(f"drain of {phase} (fast-all, node-local: contiguous once sorted) ≥ 0.8× disk",
                rate / disk if rate and disk else None, 0.8)
     print("\n".join(out))

@@ -7,8 +7,8 @@ Usage: bench-doc.py NAME DOC TABLE ELAPSED_S COMMAND
 Replaces the block between `<!-- NAME:begin -->` and `<!-- NAME:end -->`
 in DOC (created with a `# NAME` heading if missing) with the
 table, when and where it was measured, and the command that measured it.
-Shared by scripts/bench-liu.sh, scripts/bench-bbos.sh and
-scripts/bench-xfer.sh.
+Shared by scripts/bench-liu.sh, scripts/bench-bbos.sh,
+scripts/bench-xfer.sh and scripts/bench-io500.sh.
 
 If PLOTS below names NAME, each of its plots is drawn from the numbers of
 the table in the block (grouped bars with gnuplot, through the one
@@ -58,6 +58,30 @@ PLOTS = {
             xlabel="data written per planner period / burst-buffer size S (DWPP/S)",
             ylabel="checkpoint throughput (MB/s)",
         )
+    ],
+    "bench-io500": [
+        dict(
+            stem="io500",
+            table=0,
+            group="phase",
+            series="system",
+            value="write MiB/s",
+            title="IO500 IOR phases through the mount, emulated SSD + 7200 rpm disk (median of runs, min-max bars)",
+            key="outside right top",
+            xlabel="phase (disk, ssd: one rank writing one file, the references)",
+            ylabel="write, fsync before close (MiB/s)",
+        ),
+        dict(
+            stem="io500-mdtest",
+            table=1,
+            group="phase",
+            series="system",
+            value="create files/s",
+            title="IO500 mdtest phases through the mount (median of runs, min-max bars)",
+            key="outside right top",
+            xlabel="phase",
+            ylabel="files created per second",
+        ),
     ],
     "lads-bench": [
         dict(
@@ -119,6 +143,16 @@ def number(cell):
     return float(m.group(0).replace(",", "")) if m else None
 
 
+def numbers(cell):
+    """A bar's values from a cell: [median, min, max] from "76.5 (70.1–80.2)"
+    (drawn with a min-max error bar), else [the number], else None."""
+    m = re.match(r"\s*(-?[\d,]*\.?\d+)\S*\s*\((-?[\d,]*\.?\d+)\s*[–-]\s*(-?[\d,]*\.?\d+)\)", cell)
+    if m:
+        return [float(g.replace(",", "")) for g in m.groups()]
+    x = number(cell)
+    return None if x is None else [x]
+
+
 def column(header, key):
     """Index of column key (an index, or a header's text)."""
     if isinstance(key, int):
@@ -139,8 +173,8 @@ def draw(spec, block, png):
     if "series" in spec:
         s, v = column(header, spec["series"]), column(header, spec["value"])
         names = list(dict.fromkeys(r[s] for r in rows))
-        cell = {(r[g], r[s]): number(r[v]) for r in rows}
-        values = [[[cell[(grp, n)]] if cell.get((grp, n)) is not None else None for n in names] for grp in groups]
+        cell = {(r[g], r[s]): numbers(r[v]) for r in rows}
+        values = [[cell.get((grp, n)) for n in names] for grp in groups]
     else:
         cols = [column(header, c) for c in spec["values"]]
         names = [header[c] for c in cols]

@@ -9,8 +9,18 @@
 #
 # The patterns are IOR 4's; fio is the project's stand-in for IOR (no MPI
 # here): fio jobs are the IOR ranks, and each job writes exactly the offsets
-# the IOR rank would. N writers, TOTAL = SIZE bytes per instance, XFER bytes
-# per write (per-job sizes are rounded down to whole XFER blocks):
+# the IOR rank would. Where real IOR is installed (built against Debian's
+# MPICH: docs/benchmarks.md, "IO500's phases"), scripts/bench-io500.sh runs
+# these patterns with IOR itself and is the benchmark of record: its
+# ior-hard is the strided pattern, its mixed phase the segmented-contiguous
+# and segmented-random pair, its disk row the single sequential writer, and
+# SYSTEMS="capacity-only fast-all ssdup ssdup+ cost" puts every policy side
+# by side. This script stays for machines without IOR and for the patterns
+# IO500 has no phase for (segmented-contiguous and segmented-random each
+# alone on one shared file, 8 and 16 writers in one run).
+#
+# N writers, TOTAL = SIZE bytes per instance, XFER bytes per write (per-job
+# sizes are rounded down to whole XFER blocks):
 #   segmented-contiguous  job k writes its segment [k*TOTAL/N, (k+1)*TOTAL/N)
 #                         sequentially (IOR -s 1 -b TOTAL/N -t XFER);
 #   segmented-random      the same segments, each in random order, every
@@ -122,6 +132,10 @@ BENCH_DIR=$(abs_path "$BENCH_DIR")
 DOC=$(abs_path "$DOC")
 
 build_sluice
+if command -v ior >/dev/null 2>&1 || [ -x /opt/ior/bin/ior ]; then
+    echo "$NAME: note: real IOR is installed here; scripts/bench-io500.sh runs these patterns with it" \
+        "(SYSTEMS=\"capacity-only fast-all ssdup ssdup+ cost\" for every policy; docs/benchmarks.md)" >&2
+fi
 mkdir -p "$BENCH_DIR"
 for p in "${POL[@]}"; do # a policy this sluice does not know fails here, not mid-way
     "$SLUICE" config show --fast "$BENCH_DIR/check-fast" --capacity "$BENCH_DIR/check-cap" \

@@ -200,6 +200,16 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> {
         config.mount.point = Some(p.to_path_buf());
     }
     let point = config.mount.point.clone().ok_or_else(no_mount_point)?;
+    // Refused before anything is measured or written (Mount::start runs
+    // the same checks again).
+    sluice_fuse::preflight(&config, Some(&point)).map_err(Error::Mount)?;
+    // A tier that cannot be measured keeps the default, and the mount
+    // says so; it is no reason to refuse.
+    match sluice_workload::profile::stored::settle_cost_seek(&mut config) {
+        Ok(Some(settled)) => tracing::info!("{settled}"),
+        Ok(None) => {}
+        Err(e) => tracing::warn!("{e}"),
+    }
     let running = Mount::start(&config, &point).map_err(Error::Mount)?;
     for warning in running.warnings() {
         tracing::warn!("{warning}");

@@ -817,12 +817,59 @@ fn passthrough_serves_files_the_engine_never_buffers() {
     );
     m.unmount(false);
 
-    let mut m = Mounted::new(&[]);
+    // The default policy over a tier modelled as a disk (the default
+    // cost_seek kept as it is) may buffer: nothing passed through.
+    let setup = tempfile::tempdir().unwrap();
+    let disk = config_file(setup.path(), "[policy]\ncost_profile = \"off\"\n");
+    let mut m = Mounted::new(&["--config", &disk]);
     fs::write(m.path("g"), b"default policy").unwrap();
     assert_eq!(fs::read(m.path("g")).unwrap(), b"default policy");
     let text = status(&m);
     assert!(!text.contains("passthrough"), "{text}");
     m.unmount(false);
+}
+
+/// Issue 32: a mount of the default policy over a plain directory whose
+/// cost_seek is left at the default measures the directory's seek once
+/// (a quick profile, a few seconds at most), keeps it on the fast tier,
+/// shows it in status, and reads it back at the next mount; an emulated
+/// disk's model is known and is not measured.
+#[test]
+fn an_unprofiled_capacity_tier_is_measured_once_and_kept() {
+    if !fuse_available() {
+        return;
+    }
+    let status = |m: &Mounted| {
+        let out = m.sluice(&["status", m.point.to_str().unwrap()]);
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let mut m = Mounted::new(&[]);
+    let log = m.log();
+    assert!(log.contains("policy.cost_seek = "), "{log}");
+    assert!(log.contains("measured now"), "{log}");
+    let record = m.fast().join("capacity-profile.json");
+    let kept: serde_json::Value = serde_json::from_slice(&fs::read(&record).unwrap()).unwrap();
+    let seek = kept["cost_seek_us"].as_u64().expect("a seek in µs");
+    assert_eq!(kept["how"], "quick profile at mount");
+    assert!(status(&m).contains(&format!("(capacity seek {seek} µs)")));
+    assert!(
+        fs::read_dir(m.capacity()).unwrap().next().is_none(),
+        "the profile file is gone"
+    );
+    m.unmount(false);
+    m.start();
+    let log = m.log();
+    assert!(
+        log.contains("kept in the fast tier's capacity-profile.json"),
+        "{log}"
+    );
+    assert!(!log.contains("measured now"), "measured once: {log}");
+    m.unmount(false);
+
+    let mut hdd = Mounted::new(&["--capacity-device", "hdd"]);
+    assert!(!hdd.fast().join("capacity-profile.json").exists());
+    assert!(status(&hdd).contains("(capacity seek 5170 µs)"));
+    hdd.unmount(false);
 }
 
 /// Every PromQL query of the shipped Grafana dashboard

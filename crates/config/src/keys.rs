@@ -43,6 +43,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "policy.cost_evidence" => "at least 2",
         "policy.cost_disk_streams" => "0 to 64",
         "policy.cost_disk_idle" => DURATION,
+        "policy.cost_profile" => "\"auto\" or \"off\"",
         "flush.idle" => DURATION,
         "flush.run_max" => "a size above 0, like \"4MiB\"",
         "flush.bandwidth" => "bytes per second, like \"100MiB\"; \"0B\" = no cap",

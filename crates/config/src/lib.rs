@@ -176,6 +176,22 @@ pub struct PolicyConfig {
     pub cost_disk_streams: u32,
     /// `cost`: a stream's file that wrote nothing for this long lets it go.
     pub cost_disk_idle: Span,
+    /// `cost`: whether a mount over a plain directory whose `cost_seek` is
+    /// left at the default measures it (docs/profile.md, "At mount").
+    pub cost_profile: CostProfile,
+}
+
+/// `policy.cost_profile`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum CostProfile {
+    /// Measure an unprofiled capacity directory at mount, once, and keep
+    /// the figure on the fast tier.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Use `cost_seek` as it is.
+    #[serde(rename = "off")]
+    Off,
 }
 
 /// `policy.name`.
@@ -497,6 +513,7 @@ impl Default for PolicyConfig {
             cost_evidence: cost.evidence,
             cost_disk_streams: cost.disk_streams,
             cost_disk_idle: Span(cost.disk_idle),
+            cost_profile: CostProfile::Auto,
         }
     }
 }

@@ -178,3 +178,89 @@ fn an_idle_capacity_tier_takes_buffered_bytes_back_before_any_close() {
         );
     }
 }
+
+/// A writer that stops after a background write-back left a tail shorter
+/// than one run (`flush.run_max`): once it has been quiet that long, the
+/// tail goes back too (one stretch, one seek), not only at its close.
+#[test]
+fn a_short_tail_left_by_a_stopped_writer_is_written_back_when_it_is_quiet() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = Engine::open(
+        fast,
+        Arc::clone(&capacity),
+        Arc::new(SystemClock::new()),
+        EngineConfig {
+            write_back_idle: Some(std::time::Duration::from_millis(20)),
+            ..config()
+        },
+    )
+    .unwrap();
+    let path = RelPath::new("f").unwrap();
+    let id = engine.create(&path).unwrap();
+    let wait_written_back = |engine: &Engine| {
+        let start = std::time::Instant::now();
+        while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    for slot in 0..SLOTS - 4 {
+        engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
+    }
+    wait_written_back(&engine);
+    assert_eq!(engine.buffered_bytes(), 0, "the long stretch went back");
+    // 4 slots: half of one run.
+    for slot in SLOTS - 4..SLOTS {
+        engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
+    }
+    wait_written_back(&engine);
+    assert_eq!(engine.buffered_bytes(), 0, "the quiet tail went back");
+    assert_eq!(engine.stats().written_back_bytes, SLOTS * SLOT);
+    let file = capacity.open(&path, OpenOptions::default()).unwrap();
+    for slot in 0..SLOTS {
+        let mut buf = vec![0u8; SLOT as usize];
+        file.read_at(&mut buf, slot * SLOT).unwrap();
+        assert!(buf == fill(slot, 1), "slot {slot} on the capacity tier");
+    }
+    engine.release(id);
+    engine.close();
+}
+
+/// A file still being written at random offsets is not written back in
+/// the background: its bytes lie in short stretches, which would reach the
+/// disk as seeks. Once its gaps are filled it is one stretch, and goes.
+#[test]
+fn a_fragmented_file_waits_for_its_gaps_before_the_background_write_back() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = Engine::open(
+        fast,
+        capacity,
+        Arc::new(SystemClock::new()),
+        EngineConfig {
+            write_back_idle: Some(std::time::Duration::from_millis(20)),
+            // A run is 4 slots: every other slot is 1 slot per stretch.
+            flush_run_max_bytes: 4 * SLOT,
+            ..config()
+        },
+    )
+    .unwrap();
+    let id = engine.create(&RelPath::new("f").unwrap()).unwrap();
+    for slot in (0..SLOTS).step_by(2) {
+        engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(engine.stats().written_back_bytes, 0, "fragments wait");
+    for slot in (1..SLOTS).step_by(2) {
+        engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
+    }
+    let start = std::time::Instant::now();
+    while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        engine.stats().written_back_bytes,
+        SLOTS * SLOT,
+        "one stretch goes"
+    );
+}

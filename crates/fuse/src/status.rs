@@ -284,6 +284,9 @@ pub struct Status {
     /// tier's streams were held by other files.
     #[serde(default)]
     pub disk_deferred_requests: u64,
+    /// Under `cost`: the capacity tier's seek the model charges, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_seek_us: Option<u64>,
     /// Region states in order (`empty`, `filling`, `full`, `flushing`).
     pub regions: Vec<String>,
     /// Used record bytes of each region.
@@ -469,6 +472,9 @@ impl Status {
             streams: s.stats.streams,
             streams_to_fast: s.stats.streams_to_fast,
             disk_deferred_requests: s.disk_deferred_requests,
+            cost_seek_us: s
+                .cost_seek
+                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
             regions: s
                 .regions
                 .iter()
@@ -601,8 +607,10 @@ impl Status {
         }
         let _ = writeln!(
             out,
-            "policy      {} — route {}, last stream {} random, threshold {:.3} ({} streams, {} to fast)",
+            "policy      {}{} — route {}, last stream {} random, threshold {:.3} ({} streams, {} to fast)",
             self.policy,
+            self.cost_seek_us
+                .map_or_else(String::new, |us| format!(" (capacity seek {us} µs)")),
             self.route,
             self.last_random_fraction
                 .map_or_else(|| "-".to_string(), |p| format!("{:.1}%", p * 100.0)),

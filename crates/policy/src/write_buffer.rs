@@ -465,17 +465,32 @@ impl WriteBuffer {
         self.gate.capacity_idle(now, idle)
     }
 
-    /// The file with the most buffered bytes, at least `min_bytes`, among
-    /// those `eligible` accepts.
+    /// The file with the most buffered bytes among the candidates
+    /// `candidate` accepts (`Some(quiet)`; `None` skips the file) whose
+    /// bytes lie in stretches of at least `min_run` bytes on average (and
+    /// hold at least one): written back now, they would reach the disk in
+    /// large writes, not as the seeks a file still being written at random
+    /// offsets would cost. A `quiet` file (no write for a while) whose
+    /// bytes are one stretch goes whatever its length: one seek, and the
+    /// tail a sequential writer left behind when it stopped.
     pub fn most_buffered_file(
         &self,
-        min_bytes: u64,
-        eligible: impl Fn(FileId) -> bool,
+        min_run: u64,
+        candidate: impl Fn(FileId) -> Option<bool>,
     ) -> Option<FileId> {
         self.index
             .files()
-            .filter(|&(file, extents)| extents.buffered_bytes() >= min_bytes && eligible(file))
-            .max_by_key(|(_, extents)| extents.buffered_bytes())
+            .filter_map(|(file, extents)| {
+                let runs = extents.contiguous_runs().max(1);
+                let bytes = extents.buffered_bytes();
+                let long = bytes >= min_run && bytes / runs >= min_run;
+                if !long && runs > 1 {
+                    return None;
+                }
+                let quiet = candidate(file)?;
+                (long || quiet).then_some((file, bytes))
+            })
+            .max_by_key(|&(_, bytes)| bytes)
             .map(|(file, _)| file)
     }
 

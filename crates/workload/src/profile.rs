@@ -39,6 +39,7 @@ use sluice_sim::output::{Plot, PlotKind, Series, XScale};
 use sluice_sim::rng::SimRng;
 
 mod report;
+pub mod stored;
 use report::*;
 
 /// Name of the file the profile writes and reads in DIR.
@@ -137,6 +138,12 @@ pub struct ProfileArgs {
     /// Leave DIR/.sluice-profile in place at the end.
     #[arg(long)]
     pub keep: bool,
+    /// Also keep the measured `policy.cost_seek` in FAST/capacity-profile.json,
+    /// where a mount of the fast tier FAST over DIR reads it instead of
+    /// measuring DIR itself (a plain directory only; docs/profile.md, "At
+    /// mount").
+    #[arg(long, value_name = "FAST")]
+    pub fast: Option<PathBuf>,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -292,6 +299,9 @@ pub fn nearest_power_of_two(bytes: f64) -> u64 {
 pub fn profile(args: &ProfileArgs) -> Result<(), String> {
     validate(args)?;
     check_dir(&args.dir)?;
+    if let Some(fast) = &args.fast {
+        check_dir(fast)?;
+    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let tier = TierConfig {
         path: Some(args.dir.clone()),
@@ -344,6 +354,30 @@ pub fn profile(args: &ProfileArgs) -> Result<(), String> {
         .map(|point| (point.request_bytes, point.bytes_per_s))
         .collect();
     let recommendation = recommend(measurement.peak_bytes_per_s, t80, &curve);
+    if let Some(fast) = &args.fast {
+        if args.device != DeviceArg::Posix {
+            return Err(
+                "--fast keeps the figure of a plain directory: an emulated device's model is known"
+                    .to_string(),
+            );
+        }
+        let record = stored::SeekRecord {
+            capacity: args.dir.clone(),
+            identity: stored::identity(&args.dir)?,
+            cost_seek: cost_seek(&measurement).0,
+            samples: measurement.latencies.len() as u32,
+            measured_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            how: "sluice profile".to_string(),
+        };
+        stored::store(fast, &record)?;
+        eprintln!(
+            "sluice profile: kept cost_seek {} µs in {}",
+            record.cost_seek.as_micros(),
+            fast.join(stored::RECORD_FILE).display()
+        );
+    }
     for warning in &warnings {
         eprintln!("sluice: warning: {warning}");
     }

@@ -198,6 +198,9 @@ pub struct EngineStatus {
     /// Under `cost`: requests sent to the fast tier because the capacity
     /// tier's streams were held by other files (docs/policy.md).
     pub disk_deferred_requests: u64,
+    /// Under `cost`: the capacity tier's seek the model charges
+    /// (`policy.cost_seek`, measured at mount when left at the default).
+    pub cost_seek: Option<Duration>,
 }
 
 /// Files whose placed bytes [`EngineStatus::files`] keeps.

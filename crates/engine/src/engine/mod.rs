@@ -355,6 +355,7 @@ impl Engine {
             files: state.placements.snapshot(|f| redirector.route_of(f)),
             capacity_health: state.capacity_health.clone(),
             disk_deferred_requests: redirector.classifier().map_or(0, |c| c.deferred()),
+            cost_seek: redirector.classifier().map(|c| c.model().capacity_seek),
         }
     }
 

@@ -122,9 +122,13 @@ enum Pass {
 /// The flusher's background write-back (close-to-open,
 /// `flush.write_back_idle`; docs/engine.md, "Write-back"): once no
 /// foreground write reached the capacity tier for `idle_for` and it is
-/// healthy, write back the file with the most
-/// buffered bytes (at least one run's worth) that no sync, flush or other
-/// pass is writing, as a sync would. Returns whether bytes were written.
+/// healthy, write back the file with the most buffered bytes that no
+/// sync, flush or other pass is writing, as a sync would, if its bytes lie
+/// in stretches of one run (`flush.run_max`) or more on average: a file
+/// still being written at random offsets would reach the disk as seeks,
+/// and waits for its close. A file not written for `idle_for` whose bytes
+/// are one stretch goes too, however short (the tail a writer left).
+/// Returns whether bytes were written.
 pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result<bool> {
     let state = lock(shared);
     if state.shutdown || !state.capacity_health.is_healthy() {
@@ -141,9 +145,15 @@ pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result
     let chosen = state
         .buffer
         .most_buffered_file(shared.config.flush_run_max_bytes, |f| {
-            files
-                .get(&f)
-                .is_some_and(|o| !o.syncing && o.busy == 0 && !o.unlinked)
+            let o = files.get(&f)?;
+            if o.syncing || o.busy > 0 || o.unlinked {
+                return None;
+            }
+            // Quiet: not written for as long as the tier has been idle.
+            Some(
+                o.written
+                    .is_none_or(|w| w.elapsed().is_ok_and(|since| since >= idle_for)),
+            )
         });
     drop(state);
     let Some(id) = chosen else {

@@ -729,7 +729,10 @@ mod tests {
     fn an_unprofiled_cost_policy_over_a_real_directory_is_warned_about() {
         let base = "[capacity]\npath = \"/srv/cap\"\n[fast]\npath = \"/srv/fast\"\n";
         let config = |extra: &str| Config::from_toml(&format!("{base}{extra}")).unwrap();
-        let warning = unprofiled_cost(&config("")).expect("the default cost_seek is warned");
+        // Measured at mount (cost_profile "auto", the default): no warning.
+        assert_eq!(unprofiled_cost(&config("")), None);
+        let off = "[policy]\ncost_profile = \"off\"\n";
+        let warning = unprofiled_cost(&config(off)).expect("the default cost_seek is warned");
         assert!(warning.contains("sluice profile /srv/cap"), "{warning}");
         // Measured, another policy, or the emulated disk the default is: quiet.
         assert_eq!(

@@ -42,6 +42,21 @@ impl FileExtents {
         self.totals.bytes
     }
 
+    /// Stretches of file-contiguous buffered bytes (extents that touch
+    /// count as one), in file order: how many separate writes, at the
+    /// least, put these bytes on the capacity tier. O(n).
+    pub fn contiguous_runs(&self) -> u64 {
+        let mut runs = 0;
+        let mut end = None;
+        for extent in self.extents() {
+            if end != Some(extent.file_offset) {
+                runs += 1;
+            }
+            end = Some(extent.end());
+        }
+        runs
+    }
+
     /// The stored extents in file order (an extent crossing a leaf boundary
     /// as one entry per piece).
     pub fn extents(&self) -> Extents<'_> {

@@ -986,3 +986,29 @@ fn ten_thousand_random_extents_keep_invariants() {
         f.buffered_bytes()
     );
 }
+
+#[test]
+fn contiguous_runs_count_stretches_of_touching_extents() {
+    let mut index = ExtentIndex::new();
+    let file = FileId(1);
+    let put = |index: &mut ExtentIndex, offset: u64, len: u32, seq: u64| {
+        index.insert(
+            file,
+            Extent {
+                file_offset: offset,
+                len,
+                location: LogLocation {
+                    region: RegionId(0),
+                    offset: seq * 100,
+                },
+                seq,
+            },
+        );
+    };
+    put(&mut index, 0, 10, 1);
+    put(&mut index, 10, 10, 2);
+    put(&mut index, 30, 10, 3);
+    assert_eq!(index.file(&file).unwrap().contiguous_runs(), 2);
+    put(&mut index, 20, 10, 4);
+    assert_eq!(index.file(&file).unwrap().contiguous_runs(), 1);
+}

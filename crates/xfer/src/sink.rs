@@ -103,6 +103,9 @@ pub struct SinkStats {
     pub failed: AtomicU64,
     /// Block bytes written.
     pub bytes: AtomicU64,
+    /// Connections that carried at least one block: a big file's blocks
+    /// spread over every connection of its session.
+    pub block_connections: AtomicU64,
     /// Symlinks made or found already in place.
     pub links: AtomicU64,
 }

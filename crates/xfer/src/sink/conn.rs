@@ -8,6 +8,8 @@ pub(super) struct Conn<'a> {
     shared: &'a Shared,
     writer: Writer,
     session: Option<Arc<Session>>,
+    /// This connection carried a block (counted once in the stats).
+    carried_blocks: bool,
 }
 
 pub(super) fn refuse(writer: &Writer, code: ErrorCode, message: String) -> io::Error {
@@ -37,6 +39,7 @@ pub(super) fn serve_connection(shared: &Shared, tcp: TcpStream) -> io::Result<()
         shared,
         writer,
         session: None,
+        carried_blocks: false,
     };
     let mut buf = Vec::new();
     let result = conn.hello(&mut reader, &mut buf).and_then(|()| {
@@ -155,8 +158,10 @@ impl Conn<'_> {
             if queue.failed() {
                 return Err(refused());
             }
-            // Every other message; a frame typed NewBlock but too short for
-            // its header is refused here, as the decoder words it.
+            // Every other message. `read_frame_or_block` returns every frame
+            // typed NewBlock that holds a block header as a block, so one
+            // that reaches `decode` is too short and refused here, as the
+            // decoder words it.
             let msg = Message::decode(buf)
                 .map_err(|e| refuse(&self.writer, ErrorCode::Protocol, e.to_string()))?;
             match msg {
@@ -247,12 +252,6 @@ impl Conn<'_> {
                         reason: format!("{}: {reason}", f.name),
                     })?;
                 }
-                Message::NewBlock {
-                    file,
-                    offset,
-                    crc,
-                    data,
-                } => self.block(file, offset, crc, &data)?,
                 Message::FileDone { file, size, crc } => {
                     let job = Finish {
                         file: self.take_file(file)?,
@@ -285,38 +284,10 @@ impl Conn<'_> {
         }
     }
 
-    /// Check a block against its file and crc, write it, acknowledge it
-    /// (on this thread: `read_frame_or_block` hands every well-formed block
-    /// to `queue_block`, so this serves only a `NewBlock` that `decode`
-    /// returned).
-    fn block(&self, file: u32, offset: u64, crc: u32, data: &[u8]) -> io::Result<()> {
-        let f = self.file(file)?;
-        self.check_bounds(&f, file, offset, data.len())?;
-        if crc32c::crc32c(data) != crc {
-            return Err(refuse(
-                &self.writer,
-                ErrorCode::Checksum,
-                format!("block at {offset} of file {file}: crc32c mismatch"),
-            ));
-        }
-        if let Err(e) = f.write(data, offset, crc) {
-            return Err(refuse(
-                &self.writer,
-                ErrorCode::Io,
-                format!("{}: {e}", f.name),
-            ));
-        }
-        self.shared
-            .stats
-            .bytes
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        self.writer.message(&Message::BlockDone { file, offset })
-    }
-
     /// Check a block against its file and hand it to a writer thread,
     /// which checks its crc, writes it and acknowledges it.
     fn queue_block(
-        &self,
+        &mut self,
         queue: &Arc<BlockQueue>,
         file: u32,
         offset: u64,
@@ -338,6 +309,13 @@ impl Conn<'_> {
             return Err(e);
         }
         queue.sent(data.len());
+        if !self.carried_blocks {
+            self.carried_blocks = true;
+            self.shared
+                .stats
+                .block_connections
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let job = BlockJob {
             file: f,
             id: file,
@@ -445,12 +423,6 @@ impl Conn<'_> {
             ErrorCode::Protocol,
             format!("unknown file id {id}"),
         )
-    }
-
-    /// The open file `id`.
-    fn file(&self, id: u32) -> io::Result<Arc<PartialCopy>> {
-        let found = self.files().get(&id).cloned();
-        found.ok_or_else(|| self.unknown(id))
     }
 
     /// The open file `id`, forgotten (its `FileDone` arrived).

@@ -26,7 +26,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use rustix::fs::{Mode, OFlags, Timespec, Timestamps};
 
@@ -312,22 +312,13 @@ impl PartialCopy {
         Ok(())
     }
 
-    /// Count a write handed to another thread; [`PartialCopy::end_write`]
-    /// when it is done. The sink counts it under the lock that hands the
-    /// file out, so that [`PartialCopy::wait_writes`], once the file was
-    /// taken from that map, waits for every write there will be.
-    pub fn begin_write(&self) {
+    /// Count a write handed to another thread until the returned token is
+    /// dropped. The sink takes it under the lock that hands the file out,
+    /// so that [`PartialCopy::wait_writes`], once the file was taken from
+    /// that map, waits for every write there will be.
+    pub fn begin_write(self: &Arc<Self>) -> PendingWrite {
         *self.writes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-    }
-
-    /// A write counted by [`PartialCopy::begin_write`] is done (or failed).
-    pub fn end_write(&self) {
-        let mut n = self.writes.lock().unwrap_or_else(|p| p.into_inner());
-        // INVARIANT: every end_write follows its begin_write.
-        *n = n.checked_sub(1).expect("end_write without begin_write");
-        if *n == 0 {
-            self.writes_done.notify_all();
-        }
+        PendingWrite(Arc::clone(self))
     }
 
     /// Wait until no counted write is in progress (before the file is
@@ -423,6 +414,32 @@ impl PartialCopy {
     }
 }
 
+/// A write of a [`PartialCopy`] handed to another thread
+/// ([`PartialCopy::begin_write`]): counted until it is dropped, done or
+/// failed, and [`PartialCopy::wait_writes`] waits for it.
+#[derive(Debug)]
+#[must_use = "the write is counted until the token is dropped"]
+pub struct PendingWrite(Arc<PartialCopy>);
+
+impl std::ops::Deref for PendingWrite {
+    type Target = PartialCopy;
+
+    fn deref(&self) -> &PartialCopy {
+        &self.0
+    }
+}
+
+impl Drop for PendingWrite {
+    fn drop(&mut self) {
+        let mut n = self.0.writes.lock().unwrap_or_else(|p| p.into_inner());
+        // INVARIANT: each token was counted once by begin_write.
+        *n = n.checked_sub(1).expect("a write counted once");
+        if *n == 0 {
+            self.0.writes_done.notify_all();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,6 +460,43 @@ mod tests {
         ] {
             assert!(components(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn wait_writes_returns_once_every_pending_write_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = rustix::fs::open(
+            dir.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let mtime = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let copy = PartialCopy::create(root, "f".into(), 8, 0o644, mtime, false, false);
+        let copy = Arc::new(copy.unwrap());
+        let (first, second) = (copy.begin_write(), copy.begin_write());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let copy = Arc::clone(&copy);
+            std::thread::spawn(move || {
+                copy.wait_writes();
+                tx.send(()).unwrap();
+            })
+        };
+        drop(first);
+        let wait = std::time::Duration::from_millis(100);
+        assert!(
+            rx.recv_timeout(wait).is_err(),
+            "returned with a write pending"
+        );
+        drop(second);
+        rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        waiter.join().unwrap();
+        // No write pending: no wait.
+        copy.wait_writes();
     }
 
     #[test]

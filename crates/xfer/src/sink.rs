@@ -47,7 +47,7 @@ use std::thread;
 use rustix::fs::{Mode, OFlags, Timespec};
 use rustls::ServerConfig;
 
-use crate::dest::{make_symlink, open_dirs, stat_file, PartialCopy};
+use crate::dest::{make_symlink, open_dirs, stat_file, PartialCopy, PendingWrite};
 use crate::direct::AlignedBuf;
 use crate::tls::{Channel, Writer};
 use crate::wire::{self, ErrorCode, Frame, Message};
@@ -163,7 +163,7 @@ impl Finish {
 /// written by a writer thread, which then answers `BlockDone` (or refuses
 /// the connection) and gives the buffer back to the connection.
 struct BlockJob {
-    file: Arc<PartialCopy>,
+    file: PendingWrite,
     id: u32,
     offset: u64,
     crc: u32,
@@ -208,7 +208,7 @@ impl BlockJob {
         }
         // After the answer: a finisher waiting for this write answers
         // FileOk after this block's BlockDone.
-        file.end_write();
+        drop(file);
         queue.give_back(data);
     }
 }

@@ -296,18 +296,9 @@ impl Conn<'_> {
     ) -> io::Result<()> {
         // Counted under the files lock: once FileDone took the file, no
         // write can start that its finisher would not wait for.
-        let found = {
-            let files = self.files();
-            files.get(&file).map(|f| {
-                f.begin_write();
-                Arc::clone(f)
-            })
-        };
+        let found = self.files().get(&file).map(PartialCopy::begin_write);
         let f = found.ok_or_else(|| self.unknown(file))?;
-        if let Err(e) = self.check_bounds(&f, file, offset, data.len()) {
-            f.end_write();
-            return Err(e);
-        }
+        self.check_bounds(&f, file, offset, data.len())?;
         queue.sent(data.len());
         if !self.carried_blocks {
             self.carried_blocks = true;

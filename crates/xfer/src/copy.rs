@@ -294,34 +294,13 @@ pub fn copy(options: CopyOptions) -> io::Result<Summary> {
     let stats = st.sched.stats();
     let targets = st.targets.len() as u64;
     let fatal = st.fatal.take();
-    let mut summary = std::mem::take(&mut st.summary);
+    let summary = std::mem::take(&mut st.summary);
     // Partial copies of files still open (a fatal error) stay, for a
     // resumed rerun.
     st.files.clear();
     drop(st);
-    summary.seconds = core.start.elapsed().as_secs_f64();
-    summary.mb_per_s = if summary.seconds > 0.0 {
-        summary.bytes as f64 / 1e6 / summary.seconds
-    } else {
-        0.0
-    };
-    summary.busy_skips = stats.busy_skips;
-    summary.congested_skips = stats.congested_skips;
-    summary.congested_marks = stats.congested_marks;
-    summary.targets = targets;
-    if let Some(why) = fatal {
-        return Err(io::Error::other(format!(
-            "{why} (after {} files; rerun the same command to resume)",
-            summary.files
-        )));
-    }
     let core = Arc::into_inner(core).expect("threads joined");
-    if let Some(j) = core.journal {
-        if summary.failed.is_empty() && summary.changed.is_empty() {
-            j.remove()?;
-        }
-    }
-    Ok(summary)
+    summary.conclude(core.start, stats, targets, fatal, core.journal)
 }
 
 /// Split a walked path into its checked parent components and name.
@@ -638,13 +617,7 @@ fn finish_file(core: &Core, id: u64) {
 /// Tell `observer` how far the copy is every 250 ms until it ends, then
 /// once more with `ended` (as soon as it ends, not at the next tick).
 fn progress_loop(core: &Core, observer: &(dyn Fn(&SendProgress) + Send + Sync)) {
-    let bytes_total: u64 = core.entries.iter().map(|e| e.size).sum();
-    let bytes_earlier: u64 = core
-        .entries
-        .iter()
-        .filter(|e| core.progress.files.contains(&e.key))
-        .map(|e| e.size)
-        .sum();
+    let (bytes_total, bytes_earlier) = SendProgress::totals(&core.entries, &core.progress);
     let ended = |st: &State| st.fatal.is_some() || (st.announced && st.files.is_empty());
     loop {
         let mut st = core.lock();
@@ -661,15 +634,8 @@ fn progress_loop(core: &Core, observer: &(dyn Fn(&SendProgress) + Send + Sync)) 
                 .unwrap_or_else(|p| p.into_inner().0);
         }
         let stop = ended(&st);
-        let s = &st.summary;
-        let now = SendProgress {
-            bytes_done: s.bytes + s.bytes_unchanged + bytes_earlier,
-            bytes_total,
-            files_done: s.files + s.files_unchanged + s.files_already_done,
-            files_total: core.entries.len() as u64,
-            objects: s.objects,
-            ended: stop,
-        };
+        let files_total = core.entries.len() as u64;
+        let now = SendProgress::of(&st.summary, bytes_total, bytes_earlier, files_total, stop);
         drop(st);
         observer(&now);
         if stop {

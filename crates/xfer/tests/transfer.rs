@@ -303,6 +303,16 @@ fn a_sink_without_authentication_refuses_to_start() {
 /// A raw client that speaks the protocol by hand: TLS, then `Hello` with
 /// `dest`; returns the channel and the sink's answer.
 fn hello(keys: &Keys, sink: &SinkHandle, dest: &str) -> (Channel, Option<Message>) {
+    hello_in(keys, sink, dest, 0)
+}
+
+/// `hello` that joins `session` (0: a new one).
+fn hello_in(
+    keys: &Keys,
+    sink: &SinkHandle,
+    dest: &str,
+    session: u64,
+) -> (Channel, Option<Message>) {
     let tcp = TcpStream::connect(sink.addr()).unwrap();
     let mut ch = Channel::client(
         tcp,
@@ -314,7 +324,7 @@ fn hello(keys: &Keys, sink: &SinkHandle, dest: &str) -> (Channel, Option<Message
         .message(&Message::Hello {
             version: wire::VERSION,
             token: b"sesame".to_vec(),
-            session: 0,
+            session,
             dest: dest.into(),
         })
         .unwrap();
@@ -516,22 +526,7 @@ fn issue_36_file_done_right_behind_its_blocks_waits_for_their_writes() {
 /// A raw client that joins `session` (a second connection of one
 /// transfer).
 fn join(keys: &Keys, sink: &SinkHandle, session: u64) -> Channel {
-    let tcp = TcpStream::connect(sink.addr()).unwrap();
-    let mut ch = Channel::client(
-        tcp,
-        tls::client_config(&keys.server.0, None).unwrap(),
-        tls::server_name("127.0.0.1").unwrap(),
-    )
-    .unwrap();
-    ch.writer
-        .message(&Message::Hello {
-            version: wire::VERSION,
-            token: b"sesame".to_vec(),
-            session,
-            dest: String::new(),
-        })
-        .unwrap();
-    let answer = wire::read_message(&mut ch.reader, &mut Vec::new()).unwrap();
+    let (ch, answer) = hello_in(keys, sink, "", session);
     assert!(
         matches!(answer, Some(Message::Welcome { session: s, .. }) if s == session),
         "{answer:?}"

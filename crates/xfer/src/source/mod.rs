@@ -52,7 +52,9 @@ use std::time::{Duration, Instant};
 
 use rustls::ClientConfig;
 use serde::Serialize;
-use sluice_policy::lads::{Mode, Object, Scheduler, SchedulerConfig, Slot, SlotPool};
+use sluice_policy::lads::{
+    Mode, Object, Scheduler, SchedulerConfig, SchedulerStats, Slot, SlotPool,
+};
 use sluice_policy::{FileId, Time};
 
 use crate::direct::AlignedBuf;
@@ -150,6 +152,40 @@ pub struct SendProgress {
     pub ended: bool,
 }
 
+impl SendProgress {
+    /// The progress of a run of `files_total` files of `bytes_total`
+    /// bytes, of which files of `bytes_earlier` bytes were complete in the
+    /// journal, from its summary so far.
+    pub(crate) fn of(
+        s: &Summary,
+        bytes_total: u64,
+        bytes_earlier: u64,
+        files_total: u64,
+        ended: bool,
+    ) -> SendProgress {
+        SendProgress {
+            bytes_done: s.bytes + s.bytes_unchanged + bytes_earlier,
+            bytes_total,
+            files_done: s.files + s.files_unchanged + s.files_already_done,
+            files_total,
+            objects: s.objects,
+            ended,
+        }
+    }
+
+    /// Bytes of `entries` in all, and bytes of those the journal's
+    /// `progress` shows complete (not sent again: done already).
+    pub(crate) fn totals(entries: &[Entry], progress: &Progress) -> (u64, u64) {
+        let total = entries.iter().map(|e| e.size).sum();
+        let earlier = entries
+            .iter()
+            .filter(|e| progress.files.contains(&e.key))
+            .map(|e| e.size)
+            .sum();
+        (total, earlier)
+    }
+}
+
 /// The progress observer of [`SendOptions::progress`].
 pub type ProgressFn = Arc<dyn Fn(&SendProgress) + Send + Sync>;
 
@@ -241,6 +277,44 @@ pub struct Summary {
     pub congested_marks: u64,
     /// Objects read into the spill buffer.
     pub spilled: u64,
+}
+
+impl Summary {
+    /// The end of a run of `send` or `copy` that started at `start`: the
+    /// time, rate and scheduler counts filled in; an error for a run
+    /// stopped by `fatal`; the journal removed after a run that left no
+    /// file failed or changed (a rerun then relies on the quick check).
+    pub(crate) fn conclude(
+        mut self,
+        start: Instant,
+        stats: SchedulerStats,
+        targets: u64,
+        fatal: Option<String>,
+        journal: Option<Journal>,
+    ) -> io::Result<Summary> {
+        self.seconds = start.elapsed().as_secs_f64();
+        self.mb_per_s = if self.seconds > 0.0 {
+            self.bytes as f64 / 1e6 / self.seconds
+        } else {
+            0.0
+        };
+        self.busy_skips = stats.busy_skips;
+        self.congested_skips = stats.congested_skips;
+        self.congested_marks = stats.congested_marks;
+        self.targets = targets;
+        if let Some(why) = fatal {
+            return Err(io::Error::other(format!(
+                "{why} (after {} files; rerun the same command to resume)",
+                self.files
+            )));
+        }
+        if let Some(j) = journal {
+            if self.failed.is_empty() && self.changed.is_empty() {
+                j.remove()?;
+            }
+        }
+        Ok(self)
+    }
 }
 
 impl fmt::Display for Summary {
@@ -553,30 +627,9 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     let targets = st.targets.len() as u64;
     let mut summary = std::mem::take(&mut st.summary);
     drop(st);
-    summary.seconds = core.start.elapsed().as_secs_f64();
-    summary.mb_per_s = if summary.seconds > 0.0 {
-        summary.bytes as f64 / 1e6 / summary.seconds
-    } else {
-        0.0
-    };
-    summary.busy_skips = stats.busy_skips;
-    summary.congested_skips = stats.congested_skips;
-    summary.congested_marks = stats.congested_marks;
     summary.spilled = spilled;
-    summary.targets = targets;
-    if let Some(why) = fatal {
-        return Err(io::Error::other(format!(
-            "{why} (after {} files; rerun the same command to resume)",
-            summary.files
-        )));
-    }
     let core = Arc::into_inner(core).expect("threads joined");
-    if let Some(j) = core.journal {
-        if summary.failed.is_empty() && summary.changed.is_empty() {
-            j.remove()?;
-        }
-    }
-    Ok(summary)
+    summary.conclude(core.start, stats, targets, fatal, core.journal)
 }
 
 /// The default journal path for a transfer: under

@@ -701,26 +701,12 @@ pub(super) fn send_loop(core: &Core, writer: &Writer) {
 /// Tell `observer` how far the transfer is every 250 ms until it stops,
 /// then once more with `ended`.
 pub(super) fn progress_loop(core: &Core, observer: &(dyn Fn(&SendProgress) + Send + Sync)) {
-    let bytes_total: u64 = core.entries.iter().map(|e| e.size).sum();
-    // Files the journal shows complete are not sent again: done already.
-    let bytes_earlier: u64 = core
-        .entries
-        .iter()
-        .filter(|e| core.progress.files.contains(&e.key))
-        .map(|e| e.size)
-        .sum();
+    let (bytes_total, bytes_earlier) = SendProgress::totals(&core.entries, &core.progress);
+    let files_total = core.entries.len() as u64;
     loop {
         let st = core.lock();
         let stop = Core::stopped(&st);
-        let s = &st.summary;
-        let now = SendProgress {
-            bytes_done: s.bytes + s.bytes_unchanged + bytes_earlier,
-            bytes_total,
-            files_done: s.files + s.files_unchanged + s.files_already_done,
-            files_total: core.entries.len() as u64,
-            objects: s.objects,
-            ended: stop,
-        };
+        let now = SendProgress::of(&st.summary, bytes_total, bytes_earlier, files_total, stop);
         drop(st);
         observer(&now);
         if stop {

@@ -404,6 +404,11 @@ fn open_file(core: &Core, root: &OwnedFd, idx: usize) -> Result<(), String> {
     // of 5; docs/lads.md, "Local copies").
     let source =
         SourceFile::open(&e.src, false).map_err(|err| format!("{}: {err}", e.src.display()))?;
+    // Sequential advice doubles the readahead window: the cold big set
+    // took 1.49 s against 1.59 without it (medians of 8 runs taking turns,
+    // load 5-6; a small gain, inside the spread of either). Advice only:
+    // a file system that ignores it loses nothing.
+    let _ = rustix::fs::fadvise(&source.file, 0, None, rustix::fs::Advice::Sequential);
     let layout = core
         .layout
         .layout(&e.src, e.size)

@@ -138,12 +138,33 @@ pub(super) fn reserve_and_append<'a>(
     loop {
         // Looked up at every try: a rename while this record waited for
         // room changes the name its path record must carry.
-        let (path_len, nameless) = match file {
+        // `in_flight`: records of the file other writers are still writing
+        // (writes of one file run at once, `Engine::write`): not indexed
+        // yet, so the write buffer treats them as overlapping.
+        // A caller waits for the file's records in flight to land
+        // (`quiescing`): a new one waits for it.
+        let quiescing = file
+            .and_then(|id| state.files.get(&id))
+            .is_some_and(|open| open.quiescing > 0);
+        if quiescing && header.kind == RecordKind::Data {
+            state = shared
+                .changed
+                .wait_timeout(state, Duration::from_millis(10))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            continue;
+        }
+        let (path_len, nameless, in_flight) = match file {
             Some(id) => match state.files.get(&id) {
-                Some(open) => (record_len(open.path.as_str().len() as u32), open.unlinked),
+                Some(open) => (
+                    record_len(open.path.as_str().len() as u32),
+                    open.unlinked,
+                    // A name-less file indexes nothing (append_data).
+                    !open.appending.is_empty() && !open.unlinked,
+                ),
                 None => return (state, Err(unknown(id))),
             },
-            None => (0, false),
+            None => (0, false, false),
         };
         let now = shared.clock.now();
         // The same instant as `now` on the first try: the pipeline counts
@@ -172,6 +193,7 @@ pub(super) fn reserve_and_append<'a>(
                 path_len,
                 tier,
                 first_attempt,
+                in_flight,
             ),
             _ => state
                 .buffer
@@ -218,7 +240,7 @@ pub(super) fn reserve_and_append<'a>(
                     log_region.in_flight += 1;
                     let region_file = Arc::clone(&log_region.file);
                     if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
-                        open.appending += 1;
+                        open.appending.insert(header.seq);
                     }
                     drop(state);
                     header.payload_crc = crc32c::crc32c(payload);
@@ -228,8 +250,8 @@ pub(super) fn reserve_and_append<'a>(
                     log_region.in_flight -= 1;
                     let idle = log_region.in_flight == 0;
                     if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
-                        open.appending -= 1;
-                        if open.appending == 0 {
+                        open.appending.remove(&header.seq);
+                        if open.appending.is_empty() {
                             open.truncations.clear();
                         }
                     }

@@ -326,3 +326,51 @@ fn a_fragmented_file_waits_for_its_gaps_before_the_background_write_back() {
     assert_eq!(engine.buffered_bytes(), 0, "one stretch goes");
     assert!(engine.stats().written_back_bytes >= SLOTS * SLOT);
 }
+
+/// The background write-back runs on the flusher's thread: its clean
+/// record must not wait for log room, which only the flusher makes. With
+/// a tiny log that a writer keeps full, it once did, and every writer
+/// stopped until the 60 s limit failed them with ENOSPC (fsx's tiny-wait
+/// case through the mount).
+#[test]
+fn the_background_write_back_never_waits_for_room_only_the_flusher_makes() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = Arc::new(
+        Engine::open(
+            fast,
+            capacity,
+            Arc::new(SystemClock::new()),
+            EngineConfig {
+                write_back_idle: Some(std::time::Duration::from_millis(1)),
+                regions: 2,
+                region_bytes: 64 * 1024,
+                record_max_bytes: 8 * 1024,
+                flush_run_max_bytes: 16 * 1024,
+                when_full: sluice_policy::pipeline::WhenFull::Wait,
+                ..config()
+            },
+        )
+        .unwrap(),
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = Arc::clone(&engine);
+    std::thread::spawn(move || {
+        let id = writer.create(&RelPath::new("f").unwrap()).unwrap();
+        // 8 MiB through a 128 KiB log, 4 KiB at a time, over and over one
+        // 256 KiB stretch: regions fill while passes take the stretch.
+        for i in 0..2048u64 {
+            let slot = i % 64;
+            writer.write(id, slot * 4096, &vec![i as u8; 4096]).unwrap();
+        }
+        writer.fsync(id).unwrap();
+        writer.release(id);
+        done.send(()).unwrap();
+    });
+    assert!(
+        finished
+            .recv_timeout(std::time::Duration::from_secs(50))
+            .is_ok(),
+        "the writer stopped: the flusher waits for itself"
+    );
+}

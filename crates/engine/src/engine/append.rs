@@ -34,7 +34,8 @@ pub(super) fn append_data<'a>(
             payload_crc: 0,
             seq: 0,
         };
-        let (s, appended) = reserve_and_append(shared, state, header, part, Some(file), Some(tier));
+        let (s, appended) =
+            reserve_and_append(shared, state, header, part, Some(file), Some(tier), true);
         state = s;
         match appended {
             Ok(Some((location, seq))) => {
@@ -112,7 +113,20 @@ pub(super) fn append_required<'a>(
     payload: &[u8],
     file: Option<FileId>,
 ) -> (MutexGuard<'a, State>, io::Result<u64>) {
-    let (state, result) = reserve_and_append(shared, state, header, payload, file, None);
+    let (state, result) = reserve_and_append(shared, state, header, payload, file, None, true);
+    (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
+}
+
+/// [`append_required`], but only if the log has room now: `WouldBlock`
+/// instead of waiting. For the flusher's own records, which must not wait
+/// for the room only the flusher makes.
+pub(super) fn append_if_room<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    header: RecordHeader,
+    payload: &[u8],
+) -> (MutexGuard<'a, State>, io::Result<u64>) {
+    let (state, result) = reserve_and_append(shared, state, header, payload, None, None, false);
     (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
 }
 
@@ -120,7 +134,8 @@ pub(super) fn append_required<'a>(
 /// preceded by a path record of `file` when the region does not describe
 /// it yet. A data record (`tier` given: the route of its write) may be
 /// placed on the capacity tier instead: then `None` is returned and nothing
-/// was appended. Any other record must reach the log and waits for room.
+/// was appended. Any other record must reach the log and waits for room
+/// (unless `!wait`: then it fails with `WouldBlock` at once).
 /// Returns the payload's location and the record's sequence number.
 pub(super) fn reserve_and_append<'a>(
     shared: &'a Shared,
@@ -129,6 +144,7 @@ pub(super) fn reserve_and_append<'a>(
     payload: &[u8],
     file: Option<FileId>,
     tier: Option<Tier>,
+    wait: bool,
 ) -> (
     MutexGuard<'a, State>,
     io::Result<Option<(LogLocation, u64)>>,
@@ -300,6 +316,10 @@ pub(super) fn reserve_and_append<'a>(
                 return (state, Ok(Some((location, header.seq))));
             }
             Placement::Capacity => return (state, Ok(None)),
+            Placement::Wait { .. } if !wait => {
+                let e = io::Error::new(io::ErrorKind::WouldBlock, "no room in the log now");
+                return (state, Err(e));
+            }
             Placement::Wait { retry_at_latest } => {
                 if now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
                     // Only records that must reach the log wait this long;

@@ -273,7 +273,7 @@ fn write_back_file(
         Pass::Background => state.stats.written_back_bytes += written,
     }
     if !pieces.is_empty() {
-        state = clean(shared, state, id, bound, range, &what);
+        state = clean(shared, state, id, bound, range, pass, &what);
         // A flush of these same bytes looked up before they were dropped
         // lands before the caller goes on (a write of another node after
         // this returns must not be overwritten by it).
@@ -295,10 +295,23 @@ fn clean<'a>(
     id: FileId,
     bound: u64,
     range: std::ops::Range<u64>,
+    pass: Pass,
     what: &str,
 ) -> MutexGuard<'a, State> {
     let (header, payload) = RecordHeader::clean(id, bound, range.clone(), 0);
-    let (s, appended) = append_required(shared, state, header, &payload, None);
+    // The flusher's own pass must not wait for room only the flusher makes
+    // (a full log would stop it for good): without room now, the bytes
+    // stay indexed, and a flush or sync writes them again later.
+    let (s, appended) = match pass {
+        Pass::Background => append_if_room(shared, state, header, &payload),
+        Pass::Sync { .. } => append_required(shared, state, header, &payload, None),
+    };
+    if appended
+        .as_ref()
+        .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+    {
+        return s;
+    }
     let mut state = wait_appends(shared, s);
     let cleaned = appended
         .and_then(|_| sync_log(shared, &mut state))

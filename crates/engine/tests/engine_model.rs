@@ -50,6 +50,9 @@ pub fn small_config() -> EngineConfig {
         },
         flush_run_max_bytes: 16 * 1024,
         record_max_bytes: 8 * 1024,
+        // Background write-back passes (whole stretches, range clean
+        // records) race with every operation, restarts included.
+        write_back_idle: Some(Duration::from_millis(1)),
         ..EngineConfig::default()
     }
 }

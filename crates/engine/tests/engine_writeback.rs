@@ -226,6 +226,68 @@ fn a_short_tail_left_by_a_stopped_writer_is_written_back_when_it_is_quiet() {
     engine.close();
 }
 
+/// The head of a file whose tail is still fragmented goes back in the
+/// background (one long stretch), behind a clean record of that range
+/// only: the tail stays buffered, and a restart replays the tail alone.
+#[test]
+fn the_head_of_a_file_goes_back_while_its_tail_is_fragmented() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let config = EngineConfig {
+        write_back_idle: Some(std::time::Duration::from_millis(20)),
+        // A run is 4 slots: the head is 8 runs, the tail 1 slot per stretch.
+        flush_run_max_bytes: 4 * SLOT,
+        ..config()
+    };
+    let engine = Engine::open(
+        Arc::clone(&fast),
+        Arc::clone(&capacity),
+        Arc::new(SystemClock::new()),
+        config.clone(),
+    )
+    .unwrap();
+    let path = RelPath::new("f").unwrap();
+    let id = engine.create(&path).unwrap();
+    let head = SLOTS / 2;
+    let tail: Vec<u64> = (head + 8..SLOTS).step_by(4).collect();
+    for slot in (0..head).chain(tail.iter().copied()) {
+        engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
+    }
+    let start = std::time::Instant::now();
+    while engine.stats().written_back_bytes < head * SLOT
+        && start.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // A little longer: no pass takes the tail.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let tail_bytes = tail.len() as u64 * SLOT;
+    assert_eq!(engine.stats().written_back_bytes, head * SLOT, "the head");
+    assert_eq!(engine.buffered_bytes(), tail_bytes, "the tail stays");
+    let file = capacity.open(&path, OpenOptions::default()).unwrap();
+    for slot in 0..head {
+        let mut buf = vec![0u8; SLOT as usize];
+        file.read_at(&mut buf, slot * SLOT).unwrap();
+        assert!(buf == fill(slot, 1), "slot {slot} on the capacity tier");
+    }
+    engine.release(id);
+    engine.close();
+    let engine = Engine::open(fast, capacity, Arc::new(SystemClock::new()), config).unwrap();
+    assert_eq!(
+        engine.buffered_bytes(),
+        tail_bytes,
+        "the clean record covers the head only"
+    );
+    let id = engine.open_file(&path).unwrap();
+    for slot in (0..head).chain(tail.iter().copied()) {
+        assert!(
+            engine.read(id, slot * SLOT, SLOT).unwrap() == fill(slot, 1),
+            "slot {slot} after the restart"
+        );
+    }
+    engine.release(id);
+}
+
 /// A file still being written at random offsets is not written back in
 /// the background: its bytes lie in short stretches, which would reach the
 /// disk as seeks. Once its gaps are filled it is one stretch, and goes.
@@ -251,16 +313,64 @@ fn a_fragmented_file_waits_for_its_gaps_before_the_background_write_back() {
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(engine.stats().written_back_bytes, 0, "fragments wait");
-    for slot in (1..SLOTS).step_by(2) {
-        engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
-    }
+    // One write over the whole file fills every gap at once (slot by slot,
+    // a pass could take a head the gaps left behind first).
+    let whole: Vec<u8> = (0..SLOTS).flat_map(|slot| fill(slot, 1)).collect();
+    engine.write(id, 0, &whole).unwrap();
     let start = std::time::Instant::now();
     while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(2) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert_eq!(
-        engine.stats().written_back_bytes,
-        SLOTS * SLOT,
-        "one stretch goes"
+    // The write's records land one by one, so a pass may take a head of
+    // them first and a slot twice.
+    assert_eq!(engine.buffered_bytes(), 0, "one stretch goes");
+    assert!(engine.stats().written_back_bytes >= SLOTS * SLOT);
+}
+
+/// The background write-back runs on the flusher's thread: its clean
+/// record must not wait for log room, which only the flusher makes. With
+/// a tiny log that a writer keeps full, it once did, and every writer
+/// stopped until the 60 s limit failed them with ENOSPC (fsx's tiny-wait
+/// case through the mount).
+#[test]
+fn the_background_write_back_never_waits_for_room_only_the_flusher_makes() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = Arc::new(
+        Engine::open(
+            fast,
+            capacity,
+            Arc::new(SystemClock::new()),
+            EngineConfig {
+                write_back_idle: Some(std::time::Duration::from_millis(1)),
+                regions: 2,
+                region_bytes: 64 * 1024,
+                record_max_bytes: 8 * 1024,
+                flush_run_max_bytes: 16 * 1024,
+                when_full: sluice_policy::pipeline::WhenFull::Wait,
+                ..config()
+            },
+        )
+        .unwrap(),
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = Arc::clone(&engine);
+    std::thread::spawn(move || {
+        let id = writer.create(&RelPath::new("f").unwrap()).unwrap();
+        // 8 MiB through a 128 KiB log, 4 KiB at a time, over and over one
+        // 256 KiB stretch: regions fill while passes take the stretch.
+        for i in 0..2048u64 {
+            let slot = i % 64;
+            writer.write(id, slot * 4096, &vec![i as u8; 4096]).unwrap();
+        }
+        writer.fsync(id).unwrap();
+        writer.release(id);
+        done.send(()).unwrap();
+    });
+    assert!(
+        finished
+            .recv_timeout(std::time::Duration::from_secs(50))
+            .is_ok(),
+        "the writer stopped: the flusher waits for itself"
     );
 }

@@ -16,7 +16,8 @@ fn one_of_each_kind() -> Vec<RecordHeader> {
         RecordHeader::path(FileId(42), &path, 9).unwrap(),
         RecordHeader::truncate(FileId(42), 12345, 10),
         RecordHeader::unlink(FileId(42), 11),
-        RecordHeader::clean(FileId(42), 11, 12),
+        RecordHeader::clean(FileId(42), 11, 0..u64::MAX, 12).0,
+        RecordHeader::clean(FileId(42), 11, 4096..1 << 20, 13).0,
         RecordHeader::commit(u64::MAX),
     ]
 }
@@ -185,6 +186,22 @@ fn decode_names_what_is_wrong() {
         RecordHeader::decode(&reseal(bad)),
         Err(RecordError::Malformed { .. })
     ));
+    // A clean record's payload is empty (format 3) or a byte range.
+    let mut bad = RecordHeader::clean(FileId(1), 1, 0..8, 2).0.encode();
+    bad[24..28].copy_from_slice(&8u32.to_le_bytes());
+    assert!(matches!(
+        RecordHeader::decode(&reseal(bad)),
+        Err(RecordError::Malformed { .. })
+    ));
+    let (clean, payload) = RecordHeader::clean(FileId(1), 1, 4096..8192, 2);
+    assert_eq!(RecordHeader::clean_range(&payload), Some(4096..8192));
+    assert!(clean.payload_matches(&payload));
+    assert_eq!(RecordHeader::clean_range(&[]), Some(0..u64::MAX));
+    assert_eq!(RecordHeader::clean_range(&[0; 8]), None);
+    let mut reversed = [0u8; 16];
+    reversed[..8].copy_from_slice(&9u64.to_le_bytes());
+    reversed[8..].copy_from_slice(&9u64.to_le_bytes());
+    assert_eq!(RecordHeader::clean_range(&reversed), None, "empty range");
     let mut bad = RecordHeader::unlink(FileId(1), 1).encode();
     bad[28] = 1; // an empty payload with a checksum
     assert!(matches!(
@@ -223,7 +240,7 @@ fn region_header_round_trips_and_rejects_damage() {
     };
     let good = header.encode();
     assert_eq!(&good[0..4], b"SLRG");
-    assert_eq!(&good[4..6], &3u16.to_le_bytes());
+    assert_eq!(&good[4..6], &4u16.to_le_bytes());
     assert_eq!(&good[8..12], &3u32.to_le_bytes());
     assert_eq!(&good[12..20], &(1u64 << 40).to_le_bytes());
     assert_eq!(&good[20..28], &(1u64 << 30).to_le_bytes());
@@ -243,14 +260,15 @@ fn region_header_round_trips_and_rejects_damage() {
         Err(RegionHeaderError::BadMagic(_))
     ));
     let mut bad = good;
-    bad[4] = 4;
+    bad[4] = 5;
     assert_eq!(
         RegionHeader::decode(&bad),
-        Err(RegionHeaderError::UnsupportedVersion(4))
+        Err(RegionHeaderError::UnsupportedVersion(5))
     );
-    // Version 1 (path records without a capacity inode) and version 2 (no
-    // clean records) are still read.
-    for version in [1, 2] {
+    // Version 1 (path records without a capacity inode), version 2 (no
+    // clean records) and version 3 (clean records without a range) are
+    // still read.
+    for version in [1, 2, 3] {
         let mut old = good;
         old[4] = version;
         let crc = crc32c::crc32c(&old[..60]);

@@ -72,7 +72,8 @@ pub struct SluiceFs {
     ttl: Duration,
     counters: Arc<OpCounters>,
     max_write: u32,
-    /// Open files with `FOPEN_DIRECT_IO`: no kernel page-cache copy.
+    /// Open files with `FOPEN_DIRECT_IO` (no kernel page-cache copy) and
+    /// `FOPEN_PARALLEL_DIRECT_WRITES`.
     open_flags: FopenFlags,
     passthrough: Passthrough<BackingId>,
 }
@@ -149,8 +150,11 @@ impl SluiceFs {
             ttl: attr_timeout,
             counters,
             max_write,
+            // Writes of one file come here at once (the kernel takes the
+            // file's lock shared, except for writes past its end): the
+            // engine orders them (its `Engine::write`).
             open_flags: if direct_io {
-                FopenFlags::FOPEN_DIRECT_IO
+                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
             } else {
                 FopenFlags::empty()
             },

@@ -28,6 +28,11 @@
 //! that must reach the log for other reasons (truncate, unlink, a rename's
 //! path) wait the same way ([`WriteBuffer::place_required`]).
 //!
+//! Bytes still being written to the log (reserved, not yet indexed) are
+//! not in the index yet, but will be: a caller that lets writes of one
+//! file run at once says so (`in_flight` of [`WriteBuffer::place_write`]),
+//! and the write is treated as over buffered bytes, whatever it overlaps.
+//!
 //! # Descriptions
 //! Regions are self-describing: before the first record of a file in a
 //! region, the log holds a description of the file (the engine's path
@@ -256,7 +261,9 @@ impl WriteBuffer {
     /// `tier`, taking `record_len` bytes of log (header included) plus
     /// `describe_len` if the region must describe the file first.
     /// `waiting_since` is the time of the first attempt (`now` then).
-    /// Applies the overlap rule (module docs).
+    /// `in_flight`: older records of the file are still being written, so
+    /// its index does not yet show every buffered byte. Applies the overlap
+    /// rule (module docs).
     #[allow(clippy::too_many_arguments)]
     pub fn place_write(
         &mut self,
@@ -268,8 +275,9 @@ impl WriteBuffer {
         describe_len: u64,
         tier: Tier,
         waiting_since: Time,
+        in_flight: bool,
     ) -> Placement {
-        let overlaps = self.index.covered_bytes(file, offset, len) > 0;
+        let overlaps = in_flight || self.index.covered_bytes(file, offset, len) > 0;
         if tier == Tier::Capacity && !overlaps {
             self.count_capacity(now, len, false);
             return Placement::Capacity;
@@ -438,11 +446,12 @@ impl WriteBuffer {
         self.next_seq
     }
 
-    /// `file`'s bytes written before sequence number `bound` are on the
-    /// capacity tier (its clean record placed and written): they leave the
-    /// index; newer bytes stay. Returns the bytes dropped.
-    pub fn clean(&mut self, file: FileId, bound: u64) -> u64 {
-        self.index.clean(file, bound)
+    /// `file`'s bytes in `range` written before sequence number `bound`
+    /// are on the capacity tier (its clean record placed and written): they
+    /// leave the index; newer bytes, and bytes outside the range, stay.
+    /// Returns the bytes dropped.
+    pub fn clean(&mut self, file: FileId, bound: u64, range: core::ops::Range<u64>) -> u64 {
+        self.index.clean(file, bound, range)
     }
 
     /// Whether `file` has buffered bytes.
@@ -465,33 +474,33 @@ impl WriteBuffer {
         self.gate.capacity_idle(now, idle)
     }
 
-    /// The file with the most buffered bytes among the candidates
-    /// `candidate` accepts (`Some(quiet)`; `None` skips the file) whose
-    /// bytes lie in stretches of at least `min_run` bytes on average (and
-    /// hold at least one): written back now, they would reach the disk in
-    /// large writes, not as the seeks a file still being written at random
-    /// offsets would cost. A `quiet` file (no write for a while) whose
-    /// bytes are one stretch goes whatever its length: one seek, and the
-    /// tail a sequential writer left behind when it stopped.
-    pub fn most_buffered_file(
+    /// The longest stretch of buffered bytes (see
+    /// [`FileExtents::stretches`](crate::extent_index::FileExtents::stretches))
+    /// of a file `candidate` accepts (`Some(quiet)`; `None` skips it) that
+    /// is at least `min_run` bytes long: written back now, it reaches the
+    /// disk in large writes, not as the seeks the short stretches of a file
+    /// still being written at random offsets would cost (they wait, for
+    /// their gaps or the close). The head of a file still being written
+    /// goes while its tail grows. A `quiet` file (no write for a while)
+    /// whose bytes are one stretch goes whatever its length: one seek, and
+    /// the tail a sequential writer left behind when it stopped.
+    pub fn longest_stretch(
         &self,
         min_run: u64,
         candidate: impl Fn(FileId) -> Option<bool>,
-    ) -> Option<FileId> {
+    ) -> Option<(FileId, core::ops::Range<u64>)> {
         self.index
             .files()
             .filter_map(|(file, extents)| {
-                let runs = extents.contiguous_runs().max(1);
-                let bytes = extents.buffered_bytes();
-                let long = bytes >= min_run && bytes / runs >= min_run;
-                if !long && runs > 1 {
+                let longest = extents.stretches().max_by_key(|r| r.end - r.start)?;
+                let long = longest.end - longest.start >= min_run;
+                if !long && extents.contiguous_runs() > 1 {
                     return None;
                 }
                 let quiet = candidate(file)?;
-                (long || quiet).then_some((file, bytes))
+                (long || quiet).then_some((file, longest))
             })
-            .max_by_key(|&(_, bytes)| bytes)
-            .map(|(file, _)| file)
+            .max_by_key(|(_, r)| r.end - r.start)
     }
 
     /// Files with buffered bytes.

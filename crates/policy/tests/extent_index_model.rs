@@ -41,10 +41,12 @@ enum Op {
         new_size: u64,
     },
     RemoveRegion(u32),
-    /// A clean record: drop the file's bytes with a seq below `bound`.
+    /// A clean record: drop the file's bytes with a seq below `bound`, in
+    /// the whole file or in one of its stretches.
     Clean {
         file: usize,
         bound: u64,
+        stretch: Option<usize>,
     },
     RemoveFile(usize),
     Rename {
@@ -78,7 +80,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(file, offset, len)| Op::Invalidate { file, offset, len }),
         1 => (file.clone(), 0..=SIZE).prop_map(|(file, new_size)| Op::Truncate { file, new_size }),
         1 => (0..REGIONS).prop_map(Op::RemoveRegion),
-        1 => (file.clone(), 0u64..64).prop_map(|(file, bound)| Op::Clean { file, bound }),
+        1 => (file.clone(), 0u64..64, proptest::option::of(0usize..8))
+            .prop_map(|(file, bound, stretch)| Op::Clean { file, bound, stretch }),
         1 => file.clone().prop_map(Op::RemoveFile),
         1 => (file.clone(), file.clone()).prop_map(|(from, to)| Op::Rename { from, to }),
         2 => (file, 0..SIZE, prop_oneof![0u64..=SIZE, Just(u64::MAX)])
@@ -293,15 +296,30 @@ fn run(ops: Vec<Op>, increasing_seq: bool, flush_max: u64, flush_region: u32) {
                 }
                 assert_eq!(index.remove_region(RegionId(region)), expected);
             }
-            Op::Clean { file, bound } => {
+            Op::Clean {
+                file,
+                bound,
+                stretch,
+            } => {
+                // The whole file, or one of its stretches (what a
+                // background write-back cleans).
+                let stretches: Vec<_> = index
+                    .file(&fid(file))
+                    .map(|f| f.stretches().collect())
+                    .unwrap_or_default();
+                let range = match stretch {
+                    Some(k) if !stretches.is_empty() => stretches[k % stretches.len()].clone(),
+                    _ => 0..u64::MAX,
+                };
                 let mut expected = 0;
-                for byte in model[file].iter_mut() {
+                let end = range.end.min(SIZE) as usize;
+                for byte in model[file][range.start as usize..end].iter_mut() {
                     if byte.is_some_and(|(seq, _, _)| seq < bound) {
                         *byte = None;
                         expected += 1;
                     }
                 }
-                assert_eq!(index.clean(fid(file), bound), expected);
+                assert_eq!(index.clean(fid(file), bound, range), expected);
             }
             Op::RemoveFile(file) => {
                 let expected = clear(&mut model[file], 0, u64::MAX);

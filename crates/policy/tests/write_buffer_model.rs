@@ -207,7 +207,17 @@ impl Harness {
         let id = self.names[name];
         let len = data.len() as u64;
         let placement = self.place(|b, now, since| {
-            b.place_write(now, id, offset, len, HEADER + len, DESCRIBE, tier, since)
+            b.place_write(
+                now,
+                id,
+                offset,
+                len,
+                HEADER + len,
+                DESCRIBE,
+                tier,
+                since,
+                false,
+            )
         });
         match placement {
             Placement::Log(r) => {
@@ -461,9 +471,17 @@ fn a_flush_set_merges_runs_across_regions() {
         for i in 0..(REGION_BYTES / block / 4) {
             let offset = (2 * i + pass) * block;
             let now = h.now;
-            let placed =
-                h.buffer
-                    .place_write(now, id, offset, block, block + 64, 0, Tier::Fast, now);
+            let placed = h.buffer.place_write(
+                now,
+                id,
+                offset,
+                block,
+                block + 64,
+                0,
+                Tier::Fast,
+                now,
+                false,
+            );
             let Placement::Log(reservation) = placed else {
                 panic!("{placed:?}");
             };
@@ -515,7 +533,7 @@ fn a_region_older_than_the_flush_age_is_closed_and_flushed() {
         };
         let mut buffer = WriteBuffer::new(config).unwrap();
         let t0 = Time::from_millis(1000);
-        let placed = buffer.place_write(t0, FileId(1), 0, 100, 164, 0, Tier::Fast, t0);
+        let placed = buffer.place_write(t0, FileId(1), 0, 100, 164, 0, Tier::Fast, t0, false);
         assert!(matches!(placed, Placement::Log(_)));
         let early = buffer.poll_flush(t0.saturating_add(Duration::from_secs(29)));
         let late = buffer.poll_flush(t0.saturating_add(Duration::from_secs(31)));
@@ -560,12 +578,22 @@ fn the_oldest_unflushed_write_is_the_oldest_non_empty_regions_first_write() {
     let t2 = Time::from_millis(3000);
     // Fills region 0 exactly (it closes), then a later write opens region 1.
     let whole = REGION_BYTES - HEADER;
-    let placed = buffer.place_write(t0, FileId(1), 0, whole, REGION_BYTES, 0, Tier::Fast, t0);
+    let placed = buffer.place_write(
+        t0,
+        FileId(1),
+        0,
+        whole,
+        REGION_BYTES,
+        0,
+        Tier::Fast,
+        t0,
+        false,
+    );
     assert!(matches!(placed, Placement::Log(_)), "{placed:?}");
-    let placed = buffer.place_write(t1, FileId(2), 0, 100, 164, 0, Tier::Fast, t1);
+    let placed = buffer.place_write(t1, FileId(2), 0, 100, 164, 0, Tier::Fast, t1, false);
     assert!(matches!(placed, Placement::Log(_)), "{placed:?}");
     // A later write into the same region does not make it younger.
-    buffer.place_write(t2, FileId(2), 100, 100, 164, 0, Tier::Fast, t2);
+    buffer.place_write(t2, FileId(2), 100, 100, 164, 0, Tier::Fast, t2, false);
     assert_eq!(buffer.oldest_unflushed_write(), Some(t0));
     let full = buffer.full_regions();
     assert_eq!(full.len(), 1);

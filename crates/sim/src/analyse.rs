@@ -366,6 +366,8 @@ impl PolicyRun {
             0,
             routing.tier,
             now,
+            // Pieces are placed one after another: none is in flight.
+            false,
         );
         match placement {
             Placement::Log(r) => {

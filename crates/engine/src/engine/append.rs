@@ -34,7 +34,8 @@ pub(super) fn append_data<'a>(
             payload_crc: 0,
             seq: 0,
         };
-        let (s, appended) = reserve_and_append(shared, state, header, part, Some(file), Some(tier));
+        let (s, appended) =
+            reserve_and_append(shared, state, header, part, Some(file), Some(tier), true);
         state = s;
         match appended {
             Ok(Some((location, seq))) => {
@@ -112,7 +113,20 @@ pub(super) fn append_required<'a>(
     payload: &[u8],
     file: Option<FileId>,
 ) -> (MutexGuard<'a, State>, io::Result<u64>) {
-    let (state, result) = reserve_and_append(shared, state, header, payload, file, None);
+    let (state, result) = reserve_and_append(shared, state, header, payload, file, None, true);
+    (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
+}
+
+/// [`append_required`], but only if the log has room now: `WouldBlock`
+/// instead of waiting. For the flusher's own records, which must not wait
+/// for the room only the flusher makes.
+pub(super) fn append_if_room<'a>(
+    shared: &'a Shared,
+    state: MutexGuard<'a, State>,
+    header: RecordHeader,
+    payload: &[u8],
+) -> (MutexGuard<'a, State>, io::Result<u64>) {
+    let (state, result) = reserve_and_append(shared, state, header, payload, None, None, false);
     (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
 }
 
@@ -120,7 +134,8 @@ pub(super) fn append_required<'a>(
 /// preceded by a path record of `file` when the region does not describe
 /// it yet. A data record (`tier` given: the route of its write) may be
 /// placed on the capacity tier instead: then `None` is returned and nothing
-/// was appended. Any other record must reach the log and waits for room.
+/// was appended. Any other record must reach the log and waits for room
+/// (unless `!wait`: then it fails with `WouldBlock` at once).
 /// Returns the payload's location and the record's sequence number.
 pub(super) fn reserve_and_append<'a>(
     shared: &'a Shared,
@@ -129,6 +144,7 @@ pub(super) fn reserve_and_append<'a>(
     payload: &[u8],
     file: Option<FileId>,
     tier: Option<Tier>,
+    wait: bool,
 ) -> (
     MutexGuard<'a, State>,
     io::Result<Option<(LogLocation, u64)>>,
@@ -138,12 +154,33 @@ pub(super) fn reserve_and_append<'a>(
     loop {
         // Looked up at every try: a rename while this record waited for
         // room changes the name its path record must carry.
-        let (path_len, nameless) = match file {
+        // `in_flight`: records of the file other writers are still writing
+        // (writes of one file run at once, `Engine::write`): not indexed
+        // yet, so the write buffer treats them as overlapping.
+        // A caller waits for the file's records in flight to land
+        // (`quiescing`): a new one waits for it.
+        let quiescing = file
+            .and_then(|id| state.files.get(&id))
+            .is_some_and(|open| open.quiescing > 0);
+        if quiescing && header.kind == RecordKind::Data {
+            state = shared
+                .changed
+                .wait_timeout(state, Duration::from_millis(10))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            continue;
+        }
+        let (path_len, nameless, in_flight) = match file {
             Some(id) => match state.files.get(&id) {
-                Some(open) => (record_len(open.path.as_str().len() as u32), open.unlinked),
+                Some(open) => (
+                    record_len(open.path.as_str().len() as u32),
+                    open.unlinked,
+                    // A name-less file indexes nothing (append_data).
+                    !open.appending.is_empty() && !open.unlinked,
+                ),
                 None => return (state, Err(unknown(id))),
             },
-            None => (0, false),
+            None => (0, false, false),
         };
         let now = shared.clock.now();
         // The same instant as `now` on the first try: the pipeline counts
@@ -172,6 +209,7 @@ pub(super) fn reserve_and_append<'a>(
                 path_len,
                 tier,
                 first_attempt,
+                in_flight,
             ),
             _ => state
                 .buffer
@@ -218,7 +256,7 @@ pub(super) fn reserve_and_append<'a>(
                     log_region.in_flight += 1;
                     let region_file = Arc::clone(&log_region.file);
                     if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
-                        open.appending += 1;
+                        open.appending.insert(header.seq);
                     }
                     drop(state);
                     header.payload_crc = crc32c::crc32c(payload);
@@ -228,8 +266,8 @@ pub(super) fn reserve_and_append<'a>(
                     log_region.in_flight -= 1;
                     let idle = log_region.in_flight == 0;
                     if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
-                        open.appending -= 1;
-                        if open.appending == 0 {
+                        open.appending.remove(&header.seq);
+                        if open.appending.is_empty() {
                             open.truncations.clear();
                         }
                     }
@@ -278,6 +316,10 @@ pub(super) fn reserve_and_append<'a>(
                 return (state, Ok(Some((location, header.seq))));
             }
             Placement::Capacity => return (state, Ok(None)),
+            Placement::Wait { .. } if !wait => {
+                let e = io::Error::new(io::ErrorKind::WouldBlock, "no room in the log now");
+                return (state, Err(e));
+            }
             Placement::Wait { retry_at_latest } => {
                 if now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
                     // Only records that must reach the log wait this long;

@@ -18,7 +18,10 @@ use super::*;
 fn logical_size(state: &State, id: FileId, known: u64, capacity_len: u64) -> u64 {
     let buffered_end = state.buffer.buffered_end(id);
     let size = capacity_len.max(buffered_end);
-    let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
+    let appending = state
+        .files
+        .get(&id)
+        .is_some_and(|o| !o.appending.is_empty());
     if appending {
         size.max(known)
     } else {

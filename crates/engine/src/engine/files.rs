@@ -67,14 +67,15 @@ pub(super) fn attach(
             handle,
             unlinked: false,
             written: None,
-            io: Arc::new(Mutex::new(())),
+            io: Arc::new(RwLock::new(())),
             sync_lock: Arc::new(Mutex::new(())),
             size,
             busy: 0,
             syncing: false,
             created_unsynced,
             opens: 0,
-            appending: 0,
+            appending: BTreeSet::new(),
+            quiescing: 0,
             truncations: Vec::new(),
             capacity_unsynced: false,
             kernel_writes: false,
@@ -166,7 +167,7 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
     let unused = state
         .files
         .get(&id)
-        .is_some_and(|o| o.opens == 0 && o.busy == 0 && o.appending == 0)
+        .is_some_and(|o| o.opens == 0 && o.busy == 0 && o.appending.is_empty())
         && !state.buffer.has_buffered(id);
     if unused {
         if let Some(open) = remove_file_entry(state, id) {
@@ -227,7 +228,10 @@ pub(super) fn drop_name<'a>(
     }
     // A record of the file still being written needs the unlink record
     // too, or recovery would bring the file back with it.
-    let appending = state.files.get(&id).is_some_and(|o| o.appending > 0);
+    let appending = state
+        .files
+        .get(&id)
+        .is_some_and(|o| !o.appending.is_empty());
     if state.buffer.has_buffered(id) || appending {
         let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
         state = wait_appends(shared, s);
@@ -268,7 +272,16 @@ fn flush_file<'a>(
     mut state: MutexGuard<'a, State>,
     id: FileId,
 ) -> (MutexGuard<'a, State>, io::Result<()>) {
-    state = wait_appended(shared, state, id);
+    // Every record in flight, not only those older than now: the caller
+    // goes on under this hold of the lock, and no new one starts meanwhile.
+    if let Some(open) = state.files.get_mut(&id) {
+        open.quiescing += 1;
+    }
+    state = wait_appended(shared, state, id, u64::MAX);
+    if let Some(open) = state.files.get_mut(&id) {
+        open.quiescing -= 1;
+    }
+    shared.changed.notify_all();
     let Some(open) = state.files.get(&id) else {
         return (state, Ok(()));
     };
@@ -293,14 +306,21 @@ fn flush_file<'a>(
     (state, result)
 }
 
-/// Wait until no data record of `id` is being written outside the lock, so
-/// none is indexed after the caller's lookup.
+/// Wait until no data record of `id` older than sequence number `before`
+/// is being written outside the lock, so none of them is indexed after
+/// the caller's lookup. Newer ones may be (writers of the file go on).
 pub(super) fn wait_appended<'a>(
     shared: &'a Shared,
     mut state: MutexGuard<'a, State>,
     id: FileId,
+    before: u64,
 ) -> MutexGuard<'a, State> {
-    while state.files.get(&id).is_some_and(|o| o.appending > 0) {
+    while state
+        .files
+        .get(&id)
+        .and_then(|o| o.appending.first())
+        .is_some_and(|&seq| seq < before)
+    {
         state = shared
             .changed
             .wait_timeout(state, Duration::from_millis(10))
@@ -312,7 +332,7 @@ pub(super) fn wait_appended<'a>(
 
 /// `file`'s I/O lock ([`OpenFile::io`]), looked up under the engine lock
 /// and returned with it released: take it before the engine lock.
-pub(super) fn file_io(shared: &Shared, file: FileId) -> io::Result<Arc<Mutex<()>>> {
+pub(super) fn file_io(shared: &Shared, file: FileId) -> io::Result<Arc<RwLock<()>>> {
     lock(shared)
         .files
         .get(&file)
@@ -333,6 +353,11 @@ pub(super) fn file_sync_lock(shared: &Shared, file: FileId) -> io::Result<Arc<Mu
 /// done that the lock protects, so poisoning is ignored).
 pub(super) fn hold(io: &Mutex<()>) -> MutexGuard<'_, ()> {
     io.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A file's I/O lock ([`OpenFile::io`]) held by one writer alone.
+pub(super) fn hold_alone(io: &RwLock<()>) -> std::sync::RwLockWriteGuard<'_, ()> {
+    io.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether `a` and `b` name one regular file on the capacity tier (hard

@@ -39,11 +39,11 @@
 //! - a region is reset only after every capacity file it was flushed to has
 //!   been synced, and only when it is the oldest region holding records.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::num::NonZeroU64;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -167,8 +167,12 @@ struct OpenFile {
     unlinked: bool,
     /// Orders this file's writes and truncates, which do their tier I/O
     /// outside the engine lock: taken before that lock, never while holding
-    /// it. Writers of other files do not wait for it.
-    io: Arc<Mutex<()>>,
+    /// it. Writers of other files do not wait for it. Writes routed to the
+    /// log share it (their records are ordered by sequence number, and a
+    /// write among them placed on the capacity tier waits for room in the
+    /// log instead: `in_flight`, append.rs); a write routed to the
+    /// capacity tier and a truncate hold it alone.
+    io: Arc<RwLock<()>>,
     /// Orders this file's syncs ([`Engine::sync_file`]): two closes of one
     /// file share one write-back (the second finds what is left), and
     /// writers of the file do not wait for either.
@@ -192,8 +196,13 @@ struct OpenFile {
     /// `create`/`open_file` calls not yet matched by `release`. A released
     /// file is forgotten once nothing of it is buffered.
     opens: u32,
-    /// Data records of this file being written outside the lock.
-    appending: u32,
+    /// Sequence numbers of this file's data records being written outside
+    /// the lock (several at once: writers of one file share its I/O lock).
+    appending: BTreeSet<u64>,
+    /// Callers waiting for `appending` to empty ([`files::flush_file`]):
+    /// while nonzero, no new data record of the file is reserved, so the
+    /// wait ends however many writers the file has.
+    quiescing: u32,
     /// Truncations (sequence, size) made while records of the file were in
     /// flight: a record older than one is clipped to its size when it is
     /// indexed, as recovery's replay in sequence order would do.
@@ -497,7 +506,7 @@ impl Engine {
         }
         let state = lock(&self.shared);
         let open = state.files.get(&file)?;
-        let quiet = open.appending == 0 && open.busy == 0 && !open.syncing;
+        let quiet = open.appending.is_empty() && open.busy == 0 && !open.syncing;
         if !quiet || state.buffer.has_buffered(file) {
             return None;
         }
@@ -532,7 +541,6 @@ impl Engine {
         })?;
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
-        let _io = hold(&io);
         let mut state = lock(shared);
         let now = shared.clock.now();
         let routing = state.buffer.handle_write(
@@ -553,6 +561,16 @@ impl Engine {
                 shared.changed.notify_all();
             }
         }
+        // Routed (the classifier saw the request in arrival order), then
+        // placed in the file's order: writers of the file routed to the log
+        // go at once (one shared file, many ranks), a capacity write waits
+        // for them all.
+        drop(state);
+        let (_shared, _alone) = match routing.tier {
+            Tier::Fast => (Some(io.read().unwrap_or_else(|e| e.into_inner())), None),
+            Tier::Capacity => (None, Some(hold_alone(&io))),
+        };
+        let state = lock(shared);
         let (mut state, written) = append_data(shared, state, file, offset, data, routing.tier);
         written?;
         // An unlink while the bytes went to the capacity tier outside the
@@ -644,9 +662,12 @@ impl Engine {
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
-        let _io = hold(&io);
+        let _io = hold_alone(&io);
         let mut state = wait_not_busy(shared, lock(shared), file);
-        let appending = state.files.get(&file).is_some_and(|o| o.appending > 0);
+        let appending = state
+            .files
+            .get(&file)
+            .is_some_and(|o| !o.appending.is_empty());
         if state.buffer.has_buffered(file) || appending {
             let (s, appended) = append_required(
                 shared,
@@ -662,7 +683,7 @@ impl Engine {
             // when indexed; newer ones are not touched.
             state.buffer.truncate(file, size);
             if let Some(open) = state.files.get_mut(&file) {
-                if open.appending > 0 {
+                if !open.appending.is_empty() {
                     open.truncations.push((seq, size));
                 }
             }

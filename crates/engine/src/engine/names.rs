@@ -124,7 +124,7 @@ impl Engine {
             if open.unlinked || open.path != *old_path {
                 continue;
             }
-            if state.buffer.has_buffered(*id) || open.appending > 0 {
+            if state.buffer.has_buffered(*id) || !open.appending.is_empty() {
                 // The new path must be durable before the capacity rename,
                 // or a crash could flush buffered bytes to the old name.
                 let header = RecordHeader::path(*id, new_path, 0)

@@ -197,7 +197,9 @@ pub(super) fn open(
             }
             RecordKind::Clean => {
                 // Written back before this record: not replayed.
-                index.clean(h.file_id, h.offset);
+                if let Some(range) = rec.clean.clone() {
+                    index.clean(h.file_id, h.offset, range);
+                }
             }
             RecordKind::Commit => {}
         }

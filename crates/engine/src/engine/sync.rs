@@ -104,7 +104,7 @@ impl Engine {
     /// ([`OpenFile::sync_lock`]); the flusher's runs of the file wait for a
     /// sync, then look up what is left.
     pub fn sync_file(&self, id: FileId, always: bool) -> io::Result<u64> {
-        write_back_file(&self.shared, id, Pass::Sync { always })
+        write_back_file(&self.shared, id, Pass::Sync { always }, 0..u64::MAX)
     }
 }
 
@@ -122,13 +122,14 @@ enum Pass {
 /// The flusher's background write-back (close-to-open,
 /// `flush.write_back_idle`; docs/engine.md, "Write-back"): once no
 /// foreground write reached the capacity tier for `idle_for` and it is
-/// healthy, write back the file with the most buffered bytes that no
-/// sync, flush or other pass is writing, as a sync would, if its bytes lie
-/// in stretches of one run (`flush.run_max`) or more on average: a file
+/// healthy, write back the longest stretch of buffered bytes of a file
+/// that no sync, flush or other pass is writing, as a sync would, if it
+/// is one run (`flush.run_max`) or longer: the short stretches of a file
 /// still being written at random offsets would reach the disk as seeks,
-/// and waits for its close. A file not written for `idle_for` whose bytes
-/// are one stretch goes too, however short (the tail a writer left).
-/// Returns whether bytes were written.
+/// and wait for their gaps or the close, while the head of a file being
+/// written goes as its tail grows. A file not written for `idle_for`
+/// whose bytes are one stretch goes too, however short (the tail a writer
+/// left). Returns whether bytes were written.
 pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result<bool> {
     let state = lock(shared);
     if state.shutdown || !state.capacity_health.is_healthy() {
@@ -144,7 +145,7 @@ pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result
     let files = &state.files;
     let chosen = state
         .buffer
-        .most_buffered_file(shared.config.flush_run_max_bytes, |f| {
+        .longest_stretch(shared.config.flush_run_max_bytes, |f| {
             let o = files.get(&f)?;
             if o.syncing || o.busy > 0 || o.unlinked {
                 return None;
@@ -156,17 +157,23 @@ pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result
             )
         });
     drop(state);
-    let Some(id) = chosen else {
+    let Some((id, range)) = chosen else {
         return Ok(false);
     };
-    Ok(write_back_file(shared, id, Pass::Background)? > 0)
+    Ok(write_back_file(shared, id, Pass::Background, range)? > 0)
 }
 
-/// Write every byte of the open file `id` buffered now back to its
-/// capacity file, sync that, and drop those bytes from the index behind a
-/// clean record ([`Engine::sync_file`] says how). Returns the bytes
-/// written.
-fn write_back_file(shared: &Shared, id: FileId, pass: Pass) -> io::Result<u64> {
+/// Write every byte in `range` of the open file `id` buffered now back to
+/// its capacity file, sync that, and drop those bytes from the index
+/// behind a clean record ([`Engine::sync_file`] says how). Returns the
+/// bytes written.
+fn write_back_file(
+    shared: &Shared,
+    id: FileId,
+    pass: Pass,
+    range: std::ops::Range<u64>,
+) -> io::Result<u64> {
+    let started = Instant::now();
     let turn = file_sync_lock(shared, id)?;
     let _turn = match pass {
         Pass::Sync { .. } => hold(&turn),
@@ -189,10 +196,14 @@ fn write_back_file(shared: &Shared, id: FileId, pass: Pass) -> io::Result<u64> {
     // once they are dropped from the index, and win.
     let state = wait_not_busy(shared, state, id);
     // Every record reserved before the bound is indexed: what is in flight
-    // lands first (new ones get a sequence number past it).
-    let mut state = wait_appended(shared, state, id);
+    // lands first (new ones get a sequence number past it, and writers of
+    // the file go on meanwhile).
     let bound = state.buffer.next_seq();
-    let pieces: Vec<(u64, u64, LogLocation)> = state.buffer.buffered_pieces(id, 0, u64::MAX, None);
+    let mut state = wait_appended(shared, state, id, bound);
+    let pieces: Vec<(u64, u64, LogLocation)> =
+        state
+            .buffer
+            .buffered_pieces(id, range.start, range.end - range.start, None);
     let Some(open) = state.files.get_mut(&id) else {
         return Err(unknown(id));
     };
@@ -252,6 +263,8 @@ fn write_back_file(shared: &Shared, id: FileId, pass: Pass) -> io::Result<u64> {
         file = %what,
         background = pass == Pass::Background,
         written,
+        pieces = pieces.len(),
+        ms = started.elapsed().as_millis(),
         "written back"
     );
     let mut state = lock(shared);
@@ -260,7 +273,7 @@ fn write_back_file(shared: &Shared, id: FileId, pass: Pass) -> io::Result<u64> {
         Pass::Background => state.stats.written_back_bytes += written,
     }
     if !pieces.is_empty() {
-        state = clean(shared, state, id, bound, &what);
+        state = clean(shared, state, id, bound, range, pass, &what);
         // A flush of these same bytes looked up before they were dropped
         // lands before the caller goes on (a write of another node after
         // this returns must not be overwritten by it).
@@ -269,9 +282,10 @@ fn write_back_file(shared: &Shared, id: FileId, pass: Pass) -> io::Result<u64> {
     Ok(written)
 }
 
-/// Every byte of `id` buffered before sequence number `bound` is on the
-/// capacity tier, synced: say so durably (a clean record, the log synced),
-/// then drop those bytes from the index; newer bytes stay buffered. On a
+/// Every byte in `range` of `id` buffered before sequence number `bound` is
+/// on the capacity tier, synced: say so durably (a clean record, the log
+/// synced), then drop those bytes from the index; newer bytes, and bytes
+/// outside the range, stay buffered. On a
 /// failing fast tier (degrade.rs) the bytes stay indexed and a later flush
 /// writes the same bytes again: reported, not failed (the capacity tier
 /// holds them, which is what the caller asked for).
@@ -280,17 +294,31 @@ fn clean<'a>(
     state: MutexGuard<'a, State>,
     id: FileId,
     bound: u64,
+    range: std::ops::Range<u64>,
+    pass: Pass,
     what: &str,
 ) -> MutexGuard<'a, State> {
-    let (s, appended) =
-        append_required(shared, state, RecordHeader::clean(id, bound, 0), &[], None);
+    let (header, payload) = RecordHeader::clean(id, bound, range.clone(), 0);
+    // The flusher's own pass must not wait for room only the flusher makes
+    // (a full log would stop it for good): without room now, the bytes
+    // stay indexed, and a flush or sync writes them again later.
+    let (s, appended) = match pass {
+        Pass::Background => append_if_room(shared, state, header, &payload),
+        Pass::Sync { .. } => append_required(shared, state, header, &payload, None),
+    };
+    if appended
+        .as_ref()
+        .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+    {
+        return s;
+    }
     let mut state = wait_appends(shared, s);
     let cleaned = appended
         .and_then(|_| sync_log(shared, &mut state))
         .map_err(context(what));
     match cleaned {
         Ok(_) => {
-            if state.buffer.clean(id, bound) > 0 {
+            if state.buffer.clean(id, bound, range) > 0 {
                 state.left_log += 1;
             }
         }

@@ -15,13 +15,15 @@ use super::LogError;
 pub const REGION_MAGIC: [u8; 4] = *b"SLRG";
 /// The region format this code writes. It reads this one and the older
 /// ones: version 1, whose path records carry no capacity inode (their
-/// offset is 0), and version 2, which has no clean records. Each version
+/// offset is 0), version 2, which has no clean records, and version 3,
+/// whose clean records have no payload (they cover the whole file; from
+/// version 4 on a clean record's payload names the byte range). Each version
 /// exists so that a build that reads only the older ones refuses a region
 /// that may hold what it does not know (a path record's inode, a clean
 /// record), rather than taking it for corruption. Records are only ever
 /// appended to a region whose header this build wrote (recovery treats
 /// every region holding records as full, and resets it before reuse).
-pub const REGION_FORMAT_VERSION: u16 = 3;
+pub const REGION_FORMAT_VERSION: u16 = 4;
 
 /// Bytes covered by the region header checksum.
 const REGION_CRC_COVERS: usize = 60;

@@ -27,8 +27,10 @@
 //! constructors (magic, checksum, kind, zero reserved/padding bytes, and the
 //! per-kind field rules below); any single flipped bit is rejected.
 //! Per-kind rules: commit records have file id, offset and length 0;
-//! truncate, unlink and clean records have no payload (unlink also offset
-//! 0); path
+//! truncate and unlink records have no payload (unlink also offset 0);
+//! a clean record's payload is empty (format version 3: the whole file)
+//! or [`CLEAN_PAYLOAD_BYTES`], the byte range it covers (see
+//! [`RecordHeader::clean`]); path
 //! records have a payload of 1..=[`MAX_PATH_BYTES`] bytes, and their offset
 //! is the capacity file's inode number when it was written (0 when unknown;
 //! always 0 in format version 1, see `region.rs`); an
@@ -48,6 +50,10 @@ pub const RECORD_HEADER_BYTES: u64 = 48;
 pub const RECORD_ALIGN: u64 = 8;
 /// Longest path a path record may carry, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
+
+/// Bytes of a clean record's payload: the start and end (exclusive) of
+/// the byte range it covers, little endian.
+pub const CLEAN_PAYLOAD_BYTES: usize = 16;
 
 /// Magic of a record header; the scan resynchronises on it.
 pub const RECORD_MAGIC: [u8; 4] = *b"SLRC";
@@ -82,9 +88,10 @@ pub enum RecordKind {
     Unlink,
     /// The log was synced: every earlier record of this region is durable.
     Commit,
-    /// `file_id`'s data records with a sequence number below `offset` (the
-    /// bound) are on the capacity tier, written back and synced: replay
-    /// skips them (format version 3; docs/engine.md, "Write-back").
+    /// `file_id`'s bytes in the payload's byte range from data records with
+    /// a sequence number below `offset` (the bound) are on the capacity
+    /// tier, written back and synced: replay skips them (format version 3,
+    /// the whole file; version 4, a range; docs/engine.md, "Write-back").
     Clean,
 }
 
@@ -272,10 +279,42 @@ impl RecordHeader {
         RecordHeader::empty(RecordKind::Unlink, file, 0, seq)
     }
 
-    /// A clean record: `file`'s data records with a sequence number below
-    /// `bound` are on the capacity tier (written back and synced).
-    pub fn clean(file: FileId, bound: u64, seq: u64) -> RecordHeader {
-        RecordHeader::empty(RecordKind::Clean, file, bound, seq)
+    /// A clean record and its payload: `file`'s bytes in `range` from
+    /// data records with a sequence number below `bound` are on the
+    /// capacity tier (written back and synced).
+    pub fn clean(
+        file: FileId,
+        bound: u64,
+        range: std::ops::Range<u64>,
+        seq: u64,
+    ) -> (RecordHeader, [u8; CLEAN_PAYLOAD_BYTES]) {
+        let mut payload = [0u8; CLEAN_PAYLOAD_BYTES];
+        payload[..8].copy_from_slice(&range.start.to_le_bytes());
+        payload[8..].copy_from_slice(&range.end.to_le_bytes());
+        let header = RecordHeader {
+            kind: RecordKind::Clean,
+            file_id: file,
+            offset: bound,
+            len: CLEAN_PAYLOAD_BYTES as u32,
+            payload_crc: crc32c::crc32c(&payload),
+            seq,
+        };
+        (header, payload)
+    }
+
+    /// The byte range a clean record's `payload` covers; an empty payload
+    /// (format version 3) covers the whole file. `None` if the payload is
+    /// not one a clean record carries, or names an empty or reversed range.
+    pub fn clean_range(payload: &[u8]) -> Option<std::ops::Range<u64>> {
+        match payload.len() {
+            0 => Some(0..u64::MAX),
+            CLEAN_PAYLOAD_BYTES => {
+                let start = u64::from_le_bytes(payload[..8].try_into().ok()?);
+                let end = u64::from_le_bytes(payload[8..].try_into().ok()?);
+                (start < end).then_some(start..end)
+            }
+            _ => None,
+        }
     }
 
     /// A commit record: the region's earlier records are durable.
@@ -360,8 +399,9 @@ impl RecordHeader {
                 malformed("path length out of range")
             }
             RecordKind::Path => Ok(()),
-            RecordKind::Truncate | RecordKind::Clean if self.len != 0 => {
-                malformed("payload must be empty")
+            RecordKind::Truncate if self.len != 0 => malformed("payload must be empty"),
+            RecordKind::Clean if self.len != 0 && self.len as usize != CLEAN_PAYLOAD_BYTES => {
+                malformed("payload must be empty or a byte range")
             }
             RecordKind::Truncate | RecordKind::Clean => Ok(()),
             RecordKind::Unlink | RecordKind::Commit if self.len != 0 => {

@@ -75,6 +75,9 @@ pub struct ScannedRecord {
     pub payload_offset: u64,
     /// For path records: the path.
     pub path: Option<RelPath>,
+    /// For clean records: the byte range they cover (the whole file for a
+    /// format-3 clean record, which has no payload).
+    pub clean: Option<std::ops::Range<u64>>,
 }
 
 impl ScannedRecord {
@@ -118,6 +121,8 @@ pub enum CorruptReason {
     },
     /// A path record whose payload is not a valid relative path.
     BadPath,
+    /// A clean record whose payload is not a byte range.
+    BadCleanRange,
     /// The sequence number does not increase.
     SeqNotIncreasing {
         /// Sequence of the previous kept record.
@@ -144,6 +149,7 @@ impl fmt::Display for CorruptReason {
                  {actual:#010x})"
             ),
             CorruptReason::BadPath => f.write_str("path record with an invalid path"),
+            CorruptReason::BadCleanRange => f.write_str("clean record with an invalid byte range"),
             CorruptReason::SeqNotIncreasing { previous, seq } => write!(
                 f,
                 "sequence {seq} does not follow the previous record's {previous}"
@@ -345,22 +351,34 @@ impl Scanner<'_> {
                 pos = record_end;
                 continue;
             }
-            let path = if header.kind == RecordKind::Path {
-                match self.read_path(&header, payload_offset)? {
-                    Ok(path) => Some(path),
-                    Err(reason) => {
-                        self.fail(pos, record_len, reason);
-                        pos = record_end;
-                        continue;
-                    }
+            // Path and clean payloads are read (and checked) here, before
+            // the last commit too: recovery applies them.
+            let decoded = match header.kind {
+                RecordKind::Path => self
+                    .read_payload(&header, payload_offset, |p| {
+                        decode_path(p).ok_or(CorruptReason::BadPath)
+                    })?
+                    .map(|path| (Some(path), None)),
+                RecordKind::Clean => self
+                    .read_payload(&header, payload_offset, |p| {
+                        RecordHeader::clean_range(p).ok_or(CorruptReason::BadCleanRange)
+                    })?
+                    .map(|range| (None, Some(range))),
+                _ => Ok((None, None)),
+            };
+            let (path, clean) = match decoded {
+                Ok(decoded) => decoded,
+                Err(reason) => {
+                    self.fail(pos, record_len, reason);
+                    pos = record_end;
+                    continue;
                 }
-            } else {
-                None
             };
             self.records.push(ScannedRecord {
                 header,
                 payload_offset,
                 path,
+                clean,
             });
             previous_seq = Some(header.seq);
             average_record_bytes = average_record_bytes - average_record_bytes / 4 + record_len / 4;
@@ -415,12 +433,18 @@ impl Scanner<'_> {
 
     /// Read and check a path record's payload (bounded by
     /// [`super::MAX_PATH_BYTES`] by the header rules).
-    fn read_path(
+    /// Read a record's payload, check it against its checksum and decode
+    /// it.
+    fn read_payload<T>(
         &mut self,
         header: &RecordHeader,
         payload_offset: u64,
-    ) -> Result<Result<RelPath, CorruptReason>, IoAt> {
+        decode: impl FnOnce(&[u8]) -> Result<T, CorruptReason>,
+    ) -> Result<Result<T, CorruptReason>, IoAt> {
         let len = header.len as usize;
+        if len == 0 {
+            return Ok(decode(&[]));
+        }
         let window = self
             .reader
             .window(payload_offset, len, SCAN_CHUNK_BYTES)
@@ -439,7 +463,7 @@ impl Scanner<'_> {
                 actual,
             }));
         }
-        Ok(decode_path(payload).ok_or(CorruptReason::BadPath))
+        Ok(decode(payload))
     }
 
     /// Classify the failures around the last commit, verify the payloads
@@ -480,9 +504,11 @@ impl Scanner<'_> {
         let mut dropped = Vec::new();
         for index in verify_from..self.records.len() {
             let record = &self.records[index];
-            if record.header.kind == RecordKind::Path || record.header.len == 0 {
-                // Path payloads were checked in pass 1; empty payloads by
-                // the header rules.
+            if matches!(record.header.kind, RecordKind::Path | RecordKind::Clean)
+                || record.header.len == 0
+            {
+                // Path and clean payloads were checked in pass 1; empty
+                // payloads by the header rules.
                 continue;
             }
             let offset = record.record_offset();

@@ -46,15 +46,20 @@ impl FileExtents {
     /// count as one), in file order: how many separate writes, at the
     /// least, put these bytes on the capacity tier. O(n).
     pub fn contiguous_runs(&self) -> u64 {
-        let mut runs = 0;
-        let mut end = None;
-        for extent in self.extents() {
-            if end != Some(extent.file_offset) {
-                runs += 1;
+        self.stretches().count() as u64
+    }
+
+    /// The stretches themselves, `[start, end)` in file order. O(n).
+    pub fn stretches(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
+        let mut extents = self.extents().peekable();
+        core::iter::from_fn(move || {
+            let first = extents.next()?;
+            let mut end = first.end();
+            while let Some(next) = extents.next_if(|e| e.file_offset == end) {
+                end = next.end();
             }
-            end = Some(extent.end());
-        }
-        runs
+            Some(first.file_offset..end)
+        })
     }
 
     /// The stored extents in file order (an extent crossing a leaf boundary
@@ -207,30 +212,36 @@ impl FileExtents {
     /// Drops every extent stored in `region` (after the region was flushed
     /// or discarded); returns the number of bytes dropped. O(n).
     pub fn remove_region(&mut self, region: RegionId) -> u64 {
-        self.retain(|stored| stored.region != region)
+        self.retain(|_, stored| stored.region != region)
     }
 
-    /// Drops every extent whose sequence number is below `bound`: the bytes
-    /// of the records written before it, which a write-back put on the
-    /// capacity tier (a clean record); newer bytes stay. Returns the number
-    /// of bytes dropped. O(n).
-    pub fn clean(&mut self, bound: u64) -> u64 {
-        self.retain(|stored| stored.seq >= bound)
+    /// Drops every extent inside `range` whose sequence number is below
+    /// `bound`: the bytes of the records written before it, which a
+    /// write-back put on the capacity tier (a clean record); newer bytes,
+    /// and bytes outside the range, stay. An extent only partly inside
+    /// stays whole (a write-back covers whole stretches). Returns the
+    /// number of bytes dropped. O(n).
+    pub fn clean(&mut self, bound: u64, range: core::ops::Range<u64>) -> u64 {
+        self.retain(|offset, stored| {
+            stored.seq >= bound
+                || offset < range.start
+                || offset + u64::from(stored.len) > range.end
+        })
     }
 
     /// Keeps the extents `keep` holds for; returns the bytes dropped. O(n).
     ///
     /// Leaves left empty are removed, and a leaf is merged into its
     /// predecessor when both together hold at most `MERGE_LIMIT` entries.
-    fn retain(&mut self, keep: impl Fn(&Stored) -> bool) -> u64 {
+    fn retain(&mut self, keep: impl Fn(u64, &Stored) -> bool) -> u64 {
         let FileExtents { top, totals } = self;
         let before = totals.bytes;
         let mut merged = false;
         // The last leaf kept so far.
         let mut previous: Option<&mut Leaf> = None;
         for leaf in top.values_mut() {
-            leaf.entries.retain(|(_, stored)| {
-                let kept = keep(stored);
+            leaf.entries.retain(|(offset, stored)| {
+                let kept = keep(*offset, stored);
                 if !kept {
                     totals.sub(stored);
                 }

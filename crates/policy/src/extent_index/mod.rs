@@ -385,11 +385,12 @@ impl ExtentIndex {
         replaced
     }
 
-    /// Drops `file`'s extents written before sequence number `bound` (a
-    /// clean record: they are on the capacity tier); the file is forgotten
-    /// when nothing newer is left. Returns the bytes dropped.
-    pub fn clean(&mut self, file: FileId, bound: u64) -> u64 {
-        self.update(file, false, |extents| extents.clean(bound))
+    /// Drops `file`'s extents in `range` written before sequence number
+    /// `bound` (a clean record: they are on the capacity tier); the file is
+    /// forgotten when nothing is left. Returns the bytes dropped. See
+    /// [`FileExtents::clean`].
+    pub fn clean(&mut self, file: FileId, bound: u64, range: core::ops::Range<u64>) -> u64 {
+        self.update(file, false, |extents| extents.clean(bound, range))
             .unwrap_or(0)
     }
 

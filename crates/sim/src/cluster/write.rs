@@ -72,6 +72,8 @@ impl<'a> Sim<'a> {
             0,
             p.route,
             waiting_since,
+            // Pieces are placed one after another: none is in flight.
+            false,
         );
         match placement {
             Placement::Log(r) => {

@@ -86,7 +86,7 @@ def record(argv):
         return st["capacity_bytes"] + st.get("write_through_bytes", 0) + st.get("fast_fallback_bytes", 0)
 
     def from_log(st):  # moved from the log to the capacity tier
-        return st["flushed_bytes"] + st["synced_bytes"]
+        return st["flushed_bytes"] + st["synced_bytes"] + st.get("written_back_bytes", 0)
 
     row = dict(
         phase=a.phase,

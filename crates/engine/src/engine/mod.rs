@@ -71,6 +71,7 @@ mod append;
 mod attrs;
 mod config;
 mod degrade;
+mod fallocate;
 mod files;
 mod flush;
 mod health;

@@ -2,7 +2,7 @@
 //! process, fuse3's fusermount3): a data exerciser against an in-memory
 //! model, fio with --verify from several processes, kill -9 of the mount
 //! during fsync'd writes, unmount without drain and recovery, permissions
-//! with allow_other and a second uid, links/xattrs/fallocate, FUSE
+//! with allow_other and a second uid, links/xattrs, fallocate's modes, FUSE
 //! passthrough, status and the metrics endpoint (and that it exports what
 //! the Grafana dashboard queries).
 //!
@@ -691,17 +691,21 @@ fn links_xattrs_and_refusals_never_silently_wrong() {
         PathBuf::from("target")
     );
     fs::remove_file(m.path("hard")).unwrap();
+    // fallocate works (issue 37; the modes: fallocate_* below).
     let out = Command::new("fallocate")
         .args(["-l", "1M"])
         .arg(m.path("target"))
         .output()
         .unwrap();
-    assert!(!out.status.success(), "fallocate must be refused");
-    assert_eq!(
-        fs::read(m.path("target")).unwrap(),
-        b"hello",
-        "and change nothing"
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let data = fs::read(m.path("target")).unwrap();
+    assert_eq!(data.len(), 1 << 20, "allocated to 1 MiB");
+    assert_eq!(&data[..5], b"hello", "the bytes stay");
+    fs::write(m.path("target"), b"hello").unwrap();
     let out = Command::new("setfattr")
         .args(["-n", "user.color", "-v", "blue"])
         .arg(m.path("target"))
@@ -2944,4 +2948,117 @@ fn issue_21_second_ctrl_c_at_a_foreground_mount_keeps_the_rest_in_the_log() {
     assert!(fs::read(m.path("big")).unwrap() == data, "{}", m.log());
     m.unmount(false);
     assert!(fs::read(m.capacity().join("big")).unwrap() == data);
+}
+
+/// `fallocate(1)` on `path` with `args`; whether it worked, and its stderr.
+fn fallocate(path: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("fallocate")
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 37: every fallocate mode through a real mount, over bytes the
+/// log holds (policy fast-all) and through FUSE passthrough (capacity-only:
+/// the kernel reads and writes the capacity file itself). The file reads
+/// as a byte model after each step, and the capacity tier holds the same
+/// bytes after the unmount's drain. Collapse and insert: Linux's FUSE
+/// module answers them with EOPNOTSUPP itself, without asking the daemon
+/// (docs/fuse.md, "fallocate"); should a kernel pass them on, the model
+/// says what they must do. Also `chown(path, -1, -1)` sets the ctime, as
+/// on ext4.
+#[test]
+fn fallocate_modes_through_the_mount_land_on_the_capacity_tier() {
+    if !fuse_available() {
+        return;
+    }
+    const K: usize = 4096;
+    // node-local: a close leaves the bytes in the log (close-to-open
+    // would write them back at every close of fallocate(1)).
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(setup.path(), "[mount]\nconsistency = \"node-local\"\n");
+    for policy in ["fast-all", "capacity-only"] {
+        let mut m = Mounted::new(&["--policy", policy, "--config", &config]);
+        let f = m.path("f");
+        let mut model: Vec<u8> = (0..16 * K).map(|i| (i % 251) as u8 | 1).collect();
+        fs::write(&f, &model).unwrap();
+        let check = |model: &[u8], what: &str| {
+            let got = fs::read(&f).unwrap();
+            assert_eq!(got.len(), model.len(), "{policy}: {what}: size");
+            assert!(got == model, "{policy}: {what}: bytes differ");
+        };
+        if policy == "fast-all" {
+            let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+            let json = String::from_utf8_lossy(&status.stdout);
+            assert!(
+                json.contains("\"buffered_bytes\"") && !json.contains("\"buffered_bytes\":0"),
+                "{policy}: the bytes are in the log: {json}"
+            );
+        }
+        // Punch a hole (KEEP_SIZE implied) over written bytes.
+        let (ok, e) = fallocate(&f, &["-p", "-o", "4096", "-l", "8192"]);
+        assert!(ok, "{policy}: punch: {e}");
+        model[K..3 * K].fill(0);
+        check(&model, "punch");
+        // Zero a range, and one past the end without KEEP_SIZE.
+        let (ok, e) = fallocate(&f, &["-z", "-o", "20480", "-l", "4096"]);
+        assert!(ok, "{policy}: zero: {e}");
+        model[5 * K..6 * K].fill(0);
+        let (ok, e) = fallocate(&f, &["-z", "-o", "61440", "-l", "8192"]);
+        assert!(ok, "{policy}: zero past the end: {e}");
+        model[15 * K..].fill(0);
+        model.resize(17 * K, 0);
+        check(&model, "zero");
+        // Plain allocation past the end sets the size; KEEP_SIZE does not.
+        let (ok, e) = fallocate(&f, &["-l", "131072"]);
+        assert!(ok, "{policy}: allocate: {e}");
+        model.resize(32 * K, 0);
+        let (ok, e) = fallocate(&f, &["-n", "-l", "262144"]);
+        assert!(ok, "{policy}: allocate, keep size: {e}");
+        check(&model, "allocate");
+        // Bytes written over the zeros after all this are buffered again.
+        let mut file = OpenOptions::new().write(true).open(&f).unwrap();
+        file.write_all_at(&[9; K], 2 * K as u64).unwrap();
+        drop(file);
+        model[2 * K..3 * K].fill(9);
+        // Collapse and insert: refused by the kernel's FUSE module, or
+        // done right.
+        for (flag, what) in [("-c", "collapse"), ("-i", "insert")] {
+            let (ok, e) = fallocate(&f, &[flag, "-o", "4096", "-l", "4096"]);
+            if ok {
+                if flag == "-c" {
+                    model.drain(K..2 * K);
+                } else {
+                    model.splice(K..K, std::iter::repeat_n(0, K));
+                }
+            } else {
+                assert!(
+                    e.contains("Operation not supported"),
+                    "{policy}: {what}: {e}"
+                );
+            }
+            check(&model, what);
+        }
+        // chown(path, -1, -1): only the ctime changes (ext4 does this).
+        let before = fs::metadata(&f).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::os::unix::fs::chown(&f, None, None).unwrap();
+        let after = fs::metadata(&f).unwrap();
+        assert!(
+            (after.ctime(), after.ctime_nsec()) > (before.ctime(), before.ctime_nsec()),
+            "{policy}: chown -1 -1 set the ctime"
+        );
+        assert_eq!(after.mtime(), before.mtime(), "{policy}: and not the mtime");
+        m.unmount(false);
+        let on_capacity = fs::read(m.capacity().join("f")).unwrap();
+        assert!(
+            on_capacity == model,
+            "{policy}: the capacity tier after the drain differs"
+        );
+    }
 }

@@ -3022,7 +3022,7 @@ fn fallocate_modes_through_the_mount_land_on_the_capacity_tier() {
         assert!(ok, "{policy}: allocate, keep size: {e}");
         check(&model, "allocate");
         // Bytes written over the zeros after all this are buffered again.
-        let mut file = OpenOptions::new().write(true).open(&f).unwrap();
+        let file = OpenOptions::new().write(true).open(&f).unwrap();
         file.write_all_at(&[9; K], 2 * K as u64).unwrap();
         drop(file);
         model[2 * K..3 * K].fill(9);
@@ -3054,6 +3054,12 @@ fn fallocate_modes_through_the_mount_land_on_the_capacity_tier() {
             "{policy}: chown -1 -1 set the ctime"
         );
         assert_eq!(after.mtime(), before.mtime(), "{policy}: and not the mtime");
+        let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+        let json = String::from_utf8_lossy(&status.stdout);
+        assert!(
+            json.contains("\"fuse_fallocates\":") && !json.contains("\"fuse_fallocates\":0"),
+            "{policy}: the mount counts the fallocates it served: {json}"
+        );
         m.unmount(false);
         let on_capacity = fs::read(m.capacity().join("f")).unwrap();
         assert!(

@@ -49,6 +49,8 @@ pub struct OpCounters {
     pub write_bytes: AtomicU64,
     /// fsync requests.
     pub fsyncs: AtomicU64,
+    /// fallocate requests (every mode).
+    pub fallocates: AtomicU64,
     /// Requests answered with an error.
     pub errors: AtomicU64,
     /// Metadata requests (lookup, getattr, setattr, create, ...).
@@ -808,10 +810,11 @@ impl Filesystem for SluiceFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.counters.fallocates.fetch_add(1, Ordering::Relaxed);
         let result = self.volume.fallocate(fh.0, offset, length, mode);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.answer("fallocate", ino.0, None, &e)),
+            Err(e) => reply.error(self.fail("fallocate", ino.0, None, &e)),
         }
     }
 }

@@ -3028,8 +3028,26 @@ fn fallocate_modes_through_the_mount_land_on_the_capacity_tier() {
         model[2 * K..3 * K].fill(9);
         // Collapse and insert: refused by the kernel's FUSE module, or
         // done right.
+        let served = || {
+            let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+            let json = String::from_utf8_lossy(&status.stdout).into_owned();
+            let at = json.find("\"fuse_fallocates\":").expect("counted") + 18;
+            let digits: String = json[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse::<u64>().unwrap()
+        };
         for (flag, what) in [("-c", "collapse"), ("-i", "insert")] {
+            let before = served();
             let (ok, e) = fallocate(&f, &[flag, "-o", "4096", "-l", "4096"]);
+            if !ok {
+                assert_eq!(
+                    served(),
+                    before,
+                    "{policy}: {what}: refused before sluice saw it"
+                );
+            }
             if ok {
                 if flag == "-c" {
                     model.drain(K..2 * K);

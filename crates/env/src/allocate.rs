@@ -72,10 +72,11 @@ impl Allocate {
 
     /// The flags `fallocate(2)` takes for this mode.
     pub fn flags(self) -> i32 {
+        let keep = |keep_size| if keep_size { KEEP_SIZE } else { 0 };
         match self {
-            Allocate::Space { keep_size } => i32::from(keep_size) * KEEP_SIZE,
+            Allocate::Space { keep_size } => keep(keep_size),
             Allocate::PunchHole => PUNCH_HOLE | KEEP_SIZE,
-            Allocate::ZeroRange { keep_size } => ZERO_RANGE | i32::from(keep_size) * KEEP_SIZE,
+            Allocate::ZeroRange { keep_size } => ZERO_RANGE | keep(keep_size),
             Allocate::CollapseRange => COLLAPSE_RANGE,
             Allocate::InsertRange => INSERT_RANGE,
         }

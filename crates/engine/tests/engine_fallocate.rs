@@ -460,3 +460,43 @@ fn every_acknowledged_fallocate_survives_a_crash_at_every_sync_point_of_either_t
         }
     }
 }
+
+/// When the fast tier cannot take the write-back's clean record
+/// (degrade.rs), the written-back bytes stay indexed and a later flush
+/// would write them again: a punch over them must then fail and leave
+/// the capacity file unpunched, not punch under bytes that come back.
+#[test]
+fn a_punch_fails_and_changes_nothing_when_the_log_refuses_the_clean_record() {
+    use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
+    let path = RelPath::new("f").unwrap();
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let fast: Arc<dyn Backend> = faulty.clone();
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity).unwrap();
+    let id = engine.create(&path).unwrap();
+    engine.write(id, 0, &pattern(0)).unwrap();
+    engine.write(id, SLOT, &pattern(1)).unwrap();
+    engine.fsync(id).unwrap();
+    faulty.inject(FaultRule {
+        path_prefix: Some("log/".to_string()),
+        ..FaultRule::new(FaultOp::Write, 5)
+    });
+    let e = engine
+        .fallocate(id, Allocate::PunchHole, 0, SLOT)
+        .unwrap_err();
+    assert!(e.to_string().contains("could not be written back"), "{e}");
+    assert_eq!(engine.read(id, 0, SLOT).unwrap(), pattern(0), "not punched");
+    assert_eq!(
+        capacity_bytes(capacity.as_ref(), &path),
+        [pattern(0), pattern(1)].concat(),
+        "written back, not punched"
+    );
+    faulty.clear();
+    engine.release(id);
+    engine.drain().unwrap();
+    assert_eq!(
+        capacity_bytes(capacity.as_ref(), &path),
+        [pattern(0), pattern(1)].concat()
+    );
+    engine.close();
+}

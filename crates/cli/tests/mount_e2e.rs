@@ -2,7 +2,8 @@
 //! process, fuse3's fusermount3): a data exerciser against an in-memory
 //! model, fio with --verify from several processes, kill -9 of the mount
 //! during fsync'd writes, unmount without drain and recovery, permissions
-//! with allow_other and a second uid, links/xattrs, fallocate's modes, FUSE
+//! with allow_other and a second uid, links/xattrs, fallocate's modes (and
+//! an exerciser of them against a model), FUSE
 //! passthrough, status and the metrics endpoint (and that it exports what
 //! the Grafana dashboard queries).
 //!

@@ -47,10 +47,17 @@ impl Engine {
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
         let _io = hold(&io);
-        let (size, path) = {
+        // Re-read: the kernel writes a file opened by passthrough, and
+        // other nodes may have changed it.
+        let size = self.refresh_size(file)?;
+        let path = {
             let state = lock(shared);
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            (open.size, open.path.clone())
+            state
+                .files
+                .get(&file)
+                .ok_or_else(|| unknown(file))?
+                .path
+                .clone()
         };
         let what = format!("fallocate {path}");
         // The checks the kernel makes (an empty range, a collapse to the
@@ -82,22 +89,14 @@ impl Engine {
             "{what}: capacity tier {}",
             shared.capacity.describe()
         )))?;
-        let new_size = if mode.shifts() {
-            // Nothing of the file is buffered: its capacity file is all
-            // of it.
-            handle.len()?
-        } else {
-            mode.new_len(size, offset, len).unwrap_or(size)
-        };
+        // The logical size follows the capacity file's new length (and
+        // buffered bytes past it, which plain allocation leaves).
         let mut state = lock(shared);
         if let Some(open) = state.files.get_mut(&file) {
-            open.size = if mode.shifts() {
-                new_size
-            } else {
-                open.size.max(new_size)
-            };
             open.capacity_unsynced = true;
         }
+        drop(state);
+        self.refresh_size(file)?;
         Ok(())
     }
 }

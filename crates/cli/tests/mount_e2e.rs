@@ -3212,3 +3212,61 @@ fn fallocate_exerciser_through_the_mount_matches_a_model() {
         "the capacity tier after the drain"
     );
 }
+
+/// Issue 37 (a known limit made smaller): `F_GETLK` through the mount
+/// reports the pid of the process of this node that holds the lock, as
+/// on the capacity directory itself (sluice takes locks as OFD locks,
+/// which carry no pid, so it reported 0).
+#[test]
+fn f_getlk_reports_the_holders_pid() {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use nix::libc;
+    use std::io::BufRead;
+    use std::os::fd::AsFd;
+    if !fuse_available() {
+        return;
+    }
+    if Command::new("python3").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI: python3 is required");
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let mut m = Mounted::new(&[]);
+    let path = m.path("locked");
+    fs::write(&path, vec![1u8; 8192]).unwrap();
+    // Another process takes a write lock on bytes 100..200 and holds it.
+    let mut holder = Command::new("python3")
+        .args([
+            "-c",
+            "import fcntl, sys, time\n\
+             f = open(sys.argv[1], 'r+')\n\
+             fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 100)\n\
+             print('locked', flush=True)\n\
+             time.sleep(60)\n",
+        ])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "locked");
+    let f = File::open(&path).unwrap();
+    let mut probe = libc::flock {
+        l_type: libc::F_RDLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    fcntl(f.as_fd(), FcntlArg::F_GETLK(&mut probe)).unwrap();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(i32::from(probe.l_type), libc::F_WRLCK, "the lock is seen");
+    assert_eq!((probe.l_start, probe.l_len), (100, 100));
+    assert_eq!(probe.l_pid, holder.id() as i32, "the holder's pid");
+    drop(f);
+    m.unmount(false);
+}

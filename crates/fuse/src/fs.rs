@@ -751,13 +751,13 @@ impl Filesystem for SluiceFs {
         start: u64,
         end: u64,
         typ: i32,
-        _pid: u32,
+        pid: u32,
         sleep: bool,
         reply: ReplyEmpty,
     ) {
         let range = LockRange { start, end, typ };
         if !sleep {
-            let result = self.volume.set_lock(fh.0, lock_owner.0, range, false);
+            let result = self.volume.set_lock(fh.0, lock_owner.0, range, false, pid);
             // A conflict is an answer, not a failure.
             match result {
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
@@ -775,7 +775,7 @@ impl Filesystem for SluiceFs {
         let spawned = std::thread::Builder::new()
             .name("sluice-lock-wait".into())
             .spawn(
-                move || match volume.set_lock(fh.0, lock_owner.0, range, true) {
+                move || match volume.set_lock(fh.0, lock_owner.0, range, true, pid) {
                     Ok(()) => reply.ok(),
                     Err(e) => {
                         counters.errors.fetch_add(1, Ordering::Relaxed);

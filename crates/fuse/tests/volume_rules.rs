@@ -135,6 +135,15 @@ fn a_checkpoint_class_path_goes_to_the_stager_and_others_to_the_engine() {
         data.len() as u64,
         "attributes show the staged copy's length"
     );
+    // Issue 37: fallocate of the staged copy (punch, then allocate past
+    // the end), seen by reads and attributes.
+    v.fallocate(fh, 4 * KIB, 4 * KIB, 0x02 | 0x01).unwrap();
+    let mut punched = data.clone();
+    punched[4 * KIB as usize..8 * KIB as usize].fill(0);
+    assert_eq!(v.read(fh, 0, 1 << 20).unwrap(), punched);
+    v.fallocate(fh, 0, 64 * KIB, 0).unwrap();
+    assert_eq!(ckpt.size(&c1), Some(64 * KIB), "allocated");
+    assert_eq!(v.getattr(attr.ino, None).unwrap().size, 64 * KIB);
     // Truncate by path: the staged copy.
     assert_eq!(v.setattr(attr.ino, None, &truncate(100)).unwrap().size, 100);
     assert_eq!(ckpt.size(&c1), Some(100));

@@ -227,20 +227,17 @@ impl Volume {
     /// `fallocate(2)` through handle `fh`, `mode` as the kernel passes
     /// it: the engine carries it out on the capacity file, with the
     /// file's buffered bytes written back first where the mode changes
-    /// bytes under them ([`Engine::fallocate`]). A mode the capacity tier
-    /// refuses answers its errno. A checkpoint-class file (staged whole on
-    /// the fast tier by BBOS) refuses every mode (EOPNOTSUPP).
+    /// bytes under them ([`Engine::fallocate`]); a checkpoint-class file's
+    /// goes to its staged copy on the fast tier (or its capacity file when
+    /// it was written there). A mode the tier refuses answers its errno.
     ///
     /// [`Engine::fallocate`]: sluice_engine::Engine::fallocate
     pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> io::Result<()> {
         let mode = Allocate::from_flags(mode).map_err(io::Error::from)?;
-        if self.ckpt_handle(fh).is_some() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "fallocate of a checkpoint-class file: its copy is staged on the fast tier, which does not take it",
-            ));
+        match self.ckpt_handle(fh) {
+            Some(c) => c.fallocate(fh, mode, offset, len),
+            None => self.engine.fallocate(FileId(fh), mode, offset, len),
         }
-        self.engine.fallocate(FileId(fh), mode, offset, len)
     }
 
     /// Close handle `fh` of node `ino`.

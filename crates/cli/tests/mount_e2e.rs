@@ -3121,7 +3121,7 @@ fn fallocate_exerciser_through_the_mount_matches_a_model() {
     let mut rng = Rng(0x37_f411);
     let (mut zeroed, mut punched) = (0, 0);
     const MAX: u64 = 1 << 20;
-    for step in 0..1500u64 {
+    for step in 0..900u64 {
         let offset = rng.below(MAX);
         let len = 1 + rng.below(128 * 1024);
         let end = (offset + len) as usize;
@@ -3195,7 +3195,7 @@ fn fallocate_exerciser_through_the_mount_matches_a_model() {
         }
     }
     assert!(
-        zeroed > 50 && punched > 50,
+        zeroed > 40 && punched > 40,
         "{zeroed} zeroed, {punched} punched"
     );
     drop(file);

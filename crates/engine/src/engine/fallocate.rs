@@ -22,7 +22,7 @@
 //!   byte of its range is indexed, nor a shift while any byte of the file
 //!   is: what a flush or a recovery could write back was written back
 //!   first, and its clean record is durable;
-//! - the file's I/O lock is held throughout, so no write of the file is
+//! - the file's I/O lock is held alone throughout, so no write of the file is
 //!   placed between the write-back and the capacity call;
 //! - plain allocation changes no byte: it needs no write-back, and only
 //!   the logical size follows it.
@@ -45,8 +45,9 @@ impl Engine {
     /// long, a collapse makes it `len` shorter, an insert `len` longer.
     pub fn fallocate(&self, file: FileId, mode: Allocate, offset: u64, len: u64) -> io::Result<()> {
         let shared = &*self.shared;
+        // Alone, as a truncate: no write of the file runs meanwhile.
         let io = file_io(shared, file)?;
-        let _io = hold(&io);
+        let _io = hold_alone(&io);
         // Re-read: the kernel writes a file opened by passthrough, and
         // other nodes may have changed it.
         let size = self.refresh_size(file)?;
@@ -116,7 +117,7 @@ fn needs_write_back(
     if !mode.zeroes_range() && !mode.shifts() {
         return Ok(false);
     }
-    Ok(open.appending > 0 || first_in_the_way(&state, file, mode, offset, len).is_some())
+    Ok(!open.appending.is_empty() || first_in_the_way(&state, file, mode, offset, len).is_some())
 }
 
 /// The first buffered byte of `file` that `mode` over `[offset, offset +

@@ -48,6 +48,28 @@ fn fill(slot: u64, round: u32) -> Vec<u8> {
     vec![(slot as u8).wrapping_mul(31).wrapping_add(round as u8) | 1; SLOT as usize]
 }
 
+/// Wait up to `secs` seconds for `done`, looking every 10 ms.
+fn wait_for(secs: u64, done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() && start.elapsed() < std::time::Duration::from_secs(secs) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Each `(slot, round)` holds that round's bytes in the capacity file.
+fn assert_on_capacity(
+    capacity: &Arc<dyn Backend>,
+    path: &RelPath,
+    slots: impl IntoIterator<Item = (u64, u32)>,
+) {
+    let file = capacity.open(path, OpenOptions::default()).unwrap();
+    for (slot, round) in slots {
+        let mut buf = vec![0u8; SLOT as usize];
+        file.read_at(&mut buf, slot * SLOT).unwrap();
+        assert!(buf == fill(slot, round), "slot {slot} on the capacity tier");
+    }
+}
+
 #[test]
 fn writes_during_a_sync_stay_buffered_and_survive_a_restart() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
@@ -111,12 +133,7 @@ fn writes_during_a_sync_stay_buffered_and_survive_a_restart() {
         );
     }
     engine.drain().unwrap();
-    let file = capacity.open(&path, OpenOptions::default()).unwrap();
-    for (&slot, &round) in &last {
-        let mut buf = vec![0u8; SLOT as usize];
-        file.read_at(&mut buf, slot * SLOT).unwrap();
-        assert!(buf == fill(slot, round), "slot {slot} on the capacity tier");
-    }
+    assert_on_capacity(&capacity, &path, last.iter().map(|(&s, &r)| (s, r)));
 }
 
 /// Close-to-open's background write-back (`flush.write_back_idle`): while
@@ -151,10 +168,7 @@ fn an_idle_capacity_tier_takes_buffered_bytes_back_before_any_close() {
             engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
         }
         engine.fsync(id).unwrap();
-        let start = std::time::Instant::now();
-        while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(2) {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_for(2, || engine.buffered_bytes() == 0);
         if write_back_idle.is_none() {
             assert_eq!(engine.buffered_bytes(), SLOTS * SLOT, "held without it");
             continue;
@@ -162,12 +176,7 @@ fn an_idle_capacity_tier_takes_buffered_bytes_back_before_any_close() {
         assert_eq!(engine.buffered_bytes(), 0, "written back while idle");
         assert_eq!(engine.stats().written_back_bytes, SLOTS * SLOT);
         assert_eq!(engine.stats().regions_flushed, 0, "no region flush did it");
-        let file = capacity.open(&path, OpenOptions::default()).unwrap();
-        for slot in 0..SLOTS {
-            let mut buf = vec![0u8; SLOT as usize];
-            file.read_at(&mut buf, slot * SLOT).unwrap();
-            assert!(buf == fill(slot, 1), "slot {slot} on the capacity tier");
-        }
+        assert_on_capacity(&capacity, &path, (0..SLOTS).map(|slot| (slot, 1)));
         engine.release(id);
         engine.close();
         let engine = Engine::open(fast, capacity, Arc::new(SystemClock::new()), config).unwrap();
@@ -198,30 +207,19 @@ fn a_short_tail_left_by_a_stopped_writer_is_written_back_when_it_is_quiet() {
     .unwrap();
     let path = RelPath::new("f").unwrap();
     let id = engine.create(&path).unwrap();
-    let wait_written_back = |engine: &Engine| {
-        let start = std::time::Instant::now();
-        while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(10) {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    };
     for slot in 0..SLOTS - 4 {
         engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
     }
-    wait_written_back(&engine);
+    wait_for(10, || engine.buffered_bytes() == 0);
     assert_eq!(engine.buffered_bytes(), 0, "the long stretch went back");
     // 4 slots: half of one run.
     for slot in SLOTS - 4..SLOTS {
         engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
     }
-    wait_written_back(&engine);
+    wait_for(10, || engine.buffered_bytes() == 0);
     assert_eq!(engine.buffered_bytes(), 0, "the quiet tail went back");
     assert_eq!(engine.stats().written_back_bytes, SLOTS * SLOT);
-    let file = capacity.open(&path, OpenOptions::default()).unwrap();
-    for slot in 0..SLOTS {
-        let mut buf = vec![0u8; SLOT as usize];
-        file.read_at(&mut buf, slot * SLOT).unwrap();
-        assert!(buf == fill(slot, 1), "slot {slot} on the capacity tier");
-    }
+    assert_on_capacity(&capacity, &path, (0..SLOTS).map(|slot| (slot, 1)));
     engine.release(id);
     engine.close();
 }
@@ -253,23 +251,13 @@ fn the_head_of_a_file_goes_back_while_its_tail_is_fragmented() {
     for slot in (0..head).chain(tail.iter().copied()) {
         engine.write(id, slot * SLOT, &fill(slot, 1)).unwrap();
     }
-    let start = std::time::Instant::now();
-    while engine.stats().written_back_bytes < head * SLOT
-        && start.elapsed() < std::time::Duration::from_secs(10)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_for(10, || engine.stats().written_back_bytes >= head * SLOT);
     // A little longer: no pass takes the tail.
     std::thread::sleep(std::time::Duration::from_millis(100));
     let tail_bytes = tail.len() as u64 * SLOT;
     assert_eq!(engine.stats().written_back_bytes, head * SLOT, "the head");
     assert_eq!(engine.buffered_bytes(), tail_bytes, "the tail stays");
-    let file = capacity.open(&path, OpenOptions::default()).unwrap();
-    for slot in 0..head {
-        let mut buf = vec![0u8; SLOT as usize];
-        file.read_at(&mut buf, slot * SLOT).unwrap();
-        assert!(buf == fill(slot, 1), "slot {slot} on the capacity tier");
-    }
+    assert_on_capacity(&capacity, &path, (0..head).map(|slot| (slot, 1)));
     engine.release(id);
     engine.close();
     let engine = Engine::open(fast, capacity, Arc::new(SystemClock::new()), config).unwrap();
@@ -317,10 +305,7 @@ fn a_fragmented_file_waits_for_its_gaps_before_the_background_write_back() {
     // a pass could take a head the gaps left behind first).
     let whole: Vec<u8> = (0..SLOTS).flat_map(|slot| fill(slot, 1)).collect();
     engine.write(id, 0, &whole).unwrap();
-    let start = std::time::Instant::now();
-    while engine.buffered_bytes() > 0 && start.elapsed() < std::time::Duration::from_secs(2) {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_for(2, || engine.buffered_bytes() == 0);
     // The write's records land one by one, so a pass may take a head of
     // them first and a slot twice.
     assert_eq!(engine.buffered_bytes(), 0, "one stretch goes");

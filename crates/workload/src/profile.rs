@@ -458,6 +458,22 @@ struct ProfileFile<'a> {
 }
 
 impl ProfileFile<'_> {
+    /// Creates (or truncates) the file; from then on it is removed at the
+    /// end.
+    fn create(&mut self) -> Result<Arc<dyn BackendFile>, String> {
+        let options = OpenOptions {
+            create: true,
+            truncate: true,
+            ..OpenOptions::default()
+        };
+        let file = self
+            .backend
+            .open(&self.path, options)
+            .map_err(|e| format!("creating the profile file: {e}"))?;
+        self.created = true;
+        Ok(file)
+    }
+
     /// Removes the file (unless kept); an error says what to remove by hand.
     fn finish(mut self) -> Result<(), String> {
         let result = self.remove();
@@ -498,16 +514,7 @@ struct Run<'a> {
 impl Run<'_> {
     fn measure(&mut self, guard: &mut ProfileFile<'_>) -> Result<Measurement, String> {
         let args = self.args;
-        let options = OpenOptions {
-            create: true,
-            truncate: true,
-            ..OpenOptions::default()
-        };
-        let file = guard
-            .backend
-            .open(&guard.path, options)
-            .map_err(|e| format!("creating the profile file: {e}"))?;
-        guard.created = true;
+        let file = guard.create()?;
         let mut buffer = vec![0u8; args.max_size.max(SEQUENTIAL_REQUEST_BYTES) as usize];
 
         progress(format_args!(

@@ -211,16 +211,7 @@ impl Run<'_> {
         time_max: Duration,
         samples_min: u32,
     ) -> Result<Vec<Duration>, String> {
-        let options = OpenOptions {
-            create: true,
-            truncate: true,
-            ..OpenOptions::default()
-        };
-        let file = guard
-            .backend
-            .open(&guard.path, options)
-            .map_err(|e| format!("creating the profile file: {e}"))?;
-        guard.created = true;
+        let file = guard.create()?;
         let mut buffer = vec![0u8; SEQUENTIAL_REQUEST_BYTES as usize];
         self.write_region(file.as_ref(), &mut buffer)?;
         self.drop_cache();

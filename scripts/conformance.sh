@@ -433,6 +433,18 @@ mapread = $mmap
 mapwrite = $mmap
 invalidate = $invalidate
 close_open = $close_open
+# issue 37: fallocate (glibc's posix_fallocate: mode 0), hole punching and
+# copy_file_range in every case; a run fails if fsx says any is unsupported.
+posix_fallocate = 2
+punch_hole = 2
+copy_file_range = 2
+
+# fsx 0.3.2 draws sizes from min to max, 0 included, and skips a 0-byte
+# read or write but not a 0-byte posix_fallocate, which is EINVAL on every
+# file system (ext4 too): fsx then says "does not support posix_fallocate"
+# and stops (mmap seed 2). No operation is 0 bytes long.
+[opsize]
+min = 1
 EOF
 }
 
@@ -527,6 +539,15 @@ run_fsx_one() {
         echo "--- sluice status $dir/mnt:"
         sed 's/^/    /' "$dir/status.txt"
         unmount_sluice "$dir/sluice.log" || true
+    fi
+    # fsx says so and stops when a mode is refused ("does not support"):
+    # never a silent pass. And the fallocates must have reached sluice and
+    # worked: glibc's posix_fallocate writes zeros instead when the mount
+    # refuses it, and fsx would not notice (fsx asks nothing that fails).
+    if grep -qi 'not support' "$dir/fsx.log"; then
+        result="FAILED: fsx reports an operation unsupported: $(grep -i -m1 'not support' "$dir/fsx.log")"
+    elif [ "$result" = ok ] && ! grep -Eq ' [1-9][0-9]* fallocates, .* 0 errors' "$dir/status.txt"; then
+        result="FAILED: no fallocate reached the mount, or a request failed ($(grep requests "$dir/status.txt"))"
     fi
     if [ "$case" = passthrough ] && ! grep -q 'opens by passthrough' "$dir/status.txt"; then
         result="FAILED: the file was not opened by FUSE passthrough (the case tests nothing; $dir/status.txt)"

@@ -2,7 +2,8 @@
 //! process, fuse3's fusermount3): a data exerciser against an in-memory
 //! model, fio with --verify from several processes, kill -9 of the mount
 //! during fsync'd writes, unmount without drain and recovery, permissions
-//! with allow_other and a second uid, links/xattrs/fallocate, FUSE
+//! with allow_other and a second uid, links/xattrs, fallocate's modes (and
+//! an exerciser of them against a model), FUSE
 //! passthrough, status and the metrics endpoint (and that it exports what
 //! the Grafana dashboard queries).
 //!
@@ -691,17 +692,21 @@ fn links_xattrs_and_refusals_never_silently_wrong() {
         PathBuf::from("target")
     );
     fs::remove_file(m.path("hard")).unwrap();
+    // fallocate works (issue 37; the modes: fallocate_* below).
     let out = Command::new("fallocate")
         .args(["-l", "1M"])
         .arg(m.path("target"))
         .output()
         .unwrap();
-    assert!(!out.status.success(), "fallocate must be refused");
-    assert_eq!(
-        fs::read(m.path("target")).unwrap(),
-        b"hello",
-        "and change nothing"
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let data = fs::read(m.path("target")).unwrap();
+    assert_eq!(data.len(), 1 << 20, "allocated to 1 MiB");
+    assert_eq!(&data[..5], b"hello", "the bytes stay");
+    fs::write(m.path("target"), b"hello").unwrap();
     let out = Command::new("setfattr")
         .args(["-n", "user.color", "-v", "blue"])
         .arg(m.path("target"))
@@ -2944,4 +2949,324 @@ fn issue_21_second_ctrl_c_at_a_foreground_mount_keeps_the_rest_in_the_log() {
     assert!(fs::read(m.path("big")).unwrap() == data, "{}", m.log());
     m.unmount(false);
     assert!(fs::read(m.capacity().join("big")).unwrap() == data);
+}
+
+/// `fallocate(1)` on `path` with `args`; whether it worked, and its stderr.
+fn fallocate(path: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("fallocate")
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 37: every fallocate mode through a real mount, over bytes the
+/// log holds (policy fast-all) and through FUSE passthrough (capacity-only:
+/// the kernel reads and writes the capacity file itself). The file reads
+/// as a byte model after each step, and the capacity tier holds the same
+/// bytes after the unmount's drain. Collapse and insert: Linux's FUSE
+/// module answers them with EOPNOTSUPP itself, without asking the daemon
+/// (docs/fuse.md, "fallocate"); should a kernel pass them on, the model
+/// says what they must do. Also `chown(path, -1, -1)` sets the ctime, as
+/// on ext4.
+#[test]
+fn fallocate_modes_through_the_mount_land_on_the_capacity_tier() {
+    if !fuse_available() {
+        return;
+    }
+    const K: usize = 4096;
+    // node-local: a close leaves the bytes in the log (close-to-open
+    // would write them back at every close of fallocate(1)).
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(setup.path(), "[mount]\nconsistency = \"node-local\"\n");
+    for policy in ["fast-all", "capacity-only"] {
+        let mut m = Mounted::new(&["--policy", policy, "--config", &config]);
+        let f = m.path("f");
+        let mut model: Vec<u8> = (0..16 * K).map(|i| (i % 251) as u8 | 1).collect();
+        fs::write(&f, &model).unwrap();
+        let check = |model: &[u8], what: &str| {
+            let got = fs::read(&f).unwrap();
+            assert_eq!(got.len(), model.len(), "{policy}: {what}: size");
+            assert!(got == model, "{policy}: {what}: bytes differ");
+        };
+        if policy == "fast-all" {
+            let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+            let json = String::from_utf8_lossy(&status.stdout);
+            assert!(
+                json.contains("\"buffered_bytes\"") && !json.contains("\"buffered_bytes\":0"),
+                "{policy}: the bytes are in the log: {json}"
+            );
+        }
+        // Punch a hole (KEEP_SIZE implied) over written bytes.
+        let (ok, e) = fallocate(&f, &["-p", "-o", "4096", "-l", "8192"]);
+        assert!(ok, "{policy}: punch: {e}");
+        model[K..3 * K].fill(0);
+        check(&model, "punch");
+        // Zero a range, and one past the end without KEEP_SIZE.
+        let (ok, e) = fallocate(&f, &["-z", "-o", "20480", "-l", "4096"]);
+        assert!(ok, "{policy}: zero: {e}");
+        model[5 * K..6 * K].fill(0);
+        let (ok, e) = fallocate(&f, &["-z", "-o", "61440", "-l", "8192"]);
+        assert!(ok, "{policy}: zero past the end: {e}");
+        model[15 * K..].fill(0);
+        model.resize(17 * K, 0);
+        check(&model, "zero");
+        // Plain allocation past the end sets the size; KEEP_SIZE does not.
+        let (ok, e) = fallocate(&f, &["-l", "131072"]);
+        assert!(ok, "{policy}: allocate: {e}");
+        model.resize(32 * K, 0);
+        let (ok, e) = fallocate(&f, &["-n", "-l", "262144"]);
+        assert!(ok, "{policy}: allocate, keep size: {e}");
+        check(&model, "allocate");
+        // Bytes written over the zeros after all this are buffered again.
+        let file = OpenOptions::new().write(true).open(&f).unwrap();
+        file.write_all_at(&[9; K], 2 * K as u64).unwrap();
+        drop(file);
+        model[2 * K..3 * K].fill(9);
+        // Collapse and insert: refused by the kernel's FUSE module, or
+        // done right.
+        let served = || {
+            let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+            let json = String::from_utf8_lossy(&status.stdout).into_owned();
+            let at = json.find("\"fuse_fallocates\":").expect("counted") + 18;
+            let digits: String = json[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse::<u64>().unwrap()
+        };
+        for (flag, what) in [("-c", "collapse"), ("-i", "insert")] {
+            let before = served();
+            let (ok, e) = fallocate(&f, &[flag, "-o", "4096", "-l", "4096"]);
+            if !ok {
+                assert_eq!(
+                    served(),
+                    before,
+                    "{policy}: {what}: refused before sluice saw it"
+                );
+            }
+            if ok {
+                if flag == "-c" {
+                    model.drain(K..2 * K);
+                } else {
+                    model.splice(K..K, std::iter::repeat_n(0, K));
+                }
+            } else {
+                assert!(
+                    e.contains("Operation not supported"),
+                    "{policy}: {what}: {e}"
+                );
+            }
+            check(&model, what);
+        }
+        // chown(path, -1, -1): only the ctime changes (ext4 does this).
+        let before = fs::metadata(&f).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::os::unix::fs::chown(&f, None, None).unwrap();
+        let after = fs::metadata(&f).unwrap();
+        assert!(
+            (after.ctime(), after.ctime_nsec()) > (before.ctime(), before.ctime_nsec()),
+            "{policy}: chown -1 -1 set the ctime"
+        );
+        assert_eq!(after.mtime(), before.mtime(), "{policy}: and not the mtime");
+        let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+        let json = String::from_utf8_lossy(&status.stdout);
+        assert!(
+            json.contains("\"fuse_fallocates\":") && !json.contains("\"fuse_fallocates\":0"),
+            "{policy}: the mount counts the fallocates it served: {json}"
+        );
+        m.unmount(false);
+        let on_capacity = fs::read(m.capacity().join("f")).unwrap();
+        assert!(
+            on_capacity == model,
+            "{policy}: the capacity tier after the drain differs"
+        );
+    }
+}
+
+/// Issue 37: what fsx 0.3.2 cannot do (it has no zero-range operation).
+/// Random writes, reads, truncates, fsyncs and fallocates of every mode
+/// the kernel passes on (plain, `KEEP_SIZE`, `PUNCH_HOLE`, `ZERO_RANGE`
+/// with and without `KEEP_SIZE`) on one file through a real mount whose
+/// log holds the bytes (policy fast-all, node-local, small regions that
+/// fill, flush and get reused), each read checked against a byte model,
+/// then the capacity tier after the drain. Zeros over log-held bytes that
+/// a flush or a later write-back brought back would show here.
+#[test]
+fn fallocate_exerciser_through_the_mount_matches_a_model() {
+    use rustix::fs::{fallocate, FallocateFlags};
+    if !fuse_available() {
+        return;
+    }
+    let setup = tempfile::tempdir().unwrap();
+    let config = config_file(
+        setup.path(),
+        "[mount]\nconsistency = \"node-local\"\n\
+         [log]\nregions = 3\nregion_size = \"2MiB\"\nrecord_max = \"256KiB\"\n",
+    );
+    let mut m = Mounted::new(&["--policy", "fast-all", "--config", &config]);
+    let path = m.path("f");
+    let file = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let mut model: Vec<u8> = Vec::new();
+    let mut rng = Rng(0x37_f411);
+    let (mut zeroed, mut punched) = (0, 0);
+    const MAX: u64 = 1 << 20;
+    for step in 0..900u64 {
+        let offset = rng.below(MAX);
+        let len = 1 + rng.below(128 * 1024);
+        let end = (offset + len) as usize;
+        match rng.below(12) {
+            0..=3 => {
+                let data: Vec<u8> = (0..len).map(|i| (step as u8) ^ (i as u8) | 1).collect();
+                file.write_all_at(&data, offset).unwrap();
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[offset as usize..end].copy_from_slice(&data);
+            }
+            4 | 5 => {
+                let mut got = vec![0u8; model.len()];
+                file.read_exact_at(&mut got, 0).unwrap();
+                let differs = got.iter().zip(&model).position(|(a, b)| a != b);
+                assert!(differs.is_none(), "step {step}: byte {differs:?} differs");
+                assert_eq!(
+                    file.metadata().unwrap().len(),
+                    model.len() as u64,
+                    "step {step}: size"
+                );
+            }
+            6 => {
+                let size = rng.below(MAX);
+                file.set_len(size).unwrap();
+                model.resize(size as usize, 0);
+            }
+            7 => file.sync_all().unwrap(),
+            8 => {
+                fallocate(
+                    &file,
+                    FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+                    offset,
+                    len,
+                )
+                .unwrap_or_else(|e| panic!("step {step}: punch: {e}"));
+                let to = end.min(model.len());
+                model[(offset as usize).min(to)..to].fill(0);
+                punched += 1;
+            }
+            9 | 10 => {
+                let keep = rng.below(2) == 0;
+                let flags = if keep {
+                    FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE
+                } else {
+                    FallocateFlags::ZERO_RANGE
+                };
+                fallocate(&file, flags, offset, len)
+                    .unwrap_or_else(|e| panic!("step {step}: zero range: {e}"));
+                let to = end.min(model.len());
+                model[(offset as usize).min(to)..to].fill(0);
+                if !keep && model.len() < end {
+                    model.resize(end, 0);
+                }
+                zeroed += 1;
+            }
+            _ => {
+                let keep = rng.below(2) == 0;
+                let flags = if keep {
+                    FallocateFlags::KEEP_SIZE
+                } else {
+                    FallocateFlags::empty()
+                };
+                fallocate(&file, flags, offset, len)
+                    .unwrap_or_else(|e| panic!("step {step}: allocate: {e}"));
+                if !keep && model.len() < end {
+                    model.resize(end, 0);
+                }
+            }
+        }
+    }
+    assert!(
+        zeroed > 40 && punched > 40,
+        "{zeroed} zeroed, {punched} punched"
+    );
+    drop(file);
+    assert!(fs::read(&path).unwrap() == model, "before the unmount");
+    let status = m.sluice(&["status", "--json", m.point.to_str().unwrap()]);
+    let json = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        json.contains("\"regions_flushed\":") && !json.contains("\"regions_flushed\":0"),
+        "regions were flushed and reused: {json}"
+    );
+    m.unmount(false);
+    assert!(
+        fs::read(m.capacity().join("f")).unwrap() == model,
+        "the capacity tier after the drain"
+    );
+}
+
+/// Issue 37 (a known limit made smaller): `F_GETLK` through the mount
+/// reports the pid of the process of this node that holds the lock, as
+/// on the capacity directory itself (sluice takes locks as OFD locks,
+/// which carry no pid, so it reported 0).
+#[test]
+fn f_getlk_reports_the_holders_pid() {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use nix::libc;
+    use std::io::BufRead;
+    use std::os::fd::AsFd;
+    if !fuse_available() {
+        return;
+    }
+    if Command::new("python3").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI: python3 is required");
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let mut m = Mounted::new(&[]);
+    let path = m.path("locked");
+    fs::write(&path, vec![1u8; 8192]).unwrap();
+    // Another process takes a write lock on bytes 100..200 and holds it.
+    let mut holder = Command::new("python3")
+        .args([
+            "-c",
+            "import fcntl, sys, time\n\
+             f = open(sys.argv[1], 'r+')\n\
+             fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 100)\n\
+             print('locked', flush=True)\n\
+             time.sleep(60)\n",
+        ])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "locked");
+    let f = File::open(&path).unwrap();
+    let mut probe = libc::flock {
+        l_type: libc::F_RDLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    fcntl(f.as_fd(), FcntlArg::F_GETLK(&mut probe)).unwrap();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(i32::from(probe.l_type), libc::F_WRLCK, "the lock is seen");
+    assert_eq!((probe.l_start, probe.l_len), (100, 100));
+    assert_eq!(probe.l_pid, holder.id() as i32, "the holder's pid");
+    drop(f);
+    m.unmount(false);
 }

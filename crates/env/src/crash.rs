@@ -79,8 +79,17 @@ enum SyncedEntry {
 /// partially at a crash with torn writes).
 #[derive(Debug)]
 enum Change {
-    Write { offset: usize, data: Vec<u8> },
+    Write {
+        offset: usize,
+        data: Vec<u8>,
+    },
     SetLen(usize),
+    /// A `fallocate` (applied whole: it is one metadata change).
+    Allocate {
+        mode: crate::Allocate,
+        offset: u64,
+        len: u64,
+    },
 }
 
 impl Change {
@@ -102,6 +111,15 @@ impl Change {
                 data[*offset..end].copy_from_slice(&bytes[..count]);
             }
             Change::SetLen(len) => data.resize(*len, 0),
+            Change::Allocate { mode, offset, len } => {
+                // It worked on the current bytes; on these, which are a
+                // prefix of their history, it may not (a collapse past
+                // their end): then it is as if it never ran.
+                let _ = mode.apply(data, *offset, *len, |data, n| {
+                    data.resize(n, 0);
+                    Ok(())
+                });
+            }
         }
     }
 }
@@ -333,7 +351,7 @@ impl CrashState {
                             change.apply(&mut data, bytes.len());
                             budget -= len;
                         }
-                        Change::SetLen(_) => change.apply(&mut data, 0),
+                        Change::SetLen(_) | Change::Allocate { .. } => change.apply(&mut data, 0),
                     }
                 }
                 file.synced = data;
@@ -744,6 +762,34 @@ impl BackendFile for CrashHandle {
         let mut state = self.valid_state("len")?;
         let file = state.file(self.id).map_err(|e| self.error(e, "len"))?;
         Ok(file.current.len() as u64)
+    }
+
+    fn allocate(&self, mode: crate::Allocate, offset: u64, len: u64) -> io::Result<()> {
+        let mut state = self.valid_state("fallocate")?;
+        let old_len = state
+            .file(self.id)
+            .map_err(|e| self.error(e, "fallocate"))?
+            .current
+            .len();
+        let new_len = mode
+            .new_len(old_len as u64, offset, len)
+            .and_then(|n| usize::try_from(n).map_err(|_| Errno::FBIG))
+            .map_err(|e| self.error(e, "fallocate"))?;
+        let used = state.used_bytes - old_len as u64 + new_len as u64;
+        if new_len > old_len && used > state.capacity_bytes {
+            return Err(self.error(Errno::NOSPC, "fallocate"));
+        }
+        let file = state
+            .file(self.id)
+            .map_err(|e| self.error(e, "fallocate"))?;
+        mode.apply(&mut file.current, offset, len, |data, n| {
+            data.resize(n, 0);
+            Ok(())
+        })
+        .map_err(|e| self.error(e, "fallocate"))?;
+        file.unsynced.push(Change::Allocate { mode, offset, len });
+        state.used_bytes = used;
+        Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {

@@ -605,6 +605,12 @@ impl BackendFile for EmulatedFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.inner.set_len(len)
     }
+
+    fn allocate(&self, mode: crate::Allocate, offset: u64, len: u64) -> io::Result<()> {
+        // Metadata on a real disk (extents, unwritten blocks): no data
+        // transfer to charge, as for set_len.
+        self.inner.allocate(mode, offset, len)
+    }
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ pub enum FaultOp {
     Write,
     /// A file's `sync_data` and the backend's `sync_dir`.
     Sync,
-    /// A file's `set_len`.
+    /// A file's `set_len` and `allocate` (`fallocate`).
     SetLen,
     /// `rename` (either path may match).
     Rename,
@@ -437,5 +437,11 @@ impl BackendFile for FaultFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.check(FaultOp::SetLen, "set_len")?;
         self.inner.set_len(len)
+    }
+
+    fn allocate(&self, mode: crate::Allocate, offset: u64, len: u64) -> io::Result<()> {
+        // It changes the file's bytes or blocks, as a truncate does.
+        self.check(FaultOp::SetLen, "fallocate")?;
+        self.inner.allocate(mode, offset, len)
     }
 }

@@ -41,6 +41,7 @@ use std::time::{Duration, SystemTime};
 
 use sluice_policy::Time;
 
+pub use allocate::Allocate;
 pub use health::TierHealth;
 
 /// How [`copy_range`] moved the bytes.
@@ -100,6 +101,7 @@ pub fn copy_range(
     Ok((done, CopyHow::Buffered))
 }
 
+pub mod allocate;
 pub mod crash;
 pub mod emulated;
 pub mod errno;
@@ -488,6 +490,10 @@ pub enum TimeSet {
 /// Attributes to change with [`Backend::set_attr`]; `None` leaves one
 /// unchanged. The size is not an attribute here (files are truncated
 /// through [`BackendFile::set_len`]).
+///
+/// Every call sets the ctime, as the kernel's `setattr` does; one with
+/// nothing to change (the default) is `chown(path, -1, -1)`, which sets
+/// only that.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetAttr {
     /// New permission bits; only `mode & 0o7777` is applied (FUSE passes
@@ -570,6 +576,18 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
     }
     /// Truncate or extend (with zeros) to `len`.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// `fallocate(2)` of `[offset, offset + len)` in `mode`: reserve
+    /// blocks, punch a hole, zero a range, or collapse or insert one
+    /// ([`Allocate`] says what each does to the bytes and the length). The
+    /// default refuses (EOPNOTSUPP) for backends that cannot; a backend
+    /// whose file system refuses a mode answers its errno.
+    fn allocate(&self, mode: Allocate, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("fallocate ({mode:?}): not supported by this backend"),
+        ))
+    }
     /// Attributes of the open file itself (`fstat`): they outlive its name,
     /// so an unlinked file still open has them. The default refuses
     /// (Unsupported) for backends that keep none.

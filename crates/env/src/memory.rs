@@ -565,6 +565,21 @@ impl BackendFile for MemHandle {
         Ok(self.file.read().len() as u64)
     }
 
+    fn allocate(&self, mode: crate::Allocate, offset: u64, len: u64) -> io::Result<()> {
+        let mut data = self.file.write();
+        let space = &self.file.space;
+        let old_len = data.len();
+        mode.apply(&mut data, offset, len, |data, new_len| {
+            resize_accounted(data, new_len, space)
+        })
+        .map_err(|errno| self.error(errno, "fallocate"))?;
+        // A collapse gives bytes back.
+        space.release(old_len.saturating_sub(data.len()) as u64);
+        drop(data);
+        self.file.touch();
+        Ok(())
+    }
+
     fn set_len(&self, len: u64) -> io::Result<()> {
         let new_len = end_index(len, 0).map_err(|errno| self.error(errno, "set_len"))?;
         let mut data = self.file.write();

@@ -49,6 +49,8 @@ pub struct OpCounters {
     pub write_bytes: AtomicU64,
     /// fsync requests.
     pub fsyncs: AtomicU64,
+    /// fallocate requests (every mode).
+    pub fallocates: AtomicU64,
     /// Requests answered with an error.
     pub errors: AtomicU64,
     /// Metadata requests (lookup, getattr, setattr, create, ...).
@@ -753,13 +755,13 @@ impl Filesystem for SluiceFs {
         start: u64,
         end: u64,
         typ: i32,
-        _pid: u32,
+        pid: u32,
         sleep: bool,
         reply: ReplyEmpty,
     ) {
         let range = LockRange { start, end, typ };
         if !sleep {
-            let result = self.volume.set_lock(fh.0, lock_owner.0, range, false);
+            let result = self.volume.set_lock(fh.0, lock_owner.0, range, false, pid);
             // A conflict is an answer, not a failure.
             match result {
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
@@ -777,7 +779,7 @@ impl Filesystem for SluiceFs {
         let spawned = std::thread::Builder::new()
             .name("sluice-lock-wait".into())
             .spawn(
-                move || match volume.set_lock(fh.0, lock_owner.0, range, true) {
+                move || match volume.set_lock(fh.0, lock_owner.0, range, true, pid) {
                     Ok(()) => reply.ok(),
                     Err(e) => {
                         counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -812,10 +814,11 @@ impl Filesystem for SluiceFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.counters.fallocates.fetch_add(1, Ordering::Relaxed);
         let result = self.volume.fallocate(fh.0, offset, length, mode);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.answer("fallocate", ino.0, None, &e)),
+            Err(e) => reply.error(self.fail("fallocate", ino.0, None, &e)),
         }
     }
 }

@@ -368,6 +368,10 @@ pub struct Status {
     pub fuse_write_bytes: u64,
     /// fsync requests.
     pub fuse_fsyncs: u64,
+    /// fallocate requests (the ones the kernel passes on: not collapse or
+    /// insert, docs/fuse.md).
+    #[serde(default)]
+    pub fuse_fallocates: u64,
     /// Metadata requests.
     pub fuse_metadata_ops: u64,
     /// Requests answered with an error.
@@ -512,6 +516,7 @@ impl Status {
             fuse_writes: c(&counters.writes),
             fuse_write_bytes: c(&counters.write_bytes),
             fuse_fsyncs: c(&counters.fsyncs),
+            fuse_fallocates: c(&counters.fallocates),
             fuse_metadata_ops: c(&counters.metadata_ops),
             fuse_errors: c(&counters.errors),
             fuse_passthrough_opens: c(&counters.passthrough_opens),
@@ -688,12 +693,13 @@ impl Status {
         );
         let _ = writeln!(
             out,
-            "requests    {} reads ({}), {} writes ({}), {} fsyncs, {} metadata, {} errors{}",
+            "requests    {} reads ({}), {} writes ({}), {} fsyncs, {} fallocates, {} metadata, {} errors{}",
             self.fuse_reads,
             mib(self.fuse_read_bytes),
             self.fuse_writes,
             mib(self.fuse_write_bytes),
             self.fuse_fsyncs,
+            self.fuse_fallocates,
             self.fuse_metadata_ops,
             self.fuse_errors,
             if self.fuse_passthrough_opens > 0 {

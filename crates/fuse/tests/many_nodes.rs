@@ -144,7 +144,7 @@ fn locks_are_refused_with_enolck_where_the_capacity_tier_cannot_lock() {
         typ: F_WRLCK,
     };
     let enolck = Some(rustix::io::Errno::NOLCK.raw_os_error());
-    let e = a.set_lock(fh, 1, range, false).unwrap_err();
+    let e = a.set_lock(fh, 1, range, false, 1).unwrap_err();
     assert_eq!(sluice_env::raw_os_error(&e), enolck, "{e}");
     let e = a.get_lock(fh, 1, range).unwrap_err();
     assert_eq!(sluice_env::raw_os_error(&e), enolck, "{e}");

@@ -135,6 +135,15 @@ fn a_checkpoint_class_path_goes_to_the_stager_and_others_to_the_engine() {
         data.len() as u64,
         "attributes show the staged copy's length"
     );
+    // Issue 37: fallocate of the staged copy (punch, then allocate past
+    // the end), seen by reads and attributes.
+    v.fallocate(fh, 4 * KIB, 4 * KIB, 0x02 | 0x01).unwrap();
+    let mut punched = data.clone();
+    punched[4 * KIB as usize..8 * KIB as usize].fill(0);
+    assert_eq!(v.read(fh, 0, 1 << 20).unwrap(), punched);
+    v.fallocate(fh, 0, 64 * KIB, 0).unwrap();
+    assert_eq!(ckpt.size(&c1), Some(64 * KIB), "allocated");
+    assert_eq!(v.getattr(attr.ino, None).unwrap().size, 64 * KIB);
     // Truncate by path: the staged copy.
     assert_eq!(v.setattr(attr.ino, None, &truncate(100)).unwrap().size, 100);
     assert_eq!(ckpt.size(&c1), Some(100));
@@ -334,8 +343,12 @@ fn a_file_that_lost_its_name_answers_through_its_handle_only() {
     assert_eq!(v.getattr(file.ino, None).unwrap().size, 10, "fstat");
     assert_eq!(v.setattr(file.ino, Some(fh), &truncate(5)).unwrap().size, 5);
     assert_eq!(v.read(fh, 0, 100).unwrap(), b"still");
-    let e = v.fallocate(fh, 0, 4096, 0).unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::Unsupported, "fallocate is refused");
+    // Issue 37: fallocate through the handle, on the file that lives on.
+    v.fallocate(fh, 0, 4096, 0).unwrap();
+    assert_eq!(v.getattr(file.ino, None).unwrap().size, 4096, "allocated");
+    v.fallocate(fh, 0, 2, 0x02 | 0x01).unwrap();
+    assert_eq!(v.read(fh, 0, 5).unwrap(), b"\0\0ill", "punched");
+    v.setattr(file.ino, Some(fh), &truncate(5)).unwrap();
     let e = v.setattr(file.ino, None, &chmod(0o600)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::NotFound, "no name to chmod");
     v.release(file.ino, fh);
@@ -345,4 +358,52 @@ fn a_file_that_lost_its_name_answers_through_its_handle_only() {
     );
     v.forget(file.ino, 1);
     assert_eq!(v.nodes(), 1);
+}
+
+/// Issue 37: `chown(path, -1, -1)` reaches the volume as a setattr with
+/// nothing to change; ext4 sets the ctime for it (pjdfstest's chown/00.t),
+/// so the volume does.
+#[test]
+fn chown_with_neither_id_sets_the_ctime() {
+    let v = volume();
+    let (file, fh) = v.create(&me(), ROOT, os("f"), 0o644).unwrap();
+    v.release(file.ino, fh);
+    let before = v.getattr(file.ino, None).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let after = v.setattr(file.ino, None, &AttrChanges::default()).unwrap();
+    assert!(
+        after.ctime > before.ctime,
+        "{:?} -> {:?}",
+        before.ctime,
+        after.ctime
+    );
+    assert_eq!(
+        (after.uid, after.gid, after.perm),
+        (before.uid, before.gid, before.perm)
+    );
+    assert_eq!(after.mtime, before.mtime, "the contents did not change");
+}
+
+/// Issue 37: fallocate modes through the volume over buffered bytes, and
+/// the modes Linux refuses answered as Linux does.
+#[test]
+fn fallocate_modes_through_the_volume() {
+    let v = volume();
+    let (file, fh) = v.create(&me(), ROOT, os("f"), 0o644).unwrap();
+    v.write(file.ino, fh, 0, &[7u8; 8192], false).unwrap();
+    // Plain allocation past the end: the size follows (mode 0).
+    v.fallocate(fh, 8192, 8192, 0).unwrap();
+    assert_eq!(v.getattr(file.ino, None).unwrap().size, 16384);
+    // KEEP_SIZE: it does not.
+    v.fallocate(fh, 16384, 8192, 0x01).unwrap();
+    assert_eq!(v.getattr(file.ino, None).unwrap().size, 16384);
+    // ZERO_RANGE over written bytes.
+    v.fallocate(fh, 4096, 4096, 0x10).unwrap();
+    let data = v.read(fh, 0, 16384).unwrap();
+    assert!(data[..4096].iter().all(|&b| b == 7));
+    assert!(data[4096..].iter().all(|&b| b == 0));
+    // PUNCH_HOLE without KEEP_SIZE: EOPNOTSUPP, as Linux answers.
+    let e = v.fallocate(fh, 0, 4096, 0x02).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+    v.release(file.ino, fh);
 }

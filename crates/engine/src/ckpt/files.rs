@@ -551,6 +551,39 @@ impl Checkpoints {
         }
     }
 
+    /// `fallocate(2)` through handle `fh` (issue 37): on the capacity
+    /// file of a checkpoint written there directly, or on the staged copy
+    /// as a truncate changes it (staged again, its generation bumped so a
+    /// demotion in flight starts over), its length read back.
+    pub fn fallocate(
+        &self,
+        fh: u64,
+        mode: sluice_env::Allocate,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let mut state = self.shared.lock();
+        let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+        let id = match &h.target {
+            Target::Capacity(f) => {
+                let f = Arc::clone(f);
+                drop(state);
+                return f.allocate(mode, offset, len);
+            }
+            Target::Copy(id) => *id,
+        };
+        self.stage_again(&mut state, id)?;
+        let c = state
+            .copies
+            .get_mut(&id)
+            .ok_or_else(|| invalid("copy gone"))?;
+        c.generation += 1;
+        c.file.allocate(mode, offset, len)?;
+        c.len = c.file.len()?;
+        c.rec.bytes = c.len;
+        Ok(())
+    }
+
     /// Set the size of `path`'s fast-tier copy; `false` if it has none.
     pub fn truncate_path(&self, path: &RelPath, size: u64) -> io::Result<bool> {
         let mut state = self.shared.lock();

@@ -19,7 +19,9 @@
 //! `degrade` (an append that fails), `read` (buffered and capacity reads),
 //! `sync` (fsync, and the per-file sync that puts a file's buffered bytes
 //! on the capacity tier), `attrs` (a held file's size when other nodes
-//! share its capacity file) and `flush` (the flusher thread).
+//! share its capacity file), `fallocate` (fallocate's modes, buffered
+//! bytes written back first where a mode changes them) and `flush` (the
+//! flusher thread).
 //!
 //! Concurrency: one mutex guards the policies, the index and the log;
 //! foreground operations run under it, except the payload write of a data
@@ -71,6 +73,7 @@ mod append;
 mod attrs;
 mod config;
 mod degrade;
+mod fallocate;
 mod files;
 mod flush;
 mod health;

@@ -99,6 +99,17 @@ impl BackendFile for LiuFile {
         self.inner.invalidate_from(self.id, from);
         result
     }
+    fn allocate(&self, mode: sluice_env::Allocate, offset: u64, len: u64) -> io::Result<()> {
+        // Bytes from `offset` on may read differently (zeros, moved) and
+        // the length may change: what the buffer and the heads hold from
+        // there is dropped, as for a truncation (before and after, so a
+        // read racing with it cannot put old bytes back).
+        let from = self.file.len()?.min(offset);
+        self.inner.invalidate_from(self.id, from);
+        let result = self.file.allocate(mode, offset, len);
+        self.inner.invalidate_from(self.id, from);
+        result
+    }
 }
 
 impl Backend for LiuBackend {

@@ -300,12 +300,13 @@ pub const METRICS: &[Metric] = &[
         name: "sluice_fuse_requests_total",
         kind: Counter,
         help: "FUSE requests by kind.",
-        labels: label("op", &["read", "write", "fsync", "metadata"]),
+        labels: label("op", &["read", "write", "fsync", "fallocate", "metadata"]),
         read: |s| {
             ints([
                 s.fuse_reads,
                 s.fuse_writes,
                 s.fuse_fsyncs,
+                s.fuse_fallocates,
                 s.fuse_metadata_ops,
             ])
         },

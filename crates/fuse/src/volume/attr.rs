@@ -194,7 +194,11 @@ impl Volume {
             atime,
             mtime,
         };
-        if attr != SetAttr::default() {
+        // With nothing to change it is `chown(path, -1, -1)` (the kernel
+        // sends no field for it): the capacity file's ctime changes, as
+        // ext4's does (pjdfstest's chown/00.t). A size alone has changed
+        // it already (the truncate).
+        if attr != SetAttr::default() || size.is_none() {
             self.engine.capacity_tier().set_attr(&path, &attr)?;
         }
         self.attr(ino, &path)

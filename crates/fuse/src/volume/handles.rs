@@ -14,7 +14,7 @@ use std::io;
 use std::sync::Arc;
 
 use sluice_engine::Checkpoints;
-use sluice_env::{BackendFile, RelPath};
+use sluice_env::{Allocate, BackendFile, RelPath};
 use sluice_policy::FileId;
 
 use super::{lock, Attr, Caller, Consistency, Volume};
@@ -224,11 +224,20 @@ impl Volume {
         self.drop_locks(fh, owner)
     }
 
-    /// `fallocate` of every mode, punch-hole included: refused
-    /// (EOPNOTSUPP), since the log cannot promise the space; glibc's
-    /// `posix_fallocate` then writes zeros through the normal path.
-    pub fn fallocate(&self, _fh: u64, _offset: u64, _len: u64, _mode: i32) -> io::Result<()> {
-        Err(io::ErrorKind::Unsupported.into())
+    /// `fallocate(2)` through handle `fh`, `mode` as the kernel passes
+    /// it: the engine carries it out on the capacity file, with the
+    /// file's buffered bytes written back first where the mode changes
+    /// bytes under them ([`Engine::fallocate`]); a checkpoint-class file's
+    /// goes to its staged copy on the fast tier (or its capacity file when
+    /// it was written there). A mode the tier refuses answers its errno.
+    ///
+    /// [`Engine::fallocate`]: sluice_engine::Engine::fallocate
+    pub fn fallocate(&self, fh: u64, offset: u64, len: u64, mode: i32) -> io::Result<()> {
+        let mode = Allocate::from_flags(mode).map_err(io::Error::from)?;
+        match self.ckpt_handle(fh) {
+            Some(c) => c.fallocate(fh, mode, offset, len),
+            None => self.engine.fallocate(FileId(fh), mode, offset, len),
+        }
     }
 
     /// Close handle `fh` of node `ino`.

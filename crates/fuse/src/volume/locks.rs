@@ -91,11 +91,45 @@ impl LockRange {
 #[derive(Default)]
 pub(super) struct Locks {
     held: Mutex<HashMap<(u64, u64), Arc<OwnedFd>>>,
+    /// The process that last took a lock through each description (the
+    /// pid the kernel sends with `F_SETLK`): what `F_GETLK` reports for a
+    /// lock this node holds, as a local file system does.
+    pids: Mutex<HashMap<(u64, u64), u32>>,
 }
 
 impl Locks {
     fn get(&self, file: u64, owner: u64) -> Option<Arc<OwnedFd>> {
         lock(&self.held).get(&(file, owner)).cloned()
+    }
+
+    /// The pid of the process of this node that holds the lock `found`
+    /// of `file` (found by `F_OFD_GETLK` for `owner`), if it can be told:
+    /// an owner of this node whose description sees no conflicting lock
+    /// over `found`'s range at all holds every lock there, `found` among
+    /// them. When two owners hold locks there (shared read locks), or the
+    /// holder is on another node, there is no telling: `None`.
+    fn holder_pid(&self, file: u64, owner: u64, found: &libc::flock) -> Option<u32> {
+        let candidates: Vec<((u64, u64), Arc<OwnedFd>)> = lock(&self.held)
+            .iter()
+            .filter(|((f, o), _)| *f == file && *o != owner)
+            .map(|(key, fd)| (*key, Arc::clone(fd)))
+            .collect();
+        let mut holders = candidates.into_iter().filter(|(_, fd)| {
+            let mut probe = libc::flock {
+                l_type: libc::F_WRLCK as libc::c_short,
+                l_whence: libc::SEEK_SET as libc::c_short,
+                l_start: found.l_start,
+                l_len: found.l_len,
+                l_pid: 0,
+            };
+            fcntl(fd.as_fd(), FcntlArg::F_OFD_GETLK(&mut probe)).is_ok()
+                && i32::from(probe.l_type) == libc::F_UNLCK
+        });
+        let (key, _) = holders.next()?;
+        if holders.next().is_some() {
+            return None;
+        }
+        lock(&self.pids).get(&key).copied()
     }
 
     /// Whether `owner` has a description on `file` (it may hold locks).
@@ -109,6 +143,7 @@ impl Locks {
     /// runs, after `close` returned (Gluster's FUSE client does), and the
     /// next holder on another node must not find them still held.
     pub(super) fn drop_owner(&self, file: u64, owner: u64) -> io::Result<()> {
+        lock(&self.pids).remove(&(file, owner));
         let Some(fd) = lock(&self.held).remove(&(file, owner)) else {
             return Ok(());
         };
@@ -192,8 +227,9 @@ impl Volume {
 
     /// `F_GETLK` for `owner` through handle `fh`: the first lock of
     /// another owner, on any node, that conflicts with `range` (its range,
-    /// type and pid; pid 0 when the lock is another node's or an open file
-    /// description's), or `range` with type `F_UNLCK` if none does.
+    /// type and pid: the holding process's when it is an owner of this
+    /// node, 0 when the lock is another node's or the holder cannot be
+    /// told), or `range` with type `F_UNLCK` if none does.
     pub fn get_lock(&self, fh: u64, owner: u64, range: LockRange) -> io::Result<(LockRange, u32)> {
         let file = self.lockable(fh)?;
         let mut flock = range.flock()?;
@@ -224,7 +260,14 @@ impl Volume {
             end,
             typ: i32::from(flock.l_type),
         };
-        Ok((found, u32::try_from(flock.l_pid).unwrap_or(0)))
+        // OFD locks carry no pid (the kernel says -1): the holder's pid
+        // when it is an owner of this node, else 0.
+        let pid = u32::try_from(flock.l_pid)
+            .ok()
+            .filter(|&pid| pid > 0)
+            .or_else(|| self.locks.holder_pid(file.0, owner, &flock))
+            .unwrap_or(0);
+        Ok((found, pid))
     }
 
     /// `F_SETLK` (`wait`: `F_SETLKW`) for `owner` through handle `fh`. An
@@ -234,8 +277,16 @@ impl Volume {
     /// `wait`); ENOLCK where the capacity tier cannot lock.
     ///
     /// With `wait` the call blocks until the lock is granted: the caller
-    /// runs it off the FUSE request threads.
-    pub fn set_lock(&self, fh: u64, owner: u64, range: LockRange, wait: bool) -> io::Result<()> {
+    /// runs it off the FUSE request threads. `pid`: the process asking
+    /// (what `F_GETLK` reports for the lock while this node holds it).
+    pub fn set_lock(
+        &self,
+        fh: u64,
+        owner: u64,
+        range: LockRange,
+        wait: bool,
+        pid: u32,
+    ) -> io::Result<()> {
         let file = self.lockable(fh)?;
         let flock = range.flock()?;
         if range.typ == libc::F_UNLCK {
@@ -254,6 +305,7 @@ impl Volume {
             FcntlArg::F_OFD_SETLK(&flock)
         };
         fcntl(fd.as_fd(), arg).map_err(lock_error)?;
+        lock(&self.locks.pids).insert((file.0, owner), pid);
         self.engine.refresh_size(file)?;
         Ok(())
     }

@@ -461,12 +461,13 @@ fn every_acknowledged_fallocate_survives_a_crash_at_every_sync_point_of_either_t
     }
 }
 
-/// When the fast tier cannot take the write-back's clean record
-/// (degrade.rs), the written-back bytes stay indexed and a later flush
-/// would write them again: a punch over them must then fail and leave
-/// the capacity file unpunched, not punch under bytes that come back.
+/// When the fast tier keeps failing, the write-back's clean record is
+/// refused and the regions holding the written-back bytes cannot be reset
+/// either (degrade.rs): the bytes stay indexed and a later flush would
+/// write them again, so a punch over them must fail and leave the
+/// capacity file unpunched, not punch under bytes that come back.
 #[test]
-fn a_punch_fails_and_changes_nothing_when_the_log_refuses_the_clean_record() {
+fn a_punch_fails_and_changes_nothing_when_the_log_keeps_failing() {
     use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
     let path = RelPath::new("f").unwrap();
     let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
@@ -477,14 +478,18 @@ fn a_punch_fails_and_changes_nothing_when_the_log_refuses_the_clean_record() {
     engine.write(id, 0, &pattern(0)).unwrap();
     engine.write(id, SLOT, &pattern(1)).unwrap();
     engine.fsync(id).unwrap();
-    faulty.inject(FaultRule {
-        path_prefix: Some("log/".to_string()),
-        ..FaultRule::new(FaultOp::Write, 5)
-    });
+    // A device refusing every change to the log: neither the clean record
+    // nor a region reset (a truncate, then a header) can be written.
+    for op in [FaultOp::Write, FaultOp::SetLen] {
+        faulty.inject(FaultRule {
+            path_prefix: Some("log/".to_string()),
+            ..FaultRule::new(op, 5)
+        });
+    }
     let e = engine
         .fallocate(id, Allocate::PunchHole, 0, SLOT)
         .unwrap_err();
-    assert!(e.to_string().contains("could not be written back"), "{e}");
+    assert!(e.to_string().contains("fallocate f"), "{e}");
     assert_eq!(engine.read(id, 0, SLOT).unwrap(), pattern(0), "not punched");
     assert_eq!(
         capacity_bytes(capacity.as_ref(), &path),
@@ -498,5 +503,49 @@ fn a_punch_fails_and_changes_nothing_when_the_log_refuses_the_clean_record() {
         capacity_bytes(capacity.as_ref(), &path),
         [pattern(0), pattern(1)].concat()
     );
+    engine.close();
+}
+
+/// The fsx failure of the full-fast-tier run: the log is full when a
+/// punch over buffered bytes writes them back, so the clean record is
+/// refused (ENOSPC). The punch must not fail for that: it waits until the
+/// regions holding the bytes are flushed and reset (which frees room),
+/// then punches; neither a drain nor a recovery brings the bytes back.
+#[test]
+fn a_punch_over_bytes_whose_clean_record_the_full_log_refused_waits_for_their_regions() {
+    use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
+    let path = RelPath::new("f").unwrap();
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let fast: Arc<dyn Backend> = faulty.clone();
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity).unwrap();
+    let id = engine.create(&path).unwrap();
+    engine.write(id, 0, &pattern(0)).unwrap();
+    engine.write(id, SLOT, &pattern(1)).unwrap();
+    engine.fsync(id).unwrap();
+    // The next write to the log (the clean record) finds it full.
+    faulty.inject(FaultRule {
+        path_prefix: Some("log/".to_string()),
+        remaining: Some(1),
+        ..FaultRule::new(FaultOp::Write, 28)
+    });
+    engine.fallocate(id, Allocate::PunchHole, 0, SLOT).unwrap();
+    assert_eq!(faulty.injected(), 1, "the clean record was refused");
+    let want = [vec![0; SLOT as usize], pattern(1)].concat();
+    assert_eq!(read_all(&engine, id), want, "punched");
+    assert_eq!(capacity_bytes(capacity.as_ref(), &path), want);
+    engine.fsync(id).unwrap();
+    engine.release(id);
+    engine.drain().unwrap();
+    assert_eq!(
+        capacity_bytes(capacity.as_ref(), &path),
+        want,
+        "after a drain"
+    );
+    engine.close();
+    let engine = open(&fast, &capacity).unwrap();
+    engine.drain().unwrap();
+    let id = engine.open_file(&path).unwrap();
+    assert_eq!(read_all(&engine, id), want, "after recovery");
     engine.close();
 }

@@ -13,15 +13,19 @@
 //! file's buffered bytes are written back (the per-file sync of
 //! close-to-open, [`Engine::sync_file`]): written to the capacity file,
 //! synced, and dropped from the index behind a synced clean record, which
-//! recovery honours. Only then, with none of the file's bytes left in
-//! the affected range of the index and no flush write of the file in
-//! flight, is the capacity file changed.
+//! recovery honours. When the fast tier refuses that clean record (full,
+//! or failing: degrade.rs), the bytes stay indexed; the fallocate then
+//! waits, as a write that falls back to the capacity tier does, until
+//! every region holding them has been flushed and reset. Only then, with
+//! none of the file's bytes left in the affected range of the index and
+//! no flush write of the file in flight, is the capacity file changed.
 //!
 //! INVARIANTS (docs/crash-consistency.md, "fallocate"):
 //! - a punch or zero never reaches the capacity file while a buffered
 //!   byte of its range is indexed, nor a shift while any byte of the file
 //!   is: what a flush or a recovery could write back was written back
-//!   first, and its clean record is durable;
+//!   first, and its clean record is durable, or every region holding a
+//!   copy has been flushed and reset;
 //! - the file's I/O lock is held alone throughout, so no write of the file is
 //!   placed between the write-back and the capacity call;
 //! - plain allocation changes no byte: it needs no write-back, and only
@@ -72,11 +76,25 @@ impl Engine {
         // A flush write of the file looked up before the write-back must
         // land before the capacity file changes, or it would land on the
         // hole (the same wait as a truncate's).
-        let state = wait_not_busy(shared, lock(shared), file);
+        let mut state = wait_not_busy(shared, lock(shared), file);
+        if let Some((from, count)) = affected(mode, offset, len) {
+            // Still indexed after the write-back: the fast tier refused its
+            // clean record (full, or failing: degrade.rs), so a later flush
+            // or a recovery would write them over the range again. Wait,
+            // as a write that falls back to the capacity tier does, until
+            // every region holding them has been flushed and reset; the
+            // flush of the last one frees room for the log again.
+            let holding = regions_holding(&state, file, from, count, false);
+            if !holding.is_empty() {
+                let (s, settled) = wait_reset(shared, state, &holding, &what);
+                state = wait_not_busy(shared, s, file);
+                settled?;
+            }
+        }
         if let Some(byte) = first_in_the_way(&state, file, mode, offset, len) {
-            // The write-back did not drop them (the fast tier refused its
-            // clean record: degrade.rs): a later flush would write them
-            // over the range again.
+            // Cannot happen while the file's I/O lock is held alone (no
+            // write of it is placed meanwhile); refused rather than risk a
+            // punch under bytes that come back.
             return Err(io::Error::other(format!(
                 "{what}: buffered bytes at offset {byte} could not be written back first \
                  (fast tier {}); nothing was changed",
@@ -129,16 +147,23 @@ fn first_in_the_way(
     offset: u64,
     len: u64,
 ) -> Option<u64> {
-    let (from, count) = if mode.shifts() {
-        (0, u64::MAX)
-    } else if mode.zeroes_range() {
-        (offset, len)
-    } else {
-        return None;
-    };
+    let (from, count) = affected(mode, offset, len)?;
     state
         .buffer
         .buffered_pieces(file, from, count, None)
         .first()
         .map(|&(byte, _, _)| byte)
+}
+
+/// The bytes `mode` over `[offset, offset + len)` changes, as `(from,
+/// count)`: the range for a punch or a zero, the whole file for a shift
+/// (its bytes move), none for plain allocation.
+fn affected(mode: Allocate, offset: u64, len: u64) -> Option<(u64, u64)> {
+    if mode.shifts() {
+        Some((0, u64::MAX))
+    } else if mode.zeroes_range() {
+        Some((offset, len))
+    } else {
+        None
+    }
 }

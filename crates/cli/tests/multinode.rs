@@ -635,3 +635,70 @@ fn issue_20_a_file_another_node_removed_or_renamed_is_not_brought_back() {
         );
     }
 }
+
+/// `sluice status --json` of `node`, parsed.
+fn status_json(node: &Node) -> serde_json::Value {
+    let out = node.sluice(&["status", "--json", node.point.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Issue 33: a clean copy (bytes written back, still in the writer's log)
+/// is never served once another node changed the file. Node A writes a
+/// file and closes it (close-to-open puts it on the capacity tier and
+/// keeps the bytes as clean copies), and reads it back from them; node B
+/// writes over part of it, same size, and closes; A opens it again and
+/// reads B's bytes, not its own copies.
+#[test]
+fn issue_33_a_clean_copy_is_never_served_after_another_node_changed_the_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, BUFFERED, &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let mine = pattern(1 << 20, 1);
+    fs::write(a.path("ckpt"), &mine).unwrap();
+    assert!(fs::read(a.path("ckpt")).unwrap() == mine);
+    let hits = status_json(a)["clean_read_bytes"].as_u64().unwrap();
+    assert!(hits > 0, "A read its own bytes from its clean copies");
+    let theirs = pattern(256 << 10, 9);
+    let f = OpenOptions::new().write(true).open(b.path("ckpt")).unwrap();
+    f.write_all_at(&theirs, 128 << 10).unwrap();
+    drop(f);
+    let mut want = mine.clone();
+    want[128 << 10..384 << 10].copy_from_slice(&theirs);
+    assert!(fs::read(c.capacity_file("ckpt")).unwrap() == want);
+    let seen = fs::read(a.path("ckpt")).unwrap();
+    assert_eq!(seen.len(), want.len());
+    let first_wrong = seen.iter().zip(&want).position(|(x, y)| x != y);
+    assert_eq!(first_wrong, None, "A served a stale clean copy");
+    // The same for a file A keeps open across B's change: a lock granted
+    // to A after B's unlock is the synchronisation that promises it.
+    fs::write(a.path("locked"), &mine).unwrap();
+    let held = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(a.path("locked"))
+        .unwrap();
+    let mut buf = vec![0u8; mine.len()];
+    held.read_exact_at(&mut buf, 0).unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(b.path("locked"))
+        .unwrap();
+    setlk(&f, libc::F_WRLCK, 0, 0).unwrap();
+    f.write_all_at(&theirs, 0).unwrap();
+    setlk(&f, libc::F_UNLCK, 0, 0).unwrap();
+    setlk(&held, libc::F_RDLCK, 0, 0).unwrap();
+    held.read_exact_at(&mut buf, 0).unwrap();
+    assert!(
+        buf[..theirs.len()] == theirs[..],
+        "A read B's bytes after the lock"
+    );
+    setlk(&held, libc::F_UNLCK, 0, 0).unwrap();
+}

@@ -620,7 +620,9 @@ fn a_rename_that_fails_keeps_the_targets_buffered_bytes() {
 }
 
 /// `sluice top` shows each tier's read bandwidth from these counters: a
-/// read of flushed and buffered bytes counts each part on its own tier.
+/// read of flushed and buffered bytes counts each part where it was read:
+/// buffered bytes on the fast tier, flushed bytes still in their region as
+/// clean hits, the rest (the clean cache's misses) on the capacity tier.
 #[test]
 fn reads_count_buffered_bytes_on_the_fast_tier_and_the_rest_on_the_capacity_tier() {
     let (fast, capacity) = backends();
@@ -630,8 +632,21 @@ fn reads_count_buffered_bytes_on_the_fast_tier_and_the_rest_on_the_capacity_tier
     engine.drain().unwrap();
     engine.write(id, 4096, &[2u8; 2048]).unwrap();
     let before = engine.stats();
-    assert_eq!(engine.read(id, 0, 6144).unwrap().len(), 6144);
+    assert_eq!(engine.read(id, 0, 8192).unwrap().len(), 6144);
     let after = engine.stats();
     assert_eq!(after.fast_read_bytes - before.fast_read_bytes, 2048);
-    assert_eq!(after.capacity_read_bytes - before.capacity_read_bytes, 4096);
+    assert_eq!(after.clean_read_bytes - before.clean_read_bytes, 4096);
+    assert_eq!(after.capacity_read_bytes - before.capacity_read_bytes, 0);
+    // Written over on the capacity tier behind the engine: a miss.
+    let f = capacity
+        .open(&p("f"), sluice_env::OpenOptions::default())
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    f.write_at(&[3u8; 4096], 0).unwrap();
+    engine.refresh_size(id).unwrap();
+    let read = engine.read(id, 0, 4096).unwrap();
+    assert!(read == [3u8; 4096], "the capacity file's new bytes");
+    let last = engine.stats();
+    assert_eq!(last.capacity_read_bytes - after.capacity_read_bytes, 4096);
+    assert_eq!(last.cache_stale_drops, 1);
 }

@@ -81,6 +81,7 @@ fn region_header(region_bytes: u64) -> Vec<u8> {
         region: RegionId(1),
         generation: 1,
         region_bytes,
+        first_seq: 0,
     }
     .encode()
     .to_vec()

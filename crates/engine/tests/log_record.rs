@@ -237,6 +237,7 @@ fn region_header_round_trips_and_rejects_damage() {
         region: RegionId(3),
         generation: 1 << 40,
         region_bytes: 1 << 30,
+        first_seq: 0,
     };
     let good = header.encode();
     assert_eq!(&good[0..4], b"SLRG");
@@ -284,6 +285,7 @@ fn region_header_round_trips_and_rejects_damage() {
     for region_bytes in [0, 64, 111, 1001] {
         let odd = RegionHeader {
             region_bytes,
+            first_seq: 0,
             ..header
         };
         assert_eq!(

@@ -33,7 +33,8 @@ fn create_writes_a_header_that_open_reads() {
         RegionHeader {
             region: RegionId(2),
             generation: 5,
-            region_bytes: REGION_BYTES
+            region_bytes: REGION_BYTES,
+            first_seq: 0,
         }
     );
     assert_eq!(opened.header(), header);
@@ -64,6 +65,7 @@ fn open_names_what_is_wrong_with_the_header() {
         region: RegionId(1),
         generation: 0,
         region_bytes: REGION_BYTES,
+        first_seq: 0,
     }
     .encode();
     let cases: Vec<(Vec<u8>, &str)> = vec![

@@ -328,6 +328,17 @@ pub struct Status {
     /// BBOS's `hit_bytes` and `miss_bytes`).
     #[serde(default)]
     pub capacity_read_bytes: u64,
+    /// Bytes reads were served from clean copies in the log (the clean
+    /// cache's hits; its misses are among `capacity_read_bytes`).
+    #[serde(default)]
+    pub clean_read_bytes: u64,
+    /// Bytes of clean copies in the log now.
+    #[serde(default)]
+    pub cached_bytes: u64,
+    /// Clean copies dropped because their capacity file changed behind
+    /// them (another node wrote or replaced it).
+    #[serde(default)]
+    pub cache_stale_drops: u64,
     /// Flush rate over the last second.
     pub flush_bytes_per_s: u64,
     /// Regions flushed.
@@ -498,6 +509,9 @@ impl Status {
             written_back_bytes: s.stats.written_back_bytes,
             fast_read_bytes: s.stats.fast_read_bytes,
             capacity_read_bytes: s.stats.capacity_read_bytes,
+            clean_read_bytes: s.stats.clean_read_bytes,
+            cached_bytes: s.stats.cached_bytes,
+            cache_stale_drops: s.stats.cache_stale_drops,
             flush_bytes_per_s: flush_rate,
             regions_flushed: s.stats.regions_flushed,
             draining: s.draining,
@@ -690,6 +704,22 @@ impl Status {
             .map(|(bytes, what, how)| format!("; {what} {} {how}", mib(*bytes)))
             .collect::<String>(),
             if self.draining { ", draining" } else { "" }
+        );
+        let _ = writeln!(
+            out,
+            "cache       clean {} in the log; reads: {} clean hits, {} from the capacity tier, {} from buffered bytes{}",
+            mib(self.cached_bytes),
+            mib(self.clean_read_bytes),
+            mib(self.capacity_read_bytes),
+            mib(self.fast_read_bytes),
+            if self.cache_stale_drops > 0 {
+                format!(
+                    "; {} files' copies dropped (changed behind them)",
+                    self.cache_stale_drops
+                )
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             out,

@@ -181,6 +181,10 @@ pub struct WriteBuffer {
     pipeline: RegionPipeline,
     gate: FlushGate,
     index: ExtentIndex,
+    /// The clean cache (docs/engine.md, "The clean cache"): bytes written
+    /// back to the capacity tier whose records are still in their region,
+    /// readable from there until it is reused. Never flushed.
+    cache: ExtentIndex,
     /// Per region: the files it describes.
     described: Vec<BTreeSet<FileId>>,
     /// Per region: when its first record since it was last empty was
@@ -216,6 +220,7 @@ impl WriteBuffer {
             pipeline,
             gate: FlushGate::new(config.gate),
             index,
+            cache: ExtentIndex::new(),
             described: alloc::vec![BTreeSet::new(); states.len()],
             // Recovered bytes count as written at the restore.
             first_write: states
@@ -411,12 +416,15 @@ impl WriteBuffer {
 
     /// A data record's payload is in the log: index it.
     pub fn insert(&mut self, file: FileId, extent: Extent) {
+        self.cache
+            .invalidate(file, extent.file_offset, u64::from(extent.len));
         self.index.insert(file, extent);
     }
 
     /// `file` was truncated to `size` (its record placed and written):
     /// buffered bytes past it are dropped. Returns the bytes dropped.
     pub fn truncate(&mut self, file: FileId, size: u64) -> u64 {
+        self.cache.truncate(file, size);
         self.index.truncate(file, size)
     }
 
@@ -424,6 +432,7 @@ impl WriteBuffer {
     /// bytes are dropped. Returns whether it had any.
     pub fn remove_file(&mut self, file: FileId) -> bool {
         self.redirector.forget_file(file);
+        self.cache.remove_file(file);
         self.index.remove_file(file).is_some()
     }
 
@@ -437,6 +446,7 @@ impl WriteBuffer {
     /// bytes were written to the capacity tier by the caller, and a durable
     /// record says so. Returns whether it had any.
     pub fn drop_buffered(&mut self, file: FileId) -> bool {
+        self.cache.remove_file(file);
         self.index.remove_file(file).is_some()
     }
 
@@ -451,7 +461,54 @@ impl WriteBuffer {
     /// leave the index; newer bytes, and bytes outside the range, stay.
     /// Returns the bytes dropped.
     pub fn clean(&mut self, file: FileId, bound: u64, range: core::ops::Range<u64>) -> u64 {
+        if let Some(extents) = self.index.file(&file) {
+            let kept: Vec<Extent> = extents
+                .extents()
+                .filter(|e| e.seq < bound && e.file_offset >= range.start && e.end() <= range.end)
+                .collect();
+            for extent in kept {
+                self.cache.insert(file, extent);
+            }
+        }
         self.index.clean(file, bound, range)
+    }
+
+    /// Bytes of `file` in `[offset, offset + len)` changed, or may have,
+    /// other than by a record of the log: their clean copies are dropped.
+    pub fn forget_cached(&mut self, file: FileId, offset: u64, len: u64) {
+        self.cache.invalidate(file, offset, len);
+    }
+
+    /// Every clean copy of `file` is dropped (its capacity file changed
+    /// behind it).
+    pub fn forget_cached_file(&mut self, file: FileId) -> bool {
+        self.cache.remove_file(file).is_some()
+    }
+
+    /// `region` is filled again: the clean copies in it are dropped.
+    /// Returns the bytes dropped.
+    pub fn forget_cached_region(&mut self, region: RegionId) -> u64 {
+        self.cache.remove_region(region)
+    }
+
+    /// Clean copies and holes of `[offset, offset + len)` of `file`.
+    pub fn lookup_cached(
+        &self,
+        file: FileId,
+        offset: u64,
+        len: u64,
+    ) -> impl Iterator<Item = Piece> + '_ {
+        self.cache.lookup(file, offset, len)
+    }
+
+    /// Whether `file` has clean copies.
+    pub fn has_cached(&self, file: FileId) -> bool {
+        self.cache.file(&file).is_some()
+    }
+
+    /// Bytes in the clean cache.
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache.buffered_bytes()
     }
 
     /// Whether `file` has buffered bytes.
@@ -729,6 +786,20 @@ impl WriteBuffer {
     /// reset durably: it is empty again.
     pub fn finish_flush(&mut self, region: RegionId) -> Result<(), PipelineError> {
         self.pipeline.finish_flush(region)?;
+        // What was flushed stays readable in the region: clean copies.
+        let flushed: Vec<(FileId, Extent)> = self
+            .index
+            .files()
+            .flat_map(|(file, extents)| {
+                extents
+                    .extents()
+                    .filter(|e| e.location.region == region)
+                    .map(move |e| (file, e))
+            })
+            .collect();
+        for (file, extent) in flushed {
+            self.cache.insert(file, extent);
+        }
         self.index.remove_region(region);
         if let Some(files) = self.described.get_mut(region.0 as usize) {
             files.clear();

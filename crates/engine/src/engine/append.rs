@@ -76,6 +76,12 @@ pub(super) fn append_data<'a>(
                 // Placed on the capacity tier: nothing buffered overlaps it.
                 // Written outside the engine lock; the caller holds the
                 // file's I/O lock, so this file's writes stay in order.
+                // Clean copies of the range are superseded now (a copy may
+                // have joined the cache while this write waited for an
+                // older buffered copy to be flushed: degrade.rs).
+                state
+                    .buffer
+                    .forget_cached(file, part_offset, part.len() as u64);
                 let State {
                     files, placements, ..
                 } = &mut *state;
@@ -218,6 +224,8 @@ pub(super) fn reserve_and_append<'a>(
         match placement {
             Placement::Log(reservation) => {
                 let region = reservation.region;
+                // Filled again: its clean copies go before any byte lands.
+                cache::reuse(&mut state, region);
                 state.regions[region.0 as usize].appends += 1;
                 let mut at = REGION_HEADER_BYTES + reservation.offset;
                 let describe = reservation.describe.zip(file).and_then(|(seq, id)| {

@@ -76,6 +76,8 @@ impl Engine {
                 shared.capacity.describe()
             )))
         })?;
+        // Clean copies of a capacity file changed behind them go.
+        cache::check(&mut state, file, None);
         Ok(update_size(&mut state, file, capacity_len))
     }
 
@@ -84,6 +86,7 @@ impl Engine {
     /// file unlinked or renamed over while open still has them.
     pub fn stat_open(&self, file: FileId) -> io::Result<Stat> {
         let (mut state, mut stat) = read_steady(&self.shared, file, |handle, _| handle.stat())?;
+        cache::check(&mut state, file, Some(cache::Stamp::of(&stat)));
         update_size(&mut state, file, stat.len);
         if let Some(open) = state.files.get(&file) {
             open.overlay(&mut stat);
@@ -129,6 +132,9 @@ impl Engine {
         if open.ino.is_some_and(|ino| ino != stat.identity()) {
             return;
         }
+        // A getattr (after the attribute timeout) sees another node's
+        // change: clean copies of what it changed go.
+        cache::check(&mut state, id, Some(cache::Stamp::of(stat)));
         update_size(&mut state, id, stat.len);
         if let Some(open) = state.files.get(&id) {
             open.overlay(stat);

@@ -156,8 +156,16 @@ pub struct EngineStats {
     /// Bytes reads were served from the log (buffered bytes).
     pub fast_read_bytes: u64,
     /// Bytes reads asked of the capacity tier (counted when asked: a read
-    /// that fails counts too).
+    /// that fails counts too): the clean cache's misses among them.
     pub capacity_read_bytes: u64,
+    /// Bytes reads were served from clean copies in the log (the clean
+    /// cache's hits: written back, still in their region).
+    pub clean_read_bytes: u64,
+    /// Bytes of clean copies now (a gauge).
+    pub cached_bytes: u64,
+    /// Clean copies dropped because their capacity file changed behind
+    /// them (another node's write, another inode, a changed size or time).
+    pub cache_stale_drops: u64,
 }
 
 /// Where the engine stands now: for `sluice status` and metrics.

@@ -114,6 +114,8 @@ impl Engine {
         if let Some(open) = state.files.get_mut(&file) {
             open.capacity_unsynced = true;
         }
+        // The capacity file changed under its clean copies.
+        cache::forget_file(&mut state, file);
         drop(state);
         self.refresh_size(file)?;
         Ok(())

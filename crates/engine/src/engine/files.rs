@@ -22,14 +22,27 @@ pub(super) fn register(
     state: &mut State,
     path: RelPath,
     handle: Arc<dyn BackendFile>,
-    size: u64,
+    stat: Option<&Stat>,
     created: bool,
-    ino: Option<(u64, u64)>,
-) -> FileId {
-    let id = FileId(state.next_file_id);
-    state.next_file_id += 1;
+) -> io::Result<FileId> {
+    let ino = stat.map(Stat::identity);
+    // The file's clean copies, kept since it was last forgotten, if its
+    // capacity file did not change meanwhile (cache.rs).
+    let id = match stat.and_then(|stat| cache::unpark(state, stat)) {
+        Some(id) => id,
+        None => {
+            let id = FileId(state.next_file_id);
+            state.next_file_id += 1;
+            id
+        }
+    };
+    // The stat has the length already; a backend without one is asked.
+    let size = match stat {
+        Some(stat) => stat.len,
+        None => handle.len()?,
+    };
     attach(state, id, path, handle, size, created, ino);
-    id
+    Ok(id)
 }
 
 /// The capacity tier's attributes of the file `handle` opens (`fstat`,
@@ -171,6 +184,7 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
         && !state.buffer.has_buffered(id);
     if unused {
         if let Some(open) = remove_file_entry(state, id) {
+            cache::park(state, id, open.ino.filter(|_| !open.unlinked));
             if open.created_unsynced && !open.unlinked {
                 // A later fsync of the file (opened again) still owes
                 // its directory entry a sync.
@@ -248,6 +262,7 @@ pub(super) fn drop_name<'a>(
         forget_if_unused(&mut state, id);
     } else {
         remove_file_entry(&mut state, id);
+        cache::forget_file(&mut state, id);
     }
     (state, Ok(()))
 }

@@ -3,6 +3,8 @@
 //! file order through writeback.rs, each run looked up again under the
 //! lock), syncs the files, resets the regions.
 
+use std::collections::BTreeSet;
+
 use super::*;
 
 /// One region flush step's outcome.
@@ -188,6 +190,12 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         .buffer
         .start_flush_set(&set, shared.config.flush_run_max_bytes)
         .map_err(|e| io::Error::other(e.to_string()))?;
+    // Clean copies of a file changed behind them go before these writes
+    // change it too (cache.rs).
+    let files: BTreeSet<FileId> = runs.iter().map(|run| run.file).collect();
+    for &file in &files {
+        cache::before_write_back(&mut state, file);
+    }
     drop(state);
     let abort = |e: io::Error| {
         let mut state = lock(shared);
@@ -243,12 +251,15 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
             .wait(state)
             .unwrap_or_else(|e| e.into_inner());
     }
+    // Retired, not emptied: the header's first sequence ends the log
+    // before every record in it, which stay as clean copies (cache.rs).
+    let first_seq = state.buffer.next_seq();
     for (i, &region) in set.iter().enumerate() {
         let log_region = &mut state.regions[region.0 as usize];
         let generation = log_region.file.generation() + 1;
         let reset = log_region
             .file
-            .reset(generation)
+            .retire(generation, first_seq)
             .and_then(|()| log_region.file.sync());
         if let Err(e) = reset {
             for &later in &set[i..] {
@@ -263,15 +274,20 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
                 ),
             ));
         }
-        log_region.records.clear();
         log_region.dirty = false;
         log_region.broken_at = None;
+        // Its records (only those written whole are in `records`) stay
+        // as clean copies until the region is filled again.
+        log_region.cached = true;
         state
             .buffer
             .finish_flush(region)
             .map_err(|e| io::Error::other(e.to_string()))?;
         state.left_log += 1;
         state.stats.regions_flushed += 1;
+    }
+    for &file in &files {
+        cache::restamp(&mut state, file);
     }
     let flushed: Vec<FileId> = state.files.keys().copied().collect();
     for id in flushed {

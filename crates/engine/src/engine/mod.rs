@@ -71,6 +71,7 @@ use crate::log::{
 
 mod append;
 mod attrs;
+mod cache;
 mod config;
 mod degrade;
 mod fallocate;
@@ -148,6 +149,12 @@ struct LogRegion {
     /// reset: the region was closed there, and recovery ends it there
     /// (degrade.rs).
     broken_at: Option<u64>,
+    /// Flushed and retired, its records kept as clean copies (cache.rs)
+    /// until the region is filled again.
+    cached: bool,
+    /// Times the region was filled again after it was retired: a clean
+    /// read copied while this changed may hold new records' bytes.
+    reuses: u64,
 }
 
 struct OpenFile {
@@ -264,6 +271,12 @@ struct State {
     /// The capacity tier's health as last noted (health.rs): nothing is
     /// flushed unless it is healthy.
     capacity_health: sluice_env::TierHealth,
+    /// Per file with clean copies (cache.rs): its capacity file's
+    /// attributes when they were last known to match the copies.
+    stamps: HashMap<FileId, cache::Stamp>,
+    /// Files the engine forgot (no open, nothing buffered) whose clean
+    /// copies it keeps, by capacity identity: an open finds them again.
+    parked: HashMap<(u64, u64), FileId>,
 }
 
 impl OpenFile {
@@ -288,6 +301,7 @@ impl State {
             forced_to_log_bytes: placed.forced_to_log_bytes,
             write_through_bytes: placed.write_through_bytes,
             waits: self.buffer.pipeline().counters().waits,
+            cached_bytes: self.buffer.cached_bytes(),
             ..self.stats.clone()
         }
     }
@@ -429,8 +443,8 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        let ino = capacity_stat(&self.shared, handle.as_ref(), path).map(|st| st.identity());
-        let id = register(&mut state, path.clone(), handle, 0, true, ino);
+        let stat = capacity_stat(&self.shared, handle.as_ref(), path);
+        let id = register(&mut state, path.clone(), handle, stat.as_ref(), true)?;
         opened(&mut state, id);
         Ok(id)
     }
@@ -463,12 +477,7 @@ impl Engine {
             self.refresh_size(id)?;
             return Ok(id);
         }
-        // The stat has the length already; a backend without one is asked.
-        let size = match stat {
-            Some(stat) => stat.len,
-            None => handle.len()?,
-        };
-        let id = register(&mut state, path.clone(), handle, size, false, ino);
+        let id = register(&mut state, path.clone(), handle, stat.as_ref(), false)?;
         opened(&mut state, id);
         Ok(id)
     }
@@ -618,10 +627,19 @@ impl Engine {
         let pieces: Vec<Piece> = state.buffer.lookup(file, offset, len).collect();
         let mut holes = Vec::new();
         let mut buffered = Vec::new();
+        let mut cached = Vec::new();
         for piece in pieces {
             let start = (piece.file_offset() - offset) as usize;
             match piece {
-                Piece::Hole { file_offset, len } => holes.push((start, len as usize, file_offset)),
+                Piece::Hole { file_offset, len } => cache::split_hole(
+                    &mut state,
+                    file,
+                    start,
+                    file_offset,
+                    len,
+                    &mut cached,
+                    &mut holes,
+                ),
                 Piece::Buffered { location, len, .. } => {
                     buffered.push((start, len as usize, pin(&mut state, location)));
                 }
@@ -635,7 +653,12 @@ impl Engine {
                 break;
             }
         }
+        let copied: Vec<io::Result<()>> = cached
+            .iter()
+            .map(|c| c.pinned.copy_to(&mut buf[c.start..c.start + c.len]))
+            .collect();
         let mut state = lock(shared);
+        cache::settle(shared, &mut state, file, &cached, &copied, &mut holes);
         for (_, _, pinned) in &buffered {
             unpin(shared, &mut state, pinned.region);
         }
@@ -667,6 +690,10 @@ impl Engine {
         let io = file_io(shared, file)?;
         let _io = hold_alone(&io);
         let mut state = wait_not_busy(shared, lock(shared), file);
+        // Clean copies past the new end go with the bytes (the capacity
+        // file is cut below; a truncate that grows the file changes no
+        // byte a copy holds).
+        state.buffer.forget_cached(file, size, u64::MAX - size);
         let appending = state
             .files
             .get(&file)

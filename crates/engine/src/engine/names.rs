@@ -46,7 +46,20 @@ impl Engine {
                 dropped?;
                 state
             }
-            None => state,
+            None => {
+                let mut state = state;
+                // Its last name goes: so do clean copies kept for it.
+                if !state.parked.is_empty() {
+                    if let Ok(stat) = shared.capacity.stat(path) {
+                        if stat.nlink <= 1 {
+                            if let Some(id) = cache::unpark(&mut state, &stat) {
+                                cache::forget_file(&mut state, id);
+                            }
+                        }
+                    }
+                }
+                state
+            }
         };
         shared
             .capacity

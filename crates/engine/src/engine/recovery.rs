@@ -92,6 +92,9 @@ pub(super) fn open(
             }
             stats.corrupt_ranges += report.corrupt.len() as u64;
             highest_seq = highest_seq.max(report.highest_seq_seen.unwrap_or(0));
+            // Records below a retired region's first sequence were flushed:
+            // new ones must number past them.
+            highest_seq = highest_seq.max(report.header.first_seq.saturating_sub(1));
             let used = report.end_offset.saturating_sub(REGION_HEADER_BYTES);
             let holds_records = report.records.iter().any(|r| {
                 matches!(
@@ -122,6 +125,8 @@ pub(super) fn open(
             records: BTreeMap::new(),
             dirty: false,
             broken_at: None,
+            cached: false,
+            reuses: 0,
         });
     }
 
@@ -248,6 +253,8 @@ pub(super) fn open(
         placements: Placements::default(),
         left_log: 0,
         capacity_health: capacity.health(),
+        stamps: HashMap::new(),
+        parked: HashMap::new(),
     };
     // Reattach every file that still has buffered bytes, unless its
     // capacity file was deleted, replaced or modified since this node last

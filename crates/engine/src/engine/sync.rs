@@ -224,6 +224,7 @@ fn write_back_file(
     }
     // Busy while its bytes are written: a truncate waits for them.
     open.busy += 1;
+    cache::before_write_back(&mut state, id);
     let pinned: Vec<(u64, u64, Pinned)> = pieces
         .iter()
         .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
@@ -321,6 +322,7 @@ fn clean<'a>(
             if state.buffer.clean(id, bound, range) > 0 {
                 state.left_log += 1;
             }
+            cache::restamp(&mut state, id);
         }
         Err(e) => {
             shared

@@ -111,6 +111,7 @@ mod tests {
             region: RegionId(region),
             generation: 3,
             region_bytes,
+            first_seq: 0,
         }
         .encode()
     }

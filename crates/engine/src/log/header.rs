@@ -2,8 +2,8 @@
 //!
 //! Layout (little endian): magic `SLRG` (0..4), format version u16 (4..6),
 //! reserved u16 (6..8), region id u32 (8..12), generation u64 (12..20),
-//! region bytes u64 (20..28), reserved zeros (28..60), crc32c of bytes
-//! 0..60 (60..64).
+//! region bytes u64 (20..28), first sequence u64 (28..36; format 5 on,
+//! zeros before), reserved zeros (36..60), crc32c of bytes 0..60 (60..64).
 
 use sluice_env::BackendFile;
 use sluice_policy::RegionId;
@@ -17,13 +17,16 @@ pub const REGION_MAGIC: [u8; 4] = *b"SLRG";
 /// ones: version 1, whose path records carry no capacity inode (their
 /// offset is 0), version 2, which has no clean records, and version 3,
 /// whose clean records have no payload (they cover the whole file; from
-/// version 4 on a clean record's payload names the byte range). Each version
+/// version 4 on a clean record's payload names the byte range), and
+/// version 4, whose header has no first sequence (a flushed region was
+/// truncated instead; from version 5 on it keeps its records, as the clean
+/// cache, behind a header whose first sequence is past them). Each version
 /// exists so that a build that reads only the older ones refuses a region
 /// that may hold what it does not know (a path record's inode, a clean
 /// record), rather than taking it for corruption. Records are only ever
 /// appended to a region whose header this build wrote (recovery treats
 /// every region holding records as full, and resets it before reuse).
-pub const REGION_FORMAT_VERSION: u16 = 4;
+pub const REGION_FORMAT_VERSION: u16 = 5;
 
 /// Bytes covered by the region header checksum.
 const REGION_CRC_COVERS: usize = 60;
@@ -116,6 +119,11 @@ pub struct RegionHeader {
     pub generation: u64,
     /// Size of the region in bytes, header included.
     pub region_bytes: u64,
+    /// Records with a lower sequence number are not part of the log: they
+    /// were flushed before the header was written (the region keeps them
+    /// as the clean cache, docs/engine.md), and the scan ends at the first
+    /// one. 0 in headers of format 4 and older.
+    pub first_seq: u64,
 }
 
 impl RegionHeader {
@@ -127,6 +135,7 @@ impl RegionHeader {
         bytes[8..12].copy_from_slice(&self.region.0.to_le_bytes());
         bytes[12..20].copy_from_slice(&self.generation.to_le_bytes());
         bytes[20..28].copy_from_slice(&self.region_bytes.to_le_bytes());
+        bytes[28..36].copy_from_slice(&self.first_seq.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[..REGION_CRC_COVERS]);
         bytes[60..64].copy_from_slice(&crc.to_le_bytes());
         bytes
@@ -148,7 +157,9 @@ impl RegionHeader {
         if stored != computed {
             return Err(RegionHeaderError::BadChecksum { stored, computed });
         }
-        if bytes[6..8] != [0; 2] || bytes[28..60].iter().any(|&b| b != 0) {
+        // The first sequence (28..36) is reserved before format 5.
+        let reserved_from = if version >= 5 { 36 } else { 28 };
+        if bytes[6..8] != [0; 2] || bytes[reserved_from..60].iter().any(|&b| b != 0) {
             return Err(RegionHeaderError::NonZeroReserved);
         }
         let word = |at: usize| {
@@ -162,6 +173,7 @@ impl RegionHeader {
             ])),
             generation: word(12),
             region_bytes: word(20),
+            first_seq: word(28),
         };
         check_region_bytes(header.region_bytes)?;
         Ok(header)

@@ -37,6 +37,7 @@ pub struct RegionFile {
     region: RegionId,
     region_bytes: u64,
     generation: AtomicU64,
+    first_seq: AtomicU64,
 }
 
 impl RegionFile {
@@ -68,6 +69,9 @@ impl RegionFile {
         let header = RegionHeader::read_from(&*file)?;
         let region_file =
             RegionFile::new(file, header.region, header.region_bytes, header.generation);
+        region_file
+            .first_seq
+            .store(header.first_seq, Ordering::Release);
         Ok((region_file, header))
     }
 
@@ -82,6 +86,7 @@ impl RegionFile {
             region,
             region_bytes,
             generation: AtomicU64::new(generation),
+            first_seq: AtomicU64::new(0),
         }
     }
 
@@ -106,6 +111,7 @@ impl RegionFile {
             region: self.region,
             generation: self.generation(),
             region_bytes: self.region_bytes,
+            first_seq: self.first_seq.load(Ordering::Acquire),
         }
     }
 
@@ -288,13 +294,32 @@ impl RegionFile {
     /// caller's sync completes before the flush is declared finished.
     pub fn reset(&self, generation: u64) -> io::Result<()> {
         self.file.set_len(REGION_HEADER_BYTES)?;
+        self.write_header(generation, 0)
+    }
+
+    /// Empty the region for recovery while its records stay where they are
+    /// (the clean cache, docs/engine.md): write a header with `generation`
+    /// and `first_seq`, one past every sequence number placed so far, in
+    /// place. The scan ends at the first record below `first_seq`, so once
+    /// the header is durable (the caller syncs) no record of it is replayed;
+    /// records appended later (sequence numbers from `first_seq` on)
+    /// overwrite them from the start. A torn header fails its checksum:
+    /// recovery then creates the region again, which loses nothing, since
+    /// the region was flushed before.
+    pub fn retire(&self, generation: u64, first_seq: u64) -> io::Result<()> {
+        self.write_header(generation, first_seq)
+    }
+
+    fn write_header(&self, generation: u64, first_seq: u64) -> io::Result<()> {
         let header = RegionHeader {
             region: self.region,
             generation,
             region_bytes: self.region_bytes,
+            first_seq,
         };
         self.file.write_at(&header.encode(), 0)?;
         self.generation.store(generation, Ordering::Release);
+        self.first_seq.store(first_seq, Ordering::Release);
         Ok(())
     }
 

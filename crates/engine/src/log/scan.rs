@@ -15,7 +15,11 @@
 //!   sequence is not above the previous kept record's is a failure too;
 //! * an all-zero header is the end of the log when no valid record follows
 //!   it; when one does (a zeroed block inside the log), the zeros are a
-//!   failure like any other.
+//!   failure like any other;
+//! * a valid record whose sequence is below the region header's first
+//!   sequence (format 5) is the end of the log: it is left from a fill the
+//!   flusher wrote back before it retired the region, and later records
+//!   overwrite such records from the start.
 //!
 //! How: pass 1 walks the record headers from the start, reading the file in
 //! large chunks ([`SCAN_CHUNK_BYTES`]), or with small reads that skip the
@@ -241,6 +245,7 @@ pub fn scan_region_with(
         failures: Vec::new(),
         highest_seq_seen: None,
         payloads_verified: 0,
+        first_seq: header.first_seq,
     };
     let clean_end = scanner
         .walk_headers()
@@ -258,6 +263,9 @@ struct Scanner<'a> {
     failures: Vec<CorruptRange>,
     highest_seq_seen: Option<u64>,
     payloads_verified: u64,
+    /// The header's first sequence: a record below it was flushed before
+    /// the region was retired, and ends the log.
+    first_seq: u64,
 }
 
 /// An I/O error with the offset it happened at.
@@ -319,6 +327,11 @@ impl Scanner<'_> {
                     continue;
                 }
             };
+            if header.seq < self.first_seq {
+                // A record of a former fill, flushed before the region was
+                // retired (the clean cache): the log ends here.
+                return Ok(pos);
+            }
             self.highest_seq_seen = self.highest_seq_seen.max(Some(header.seq));
             let payload_offset = pos + RECORD_HEADER_BYTES;
             let payload_end = payload_offset + u64::from(header.len);

@@ -163,6 +163,27 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.written_back_bytes),
     },
     Metric {
+        name: "sluice_clean_cache_bytes",
+        kind: Gauge,
+        help: "Bytes of clean copies in the fast-tier log: written back, still in their region, readable from it until the region is filled again.",
+        labels: None,
+        read: |s| int(s.cached_bytes),
+    },
+    Metric {
+        name: "sluice_clean_read_bytes_total",
+        kind: Counter,
+        help: "Bytes reads were served from clean copies in the log (the clean cache's hits; its misses are read from the capacity tier).",
+        labels: None,
+        read: |s| int(s.clean_read_bytes),
+    },
+    Metric {
+        name: "sluice_clean_cache_stale_drops_total",
+        kind: Counter,
+        help: "Times a file's clean copies were dropped because its capacity file changed behind them (another node wrote or replaced it).",
+        labels: None,
+        read: |s| int(s.cache_stale_drops),
+    },
+    Metric {
         name: "sluice_flush_bytes_per_second",
         kind: Gauge,
         help: "Flush rate over the last second.",

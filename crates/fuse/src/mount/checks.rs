@@ -743,6 +743,7 @@ mod tests {
             region: RegionId(r),
             generation: 1,
             region_bytes: region_size + REGION_HEADER_BYTES,
+            first_seq: 0,
         }
         .encode()
         .to_vec();

@@ -80,6 +80,7 @@ impl Totals {
         Totals {
             fast_write_bytes: status.fast_bytes + status.forced_to_log_bytes + staged,
             fast_read_bytes: status.fast_read_bytes
+                + status.clean_read_bytes
                 + hits
                 + liu_head_bytes
                 + status.flushed_bytes

@@ -549,9 +549,22 @@ impl WriteBuffer {
         self.index
             .files()
             .filter_map(|(file, extents)| {
-                let longest = extents.stretches().max_by_key(|r| r.end - r.start)?;
+                // One walk of the extents (this runs under the engine lock
+                // at every idle poll): the longest stretch, and whether it
+                // is the only one.
+                let (longest, stretches) =
+                    extents.stretches().fold((0..0, 0u64), |(longest, n), r| {
+                        if r.end - r.start > longest.end - longest.start {
+                            (r, n + 1)
+                        } else {
+                            (longest, n + 1)
+                        }
+                    });
+                if stretches == 0 {
+                    return None;
+                }
                 let long = longest.end - longest.start >= min_run;
-                if !long && extents.contiguous_runs() > 1 {
+                if !long && stretches > 1 {
                     return None;
                 }
                 let quiet = candidate(file)?;

@@ -43,13 +43,9 @@ impl FileExtents {
     }
 
     /// Stretches of file-contiguous buffered bytes (extents that touch
-    /// count as one), in file order: how many separate writes, at the
-    /// least, put these bytes on the capacity tier. O(n).
-    pub fn contiguous_runs(&self) -> u64 {
-        self.stretches().count() as u64
-    }
-
-    /// The stretches themselves, `[start, end)` in file order. O(n).
+    /// count as one), `[start, end)` in file order: their number is how
+    /// many separate writes, at the least, put these bytes on the capacity
+    /// tier. O(n).
     pub fn stretches(&self) -> impl Iterator<Item = core::ops::Range<u64>> + '_ {
         let mut extents = self.extents().peekable();
         core::iter::from_fn(move || {

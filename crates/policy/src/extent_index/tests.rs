@@ -988,7 +988,7 @@ fn ten_thousand_random_extents_keep_invariants() {
 }
 
 #[test]
-fn contiguous_runs_count_stretches_of_touching_extents() {
+fn stretches_join_touching_extents() {
     let mut index = ExtentIndex::new();
     let file = FileId(1);
     let put = |index: &mut ExtentIndex, offset: u64, len: u32, seq: u64| {
@@ -1008,7 +1008,10 @@ fn contiguous_runs_count_stretches_of_touching_extents() {
     put(&mut index, 0, 10, 1);
     put(&mut index, 10, 10, 2);
     put(&mut index, 30, 10, 3);
-    assert_eq!(index.file(&file).unwrap().contiguous_runs(), 2);
+    let stretches =
+        |index: &ExtentIndex| index.file(&file).unwrap().stretches().collect::<Vec<_>>();
+    assert_eq!(stretches(&index), [0..20, 30..40]);
     put(&mut index, 20, 10, 4);
-    assert_eq!(index.file(&file).unwrap().contiguous_runs(), 1);
+    let joined = stretches(&index);
+    assert_eq!((joined.len(), joined[0].clone()), (1, 0..40));
 }

@@ -211,3 +211,41 @@ fn recovery_never_replays_a_retired_region_over_newer_bytes() {
     f.read_at(&mut buf, 0).unwrap();
     assert!(buf == bytes(9, 8192));
 }
+
+/// This node's own write to the capacity tier changes the capacity file's
+/// mtime: the file's other copies must stay (before, the next getattr
+/// dropped them all, and ior-hard's read-back after a drain read
+/// everything from the disk). The write goes to the capacity tier here
+/// because the fast tier failed an append (degrade.rs).
+#[test]
+fn this_nodes_capacity_write_keeps_the_files_other_copies() {
+    use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
+    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let fast: Arc<dyn Backend> = faulty.clone();
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity);
+    written_and_drained(&engine, "f", &bytes(1, 8192));
+    let id = engine.open_file(&p("f")).unwrap();
+    faulty.inject(FaultRule {
+        path_prefix: Some("log/".to_string()),
+        remaining: Some(1),
+        ..FaultRule::new(FaultOp::Write, 28)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    engine.write(id, 8192, &bytes(2, 4096)).unwrap();
+    assert_eq!(
+        engine.stats().fast_fallback_bytes,
+        4096,
+        "written to capacity"
+    );
+    let mut stat = capacity.stat(&p("f")).unwrap();
+    engine.overlay(&p("f"), &mut stat, engine.log_epoch());
+    let before = engine.stats();
+    let got = engine.read(id, 0, 12288).unwrap();
+    assert!(got == [bytes(1, 8192), bytes(2, 4096)].concat());
+    let after = engine.stats();
+    assert_eq!(after.clean_read_bytes - before.clean_read_bytes, 8192);
+    assert_eq!(after.cache_stale_drops, 0);
+    engine.release(id);
+    engine.close();
+}

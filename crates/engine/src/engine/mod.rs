@@ -724,13 +724,24 @@ impl Engine {
             // was cut must land before the capacity file is cut.
             state = wait_not_busy(shared, state, file);
         }
+        // The copies below the new end stay across this node's own change
+        // of the capacity file (cache.rs).
+        let cached = state.buffer.has_cached(file);
+        if cached {
+            cache::before_write_back(&mut state, file);
+        }
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
         drop(state);
-        handle
+        let cut = handle
             .set_len(size)
-            .map_err(context(format!("truncate {path}")))?;
-        if let Some(open) = lock(shared).files.get_mut(&file) {
+            .map_err(context(format!("truncate {path}")));
+        let mut state = lock(shared);
+        if cached {
+            cache::restamp(&mut state, file);
+        }
+        cut?;
+        if let Some(open) = state.files.get_mut(&file) {
             open.size = size;
             open.capacity_unsynced = true;
         }

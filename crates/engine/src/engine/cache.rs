@@ -72,9 +72,16 @@ pub(super) fn check(state: &mut State, id: FileId, now: Option<Stamp>) -> bool {
         return false;
     }
     let now = now.or_else(|| stamp_now(state, id));
-    if now.is_some() && state.stamps.get(&id).copied() == now {
+    let then = state.stamps.get(&id).copied();
+    if now.is_some() && then == now {
         return false;
     }
+    tracing::debug!(
+        file = id.0,
+        ?then,
+        ?now,
+        "clean copies dropped: the capacity file changed"
+    );
     forget_file(state, id);
     state.stats.cache_stale_drops += 1;
     true

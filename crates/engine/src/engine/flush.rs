@@ -191,10 +191,13 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         .start_flush_set(&set, shared.config.flush_run_max_bytes)
         .map_err(|e| io::Error::other(e.to_string()))?;
     // Clean copies of a file changed behind them go before these writes
-    // change it too (cache.rs).
+    // change it too (cache.rs). A file whose write-back runs now was
+    // checked by it, and its own writes are under way: not checked again.
     let files: BTreeSet<FileId> = runs.iter().map(|run| run.file).collect();
     for &file in &files {
-        cache::before_write_back(&mut state, file);
+        if !state.files.get(&file).is_some_and(|open| open.syncing) {
+            cache::before_write_back(&mut state, file);
+        }
     }
     drop(state);
     let abort = |e: io::Error| {
@@ -287,7 +290,10 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         state.stats.regions_flushed += 1;
     }
     for &file in &files {
-        cache::restamp(&mut state, file);
+        // A write-back of the file under way stamps it when it ends.
+        if !state.files.get(&file).is_some_and(|open| open.syncing) {
+            cache::restamp(&mut state, file);
+        }
     }
     let flushed: Vec<FileId> = state.files.keys().copied().collect();
     for id in flushed {

@@ -273,6 +273,9 @@ fn write_back_file(
         Pass::Sync { .. } => state.stats.synced_bytes += written,
         Pass::Background => state.stats.written_back_bytes += written,
     }
+    // The file's copies match what this pass left on the capacity file,
+    // whether or not the log takes the clean record below (cache.rs).
+    cache::restamp(&mut state, id);
     if !pieces.is_empty() {
         state = clean(shared, state, id, bound, range, pass, &what);
         // A flush of these same bytes looked up before they were dropped

@@ -1,10 +1,11 @@
 //! [`PosixBackend`]: a tier that is a real directory.
 //!
 //! The backend holds the root directory open and resolves every path from
-//! that descriptor one component at a time with the `*at()` system calls,
-//! each intermediate directory opened with `O_NOFOLLOW | O_DIRECTORY` and
-//! the last component opened, stat'ed, removed or renamed without following
-//! it. So **no symbolic link under the root is ever followed**: a path
+//! that descriptor with the `*at()` system calls: the directories of a
+//! path with one `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)` (or, where
+//! that fails, one component at a time, each intermediate directory opened
+//! with `O_NOFOLLOW | O_DIRECTORY`), and the last component opened,
+//! stat'ed, removed or renamed without following it. So **no symbolic link under the root is ever followed**: a path
 //! through a link fails with ELOOP (or ENOTDIR), whatever the link points at,
 //! and there is no window between a check and a use for a link to appear in.
 //! The root itself is resolved once, when the backend is created, and may
@@ -190,7 +191,37 @@ impl PosixBackend {
 
     /// Opens directory `path` (every component, itself included, without
     /// following links).
+    ///
+    /// One `openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH` does the
+    /// whole walk in the kernel (Linux 5.6+): no link is followed, none
+    /// of the path's components included, and nothing outside the root is
+    /// reached. A path of depth d cost 2d system calls one component at a
+    /// time (an open and a close each), and every FUSE request makes one
+    /// or more walks (issue 33: mdtest through the mount). Any failure
+    /// (no `openat2`, a rename racing `RESOLVE_BENEATH`'s check, a link,
+    /// a missing directory) walks again one component at a time, which
+    /// gives the precise errno (ELOOP naming a link, ENOTDIR, ENOENT).
     fn walk(&self, path: &RelPath) -> Result<DirFd<'_>, Errno> {
+        let root = self.root_dir()?;
+        if path.is_root() {
+            return Ok(DirFd::Root(root));
+        }
+        let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+        match rfs::openat2(
+            root,
+            &*name_to_os(path.as_str()),
+            dir_flags(),
+            Mode::empty(),
+            resolve,
+        ) {
+            Ok(fd) => Ok(DirFd::Opened(fd)),
+            Err(_) => self.walk_components(path),
+        }
+    }
+
+    /// [`Self::walk`] one component at a time, each with `openat` and
+    /// `O_NOFOLLOW | O_DIRECTORY`.
+    fn walk_components(&self, path: &RelPath) -> Result<DirFd<'_>, Errno> {
         let mut dir = DirFd::Root(self.root_dir()?);
         if path.is_root() {
             return Ok(dir);

@@ -407,6 +407,14 @@ impl Engine {
 
     /// Create a new regular file (error if it exists).
     pub fn create(&self, path: &RelPath) -> io::Result<FileId> {
+        self.create_stat(path).map(|(id, _)| id)
+    }
+
+    /// [`Engine::create`], with the new capacity file's attributes as
+    /// its handle gave them right after the create (`None` from a backend
+    /// without `stat`): the mount answers the kernel's CREATE from them
+    /// instead of a second stat by path.
+    pub fn create_stat(&self, path: &RelPath) -> io::Result<(FileId, Option<Stat>)> {
         let mut state = lock(&self.shared);
         if state.ids.contains_key(path) {
             return Err(io::Error::new(
@@ -426,10 +434,11 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        let ino = capacity_stat(&self.shared, handle.as_ref(), path).map(|st| st.identity());
+        let stat = capacity_stat(&self.shared, handle.as_ref(), path);
+        let ino = stat.as_ref().map(Stat::identity);
         let id = register(&mut state, path.clone(), handle, 0, true, ino);
         opened(&mut state, id);
-        Ok(id)
+        Ok((id, stat))
     }
 
     /// Open an existing regular file. Another name of a file the engine

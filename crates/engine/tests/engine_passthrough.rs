@@ -110,3 +110,38 @@ fn kernel_writes_make_every_sync_of_the_file_sync_its_capacity_file() {
     e.sync_file(id, false).unwrap();
     assert_eq!(crash.sync_points(), before + 2, "each sync syncs");
 }
+
+/// Issue 33: a close of a file the kernel may write (opened for writing
+/// by passthrough) synced its capacity file even when nothing had been
+/// written: every create of mdtest's, and every open for reading and
+/// writing of its read phase, waited for an fdatasync of a new empty
+/// file. An empty capacity file holds no byte the kernel wrote (a write
+/// lengthens it; a truncate back to empty comes to the engine), so its
+/// sync is skipped; once the kernel has written, every sync syncs again.
+#[test]
+fn issue_33_closing_an_empty_file_the_kernel_may_write_syncs_nothing() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let crash = Arc::new(CrashBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::clone(&crash) as Arc<dyn Backend>;
+    let e = small_engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    let f = RelPath::new("f").unwrap();
+    let id = e.create(&f).unwrap();
+    e.note_kernel_writes(id);
+    let before = crash.sync_points();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before, "empty: nothing to sync");
+    // The kernel writes through its own descriptor of the capacity file.
+    let kernel = capacity
+        .open(&f, sluice_env::OpenOptions::default())
+        .unwrap();
+    kernel.write_at(b"by the kernel", 0).unwrap();
+    e.sync_file(id, false).unwrap();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before + 2, "written: each sync syncs");
+    // Truncated back to empty through the engine: that is synced too.
+    e.truncate(id, 0).unwrap();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before + 3, "a truncate is owed a sync");
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before + 3, "empty again: no sync");
+}

@@ -9,7 +9,15 @@
 #              options), a FUSE peer over the same kind of directory,
 #   sluice     `sluice mount --fast FAST --capacity CAP MNT`: the defaults
 #              (policy cost, close-to-open, the default log), both tiers
-#              plain directories on BENCH_DIR's file system,
+#              plain directories on the same file system,
+# each on a fresh ext4 file system (FS=loop, the default: an image file in
+# BENCH_DIR, mkfs.ext4 and a loop mount per run) or in BENCH_DIR itself
+# (FS=dir). A fresh file system per run keeps the runs apart: ext4 skips
+# inodes freed in the last minute or so when it allocates (its
+# recently_deleted check), so on one long-lived file system a create phase
+# that follows another run's removals scans inode tables (perf showed 43 %
+# of the mount's CPU time in recently_deleted), and the order of the
+# systems decided their create rates (raw: 11,800 or 2,000 op/s).
 # and for each of IO500's mdtest phases (IO500's options, src/phase_*.c):
 #   mdtest-easy  empty files, a directory per rank:
 #                mdtest -n EASY_FILES -u -L -F -P -G 31 -N 1
@@ -27,14 +35,18 @@
 # and the machine into DOC (scripts/bench-doc.py, block `bench-mdtest`).
 #
 # Usage: scripts/bench-mdtest.sh [--no-build] [--no-doc] [-h]
-# Environment (defaults, for a 2-core machine: about a minute):
+# Environment (defaults, for a 2-core machine: two to three minutes):
 #   RANKS=2                 MPI ranks
-#   EASY_FILES=2000         mdtest-easy files per rank
-#   HARD_FILES=1000         mdtest-hard files per rank
-#   RUNS=1                  rounds; a cell is their median
+#   EASY_FILES=5000         mdtest-easy files per rank
+#   HARD_FILES=2500         mdtest-hard files per rank
+#   RUNS=3                  rounds; a cell is their median
 #   SYSTEMS="raw mergerfs sluice"
 #   PHASES="mdtest-easy mdtest-hard"
 #   SLUICE_CONFIG           a config file for the sluice mount (none: defaults)
+#   FS=loop                 loop: a fresh ext4 of FS_SIZE per run (root);
+#                           dir: directories in BENCH_DIR
+#   FS_SIZE=8G              the loop file system's size (a sparse image;
+#                           mergerfs refuses creates below 4 GiB free)
 #   MDTEST, MPIEXEC         the tools (else mdtest on PATH or /opt/ior/bin,
 #                           and mpiexec)
 #   BENCH_DIR=/tmp/sluice-bench-mdtest   work directory (wiped at the start)
@@ -55,15 +67,17 @@ source "$ROOT/scripts/bench-args.sh"
 source "$ROOT/scripts/bench-lib.sh"
 
 RANKS=${RANKS:-2}
-EASY_FILES=${EASY_FILES:-2000}
-HARD_FILES=${HARD_FILES:-1000}
-RUNS=${RUNS:-1}
+EASY_FILES=${EASY_FILES:-5000}
+HARD_FILES=${HARD_FILES:-2500}
+RUNS=${RUNS:-3}
 SYSTEMS=${SYSTEMS:-raw mergerfs sluice}
 PHASES=${PHASES:-mdtest-easy mdtest-hard}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-mdtest}
 DOC=${DOC:-docs/results/mdtest.md}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-600}
 MPIEXEC=${MPIEXEC:-mpiexec}
+FS=${FS:-loop}
+FS_SIZE=${FS_SIZE:-8G}
 MERGERFS_OPTS=cache.files=off,func.getattr=newest,category.create=ff
 HARD_FILE_BYTES=3901 # IO500's mdtest-hard file
 
@@ -89,6 +103,11 @@ for p in $PHASES; do
         *) die "unknown phase '$p' in PHASES (mdtest-easy mdtest-hard)" ;;
     esac
 done
+case "$FS" in
+    loop) command -v mkfs.ext4 >/dev/null 2>&1 || die "FS=loop needs mkfs.ext4 (or use FS=dir)" ;;
+    dir) ;;
+    *) die "FS must be loop or dir (got '$FS')" ;;
+esac
 BENCH_DIR=$(abs_path "$BENCH_DIR")
 [ "$BENCH_DIR" != / ] || die "BENCH_DIR must not be /"
 
@@ -96,7 +115,51 @@ build_sluice
 
 RUN_DIR=$BENCH_DIR/run      # one system and phase at a time
 RESULTS=$BENCH_DIR/results  # mdtest output, logs, JSON
+IMAGE=$BENCH_DIR/fs.img     # FS=loop: the file system of one run
 bench_traps
+# The EXIT trap: bench-lib's cleanup of a mount, and the loop file system.
+# shellcheck disable=SC2317  # called by the EXIT trap
+mdtest_cleanup() {
+    local rc=$?
+    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
+        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
+    fi
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+        kill "$PID" 2>/dev/null || true
+        wait "$PID" 2>/dev/null || true
+    fi
+    if [ "$FS" = loop ] && mountpoint -q "$RUN_DIR" 2>/dev/null; then
+        umount "$RUN_DIR" 2>/dev/null || umount -l "$RUN_DIR" 2>/dev/null || true
+    fi
+    rm -f "$IMAGE"
+    exit "$rc"
+}
+trap mdtest_cleanup EXIT
+
+# fresh_fs: RUN_DIR empty, on a new ext4 (FS=loop) or in BENCH_DIR.
+fresh_fs() {
+    if [ "$FS" = loop ]; then
+        mountpoint -q "$RUN_DIR" && umount "$RUN_DIR"
+        rm -rf "$RUN_DIR" "$IMAGE"
+        mkdir -p "$RUN_DIR"
+        truncate -s "$FS_SIZE" "$IMAGE"
+        mkfs.ext4 -q -F "$IMAGE" >/dev/null
+        mount -o loop "$IMAGE" "$RUN_DIR" || die "cannot loop-mount $IMAGE (use FS=dir)"
+        rm -rf "$RUN_DIR/lost+found"
+    else
+        rm -rf "$RUN_DIR"
+        mkdir -p "$RUN_DIR"
+    fi
+}
+
+# drop_fs: unmount and remove the run's file system.
+drop_fs() {
+    if [ "$FS" = loop ]; then
+        umount "$RUN_DIR"
+        rm -f "$IMAGE"
+    fi
+    rm -rf "$RUN_DIR"
+}
 
 # mdtest_args PHASE DIR: IO500's options of PHASE, then its four phases.
 mdtest_args() {
@@ -108,7 +171,8 @@ mdtest_args() {
 
 mkdir -p "$BENCH_DIR"
 clear_stale_mount "$RUN_DIR/mnt"
-rm -rf "$RUN_DIR" "$RESULTS"
+if mountpoint -q "$RUN_DIR" 2>/dev/null; then umount "$RUN_DIR"; fi
+rm -rf "$RUN_DIR" "$RESULTS" "$IMAGE"
 mkdir -p "$RESULTS"
 read -ra SYS <<<"$SYSTEMS"
 read -ra PH <<<"$PHASES"
@@ -125,7 +189,7 @@ for ((run = 1; run <= RUNS; run++)); do
             what="$sys $phase run $run"
             out=$RESULTS/${sys}__${phase}__r${run}.out
             log=$RESULTS/${sys}__${phase}__r${run}.log
-            rm -rf "$RUN_DIR"
+            fresh_fs
             mkdir -p "$RUN_DIR/raw" "$RUN_DIR/fast" "$RUN_DIR/cap" "$RUN_DIR/mnt"
             : >"$log"
             case "$sys" in
@@ -160,7 +224,7 @@ for ((run = 1; run <= RUNS; run++)); do
             [ -n "$MNT" ] && stop_mount "$sys" "$log" "$what"
             rates=$(python3 "$ROOT/scripts/mdtest_table.py" rates "$out")
             printf '[%d/%d] %-9s %-12s run %d: %s\n' "$n" "$total" "$sys" "$phase" "$run" "$rates" >&2
-            rm -rf "$RUN_DIR"
+            drop_fs
         done
     done
 done
@@ -170,13 +234,19 @@ echo "== done in ${elapsed} s; mdtest output and logs in $RESULTS" >&2
 table=$(python3 "$ROOT/scripts/mdtest_table.py" table "$RESULTS" "$RESULTS/mdtest.json" "${SYS[*]}" "${PH[*]}")
 echo "$table"
 
+if [ "$FS" = loop ]; then
+    fs_note="each run on a fresh ext4 of $FS_SIZE (loop device, image on $(fs_summary "$BENCH_DIR"))"
+else
+    fs_note="directories on $(fs_summary "$BENCH_DIR")"
+fi
 cmd="RANKS=$RANKS EASY_FILES=$EASY_FILES HARD_FILES=$HARD_FILES RUNS=$RUNS"
 [ "$SYSTEMS" = "raw mergerfs sluice" ] || cmd+=" SYSTEMS=\"$SYSTEMS\""
 [ "$PHASES" = "mdtest-easy mdtest-hard" ] || cmd+=" PHASES=\"$PHASES\""
 [ -n "${SLUICE_CONFIG:-}" ] && cmd+=" SLUICE_CONFIG=$SLUICE_CONFIG"
+[ "$FS" = loop ] || cmd+=" FS=$FS"
 cmd+=" scripts/bench-mdtest.sh${ARGS[*]:+ ${ARGS[*]}}"
 meta="Measured $(date -u '+%Y-%m-%d %H:%M UTC') in ${elapsed} s on $(machine_summary);
-directories on $(fs_summary "$BENCH_DIR"); sluice $(sluice_commit);
+$fs_note; sluice $(sluice_commit);
 $(mergerfs --version 2>&1 | head -n 1) (\`-o $MERGERFS_OPTS\`); $("$MDTEST" --version 2>&1 | grep -o -m1 -E 'mdtest-[0-9][^ ]*' || echo mdtest), $RANKS ranks.
 Rates in op/s, the median of $RUNS round(s); ratio = sluice / mergerfs.
 

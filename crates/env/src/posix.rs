@@ -125,6 +125,30 @@ pub struct PosixBackend {
     /// The root's identity and the tier's health (crate::health): every
     /// call is refused once the root's name leads elsewhere.
     watch: Arc<RootWatch>,
+    /// Fine-grained change times, as probed at open
+    /// ([`probe_change_times`]).
+    change_times_exact: bool,
+}
+
+/// Whether the file system at `root` gives a write a ctime after the one
+/// a stat just saw ([`Backend::change_times_exact`]): three times over, an
+/// unnamed `O_TMPFILE` file is stat'ed, written and stat'ed again at once.
+/// Coarse timestamps (a clock tick of milliseconds) keep the ctime through
+/// such a write, so one unchanged ctime means no. No `O_TMPFILE` (or a
+/// read-only file system): no.
+fn probe_change_times(root: BorrowedFd<'_>) -> bool {
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    let Ok(fd) = rfs::openat(root, ".", flags, Mode::from_raw_mode(0o600)) else {
+        return false;
+    };
+    let file = File::from(fd);
+    (0..3u64).all(|i| {
+        let ctime = |f: &File| rfs::fstat(f).map(|st| (st.st_ctime, st.st_ctime_nsec));
+        let Ok(before) = ctime(&file) else {
+            return false;
+        };
+        file.write_at(b"x", i).is_ok() && ctime(&file).is_ok_and(|after| after != before)
+    })
 }
 
 impl fmt::Debug for PosixBackend {
@@ -149,11 +173,13 @@ impl PosixBackend {
             .try_clone()
             .map_err(|e| with_context(e, format_args!("{label}: open the root")))?;
         let watch = Arc::new(RootWatch::new(root.clone(), watched, &label)?);
+        let change_times_exact = probe_change_times(root_fd.as_fd());
         Ok(PosixBackend {
             root,
             root_fd,
             label,
             watch,
+            change_times_exact,
         })
     }
 
@@ -502,6 +528,10 @@ impl Backend for PosixBackend {
 
     fn health(&self) -> TierHealth {
         self.watch.health()
+    }
+
+    fn change_times_exact(&self) -> bool {
+        self.change_times_exact
     }
 
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {

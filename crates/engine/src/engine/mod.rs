@@ -216,6 +216,31 @@ struct OpenFile {
     /// without the engine seeing it, so every [`Engine::sync_file`] of the
     /// file syncs that (close-to-open) for as long as the engine holds it.
     kernel_writes: bool,
+    /// The capacity file as a stat saw it before the kernel could write
+    /// it (the first handle opened for writing by passthrough, then each
+    /// sync of kernel writes), on a tier with exact change times
+    /// ([`Backend::change_times_exact`]); `None` elsewhere. A sync that
+    /// finds the file as this says has nothing of the kernel's to sync.
+    kernel_stamp: Option<ChangeStamp>,
+}
+
+/// A capacity file's length, mtime and ctime: unchanged on a tier with
+/// exact change times means not written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ChangeStamp {
+    len: u64,
+    mtime: SystemTime,
+    ctime: SystemTime,
+}
+
+impl ChangeStamp {
+    fn of(st: &Stat) -> ChangeStamp {
+        ChangeStamp {
+            len: st.len,
+            mtime: st.mtime,
+            ctime: st.ctime,
+        }
+    }
 }
 
 struct State {
@@ -526,9 +551,39 @@ impl Engine {
     /// The kernel writes the open `file` itself from now on (a handle
     /// opened for writing by FUSE passthrough): its syncs sync its capacity
     /// file, since the engine cannot tell whether anything was written.
+    ///
+    /// On a tier with exact change times the capacity file is stat'ed
+    /// first (the kernel cannot write through the handle before the open
+    /// is answered), so a close that finds it unchanged syncs nothing
+    /// (issue 33: mdtest's read phase opens its files for reading and
+    /// writing). Under the file's sync turn, so a second handle opened
+    /// meanwhile waits for the stat, and syncs and stamps are ordered.
     pub fn note_kernel_writes(&self, file: FileId) {
-        if let Some(open) = lock(&self.shared).files.get_mut(&file) {
+        let shared = &*self.shared;
+        let Ok(turn) = file_sync_lock(shared, file) else {
+            return;
+        };
+        let _turn = hold(&turn);
+        let handle = {
+            let mut state = lock(shared);
+            let Some(open) = state.files.get_mut(&file) else {
+                return;
+            };
+            if open.kernel_writes {
+                // Stamped (or not) when the first writer came: any change
+                // since then is still seen.
+                return;
+            }
             open.kernel_writes = true;
+            open.kernel_stamp = None;
+            if !shared.capacity.change_times_exact() {
+                return;
+            }
+            Arc::clone(&open.handle)
+        };
+        let stamp = handle.stat().ok().map(|st| ChangeStamp::of(&st));
+        if let Some(open) = lock(shared).files.get_mut(&file) {
+            open.kernel_stamp = stamp;
         }
     }
 

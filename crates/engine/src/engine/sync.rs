@@ -220,19 +220,38 @@ fn write_back_file(
         Pass::Background => (false, false, false),
     };
     let mut unsynced = engine_owed || kernel_owed;
-    if pieces.is_empty() && !always && !engine_owed && kernel_owed {
+    // The stamp of the file as seen before this sync, kept once it synced.
+    let mut seen_stamp = None;
+    if kernel_owed {
         // Only the kernel may have written the file (FUSE passthrough),
-        // unseen. A capacity file that is empty now holds no byte it
-        // wrote: a write lengthens a file, and the only way back to empty
-        // is a truncate, which comes to the engine (`capacity_unsynced`).
-        // So closing a file created, or opened for writing, and never
-        // written costs no sync (issue 33: mdtest's create and read
-        // phases paid an fdatasync of a new empty file at every close).
-        drop(state);
-        let empty = handle.len().is_ok_and(|len| len == 0);
-        state = lock(shared);
-        if empty {
-            unsynced = false;
+        // unseen. It did not if the capacity file is empty now (a write
+        // lengthens a file, and the only way back to empty is a truncate,
+        // which comes to the engine: `capacity_unsynced`), or, on a tier
+        // with exact change times, if its length, mtime and ctime are as
+        // stamped before the kernel could write. So closing a file
+        // created, or opened for writing, and never written costs no sync
+        // (issue 33: every close of mdtest's create and read phases paid
+        // an fdatasync, a cache flush of the capacity device). On such a
+        // tier the stamp is taken again before every sync, so the next
+        // close compares with what this one synced.
+        let stamp = open.kernel_stamp;
+        let judged = pieces.is_empty() && !always && !engine_owed;
+        if judged || stamp.is_some() {
+            drop(state);
+            let seen = handle.stat().ok();
+            let empty = judged
+                && match &seen {
+                    Some(st) => st.len == 0,
+                    None => handle.len().is_ok_and(|len| len == 0),
+                };
+            seen_stamp = seen
+                .as_ref()
+                .map(ChangeStamp::of)
+                .filter(|_| stamp.is_some());
+            state = lock(shared);
+            if judged && (empty || (stamp.is_some() && seen_stamp == stamp)) {
+                unsynced = false;
+            }
         }
     }
     if pieces.is_empty() && !unsynced && !always {
@@ -289,6 +308,10 @@ fn write_back_file(
         "written back"
     );
     let mut state = lock(shared);
+    if let (Some(stamp), Some(open)) = (seen_stamp, state.files.get_mut(&id)) {
+        // Synced as seen then: a write since changed the ctime.
+        open.kernel_stamp = Some(stamp);
+    }
     match pass {
         Pass::Sync { .. } => state.stats.synced_bytes += written,
         Pass::Background => state.stats.written_back_bytes += written,

@@ -104,8 +104,50 @@ impl Engine {
     /// ([`OpenFile::sync_lock`]); the flusher's runs of the file wait for a
     /// sync, then look up what is left.
     pub fn sync_file(&self, id: FileId, always: bool) -> io::Result<u64> {
+        if !always && nothing_to_sync(&self.shared, id)? {
+            return Ok(0);
+        }
         write_back_file(&self.shared, id, Pass::Sync { always }, 0..u64::MAX)
     }
+}
+
+/// Whether a sync of `id` (not `always`) has nothing to do, decided with
+/// its sync turn free and taken, so no other sync of the file is half
+/// done (a sync clears `capacity_unsynced` before its capacity sync, and
+/// sets it again if that fails, all under its turn): nothing buffered or
+/// being appended, no flush run of it in flight, no engine write since
+/// its last sync, and nothing the kernel may have written (see
+/// [`write_back_file`]: the file empty, or as stamped). Every close of a
+/// file only read, or opened for writing and left unwritten, ends here
+/// (issue 33): without the turn's wait, the bookkeeping of a write-back
+/// pass, and its wake-up of every thread waiting on the engine's
+/// condition variable (the flusher among them) at each close.
+fn nothing_to_sync(shared: &Shared, id: FileId) -> io::Result<bool> {
+    let turn = file_sync_lock(shared, id)?;
+    let _turn = match turn.try_lock() {
+        Ok(guard) => guard,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+    };
+    let state = lock(shared);
+    let open = state.files.get(&id).ok_or_else(|| unknown(id))?;
+    let quiet = !open.capacity_unsynced
+        && open.appending.is_empty()
+        && open.busy == 0
+        && !open.syncing
+        && !state.buffer.has_buffered(id);
+    if !quiet {
+        return Ok(false);
+    }
+    if !open.kernel_writes {
+        return Ok(true);
+    }
+    let (handle, stamp) = (Arc::clone(&open.handle), open.kernel_stamp);
+    drop(state);
+    Ok(match handle.stat() {
+        Ok(st) => st.len == 0 || stamp == Some(ChangeStamp::of(&st)),
+        Err(_) => handle.len().is_ok_and(|len| len == 0),
+    })
 }
 
 /// What a write-back pass of one file is for.

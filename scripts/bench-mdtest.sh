@@ -245,10 +245,10 @@ cmd="RANKS=$RANKS EASY_FILES=$EASY_FILES HARD_FILES=$HARD_FILES RUNS=$RUNS"
 [ -n "${SLUICE_CONFIG:-}" ] && cmd+=" SLUICE_CONFIG=$SLUICE_CONFIG"
 [ "$FS" = loop ] || cmd+=" FS=$FS"
 cmd+=" scripts/bench-mdtest.sh${ARGS[*]:+ ${ARGS[*]}}"
-meta="Measured $(date -u '+%Y-%m-%d %H:%M UTC') in ${elapsed} s on $(machine_summary);
-$fs_note; sluice $(sluice_commit);
-$(mergerfs --version 2>&1 | head -n 1) (\`-o $MERGERFS_OPTS\`); $("$MDTEST" --version 2>&1 | grep -o -m1 -E 'mdtest-[0-9][^ ]*' || echo mdtest), $RANKS ranks.
-Rates in op/s, the median of $RUNS round(s); ratio = sluice / mergerfs.
+mdtest_version=$(grep -h -o -m1 -E 'mdtest-[0-9][^ ]*' "$RESULTS"/*.out 2>/dev/null | head -n 1 || true)
+meta="- machine: $(machine_summary); $fs_note
+- $(mergerfs --version 2>&1 | head -n 1) (\`-o $MERGERFS_OPTS\`); ${mdtest_version:-mdtest} ($MDTEST), $RANKS ranks; sluice $(sluice_commit), \`sluice mount --fast FAST --capacity CAP MNT\`${SLUICE_CONFIG:+ --config $SLUICE_CONFIG}
+- rates in op/s, mdtest's rate of all ranks together (its SUMMARY rate), the median of $RUNS round(s); ratio = sluice / mergerfs
 
 $table"
 if [ "$WRITE_DOC" = 1 ]; then

@@ -79,7 +79,7 @@ pub(super) fn attach(
             truncations: Vec::new(),
             capacity_unsynced: false,
             kernel_writes: false,
-            kernel_stamp: None,
+            kernel_stamp: KernelStamp::Unknown,
         },
     );
 }

@@ -214,14 +214,37 @@ struct OpenFile {
     /// Opened for writing through FUSE passthrough
     /// ([`Engine::passthrough_file`]): the kernel writes the capacity file
     /// without the engine seeing it, so every [`Engine::sync_file`] of the
-    /// file syncs that (close-to-open) for as long as the engine holds it.
+    /// file syncs that (close-to-open) for as long as the engine holds it,
+    /// unless the file is empty or as `kernel_stamp` says.
     kernel_writes: bool,
     /// The capacity file as a stat saw it before the kernel could write
     /// it (the first handle opened for writing by passthrough, then each
     /// sync of kernel writes), on a tier with exact change times
-    /// ([`Backend::change_times_exact`]); `None` elsewhere. A sync that
+    /// ([`Backend::change_times_exact`]); `Unknown` elsewhere. A sync that
     /// finds the file as this says has nothing of the kernel's to sync.
-    kernel_stamp: Option<ChangeStamp>,
+    kernel_stamp: KernelStamp,
+}
+
+/// Where [`OpenFile::kernel_stamp`] stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KernelStamp {
+    /// None: every sync of kernel writes syncs.
+    Unknown,
+    /// The first writer's stat is under way; `poisoned` once another
+    /// handle that may write came before it was taken (its writes may be
+    /// in the stat), so it is not kept.
+    Pending { poisoned: bool },
+    /// Taken: the file as a stat saw it.
+    Taken(ChangeStamp),
+}
+
+impl KernelStamp {
+    fn taken(self) -> Option<ChangeStamp> {
+        match self {
+            KernelStamp::Taken(stamp) => Some(stamp),
+            _ => None,
+        }
+    }
 }
 
 /// A capacity file's length, mtime and ctime: unchanged on a tier with
@@ -556,34 +579,37 @@ impl Engine {
     /// first (the kernel cannot write through the handle before the open
     /// is answered), so a close that finds it unchanged syncs nothing
     /// (issue 33: mdtest's read phase opens its files for reading and
-    /// writing). Under the file's sync turn, so a second handle opened
-    /// meanwhile waits for the stat, and syncs and stamps are ordered.
+    /// writing). A second handle for writing opened before that stat is
+    /// taken may write into it: the stamp is then not kept.
     pub fn note_kernel_writes(&self, file: FileId) {
         let shared = &*self.shared;
-        let Ok(turn) = file_sync_lock(shared, file) else {
-            return;
-        };
-        let _turn = hold(&turn);
         let handle = {
             let mut state = lock(shared);
             let Some(open) = state.files.get_mut(&file) else {
                 return;
             };
             if open.kernel_writes {
-                // Stamped (or not) when the first writer came: any change
-                // since then is still seen.
+                if let KernelStamp::Pending { poisoned } = &mut open.kernel_stamp {
+                    *poisoned = true;
+                }
                 return;
             }
             open.kernel_writes = true;
-            open.kernel_stamp = None;
+            open.kernel_stamp = KernelStamp::Unknown;
             if !shared.capacity.change_times_exact() {
                 return;
             }
+            open.kernel_stamp = KernelStamp::Pending { poisoned: false };
             Arc::clone(&open.handle)
         };
         let stamp = handle.stat().ok().map(|st| ChangeStamp::of(&st));
         if let Some(open) = lock(shared).files.get_mut(&file) {
-            open.kernel_stamp = stamp;
+            open.kernel_stamp = match (open.kernel_stamp, stamp) {
+                (KernelStamp::Pending { poisoned: false }, Some(stamp)) => {
+                    KernelStamp::Taken(stamp)
+                }
+                _ => KernelStamp::Unknown,
+            };
         }
     }
 

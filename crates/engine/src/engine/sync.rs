@@ -142,7 +142,7 @@ fn nothing_to_sync(shared: &Shared, id: FileId) -> io::Result<bool> {
     if !open.kernel_writes {
         return Ok(true);
     }
-    let (handle, stamp) = (Arc::clone(&open.handle), open.kernel_stamp);
+    let (handle, stamp) = (Arc::clone(&open.handle), open.kernel_stamp.taken());
     drop(state);
     Ok(match handle.stat() {
         Ok(st) => st.len == 0 || stamp == Some(ChangeStamp::of(&st)),
@@ -276,7 +276,7 @@ fn write_back_file(
         // an fdatasync, a cache flush of the capacity device). On such a
         // tier the stamp is taken again before every sync, so the next
         // close compares with what this one synced.
-        let stamp = open.kernel_stamp;
+        let stamp = open.kernel_stamp.taken();
         let judged = pieces.is_empty() && !always && !engine_owed;
         if judged || stamp.is_some() {
             drop(state);
@@ -352,7 +352,7 @@ fn write_back_file(
     let mut state = lock(shared);
     if let (Some(stamp), Some(open)) = (seen_stamp, state.files.get_mut(&id)) {
         // Synced as seen then: a write since changed the ctime.
-        open.kernel_stamp = Some(stamp);
+        open.kernel_stamp = KernelStamp::Taken(stamp);
     }
     match pass {
         Pass::Sync { .. } => state.stats.synced_bytes += written,

@@ -8,7 +8,8 @@ Usage: mdtest_table.py rates OUT
 "SUMMARY rate" block, the Mean column). `table` reads every
 RESULTS/SYSTEM__PHASE__rRUN.out, writes all the rates to JSON and prints
 one Markdown table: a row per phase and operation, a column per system
-(the median over the runs, op/s) and sluice / mergerfs.
+(the median over the runs, op/s) and sluice / mergerfs (the median of
+each round's ratio).
 """
 import glob
 import json
@@ -61,6 +62,18 @@ def main():
         v = [r["ops_per_s"] for r in runs if (r["system"], r["phase"], r["op"]) == (system, phase, op)]
         return statistics.median(v) if v else None
 
+    def round_ratios(phase, op):
+        """sluice / mergerfs of each round that ran both: the systems of a
+        round run within a minute of each other, so on a shared machine
+        their ratio moves less than either rate."""
+        rate = {(r["system"], r["run"]): r["ops_per_s"] for r in runs if (r["phase"], r["op"]) == (phase, op)}
+        rounds = sorted({run for (_, run) in rate})
+        return [
+            rate[("sluice", n)] / rate[("mergerfs", n)]
+            for n in rounds
+            if ("sluice", n) in rate and rate.get(("mergerfs", n))
+        ]
+
     ratio = "mergerfs" in systems and "sluice" in systems
     head = ["phase", "op"] + [f"{s} op/s" for s in systems] + (["sluice / mergerfs"] if ratio else [])
     print("| " + " | ".join(head) + " |")
@@ -70,8 +83,8 @@ def main():
             cells = [median(s, phase, op) for s in systems]
             row = [phase, op] + [fmt(c) for c in cells]
             if ratio:
-                m, s = median("mergerfs", phase, op), median("sluice", phase, op)
-                row.append(f"{s / m:.2f}×" if m and s is not None else "–")
+                r = round_ratios(phase, op)
+                row.append(f"{statistics.median(r):.2f}×" if r else "–")
             print("| " + " | ".join(row) + " |")
 
 

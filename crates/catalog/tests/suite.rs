@@ -1041,6 +1041,33 @@ fn redb_open_errors_name_the_file() {
     open(&MetaSpec::Redb { path: good }).unwrap();
 }
 
+/// Issue 33: every unlink through the mount removes its path's checkpoint
+/// record, and almost none has one; each removal was a durable redb commit
+/// (the catalogue file written and synced), so unlinks ran at disk-flush
+/// speed. A removal of a path without a record now writes nothing.
+#[test]
+fn issue_33_removing_a_path_without_a_record_writes_nothing() {
+    let store = RedbStore::new();
+    let c = store.open();
+    c.put_ckpt(&ckpt("ckpt/a", 1)).unwrap();
+    let written = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.len(), m.modified().unwrap())
+    };
+    let before = written(&store.path());
+    // Coarse file-system clocks: let a commit show in the mtime.
+    thread::sleep(Duration::from_millis(20));
+    assert!(!c.remove_ckpt("data/not-a-checkpoint").unwrap());
+    assert_eq!(
+        written(&store.path()),
+        before,
+        "no commit for a path without a record"
+    );
+    assert!(c.remove_ckpt("ckpt/a").unwrap());
+    assert_ne!(written(&store.path()), before, "a real removal commits");
+    assert_eq!(c.ckpt("ckpt/a").unwrap(), None);
+}
+
 // ---------------------------------------------------------------------------
 // Issue 21: AUTH (password, ACL user) and TLS against a real redis-server
 

@@ -110,3 +110,83 @@ fn kernel_writes_make_every_sync_of_the_file_sync_its_capacity_file() {
     e.sync_file(id, false).unwrap();
     assert_eq!(crash.sync_points(), before + 2, "each sync syncs");
 }
+
+/// Issue 33: a close of a file the kernel may write (opened for writing
+/// by passthrough) synced its capacity file even when nothing had been
+/// written: every create of mdtest's, and every open for reading and
+/// writing of its read phase, waited for an fdatasync of a new empty
+/// file. An empty capacity file holds no byte the kernel wrote (a write
+/// lengthens it; a truncate back to empty comes to the engine), so its
+/// sync is skipped; once the kernel has written, every sync syncs again.
+#[test]
+fn issue_33_closing_an_empty_file_the_kernel_may_write_syncs_nothing() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let crash = Arc::new(CrashBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::clone(&crash) as Arc<dyn Backend>;
+    let e = small_engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    let f = RelPath::new("f").unwrap();
+    let id = e.create(&f).unwrap();
+    e.note_kernel_writes(id);
+    let before = crash.sync_points();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before, "empty: nothing to sync");
+    // The kernel writes through its own descriptor of the capacity file.
+    let kernel = capacity
+        .open(&f, sluice_env::OpenOptions::default())
+        .unwrap();
+    kernel.write_at(b"by the kernel", 0).unwrap();
+    e.sync_file(id, false).unwrap();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before + 2, "written: each sync syncs");
+    // Truncated back to empty through the engine: that is synced too.
+    e.truncate(id, 0).unwrap();
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before + 3, "a truncate is owed a sync");
+    e.sync_file(id, false).unwrap();
+    assert_eq!(crash.sync_points(), before + 3, "empty again: no sync");
+}
+
+/// Issue 33: mdtest's read phase opens each file for reading and writing
+/// and closes it unwritten, and every close synced the capacity file (a
+/// cache flush of its device). On a tier with exact change times
+/// (`Backend::change_times_exact`: this machine's ext4 or tmpfs on Linux
+/// 6.13+) a file whose length, mtime and ctime are as they were before
+/// the kernel could write it is not synced; a write by the kernel, even in
+/// place and at once, is. The capacity tier's syncs fail here, so a sync
+/// shows as an error.
+#[test]
+fn issue_33_closing_an_unwritten_file_on_a_tier_with_exact_change_times_syncs_nothing() {
+    use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
+    let dir = tempfile::tempdir().unwrap();
+    let posix = posix(&dir, "capacity");
+    if !posix.change_times_exact() {
+        eprintln!("skipped: this file system's change times are coarse");
+        return;
+    }
+    let faults = Arc::new(FaultBackend::new(posix));
+    let capacity: Arc<dyn Backend> = faults.clone();
+    assert!(capacity.change_times_exact(), "the wrapper forwards it");
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let e = small_engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    let f = RelPath::new("f").unwrap();
+    let id = e.create(&f).unwrap();
+    e.write(id, 0, b"written before").unwrap();
+    e.sync_file(id, false).unwrap();
+    faults.inject(FaultRule::new(FaultOp::Sync, 5));
+    e.note_kernel_writes(id);
+    e.sync_file(id, false).expect("unchanged: no sync");
+    e.sync_file(id, false).expect("still unchanged: no sync");
+    // The kernel overwrites a byte in place (the length stays) right away.
+    let kernel = capacity
+        .open(&f, sluice_env::OpenOptions::default())
+        .unwrap();
+    kernel.write_at(b"W", 0).unwrap();
+    assert!(e.sync_file(id, false).is_err(), "written: the sync is made");
+    faults.clear();
+    e.sync_file(id, false).unwrap();
+    faults.inject(FaultRule::new(FaultOp::Sync, 5));
+    e.sync_file(id, false)
+        .expect("synced as it is now: no sync until the next write");
+    kernel.write_at(b"X", 1).unwrap();
+    assert!(e.sync_file(id, false).is_err(), "written again: synced");
+}

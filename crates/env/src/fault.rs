@@ -319,6 +319,10 @@ impl Backend for FaultBackend {
         self.inner.check_root()
     }
 
+    fn change_times_exact(&self) -> bool {
+        self.inner.change_times_exact()
+    }
+
     fn health(&self) -> crate::TierHealth {
         self.inner.health()
     }

@@ -658,6 +658,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
         TierHealth::Healthy
     }
 
+    /// Whether every change of a file's bytes gives it a change time
+    /// (ctime) after any ctime a stat saw before the change: fine-grained
+    /// change times, as Linux 6.13's multigrain timestamps give ext4, xfs,
+    /// btrfs and tmpfs. Then a file whose length, mtime and ctime are what
+    /// a stat saw earlier was not written since. `false` (the default, and
+    /// wrappers that do not forward it) claims nothing.
+    fn change_times_exact(&self) -> bool {
+        false
+    }
+
     /// Full attributes of `path`, the link itself if it is a symbolic link
     /// (unlike [`Backend::metadata`], which refuses links). NotFound if
     /// absent.

@@ -1,10 +1,11 @@
 //! [`PosixBackend`]: a tier that is a real directory.
 //!
 //! The backend holds the root directory open and resolves every path from
-//! that descriptor one component at a time with the `*at()` system calls,
-//! each intermediate directory opened with `O_NOFOLLOW | O_DIRECTORY` and
-//! the last component opened, stat'ed, removed or renamed without following
-//! it. So **no symbolic link under the root is ever followed**: a path
+//! that descriptor with the `*at()` system calls: the directories of a
+//! path with one `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)` (or, where
+//! that fails, one component at a time, each intermediate directory opened
+//! with `O_NOFOLLOW | O_DIRECTORY`), and the last component opened,
+//! stat'ed, removed or renamed without following it. So **no symbolic link under the root is ever followed**: a path
 //! through a link fails with ELOOP (or ENOTDIR), whatever the link points at,
 //! and there is no window between a check and a use for a link to appear in.
 //! The root itself is resolved once, when the backend is created, and may
@@ -124,6 +125,30 @@ pub struct PosixBackend {
     /// The root's identity and the tier's health (crate::health): every
     /// call is refused once the root's name leads elsewhere.
     watch: Arc<RootWatch>,
+    /// Fine-grained change times, as probed at open
+    /// ([`probe_change_times`]).
+    change_times_exact: bool,
+}
+
+/// Whether the file system at `root` gives a write a ctime after the one
+/// a stat just saw ([`Backend::change_times_exact`]): three times over, an
+/// unnamed `O_TMPFILE` file is stat'ed, written and stat'ed again at once.
+/// Coarse timestamps (a clock tick of milliseconds) keep the ctime through
+/// such a write, so one unchanged ctime means no. No `O_TMPFILE` (or a
+/// read-only file system): no.
+fn probe_change_times(root: BorrowedFd<'_>) -> bool {
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    let Ok(fd) = rfs::openat(root, ".", flags, Mode::from_raw_mode(0o600)) else {
+        return false;
+    };
+    let file = File::from(fd);
+    (0..3u64).all(|i| {
+        let ctime = |f: &File| rfs::fstat(f).map(|st| (st.st_ctime, st.st_ctime_nsec));
+        let Ok(before) = ctime(&file) else {
+            return false;
+        };
+        file.write_at(b"x", i).is_ok() && ctime(&file).is_ok_and(|after| after != before)
+    })
 }
 
 impl fmt::Debug for PosixBackend {
@@ -148,11 +173,13 @@ impl PosixBackend {
             .try_clone()
             .map_err(|e| with_context(e, format_args!("{label}: open the root")))?;
         let watch = Arc::new(RootWatch::new(root.clone(), watched, &label)?);
+        let change_times_exact = probe_change_times(root_fd.as_fd());
         Ok(PosixBackend {
             root,
             root_fd,
             label,
             watch,
+            change_times_exact,
         })
     }
 
@@ -190,7 +217,37 @@ impl PosixBackend {
 
     /// Opens directory `path` (every component, itself included, without
     /// following links).
+    ///
+    /// One `openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH` does the
+    /// whole walk in the kernel (Linux 5.6+): no link is followed, none
+    /// of the path's components included, and nothing outside the root is
+    /// reached. A path of depth d cost 2d system calls one component at a
+    /// time (an open and a close each), and every FUSE request makes one
+    /// or more walks (issue 33: mdtest through the mount). Any failure
+    /// (no `openat2`, a rename racing `RESOLVE_BENEATH`'s check, a link,
+    /// a missing directory) walks again one component at a time, which
+    /// gives the precise errno (ELOOP naming a link, ENOTDIR, ENOENT).
     fn walk(&self, path: &RelPath) -> Result<DirFd<'_>, Errno> {
+        let root = self.root_dir()?;
+        if path.is_root() {
+            return Ok(DirFd::Root(root));
+        }
+        let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+        match rfs::openat2(
+            root,
+            &*name_to_os(path.as_str()),
+            dir_flags(),
+            Mode::empty(),
+            resolve,
+        ) {
+            Ok(fd) => Ok(DirFd::Opened(fd)),
+            Err(_) => self.walk_components(path),
+        }
+    }
+
+    /// [`Self::walk`] one component at a time, each with `openat` and
+    /// `O_NOFOLLOW | O_DIRECTORY`.
+    fn walk_components(&self, path: &RelPath) -> Result<DirFd<'_>, Errno> {
         let mut dir = DirFd::Root(self.root_dir()?);
         if path.is_root() {
             return Ok(dir);
@@ -471,6 +528,10 @@ impl Backend for PosixBackend {
 
     fn health(&self) -> TierHealth {
         self.watch.health()
+    }
+
+    fn change_times_exact(&self) -> bool {
+        self.change_times_exact
     }
 
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {

@@ -92,6 +92,7 @@ pub(super) fn attach(
             truncations: Vec::new(),
             capacity_unsynced: false,
             kernel_writes: false,
+            kernel_stamp: KernelStamp::Unknown,
         },
     );
 }

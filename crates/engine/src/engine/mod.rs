@@ -224,8 +224,56 @@ struct OpenFile {
     /// Opened for writing through FUSE passthrough
     /// ([`Engine::passthrough_file`]): the kernel writes the capacity file
     /// without the engine seeing it, so every [`Engine::sync_file`] of the
-    /// file syncs that (close-to-open) for as long as the engine holds it.
+    /// file syncs that (close-to-open) for as long as the engine holds it,
+    /// unless the file is empty or as `kernel_stamp` says.
     kernel_writes: bool,
+    /// The capacity file as a stat saw it before the kernel could write
+    /// it (the first handle opened for writing by passthrough, then each
+    /// sync of kernel writes), on a tier with exact change times
+    /// ([`Backend::change_times_exact`]); `Unknown` elsewhere. A sync that
+    /// finds the file as this says has nothing of the kernel's to sync.
+    kernel_stamp: KernelStamp,
+}
+
+/// Where [`OpenFile::kernel_stamp`] stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KernelStamp {
+    /// None: every sync of kernel writes syncs.
+    Unknown,
+    /// The first writer's stat is under way; `poisoned` once another
+    /// handle that may write came before it was taken (its writes may be
+    /// in the stat), so it is not kept.
+    Pending { poisoned: bool },
+    /// Taken: the file as a stat saw it.
+    Taken(ChangeStamp),
+}
+
+impl KernelStamp {
+    fn taken(self) -> Option<ChangeStamp> {
+        match self {
+            KernelStamp::Taken(stamp) => Some(stamp),
+            _ => None,
+        }
+    }
+}
+
+/// A capacity file's length, mtime and ctime: unchanged on a tier with
+/// exact change times means not written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ChangeStamp {
+    len: u64,
+    mtime: SystemTime,
+    ctime: SystemTime,
+}
+
+impl ChangeStamp {
+    fn of(st: &Stat) -> ChangeStamp {
+        ChangeStamp {
+            len: st.len,
+            mtime: st.mtime,
+            ctime: st.ctime,
+        }
+    }
 }
 
 struct State {
@@ -424,6 +472,14 @@ impl Engine {
 
     /// Create a new regular file (error if it exists).
     pub fn create(&self, path: &RelPath) -> io::Result<FileId> {
+        self.create_stat(path).map(|(id, _)| id)
+    }
+
+    /// [`Engine::create`], with the new capacity file's attributes as
+    /// its handle gave them right after the create (`None` from a backend
+    /// without `stat`): the mount answers the kernel's CREATE from them
+    /// instead of a second stat by path.
+    pub fn create_stat(&self, path: &RelPath) -> io::Result<(FileId, Option<Stat>)> {
         let mut state = lock(&self.shared);
         if state.ids.contains_key(path) {
             return Err(io::Error::new(
@@ -446,7 +502,7 @@ impl Engine {
         let stat = capacity_stat(&self.shared, handle.as_ref(), path);
         let id = register(&mut state, path.clone(), handle, stat.as_ref(), true)?;
         opened(&mut state, id);
-        Ok(id)
+        Ok((id, stat))
     }
 
     /// Open an existing regular file. Another name of a file the engine
@@ -529,9 +585,42 @@ impl Engine {
     /// The kernel writes the open `file` itself from now on (a handle
     /// opened for writing by FUSE passthrough): its syncs sync its capacity
     /// file, since the engine cannot tell whether anything was written.
+    ///
+    /// On a tier with exact change times the capacity file is stat'ed
+    /// first (the kernel cannot write through the handle before the open
+    /// is answered), so a close that finds it unchanged syncs nothing
+    /// (issue 33: mdtest's read phase opens its files for reading and
+    /// writing). A second handle for writing opened before that stat is
+    /// taken may write into it: the stamp is then not kept.
     pub fn note_kernel_writes(&self, file: FileId) {
-        if let Some(open) = lock(&self.shared).files.get_mut(&file) {
+        let shared = &*self.shared;
+        let handle = {
+            let mut state = lock(shared);
+            let Some(open) = state.files.get_mut(&file) else {
+                return;
+            };
+            if open.kernel_writes {
+                if let KernelStamp::Pending { poisoned } = &mut open.kernel_stamp {
+                    *poisoned = true;
+                }
+                return;
+            }
             open.kernel_writes = true;
+            open.kernel_stamp = KernelStamp::Unknown;
+            if !shared.capacity.change_times_exact() {
+                return;
+            }
+            open.kernel_stamp = KernelStamp::Pending { poisoned: false };
+            Arc::clone(&open.handle)
+        };
+        let stamp = handle.stat().ok().map(|st| ChangeStamp::of(&st));
+        if let Some(open) = lock(shared).files.get_mut(&file) {
+            open.kernel_stamp = match (open.kernel_stamp, stamp) {
+                (KernelStamp::Pending { poisoned: false }, Some(stamp)) => {
+                    KernelStamp::Taken(stamp)
+                }
+                _ => KernelStamp::Unknown,
+            };
         }
     }
 

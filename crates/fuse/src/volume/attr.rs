@@ -283,6 +283,13 @@ impl Volume {
 
     /// A new node belongs to the caller: `mode` without the umask, and the
     /// caller's owner when it is not this process.
+    /// Whether a node with attributes `st`, just made, already is as
+    /// [`Volume::own`] would leave it for `caller` and `mode`.
+    pub(super) fn owned_as_asked(&self, caller: &Caller, st: &Stat, mode: u32) -> bool {
+        let foreign = caller.uid != self.euid || caller.gid != self.egid;
+        !foreign && st.mode & 0o7777 == mode & !caller.umask & 0o7777
+    }
+
     pub(super) fn own(&self, caller: &Caller, path: &RelPath, mode: u32) -> io::Result<()> {
         let foreign = caller.uid != self.euid || caller.gid != self.egid;
         self.engine.capacity_tier().set_attr(

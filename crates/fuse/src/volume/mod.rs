@@ -237,6 +237,13 @@ impl Volume {
         let (ino, st) = counted_entry(&self.inodes, path, || self.stat(path))?;
         Ok(self.attr_of(ino, &st))
     }
+
+    /// [`Volume::entry`] of `path` whose attributes `st` the caller has
+    /// already (a create's own fstat of the new file).
+    fn counted_attr(&self, path: &RelPath, st: Stat) -> Attr {
+        let ino = lock(&self.inodes).entry(path, st.identity(), true);
+        self.attr_of(ino, &st)
+    }
 }
 
 #[cfg(test)]

@@ -165,13 +165,11 @@ impl Volume {
         if let Some(c) = self.ckpt.as_deref() {
             c.unlink(&path)?;
         }
-        // A symbolic link (or a special file) is not an engine file:
-        // remove it directly.
-        let tier = self.engine.capacity_tier();
-        match tier.stat(&path) {
-            Ok(st) if st.kind != StatKind::File => tier.remove_file(&path)?,
-            _ => self.engine.unlink(&path)?,
-        }
+        // A symbolic link or a special file is never an engine file, and
+        // the engine removes a name it does not hold with the tier's
+        // `remove_file` (`unlinkat`, whatever the entry is): no stat
+        // first to tell them apart (one more path walk per unlink).
+        self.engine.unlink(&path)?;
         lock(&self.inodes).detach(&path);
         Ok(())
     }

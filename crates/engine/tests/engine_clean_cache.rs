@@ -16,6 +16,11 @@ use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 const REGION: u64 = 256 * 1024;
 
 fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
+    open_with(fast, capacity, 2)
+}
+
+/// [`open`] with `regions` regions.
+fn open_with(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>, regions: u32) -> Engine {
     Engine::open(
         Arc::clone(fast),
         Arc::clone(capacity),
@@ -25,7 +30,7 @@ fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
                 policy: RedirectPolicy::FastAll,
                 ..RedirectorConfig::default()
             },
-            regions: 2,
+            regions,
             region_bytes: REGION,
             record_max_bytes: 64 * 1024,
             ..EngineConfig::default()
@@ -123,7 +128,7 @@ fn a_copy_is_not_served_once_another_node_wrote_the_file() {
     written_and_drained(&engine, "f", &bytes(1, 8192));
     write_behind(&capacity, "f", 0, &bytes(9, 4096));
     assert!(read(&engine, "f", 8192) == [bytes(9, 4096), bytes(1, 4096)].concat());
-    assert_eq!(engine.stats().cache_stale_drops, 1);
+    assert_eq!(engine.stats().cache_stale_drops, 1, "{:?}", engine.stats());
     // The same while the file stays open: checked when its size is read
     // again (a read past the known end, a lock granted) and at a getattr.
     written_and_drained(&engine, "g", &bytes(1, 8192));
@@ -226,13 +231,15 @@ fn this_nodes_capacity_write_keeps_the_files_other_copies() {
     let engine = open(&fast, &capacity);
     written_and_drained(&engine, "f", &bytes(1, 8192));
     let id = engine.open_file(&p("f")).unwrap();
+    // The log refuses writes (its file system full) until this write fell
+    // back to the capacity tier.
     faulty.inject(FaultRule {
         path_prefix: Some("log/".to_string()),
-        remaining: Some(1),
         ..FaultRule::new(FaultOp::Write, 28)
     });
     std::thread::sleep(std::time::Duration::from_millis(5));
     engine.write(id, 8192, &bytes(2, 4096)).unwrap();
+    faulty.clear();
     assert_eq!(
         engine.stats().fast_fallback_bytes,
         4096,
@@ -246,6 +253,36 @@ fn this_nodes_capacity_write_keeps_the_files_other_copies() {
     let after = engine.stats();
     assert_eq!(after.clean_read_bytes - before.clean_read_bytes, 8192);
     assert_eq!(after.cache_stale_drops, 0);
+    engine.release(id);
+    engine.close();
+}
+
+/// This node's flushes and write-backs of a file change its capacity file
+/// again and again: its copies must stay across them, and across a
+/// getattr in between. (Eight regions: none is filled again here.)
+#[test]
+fn this_nodes_flushes_and_write_backs_keep_the_files_copies() {
+    let (fast, capacity) = backends();
+    let engine = open_with(&fast, &capacity, 8);
+    let id = engine.create(&p("f")).unwrap();
+    for round in 0..4u64 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        engine
+            .write(id, round * 8192, &bytes(round as u8 + 1, 8192))
+            .unwrap();
+        if round % 2 == 0 {
+            engine.drain().unwrap();
+        } else {
+            engine.sync_file(id, false).unwrap();
+        }
+        let mut stat = capacity.stat(&p("f")).unwrap();
+        engine.overlay(&p("f"), &mut stat, engine.log_epoch());
+    }
+    let want: Vec<u8> = (0..4u8).flat_map(|r| bytes(r + 1, 8192)).collect();
+    assert!(engine.read(id, 0, 4 * 8192).unwrap() == want);
+    let stats = engine.stats();
+    assert_eq!(stats.cache_stale_drops, 0, "{stats:?}");
+    assert_eq!(stats.clean_read_bytes, 4 * 8192, "{stats:?}");
     engine.release(id);
     engine.close();
 }

@@ -84,10 +84,7 @@ pub(super) fn append_data<'a>(
                     .forget_cached(file, part_offset, part.len() as u64);
                 // The file's other copies stay valid across this node's own
                 // write: checked before it, stamped again after it.
-                let cached = state.buffer.has_cached(file);
-                if cached {
-                    cache::before_write_back(&mut state, file);
-                }
+                cache::begin_own_write(&mut state, file);
                 let State {
                     files, placements, ..
                 } = &mut *state;
@@ -99,9 +96,7 @@ pub(super) fn append_data<'a>(
                 drop(state);
                 let written = handle.write_at(part, part_offset);
                 state = lock(shared);
-                if cached {
-                    cache::restamp(&mut state, file);
-                }
+                cache::end_own_write(&mut state, file);
                 if let Err(e) = written {
                     let path = state.files.get(&file).map(|open| open.path.to_string());
                     let e = context(format!(

@@ -71,6 +71,15 @@ pub(super) fn check(state: &mut State, id: FileId, now: Option<Stamp>) -> bool {
     if !state.buffer.has_cached(id) {
         return false;
     }
+    if state
+        .files
+        .get(&id)
+        .is_some_and(|open| open.own_writers > 0)
+    {
+        // This node's own writes are landing: the capacity file cannot be
+        // compared now; the last of them stamps it when it ends.
+        return false;
+    }
     let now = now.or_else(|| stamp_now(state, id));
     let then = state.stamps.get(&id).copied();
     if now.is_some() && then == now {
@@ -93,16 +102,41 @@ pub(super) fn forget_file(state: &mut State, id: FileId) {
     state.stamps.remove(&id);
 }
 
-/// Before a write-back of `id` writes to its capacity file: copies that no
-/// longer match it go (another node wrote it since the last stamp), so the
-/// stamp taken after the write-back vouches for this node's bytes only.
-pub(super) fn before_write_back(state: &mut State, id: FileId) {
+/// This node starts writing `id`'s capacity file (a flush, a write-back, a
+/// straight write, a truncate). The first such writer compares the copies
+/// with the capacity file first: copies that no longer match it go
+/// (another node wrote it since the last stamp), so the stamp taken when
+/// the last writer ends vouches for this node's bytes only. Every call is
+/// matched by one [`end_own_write`].
+pub(super) fn begin_own_write(state: &mut State, id: FileId) {
     check(state, id, None);
+    if let Some(open) = state.files.get_mut(&id) {
+        open.own_writers += 1;
+    }
 }
 
-/// After a write-back or flush of `id` synced its capacity file: what the
-/// cache holds of it matches the capacity file as it is now.
+/// A writer of [`begin_own_write`] ended (its writes landed, or failed):
+/// the last one stamps the capacity file as it is now.
+pub(super) fn end_own_write(state: &mut State, id: FileId) {
+    let Some(open) = state.files.get_mut(&id) else {
+        return;
+    };
+    open.own_writers = open.own_writers.saturating_sub(1);
+    if open.own_writers == 0 {
+        restamp(state, id);
+    }
+}
+
+/// What the cache holds of `id` matches its capacity file as it is now
+/// (this node's own writes to it ended, or none ran).
 pub(super) fn restamp(state: &mut State, id: FileId) {
+    if state
+        .files
+        .get(&id)
+        .is_some_and(|open| open.own_writers > 0)
+    {
+        return;
+    }
     if !state.buffer.has_cached(id) {
         state.stamps.remove(&id);
         return;

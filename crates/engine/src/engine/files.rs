@@ -92,6 +92,7 @@ pub(super) fn attach(
             truncations: Vec::new(),
             capacity_unsynced: false,
             kernel_writes: false,
+            own_writers: 0,
             kernel_stamp: KernelStamp::Unknown,
         },
     );

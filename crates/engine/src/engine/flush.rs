@@ -190,19 +190,39 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         .buffer
         .start_flush_set(&set, shared.config.flush_run_max_bytes)
         .map_err(|e| io::Error::other(e.to_string()))?;
-    // Clean copies of a file changed behind them go before these writes
-    // change it too (cache.rs). A file whose write-back runs now was
-    // checked by it, and its own writes are under way: not checked again.
+    // This node writes these files now: their clean copies are compared
+    // with them first, and stamped again once every write of theirs ended
+    // (cache.rs), however the flush ends.
     let files: BTreeSet<FileId> = runs.iter().map(|run| run.file).collect();
     for &file in &files {
-        if !state.files.get(&file).is_some_and(|open| open.syncing) {
-            cache::before_write_back(&mut state, file);
-        }
+        cache::begin_own_write(&mut state, file);
     }
     drop(state);
+    let result = write_and_retire(shared, &set, &runs, &files);
+    if !matches!(result, Ok(None)) {
+        let mut state = lock(shared);
+        for &file in &files {
+            cache::end_own_write(&mut state, file);
+        }
+    }
+    result
+}
+
+/// The flush of `set` once its runs are looked up ([`flush_regions`]):
+/// write them, sync the files, retire the regions; when it worked, end
+/// this node's writes of `files` under the same hold of the lock as the
+/// retirement, so no one sees the regions flushed before the files'
+/// copies are stamped (a drain returning in between let a release forget
+/// the copies of a file not stamped yet).
+fn write_and_retire(
+    shared: &Shared,
+    set: &[RegionId],
+    runs: &[FlushRunRef],
+    files: &BTreeSet<FileId>,
+) -> io::Result<Option<Step>> {
     let abort = |e: io::Error| {
         let mut state = lock(shared);
-        for &region in &set {
+        for &region in set {
             let _ = state.buffer.abort_flush(region);
         }
         e
@@ -221,7 +241,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
             "flush stopped {at}: the capacity tier is {health}; the regions stay in the log"
         );
         let mut state = lock(shared);
-        for &region in &set {
+        for &region in set {
             let _ = state.buffer.abort_flush(region);
         }
         Some(Step::Idle(Duration::from_millis(250)))
@@ -229,7 +249,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
     if let Some(step) = unhealthy("before writing") {
         return Ok(Some(step));
     }
-    let touched = write_runs(shared, &set, &runs).map_err(abort)?;
+    let touched = write_runs(shared, set, runs).map_err(abort)?;
     // Every capacity file the regions' bytes went to is synced before a
     // region can be reused (DESIGN §4.5).
     for handle in touched.values() {
@@ -289,11 +309,8 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         state.left_log += 1;
         state.stats.regions_flushed += 1;
     }
-    for &file in &files {
-        // A write-back of the file under way stamps it when it ends.
-        if !state.files.get(&file).is_some_and(|open| open.syncing) {
-            cache::restamp(&mut state, file);
-        }
+    for &file in files {
+        cache::end_own_write(&mut state, file);
     }
     let flushed: Vec<FileId> = state.files.keys().copied().collect();
     for id in flushed {

@@ -227,6 +227,11 @@ struct OpenFile {
     /// file syncs that (close-to-open) for as long as the engine holds it,
     /// unless the file is empty or as `kernel_stamp` says.
     kernel_writes: bool,
+    /// This node's writers of the capacity file under way (a flush, a
+    /// write-back, a straight write, a truncate): while any runs, its
+    /// clean copies are not compared with the capacity file, which the
+    /// last one stamps again when it ends (cache.rs).
+    own_writers: u32,
     /// The capacity file as a stat saw it before the kernel could write
     /// it (the first handle opened for writing by passthrough, then each
     /// sync of kernel writes), on a tier with exact change times
@@ -815,10 +820,7 @@ impl Engine {
         }
         // The copies below the new end stay across this node's own change
         // of the capacity file (cache.rs).
-        let cached = state.buffer.has_cached(file);
-        if cached {
-            cache::before_write_back(&mut state, file);
-        }
+        cache::begin_own_write(&mut state, file);
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
         drop(state);
@@ -826,9 +828,7 @@ impl Engine {
             .set_len(size)
             .map_err(context(format!("truncate {path}")));
         let mut state = lock(shared);
-        if cached {
-            cache::restamp(&mut state, file);
-        }
+        cache::end_own_write(&mut state, file);
         cut?;
         if let Some(open) = state.files.get_mut(&file) {
             open.size = size;

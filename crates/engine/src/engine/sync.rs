@@ -306,7 +306,7 @@ fn write_back_file(
     };
     // Busy while its bytes are written: a truncate waits for them.
     open.busy += 1;
-    cache::before_write_back(&mut state, id);
+    cache::begin_own_write(&mut state, id);
     let pinned: Vec<(u64, u64, Pinned)> = pieces
         .iter()
         .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
@@ -326,6 +326,9 @@ fn write_back_file(
     if let Some(open) = state.files.get_mut(&id) {
         open.busy -= 1;
     }
+    // The file's copies match what this pass left on the capacity file,
+    // whether or not the log takes the clean record below (cache.rs).
+    cache::end_own_write(&mut state, id);
     // Cleared before the clean record below, which may wait for log room
     // that only the flusher makes: a run that looks up in between writes
     // the same bytes again (a short window: one record and a log sync).
@@ -359,9 +362,6 @@ fn write_back_file(
         Pass::Sync { .. } => state.stats.synced_bytes += written,
         Pass::Background => state.stats.written_back_bytes += written,
     }
-    // The file's copies match what this pass left on the capacity file,
-    // whether or not the log takes the clean record below (cache.rs).
-    cache::restamp(&mut state, id);
     if !pieces.is_empty() {
         state = clean(shared, state, id, bound, range, pass, &what);
         // A flush of these same bytes looked up before they were dropped

@@ -29,7 +29,10 @@
 //!   which is cleared only together with the region's clean extents;
 //! - a file has clean copies only while it has a stamp; a stamp is
 //!   replaced only after a check of the old one against the capacity file
-//!   (a write-back checks before it writes) or when the file had none;
+//!   (the first of this node's writers of the file checks before it
+//!   writes, [`begin_own_write`]; the last stamps, [`end_own_write`]) or
+//!   when the file had none; while one of them runs, no check is made
+//!   (this node's own writes would look like another node's);
 //! - a clean read copied while its region was filled again is not served
 //!   (`reuses`): its bytes are read from the capacity tier instead.
 //!

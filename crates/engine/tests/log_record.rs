@@ -237,11 +237,12 @@ fn region_header_round_trips_and_rejects_damage() {
         region: RegionId(3),
         generation: 1 << 40,
         region_bytes: 1 << 30,
-        first_seq: 0,
+        first_seq: 77,
     };
     let good = header.encode();
     assert_eq!(&good[0..4], b"SLRG");
-    assert_eq!(&good[4..6], &4u16.to_le_bytes());
+    assert_eq!(&good[4..6], &5u16.to_le_bytes());
+    assert_eq!(&good[28..36], &77u64.to_le_bytes());
     assert_eq!(&good[8..12], &3u32.to_le_bytes());
     assert_eq!(&good[12..20], &(1u64 << 40).to_le_bytes());
     assert_eq!(&good[20..28], &(1u64 << 30).to_le_bytes());
@@ -261,20 +262,38 @@ fn region_header_round_trips_and_rejects_damage() {
         Err(RegionHeaderError::BadMagic(_))
     ));
     let mut bad = good;
-    bad[4] = 5;
+    bad[4] = 6;
     assert_eq!(
         RegionHeader::decode(&bad),
-        Err(RegionHeaderError::UnsupportedVersion(5))
+        Err(RegionHeaderError::UnsupportedVersion(6))
     );
     // Version 1 (path records without a capacity inode), version 2 (no
-    // clean records) and version 3 (clean records without a range) are
+    // clean records), version 3 (clean records without a range) and
+    // version 4 (no first sequence: those bytes are reserved, zero) are
     // still read.
-    for version in [1, 2, 3] {
-        let mut old = good;
+    let without_first_seq = RegionHeader {
+        first_seq: 0,
+        ..header
+    };
+    for version in [1, 2, 3, 4] {
+        let mut old = without_first_seq.encode();
         old[4] = version;
         let crc = crc32c::crc32c(&old[..60]);
         old[60..64].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(RegionHeader::decode(&old), Ok(header), "version {version}");
+        assert_eq!(
+            RegionHeader::decode(&old),
+            Ok(without_first_seq),
+            "version {version}"
+        );
+        // A first sequence in a header of a version without one.
+        old[28] = 1;
+        let crc = crc32c::crc32c(&old[..60]);
+        old[60..64].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            RegionHeader::decode(&old),
+            Err(RegionHeaderError::NonZeroReserved),
+            "version {version}"
+        );
     }
     let mut bad = good;
     bad[13] ^= 1;

@@ -78,11 +78,9 @@ check_free() {
         die "$1 has $((avail >> 20)) MiB free, needs about $(($2 >> 20)) MiB for $3"
 }
 
-# The EXIT trap: detach a mount still there, stop its daemon, keep the
-# exit status.
-# shellcheck disable=SC2317  # called by the EXIT trap
-bench_cleanup() {
-    local rc=$?
+# bench_stop_mount: detach a mount still there, stop its daemon.
+# shellcheck disable=SC2317  # called by EXIT traps
+bench_stop_mount() {
     if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
         fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
     fi
@@ -90,6 +88,13 @@ bench_cleanup() {
         kill "$PID" 2>/dev/null || true
         wait "$PID" 2>/dev/null || true
     fi
+}
+
+# The EXIT trap: bench_stop_mount, keeping the exit status.
+# shellcheck disable=SC2317  # called by the EXIT trap
+bench_cleanup() {
+    local rc=$?
+    bench_stop_mount
     exit "$rc"
 }
 

@@ -121,13 +121,7 @@ bench_traps
 # shellcheck disable=SC2317  # called by the EXIT trap
 mdtest_cleanup() {
     local rc=$?
-    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
-        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
-    fi
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-        kill "$PID" 2>/dev/null || true
-        wait "$PID" 2>/dev/null || true
-    fi
+    bench_stop_mount
     if [ "$FS" = loop ] && mountpoint -q "$RUN_DIR" 2>/dev/null; then
         umount "$RUN_DIR" 2>/dev/null || umount -l "$RUN_DIR" 2>/dev/null || true
     fi

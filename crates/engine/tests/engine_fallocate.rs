@@ -461,16 +461,19 @@ fn every_acknowledged_fallocate_survives_a_crash_at_every_sync_point_of_either_t
     }
 }
 
-/// When the fast tier keeps failing, the write-back's clean record is
-/// refused and the regions holding the written-back bytes cannot be reset
-/// either (degrade.rs): the bytes stay indexed and a later flush would
-/// write them again, so a punch over them must fail and leave the
-/// capacity file unpunched, not punch under bytes that come back.
-#[test]
-fn a_punch_fails_and_changes_nothing_when_the_log_keeps_failing() {
-    use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
+/// Two slots of `f` written and fsynced through a log whose writes a
+/// fault rule can fail.
+fn two_slots_buffered_over_a_faulty_log() -> (
+    Arc<sluice_env::fault::FaultBackend>,
+    Arc<dyn Backend>,
+    Engine,
+    sluice_policy::FileId,
+    RelPath,
+) {
     let path = RelPath::new("f").unwrap();
-    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let faulty = Arc::new(sluice_env::fault::FaultBackend::new(Arc::new(
+        MemBackend::new(),
+    )));
     let fast: Arc<dyn Backend> = faulty.clone();
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let engine = open(&fast, &capacity).unwrap();
@@ -478,14 +481,24 @@ fn a_punch_fails_and_changes_nothing_when_the_log_keeps_failing() {
     engine.write(id, 0, &pattern(0)).unwrap();
     engine.write(id, SLOT, &pattern(1)).unwrap();
     engine.fsync(id).unwrap();
-    // A device refusing every change to the log: neither the clean record
-    // nor a region reset (a truncate, then a header) can be written.
-    for op in [FaultOp::Write, FaultOp::SetLen] {
-        faulty.inject(FaultRule {
-            path_prefix: Some("log/".to_string()),
-            ..FaultRule::new(op, 5)
-        });
-    }
+    (faulty, capacity, engine, id, path)
+}
+
+/// When the fast tier keeps failing, the write-back's clean record is
+/// refused and the regions holding the written-back bytes cannot be reset
+/// either (degrade.rs): the bytes stay indexed and a later flush would
+/// write them again, so a punch over them must fail and leave the
+/// capacity file unpunched, not punch under bytes that come back.
+#[test]
+fn a_punch_fails_and_changes_nothing_when_the_log_keeps_failing() {
+    use sluice_env::fault::{FaultOp, FaultRule};
+    let (faulty, capacity, engine, id, path) = two_slots_buffered_over_a_faulty_log();
+    // A device refusing every write to the log: neither the clean record
+    // nor the header that retires a flushed region can be written.
+    faulty.inject(FaultRule {
+        path_prefix: Some("log/".to_string()),
+        ..FaultRule::new(FaultOp::Write, 5)
+    });
     let e = engine
         .fallocate(id, Allocate::PunchHole, 0, SLOT)
         .unwrap_err();
@@ -513,16 +526,8 @@ fn a_punch_fails_and_changes_nothing_when_the_log_keeps_failing() {
 /// then punches; neither a drain nor a recovery brings the bytes back.
 #[test]
 fn a_punch_over_bytes_whose_clean_record_the_full_log_refused_waits_for_their_regions() {
-    use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
-    let path = RelPath::new("f").unwrap();
-    let faulty = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
-    let fast: Arc<dyn Backend> = faulty.clone();
-    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let engine = open(&fast, &capacity).unwrap();
-    let id = engine.create(&path).unwrap();
-    engine.write(id, 0, &pattern(0)).unwrap();
-    engine.write(id, SLOT, &pattern(1)).unwrap();
-    engine.fsync(id).unwrap();
+    use sluice_env::fault::{FaultOp, FaultRule};
+    let (faulty, capacity, engine, id, path) = two_slots_buffered_over_a_faulty_log();
     // The next write to the log (the clean record) finds it full.
     faulty.inject(FaultRule {
         path_prefix: Some("log/".to_string()),
@@ -543,6 +548,7 @@ fn a_punch_over_bytes_whose_clean_record_the_full_log_refused_waits_for_their_re
         "after a drain"
     );
     engine.close();
+    let fast: Arc<dyn Backend> = faulty;
     let engine = open(&fast, &capacity).unwrap();
     engine.drain().unwrap();
     let id = engine.open_file(&path).unwrap();

@@ -16,7 +16,7 @@
 //! recovery honours. When the fast tier refuses that clean record (full,
 //! or failing: degrade.rs), the bytes stay indexed; the fallocate then
 //! waits, as a write that falls back to the capacity tier does, until
-//! every region holding them has been flushed and reset. Only then, with
+//! every region holding them has been flushed and retired. Only then, with
 //! none of the file's bytes left in the affected range of the index and
 //! no flush write of the file in flight, is the capacity file changed.
 //!

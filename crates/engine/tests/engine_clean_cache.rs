@@ -240,11 +240,12 @@ fn this_nodes_capacity_write_keeps_the_files_other_copies() {
     std::thread::sleep(std::time::Duration::from_millis(5));
     engine.write(id, 8192, &bytes(2, 4096)).unwrap();
     faulty.clear();
-    assert_eq!(
-        engine.stats().fast_fallback_bytes,
-        4096,
-        "written to capacity"
-    );
+    // Straight to the capacity file (nothing buffered, nothing drained).
+    assert_eq!(engine.buffered_bytes(), 0);
+    let f = capacity.open(&p("f"), OpenOptions::default()).unwrap();
+    let mut on_capacity = vec![0u8; 4096];
+    f.read_at(&mut on_capacity, 8192).unwrap();
+    assert!(on_capacity == bytes(2, 4096), "written to capacity");
     let mut stat = capacity.stat(&p("f")).unwrap();
     engine.overlay(&p("f"), &mut stat, engine.log_epoch());
     let before = engine.stats();

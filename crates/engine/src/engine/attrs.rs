@@ -86,7 +86,7 @@ impl Engine {
     /// file unlinked or renamed over while open still has them.
     pub fn stat_open(&self, file: FileId) -> io::Result<Stat> {
         let (mut state, mut stat) = read_steady(&self.shared, file, |handle, _| handle.stat())?;
-        cache::check(&mut state, file, Some(cache::Stamp::of(&stat)));
+        cache::check(&mut state, file, Some(ChangeStamp::of(&stat)));
         update_size(&mut state, file, stat.len);
         if let Some(open) = state.files.get(&file) {
             open.overlay(&mut stat);
@@ -134,7 +134,7 @@ impl Engine {
         }
         // A getattr (after the attribute timeout) sees another node's
         // change: clean copies of what it changed go.
-        cache::check(&mut state, id, Some(cache::Stamp::of(stat)));
+        cache::check(&mut state, id, Some(ChangeStamp::of(stat)));
         update_size(&mut state, id, stat.len);
         if let Some(open) = state.files.get(&id) {
             open.overlay(stat);

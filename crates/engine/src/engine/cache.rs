@@ -18,7 +18,7 @@
 //! - this node writes over it, truncates or removes the file (the write
 //!   buffer);
 //! - the capacity file changed behind it ([`check`]): its identity, size,
-//!   modification or change time differ from the [`Stamp`] taken when the
+//!   modification or change time differ from the stamp ([`ChangeStamp`]) taken when the
 //!   copies were last known to match it (after this node's own write-back
 //!   of the file synced). Checked when the file is opened, when its size is
 //!   read again (a getattr after the attribute timeout, a read past the
@@ -40,37 +40,16 @@
 
 use super::*;
 
-/// What identifies a capacity file's contents as this node last saw them:
-/// its identity, size, and modification and change times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Stamp {
-    identity: (u64, u64),
-    len: u64,
-    mtime: SystemTime,
-    ctime: SystemTime,
-}
-
-impl Stamp {
-    pub(super) fn of(stat: &Stat) -> Stamp {
-        Stamp {
-            identity: stat.identity(),
-            len: stat.len,
-            mtime: stat.mtime,
-            ctime: stat.ctime,
-        }
-    }
-}
-
 /// The capacity file of `id` as it is now, if the backend can tell.
-fn stamp_now(state: &State, id: FileId) -> Option<Stamp> {
+fn stamp_now(state: &State, id: FileId) -> Option<ChangeStamp> {
     let open = state.files.get(&id)?;
-    open.handle.stat().ok().map(|stat| Stamp::of(&stat))
+    open.handle.stat().ok().map(|stat| ChangeStamp::of(&stat))
 }
 
 /// Drop `id`'s clean copies if its capacity file is no longer the one they
 /// were taken from: `now` (a stat just made), else an `fstat` of its
 /// handle. Returns whether copies were dropped.
-pub(super) fn check(state: &mut State, id: FileId, now: Option<Stamp>) -> bool {
+pub(super) fn check(state: &mut State, id: FileId, now: Option<ChangeStamp>) -> bool {
     if !state.buffer.has_cached(id) {
         return false;
     }
@@ -192,7 +171,7 @@ pub(super) fn park(state: &mut State, id: FileId, identity: Option<(u64, u64)>) 
 /// were parked under, if they still match it (dropped otherwise).
 pub(super) fn unpark(state: &mut State, stat: &Stat) -> Option<FileId> {
     let id = state.parked.remove(&stat.identity())?;
-    if state.files.contains_key(&id) || state.stamps.get(&id) != Some(&Stamp::of(stat)) {
+    if state.files.contains_key(&id) || state.stamps.get(&id) != Some(&ChangeStamp::of(stat)) {
         if !state.files.contains_key(&id) {
             forget_file(state, id);
             state.stats.cache_stale_drops += 1;

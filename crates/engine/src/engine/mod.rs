@@ -262,10 +262,13 @@ impl KernelStamp {
     }
 }
 
-/// A capacity file's length, mtime and ctime: unchanged on a tier with
-/// exact change times means not written.
+/// A capacity file's identity, length, mtime and ctime: unchanged on a
+/// tier with exact change times means not written. Closes of files the
+/// kernel writes compare it (`KernelStamp`), and so do the clean copies
+/// of a file (cache.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ChangeStamp {
+    identity: (u64, u64),
     len: u64,
     mtime: SystemTime,
     ctime: SystemTime,
@@ -274,6 +277,7 @@ struct ChangeStamp {
 impl ChangeStamp {
     fn of(st: &Stat) -> ChangeStamp {
         ChangeStamp {
+            identity: st.identity(),
             len: st.len,
             mtime: st.mtime,
             ctime: st.ctime,
@@ -326,7 +330,7 @@ struct State {
     capacity_health: sluice_env::TierHealth,
     /// Per file with clean copies (cache.rs): its capacity file's
     /// attributes when they were last known to match the copies.
-    stamps: HashMap<FileId, cache::Stamp>,
+    stamps: HashMap<FileId, ChangeStamp>,
     /// Files the engine forgot (no open, nothing buffered) whose clean
     /// copies it keeps, by capacity identity: an open finds them again.
     parked: HashMap<(u64, u64), FileId>,

@@ -169,16 +169,25 @@ pub(super) fn park(state: &mut State, id: FileId, identity: Option<(u64, u64)>) 
 
 /// An open of the capacity file `stat` describes: the id its clean copies
 /// were parked under, if they still match it (dropped otherwise).
+///
+/// A parked id is never an open file's: it is parked when the engine
+/// forgets the file and leaves the parking place when it is opened again.
 pub(super) fn unpark(state: &mut State, stat: &Stat) -> Option<FileId> {
     let id = state.parked.remove(&stat.identity())?;
-    if state.files.contains_key(&id) || state.stamps.get(&id) != Some(&ChangeStamp::of(stat)) {
-        if !state.files.contains_key(&id) {
-            forget_file(state, id);
-            state.stats.cache_stale_drops += 1;
-        }
+    if state.stamps.get(&id) != Some(&ChangeStamp::of(stat)) {
+        forget_file(state, id);
+        state.stats.cache_stale_drops += 1;
         return None;
     }
     Some(id)
+}
+
+/// The last name of the capacity file `identity` names goes: so do the
+/// clean copies parked for it.
+pub(super) fn forget_parked(state: &mut State, identity: (u64, u64)) {
+    if let Some(id) = state.parked.remove(&identity) {
+        forget_file(state, id);
+    }
 }
 
 /// A clean copy being read outside the lock.

@@ -52,9 +52,7 @@ impl Engine {
                 if !state.parked.is_empty() {
                     if let Ok(stat) = shared.capacity.stat(path) {
                         if stat.nlink <= 1 {
-                            if let Some(id) = cache::unpark(&mut state, &stat) {
-                                cache::forget_file(&mut state, id);
-                            }
+                            cache::forget_parked(&mut state, stat.identity());
                         }
                     }
                 }

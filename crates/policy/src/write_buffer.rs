@@ -424,7 +424,6 @@ impl WriteBuffer {
     /// `file` was truncated to `size` (its record placed and written):
     /// buffered bytes past it are dropped. Returns the bytes dropped.
     pub fn truncate(&mut self, file: FileId, size: u64) -> u64 {
-        self.cache.truncate(file, size);
         self.index.truncate(file, size)
     }
 

@@ -463,7 +463,7 @@ impl WriteBuffer {
         if let Some(extents) = self.index.file(&file) {
             let kept: Vec<Extent> = extents
                 .extents()
-                .filter(|e| e.seq < bound && e.file_offset >= range.start && e.end() <= range.end)
+                .filter(|e| e.cleaned_by(bound, &range))
                 .collect();
             for extent in kept {
                 self.cache.insert(file, extent);

@@ -218,11 +218,7 @@ impl FileExtents {
     /// stays whole (a write-back covers whole stretches). Returns the
     /// number of bytes dropped. O(n).
     pub fn clean(&mut self, bound: u64, range: core::ops::Range<u64>) -> u64 {
-        self.retain(|offset, stored| {
-            stored.seq >= bound
-                || offset < range.start
-                || offset + u64::from(stored.len) > range.end
-        })
+        self.retain(|offset, stored| !super::cleaned(offset, stored.len, stored.seq, bound, &range))
     }
 
     /// Keeps the extents `keep` holds for; returns the bytes dropped. O(n).

@@ -117,6 +117,19 @@ impl Extent {
     pub fn end(&self) -> u64 {
         self.file_offset.saturating_add(u64::from(self.len))
     }
+
+    /// Whether a clean record with `bound` over `range` covers this extent
+    /// ([`FileExtents::clean`]): written before the bound, and wholly
+    /// inside the range.
+    pub fn cleaned_by(&self, bound: u64, range: &core::ops::Range<u64>) -> bool {
+        cleaned(self.file_offset, self.len, self.seq, bound, range)
+    }
+}
+
+/// [`Extent::cleaned_by`], for the extent of `len` bytes at `offset` with
+/// sequence number `seq`.
+fn cleaned(offset: u64, len: u32, seq: u64, bound: u64, range: &core::ops::Range<u64>) -> bool {
+    seq < bound && offset >= range.start && offset.saturating_add(u64::from(len)) <= range.end
 }
 
 /// One stored extent without its file offset, which is stored beside it in

@@ -70,14 +70,20 @@ impl Engine {
     /// another node wrote or truncated meanwhile is seen. Returns the size.
     pub fn refresh_size(&self, file: FileId) -> io::Result<u64> {
         let shared = &*self.shared;
-        let (mut state, capacity_len) = read_steady(shared, file, |handle, path| {
-            handle.len().map_err(context(format!(
+        // One fstat gives the size and the stamp the clean copies are
+        // compared with (the length alone on a backend without one).
+        let (mut state, (capacity_len, stamp)) = read_steady(shared, file, |handle, path| {
+            match handle.stat() {
+                Ok(stat) => Ok((stat.len, Some(ChangeStamp::of(&stat)))),
+                Err(_) => handle.len().map(|len| (len, None)),
+            }
+            .map_err(context(format!(
                 "capacity tier {}: size of {path}",
                 shared.capacity.describe()
             )))
         })?;
         // Clean copies of a capacity file changed behind them go.
-        cache::check(&mut state, file, None);
+        cache::check(&mut state, file, stamp);
         Ok(update_size(&mut state, file, capacity_len))
     }
 

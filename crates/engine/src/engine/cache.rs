@@ -53,11 +53,7 @@ pub(super) fn check(state: &mut State, id: FileId, now: Option<ChangeStamp>) -> 
     if !state.buffer.has_cached(id) {
         return false;
     }
-    if state
-        .files
-        .get(&id)
-        .is_some_and(|open| open.own_writers > 0)
-    {
+    if own_writes_running(state, id) {
         // This node's own writes are landing: the capacity file cannot be
         // compared now; the last of them stamps it when it ends.
         return false;
@@ -76,6 +72,15 @@ pub(super) fn check(state: &mut State, id: FileId, now: Option<ChangeStamp>) -> 
     forget_file(state, id);
     state.stats.cache_stale_drops += 1;
     true
+}
+
+/// Whether one of this node's writers of `id`'s capacity file runs
+/// ([`begin_own_write`]).
+fn own_writes_running(state: &State, id: FileId) -> bool {
+    state
+        .files
+        .get(&id)
+        .is_some_and(|open| open.own_writers > 0)
 }
 
 /// Every clean copy of `id` goes.
@@ -112,11 +117,7 @@ pub(super) fn end_own_write(state: &mut State, id: FileId) {
 /// What the cache holds of `id` matches its capacity file as it is now
 /// (this node's own writes to it ended, or none ran).
 pub(super) fn restamp(state: &mut State, id: FileId) {
-    if state
-        .files
-        .get(&id)
-        .is_some_and(|open| open.own_writers > 0)
-    {
+    if own_writes_running(state, id) {
         return;
     }
     if !state.buffer.has_cached(id) {

@@ -54,6 +54,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "mount.threads" => "1 to 256",
         "mount.max_write" => "4KiB to 1MiB",
         "mount.consistency" | "bbos.consistency" => "\"close-to-open\" or \"node-local\"",
+        "mount.close_sync" => "\"auto\", \"always\" or \"written\"",
         "mount.attr_timeout" => "a duration of at most 60s, like \"1s\"; 0 = ask every time",
         "metrics.listen" => "an address and port, like \"127.0.0.1:9464\"",
         "liu.head" | "liu.body" => "a size above 0, like \"1MiB\"",

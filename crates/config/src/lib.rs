@@ -24,7 +24,7 @@ use sluice_catalog::MetaSpec;
 use sluice_devices::hdd::HddConfig;
 use sluice_devices::ssd::SsdConfig;
 use sluice_engine::log::{record_len, MAX_PATH_BYTES};
-use sluice_engine::{CkptOptions, EngineConfig, LiuBackend, LiuOptions};
+use sluice_engine::{CkptOptions, CloseSync, EngineConfig, LiuBackend, LiuOptions};
 use sluice_env::emulated::EmulatedBackend;
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
@@ -273,6 +273,13 @@ pub struct MountConfig {
     /// When other nodes of a shared capacity tier see this mount's writes
     /// to general-class files (docs/fuse.md, "Many nodes").
     pub consistency: Consistency,
+    /// Under close-to-open, whether a close or unlock syncs the capacity
+    /// file for bytes written straight to it (never in the log; bytes a
+    /// close writes back from the log are always synced): `auto` (sync
+    /// unless the capacity tier is a file system local to this host),
+    /// `always`, or `written` (never for those bytes: a coherent cluster
+    /// file system such as Lustre or GPFS shows them to every client).
+    pub close_sync: CloseSyncConfig,
     /// How long the kernel may keep a file's attributes and names before it
     /// asks again, which re-reads them from the capacity tier (where other
     /// nodes' changes show); `0` = ask every time.
@@ -292,6 +299,20 @@ pub enum Consistency {
     /// Buffered bytes stay on this node until the flusher moves them (a
     /// full region, or `flush.age`); fsync makes them durable in the log.
     NodeLocal,
+}
+
+/// `mount.close_sync` (docs/fuse.md, "Many nodes").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CloseSyncConfig {
+    /// `written` where the capacity tier is a local file system, else
+    /// `always`.
+    #[default]
+    Auto,
+    /// Every close of a file written since its last sync syncs it.
+    Always,
+    /// Only bytes a close writes back from the log are synced.
+    Written,
 }
 
 /// `metrics` section.
@@ -545,6 +566,7 @@ impl Default for MountConfig {
             direct_io: true,
             passthrough: true,
             consistency: Consistency::CloseToOpen,
+            close_sync: CloseSyncConfig::Auto,
             attr_timeout: Span(std::time::Duration::from_secs(1)),
         }
     }

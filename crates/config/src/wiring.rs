@@ -229,6 +229,11 @@ impl Config {
             write_back_idle: (self.mount.consistency == Consistency::CloseToOpen
                 && !self.flush.write_back_idle.0.is_zero())
             .then_some(self.flush.write_back_idle.0),
+            close_sync: match self.mount.close_sync {
+                CloseSyncConfig::Auto => CloseSync::Auto,
+                CloseSyncConfig::Always => CloseSync::Always,
+                CloseSyncConfig::Written => CloseSync::Written,
+            },
         })
     }
 

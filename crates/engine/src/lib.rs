@@ -20,8 +20,8 @@ pub mod log;
 
 pub use ckpt::{Checkpoints, CkptOptions, CkptStats, CkptStatus};
 pub use engine::{
-    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, Drained, Engine,
-    EngineConfig, EngineStats, EngineStatus, QuarantineEntry, QUARANTINE_DIR,
+    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, CloseSync, Drained,
+    Engine, EngineConfig, EngineStats, EngineStatus, QuarantineEntry, QUARANTINE_DIR,
 };
 pub use incidents::{Incident, Incidents};
 pub use liu::{LiuBackend, LiuOptions, LiuStatus};

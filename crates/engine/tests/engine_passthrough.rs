@@ -5,10 +5,12 @@
 
 mod engine_support;
 
-use engine_support::small_engine;
+use engine_support::{small_config, small_engine};
 use std::sync::Arc;
 
+use sluice_engine::{CloseSync, Engine, EngineConfig};
 use sluice_env::crash::CrashBackend;
+use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
 use sluice_env::{Backend, RelPath};
@@ -156,7 +158,6 @@ fn issue_33_closing_an_empty_file_the_kernel_may_write_syncs_nothing() {
 /// shows as an error.
 #[test]
 fn issue_33_closing_an_unwritten_file_on_a_tier_with_exact_change_times_syncs_nothing() {
-    use sluice_env::fault::{FaultBackend, FaultOp, FaultRule};
     let dir = tempfile::tempdir().unwrap();
     let posix = posix(&dir, "capacity");
     if !posix.change_times_exact() {
@@ -167,7 +168,13 @@ fn issue_33_closing_an_unwritten_file_on_a_tier_with_exact_change_times_syncs_no
     let capacity: Arc<dyn Backend> = faults.clone();
     assert!(capacity.change_times_exact(), "the wrapper forwards it");
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let e = small_engine(&fast, &capacity, RedirectPolicy::CapacityOnly);
+    // Closes that sync what the kernel wrote (a network tier's rule).
+    let e = engine(
+        &fast,
+        &capacity,
+        RedirectPolicy::CapacityOnly,
+        CloseSync::Always,
+    );
     let f = RelPath::new("f").unwrap();
     let id = e.create(&f).unwrap();
     e.write(id, 0, b"written before").unwrap();
@@ -189,4 +196,166 @@ fn issue_33_closing_an_unwritten_file_on_a_tier_with_exact_change_times_syncs_no
         .expect("synced as it is now: no sync until the next write");
     kernel.write_at(b"X", 1).unwrap();
     assert!(e.sync_file(id, false).is_err(), "written again: synced");
+}
+
+fn engine(
+    fast: &Arc<dyn Backend>,
+    capacity: &Arc<dyn Backend>,
+    policy: RedirectPolicy,
+    close_sync: CloseSync,
+) -> Engine {
+    let config = EngineConfig {
+        close_sync,
+        ..small_config(policy)
+    };
+    Engine::open(
+        Arc::clone(fast),
+        Arc::clone(capacity),
+        Arc::new(sluice_env::SystemClock::new()),
+        config,
+    )
+    .unwrap()
+}
+
+/// Issue 33, mdtest-hard's creates: under close-to-open every close of a
+/// file the kernel wrote by passthrough synced it, one cache flush of the
+/// capacity device per file, which neither the local file system nor
+/// mergerfs pays. On a tier local to this host (one page cache for every
+/// mount of it) bytes written straight to a capacity file are seen by
+/// every mount once written, so a close (`mount.close_sync = "auto"`)
+/// syncs only what leaves the log; what was written straight stays owed
+/// to the next fsync. The capacity tier's syncs fail here, so a sync
+/// shows as an error.
+#[test]
+fn issue_33_a_close_on_a_local_tier_syncs_only_bytes_leaving_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let posix = posix(&dir, "capacity");
+    if !posix.page_cache_shared() {
+        eprintln!("skipped: the temporary directory is not on a local file system");
+        return;
+    }
+    let faults = Arc::new(FaultBackend::new(posix));
+    let capacity: Arc<dyn Backend> = faults.clone();
+    assert!(capacity.page_cache_shared(), "the wrapper forwards it");
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let f = RelPath::new("f").unwrap();
+    let g = RelPath::new("g").unwrap();
+
+    // Written by the kernel, and by the engine straight to the capacity
+    // file: a close syncs neither, an fsync both.
+    let e = engine(
+        &fast,
+        &capacity,
+        RedirectPolicy::CapacityOnly,
+        CloseSync::Auto,
+    );
+    let id = e.create(&f).unwrap();
+    e.note_kernel_writes(id);
+    let kernel = capacity
+        .open(&f, sluice_env::OpenOptions::default())
+        .unwrap();
+    kernel.write_at(b"by the kernel", 0).unwrap();
+    faults.inject(FaultRule::new(FaultOp::Sync, 5));
+    e.sync_file(id, false)
+        .expect("kernel writes: no sync at close");
+    e.write(id, 0, b"by the engine").unwrap();
+    e.sync_file(id, false)
+        .expect("engine writes: no sync at close");
+    assert!(e.sync_file(id, true).is_err(), "an fsync syncs");
+    assert!(
+        e.sync_file(id, false).is_ok(),
+        "still no sync at the next close"
+    );
+    faults.clear();
+    e.sync_file(id, true).unwrap();
+    assert_eq!(e.read(id, 0, 13).unwrap(), b"by the engine");
+    drop(e);
+
+    // Bytes buffered in the log leave it at the close: synced first.
+    let e = engine(&fast, &capacity, RedirectPolicy::FastAll, CloseSync::Auto);
+    let id = e.create(&g).unwrap();
+    e.write(id, 0, b"buffered").unwrap();
+    faults.inject(FaultRule::new(FaultOp::Sync, 5));
+    assert!(
+        e.sync_file(id, false).is_err(),
+        "bytes leaving the log are synced"
+    );
+    faults.clear();
+    e.sync_file(id, false).unwrap();
+    drop(e);
+
+    // `always`: the close syncs what was written straight, as before.
+    let e = engine(
+        &fast,
+        &capacity,
+        RedirectPolicy::CapacityOnly,
+        CloseSync::Always,
+    );
+    let id = e.open_file(&f).unwrap();
+    e.write(id, 0, b"x").unwrap();
+    faults.inject(FaultRule::new(FaultOp::Sync, 5));
+    assert!(e.sync_file(id, false).is_err(), "always: the close syncs");
+    faults.clear();
+}
+
+/// `auto` on a tier that is not local to this host (a network file
+/// system's client may hold written bytes until a sync; here a memory
+/// tier, which claims nothing): every close of a written file syncs it.
+#[test]
+fn issue_33_a_close_on_a_tier_not_known_local_syncs_straight_writes() {
+    let faults = Arc::new(FaultBackend::new(Arc::new(MemBackend::new())));
+    let capacity: Arc<dyn Backend> = faults.clone();
+    assert!(!capacity.page_cache_shared());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let e = engine(
+        &fast,
+        &capacity,
+        RedirectPolicy::CapacityOnly,
+        CloseSync::Auto,
+    );
+    let id = e.create(&RelPath::new("f").unwrap()).unwrap();
+    e.write(id, 0, b"x").unwrap();
+    faults.inject(FaultRule::new(FaultOp::Sync, 5));
+    assert!(e.sync_file(id, false).is_err(), "the close syncs");
+    // `written`: not even there (the operator says the tier is coherent).
+    let e = engine(
+        &fast,
+        &capacity,
+        RedirectPolicy::CapacityOnly,
+        CloseSync::Written,
+    );
+    let id = e.open_file(&RelPath::new("f").unwrap()).unwrap();
+    e.write(id, 0, b"y").unwrap();
+    e.sync_file(id, false).expect("written: no sync at close");
+    faults.clear();
+}
+
+/// A close that syncs nothing still refuses to acknowledge bytes when the
+/// capacity tier is lost (issue 31): the kernel's writes through
+/// passthrough went to the file system the mount opened, no longer where
+/// the tier's name leads.
+#[test]
+fn issue_33_a_close_that_syncs_nothing_fails_when_the_tier_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let capacity = posix(&dir, "capacity");
+    if !capacity.page_cache_shared() {
+        eprintln!("skipped: the temporary directory is not on a local file system");
+        return;
+    }
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let e = engine(
+        &fast,
+        &capacity,
+        RedirectPolicy::CapacityOnly,
+        CloseSync::Auto,
+    );
+    let id = e.create(&RelPath::new("f").unwrap()).unwrap();
+    e.write(id, 0, b"x").unwrap();
+    e.sync_file(id, false).unwrap();
+    e.write(id, 0, b"y").unwrap();
+    std::fs::rename(dir.path().join("capacity"), dir.path().join("moved")).unwrap();
+    std::fs::create_dir(dir.path().join("capacity")).unwrap();
+    let err = e.sync_file(id, false).unwrap_err();
+    assert_eq!(sluice_env::raw_os_error(&err), Some(19), "ENODEV: {err}");
+    assert!(err.to_string().contains("sync f"), "{err}");
 }

@@ -507,6 +507,12 @@ impl Backend for EmulatedBackend {
         self.inner.health()
     }
 
+    /// The directory's own: the emulation charges for a device's time,
+    /// not for another file system's coherence.
+    fn page_cache_shared(&self) -> bool {
+        self.inner.page_cache_shared()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.inner.stat(path)
     }

@@ -323,6 +323,10 @@ impl Backend for FaultBackend {
         self.inner.change_times_exact()
     }
 
+    fn page_cache_shared(&self) -> bool {
+        self.inner.page_cache_shared()
+    }
+
     fn health(&self) -> crate::TierHealth {
         self.inner.health()
     }

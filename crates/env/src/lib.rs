@@ -668,6 +668,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether a write to a file of the tier is read by every client of
+    /// the tier as soon as it returned, with no sync: a file system local
+    /// to this host (ext4, xfs, btrfs, tmpfs, f2fs, bcachefs, zfs,
+    /// overlay), whose one page cache every mount of it on the host reads
+    /// through. Network and cluster file systems (NFS, GlusterFS, Lustre,
+    /// GPFS, CephFS, FUSE file systems) may hold written bytes in a
+    /// client's cache until a flush or a sync, and answer `false`, as do
+    /// the default and wrappers that do not forward it. A close under
+    /// close-to-open then needs no sync for bytes written straight to the
+    /// tier (docs/fuse.md, "Many nodes").
+    fn page_cache_shared(&self) -> bool {
+        false
+    }
+
     /// Full attributes of `path`, the link itself if it is a symbolic link
     /// (unlike [`Backend::metadata`], which refuses links). NotFound if
     /// absent.

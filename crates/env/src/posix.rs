@@ -128,6 +128,30 @@ pub struct PosixBackend {
     /// Fine-grained change times, as probed at open
     /// ([`probe_change_times`]).
     change_times_exact: bool,
+    /// A file system local to this host ([`local_file_system`]).
+    page_cache_shared: bool,
+}
+
+/// Whether the file system of `root` is local to this host
+/// ([`Backend::page_cache_shared`]), from `fstatfs`'s `f_type`: the magic
+/// numbers of Linux's `magic.h` (and zfs's) for file systems whose
+/// mounts on one host share one page cache. Anything else, or a failed
+/// `fstatfs`, is not (network, cluster and FUSE file systems among it).
+fn local_file_system(root: BorrowedFd<'_>) -> bool {
+    const LOCAL: [i64; 9] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0xF2F5_2010, // f2fs
+        0xCA45_1A4E, // bcachefs
+        0x2FC1_2FC1, // zfs
+        0x794C_7630, // overlay
+        0x8584_58F6, // ramfs
+    ];
+    // f_type's integer type differs between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    rfs::fstatfs(root).is_ok_and(|st| LOCAL.contains(&(st.f_type as i64)))
 }
 
 /// Whether the file system at `root` gives a write a ctime after the one
@@ -174,12 +198,14 @@ impl PosixBackend {
             .map_err(|e| with_context(e, format_args!("{label}: open the root")))?;
         let watch = Arc::new(RootWatch::new(root.clone(), watched, &label)?);
         let change_times_exact = probe_change_times(root_fd.as_fd());
+        let page_cache_shared = local_file_system(root_fd.as_fd());
         Ok(PosixBackend {
             root,
             root_fd,
             label,
             watch,
             change_times_exact,
+            page_cache_shared,
         })
     }
 
@@ -532,6 +558,10 @@ impl Backend for PosixBackend {
 
     fn change_times_exact(&self) -> bool {
         self.change_times_exact
+    }
+
+    fn page_cache_shared(&self) -> bool {
+        self.page_cache_shared
     }
 
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
@@ -897,6 +927,21 @@ impl BackendFile for PosixFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `/dev/shm` is tmpfs, local; `/proc` and `/sys` are not file systems
+    /// of files, and not on the list: the probe answers from the magic
+    /// number, not the path.
+    #[test]
+    fn only_local_file_systems_claim_a_shared_page_cache() {
+        let root = |p: &str| rfs::open(p, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty());
+        if let Ok(shm) = root("/dev/shm") {
+            assert!(local_file_system(shm.as_fd()), "tmpfs");
+        }
+        for not_local in ["/proc", "/sys"] {
+            let fd = root(not_local).unwrap();
+            assert!(!local_file_system(fd.as_fd()), "{not_local}");
+        }
+    }
 
     #[test]
     fn times_convert_both_ways_on_both_sides_of_the_epoch() {

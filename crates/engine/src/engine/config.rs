@@ -35,6 +35,45 @@ pub struct EngineConfig {
     /// (docs/engine.md, "Write-back"). `None` (the default here): never;
     /// the config sets it under close-to-open.
     pub write_back_idle: Option<Duration>,
+    /// When a close (or an unlock) of a file syncs its capacity file for
+    /// bytes written straight to it, by this engine or by the kernel
+    /// through passthrough ([`CloseSync`]). Bytes that leave the log at a
+    /// close are always synced first.
+    pub close_sync: CloseSync,
+}
+
+/// `mount.close_sync`: whether a close-to-open close (or unlock) syncs the
+/// capacity file for bytes written straight to it, which never were in
+/// the log (docs/fuse.md, "Many nodes"). An fsync always syncs; bytes a
+/// close writes back from the log are synced before they leave it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CloseSync {
+    /// [`CloseSync::Written`] where the capacity tier is a file system
+    /// local to this host ([`Backend::page_cache_shared`]), else
+    /// [`CloseSync::Always`].
+    #[default]
+    Auto,
+    /// Every close of a file written since its last sync syncs it: durable
+    /// at close, and seen by the clients of a network file system that
+    /// hold written bytes until a flush.
+    Always,
+    /// Only bytes a close writes back from the log are synced; bytes
+    /// written straight to the capacity file are seen by every client of
+    /// a coherent file system once written (a local one's page cache;
+    /// Lustre or GPFS by their locks) and durable at the next fsync, as
+    /// that file system promises on its own.
+    Written,
+}
+
+impl CloseSync {
+    /// Whether a close syncs bytes written straight to `capacity`.
+    pub fn syncs_straight_writes(self, capacity: &dyn Backend) -> bool {
+        match self {
+            CloseSync::Auto => !capacity.page_cache_shared(),
+            CloseSync::Always => true,
+            CloseSync::Written => false,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -60,6 +99,7 @@ impl Default for EngineConfig {
             record_max_bytes: 1024 * 1024,
             flush_bandwidth: None,
             write_back_idle: None,
+            close_sync: CloseSync::Auto,
         }
     }
 }

@@ -87,7 +87,9 @@ mod writeback;
 
 use append::*;
 use config::Placements;
-pub use config::{EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_PLACED_MAX};
+pub use config::{
+    CloseSync, EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_PLACED_MAX,
+};
 use degrade::*;
 use files::*;
 use flush::*;

@@ -104,49 +104,100 @@ impl Engine {
     /// ([`OpenFile::sync_lock`]); the flusher's runs of the file wait for a
     /// sync, then look up what is left.
     pub fn sync_file(&self, id: FileId, always: bool) -> io::Result<u64> {
-        if !always && nothing_to_sync(&self.shared, id)? {
-            return Ok(0);
+        if !always {
+            match close_needs(&self.shared, id)? {
+                CloseNeeds::Nothing => return Ok(0),
+                CloseNeeds::TierCheck => return tier_check(&self.shared, id).map(|()| 0),
+                CloseNeeds::WriteBack => {}
+            }
         }
         write_back_file(&self.shared, id, Pass::Sync { always }, 0..u64::MAX)
     }
 }
 
-/// Whether a sync of `id` (not `always`) has nothing to do, decided with
-/// its sync turn free and taken, so no other sync of the file is half
-/// done (a sync clears `capacity_unsynced` before its capacity sync, and
-/// sets it again if that fails, all under its turn): nothing buffered or
-/// being appended, no flush run of it in flight, no engine write since
-/// its last sync, and nothing the kernel may have written (see
-/// [`write_back_file`]: the file empty, or as stamped). Every close of a
-/// file only read, or opened for writing and left unwritten, ends here
-/// (issue 33): without the turn's wait, the bookkeeping of a write-back
+/// What a sync of a file that is not `always` (a close, an unlock) must do.
+enum CloseNeeds {
+    /// Nothing: no byte of the file is owed a sync.
+    Nothing,
+    /// Only bytes written straight to the capacity file are owed, which
+    /// its file system shows every client already
+    /// ([`CloseSync::syncs_straight_writes`]): the tier must still be
+    /// where its name leads ([`tier_check`]).
+    TierCheck,
+    /// A write-back pass ([`write_back_file`]).
+    WriteBack,
+}
+
+/// What a sync of `id` (not `always`) needs, decided with its sync turn
+/// free and taken, so no other sync of the file is half done (a sync
+/// clears `capacity_unsynced` before its capacity sync, and sets it again
+/// if that fails, all under its turn). Nothing buffered or being
+/// appended, and no flush run of it in flight: then nothing leaves the
+/// log, and what is owed is the sync of bytes written straight to the
+/// capacity file, by the engine (`capacity_unsynced`) or by the kernel
+/// (see [`write_back_file`]: none if the file is empty, or as stamped).
+/// Every close of a file only read, or opened for writing and left
+/// unwritten, ends here (issue 33), and so does every close of a file
+/// written straight to a tier whose closes need no sync (mdtest-hard's
+/// creates): without the turn's wait, the bookkeeping of a write-back
 /// pass, and its wake-up of every thread waiting on the engine's
 /// condition variable (the flusher among them) at each close.
-fn nothing_to_sync(shared: &Shared, id: FileId) -> io::Result<bool> {
+fn close_needs(shared: &Shared, id: FileId) -> io::Result<CloseNeeds> {
     let turn = file_sync_lock(shared, id)?;
     let _turn = match turn.try_lock() {
         Ok(guard) => guard,
         Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+        Err(std::sync::TryLockError::WouldBlock) => return Ok(CloseNeeds::WriteBack),
     };
     let state = lock(shared);
     let open = state.files.get(&id).ok_or_else(|| unknown(id))?;
-    let quiet = !open.capacity_unsynced
-        && open.appending.is_empty()
+    let quiet = open.appending.is_empty()
         && open.busy == 0
         && !open.syncing
         && !state.buffer.has_buffered(id);
     if !quiet {
-        return Ok(false);
+        return Ok(CloseNeeds::WriteBack);
     }
-    if !open.kernel_writes {
-        return Ok(true);
+    if !open.capacity_unsynced && !open.kernel_writes {
+        return Ok(CloseNeeds::Nothing);
+    }
+    if !syncs_straight_writes(shared) {
+        return Ok(CloseNeeds::TierCheck);
+    }
+    if open.capacity_unsynced {
+        return Ok(CloseNeeds::WriteBack);
     }
     let (handle, stamp) = (Arc::clone(&open.handle), open.kernel_stamp.taken());
     drop(state);
-    Ok(match handle.stat() {
+    let unwritten = match handle.stat() {
         Ok(st) => st.len == 0 || stamp == Some(ChangeStamp::of(&st)),
         Err(_) => handle.len().is_ok_and(|len| len == 0),
+    };
+    Ok(if unwritten {
+        CloseNeeds::Nothing
+    } else {
+        CloseNeeds::WriteBack
+    })
+}
+
+/// Whether a close syncs bytes written straight to the capacity tier
+/// (`mount.close_sync`, [`CloseSync`]).
+fn syncs_straight_writes(shared: &Shared) -> bool {
+    shared
+        .config
+        .close_sync
+        .syncs_straight_writes(shared.capacity.as_ref())
+}
+
+/// A close that syncs nothing still acknowledges that the file's bytes are
+/// where other nodes look: the capacity tier must not be lost (replaced
+/// or unmounted under the mount, where the kernel's writes through
+/// passthrough went to the detached file system), as a sync's own check
+/// would have found (docs/crash-consistency.md, "Capacity-tier faults").
+fn tier_check(shared: &Shared, id: FileId) -> io::Result<()> {
+    shared.capacity.check_root().map_err(|e| {
+        let path = lock(shared).files.get(&id).map(|o| o.path.to_string());
+        context(format!("sync {}", path.unwrap_or_default()))(e)
     })
 }
 
@@ -251,6 +302,15 @@ fn write_back_file(
     };
     let handle = Arc::clone(&open.handle);
     let what = format!("sync {}", open.path);
+    if pieces.is_empty() && pass == (Pass::Sync { always: false }) && !syncs_straight_writes(shared)
+    {
+        // Nothing leaves the log, and bytes written straight to the
+        // capacity file are seen already (close_needs): they stay owed to
+        // the next fsync.
+        end_sync(shared, &mut state, id);
+        drop(state);
+        return tier_check(shared, id).map(|()| 0);
+    }
     // Cleared before the writes: a write after this point sets it again
     // for the next sync. A background pass leaves it to the next sync.
     let (engine_owed, kernel_owed, always) = match pass {

@@ -213,6 +213,10 @@ impl Backend for LiuBackend {
         self.inner.capacity.health()
     }
 
+    fn page_cache_shared(&self) -> bool {
+        self.inner.capacity.page_cache_shared()
+    }
+
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
         self.inner.capacity.stat(path)
     }

@@ -18,15 +18,20 @@ pub fn small_engine(
         Arc::clone(fast),
         Arc::clone(capacity),
         Arc::new(SystemClock::new()),
-        EngineConfig {
-            redirector: RedirectorConfig {
-                policy,
-                ..RedirectorConfig::default()
-            },
-            region_bytes: 1024 * 1024,
-            record_max_bytes: 64 * 1024,
-            ..EngineConfig::default()
-        },
+        small_config(policy),
     )
     .unwrap()
+}
+
+/// [`small_engine`]'s configuration.
+pub fn small_config(policy: RedirectPolicy) -> EngineConfig {
+    EngineConfig {
+        redirector: RedirectorConfig {
+            policy,
+            ..RedirectorConfig::default()
+        },
+        region_bytes: 1024 * 1024,
+        record_max_bytes: 64 * 1024,
+        ..EngineConfig::default()
+    }
 }

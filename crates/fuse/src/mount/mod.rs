@@ -49,7 +49,7 @@ use fuser::{BackgroundSession, MountOption, SessionACL};
 use rustix::io::Errno;
 use rustix::mount::UnmountFlags;
 use sluice_catalog::JobSpec;
-use sluice_config::{Config, Device, PolicyName};
+use sluice_config::{Config, Consistency, Device, PolicyName};
 use sluice_engine::{Checkpoints, Drained, Engine, LiuBackend};
 use sluice_env::{Clock, SystemClock};
 
@@ -238,6 +238,24 @@ impl Mount {
         let engine_config = config.engine_config().map_err(invalid)?;
         if let Some(why) = passthrough_unused(config, &engine_config.redirector.policy) {
             tracing::info!("FUSE passthrough unused: {why}");
+        }
+        if config.mount.consistency == Consistency::CloseToOpen {
+            let capacity = tiers.capacity.as_ref();
+            let local = if capacity.page_cache_shared() {
+                "is"
+            } else {
+                "is not known to be"
+            };
+            let syncs = if engine_config.close_sync.syncs_straight_writes(capacity) {
+                "every file written since its last sync"
+            } else {
+                "only bytes leaving the log"
+            };
+            tracing::info!(
+                "close-to-open: a close syncs {syncs} (mount.close_sync = {:?}; capacity tier {} {local} a file system local to this host)",
+                config.mount.close_sync,
+                capacity.describe(),
+            );
         }
         let liu = tiers.liu;
         // BBOS first: its recovery must not race the engine's flusher for

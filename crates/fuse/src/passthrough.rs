@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use rustix::fs::OFlags;
 
@@ -35,6 +35,9 @@ struct Node<B> {
     opens: u32,
     /// The backing id the kernel serves the node from, while one is.
     backing: Option<Arc<B>>,
+    /// The node's first open is asking the engine and registering its
+    /// backing file, without the map's lock: further opens wait for it.
+    registering: bool,
 }
 
 /// The passthrough state of a mount. `B` is the kernel's backing id
@@ -43,6 +46,8 @@ pub(crate) struct Passthrough<B> {
     /// Asked for by the config and granted by the kernel at init.
     enabled: bool,
     nodes: Mutex<HashMap<u64, Node<B>>>,
+    /// Signalled when a node's registration ends.
+    registered: Condvar,
     /// A registration failed once (and was logged).
     warned: AtomicBool,
 }
@@ -54,6 +59,7 @@ impl<B> Passthrough<B> {
         Passthrough {
             enabled,
             nodes: Mutex::new(HashMap::new()),
+            registered: Condvar::new(),
             warned: AtomicBool::new(false),
         }
     }
@@ -84,29 +90,38 @@ impl<B> Passthrough<B> {
         if !self.enabled {
             return None;
         }
+        // The map's lock is held only to count: the engine's answer and the
+        // kernel's registration (an ioctl) run without it, so the opens
+        // and releases of other nodes go on meanwhile (issue 33).
         let mut nodes = lock(&self.nodes);
         let node = nodes.entry(ino).or_insert(Node {
             opens: 0,
             backing: None,
+            registering: false,
         });
         node.opens += 1;
-        let backing = match &node.backing {
-            Some(backing) => Arc::clone(backing),
-            None if node.opens > 1 => return None,
+        let first = node.opens == 1;
+        while nodes.get(&ino).is_some_and(|n| n.registering) {
+            nodes = self
+                .registered
+                .wait(nodes)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        let backing = match nodes.get_mut(&ino).and_then(|n| n.backing.clone()) {
+            Some(backing) => backing,
+            None if !first => return None,
             None => {
-                let file = volume.passthrough_file(fh)?;
-                match register(file.as_fd()?) {
-                    Ok(backing) => Arc::clone(node.backing.insert(Arc::new(backing))),
-                    Err(e) => {
-                        if !self.warned.swap(true, Ordering::Relaxed) {
-                            tracing::warn!(
-                                "FUSE passthrough is unavailable ({e}): files are served \
-                                 through sluice (mount.passthrough = false silences this)"
-                            );
-                        }
-                        return None;
-                    }
+                if let Some(node) = nodes.get_mut(&ino) {
+                    node.registering = true;
                 }
+                drop(nodes);
+                let registered = self.register(volume, fh, register);
+                let mut nodes = lock(&self.nodes);
+                let node = nodes.get_mut(&ino)?;
+                node.registering = false;
+                node.backing = registered.clone();
+                self.registered.notify_all();
+                registered?
             }
         };
         let access = OFlags::from_bits_retain(flags as u32) & OFlags::ACCMODE;
@@ -116,18 +131,44 @@ impl<B> Passthrough<B> {
         Some(backing)
     }
 
+    /// The backing id of handle `fh`'s capacity file, if the engine lets
+    /// the kernel serve it and the kernel takes it.
+    fn register(
+        &self,
+        volume: &Volume,
+        fh: u64,
+        register: impl FnOnce(BorrowedFd<'_>) -> io::Result<B>,
+    ) -> Option<Arc<B>> {
+        let file = volume.passthrough_file(fh)?;
+        match register(file.as_fd()?) {
+            Ok(backing) => Some(Arc::new(backing)),
+            Err(e) => {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "FUSE passthrough is unavailable ({e}): files are served \
+                         through sluice (mount.passthrough = false silences this)"
+                    );
+                }
+                None
+            }
+        }
+    }
+
     /// Handle of node `ino` released: its backing id goes with the last.
     pub(crate) fn release(&self, ino: u64) {
         if !self.enabled {
             return;
         }
         let mut nodes = lock(&self.nodes);
-        if let Some(node) = nodes.get_mut(&ino) {
+        let last = nodes.get_mut(&ino).is_some_and(|node| {
             node.opens = node.opens.saturating_sub(1);
-            if node.opens == 0 {
-                nodes.remove(&ino);
-            }
-        }
+            node.opens == 0
+        });
+        let gone = last.then(|| nodes.remove(&ino)).flatten();
+        drop(nodes);
+        // Its backing id, if this was its last holder, closes in the
+        // kernel (an ioctl) without the map's lock.
+        drop(gone);
     }
 }
 

@@ -303,6 +303,18 @@ struct State {
     /// Files created by the engine, forgotten before an fsync synced their
     /// directory entry.
     unsynced_creates: HashSet<RelPath>,
+    /// Counts the engine's changes of what a path names (link, unlink,
+    /// rename), each bumped while the engine lock is held across the
+    /// capacity tier's change: an open or create that made its capacity
+    /// call without the lock registers the file only if no such change
+    /// ran meanwhile ([`Engine::open_file`]).
+    names_epoch: u64,
+    /// Unlinks of names the engine does not hold, running without the
+    /// lock (names.rs, `unlink_unheld`).
+    unlinking: u32,
+    /// Opens waiting for `unlinking` to reach 0 (woken through
+    /// `Shared::changed` only when there are any).
+    awaiting_unlinks: u32,
     next_file_id: u64,
     draining: u32,
     shutdown: bool,
@@ -381,6 +393,34 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
 
 fn region_path(r: u32) -> io::Result<RelPath> {
     RelPath::new(&format!("log/region-{r:04}"))
+}
+
+/// Wait until no unlink of a name the engine does not hold is under way
+/// (names.rs, `unlink_unheld`): their end is a change of names an open
+/// or create made without the lock must see.
+fn wait_unlinks<'a>(shared: &'a Shared, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    if state.unlinking == 0 {
+        return state;
+    }
+    state.awaiting_unlinks += 1;
+    while state.unlinking > 0 {
+        state = shared
+            .changed
+            .wait(state)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+    state.awaiting_unlinks -= 1;
+    state
+}
+
+/// Whether `path` on the capacity tier names the file whose attributes
+/// are `stat` (a backend without attributes: whether the name is there).
+fn still_named(shared: &Shared, path: &RelPath, stat: Option<&Stat>) -> bool {
+    match (stat, shared.capacity.stat(path)) {
+        (Some(mine), Ok(now)) => now.identity() == mine.identity(),
+        (None, _) => shared.capacity.metadata(path).is_ok(),
+        (Some(_), Err(_)) => false,
+    }
 }
 
 /// How [`Engine::drain_or_stop`] ended.
@@ -490,16 +530,23 @@ impl Engine {
     /// its handle gave them right after the create (`None` from a backend
     /// without `stat`): the mount answers the kernel's CREATE from them
     /// instead of a second stat by path.
+    ///
+    /// The capacity tier's create runs without the engine lock (issue 33:
+    /// held across it, every create, open and close of the mount waited
+    /// for each create's journal work, one at a time); the file is
+    /// registered after it, as [`Engine::open_file`] does.
     pub fn create_stat(&self, path: &RelPath) -> io::Result<(FileId, Option<Stat>)> {
-        let mut state = lock(&self.shared);
+        let shared = &*self.shared;
+        let state = lock(shared);
         if state.ids.contains_key(path) {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!("create {path}: file exists"),
             ));
         }
-        let handle = self
-            .shared
+        let epoch = state.names_epoch;
+        drop(state);
+        let handle = shared
             .capacity
             .open(
                 path,
@@ -510,7 +557,29 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        let stat = capacity_stat(&self.shared, handle.as_ref(), path);
+        let mut state = wait_unlinks(shared, lock(shared));
+        let stat = capacity_stat(shared, handle.as_ref(), path);
+        if state.names_epoch != epoch && !still_named(shared, path, stat.as_ref()) {
+            // A rename over the name, or of a directory above it, ran
+            // between the create and now (the kernel's lock on the parent
+            // directory keeps this mount's own renames and unlinks of the
+            // name itself out): the file is not at `path` any more.
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("create {path}: the name was renamed or removed during the create"),
+            ));
+        }
+        // An open of the new file (it exists from the create on) may have
+        // registered it meanwhile: this create opens that file too.
+        let ino = stat.as_ref().map(Stat::identity);
+        if let Some(id) = file_of(&state, path, ino) {
+            add_name(&mut state, id, path);
+            if let Some(open) = state.files.get_mut(&id) {
+                open.created_unsynced = true;
+            }
+            opened(&mut state, id);
+            return Ok((id, stat));
+        }
         let id = register(&mut state, path.clone(), handle, stat.as_ref(), true)?;
         opened(&mut state, id);
         Ok((id, stat))
@@ -522,21 +591,42 @@ impl Engine {
     /// A file the engine already holds has its size re-read from its
     /// capacity file first (another node may have changed it: see
     /// the logical size, attrs.rs), as an NFS client revalidates at open.
+    ///
+    /// The capacity tier's open of a file the engine does not hold runs
+    /// without the engine lock (issue 33: mdtest's read phase opened every
+    /// file one at a time behind it). The file is registered after it
+    /// only if no link, unlink or rename of the engine ran meanwhile
+    /// (`State::names_epoch`) and none is under way (`State::unlinking`):
+    /// such a change could have removed or moved the name between the
+    /// open and the registration, unseen by either. Otherwise the open
+    /// runs again under the lock, as before, once no unlink runs.
     pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
-        let mut state = lock(&self.shared);
+        let shared = &*self.shared;
+        let mut state = lock(shared);
         if let Some(&id) = state.ids.get(path) {
             opened(&mut state, id);
             drop(state);
             self.refresh_size(id)?;
             return Ok(id);
         }
-        let handle = self
-            .shared
-            .capacity
-            .open(path, OpenOptions::default())
-            .map_err(context(format!("open {path}")))?;
-        let stat = capacity_stat(&self.shared, handle.as_ref(), path);
+        let epoch = state.names_epoch;
+        drop(state);
+        let open = || shared.capacity.open(path, OpenOptions::default());
+        let unlocked = open();
+        let mut state = lock(shared);
+        let handle = match unlocked {
+            found if state.names_epoch == epoch && state.unlinking == 0 => found,
+            _ => {
+                state = wait_unlinks(shared, state);
+                open()
+            }
+        }
+        .map_err(context(format!("open {path}")))?;
+        // Under the lock, as before: the size it gives is the file's now.
+        let stat = capacity_stat(shared, handle.as_ref(), path);
         let ino = stat.as_ref().map(Stat::identity);
+        // Held already, or registered meanwhile by an open or create of
+        // the same name or another name of the file.
         if let Some(id) = file_of(&state, path, ino) {
             add_name(&mut state, id, path);
             opened(&mut state, id);

@@ -13,6 +13,7 @@ impl Engine {
     pub fn link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = lock(shared);
+        state.names_epoch += 1;
         shared
             .capacity
             .hard_link(existing, new)
@@ -35,34 +36,21 @@ impl Engine {
     /// `drop_name`).
     pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let state = lock(shared);
-        // The lock is held across the capacity unlink so no write to the
-        // file can slip in between.
-        let mut state = match state.ids.get(path).copied() {
-            Some(id) => {
-                let state = wait_not_busy(shared, state, id);
-                let survives = has_other_names(shared, path);
-                let (state, dropped) = drop_name(shared, state, id, path, survives);
-                dropped?;
-                state
-            }
-            None => {
-                let mut state = state;
-                // Its last name goes: so do clean copies kept for it.
-                if !state.parked.is_empty() {
-                    if let Ok(stat) = shared.capacity.stat(path) {
-                        if stat.nlink <= 1 {
-                            cache::forget_parked(&mut state, stat.identity());
-                        }
-                    }
-                }
-                state
-            }
+        let mut state = lock(shared);
+        state.names_epoch += 1;
+        let Some(id) = state.ids.get(path).copied() else {
+            return unlink_unheld(shared, state, path);
         };
-        shared
-            .capacity
-            .remove_file(path)
-            .map_err(context(format!("unlink {path}")))?;
+        // The lock is held across the capacity unlink of a file the engine
+        // holds, so no write to the file can slip in between.
+        let state = wait_not_busy(shared, state, id);
+        let survives = has_other_names(shared, path);
+        let (mut state, dropped) = drop_name(shared, state, id, path, survives);
+        dropped?;
+        let removed = shared.capacity.remove_file(path);
+        // Again: the waits above may have let an open start since.
+        state.names_epoch += 1;
+        removed.map_err(context(format!("unlink {path}")))?;
         state.unsynced_creates.remove(path);
         Ok(())
     }
@@ -73,6 +61,7 @@ impl Engine {
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = lock(shared);
+        state.names_epoch += 1;
         if from != to && same_file(shared, from, to) {
             drop(state);
             // rename(2) between two names of one file does nothing; the
@@ -156,10 +145,10 @@ impl Engine {
             state = wait_appends(shared, state);
             sync_log(shared, &mut state)?;
         }
-        shared
-            .capacity
-            .rename(from, to)
-            .map_err(context(format!("rename {from} to {to}")))?;
+        let renamed = shared.capacity.rename(from, to);
+        // Again: the waits above may have let an open start since.
+        state.names_epoch += 1;
+        renamed.map_err(context(format!("rename {from} to {to}")))?;
         for (old_path, _, _) in &moved {
             state.ids.remove(old_path);
         }
@@ -187,4 +176,39 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// Unlink a name the engine does not hold (mdtest's remove phase: every
+/// file closed and forgotten). The capacity tier's unlink runs without the
+/// engine lock (issue 33: held across it, every lookup, open and close of
+/// the mount waited for each unlink's journal work). Meanwhile
+/// `State::unlinking` counts it: an open that looked the name up without
+/// the lock and finds an unlink under way waits for it to end, then opens
+/// again under the lock ([`Engine::open_file`]), so it never registers a
+/// name being removed.
+fn unlink_unheld(
+    shared: &Shared,
+    mut state: MutexGuard<'_, State>,
+    path: &RelPath,
+) -> io::Result<()> {
+    // Its last name goes: so do clean copies kept for it.
+    if !state.parked.is_empty() {
+        if let Ok(stat) = shared.capacity.stat(path) {
+            if stat.nlink <= 1 {
+                cache::forget_parked(&mut state, stat.identity());
+            }
+        }
+    }
+    state.unlinking += 1;
+    drop(state);
+    let removed = shared.capacity.remove_file(path);
+    let mut state = lock(shared);
+    state.unlinking -= 1;
+    state.names_epoch += 1;
+    if state.unlinking == 0 && state.awaiting_unlinks > 0 {
+        shared.changed.notify_all();
+    }
+    removed.map_err(context(format!("unlink {path}")))?;
+    state.unsynced_creates.remove(path);
+    Ok(())
 }

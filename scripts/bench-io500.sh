@@ -65,6 +65,9 @@
 #   SYSTEMS="default capacity-only fast-all"   default, or a --policy name
 #   CONSISTENCIES="close-to-open node-local"
 #   REFERENCE=1            0 leaves out the disk and ssd rows (and the ratios)
+#   DEFAULT_EXTRA          TOML appended to the default system's config (printf
+#                          %b: "\n" for newlines), to measure a candidate default,
+#                          e.g. DEFAULT_EXTRA='[log]\nregions = 4'
 #   IOR, MDTEST, MPIEXEC   the tools (above; IOR=fallback or MDTEST=fallback
 #                          runs the stand-in even where the tool is there)
 #   BENCH_DIR=/tmp/sluice-bench-io500   work directory (run/ and results/
@@ -316,6 +319,9 @@ config() {
         need=$(((need + (1 << 20) - 1) >> 20 << 20))
         [ "$need" -gt "$size" ] && size=$need
         printf '\n[log]\nregions = 2\nregion_size = %d\n' "$size"
+    fi
+    if [ "$system" = default ] && [ -n "${DEFAULT_EXTRA:-}" ]; then
+        printf '\n%b\n' "$DEFAULT_EXTRA"
     fi
 }
 

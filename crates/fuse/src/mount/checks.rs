@@ -814,14 +814,14 @@ mod tests {
         let (dir, config) = setup("");
         let fast = dir.path().join("fast");
         let size = config.log.region_size.0;
-        region(&fast, 3, size);
+        region(&fast, 5, size);
         let err = preflight(&config, None).unwrap_err().to_string();
         assert!(
-            err.contains("region-0003 holds data but log.regions = 2"),
+            err.contains("region-0005 holds data but log.regions = 4"),
             "{err}"
         );
-        assert!(err.contains("log.regions = 4"), "{err}");
-        std::fs::write(fast.join("log/region-0003"), [0u8; 64]).unwrap();
+        assert!(err.contains("log.regions = 6"), "{err}");
+        std::fs::write(fast.join("log/region-0005"), [0u8; 64]).unwrap();
         preflight(&config, None).unwrap();
     }
 

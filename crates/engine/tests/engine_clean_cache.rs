@@ -194,8 +194,9 @@ fn recovery_never_replays_a_retired_region_over_newer_bytes() {
     let (fast, capacity) = backends();
     let engine = open(&fast, &capacity);
     written_and_drained(&engine, "f", &bytes(1, 8192));
-    // Records of another file land over the start of a retired region,
-    // then the engine stops without a drain (a crash keeps the log).
+    // Records of another file go to the log (the next region), then the
+    // engine stops without a drain (a crash keeps the log): recovery
+    // scans the retired region too, whose records must not come back.
     let id = engine.create(&p("g")).unwrap();
     engine.write(id, 0, &bytes(3, 4096)).unwrap();
     engine.fsync(id).unwrap();
@@ -203,7 +204,10 @@ fn recovery_never_replays_a_retired_region_over_newer_bytes() {
     engine.close();
     write_behind(&capacity, "f", 0, &bytes(9, 8192));
     let engine = open(&fast, &capacity);
-    assert_eq!(engine.buffered_bytes(), 4096, "g's record only");
+    // g's path, data and commit records, none of f's retired ones (its
+    // bytes may already be flushing: the flusher starts at open, so
+    // `buffered_bytes` is no witness on a loaded machine).
+    assert_eq!(engine.stats().recovered_records, 3, "g's records only");
     engine.drain().unwrap();
     assert!(read(&engine, "f", 8192) == bytes(9, 8192), "not replayed");
     assert!(read(&engine, "g", 4096) == bytes(3, 4096));

@@ -703,10 +703,17 @@ impl WriteBuffer {
     /// them. Look each run up again with [`WriteBuffer::flush_set_pieces`];
     /// finish (or abort) each region on its own. On an error no region was
     /// started.
+    ///
+    /// With `fill_gaps`, a gap between bytes of the regions that bytes
+    /// buffered in other regions fill joins the run
+    /// ([`FileExtents::flush_runs_filled`]): look such runs up with
+    /// [`WriteBuffer::buffered_pieces`] over every region, which writes
+    /// the newest bytes of the whole range.
     pub fn start_flush_set(
         &mut self,
         regions: &[RegionId],
         run_max_bytes: u64,
+        fill_gaps: bool,
     ) -> Result<Vec<FlushRunRef>, PipelineError> {
         let mut set = regions.to_vec();
         set.sort_unstable();
@@ -721,7 +728,12 @@ impl WriteBuffer {
         }
         let mut runs = Vec::new();
         for (file, extents) in self.index.files() {
-            for run in extents.flush_runs_in(&set, run_max_bytes) {
+            let file_runs = if fill_gaps {
+                extents.flush_runs_filled(&set, run_max_bytes)
+            } else {
+                extents.flush_runs_in(&set, run_max_bytes)
+            };
+            for run in file_runs {
                 runs.push(FlushRunRef {
                     file,
                     file_offset: run.file_offset,
@@ -751,7 +763,7 @@ impl WriteBuffer {
         region: RegionId,
         run_max_bytes: u64,
     ) -> Result<Vec<FlushRunRef>, PipelineError> {
-        self.start_flush_set(&[region], run_max_bytes)
+        self.start_flush_set(&[region], run_max_bytes, false)
     }
 
     /// The bytes of `run` still buffered in `region` now: `(file_offset,

@@ -131,9 +131,10 @@ impl Harness {
         file[offset as usize..end].copy_from_slice(data);
     }
 
-    /// Flush every full region together, runs merged across them (sealing
-    /// the filling one if none is full), as the engine's flusher does under
-    /// a drain. False if nothing to flush.
+    /// Flush every full region together, runs merged across them and the
+    /// gaps between their bytes that other regions fill written too
+    /// (sealing the filling one if none is full), as the engine's flusher
+    /// does under a drain. False if nothing to flush.
     fn flush_region(&mut self) -> bool {
         self.buffer.set_draining(true);
         if !self.buffer.flush_pending() && self.buffer.seal().is_none() {
@@ -147,10 +148,13 @@ impl Harness {
         let set = self.buffer.full_regions();
         let runs = self
             .buffer
-            .start_flush_set(&set, 4096)
+            .start_flush_set(&set, 4096, true)
             .expect("full regions");
         for run in runs {
-            for (file_offset, len, location) in self.buffer.flush_set_pieces(&set, run) {
+            let pieces = self
+                .buffer
+                .buffered_pieces(run.file, run.file_offset, run.len, None);
+            for (file_offset, len, location) in pieces {
                 let bytes = self.read_log(location, len);
                 self.capacity_write(run.file, file_offset, &bytes);
             }
@@ -502,7 +506,7 @@ fn a_flush_set_merges_runs_across_regions() {
     }
     let set = h.buffer.full_regions();
     assert_eq!(set.len(), 2);
-    let runs = h.buffer.start_flush_set(&set, u64::MAX).unwrap();
+    let runs = h.buffer.start_flush_set(&set, u64::MAX, false).unwrap();
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0].len, REGION_BYTES / 2);
     for region in &set {

@@ -188,7 +188,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
     }
     let runs = state
         .buffer
-        .start_flush_set(&set, shared.config.flush_run_max_bytes)
+        .start_flush_set(&set, shared.config.flush_run_max_bytes, true)
         .map_err(|e| io::Error::other(e.to_string()))?;
     // This node writes these files now: their clean copies are compared
     // with them first, and stamped again once every write of theirs ended
@@ -249,7 +249,7 @@ fn write_and_retire(
     if let Some(step) = unhealthy("before writing") {
         return Ok(Some(step));
     }
-    let touched = write_runs(shared, set, runs).map_err(abort)?;
+    let touched = write_runs(shared, runs).map_err(abort)?;
     // Every capacity file the regions' bytes went to is synced before a
     // region can be reused (DESIGN §4.5).
     for handle in touched.values() {
@@ -328,7 +328,6 @@ fn write_and_retire(
 /// `Interrupted` error: the regions stay buffered).
 fn write_runs(
     shared: &Shared,
-    set: &[RegionId],
     runs: &[FlushRunRef],
 ) -> io::Result<HashMap<FileId, Arc<dyn BackendFile>>> {
     let written = in_order(
@@ -346,7 +345,7 @@ fn write_runs(
                 ));
             }
             let run = runs[i];
-            Ok(flush_run(shared, set, run, turn)?.map(|handle| (run.file, handle)))
+            Ok(flush_run(shared, run, turn)?.map(|handle| (run.file, handle)))
         },
     )?;
     Ok(written.into_iter().flatten().collect())
@@ -361,7 +360,6 @@ fn write_runs(
 /// Returns the file's capacity handle when something was written.
 fn flush_run(
     shared: &Shared,
-    set: &[RegionId],
     run: FlushRunRef,
     turn: Turn<'_>,
 ) -> io::Result<Option<Arc<dyn BackendFile>>> {
@@ -383,7 +381,15 @@ fn flush_run(
                 .unwrap_or_else(|e| e.into_inner());
         }
     }
-    let pieces = state.buffer.flush_set_pieces(set, run);
+    // Every byte buffered in the run's range, wherever it is now: the
+    // set's own (those still current) and the newer bytes that fill the
+    // gaps between them (`start_flush_set`'s `fill_gaps`), so the range
+    // goes as one write. Regions outside the set are not reset while
+    // this flush runs (only the flusher resets regions), so their records
+    // too can be read outside the lock.
+    let pieces = state
+        .buffer
+        .buffered_pieces(file, run.file_offset, run.len, None);
     if pieces.is_empty() {
         return Ok(None);
     }

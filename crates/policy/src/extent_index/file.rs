@@ -282,6 +282,7 @@ impl FileExtents {
             },
             max_run_bytes,
             peeked: None,
+            fill_gaps: false,
         }
     }
 
@@ -304,6 +305,29 @@ impl FileExtents {
             regions: RegionFilter::Sorted(regions),
             max_run_bytes,
             peeked: None,
+            fill_gaps: false,
+        }
+    }
+
+    /// [`FileExtents::flush_runs_in`], and a gap between two extents of
+    /// `regions` that extents of other regions fill exactly (buffered
+    /// bytes, no hole) joins the run too, within `max_run_bytes`: the
+    /// run's range then spans it, and a flusher that writes every bytes
+    /// buffered in the range (the newest, wherever they are) makes one
+    /// write where the extents of `regions` alone would make one per
+    /// piece, each a seek (issue 32: ior-hard's eight ranks each run a
+    /// little ahead of the others, so the end of a full region's bytes
+    /// alternates, record by record, with bytes already in the next
+    /// region). The bytes of the gap are written again when their own
+    /// region flushes.
+    pub fn flush_runs_filled<'a>(
+        &'a self,
+        regions: &'a [RegionId],
+        max_run_bytes: u64,
+    ) -> FlushRuns<'a> {
+        FlushRuns {
+            fill_gaps: true,
+            ..self.flush_runs_in(regions, max_run_bytes)
         }
     }
 

@@ -130,9 +130,53 @@ pub struct FlushRuns<'a> {
     pub(super) max_run_bytes: u64,
     /// The extent that did not fit into the previous run.
     pub(super) peeked: Option<(u64, Stored)>,
+    /// Bridge gaps that extents of other regions fill exactly
+    /// ([`FileExtents::flush_runs_filled`]).
+    pub(super) fill_gaps: bool,
 }
 
 impl FlushRuns<'_> {
+    /// Grow the run `[file_offset, file_offset + len)` with the extents
+    /// that follow it contiguously: those of the filter's regions, and
+    /// those of other regions when an extent of the filter's regions
+    /// follows them contiguously (the gap they fill), all within
+    /// `max_run_bytes`. Extents of other regions at the run's end are
+    /// left out; anything else ends the run.
+    fn extend_filled(
+        &mut self,
+        file_offset: u64,
+        len: &mut u64,
+        pieces: &mut Vec<(LogLocation, u32)>,
+    ) {
+        let mut gap: Vec<(LogLocation, u32)> = Vec::new();
+        let mut gap_len = 0u64;
+        for (start, stored) in self.entries.by_ref() {
+            let end = file_offset.saturating_add(*len).saturating_add(gap_len);
+            let grown = len
+                .saturating_add(gap_len)
+                .saturating_add(u64::from(stored.len));
+            let fits = start == end && grown <= self.max_run_bytes;
+            if self.regions.contains(stored.region) {
+                if !fits {
+                    self.peeked = Some((start, stored));
+                    return;
+                }
+                pieces.append(&mut gap);
+                pieces.push((stored.location(), stored.len));
+                *len = grown;
+                gap_len = 0;
+            } else if fits {
+                gap.push((stored.location(), stored.len));
+                gap_len += u64::from(stored.len);
+            } else {
+                // A hole, or too long: the run ends before the gap; this
+                // extent is not the filter's, so the next run starts
+                // after it.
+                return;
+            }
+        }
+    }
+
     /// The next stored extent passing the region filter.
     pub(super) fn next_matching(&mut self) -> Option<(u64, Stored)> {
         let regions = self.regions;
@@ -172,14 +216,18 @@ impl Iterator for FlushRuns<'_> {
         let mut len = u64::from(first.len);
         let mut pieces = Vec::new();
         pieces.push((first.location(), first.len));
-        while let Some((start, stored)) = self.next_matching() {
-            let grown = len.saturating_add(u64::from(stored.len));
-            if start != file_offset.saturating_add(len) || grown > self.max_run_bytes {
-                self.peeked = Some((start, stored));
-                break;
+        if self.fill_gaps {
+            self.extend_filled(file_offset, &mut len, &mut pieces);
+        } else {
+            while let Some((start, stored)) = self.next_matching() {
+                let grown = len.saturating_add(u64::from(stored.len));
+                if start != file_offset.saturating_add(len) || grown > self.max_run_bytes {
+                    self.peeked = Some((start, stored));
+                    break;
+                }
+                len = grown;
+                pieces.push((stored.location(), stored.len));
             }
-            len = grown;
-            pieces.push((stored.location(), stored.len));
         }
         Some(FlushRun {
             file_offset,

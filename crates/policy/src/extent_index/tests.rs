@@ -351,6 +351,43 @@ fn flush_runs_region_filter() {
     assert_eq!(f.flush_runs(Some(R2), 1000).count(), 0);
 }
 
+/// Issue 32: a gap between two extents of the flushed regions that an
+/// extent of another region fills exactly joins the run (one write
+/// instead of two with a seek between); a hole does not, nor an extent of
+/// another region at a run's end, nor a gap past `max_run_bytes`.
+#[test]
+fn filled_flush_runs_bridge_gaps_other_regions_fill() {
+    let mut f = FileExtents::new();
+    f.insert(ext(0, 10, R0, 0, 1));
+    f.insert(ext(10, 10, R1, 50, 2));
+    f.insert(ext(20, 10, R0, 30, 3));
+    // [30, 40) a hole.
+    f.insert(ext(40, 10, R0, 40, 4));
+    f.insert(ext(50, 10, R1, 60, 5));
+    let set = [R0];
+    let runs = |max| -> Vec<(u64, u64)> {
+        f.flush_runs_filled(&set, max)
+            .map(|r| (r.file_offset, r.len))
+            .collect()
+    };
+    assert_eq!(runs(1000), vec![(0, 30), (40, 10)]);
+    let filled: Vec<FlushRun> = f.flush_runs_filled(&set, 1000).collect();
+    assert_eq!(
+        filled[0].pieces,
+        vec![(loc(R0, 0), 10), (loc(R1, 50), 10), (loc(R0, 30), 10)]
+    );
+    // Unfilled, the same extents make three runs.
+    let unfilled: Vec<(u64, u64)> = f
+        .flush_runs_in(&set, 1000)
+        .map(|r| (r.file_offset, r.len))
+        .collect();
+    assert_eq!(unfilled, vec![(0, 10), (20, 10), (40, 10)]);
+    // A run never grows past its bound to bridge a gap.
+    assert_eq!(runs(25), vec![(0, 10), (20, 10), (40, 10)]);
+    // Nothing of the set: no run, whatever other regions hold.
+    assert_eq!(f.flush_runs_filled(&[R2], 1000).count(), 0);
+}
+
 #[test]
 #[should_panic(expected = "max_run_bytes")]
 fn flush_runs_zero_max_panics() {

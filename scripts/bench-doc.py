@@ -42,7 +42,7 @@ PLOTS = {
             table=0,
             group=0,
             values=["MB/s LiU off", "MB/s LiU on"],
-            title="mpi-io-test read through the mount, LiU off and on",
+            title="mpi-io-test read through the mount, LiU off and on (median of runs, min-max bars)",
             xlabel="interference",
             ylabel="read throughput, measured pass (MB/s)",
         )

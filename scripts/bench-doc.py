@@ -42,7 +42,7 @@ PLOTS = {
             table=0,
             group=0,
             values=["MB/s LiU off", "MB/s LiU on"],
-            title="mpi-io-test read through the mount, LiU off and on",
+            title="mpi-io-test read through the mount, LiU off and on (median of runs, min-max bars)",
             xlabel="interference",
             ylabel="read throughput, measured pass (MB/s)",
         )
@@ -179,8 +179,7 @@ def draw(spec, block, png):
         cols = [column(header, c) for c in spec["values"]]
         names = [header[c] for c in cols]
         by_group = {r[g]: r for r in rows}
-        values = [[[number(by_group[grp][c])] if number(by_group[grp][c]) is not None else None for c in cols]
-                  for grp in groups]
+        values = [[numbers(by_group[grp][c]) for c in cols] for grp in groups]
     return grouped_bars(
         png,
         groups,

@@ -16,12 +16,27 @@
 # case and system gets a fresh mount over fresh tiers.
 #
 # LiU settings: the defaults (1 MiB head, 4 MiB body, 4 sections) with a
-# BUFFER-byte DRAM buffer; policy capacity-only (the write path is not
-# under test); mount.threads = 32.
+# BUFFER-byte DRAM buffer and liu.sharing = SHARING (per-file, sluice's
+# default; paper, the LiU paper's one LRU order: docs/liu.md, "Two
+# readers"); policy capacity-only (the write path is not under test);
+# mount.threads = 32.
+#
+# RUNS repeats every case, interleaved (run 1 of every case and system,
+# then run 2, ...). The tables give per case the median over the runs with
+# the range (min–max) in brackets: of each reader's MB/s in the measured
+# pass, of the on/off ratio of runs paired by their number, and of the
+# aggregate (target + interferer MB/s). The load average (1 min) is taken
+# before each mount. CASES picks cases (default all three).
+#
+# The mpi-io-test interferer meets at a barrier after each request, as the
+# paper's mpi-io-test does; INTERFERER_BARRIERS=0 runs it without (its
+# ranks drift apart: how this script ran before issue 38).
 #
 # Usage: scripts/bench-liu.sh [--no-build] [--no-doc] [-h]
 # Environment (defaults): BYTES=128MiB INTERFERER_BYTES=512MiB BUFFER=64MiB
-#   PASSES=2 BENCH_DIR=/tmp/sluice-bench-liu DOC=docs/results/liu-mount.md
+#   PASSES=2 RUNS=5 SHARING=per-file CASES="none mpi-io-test ior-mpi-io"
+#   INTERFERER_BARRIERS=1
+#   BENCH_DIR=/tmp/sluice-bench-liu DOC=docs/results/liu-mount.md
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -33,9 +48,13 @@ BYTES=${BYTES:-128MiB}
 INTERFERER_BYTES=${INTERFERER_BYTES:-512MiB}
 BUFFER=${BUFFER:-64MiB}
 PASSES=${PASSES:-2}
+RUNS=${RUNS:-5}
+SHARING=${SHARING:-per-file}
+CASES=${CASES:-none mpi-io-test ior-mpi-io}
+INTERFERER_BARRIERS=${INTERFERER_BARRIERS:-1}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-liu}
 DOC=${DOC:-docs/results/liu-mount.md}
-SLUICE=$ROOT/target/release/sluice
+SLUICE=${SLUICE:-$ROOT/target/release/sluice}
 READERS=$ROOT/target/release/sluice-readers
 
 require_fuse
@@ -46,63 +65,52 @@ fi
 
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/results"
-printf '[liu]\nbuffer = "%s"\n' "$BUFFER" >"$BENCH_DIR/liu.toml"
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer (got '$RUNS')"
+case "$INTERFERER_BARRIERS" in 0 | 1) ;; *) die "INTERFERER_BARRIERS must be 0 or 1 (got '$INTERFERER_BARRIERS')" ;; esac
+case "$SHARING" in per-file | paper) ;; *) die "SHARING must be per-file or paper (got '$SHARING')" ;; esac
+read -r -a CASE_LIST <<<"$CASES"
+for case in "${CASE_LIST[@]}"; do
+    case "$case" in none | mpi-io-test | ior-mpi-io) ;; *) die "unknown case '$case' in CASES" ;; esac
+done
+printf '[liu]\nbuffer = "%s"\nsharing = "%s"\n' "$BUFFER" "$SHARING" >"$BENCH_DIR/liu.toml"
 MNT=$BENCH_DIR/mnt
 trap cleanup_mount EXIT
 
+barrier_flag=()
+[ "$INTERFERER_BARRIERS" = 1 ] || barrier_flag=(--interferer-without-barriers)
 started=$(date +%s)
-for case in none mpi-io-test ior-mpi-io; do
-    for system in off on; do
-        run=$BENCH_DIR/run-$case-$system
-        mkdir -p "$run/fast" "$run/capacity" "$MNT"
-        flag=()
-        [ "$system" = on ] && flag=(--liu)
-        "$SLUICE" mount --config "$BENCH_DIR/liu.toml" --fast "$run/fast" --capacity "$run/capacity" \
-            --fast-device ssd --capacity-device hdd --policy capacity-only --threads 32 \
-            "${flag[@]}" "$MNT" >"$run/mount.log" 2>&1 &
-        MOUNT_PID=$!
-        wait_mounted "$run/mount.log"
-        "$READERS" "$MNT" --prepare-in "$run/capacity" --interferer "$case" \
-            --bytes "$BYTES" --interferer-bytes "$INTERFERER_BYTES" --passes "$PASSES" \
-            >"$BENCH_DIR/results/$case-$system.json"
-        "$SLUICE" status --json "$MNT" >"$BENCH_DIR/results/$case-$system.status.json"
-        "$SLUICE" unmount "$MNT" >/dev/null
-        wait "$MOUNT_PID"
-        MOUNT_PID=
-        rm -rf "$run"
-        echo "bench-liu.sh: $case, LiU $system done" >&2
+for n in $(seq "$RUNS"); do
+    for case in "${CASE_LIST[@]}"; do
+        for system in off on; do
+            run=$BENCH_DIR/run-$case-$system
+            out=$BENCH_DIR/results/$case-$system-$n
+            mkdir -p "$run/fast" "$run/capacity" "$MNT"
+            cut -d' ' -f1 /proc/loadavg >"$out.load"
+            flag=()
+            [ "$system" = on ] && flag=(--liu)
+            "$SLUICE" mount --config "$BENCH_DIR/liu.toml" --fast "$run/fast" --capacity "$run/capacity" \
+                --fast-device ssd --capacity-device hdd --policy capacity-only --threads 32 \
+                "${flag[@]}" "$MNT" >"$run/mount.log" 2>&1 &
+            MOUNT_PID=$!
+            wait_mounted "$run/mount.log"
+            "$READERS" "$MNT" --prepare-in "$run/capacity" --interferer "$case" \
+                --bytes "$BYTES" --interferer-bytes "$INTERFERER_BYTES" --passes "$PASSES" \
+                "${barrier_flag[@]}" --after-pass "sh -c '$SLUICE status --json $MNT >$out.pass-{pass}.status.json'" \
+                >"$out.json"
+            "$SLUICE" status --json "$MNT" >"$out.status.json"
+            "$SLUICE" unmount "$MNT" >/dev/null
+            wait "$MOUNT_PID"
+            MOUNT_PID=
+            rm -rf "$run"
+            echo "bench-liu.sh: run $n/$RUNS, $case, LiU $system done (load $(cat "$out.load"))" >&2
+        done
     done
 done
 elapsed=$(($(date +%s) - started))
 
-table=$(python3 - "$BENCH_DIR/results" <<'PY'
-import json, sys, os
-d = sys.argv[1]
-names = {"none": "alone", "mpi-io-test": "interfered by mpi-io-test", "ior-mpi-io": "interfered by ior-mpi-io"}
-paper = {"none": "264.7 / 304.5 (1.15×)", "mpi-io-test": "130.3 / 273.6 (2.10×)", "ior-mpi-io": "66.7 / 230.2 (3.45×)"}
-print("| mpi-io-test read (measured pass) | MB/s LiU off | MB/s LiU on | on/off | mean latency ms off / on | interferer MB/s off / on | paper MB/s w/o / w/ LiU |")
-print("|---|---:|---:|---:|---:|---:|---|")
-details = []
-for case in ["none", "mpi-io-test", "ior-mpi-io"]:
-    r = {s: json.load(open(os.path.join(d, f"{case}-{s}.json"))) for s in ["off", "on"]}
-    last = {s: r[s]["passes"][-1] for s in r}
-    ratio = last["on"]["target_mb_s"] / max(last["off"]["target_mb_s"], 1e-9)
-    inter = "–" if case == "none" else f'{last["off"]["interferer_mb_s"]:.1f} / {last["on"]["interferer_mb_s"]:.1f}'
-    print(f'| {names[case]} | {last["off"]["target_mb_s"]:.1f} | {last["on"]["target_mb_s"]:.1f} | {ratio:.2f}× | '
-          f'{last["off"]["latency_ms_mean"]:.1f} / {last["on"]["latency_ms_mean"]:.1f} | {inter} | {paper[case]} |')
-    st = json.load(open(os.path.join(d, f"{case}-on.status.json")))["liu"]
-    per_pass = {s: " → ".join(f'{p["target_mb_s"]:.1f}' for p in r[s]["passes"]) for s in r}
-    details.append(f'| {names[case]} | {per_pass["off"]} | {per_pass["on"]} | {st["lifts"]} | {st["lifted_loads"]} / {st["whole_loads"]} | {st["buffer_hits"]} | {st["head_reads"]} / {st["capacity_reads"]} | {st["errors"]} |')
-print()
-print("LiU's counters at the end of each LiU-on case (`sluice status --json`):")
-print()
-print("| case | target MB/s per pass, LiU off | LiU on (the first pass learns) | lifts | loads head-from-fast / whole | buffer hits | direct reads head / capacity | errors |")
-print("|---|---|---|---:|---:|---:|---:|---:|")
-print("\n".join(details))
-PY
-)
+table=$(python3 "$ROOT/scripts/liu_table.py" "$BENCH_DIR/results" "$RUNS" "${CASE_LIST[@]}")
 echo "$table"
 if [ "$WRITE_DOC" = 1 ]; then
     python3 "$ROOT/scripts/bench-doc.py" bench-liu "$DOC" "$table" "$elapsed" \
-        "BYTES=$BYTES INTERFERER_BYTES=$INTERFERER_BYTES BUFFER=$BUFFER PASSES=$PASSES scripts/bench-liu.sh ${ARGS[*]}"
+        "BYTES=$BYTES INTERFERER_BYTES=$INTERFERER_BYTES BUFFER=$BUFFER PASSES=$PASSES RUNS=$RUNS SHARING=$SHARING INTERFERER_BARRIERS=$INTERFERER_BARRIERS scripts/bench-liu.sh ${ARGS[*]}"
 fi

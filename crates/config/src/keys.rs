@@ -63,6 +63,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "liu.lift_locality" => "within [0, 1]",
         "liu.body_sections" => "1 to 64",
         "liu.workers" => "1 to 256",
+        "liu.sharing" => "\"per-file\" or \"paper\"",
         "bbos.meta" => "redb:PATH, a path, or redis[s]://[USER@]HOST[:PORT][/DB][?prefix=NAME]",
         "bbos.redis_password_file" => {
             "a path to a file whose one line is the Redis password, not readable by every user"

@@ -37,7 +37,7 @@ use sluice_policy::pipeline::WhenFull;
 use sluice_policy::redirector::{
     RedirectPolicy, RedirectorConfig, SSDUP_HIGH_WATER, SSDUP_LOW_WATER,
 };
-use sluice_policy::segments::{Geometry, LiuConfig, SegmentBuffer};
+use sluice_policy::segments::{Geometry, LiuConfig, SegmentBuffer, Sharing};
 use sluice_policy::threshold::ThresholdConfig;
 
 pub use units::{ByteSize, Span};
@@ -481,6 +481,21 @@ pub struct LiuSection {
     pub body_sections: u32,
     /// Threads doing loads and lifts (1 to 256).
     pub workers: u32,
+    /// How files share the buffer: `per-file` (sluice's default) or
+    /// `paper` (the LiU paper's one LRU order; docs/liu.md, "Two readers").
+    pub sharing: LiuSharing,
+}
+
+/// `liu.sharing`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LiuSharing {
+    /// Evict from the file holding the most segments; load a lifted
+    /// segment only for a read entering at its head.
+    #[default]
+    PerFile,
+    /// The paper's LiU: one LRU order over every file.
+    Paper,
 }
 
 impl Default for LiuSection {
@@ -496,6 +511,10 @@ impl Default for LiuSection {
             lift_locality: policy.lift_locality,
             body_sections: options.body_sections,
             workers: options.workers,
+            sharing: match policy.sharing {
+                Sharing::Paper => LiuSharing::Paper,
+                Sharing::PerFile => LiuSharing::PerFile,
+            },
         }
     }
 }

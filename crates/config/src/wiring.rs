@@ -159,6 +159,10 @@ impl Config {
                 buffer_bytes: l.buffer.0,
                 heads_bytes: l.heads.0,
                 lift_locality: l.lift_locality,
+                sharing: match l.sharing {
+                    LiuSharing::PerFile => Sharing::PerFile,
+                    LiuSharing::Paper => Sharing::Paper,
+                },
                 ..defaults.policy
             },
             body_sections: l.body_sections,

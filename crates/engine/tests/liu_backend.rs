@@ -18,7 +18,7 @@ use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
 use sluice_env::{Backend, BackendFile, OpenOptions, RelPath, SystemClock};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
-use sluice_policy::segments::{Geometry, LiuConfig};
+use sluice_policy::segments::{Geometry, LiuConfig, Sharing};
 
 const HEAD: u64 = 4096;
 const BODY: u64 = 12 * 1024;
@@ -382,12 +382,20 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Every read equals the model, whatever the buffer and heads hold.
+    /// Every read equals the model, whatever the buffer and heads hold,
+    /// with either sharing (sluice's per-file one reads ahead).
     #[test]
-    fn reads_always_equal_the_model(ops in proptest::collection::vec(op(), 1..120)) {
+    fn reads_always_equal_the_model(
+        ops in proptest::collection::vec(op(), 1..120),
+        per_file in any::<bool>(),
+    ) {
         let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
         let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-        let liu = liu_over(&capacity, &fast);
+        let mut opts = options();
+        if per_file {
+            opts.policy.sharing = Sharing::PerFile;
+        }
+        let liu = Arc::new(LiuBackend::new(Arc::clone(&capacity), &fast, opts).unwrap());
         let mut model: HashMap<&str, Vec<u8>> = HashMap::new();
         for name in NAMES {
             let f = liu.open(&path(name), OpenOptions::CREATE).unwrap();

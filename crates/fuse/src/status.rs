@@ -172,6 +172,40 @@ pub struct LiuStatusView {
     pub errors: u64,
     /// The last of those.
     pub last_error: Option<String>,
+    /// Per-file counters of the busiest files (docs/liu.md, "Two readers").
+    #[serde(default)]
+    pub files: Vec<LiuFileView>,
+}
+
+/// One file's LiU counters (the policy's `FileCounters`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiuFileView {
+    /// The file's path under the mount.
+    pub path: String,
+    /// Reads served by the buffer.
+    pub buffer_hits: u64,
+    /// Loads (head from the fast tier or whole).
+    pub loads: u64,
+    /// Direct reads.
+    pub direct_reads: u64,
+    /// Direct reads of a lifted segment not loaded: they did not enter it
+    /// at its head.
+    pub lagging_reads: u64,
+    /// Strong reads not loaded: the load would have evicted a segment of
+    /// the same file not yet read.
+    #[serde(default)]
+    pub refused_loads: u64,
+    /// Segments evicted.
+    pub evictions: u64,
+    /// Of those, evicted by another file's load.
+    pub evicted_by_other: u64,
+    /// Of those, evicted before most of the segment was read.
+    pub evicted_unread: u64,
+    /// Loads started ahead of a reader, the segment after one it loaded.
+    #[serde(default)]
+    pub read_aheads: u64,
+    /// Heads lifted.
+    pub lifts: u64,
 }
 
 impl LiuStatusView {
@@ -195,6 +229,23 @@ impl LiuStatusView {
             locality_histogram: c.locality_histogram.to_vec(),
             errors: s.errors,
             last_error: s.last_error,
+            files: s
+                .files
+                .into_iter()
+                .map(|(path, f)| LiuFileView {
+                    path,
+                    buffer_hits: f.buffer_hits,
+                    loads: f.loads,
+                    direct_reads: f.direct_reads,
+                    lagging_reads: f.lagging_reads,
+                    refused_loads: f.refused_loads,
+                    evictions: f.evictions,
+                    evicted_by_other: f.evicted_by_other,
+                    evicted_unread: f.evicted_unread,
+                    read_aheads: f.read_aheads,
+                    lifts: f.lifts,
+                })
+                .collect(),
         }
     }
 }

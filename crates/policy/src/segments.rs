@@ -37,6 +37,14 @@
 //!   segment with weak locality that lies inside the head is served by the
 //!   fast tier directly; anything else reads the capacity tier directly.
 //!
+//! [`Sharing`] says how files share the buffer: [`Sharing::Paper`] is the
+//! above exactly (the simulator's); [`Sharing::PerFile`], sluice's default,
+//! evicts from the file holding the most segments, never evicts a file's
+//! own unread segment to load another of it, loads a lifted segment only
+//! for a read entering at its head, and offers the caller a read-ahead of
+//! the next lifted segment ([`SegmentBuffer::read_ahead`]). Per-file
+//! counters ([`FileCounters`]) show which reader loads, hits and is evicted.
+//!
 //! Writes to the capacity tier call [`SegmentBuffer::invalidate`]: buffered
 //! copies of the range are dropped and lifted heads over it are de-lifted, so
 //! a stale head is never served (the caller re-reads; a later load lifts it
@@ -80,7 +88,74 @@ pub struct LiuConfig {
     pub max_wanted: u32,
     /// Granularity of the requested-bytes flags.
     pub grain_bytes: u64,
+    /// How files share the buffer: the paper's one LRU order, or sluice's
+    /// per-file share ([`Sharing`]).
+    pub sharing: Sharing,
 }
+
+/// How the files being read share the DRAM buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// The paper's LiU, exactly: one LRU order over every file's segments,
+    /// and any read of a lifted segment with strong locality loads it.
+    #[default]
+    Paper,
+    /// Sluice's default (docs/liu.md, "Two readers"):
+    /// * a load that needs room evicts the least recently used segment of
+    ///   the file holding the most segments, so a reader whose ranks spread
+    ///   over many segments cannot push out the one or two that another
+    ///   reader is in the middle of;
+    /// * a file never evicts a segment of its own not yet read to
+    ///   `lift_locality` to load another one (it reads directly meanwhile):
+    ///   a spread reader cannot flood the disk with loads read for nothing;
+    /// * a lifted segment is loaded only by a read that enters it at its
+    ///   head: a read further in is a rank lagging behind a stream that has
+    ///   passed, read directly instead of loading a whole body for it;
+    /// * [`SegmentBuffer::read_ahead`] offers the next lifted segment.
+    PerFile,
+}
+
+/// Per-file counters (the busiest [`MAX_FILE_COUNTERS`] files are kept):
+/// which reader loads, hits, and has its segments evicted before they were
+/// read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileCounters {
+    /// Reads of regular segments.
+    pub buffer_hits: u64,
+    /// Loads (lifted or whole).
+    pub loads: u64,
+    /// Of those, loads started by [`SegmentBuffer::read_ahead`].
+    pub read_aheads: u64,
+    /// Direct reads (head or capacity).
+    pub direct_reads: u64,
+    /// Of the direct reads, reads of a lifted segment with strong locality
+    /// that [`Sharing::PerFile`] did not load (they did not enter at the
+    /// head).
+    pub lagging_reads: u64,
+    /// Strong reads not loaded by [`Sharing::PerFile`] because the load
+    /// would have evicted a segment of the same file not yet read.
+    pub refused_loads: u64,
+    /// Regular segments of this file evicted.
+    pub evictions: u64,
+    /// Of those, evicted by another file's load.
+    pub evicted_by_other: u64,
+    /// Of those, evicted with locality below `lift_locality`: loaded, then
+    /// evicted before its readers had requested most of it (the lifted
+    /// head's locality drops to that value, so it is no longer loaded).
+    pub evicted_unread: u64,
+    /// Heads lifted.
+    pub lifts: u64,
+}
+
+impl FileCounters {
+    fn activity(&self) -> u64 {
+        self.buffer_hits + self.loads + self.direct_reads
+    }
+}
+
+/// Most files whose [`FileCounters`] are kept; past it the least active is
+/// dropped.
+pub const MAX_FILE_COUNTERS: usize = 64;
 
 impl Default for LiuConfig {
     fn default() -> Self {
@@ -92,6 +167,7 @@ impl Default for LiuConfig {
             max_ghosts: 4096,
             max_wanted: 65_536,
             grain_bytes: 4 * KIB,
+            sharing: Sharing::Paper,
         }
     }
 }
@@ -276,6 +352,11 @@ pub struct SegmentBuffer {
     loading: Option<SegmentKey>,
     actions: alloc::collections::VecDeque<Action>,
     counters: LiuCounters,
+    /// Regular segments per file ([`Sharing::PerFile`]'s victim choice).
+    regular_per_file: BTreeMap<FileId, u64>,
+    /// The file whose load is making room (to count evictions by another).
+    loading_file: Option<FileId>,
+    files: BTreeMap<FileId, FileCounters>,
 }
 
 impl SegmentBuffer {
@@ -311,6 +392,9 @@ impl SegmentBuffer {
             loading: None,
             actions: alloc::collections::VecDeque::new(),
             counters: LiuCounters::default(),
+            regular_per_file: BTreeMap::new(),
+            loading_file: None,
+            files: BTreeMap::new(),
         })
     }
 
@@ -322,6 +406,12 @@ impl SegmentBuffer {
     /// Counters so far.
     pub fn counters(&self) -> &LiuCounters {
         &self.counters
+    }
+
+    /// Per-file counters of the busiest files (at most
+    /// [`MAX_FILE_COUNTERS`]).
+    pub fn file_counters(&self) -> impl Iterator<Item = (FileId, &FileCounters)> {
+        self.files.iter().map(|(f, c)| (*f, c))
     }
 
     /// Regular segments held.
@@ -416,6 +506,7 @@ impl SegmentBuffer {
                 self.regular.remove(&old);
                 self.regular.insert(stamp, key);
                 self.counters.buffer_hits += 1;
+                self.file(key.file).buffer_hits += 1;
                 Serve::Buffer
             }
             found => {
@@ -424,10 +515,28 @@ impl SegmentBuffer {
                 }
                 let head = self.heads.get(&key).copied();
                 let lifted = head.is_some_and(|h| h.state == HeadState::Lifted);
-                let strong = match head {
+                let mut strong = match head {
                     Some(h) if lifted => h.locality >= self.config.lift_locality,
                     _ => self.wanted.contains_key(&key),
                 };
+                if strong
+                    && lifted
+                    && self.config.sharing == Sharing::PerFile
+                    && start >= self.config.geometry.head_bytes()
+                {
+                    // A rank behind a stream that has passed: its segment
+                    // was evicted under it. A load would read the whole
+                    // body again for it.
+                    strong = false;
+                    self.file(key.file).lagging_reads += 1;
+                }
+                if strong && self.would_evict_own_unread(key.file) {
+                    // The file's readers are spread over more segments
+                    // than its share: it waits for one to be read rather
+                    // than push out one that was loaded for nothing yet.
+                    strong = false;
+                    self.file(key.file).refused_loads += 1;
+                }
                 if strong {
                     if found.is_some() {
                         self.ghosts -= 1;
@@ -439,6 +548,10 @@ impl SegmentBuffer {
                         self.counters.whole_loads += 1;
                     }
                     self.regular.insert(stamp, key);
+                    *self.regular_per_file.entry(key.file).or_insert(0) += 1;
+                    let counters = self.file(key.file);
+                    counters.loads += 1;
+                    counters.read_aheads += u64::from(len == 0);
                     Serve::Load {
                         head_from_fast: lifted,
                     }
@@ -453,6 +566,7 @@ impl SegmentBuffer {
                     } else {
                         self.counters.capacity_reads += 1;
                     }
+                    self.file(key.file).direct_reads += 1;
                     Serve::Direct { from_head }
                 }
             }
@@ -478,11 +592,13 @@ impl SegmentBuffer {
         if let Serve::Load { head_from_fast } = serve {
             let mut evicted = false;
             self.loading = head_from_fast.then_some(key);
+            self.loading_file = Some(key.file);
             while self.regular.len() as u64 > self.capacity {
-                self.evict_lru_regular();
+                self.evict_one();
                 evicted = true;
             }
             self.loading = None;
+            self.loading_file = None;
             if evicted {
                 self.trim_ghosts_below_regular();
             }
@@ -502,6 +618,7 @@ impl SegmentBuffer {
             Some(head) if head.state == (HeadState::Lifting { cancelled: false }) && copied => {
                 head.state = HeadState::Lifted;
                 self.counters.lifts += 1;
+                self.file(key.file).lifts += 1;
                 true
             }
             Some(head) if matches!(head.state, HeadState::Lifting { .. }) => {
@@ -538,6 +655,7 @@ impl SegmentBuffer {
         for (key, kind, stamp) in keys {
             if kind == Kind::Regular {
                 self.regular.remove(&stamp);
+                self.unregister(key.file);
                 if let Some(e) = self.entries.get_mut(&key) {
                     e.kind = Kind::Ghost;
                 }
@@ -648,6 +766,7 @@ impl SegmentBuffer {
                 match e.kind {
                     Kind::Regular => {
                         self.regular.remove(&e.stamp);
+                        self.unregister(key.file);
                         dropped.push(key);
                     }
                     Kind::Ghost => self.ghosts -= 1,
@@ -662,6 +781,7 @@ impl SegmentBuffer {
         for key in heads {
             self.drop_head(key);
         }
+        self.files.remove(&file);
         dropped
     }
 
@@ -670,16 +790,91 @@ impl SegmentBuffer {
         self.next_stamp
     }
 
-    fn evict_lru_regular(&mut self) {
-        let Some((&stamp, &key)) = self.regular.iter().next() else {
+    /// The regular segment to evict: the least recently used one
+    /// ([`Sharing::Paper`]), or the least recently used one of the file
+    /// holding the most regular segments ([`Sharing::PerFile`]; among files
+    /// holding as many, the one whose segment is least recently used).
+    fn victim(&self) -> Option<(u64, SegmentKey)> {
+        let most = match self.config.sharing {
+            Sharing::Paper => None,
+            Sharing::PerFile => self.regular_per_file.values().max().copied(),
+        };
+        self.regular
+            .iter()
+            .find(|(_, k)| most.is_none_or(|m| self.regular_per_file.get(&k.file) == Some(&m)))
+            .map(|(&s, &k)| (s, k))
+    }
+
+    /// [`Sharing::PerFile`]: the segment after `key` when a reader that
+    /// just loaded `key` should have it loaded too, ahead of its first
+    /// read: it is lifted with strong locality, not buffered, and loading
+    /// it would not evict a segment of the same file not yet read. The
+    /// caller then calls [`access`](Self::access) on it with an empty range
+    /// (it loads without marking anything requested). The body of the next
+    /// segment then waits in the disk's queue while the reader is still in
+    /// this one, instead of after it (under a competing reader, that wait
+    /// is longer than the head takes to read).
+    pub fn read_ahead(&self, key: SegmentKey) -> Option<SegmentKey> {
+        if self.config.sharing != Sharing::PerFile {
+            return None;
+        }
+        let next = SegmentKey {
+            file: key.file,
+            index: key.index.checked_add(1)?,
+        };
+        let strong = self.heads.get(&next).is_some_and(|h| {
+            h.state == HeadState::Lifted && h.locality >= self.config.lift_locality
+        });
+        (strong && !self.is_regular(next) && !self.would_evict_own_unread(next.file))
+            .then_some(next)
+    }
+
+    /// [`Sharing::PerFile`]: whether a load for `file` now would evict a
+    /// segment of `file` itself that its readers have not yet read to
+    /// `lift_locality` (it would be evicted unread, loaded for nothing).
+    fn would_evict_own_unread(&self, file: FileId) -> bool {
+        if self.config.sharing != Sharing::PerFile || (self.regular.len() as u64) < self.capacity {
+            return false;
+        }
+        let count =
+            |f: FileId| self.regular_per_file.get(&f).copied().unwrap_or(0) + u64::from(f == file);
+        let most = self
+            .regular_per_file
+            .keys()
+            .map(|&f| count(f))
+            .max()
+            .unwrap_or(0)
+            .max(count(file));
+        let victim = self
+            .regular
+            .values()
+            .find(|k| count(k.file) == most)
+            .copied();
+        victim.is_some_and(|v| {
+            v.file == file
+                && self.entries.get(&v).is_some_and(|e| {
+                    e.locality(self.config.grain_bytes) < self.config.lift_locality
+                })
+        })
+    }
+
+    fn evict_one(&mut self) {
+        let Some((stamp, key)) = self.victim() else {
             return;
         };
         self.regular.remove(&stamp);
+        self.unregister(key.file);
         self.stack.remove(&stamp);
         // INVARIANT: the regular order and the entry map hold the same keys.
         let entry = self.entries.remove(&key).expect("regular segment entry");
         self.counters.evictions += 1;
         let locality = self.record(key, &entry);
+        let lift_locality = self.config.lift_locality;
+        let by_other = self.loading_file.is_some_and(|f| f != key.file);
+        let counters = self.file(key.file);
+        counters.evictions += 1;
+        counters.evicted_by_other += u64::from(by_other);
+        counters.evicted_unread += u64::from(locality < lift_locality);
         let lift = !self.heads.contains_key(&key)
             && locality >= self.config.lift_locality
             && self.make_room_for_head(locality);
@@ -698,6 +893,32 @@ impl SegmentBuffer {
             locality,
             lift,
         });
+    }
+
+    /// One regular segment of `file` fewer.
+    fn unregister(&mut self, file: FileId) {
+        if let Some(n) = self.regular_per_file.get_mut(&file) {
+            *n -= 1;
+            if *n == 0 {
+                self.regular_per_file.remove(&file);
+            }
+        }
+    }
+
+    /// `file`'s counters, made if new; past [`MAX_FILE_COUNTERS`] files the
+    /// least active other file's are dropped.
+    fn file(&mut self, file: FileId) -> &mut FileCounters {
+        if !self.files.contains_key(&file) && self.files.len() >= MAX_FILE_COUNTERS {
+            let quietest = self
+                .files
+                .iter()
+                .min_by_key(|(_, c)| c.activity())
+                .map(|(f, _)| *f);
+            if let Some(f) = quietest {
+                self.files.remove(&f);
+            }
+        }
+        self.files.entry(file).or_default()
     }
 
     /// Remove ghosts from the bottom of the stack up to the least recently
@@ -897,6 +1118,7 @@ mod tests {
             max_ghosts,
             max_wanted: 64,
             grain_bytes: KIB,
+            sharing: Sharing::Paper,
         })
         .unwrap()
     }
@@ -1171,6 +1393,182 @@ mod tests {
         assert_eq!(b.counters().locality_histogram.iter().sum::<u64>(), 0);
     }
 
+    fn file_key(file: u64, index: u64) -> SegmentKey {
+        SegmentKey {
+            file: FileId(file),
+            index,
+        }
+    }
+
+    /// `small`, with `sharing`.
+    fn shared(segments: u64, heads: u64, sharing: Sharing) -> SegmentBuffer {
+        let mut b = small(segments, heads, 64);
+        b.config.sharing = sharing;
+        b
+    }
+
+    /// Lift `key` with strong locality, as a past pass would have.
+    fn lifted(b: &mut SegmentBuffer, key: SegmentKey) {
+        b.heads.insert(
+            key,
+            Head {
+                state: HeadState::Lifted,
+                locality: 1.0,
+            },
+        );
+    }
+
+    #[test]
+    fn per_file_sharing_evicts_from_the_file_holding_most() {
+        for sharing in [Sharing::Paper, Sharing::PerFile] {
+            let mut b = shared(4, 16, sharing);
+            // The target's segment 0, read to the middle.
+            lifted(&mut b, file_key(1, 0));
+            assert!(matches!(
+                b.access(file_key(1, 0), 0, 4 * KIB, 16 * KIB),
+                Serve::Load { .. }
+            ));
+            // The interferer reads four segments after it, whole.
+            for index in 0..4 {
+                lifted(&mut b, file_key(2, index));
+                assert!(matches!(
+                    b.access(file_key(2, index), 0, KIB, 16 * KIB),
+                    Serve::Load { .. }
+                ));
+                for k in 1..16 {
+                    b.access(file_key(2, index), k * KIB, KIB, 16 * KIB);
+                }
+            }
+            let evicted: Vec<SegmentKey> = actions(&mut b)
+                .into_iter()
+                .filter_map(|a| match a {
+                    Action::Evict { key, .. } => Some(key),
+                    Action::DeLift { .. } => None,
+                })
+                .collect();
+            match sharing {
+                // One LRU order: the target's segment is the oldest.
+                Sharing::Paper => assert_eq!(evicted, vec![file_key(1, 0)]),
+                // The interferer holds the most: its own oldest goes.
+                Sharing::PerFile => {
+                    assert_eq!(evicted, vec![file_key(2, 0)]);
+                    assert!(b.is_regular(file_key(1, 0)));
+                    let target = b.file_counters().find(|(f, _)| *f == FileId(1));
+                    assert_eq!(target.map(|(_, c)| c.evictions), Some(0));
+                    let other = b.file_counters().find(|(f, _)| *f == FileId(2));
+                    assert_eq!(other.map(|(_, c)| c.evicted_by_other), Some(0));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn per_file_sharing_loads_a_lifted_segment_only_from_its_head() {
+        for sharing in [Sharing::Paper, Sharing::PerFile] {
+            let mut b = shared(2, 4, sharing);
+            lifted(&mut b, key(0));
+            let serve = b.access(key(0), 8 * KIB, KIB, 16 * KIB);
+            match sharing {
+                Sharing::Paper => assert_eq!(
+                    serve,
+                    Serve::Load {
+                        head_from_fast: true
+                    }
+                ),
+                Sharing::PerFile => {
+                    assert_eq!(serve, Serve::Direct { from_head: false });
+                    assert_eq!(b.file_counters().next().unwrap().1.lagging_reads, 1);
+                    // A read entering at the head loads it.
+                    assert_eq!(
+                        b.access(key(0), 0, KIB, 16 * KIB),
+                        Serve::Load {
+                            head_from_fast: true
+                        }
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn per_file_sharing_does_not_evict_its_own_unread_segment_for_another() {
+        for sharing in [Sharing::Paper, Sharing::PerFile] {
+            let mut b = shared(2, 8, sharing);
+            for index in 0..3 {
+                lifted(&mut b, key(index));
+            }
+            // Two segments loaded, each read a little (ranks spread out).
+            b.access(key(0), 0, KIB, 16 * KIB);
+            b.access(key(1), 0, KIB, 16 * KIB);
+            let serve = b.access(key(2), 0, KIB, 16 * KIB);
+            match sharing {
+                Sharing::Paper => assert!(matches!(serve, Serve::Load { .. })),
+                Sharing::PerFile => {
+                    assert_eq!(serve, Serve::Direct { from_head: true });
+                    assert!(b.is_regular(key(0)) && b.is_regular(key(1)));
+                    assert_eq!(b.file_counters().next().unwrap().1.refused_loads, 1);
+                    // Once segment 0 is read (and the least recently
+                    // used), the load goes ahead.
+                    for k in 1..16 {
+                        b.access(key(0), k * KIB, KIB, 16 * KIB);
+                    }
+                    b.access(key(1), KIB, KIB, 16 * KIB);
+                    assert!(matches!(
+                        b.access(key(2), 0, KIB, 16 * KIB),
+                        Serve::Load { .. }
+                    ));
+                    assert!(!b.is_regular(key(0)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn per_file_sharing_reads_one_lifted_segment_ahead() {
+        for sharing in [Sharing::Paper, Sharing::PerFile] {
+            let mut b = shared(3, 8, sharing);
+            lifted(&mut b, key(0));
+            lifted(&mut b, key(1));
+            assert!(matches!(
+                b.access(key(0), 0, KIB, 16 * KIB),
+                Serve::Load { .. }
+            ));
+            match sharing {
+                Sharing::Paper => assert_eq!(b.read_ahead(key(0)), None),
+                Sharing::PerFile => {
+                    assert_eq!(b.read_ahead(key(0)), Some(key(1)));
+                    assert_eq!(
+                        b.access(key(1), 0, 0, 16 * KIB),
+                        Serve::Load {
+                            head_from_fast: true
+                        }
+                    );
+                    let c = *b.file_counters().next().unwrap().1;
+                    assert_eq!((c.loads, c.read_aheads), (2, 1));
+                    assert_eq!(b.read_ahead(key(0)), None, "already buffered");
+                    assert_eq!(b.read_ahead(key(1)), None, "segment 2 is not lifted");
+                    // A read-ahead marks nothing requested.
+                    assert_eq!(b.requested_runs(key(1), 0, 16 * KIB), vec![]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn another_files_load_may_evict_an_unread_segment_of_the_biggest_holder() {
+        let mut b = shared(3, 8, Sharing::PerFile);
+        for index in 0..3 {
+            lifted(&mut b, file_key(2, index));
+            b.access(file_key(2, index), 0, KIB, 16 * KIB);
+        }
+        lifted(&mut b, file_key(1, 0));
+        assert!(matches!(
+            b.access(file_key(1, 0), 0, KIB, 16 * KIB),
+            Serve::Load { .. }
+        ));
+        assert!(!b.is_regular(file_key(2, 0)), "over its share: evicted");
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Read { index: u64, start: u64, len: u64 },
@@ -1198,8 +1596,12 @@ mod tests {
             heads in 0u64..4,
             max_ghosts in 0u32..6,
             copy_ok in any::<bool>(),
+            per_file in any::<bool>(),
         ) {
             let mut b = small(segments, heads, max_ghosts);
+            if per_file {
+                b.config.sharing = Sharing::PerFile;
+            }
             // What the caller holds: segments loaded and not yet evicted.
             let mut loaded = std::collections::BTreeSet::new();
             for op in ops {
@@ -1214,6 +1616,12 @@ mod tests {
                                 prop_assert_eq!(head_from_fast, b.is_lifted(key(index)));
                                 prop_assert!(loaded.insert(index));
                                 evicting = true;
+                                if let Some(next) = b.read_ahead(key(index)) {
+                                    prop_assert!(per_file);
+                                    let ahead = b.access(next, 0, 0, 16 * 1024);
+                                    prop_assert_eq!(ahead, Serve::Load { head_from_fast: true });
+                                    prop_assert!(loaded.insert(next.index));
+                                }
                             }
                             Serve::Buffer => prop_assert!(loaded.contains(&index)),
                             Serve::Direct { from_head } => {

@@ -66,6 +66,7 @@ impl BackendFile for LiuFile {
                 slice.index,
                 slice.start,
                 segment_len,
+                file_len,
                 out,
             )?;
             done += slice.len as usize;

@@ -27,6 +27,10 @@
 //!   direct reads' copies (`stash`). So the pass that learns a segment
 //!   reads each byte once, and its load continues where the disk is
 //!   (docs/liu.md, "The learning pass").
+//! * **Two readers** (`Sharing::PerFile`, the default; docs/liu.md, "Two
+//!   readers"): a load of a lifted segment also loads the next one when
+//!   [`SegmentBuffer::read_ahead`] says so, and the workers take the files'
+//!   jobs in turn (one FIFO per file) instead of first in, first out.
 //! * **Lifting.** An evicted segment whose head is to be lifted has the
 //!   head's DRAM copy written to a slot of the heads file on the fast tier
 //!   (`liu-heads`, `heads_bytes / head_bytes` slots) by a worker; it is
@@ -66,7 +70,8 @@ use sluice_env::{
     SpecialFile, Stat, StatKind, XattrFlags,
 };
 use sluice_policy::segments::{
-    Action, Geometry, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve,
+    Action, FileCounters, Geometry, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve,
+    Sharing,
 };
 use sluice_policy::FileId;
 
@@ -125,7 +130,12 @@ impl LiuOptions {
 impl Default for LiuOptions {
     fn default() -> Self {
         LiuOptions {
-            policy: LiuConfig::default(),
+            // Sluice's default goes beyond the paper here (docs/liu.md,
+            // "Two readers"); `Sharing::Paper` is the paper's algorithm.
+            policy: LiuConfig {
+                sharing: Sharing::PerFile,
+                ..LiuConfig::default()
+            },
             body_sections: 4,
             workers: 16,
         }
@@ -154,6 +164,9 @@ pub struct LiuStatus {
     pub errors: u64,
     /// The last of those errors.
     pub last_error: Option<String>,
+    /// Per-file counters of the busiest files, by the file's path (its
+    /// first name known, or `#id` once it has none).
+    pub files: Vec<(String, FileCounters)>,
 }
 
 /// The LiU read path over a capacity backend; see the module docs.
@@ -192,8 +205,41 @@ struct State {
 
 #[derive(Default)]
 struct Jobs {
-    queue: VecDeque<Job>,
+    queue: JobQueue,
     shutdown: bool,
+}
+
+/// The workers' queue: first in, first out ([`Sharing::Paper`]), or one
+/// queue per file taken in turn ([`Sharing::PerFile`]), so one reader's
+/// burst of loads does not hold back another's next segment behind it
+/// (docs/liu.md, "Two readers").
+#[derive(Default)]
+struct JobQueue {
+    per_file: bool,
+    /// Files with jobs, in the order they are served; each file's jobs in
+    /// the order they came. With `per_file` off, one queue under file 0.
+    files: VecDeque<(FileId, VecDeque<Job>)>,
+}
+
+impl JobQueue {
+    fn push(&mut self, job: Job) {
+        let file = if self.per_file { job.file() } else { FileId(0) };
+        match self.files.iter_mut().find(|(f, _)| *f == file) {
+            Some((_, jobs)) => jobs.push_back(job),
+            None => self.files.push_back((file, VecDeque::from([job]))),
+        }
+    }
+
+    /// The next job: the first of the file whose turn it is; that file
+    /// then goes to the back of the turn order.
+    fn pop(&mut self) -> Option<Job> {
+        let (file, mut jobs) = self.files.pop_front()?;
+        let job = jobs.pop_front();
+        if !jobs.is_empty() {
+            self.files.push_back((file, jobs));
+        }
+        job
+    }
 }
 
 enum Job {
@@ -209,6 +255,15 @@ enum Job {
         slot: u32,
         bytes: Arc<[u8]>,
     },
+}
+
+impl Job {
+    fn file(&self) -> FileId {
+        match self {
+            Job::Part { segment, .. } => segment.key.file,
+            Job::Lift { key, .. } => key.file,
+        }
+    }
 }
 
 enum Source {
@@ -287,7 +342,13 @@ impl LiuBackend {
                 last_error: None,
                 incidents,
             }),
-            jobs: Mutex::new(Jobs::default()),
+            jobs: Mutex::new(Jobs {
+                queue: JobQueue {
+                    per_file: options.policy.sharing == Sharing::PerFile,
+                    ..JobQueue::default()
+                },
+                shutdown: false,
+            }),
             job_ready: Condvar::new(),
         });
         let mut workers = Vec::new();
@@ -325,6 +386,20 @@ impl LiuBackend {
             load_bytes_skipped: state.load_bytes_skipped,
             errors: state.errors,
             last_error: state.last_error.clone(),
+            files: state
+                .buffer
+                .file_counters()
+                .map(|(id, c)| {
+                    let name = state
+                        .ids
+                        .iter()
+                        .filter(|(_, i)| **i == id)
+                        .map(|(p, _)| p.to_string())
+                        .min()
+                        .unwrap_or_else(|| format!("#{}", id.0));
+                    (name, *c)
+                })
+                .collect(),
         }
     }
 }
@@ -354,7 +429,7 @@ fn worker(inner: &Inner) {
         let job = {
             let mut jobs = lock(&inner.jobs);
             loop {
-                if let Some(job) = jobs.queue.pop_front() {
+                if let Some(job) = jobs.queue.pop() {
                     break job;
                 }
                 if jobs.shutdown {
@@ -428,7 +503,9 @@ impl Inner {
             }
             return;
         }
-        queue.queue.extend(jobs);
+        for job in jobs {
+            queue.queue.push(job);
+        }
         drop(queue);
         self.job_ready.notify_all();
     }
@@ -495,8 +572,94 @@ impl Inner {
         }
     }
 
+    /// Create segment `key` (`segment_len` bytes) in the buffer and queue
+    /// the loads of its pending parts on `jobs` (see [`cut_learned`]): the
+    /// head from the fast tier with `head_from_fast`.
+    fn start_load(
+        &self,
+        state: &mut State,
+        key: SegmentKey,
+        segment_len: u64,
+        head_from_fast: bool,
+        file: &Arc<dyn BackendFile>,
+        jobs: &mut Vec<Job>,
+    ) -> Arc<Segment> {
+        let segment_start = self.geometry.start(key.index);
+        let slot = if head_from_fast {
+            state.slots.of.get(&key).copied()
+        } else {
+            None
+        };
+        let (cut, mut initial, skipped) = cut_learned(
+            &state.buffer,
+            key,
+            parts(self.geometry, segment_len, self.body_sections),
+        );
+        state.load_bytes_skipped += skipped;
+        // A head that direct reads assembled is not read again.
+        if slot.is_none() {
+            if let Some(head) = state.stash.take(key, cut[0].1) {
+                state.load_bytes_skipped += cut[0].1;
+                initial[0] = Part::Ready(head.into());
+            }
+        }
+        let segment = Arc::new(Segment {
+            key,
+            start: segment_start,
+            len: segment_len,
+            state: Mutex::new(initial),
+            parts: cut,
+            arrived: Condvar::new(),
+        });
+        for (part, initial) in lock(&segment.state).iter().enumerate() {
+            if !matches!(initial, Part::Pending) {
+                continue;
+            }
+            let source = match slot {
+                Some(slot) if part == 0 => {
+                    state.slots.pin(slot);
+                    Source::Head(slot)
+                }
+                _ => Source::Capacity(Arc::clone(file)),
+            };
+            jobs.push(Job::Part {
+                segment: Arc::clone(&segment),
+                part,
+                source,
+            });
+        }
+        state.loaded.insert(key, Arc::clone(&segment));
+        segment
+    }
+
+    /// After loading `key`: load the next segment too if the policy says so
+    /// ([`SegmentBuffer::read_ahead`]; the file is `file_len` bytes).
+    fn read_ahead(
+        &self,
+        state: &mut State,
+        key: SegmentKey,
+        file_len: u64,
+        file: &Arc<dyn BackendFile>,
+        jobs: &mut Vec<Job>,
+    ) {
+        let Some(next) = state.buffer.read_ahead(key) else {
+            return;
+        };
+        let len = file_len
+            .saturating_sub(self.geometry.start(next.index))
+            .min(self.geometry.segment_bytes());
+        if len == 0 {
+            return;
+        }
+        if let Serve::Load { head_from_fast } = state.buffer.access(next, 0, 0, len) {
+            self.start_load(state, next, len, head_from_fast, file, jobs);
+        }
+    }
+
     /// Serve `out` = bytes `[slice_start, slice_start + out.len())` of
-    /// segment `index` of `file`, of which `segment_len` bytes exist.
+    /// segment `index` of `file`, of which `segment_len` bytes exist (the
+    /// file is `file_len` bytes).
+    #[allow(clippy::too_many_arguments)]
     fn read_piece(
         &self,
         id: FileId,
@@ -504,6 +667,7 @@ impl Inner {
         index: u64,
         slice_start: u64,
         segment_len: u64,
+        file_len: u64,
         out: &mut [u8],
     ) -> io::Result<()> {
         let key = SegmentKey { file: id, index };
@@ -521,50 +685,17 @@ impl Inner {
                 _ => Plan::Capacity,
             },
             Serve::Load { head_from_fast } => {
-                let slot = if head_from_fast {
-                    state.slots.of.get(&key).copied()
-                } else {
-                    None
-                };
-                let (cut, mut initial, skipped) = cut_learned(
-                    &state.buffer,
+                let segment = self.start_load(
+                    &mut state,
                     key,
-                    parts(self.geometry, segment_len, self.body_sections),
+                    segment_len,
+                    head_from_fast,
+                    file,
+                    &mut jobs,
                 );
-                state.load_bytes_skipped += skipped;
-                // A head that direct reads assembled is not read again.
-                if slot.is_none() {
-                    if let Some(head) = state.stash.take(key, cut[0].1) {
-                        state.load_bytes_skipped += cut[0].1;
-                        initial[0] = Part::Ready(head.into());
-                    }
+                if head_from_fast {
+                    self.read_ahead(&mut state, key, file_len, file, &mut jobs);
                 }
-                let segment = Arc::new(Segment {
-                    key,
-                    start: segment_start,
-                    len: segment_len,
-                    state: Mutex::new(initial),
-                    parts: cut,
-                    arrived: Condvar::new(),
-                });
-                for (part, initial) in lock(&segment.state).iter().enumerate() {
-                    if !matches!(initial, Part::Pending) {
-                        continue;
-                    }
-                    let source = match slot {
-                        Some(slot) if part == 0 => {
-                            state.slots.pin(slot);
-                            Source::Head(slot)
-                        }
-                        _ => Source::Capacity(Arc::clone(file)),
-                    };
-                    jobs.push(Job::Part {
-                        segment: Arc::clone(&segment),
-                        part,
-                        source,
-                    });
-                }
-                state.loaded.insert(key, Arc::clone(&segment));
                 if segment.absent(slice_start, slice_start + len) {
                     // This reader's bytes were requested (by this read):
                     // read directly, as while the segment was a ghost;
@@ -765,6 +896,46 @@ mod tests {
         );
         assert_eq!(parts(g, 9, 4), vec![(0, 4), (4, 3), (7, 2)]);
         assert_eq!(parts(g, 3, 4), vec![(0, 3)]);
+    }
+
+    #[test]
+    fn per_file_jobs_are_taken_in_turn_and_in_order_within_a_file() {
+        let lift = |file, index| Job::Lift {
+            key: SegmentKey {
+                file: FileId(file),
+                index,
+            },
+            slot: 0,
+            bytes: Arc::from(&[][..]),
+        };
+        let order = |per_file| {
+            let mut q = JobQueue {
+                per_file,
+                ..JobQueue::default()
+            };
+            // One reader's burst of four, then another's one job.
+            for index in 0..4 {
+                q.push(lift(2, index));
+            }
+            q.push(lift(1, 0));
+            q.push(lift(2, 4));
+            std::iter::from_fn(|| q.pop())
+                .map(|job| match job {
+                    Job::Lift { key, .. } => (key.file.0, key.index),
+                    Job::Part { .. } => unreachable!(),
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            order(false),
+            vec![(2, 0), (2, 1), (2, 2), (2, 3), (1, 0), (2, 4)],
+            "first in, first out"
+        );
+        assert_eq!(
+            order(true),
+            vec![(2, 0), (1, 0), (2, 1), (2, 2), (2, 3), (2, 4)],
+            "the other file's job goes second, not fifth"
+        );
     }
 
     #[test]

@@ -63,6 +63,42 @@ struct Args {
     /// reads, e.g. `sluice drain MNT`.
     #[arg(long)]
     between: Option<String>,
+    /// Run this command (split on spaces, `{pass}` replaced by the pass
+    /// number from 1) after each read pass of the target, while the
+    /// interferer goes on, e.g. `sh -c 'sluice status --json MNT >
+    /// pass-{pass}.json'`: counters per pass. Not part of any pass's time.
+    #[arg(long)]
+    after_pass: Option<String>,
+    /// Run an mpi-io-test interferer without its barrier per iteration, so
+    /// its ranks drift apart (what `scripts/bench-liu.sh` ran before issue
+    /// 38; the paper's mpi-io-test has the barrier).
+    #[arg(long)]
+    interferer_without_barriers: bool,
+}
+
+/// Run `cmd` split on spaces (a word `'…'` quoted with single quotes is
+/// kept whole), with `{pass}` replaced by `pass`.
+fn run_command(cmd: &str, pass: u32) -> Result<(), String> {
+    let cmd = cmd.replace("{pass}", &pass.to_string());
+    let mut words = Vec::new();
+    let mut rest = cmd.trim();
+    while !rest.is_empty() {
+        let (word, next) = match rest.strip_prefix('\'') {
+            Some(quoted) => quoted.split_once('\'').unwrap_or((quoted, "")),
+            None => rest.split_once(char::is_whitespace).unwrap_or((rest, "")),
+        };
+        words.push(word.to_string());
+        rest = next.trim_start();
+    }
+    let (program, args) = words.split_first().ok_or("the command is empty")?;
+    let status = std::process::Command::new(program)
+        .args(args)
+        .status()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{cmd}: {status}"));
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -126,14 +162,18 @@ struct Shape {
 }
 
 /// One pass of `pattern` over `path`, reading (`write` false) or writing;
-/// with `until`, repeated until it is set (and without barriers, which a
-/// stop could leave unmatched). Bytes moved are added to `moved`.
+/// with `until`, repeated until it is set. mpi-io-test's ranks meet at a
+/// barrier after each request unless `barriers` is off; when repeating,
+/// the rank the barrier elects reads `until` and a second barrier hands
+/// its answer to every rank, so all stop after the same iteration (none is
+/// left waiting). Bytes moved are added to `moved`.
 fn run(
     path: &Path,
     pattern: Pattern,
     shape: Shape,
     write: bool,
     until: Option<&AtomicBool>,
+    barriers: bool,
     moved: &AtomicU64,
 ) -> std::io::Result<Pass> {
     let Shape {
@@ -151,11 +191,13 @@ fn run(
         File::open(path)?
     });
     let barrier = Barrier::new(processes as usize);
+    let barriers = barriers && pattern == Pattern::MpiIoTest;
+    let stopping = AtomicBool::new(false);
     let start = Instant::now();
     let latencies = std::thread::scope(|s| -> std::io::Result<Vec<u64>> {
         let handles: Vec<_> = (0..processes)
             .map(|rank| {
-                let (file, barrier) = (&file, &barrier);
+                let (file, barrier, stopping) = (&file, &barrier, &stopping);
                 s.spawn(move || -> std::io::Result<Vec<u64>> {
                     let mut buf = vec![0u8; request as usize];
                     let mut latencies = Vec::new();
@@ -172,14 +214,30 @@ fn run(
                             }
                             latencies.push(t.elapsed().as_micros() as u64);
                             moved.fetch_add(request, Ordering::Relaxed);
-                            if pattern == Pattern::MpiIoTest && until.is_none() {
-                                barrier.wait();
-                            }
-                            if until.is_some_and(|u| u.load(Ordering::Relaxed)) {
-                                return Ok(latencies);
+                            match until {
+                                None if barriers => {
+                                    barrier.wait();
+                                }
+                                Some(u) if barriers => {
+                                    if barrier.wait().is_leader() {
+                                        stopping
+                                            .store(u.load(Ordering::Relaxed), Ordering::Relaxed);
+                                    }
+                                    barrier.wait();
+                                    if stopping.load(Ordering::Relaxed) {
+                                        return Ok(latencies);
+                                    }
+                                }
+                                Some(u) if u.load(Ordering::Relaxed) => return Ok(latencies),
+                                _ => {}
                             }
                         }
-                        if until.is_none_or(|u| u.load(Ordering::Relaxed)) {
+                        let stop = match until {
+                            None => true,
+                            Some(_) if barriers => stopping.load(Ordering::Relaxed),
+                            Some(u) => u.load(Ordering::Relaxed),
+                        };
+                        if stop {
                             return Ok(latencies);
                         }
                     }
@@ -285,6 +343,7 @@ fn bench(args: &Args) -> Result<(), String> {
         shape,
         true,
         None,
+        true,
         &counter,
     )
     .map_err(|e| io("write target", e))?;
@@ -295,6 +354,7 @@ fn bench(args: &Args) -> Result<(), String> {
             other_shape,
             true,
             None,
+            true,
             &AtomicU64::new(0),
         )
         .map_err(|e| io("write interferer", e))?;
@@ -316,14 +376,25 @@ fn bench(args: &Args) -> Result<(), String> {
     std::thread::scope(|s| -> Result<(), String> {
         let background = interferer.map(|pattern| {
             let (other, stop, interfered) = (&other, &stop, &interfered);
-            s.spawn(move || run(other, pattern, other_shape, false, Some(stop), interfered))
+            let barriers = !args.interferer_without_barriers;
+            s.spawn(move || {
+                run(
+                    other,
+                    pattern,
+                    other_shape,
+                    false,
+                    Some(stop),
+                    barriers,
+                    interfered,
+                )
+            })
         });
         // Let the interferer's ranks get going first.
         if background.is_some() {
             std::thread::sleep(Duration::from_millis(200));
         }
         let mut result = Ok(());
-        for _ in 0..args.passes {
+        for number in 1..=args.passes {
             let before = interfered.load(Ordering::Relaxed);
             let pass = run(
                 &target,
@@ -331,6 +402,7 @@ fn bench(args: &Args) -> Result<(), String> {
                 shape,
                 false,
                 None,
+                true,
                 &AtomicU64::new(0),
             );
             let during = interfered.load(Ordering::Relaxed) - before;
@@ -338,6 +410,12 @@ fn bench(args: &Args) -> Result<(), String> {
                 Ok(pass) => passes.push((pass, during)),
                 Err(e) => {
                     result = Err(io("read target", e));
+                    break;
+                }
+            }
+            if let Some(cmd) = &args.after_pass {
+                if let Err(e) = run_command(cmd, number) {
+                    result = Err(e);
                     break;
                 }
             }
@@ -371,6 +449,7 @@ fn bench(args: &Args) -> Result<(), String> {
         "file_bytes": bytes,
         "interferer_file_bytes": other_bytes,
         "written_through": args.prepare_in.is_none(),
+        "interferer_barriers": !args.interferer_without_barriers,
         "processes": p,
         "request_bytes": r,
         "write_mb_s": mb(written.bytes, written.seconds),
@@ -395,6 +474,20 @@ mod tests {
         }
         assert_eq!(offsets(Pattern::MpiIoTest, 64, 4, 2, 1)[..2], [2, 10]);
         assert_eq!(offsets(Pattern::IorMpiIo, 64, 4, 2, 1)[..2], [16, 18]);
+    }
+
+    #[test]
+    fn a_command_after_a_pass_gets_its_number_and_keeps_quoted_words() {
+        let dir = std::env::temp_dir().join(format!("sluice-readers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("pass-{pass}.txt");
+        let cmd = format!("sh -c 'echo hello > {}'", out.display());
+        run_command(&cmd, 3).unwrap();
+        let written = std::fs::read_to_string(dir.join("pass-3.txt")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(written, "hello\n");
+        assert!(run_command("false", 1).is_err());
+        assert!(run_command("  ", 1).is_err());
     }
 
     #[test]

@@ -159,15 +159,10 @@ fn issue_33_closing_an_empty_file_the_kernel_may_write_syncs_nothing() {
 #[test]
 fn issue_33_closing_an_unwritten_file_on_a_tier_with_exact_change_times_syncs_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let posix = posix(&dir, "capacity");
-    if !posix.change_times_exact() {
+    let Some((faults, capacity, fast)) = faulty_posix(&dir, |b| b.change_times_exact()) else {
         eprintln!("skipped: this file system's change times are coarse");
         return;
-    }
-    let faults = Arc::new(FaultBackend::new(posix));
-    let capacity: Arc<dyn Backend> = faults.clone();
-    assert!(capacity.change_times_exact(), "the wrapper forwards it");
-    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    };
     // Closes that sync what the kernel wrote (a network tier's rule).
     let e = engine(
         &fast,
@@ -196,6 +191,24 @@ fn issue_33_closing_an_unwritten_file_on_a_tier_with_exact_change_times_syncs_no
         .expect("synced as it is now: no sync until the next write");
     kernel.write_at(b"X", 1).unwrap();
     assert!(e.sync_file(id, false).is_err(), "written again: synced");
+}
+
+/// A capacity tier in `dir` behind fault injection, and a memory fast
+/// tier, if the directory's tier has the property `has` (asked of the
+/// wrapper, which must forward it); `None` otherwise.
+#[allow(clippy::type_complexity)]
+fn faulty_posix(
+    dir: &tempfile::TempDir,
+    has: impl Fn(&dyn Backend) -> bool,
+) -> Option<(Arc<FaultBackend>, Arc<dyn Backend>, Arc<dyn Backend>)> {
+    let posix = posix(dir, "capacity");
+    if !has(posix.as_ref()) {
+        return None;
+    }
+    let faults = Arc::new(FaultBackend::new(posix));
+    let capacity: Arc<dyn Backend> = faults.clone();
+    assert!(has(capacity.as_ref()), "the wrapper forwards it");
+    Some((faults, capacity, Arc::new(MemBackend::new())))
 }
 
 fn engine(
@@ -229,15 +242,10 @@ fn engine(
 #[test]
 fn issue_33_a_close_on_a_local_tier_syncs_only_bytes_leaving_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let posix = posix(&dir, "capacity");
-    if !posix.page_cache_shared() {
+    let Some((faults, capacity, fast)) = faulty_posix(&dir, |b| b.page_cache_shared()) else {
         eprintln!("skipped: the temporary directory is not on a local file system");
         return;
-    }
-    let faults = Arc::new(FaultBackend::new(posix));
-    let capacity: Arc<dyn Backend> = faults.clone();
-    assert!(capacity.page_cache_shared(), "the wrapper forwards it");
-    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    };
     let f = RelPath::new("f").unwrap();
     let g = RelPath::new("g").unwrap();
 

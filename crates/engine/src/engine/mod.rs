@@ -880,10 +880,6 @@ impl Engine {
         let io = file_io(shared, file)?;
         let _io = hold_alone(&io);
         let mut state = wait_not_busy(shared, lock(shared), file);
-        // Clean copies past the new end go with the bytes (the capacity
-        // file is cut below; a truncate that grows the file changes no
-        // byte a copy holds).
-        state.buffer.forget_cached(file, size, u64::MAX - size);
         let appending = state
             .files
             .get(&file)
@@ -914,6 +910,14 @@ impl Engine {
             // was cut must land before the capacity file is cut.
             state = wait_not_busy(shared, state, file);
         }
+        // Clean copies past the new end go with the bytes (the capacity
+        // file is cut below; a truncate that grows the file changes no
+        // byte a copy holds). Only now, after every wait above: while the
+        // truncate waited for log room with the lock released, a flush
+        // could finish and move bytes past the end that the index still
+        // held into the clean cache, and a read of the hole a later
+        // extension leaves there served them (fsx, full-fast seed 2).
+        state.buffer.forget_cached(file, size, u64::MAX - size);
         // The copies below the new end stay across this node's own change
         // of the capacity file (cache.rs).
         cache::begin_own_write(&mut state, file);

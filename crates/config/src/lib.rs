@@ -315,6 +315,17 @@ pub enum CloseSyncConfig {
     Written,
 }
 
+impl CloseSyncConfig {
+    /// The value as the config file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseSyncConfig::Auto => "auto",
+            CloseSyncConfig::Always => "always",
+            CloseSyncConfig::Written => "written",
+        }
+    }
+}
+
 /// `metrics` section.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

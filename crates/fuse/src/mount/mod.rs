@@ -252,8 +252,8 @@ impl Mount {
                 "only bytes leaving the log"
             };
             tracing::info!(
-                "close-to-open: a close syncs {syncs} (mount.close_sync = {:?}; capacity tier {} {local} a file system local to this host)",
-                config.mount.close_sync,
+                "close-to-open: a close syncs {syncs} (mount.close_sync = \"{}\"; capacity tier {} {local} a file system local to this host)",
+                config.mount.close_sync.name(),
                 capacity.describe(),
             );
         }

@@ -137,17 +137,14 @@ pub struct FlushRuns<'a> {
 
 impl FlushRuns<'_> {
     /// Grow the run `[file_offset, file_offset + len)` with the extents
-    /// that follow it contiguously: those of the filter's regions, and
-    /// those of other regions when an extent of the filter's regions
-    /// follows them contiguously (the gap they fill), all within
-    /// `max_run_bytes`. Extents of other regions at the run's end are
-    /// left out; anything else ends the run.
-    fn extend_filled(
-        &mut self,
-        file_offset: u64,
-        len: &mut u64,
-        pieces: &mut Vec<(LogLocation, u32)>,
-    ) {
+    /// that follow it contiguously within `max_run_bytes`: those of the
+    /// filter's regions, and, with `fill_gaps`, those of other regions
+    /// when an extent of the filter's regions follows them contiguously
+    /// (the gap they fill). Extents of other regions at the run's end are
+    /// left out; anything else ends the run. (Without `fill_gaps` an
+    /// extent of another region right after the run ends it too: the
+    /// filter's next extent cannot be contiguous past it.)
+    fn extend(&mut self, file_offset: u64, len: &mut u64, pieces: &mut Vec<(LogLocation, u32)>) {
         let mut gap: Vec<(LogLocation, u32)> = Vec::new();
         let mut gap_len = 0u64;
         for (start, stored) in self.entries.by_ref() {
@@ -165,13 +162,13 @@ impl FlushRuns<'_> {
                 pieces.push((stored.location(), stored.len));
                 *len = grown;
                 gap_len = 0;
-            } else if fits {
+            } else if fits && self.fill_gaps {
                 gap.push((stored.location(), stored.len));
                 gap_len += u64::from(stored.len);
             } else {
-                // A hole, or too long: the run ends before the gap; this
-                // extent is not the filter's, so the next run starts
-                // after it.
+                // A hole, too long, or not to be bridged: the run ends
+                // before this extent, which is not the filter's, so the
+                // next run starts after it.
                 return;
             }
         }
@@ -216,19 +213,7 @@ impl Iterator for FlushRuns<'_> {
         let mut len = u64::from(first.len);
         let mut pieces = Vec::new();
         pieces.push((first.location(), first.len));
-        if self.fill_gaps {
-            self.extend_filled(file_offset, &mut len, &mut pieces);
-        } else {
-            while let Some((start, stored)) = self.next_matching() {
-                let grown = len.saturating_add(u64::from(stored.len));
-                if start != file_offset.saturating_add(len) || grown > self.max_run_bytes {
-                    self.peeked = Some((start, stored));
-                    break;
-                }
-                len = grown;
-                pieces.push((stored.location(), stored.len));
-            }
-        }
+        self.extend(file_offset, &mut len, &mut pieces);
         Some(FlushRun {
             file_offset,
             len,

@@ -304,10 +304,12 @@ struct State {
     /// directory entry.
     unsynced_creates: HashSet<RelPath>,
     /// Counts the engine's changes of what a path names (link, unlink,
-    /// rename), each bumped while the engine lock is held across the
-    /// capacity tier's change: an open or create that made its capacity
-    /// call without the lock registers the file only if no such change
-    /// ran meanwhile ([`Engine::open_file`]).
+    /// rename), each bumped right after the capacity tier's change, under
+    /// the same hold of the engine lock (an unlink of an unheld name,
+    /// made without it, is counted in `unlinking` while it runs): an open
+    /// or create that made its capacity call without the lock registers
+    /// the file only if no such change ran meanwhile
+    /// ([`Engine::open_file`]).
     names_epoch: u64,
     /// Unlinks of names the engine does not hold, running without the
     /// lock (names.rs, `unlink_unheld`).

@@ -13,11 +13,11 @@ impl Engine {
     pub fn link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = lock(shared);
-        state.names_epoch += 1;
         shared
             .capacity
             .hard_link(existing, new)
             .map_err(context(format!("link {existing} to {new}")))?;
+        state.names_epoch += 1;
         let ino = match state.ids.contains_key(existing) {
             true => None,
             false => shared.capacity.stat(existing).ok().map(|st| st.identity()),
@@ -36,8 +36,7 @@ impl Engine {
     /// `drop_name`).
     pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
-        state.names_epoch += 1;
+        let state = lock(shared);
         let Some(id) = state.ids.get(path).copied() else {
             return unlink_unheld(shared, state, path);
         };
@@ -48,7 +47,6 @@ impl Engine {
         let (mut state, dropped) = drop_name(shared, state, id, path, survives);
         dropped?;
         let removed = shared.capacity.remove_file(path);
-        // Again: the waits above may have let an open start since.
         state.names_epoch += 1;
         removed.map_err(context(format!("unlink {path}")))?;
         state.unsynced_creates.remove(path);
@@ -61,7 +59,6 @@ impl Engine {
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = lock(shared);
-        state.names_epoch += 1;
         if from != to && same_file(shared, from, to) {
             drop(state);
             // rename(2) between two names of one file does nothing; the
@@ -146,7 +143,6 @@ impl Engine {
             sync_log(shared, &mut state)?;
         }
         let renamed = shared.capacity.rename(from, to);
-        // Again: the waits above may have let an open start since.
         state.names_epoch += 1;
         renamed.map_err(context(format!("rename {from} to {to}")))?;
         for (old_path, _, _) in &moved {

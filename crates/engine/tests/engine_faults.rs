@@ -556,3 +556,83 @@ fn an_fsync_under_close_to_open_syncs_the_capacity_file_and_reports_its_failure(
     }
     engine.close();
 }
+
+/// File `a`'s records of `RECORD` bytes, written out of file order with a
+/// short record of file `b` after each, so the write-back's copy reads
+/// several of them, and `b`'s between them, in one request of the log.
+fn interleaved_records(engine: &Engine) -> (FileId, FileId, Vec<u8>) {
+    const RECORD: u64 = 3000;
+    const RECORDS: u64 = 24;
+    let a = engine.create(&RelPath::new("a").unwrap()).unwrap();
+    let b = engine.create(&RelPath::new("b").unwrap()).unwrap();
+    let mut expected = vec![0u8; (RECORD * RECORDS) as usize];
+    for n in 0..RECORDS {
+        // A permutation of 0..24: the ranks of a shared file, out of turn.
+        let i = (n * 7) % RECORDS;
+        let bytes: Vec<u8> = (0..RECORD)
+            .map(|j| ((i + 1) * (j % 251 + 1)) as u8 | 1)
+            .collect();
+        engine.write(a, i * RECORD, &bytes).unwrap();
+        expected[(i * RECORD) as usize..((i + 1) * RECORD) as usize].copy_from_slice(&bytes);
+        engine.write(b, n * 100, &[0xbb; 100]).unwrap();
+    }
+    (a, b, expected)
+}
+
+#[test]
+fn a_write_back_reading_neighbouring_records_at_once_writes_each_where_it_belongs() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity);
+    let (a, b, expected) = interleaved_records(&engine);
+    assert_eq!(engine.sync_file(a, true).unwrap(), expected.len() as u64);
+    let file = capacity
+        .open(&RelPath::new("a").unwrap(), OpenOptions::default())
+        .unwrap();
+    let mut on_disk = vec![0u8; expected.len()];
+    assert_eq!(file.read_at(&mut on_disk, 0).unwrap(), expected.len());
+    assert!(on_disk == expected, "a's bytes on the capacity tier");
+    // b's records, read along with a's, stay buffered and intact.
+    assert_eq!(engine.read(b, 0, 2400).unwrap(), vec![0xbb; 2400]);
+}
+
+#[test]
+fn a_corrupt_record_among_neighbours_read_at_once_fails_the_write_back_and_writes_nothing() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity);
+    let (a, _, expected) = interleaved_records(&engine);
+    // Flip a byte of `a`'s record at 12 × 3000 in the live log (found by
+    // its bytes, which no other record holds).
+    let region = fast
+        .open(
+            &RelPath::new("log/region-0000").unwrap(),
+            OpenOptions::default(),
+        )
+        .unwrap();
+    let mut bytes = vec![0u8; region.len().unwrap() as usize];
+    region.read_at(&mut bytes, 0).unwrap();
+    let twelfth = &expected[12 * 3000..13 * 3000];
+    let at = bytes
+        .windows(64)
+        .position(|w| w == &twelfth[..64])
+        .expect("record 12 is in region 0");
+    region
+        .write_at(&[bytes[at + 1000] ^ 0xff], (at + 1000) as u64)
+        .unwrap();
+    let err = engine.sync_file(a, true).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    // Nothing of the corrupt record reached the capacity tier: the run
+    // holding it was not written.
+    let file = capacity
+        .open(&RelPath::new("a").unwrap(), OpenOptions::default())
+        .unwrap();
+    let mut on_disk = vec![0u8; expected.len()];
+    let read = file.read_at(&mut on_disk, 0).unwrap();
+    assert!(
+        read <= 12 * 3000 || on_disk[12 * 3000..13 * 3000].iter().all(|&b| b == 0),
+        "corrupt bytes written back"
+    );
+    // The other records still read back from the log.
+    assert_eq!(engine.read(a, 0, 3000).unwrap(), expected[..3000]);
+}

@@ -31,26 +31,71 @@ impl Pinned {
             region: self.region,
             offset: start,
         };
-        let error = |e: crate::log::LogError| {
-            let kind = if e.is_corruption() {
-                io::ErrorKind::InvalidData
-            } else {
-                io::ErrorKind::Other
-            };
-            io::Error::new(kind, e.to_string())
-        };
         if self.skip == 0 && out.len() == len as usize {
             // The whole record (the common case of a flush): straight into
             // `out`, without a second buffer and copy.
             return self
                 .file
                 .read_payload_into(location, crc, out)
-                .map_err(error);
+                .map_err(log_io_error);
         }
-        let payload = self.file.read_payload(location, len, crc).map_err(error)?;
+        let payload = self
+            .file
+            .read_payload(location, len, crc)
+            .map_err(log_io_error)?;
         out.copy_from_slice(&payload[self.skip..self.skip + out.len()]);
         Ok(())
     }
+
+    /// The record's payload: its offset in the region, and its length.
+    pub(super) fn payload(&self) -> (u64, u64) {
+        (self.record.0, u64::from(self.record.1))
+    }
+
+    /// Whether `other` lies in the same region file as this one.
+    pub(super) fn same_region(&self, other: &Pinned) -> bool {
+        self.region == other.region && Arc::ptr_eq(&self.file, &other.file)
+    }
+
+    /// Read `buf.len()` bytes of the region at `offset` in one request,
+    /// unchecked ([`RegionFile::read_span`]).
+    pub(super) fn read_span(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_span(offset, buf).map_err(log_io_error)
+    }
+
+    /// Copy the bytes into `out` from `span`, the region's bytes read at
+    /// `span_start` by [`Pinned::read_span`], checking the record's payload
+    /// first unless `checked` (another piece of the record checked it).
+    pub(super) fn copy_from_span(
+        &self,
+        span: &[u8],
+        span_start: u64,
+        checked: bool,
+        out: &mut [u8],
+    ) -> io::Result<()> {
+        let (start, len) = self.payload();
+        // INVARIANT: the span was read to cover the whole payload.
+        let at = (start - span_start) as usize;
+        let payload = &span[at..at + len as usize];
+        if !checked {
+            self.file
+                .check_payload(start, payload, self.record.2)
+                .map_err(log_io_error)?;
+        }
+        out.copy_from_slice(&payload[self.skip..self.skip + out.len()]);
+        Ok(())
+    }
+}
+
+/// A log error as the `io::Error` the engine answers with: a corrupt or
+/// truncated payload is `InvalidData`.
+fn log_io_error(e: crate::log::LogError) -> io::Error {
+    let kind = if e.is_corruption() {
+        io::ErrorKind::InvalidData
+    } else {
+        io::ErrorKind::Other
+    };
+    io::Error::new(kind, e.to_string())
 }
 
 /// The record holding the buffered bytes at `location`, without pinning:

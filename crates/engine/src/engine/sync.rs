@@ -293,6 +293,7 @@ fn write_back_file(
     // the file go on meanwhile).
     let bound = state.buffer.next_seq();
     let mut state = wait_appended(shared, state, id, bound);
+    let waited = started.elapsed();
     let pieces: Vec<(u64, u64, LogLocation)> =
         state
             .buffer
@@ -405,14 +406,7 @@ fn write_back_file(
         }
         return Err(e);
     }
-    tracing::debug!(
-        file = %what,
-        background = pass == Pass::Background,
-        written,
-        pieces = pieces.len(),
-        ms = started.elapsed().as_millis(),
-        "written back"
-    );
+    let written_at = started.elapsed();
     let mut state = lock(shared);
     if let (Some(stamp), Some(open)) = (seen_stamp, state.files.get_mut(&id)) {
         // Synced as seen then: a write since changed the ctime.
@@ -429,6 +423,18 @@ fn write_back_file(
         // this returns must not be overwritten by it).
         drop(wait_not_busy(shared, state, id));
     }
+    // Where a pass's time went: waiting for its turn and the records in
+    // flight, writing and syncing, then the clean record.
+    tracing::debug!(
+        file = %what,
+        background = pass == Pass::Background,
+        written,
+        pieces = pieces.len(),
+        waited_ms = waited.as_millis(),
+        written_ms = written_at.as_millis(),
+        ms = started.elapsed().as_millis(),
+        "written back"
+    );
     Ok(written)
 }
 

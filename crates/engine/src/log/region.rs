@@ -244,6 +244,48 @@ impl RegionFile {
     }
 
     fn read_checked(&self, offset: u64, buf: &mut [u8], expected_crc: u32) -> Result<(), LogError> {
+        self.read_raw(offset, buf)?;
+        self.check_payload(offset, buf, expected_crc)
+    }
+
+    /// Read `buf.len()` bytes at `offset` as they are, unchecked: a span
+    /// holding several records' payloads and the headers between them, in
+    /// one request to the fast tier (the write-back's copy, writeback.rs).
+    /// Each payload in it must pass [`RegionFile::check_payload`] before
+    /// it is used. The span must lie inside the region's records area.
+    pub fn read_span(&self, offset: u64, buf: &mut [u8]) -> Result<(), LogError> {
+        let location = LogLocation {
+            region: self.region,
+            offset,
+        };
+        self.check_range(location, buf.len() as u64)?;
+        self.read_raw(offset, buf)
+    }
+
+    /// Check `payload`, the bytes read at payload offset `offset`, against
+    /// its record's checksum: [`LogError::CorruptPayload`] on a mismatch.
+    pub fn check_payload(
+        &self,
+        offset: u64,
+        payload: &[u8],
+        expected_crc: u32,
+    ) -> Result<(), LogError> {
+        let actual_crc = crc32c::crc32c(payload);
+        if actual_crc != expected_crc {
+            return Err(LogError::CorruptPayload {
+                region: self.region,
+                offset,
+                len: payload.len() as u64,
+                expected_crc,
+                actual_crc,
+            });
+        }
+        Ok(())
+    }
+
+    /// Read exactly `buf.len()` bytes at `offset`; fewer is
+    /// [`LogError::TruncatedPayload`].
+    fn read_raw(&self, offset: u64, buf: &mut [u8]) -> Result<(), LogError> {
         let read = self
             .file
             .read_full_at(buf, offset)
@@ -258,16 +300,6 @@ impl RegionFile {
                 offset,
                 len: buf.len() as u64,
                 available: read as u64,
-            });
-        }
-        let actual_crc = crc32c::crc32c(buf);
-        if actual_crc != expected_crc {
-            return Err(LogError::CorruptPayload {
-                region: self.region,
-                offset,
-                len: buf.len() as u64,
-                expected_crc,
-                actual_crc,
             });
         }
         Ok(())

@@ -185,11 +185,13 @@ pub struct PolicyConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub enum CostProfile {
     /// Measure an unprofiled capacity directory at mount, once, and keep
-    /// the figure on the fast tier.
+    /// the figure on the fast tier; then route with the `t_seek` fitted to
+    /// the mount's own write-backs once it moves away (docs/policy.md,
+    /// "The model kept current").
     #[default]
     #[serde(rename = "auto")]
     Auto,
-    /// Use `cost_seek` as it is.
+    /// Use `cost_seek` as it is, always.
     #[serde(rename = "off")]
     Off,
 }
@@ -711,11 +713,14 @@ mod tests {
         assert_eq!(config, Config::default());
         // The engine's own default leaves background write-back off; the
         // config turns it on under close-to-open, the default consistency.
+        // Likewise `cost`'s model kept current from the write-backs
+        // (`policy.cost_profile = "auto"`).
         assert_eq!(
             config.engine_config().unwrap(),
             EngineConfig {
                 write_back_idle: Some(std::time::Duration::from_millis(50)),
                 regions: DEFAULT_REGIONS,
+                cost_seek_from_traffic: true,
                 ..EngineConfig::default()
             }
         );

@@ -238,6 +238,7 @@ impl Config {
                 CloseSyncConfig::Always => CloseSync::Always,
                 CloseSyncConfig::Written => CloseSync::Written,
             },
+            cost_seek_from_traffic: self.policy.cost_profile == CostProfile::Auto,
         })
     }
 

@@ -364,3 +364,97 @@ fn the_background_write_back_never_waits_for_room_only_the_flusher_makes() {
         "the writer stopped: the flusher waits for itself"
     );
 }
+
+/// `cost` whose configured `t_seek` (200 µs) is far below the emulated
+/// disk's, kept current from the write-backs or not.
+fn cost_config(from_traffic: bool) -> EngineConfig {
+    use sluice_policy::cost::CostModel;
+    EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::Cost(CostModel {
+                capacity_seek: std::time::Duration::from_micros(200),
+                ..CostModel::EMULATED
+            }),
+            ..RedirectorConfig::default()
+        },
+        cost_seek_from_traffic: from_traffic,
+        // A contiguous file goes back in one write: its time is the
+        // disk's transfer, not per-write overheads of a loaded machine.
+        flush_run_max_bytes: 1024 * 1024,
+        ..config()
+    }
+}
+
+/// Rounds of two write-backs to an emulated 7200 rpm disk: a file whose
+/// random writes leave every other 16 KiB slot buffered (32 stretches,
+/// each after a positioning), and one whose random writes fill 1 MiB
+/// (one stretch): the two mixes the fit needs to tell a positioning's
+/// time from the bytes'.
+fn write_back_rounds(from_traffic: bool) -> sluice_engine::EngineStatus {
+    const PIECE: u64 = 16 * 1024;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let disk = EmulatedBackend::hdd(
+        Arc::new(MemBackend::new()),
+        sluice_devices::hdd::HddConfig::default(),
+        Arc::clone(&clock),
+        7,
+    )
+    .unwrap();
+    let capacity: Arc<dyn Backend> = Arc::new(disk);
+    let engine = Engine::open(fast, capacity, clock, cost_config(from_traffic)).unwrap();
+    let piece = vec![0x5a; PIECE as usize];
+    for round in 0..8 {
+        let sparse = engine
+            .create(&RelPath::new(&format!("sparse-{round}")).unwrap())
+            .unwrap();
+        let full = engine
+            .create(&RelPath::new(&format!("full-{round}")).unwrap())
+            .unwrap();
+        for n in 0..64u64 {
+            // A permutation of 0..64: random offsets, so `cost` buffers them.
+            let slot = (n * 37) % 64;
+            if slot % 2 == 0 {
+                engine.write(sparse, slot * PIECE, &piece).unwrap();
+            }
+            engine.write(full, slot * PIECE, &piece).unwrap();
+        }
+        engine.sync_file(sparse, true).unwrap();
+        engine.sync_file(full, true).unwrap();
+    }
+    // The next write routes with whatever the fit has set.
+    let last = engine.create(&RelPath::new("last").unwrap()).unwrap();
+    engine.write(last, 0, &piece).unwrap();
+    engine.status()
+}
+
+#[test]
+fn the_capacity_tiers_seek_is_fitted_to_the_write_backs_and_routes_cost() {
+    let status = write_back_rounds(true);
+    let fit = status.capacity_fit.expect("the write-backs gave a fit");
+    // The emulated disk: a track-to-track seek of 1 ms plus a rotational
+    // delay averaging 4.17 ms (files 1 GiB apart seek further); 100-200
+    // MB/s. The 200 µs configured is far off. Wide bounds: on a loaded
+    // machine the device thread wakes late, and every write's time grows.
+    let seek = fit.seek.as_secs_f64();
+    assert!((0.002..0.03).contains(&seek), "fitted t_seek {seek} s");
+    assert!(
+        (10e6..1e9).contains(&fit.bytes_per_s),
+        "fitted rate {} B/s",
+        fit.bytes_per_s
+    );
+    // Routed with a fitted value, replaced only when the fit moved more
+    // than 20% from it since.
+    let routed = status.cost_seek.unwrap().as_secs_f64();
+    assert!(
+        (routed - seek).abs() <= 0.2 * routed,
+        "cost routes with {routed} s, the fit says {seek} s"
+    );
+    // Kept as configured when the fit may not change it; still measured.
+    let status = write_back_rounds(false);
+    assert!(status.capacity_fit.is_some());
+    assert_eq!(
+        status.cost_seek,
+        Some(std::time::Duration::from_micros(200))
+    );
+}

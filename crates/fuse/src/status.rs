@@ -338,6 +338,17 @@ pub struct Status {
     /// Under `cost`: the capacity tier's seek the model charges, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_seek_us: Option<u64>,
+    /// The capacity tier's positioning time fitted to the write-backs'
+    /// traffic, µs (docs/policy.md, "The model kept current"); `None`
+    /// until the fit gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_fit_seek_us: Option<u64>,
+    /// The capacity tier's write rate fitted with it, MB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_fit_mb_per_s: Option<f64>,
+    /// Observations (busy periods of write-backs) behind the fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_fit_observations: Option<u64>,
     /// Region states in order (`empty`, `filling`, `full`, `flushing`).
     pub regions: Vec<String>,
     /// Used record bytes of each region.
@@ -541,6 +552,11 @@ impl Status {
             cost_seek_us: s
                 .cost_seek
                 .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+            capacity_fit_seek_us: s
+                .capacity_fit
+                .map(|f| u64::try_from(f.seek.as_micros()).unwrap_or(u64::MAX)),
+            capacity_fit_mb_per_s: s.capacity_fit.map(|f| f.bytes_per_s / 1e6),
+            capacity_fit_observations: s.capacity_fit.map(|f| f.observations),
             regions: s
                 .regions
                 .iter()
@@ -679,8 +695,16 @@ impl Status {
             out,
             "policy      {}{} — route {}, last stream {} random, threshold {:.3} ({} streams, {} to fast)",
             self.policy,
-            self.cost_seek_us
-                .map_or_else(String::new, |us| format!(" (capacity seek {us} µs)")),
+            self.cost_seek_us.map_or_else(String::new, |us| {
+                let fit = match (self.capacity_fit_seek_us, self.capacity_fit_mb_per_s) {
+                    (Some(seek), Some(rate)) => format!(
+                        "; write-backs measure {seek} µs, {rate:.0} MB/s over {} busy periods",
+                        self.capacity_fit_observations.unwrap_or(0)
+                    ),
+                    _ => String::new(),
+                };
+                format!(" (capacity seek {us} µs{fit})")
+            }),
             self.route,
             self.last_random_fraction
                 .map_or_else(|| "-".to_string(), |p| format!("{:.1}%", p * 100.0)),

@@ -252,6 +252,13 @@ impl FileClassifier {
         &self.model
     }
 
+    /// Route from now on with `t_seek` = `seek` (the capacity tier as
+    /// measured since; `seek_fit`). Files keep their routes and evidence:
+    /// each window completed from now on is judged with it.
+    pub fn set_capacity_seek(&mut self, seek: Duration) {
+        self.model.capacity_seek = seek;
+    }
+
     /// The tier `file`'s next request goes to.
     pub fn route(&self, file: FileId) -> Tier {
         self.files.get(&file).map_or(Tier::Capacity, |t| t.route)

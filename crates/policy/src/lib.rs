@@ -21,6 +21,7 @@ pub mod flush_gate;
 pub mod lads;
 pub mod pipeline;
 pub mod redirector;
+pub mod seek_fit;
 pub mod segments;
 pub mod threshold;
 pub mod token_bucket;

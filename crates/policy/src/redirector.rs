@@ -261,6 +261,14 @@ impl Redirector {
         self.classifier.as_ref()
     }
 
+    /// Under `cost`: route with `t_seek` = `seek` from now on
+    /// ([`FileClassifier::set_capacity_seek`]); other policies have none.
+    pub fn set_capacity_seek(&mut self, seek: core::time::Duration) {
+        if let Some(c) = &mut self.classifier {
+            c.set_capacity_seek(seek);
+        }
+    }
+
     /// `file` was removed: forget what was learned of it.
     pub fn forget_file(&mut self, file: FileId) {
         if let Some(c) = &mut self.classifier {

@@ -844,6 +844,12 @@ impl WriteBuffer {
         &self.redirector
     }
 
+    /// Under `cost`: route with `t_seek` = `seek` from now on
+    /// ([`Redirector::set_capacity_seek`]).
+    pub fn set_capacity_seek(&mut self, seek: core::time::Duration) {
+        self.redirector.set_capacity_seek(seek);
+    }
+
     /// The region pipeline, for status.
     pub fn pipeline(&self) -> &RegionPipeline {
         &self.pipeline

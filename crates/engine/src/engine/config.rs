@@ -40,6 +40,11 @@ pub struct EngineConfig {
     /// through passthrough ([`CloseSync`]). Bytes that leave the log at a
     /// close are always synced first.
     pub close_sync: CloseSync,
+    /// Under `cost`: route with the capacity tier's `t_seek` fitted to the
+    /// write-backs' traffic once it moves away from the configured one
+    /// (`policy.cost_profile = "auto"`; docs/policy.md, "The model kept
+    /// current"). Off: the configured `t_seek` stays.
+    pub cost_seek_from_traffic: bool,
 }
 
 /// `mount.close_sync`: whether a close-to-open close (or unlock) syncs the
@@ -100,6 +105,7 @@ impl Default for EngineConfig {
             flush_bandwidth: None,
             write_back_idle: None,
             close_sync: CloseSync::Auto,
+            cost_seek_from_traffic: false,
         }
     }
 }
@@ -247,8 +253,12 @@ pub struct EngineStatus {
     /// tier's streams were held by other files (docs/policy.md).
     pub disk_deferred_requests: u64,
     /// Under `cost`: the capacity tier's seek the model charges
-    /// (`policy.cost_seek`, measured at mount when left at the default).
+    /// (`policy.cost_seek`, measured at mount when left at the default,
+    /// and kept current from the write-backs under `cost_profile = "auto"`).
     pub cost_seek: Option<Duration>,
+    /// The capacity tier's `t_seek` and rate fitted to the write-backs'
+    /// traffic (traffic.rs), once the fit gives one.
+    pub capacity_fit: Option<sluice_policy::seek_fit::SeekEstimate>,
 }
 
 /// Files whose placed bytes [`EngineStatus::files`] keeps.

@@ -312,7 +312,7 @@ fn flush_file<'a>(
     if pieces.is_empty() {
         return (state, Ok(()));
     }
-    let (_, written) = write_stretches(handle.as_ref(), &pieces);
+    let (_, written) = write_stretches(&shared.traffic, handle.as_ref(), &pieces);
     let result = written
         .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
         .and_then(|()| handle.sync_data())

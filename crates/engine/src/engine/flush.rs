@@ -416,7 +416,7 @@ fn flush_run(
     let (written, stretches) = match copied {
         Ok(stretches) => {
             let last = stretches.len().saturating_sub(1);
-            write_copied(handle.as_ref(), &stretches, |i, bytes| {
+            write_copied(&shared.traffic, handle.as_ref(), &stretches, |i, bytes| {
                 take_flush_tokens(shared, bytes);
                 if i == last {
                     drop(turn.take());

@@ -83,6 +83,7 @@ mod quarantine;
 mod read;
 mod recovery;
 mod sync;
+mod traffic;
 mod writeback;
 
 use append::*;
@@ -99,6 +100,7 @@ pub use quarantine::{
 };
 pub(crate) use read::read_fully;
 use read::*;
+use traffic::*;
 use writeback::*;
 
 /// How long a write that must go to the log (it overlaps buffered bytes)
@@ -127,6 +129,8 @@ struct Shared {
     /// Who writes back to the capacity tier now: one sync at a time, the
     /// flusher when none waits (writeback.rs).
     writeback: WritebackGate,
+    /// The capacity tier as the write-backs find it (traffic.rs).
+    traffic: TrafficMeter,
 }
 
 struct LogRegion {
@@ -483,6 +487,7 @@ impl Engine {
             capacity_health: state.capacity_health.clone(),
             disk_deferred_requests: redirector.classifier().map_or(0, |c| c.deferred()),
             cost_seek: redirector.classifier().map(|c| c.model().capacity_seek),
+            capacity_fit: self.shared.traffic.estimate(),
         }
     }
 
@@ -746,6 +751,7 @@ impl Engine {
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
         let mut state = lock(shared);
+        keep_model_current(shared, &mut state);
         let now = shared.clock.now();
         let routing = state.buffer.handle_write(
             now,

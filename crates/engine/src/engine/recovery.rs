@@ -336,6 +336,7 @@ pub(super) fn open(
         alive_stop: (Mutex::new(false), Condvar::new()),
         incidents,
         writeback: WritebackGate::default(),
+        traffic: TrafficMeter::default(),
     });
     let flusher_shared = Arc::clone(&shared);
     let flusher = std::thread::Builder::new()

@@ -268,7 +268,9 @@ pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u
             let i = order[first];
             let (stretch, at) = places[i];
             let len = pieces[i].1 as usize;
-            pieces[i].2.copy_to(&mut stretches[stretch].1[at..at + len])?;
+            pieces[i]
+                .2
+                .copy_to(&mut stretches[stretch].1[at..at + len])?;
         } else {
             span.resize((span_end - span_start) as usize, 0);
             head.read_span(span_start, &mut span)?;
@@ -296,9 +298,11 @@ pub(super) enum StretchError {
     Write(io::Error),
 }
 
-/// Write copied stretches to `handle`; `before_write(i, bytes)` runs
-/// before the `i`th write (the bandwidth cap, the turn).
+/// Write copied stretches to `handle`, each timed by `meter`
+/// (traffic.rs); `before_write(i, bytes)` runs before the `i`th write (the
+/// bandwidth cap, the turn).
 pub(super) fn write_copied(
+    meter: &TrafficMeter,
     handle: &dyn BackendFile,
     stretches: &[(u64, Vec<u8>)],
     mut before_write: impl FnMut(usize, u64),
@@ -306,7 +310,10 @@ pub(super) fn write_copied(
     let mut written = 0u64;
     for (i, (start, buf)) in stretches.iter().enumerate() {
         before_write(i, buf.len() as u64);
-        if let Err(e) = handle.write_at(buf, *start) {
+        let begun = meter.begin(handle, *start, buf.len() as u64);
+        let result = handle.write_at(buf, *start);
+        meter.end(begun, result.is_ok());
+        if let Err(e) = result {
             return (written, Err(StretchError::Write(e)));
         }
         written += buf.len() as u64;
@@ -319,11 +326,12 @@ pub(super) fn write_copied(
 /// outside the gate: for a file's bytes written before its name goes
 /// (files.rs), a rare path. Returns the bytes written, and why it stopped.
 pub(super) fn write_stretches(
+    meter: &TrafficMeter,
     handle: &dyn BackendFile,
     pieces: &[(u64, u64, Pinned)],
 ) -> (u64, Result<(), StretchError>) {
     match copy_stretches(pieces) {
-        Ok(stretches) => write_copied(handle, &stretches, |_, _| {}),
+        Ok(stretches) => write_copied(meter, handle, &stretches, |_, _| {}),
         Err(e) => (0, Err(StretchError::Copy(e))),
     }
 }
@@ -360,7 +368,7 @@ pub(super) fn write_back(
             }
             let mut turn = Some(turn);
             let last = stretches.len().saturating_sub(1);
-            let (bytes, result) = write_copied(handle, &stretches, |j, _| {
+            let (bytes, result) = write_copied(&shared.traffic, handle, &stretches, |j, _| {
                 if j == last {
                     drop(turn.take());
                 }

@@ -157,7 +157,7 @@ mod tests {
 
     use super::*;
     use crate::status::{CkptStatusView, LiuStatusView};
-    use sluice_engine::CkptStats;
+    use sluice_status::CkptStats;
 
     /// A snapshot in which every metric applies (LiU and BBOS on, a stream
     /// classified), with distinct values.

@@ -3,6 +3,9 @@
 //!
 //! - [`snapshot`]: the [`Status`] snapshot and its views, with their JSON
 //!   (serde) and the text of `sluice status`;
+//! - [`metrics`]: every metric declared once (name, kind, help, label, the
+//!   snapshot field it is read from), from which the Prometheus exposition
+//!   and docs/metrics.md are drawn;
 //! - [`client`]: the control socket's client: find a mount's socket, send
 //!   a request, read the answer; clear a dead mount;
 //! - [`mounts`]: the kernel's mount table as sluice reads it, and one
@@ -14,6 +17,7 @@
 //! through this crate alone.
 
 pub mod client;
+pub mod metrics;
 pub mod mounts;
 pub mod snapshot;
 

@@ -1,8 +1,9 @@
 //! What a running mount reports: one [`Status`] snapshot and the views it
 //! is made of, rendered as JSON (serde: the control socket's `status`
 //! answer, `sluice status --json`), as text ([`Status::text`], `sluice
-//! status`; [`Status::line`], the demo's progress), as Prometheus metrics
-//! (`sluice-fuse`'s metric table) and by `sluice top`.
+//! status`; [`Status::line`], the demo's progress), as metrics (the table
+//! [`crate::metrics::METRICS`], which `sluice-fuse` encodes for
+//! Prometheus) and by `sluice top`.
 //!
 //! Only data and its rendering: the mount (`sluice-fuse`) takes the
 //! snapshot from the live engine; this crate never sees the engine, so a

@@ -19,6 +19,15 @@ else
   grep -q 'cfg_attr(not(test), no_std)' crates/policy/src/lib.rs
 fi
 
+echo "== status layering: the clients read a mount without linking the daemon (issue 35)"
+if cargo tree -p sluice-term -e normal --prefix none | grep -q '^sluice-fuse '; then
+  echo "sluice-term must not depend on sluice-fuse (the snapshot and the control client are sluice-status's)"; exit 1
+fi
+heavy=$(cargo tree -p sluice-status -e normal --prefix none | grep -E '^(sluice-engine|sluice-fuse|fuser|rustls) ' || true)
+if [ -n "$heavy" ]; then
+  echo "sluice-status must not depend on the engine, FUSE or TLS; found:"; echo "$heavy"; exit 1
+fi
+
 echo "== tests (unit, property, integration, doc; benches run once in test mode)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -214,7 +214,15 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> {
     for warning in running.warnings() {
         tracing::warn!("{warning}");
     }
-    let signals = sluice_term::client::watch_signals(&running, &point).map_err(Error::Message)?;
+    // Weak: the engine must close with the mount, whatever the watcher does.
+    let engine = std::sync::Arc::downgrade(running.engine());
+    let foreground = sluice_term::client::ForegroundMount {
+        stop: running.stop_flag(),
+        keep: running.keep_flag(),
+        drains: running.drains_on_unmount(),
+        buffered_bytes: Box::new(move || engine.upgrade().map_or(0, |e| e.buffered_bytes())),
+    };
+    let signals = sluice_term::client::watch_signals(foreground, &point).map_err(Error::Message)?;
     let status = running.status();
     tracing::info!(
         mountpoint = %point.display(),

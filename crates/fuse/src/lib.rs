@@ -12,7 +12,8 @@
 //! - [`mount::Mount`]: a running mount with its control socket, metrics
 //!   endpoint and flush-rate sampler;
 //! - [`fast_lock`]: the fast tier's lock (one mount per fast tier);
-//! - [`status::Status`]: what `sluice status` and `/metrics` report;
+//! - [`status`]: taking the [`Status`] snapshot that `sluice status` and
+//!   `/metrics` report (its types, JSON and text are `sluice-status`'s);
 //! - [`metrics`]: the one table of metrics, encoded from a `Status` by
 //!   prometheus-client, and the `/metrics` endpoint.
 //!

@@ -1,1012 +1,224 @@
-//! What a running mount reports: one [`Status`] snapshot, rendered as JSON
-//! (control socket, `sluice status --json`), as text (`sluice status`) and
-//! as Prometheus metrics ([`crate::metrics`], which reads its values from
-//! this snapshot and nowhere else).
+//! Taking a [`Status`] snapshot from a running mount: the engine's
+//! status, LiU's and the stager's, the FUSE request counters, copied into
+//! the views of `sluice-status` (which defines them, their JSON and their
+//! text, and knows nothing of the engine). The metrics of [`crate::metrics`]
+//! are read from this snapshot and nowhere else.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use serde::{Deserialize, Serialize};
-pub use sluice_engine::CkptStats;
 use sluice_engine::{Checkpoints, Engine, Incident, LiuBackend};
 use sluice_policy::Tier;
+pub use sluice_status::snapshot::*;
 
 use crate::fs::OpCounters;
 
-/// One of `last_errors`: a failure answered to an application or a
-/// background failure (`sluice_engine::Incident`), as status shows it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IncidentView {
-    /// When (UTC, RFC 3339).
-    pub at: String,
-    /// The operation (`write`, `create`, `flush`, `demote`, ...).
-    pub op: String,
-    /// The path (relative to the mount) or `inode N`, if one.
-    pub path: Option<String>,
-    /// `fast` or `capacity`, if known.
-    pub tier: Option<String>,
-    /// The errno number.
-    pub errno: Option<i32>,
-    /// Its name (`ENOSPC`).
-    pub errno_name: Option<String>,
-    /// The error's whole message.
-    pub message: String,
-}
-
-impl IncidentView {
-    fn of(incident: &Incident) -> IncidentView {
-        IncidentView {
-            at: sluice_engine::incidents::utc_rfc3339(incident.at),
-            op: incident.op.clone(),
-            path: incident.path.clone(),
-            tier: incident.tier.clone(),
-            errno: incident.errno,
-            errno_name: incident.errno_name().map(str::to_string),
-            message: incident.message.clone(),
+/// A snapshot of the mount now: the engine's status, LiU's and the
+/// stager's when on, the FUSE request counters, the flush rate the sampler
+/// measured.
+pub fn take(
+    engine: &Engine,
+    liu: Option<&LiuBackend>,
+    ckpt: Option<&Checkpoints>,
+    counters: &OpCounters,
+    mountpoint: &str,
+    flush_rate: u64,
+) -> Status {
+    let s = engine.status();
+    let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let liu_incidents = liu.map(LiuBackend::incidents);
+    let (last_errors, incidents_total) = sluice_engine::incidents::merged(
+        [Some(&**engine.incidents()), ckpt.map(|c| &**c.incidents())]
+            .into_iter()
+            .flatten()
+            .chain(liu_incidents.as_deref()),
+    );
+    Status {
+        mountpoint: mountpoint.to_string(),
+        fast: tier_status(&**engine.fast_tier(), &engine.fast_tier().health()),
+        capacity: tier_status(&**engine.capacity_tier(), &s.capacity_health),
+        policy: s.policy.to_string(),
+        route: match (s.policy, s.route) {
+            ("cost", _) => "per file",
+            (_, Tier::Fast) => "fast",
+            (_, Tier::Capacity) => "capacity",
         }
-    }
-
-    /// One line of `sluice status`: time, operation and path, tier, errno,
-    /// message.
-    pub fn line(&self) -> String {
-        let errno = match (&self.errno_name, self.errno) {
-            (Some(name), _) => name.clone(),
-            (None, Some(n)) => format!("errno {n}"),
-            (None, None) => "-".to_string(),
-        };
-        format!(
-            "  {} {}{} [{} tier, {errno}] {}",
-            self.at,
-            self.op,
-            self.path
-                .as_ref()
-                .map_or_else(String::new, |p| format!(" {p}")),
-            self.tier.as_deref().unwrap_or("no"),
-            self.message
-        )
-    }
-}
-
-/// BBOS's checkpoint stager, when on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CkptStatusView {
-    /// The scheme (`BBOS`, `MaxBW`, ...).
-    pub scheme: String,
-    /// The eviction policy.
-    pub eviction: String,
-    /// The catalogue.
-    pub catalog: String,
-    /// This node's id in the catalogue.
-    #[serde(default)]
-    pub node: String,
-    /// Registered jobs.
-    pub jobs: usize,
-    /// `S`.
-    pub capacity_bytes: u64,
-    /// Copies not yet demoted.
-    pub staged_files: u64,
-    /// Their bytes.
-    pub staged_bytes: u64,
-    /// Copies kept as a restart cache.
-    pub cached_files: u64,
-    /// Their bytes.
-    pub cached_bytes: u64,
-    /// Checkpoint files open for writing.
-    pub writers: u64,
-    /// Data written so far this planner period.
-    pub dwsf_bytes: u64,
-    /// The DWPP planned for.
-    pub dwpp_bytes: u64,
-    /// The plan's pattern (1, 2, 3; 0 for the static threshold).
-    pub pattern: u8,
-    /// Write cap now, bytes/s (0: none).
-    pub write_rate: u64,
-    /// Demotion rate now, bytes/s.
-    pub demote_rate: u64,
-    /// The stager's counters since the mount, as it counts them.
-    #[serde(flatten)]
-    pub stats: CkptStats,
-}
-
-impl CkptStatusView {
-    fn take(c: &Checkpoints) -> CkptStatusView {
-        let s = c.status();
-        CkptStatusView {
-            scheme: s.scheme.to_string(),
-            eviction: s.eviction.to_string(),
-            catalog: s.catalog,
-            node: s.node,
-            jobs: s.jobs,
-            capacity_bytes: s.capacity_bytes,
-            staged_files: s.staged.0,
-            staged_bytes: s.staged.1,
-            cached_files: s.cached.0,
-            cached_bytes: s.cached.1,
-            writers: s.writers,
-            dwsf_bytes: s.dwsf_bytes,
-            dwpp_bytes: s.dwpp_bytes,
-            pattern: s.pattern,
-            write_rate: s.write_rate,
-            demote_rate: s.demote_rate,
-            stats: s.stats,
-        }
-    }
-}
-
-/// LiU's read path, when on. Its counters are the policy's `LiuCounters`
-/// copied into a serializable view: the policy crate has no dependencies,
-/// serde included (ARCHITECTURE.md, "The rule that keeps one copy of every
-/// algorithm"), so the one copy of their names for JSON is here.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LiuStatusView {
-    /// Regular segments in the DRAM buffer.
-    pub buffered_segments: u64,
-    /// Ghost segments.
-    pub ghost_segments: u64,
-    /// Heads served from the fast tier.
-    pub lifted_segments: u64,
-    /// Reads served by the buffer.
-    pub buffer_hits: u64,
-    /// Loads with the head from the fast tier.
-    pub lifted_loads: u64,
-    /// Loads whole from the capacity tier.
-    pub whole_loads: u64,
-    /// Direct reads from a lifted head.
-    pub head_reads: u64,
-    /// Direct reads from the capacity tier.
-    pub capacity_reads: u64,
-    /// Heads lifted.
-    pub lifts: u64,
-    /// Heads de-lifted.
-    pub delifts: u64,
-    /// Segments or heads dropped by capacity writes.
-    pub invalidations: u64,
-    /// Bytes read from lifted heads.
-    pub head_bytes_read: u64,
-    /// Bytes loads left unread because direct reads had read them.
-    #[serde(default)]
-    pub load_bytes_skipped: u64,
-    /// Recorded localities by tenth (11 buckets, the last exactly 1.0).
-    pub locality_histogram: Vec<u64>,
-    /// Failed part loads and lifts.
-    pub errors: u64,
-    /// The last of those.
-    pub last_error: Option<String>,
-    /// Per-file counters of the busiest files (docs/liu.md, "Two readers").
-    #[serde(default)]
-    pub files: Vec<LiuFileView>,
-}
-
-/// One file's LiU counters (the policy's `FileCounters`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LiuFileView {
-    /// The file's path under the mount.
-    pub path: String,
-    /// Reads served by the buffer.
-    pub buffer_hits: u64,
-    /// Loads (head from the fast tier or whole).
-    pub loads: u64,
-    /// Direct reads.
-    pub direct_reads: u64,
-    /// Direct reads of a lifted segment not loaded: they did not enter it
-    /// at its head.
-    pub lagging_reads: u64,
-    /// Strong reads not loaded: the load would have evicted a segment of
-    /// the same file not yet read.
-    #[serde(default)]
-    pub refused_loads: u64,
-    /// Segments evicted.
-    pub evictions: u64,
-    /// Of those, evicted by another file's load.
-    pub evicted_by_other: u64,
-    /// Of those, evicted before most of the segment was read.
-    pub evicted_unread: u64,
-    /// Loads started ahead of a reader, the segment after one it loaded.
-    #[serde(default)]
-    pub read_aheads: u64,
-    /// Heads lifted.
-    pub lifts: u64,
-}
-
-impl LiuStatusView {
-    fn take(liu: &LiuBackend) -> LiuStatusView {
-        let s = liu.status();
-        let c = s.counters;
-        LiuStatusView {
-            buffered_segments: s.buffered_segments,
-            ghost_segments: s.ghost_segments,
-            lifted_segments: s.lifted_segments,
-            buffer_hits: c.buffer_hits,
-            lifted_loads: c.lifted_loads,
-            whole_loads: c.whole_loads,
-            head_reads: c.head_reads,
-            capacity_reads: c.capacity_reads,
-            lifts: c.lifts,
-            delifts: c.delifts,
-            invalidations: c.invalidations,
-            head_bytes_read: s.head_bytes_read,
-            load_bytes_skipped: s.load_bytes_skipped,
-            locality_histogram: c.locality_histogram.to_vec(),
-            errors: s.errors,
-            last_error: s.last_error,
-            files: s
-                .files
-                .into_iter()
-                .map(|(path, f)| LiuFileView {
-                    path,
-                    buffer_hits: f.buffer_hits,
-                    loads: f.loads,
-                    direct_reads: f.direct_reads,
-                    lagging_reads: f.lagging_reads,
-                    refused_loads: f.refused_loads,
-                    evictions: f.evictions,
-                    evicted_by_other: f.evicted_by_other,
-                    evicted_unread: f.evicted_unread,
-                    read_aheads: f.read_aheads,
-                    lifts: f.lifts,
-                })
-                .collect(),
-        }
-    }
-}
-
-/// One tier's description and space.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TierStatus {
-    /// What the backend is (`posix /path`, `emulated hdd over ...`).
-    pub describe: String,
-    /// Total bytes (0 when unknown).
-    pub total_bytes: u64,
-    /// Free bytes.
-    pub free_bytes: u64,
-    /// `healthy`, `read-only` or `lost` (`sluice_env::TierHealth`; docs/
-    /// crash-consistency.md, "Capacity-tier faults").
-    #[serde(default = "healthy")]
-    pub state: String,
-    /// What was found, unless healthy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_cause: Option<String>,
-    /// Since when (UTC, RFC 3339), unless healthy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_since: Option<String>,
-}
-
-fn healthy() -> String {
-    "healthy".to_string()
-}
-
-impl Default for TierStatus {
-    fn default() -> TierStatus {
-        TierStatus {
-            describe: String::new(),
-            total_bytes: 0,
-            free_bytes: 0,
-            state: healthy(),
-            state_cause: None,
-            state_since: None,
-        }
-    }
-}
-
-impl TierStatus {
-    /// `b`'s description and space, with `health`.
-    fn of(b: &dyn sluice_env::Backend, health: &sluice_env::TierHealth) -> TierStatus {
-        use sluice_env::TierHealth;
-        let space = b.space().ok();
-        let since = match health {
-            TierHealth::Healthy => None,
-            TierHealth::ReadOnly { since, .. } | TierHealth::Lost { since, .. } => {
-                Some(sluice_engine::incidents::utc_rfc3339(*since))
-            }
-        };
-        TierStatus {
-            describe: b.describe(),
-            total_bytes: space.map_or(0, |s| s.total_bytes),
-            free_bytes: space.map_or(0, |s| s.free_bytes),
-            state: health.name().to_string(),
-            state_cause: health.cause().map(str::to_string),
-            state_since: since,
-        }
-    }
-}
-
-/// A snapshot of a running mount.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Status {
-    /// The mount point.
-    pub mountpoint: String,
-    /// The fast tier.
-    pub fast: TierStatus,
-    /// The capacity tier.
-    pub capacity: TierStatus,
-    /// Redirection policy.
-    pub policy: String,
-    /// `fast` or `capacity`: where new streams go.
-    pub route: String,
-    /// Last stream's random fraction.
-    pub last_random_fraction: Option<f64>,
-    /// Threshold it was judged against.
-    pub threshold: f64,
-    /// Streams classified / routed to the fast tier.
-    pub streams: u64,
-    /// Streams routed to the fast tier.
-    pub streams_to_fast: u64,
-    /// Under `cost`: requests sent to the fast tier because the capacity
-    /// tier's streams were held by other files.
-    #[serde(default)]
-    pub disk_deferred_requests: u64,
-    /// Under `cost`: the capacity tier's seek the model charges, µs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_seek_us: Option<u64>,
-    /// The capacity tier's positioning time fitted to the write-backs'
-    /// traffic, µs (docs/policy.md, "The model kept current"); `None`
-    /// until the fit gives one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity_fit_seek_us: Option<u64>,
-    /// The capacity tier's write rate fitted with it, MB/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity_fit_mb_per_s: Option<f64>,
-    /// Observations (busy periods of write-backs) behind the fit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity_fit_observations: Option<u64>,
-    /// Region states in order (`empty`, `filling`, `full`, `flushing`).
-    pub regions: Vec<String>,
-    /// Used record bytes of each region.
-    pub region_used_bytes: Vec<u64>,
-    /// Record bytes per region.
-    pub region_bytes: u64,
-    /// Bytes buffered now.
-    pub buffered_bytes: u64,
-    /// Seconds since the first record of the oldest region holding
-    /// buffered bytes was written (an upper bound on the age of the oldest
-    /// buffered byte; recovered records count from the mount); `None` when
-    /// nothing is buffered.
-    #[serde(default)]
-    pub oldest_buffered_age_s: Option<f64>,
-    /// Routed to the log by the detector.
-    pub fast_bytes: u64,
-    /// Written straight to the capacity tier.
-    pub capacity_bytes: u64,
-    /// Logged because they overlapped buffered bytes.
-    pub forced_to_log_bytes: u64,
-    /// Went through after waiting for a region.
-    pub write_through_bytes: u64,
-    /// Writes that waited for a region.
-    pub region_waits: u64,
-    /// Flushed to the capacity tier.
-    pub flushed_bytes: u64,
-    /// Buffered bytes a per-file sync wrote to the capacity tier (close
-    /// and fsync under close-to-open, `sluice sync`) instead of a flush.
-    #[serde(default)]
-    pub synced_bytes: u64,
-    /// Buffered bytes written back while the capacity tier was idle
-    /// (close-to-open's background write-back), beside flushes and syncs.
-    #[serde(default)]
-    pub written_back_bytes: u64,
-    /// Bytes reads were served from the log.
-    #[serde(default)]
-    pub fast_read_bytes: u64,
-    /// Bytes reads asked of the capacity tier (checkpoint-class reads are
-    /// BBOS's `hit_bytes` and `miss_bytes`).
-    #[serde(default)]
-    pub capacity_read_bytes: u64,
-    /// Bytes reads were served from clean copies in the log (the clean
-    /// cache's hits; its misses are among `capacity_read_bytes`).
-    #[serde(default)]
-    pub clean_read_bytes: u64,
-    /// Bytes of clean copies in the log now.
-    #[serde(default)]
-    pub cached_bytes: u64,
-    /// Clean copies dropped because their capacity file changed behind
-    /// them (another node wrote or replaced it).
-    #[serde(default)]
-    pub cache_stale_drops: u64,
-    /// Flush rate over the last second.
-    pub flush_bytes_per_s: u64,
-    /// Regions flushed.
-    pub regions_flushed: u64,
-    /// A drain is running.
-    pub draining: bool,
-    /// Failed flush attempts.
-    pub flush_errors: u64,
-    /// The last flush error.
-    pub last_flush_error: Option<String>,
-    /// Appends to the log that failed (a full or failing fast tier).
-    #[serde(default)]
-    pub fast_errors: u64,
-    /// The last of them, with its cause.
-    #[serde(default)]
-    pub last_fast_error: Option<String>,
-    /// Bytes written to the capacity tier because an append failed.
-    #[serde(default)]
-    pub fast_fallback_bytes: u64,
-    /// Set at mount when the log regions may not fit the fast tier.
-    #[serde(default)]
-    pub fast_space_warning: Option<String>,
-    /// Corrupt payloads found.
-    pub corrupt_payloads: u64,
-    /// Records recovered at mount.
-    pub recovered_records: u64,
-    /// Recovery speed at mount.
-    pub recovery_records_per_s: u64,
-    /// Files the engine holds open.
-    pub open_files: usize,
-    /// FUSE reads / bytes.
-    pub fuse_reads: u64,
-    /// Bytes read through the mount.
-    pub fuse_read_bytes: u64,
-    /// FUSE writes.
-    pub fuse_writes: u64,
-    /// Bytes written through the mount.
-    pub fuse_write_bytes: u64,
-    /// fsync requests.
-    pub fuse_fsyncs: u64,
-    /// fallocate requests (the ones the kernel passes on: not collapse or
-    /// insert, docs/fuse.md).
-    #[serde(default)]
-    pub fuse_fallocates: u64,
-    /// Metadata requests.
-    pub fuse_metadata_ops: u64,
-    /// Requests answered with an error.
-    pub fuse_errors: u64,
-    /// Opens the kernel serves itself by FUSE passthrough (`mount.passthrough`).
-    #[serde(default)]
-    pub fuse_passthrough_opens: u64,
-    /// LiU's read path, when on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub liu: Option<LiuStatusView>,
-    /// BBOS's checkpoint stager, when on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bbos: Option<CkptStatusView>,
-    /// Where the most recently written files' bytes went, newest first.
-    #[serde(default)]
-    pub files: Vec<FileStatusView>,
-    /// The newest failures (at most 32, newest first): errors answered to
-    /// applications and background failures, with their causes.
-    #[serde(default)]
-    pub last_errors: Vec<IncidentView>,
-    /// Every failure recorded since the mount (kept or not).
-    #[serde(default)]
-    pub incidents_total: u64,
-    /// Files whose recovered bytes were not written back (their capacity
-    /// file changed while the node was down), oldest first.
-    #[serde(default)]
-    pub quarantined: Vec<QuarantineView>,
-}
-
-/// One quarantined file (`sluice quarantine list`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct QuarantineView {
-    /// The entry's name.
-    pub name: String,
-    /// The file's path, relative to the mount.
-    pub path: String,
-    /// Bytes held.
-    pub bytes: u64,
-    /// Why they were not written back.
-    pub reason: String,
-}
-
-/// Where one file's written bytes went since the mount.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FileStatusView {
-    /// Its name, relative to the mount.
-    pub path: String,
-    /// Bytes placed in the fast-tier log.
-    pub fast_bytes: u64,
-    /// Bytes written to the capacity tier.
-    pub capacity_bytes: u64,
-    /// Where its next write goes (`fast` or `capacity`).
-    pub route: String,
-}
-
-/// One region's state (`Status::regions`) as one letter, for one-line
-/// displays (the demo's progress line, `sluice top`): `f` filling, `F` full,
-/// `>` flushing, `.` empty (the first letters of filling, full and flushing
-/// are the same).
-pub fn region_letter(state: &str) -> char {
-    match state {
-        "empty" => '.',
-        "filling" => 'f',
-        "full" => 'F',
-        "flushing" => '>',
-        _ => '?',
-    }
-}
-
-impl Status {
-    /// Take a snapshot.
-    pub fn take(
-        engine: &Engine,
-        liu: Option<&LiuBackend>,
-        ckpt: Option<&Checkpoints>,
-        counters: &OpCounters,
-        mountpoint: &str,
-        flush_rate: u64,
-    ) -> Status {
-        let s = engine.status();
-        let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let liu_incidents = liu.map(LiuBackend::incidents);
-        let (last_errors, incidents_total) = sluice_engine::incidents::merged(
-            [Some(&**engine.incidents()), ckpt.map(|c| &**c.incidents())]
-                .into_iter()
-                .flatten()
-                .chain(liu_incidents.as_deref()),
-        );
-        Status {
-            mountpoint: mountpoint.to_string(),
-            fast: TierStatus::of(&**engine.fast_tier(), &engine.fast_tier().health()),
-            capacity: TierStatus::of(&**engine.capacity_tier(), &s.capacity_health),
-            policy: s.policy.to_string(),
-            route: match (s.policy, s.route) {
-                ("cost", _) => "per file",
-                (_, Tier::Fast) => "fast",
-                (_, Tier::Capacity) => "capacity",
-            }
-            .to_string(),
-            last_random_fraction: s.last_percentage,
-            threshold: s.threshold,
-            streams: s.stats.streams,
-            streams_to_fast: s.stats.streams_to_fast,
-            disk_deferred_requests: s.disk_deferred_requests,
-            cost_seek_us: s
-                .cost_seek
-                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
-            capacity_fit_seek_us: s
-                .capacity_fit
-                .map(|f| u64::try_from(f.seek.as_micros()).unwrap_or(u64::MAX)),
-            capacity_fit_mb_per_s: s.capacity_fit.map(|f| f.bytes_per_s / 1e6),
-            capacity_fit_observations: s.capacity_fit.map(|f| f.observations),
-            regions: s
-                .regions
-                .iter()
-                .map(|(st, _)| st.name().to_string())
-                .collect(),
-            region_used_bytes: s.regions.iter().map(|(_, used)| *used).collect(),
-            region_bytes: s.region_bytes,
-            buffered_bytes: s.buffered_bytes,
-            oldest_buffered_age_s: s.oldest_buffered_age.map(|d| d.as_secs_f64()),
-            fast_bytes: s.stats.fast_bytes,
-            capacity_bytes: s.stats.capacity_bytes,
-            forced_to_log_bytes: s.stats.forced_to_log_bytes,
-            write_through_bytes: s.stats.write_through_bytes,
-            region_waits: s.stats.waits,
-            flushed_bytes: s.stats.flushed_bytes,
-            synced_bytes: s.stats.synced_bytes,
-            written_back_bytes: s.stats.written_back_bytes,
-            fast_read_bytes: s.stats.fast_read_bytes,
-            capacity_read_bytes: s.stats.capacity_read_bytes,
-            clean_read_bytes: s.stats.clean_read_bytes,
-            cached_bytes: s.stats.cached_bytes,
-            cache_stale_drops: s.stats.cache_stale_drops,
-            flush_bytes_per_s: flush_rate,
-            regions_flushed: s.stats.regions_flushed,
-            draining: s.draining,
-            flush_errors: s.stats.flush_errors,
-            last_flush_error: s.stats.last_flush_error,
-            fast_errors: s.stats.fast_errors,
-            last_fast_error: s.stats.last_fast_error,
-            fast_fallback_bytes: s.stats.fast_fallback_bytes,
-            fast_space_warning: s.stats.fast_space_warning,
-            corrupt_payloads: s.stats.corrupt_payloads,
-            recovered_records: s.stats.recovered_records,
-            recovery_records_per_s: s.stats.recovery_records_per_s,
-            open_files: s.open_files,
-            fuse_reads: c(&counters.reads),
-            fuse_read_bytes: c(&counters.read_bytes),
-            fuse_writes: c(&counters.writes),
-            fuse_write_bytes: c(&counters.write_bytes),
-            fuse_fsyncs: c(&counters.fsyncs),
-            fuse_fallocates: c(&counters.fallocates),
-            fuse_metadata_ops: c(&counters.metadata_ops),
-            fuse_errors: c(&counters.errors),
-            fuse_passthrough_opens: c(&counters.passthrough_opens),
-            quarantined: engine
-                .quarantined()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|e| QuarantineView {
-                    bytes: e.bytes(),
-                    name: e.name,
-                    path: e.path,
-                    reason: e.reason,
-                })
-                .collect(),
-            liu: liu.map(LiuStatusView::take),
-            bbos: ckpt.map(CkptStatusView::take),
-            files: s
-                .files
-                .iter()
-                .map(|f| FileStatusView {
-                    path: f.path.clone(),
-                    fast_bytes: f.fast_bytes,
-                    capacity_bytes: f.capacity_bytes,
-                    route: f.route.name().to_string(),
-                })
-                .collect(),
-            last_errors: last_errors.iter().map(IncidentView::of).collect(),
-            incidents_total,
-        }
-    }
-
-    /// One short line for live progress.
-    pub fn line(&self) -> String {
-        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-        format!(
-            "route {:<8} random {:>5} thr {:>5.2} | to fast {:>7.1} MiB, to capacity {:>7.1} MiB | buffered {:>7.1} MiB, flushed {:>7.1} MiB ({:>5.1} MiB/s) | regions {}",
-            self.route,
-            self.last_random_fraction
-                .map_or_else(|| "-".to_string(), |p| format!("{:.0}%", p * 100.0)),
-            self.threshold,
-            mib(self.fast_bytes + self.forced_to_log_bytes),
-            mib(self.capacity_bytes + self.write_through_bytes),
-            mib(self.buffered_bytes),
-            mib(self.flushed_bytes),
-            mib(self.flush_bytes_per_s),
-            self.regions
-                .iter()
-                .map(|r| region_letter(r))
-                .collect::<String>(),
-        )
-    }
-
-    /// The text of `sluice status`.
-    pub fn text(&self) -> String {
-        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
-        let mut out = String::new();
-        let _ = writeln!(out, "mount       {}", self.mountpoint);
-        for (name, t) in [("fast", &self.fast), ("capacity", &self.capacity)] {
-            let _ = writeln!(
-                out,
-                "{name:<11} {} — {} free of {}",
-                t.describe,
-                mib(t.free_bytes),
-                mib(t.total_bytes)
-            );
-            // Loud: what a lost or read-only tier means for the bytes.
-            let since = t.state_since.as_deref().unwrap_or("-");
-            let cause = t.state_cause.as_deref().unwrap_or("-");
-            match t.state.as_str() {
-                "lost" => {
-                    let _ = writeln!(
-                        out,
-                        "  !! {name} tier LOST since {since}: {cause}\n  !! nothing is written to it or flushed; {} stay buffered in the fast tier's log (unmount keeps them there; the next mount recovers them)",
-                        mib(self.buffered_bytes)
-                    );
-                }
-                "read-only" => {
-                    let _ = writeln!(
-                        out,
-                        "  !! {name} tier READ-ONLY since {since}: {cause}; changes fail with EROFS{}",
-                        if name == "capacity" {
-                            format!(
-                                ", nothing is flushed: {} stay buffered in the fast tier's log",
-                                mib(self.buffered_bytes)
-                            )
-                        } else {
-                            String::new()
-                        }
-                    );
-                }
-                _ => {}
-            }
-        }
-        let _ = writeln!(
-            out,
-            "policy      {}{} — route {}, last stream {} random, threshold {:.3} ({} streams, {} to fast)",
-            self.policy,
-            self.cost_seek_us.map_or_else(String::new, |us| {
-                let fit = match (self.capacity_fit_seek_us, self.capacity_fit_mb_per_s) {
-                    (Some(seek), Some(rate)) => format!(
-                        "; write-backs measure {seek} µs, {rate:.0} MB/s over {} busy periods",
-                        self.capacity_fit_observations.unwrap_or(0)
-                    ),
-                    _ => String::new(),
-                };
-                format!(" (capacity seek {us} µs{fit})")
-            }),
-            self.route,
-            self.last_random_fraction
-                .map_or_else(|| "-".to_string(), |p| format!("{:.1}%", p * 100.0)),
-            self.threshold,
-            self.streams,
-            self.streams_to_fast
-        );
-        let regions: Vec<String> = self
+        .to_string(),
+        last_random_fraction: s.last_percentage,
+        threshold: s.threshold,
+        streams: s.stats.streams,
+        streams_to_fast: s.stats.streams_to_fast,
+        disk_deferred_requests: s.disk_deferred_requests,
+        cost_seek_us: s
+            .cost_seek
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+        capacity_fit_seek_us: s
+            .capacity_fit
+            .map(|f| u64::try_from(f.seek.as_micros()).unwrap_or(u64::MAX)),
+        capacity_fit_mb_per_s: s.capacity_fit.map(|f| f.bytes_per_s / 1e6),
+        capacity_fit_observations: s.capacity_fit.map(|f| f.observations),
+        regions: s
             .regions
             .iter()
-            .zip(&self.region_used_bytes)
-            .enumerate()
-            .map(|(i, (s, used))| format!("{i}:{s} {}", mib(*used)))
-            .collect();
-        let _ = writeln!(
-            out,
-            "regions     {} of {} each",
-            regions.join(", "),
-            mib(self.region_bytes)
-        );
-        let _ = writeln!(
-            out,
-            "routed      fast {}, capacity {}, forced to log {}, written through {}{}",
-            mib(self.fast_bytes),
-            mib(self.capacity_bytes),
-            mib(self.forced_to_log_bytes),
-            mib(self.write_through_bytes),
-            if self.disk_deferred_requests > 0 {
-                format!(
-                    "; {} requests to the fast tier while the disk served another file's stream",
-                    self.disk_deferred_requests
-                )
-            } else {
-                String::new()
-            }
-        );
-        for f in self.files.iter().take(8) {
-            let _ = writeln!(
-                out,
-                "  {:<40} fast {}, capacity {}, route {}",
-                f.path,
-                mib(f.fast_bytes),
-                mib(f.capacity_bytes),
-                f.route
-            );
-        }
-        let _ = writeln!(
-            out,
-            "flush       buffered {}{}, flushed {} ({} regions), {}/s{}{}",
-            mib(self.buffered_bytes),
-            self.oldest_buffered_age_s
-                .map_or_else(String::new, |age| format!(
-                    " (oldest written {age:.1} s ago)"
-                )),
-            mib(self.flushed_bytes),
-            self.regions_flushed,
-            mib(self.flush_bytes_per_s),
-            [
-                (
-                    self.synced_bytes,
-                    "synced",
-                    "by close, fsync or sluice sync"
-                ),
-                (
-                    self.written_back_bytes,
-                    "written back",
-                    "while the capacity tier was idle"
-                ),
-            ]
+            .map(|(st, _)| st.name().to_string())
+            .collect(),
+        region_used_bytes: s.regions.iter().map(|(_, used)| *used).collect(),
+        region_bytes: s.region_bytes,
+        buffered_bytes: s.buffered_bytes,
+        oldest_buffered_age_s: s.oldest_buffered_age.map(|d| d.as_secs_f64()),
+        fast_bytes: s.stats.fast_bytes,
+        capacity_bytes: s.stats.capacity_bytes,
+        forced_to_log_bytes: s.stats.forced_to_log_bytes,
+        write_through_bytes: s.stats.write_through_bytes,
+        region_waits: s.stats.waits,
+        flushed_bytes: s.stats.flushed_bytes,
+        synced_bytes: s.stats.synced_bytes,
+        written_back_bytes: s.stats.written_back_bytes,
+        fast_read_bytes: s.stats.fast_read_bytes,
+        capacity_read_bytes: s.stats.capacity_read_bytes,
+        clean_read_bytes: s.stats.clean_read_bytes,
+        cached_bytes: s.stats.cached_bytes,
+        cache_stale_drops: s.stats.cache_stale_drops,
+        flush_bytes_per_s: flush_rate,
+        regions_flushed: s.stats.regions_flushed,
+        draining: s.draining,
+        flush_errors: s.stats.flush_errors,
+        last_flush_error: s.stats.last_flush_error,
+        fast_errors: s.stats.fast_errors,
+        last_fast_error: s.stats.last_fast_error,
+        fast_fallback_bytes: s.stats.fast_fallback_bytes,
+        fast_space_warning: s.stats.fast_space_warning,
+        corrupt_payloads: s.stats.corrupt_payloads,
+        recovered_records: s.stats.recovered_records,
+        recovery_records_per_s: s.stats.recovery_records_per_s,
+        open_files: s.open_files,
+        fuse_reads: c(&counters.reads),
+        fuse_read_bytes: c(&counters.read_bytes),
+        fuse_writes: c(&counters.writes),
+        fuse_write_bytes: c(&counters.write_bytes),
+        fuse_fsyncs: c(&counters.fsyncs),
+        fuse_fallocates: c(&counters.fallocates),
+        fuse_metadata_ops: c(&counters.metadata_ops),
+        fuse_errors: c(&counters.errors),
+        fuse_passthrough_opens: c(&counters.passthrough_opens),
+        quarantined: engine
+            .quarantined()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| QuarantineView {
+                bytes: e.bytes(),
+                name: e.name,
+                path: e.path,
+                reason: e.reason,
+            })
+            .collect(),
+        liu: liu.map(liu_view),
+        bbos: ckpt.map(ckpt_view),
+        files: s
+            .files
             .iter()
-            .filter(|(bytes, _, _)| *bytes > 0)
-            .map(|(bytes, what, how)| format!("; {what} {} {how}", mib(*bytes)))
-            .collect::<String>(),
-            if self.draining { ", draining" } else { "" }
-        );
-        let _ = writeln!(
-            out,
-            "cache       clean {} in the log; reads: {} clean hits, {} from the capacity tier, {} from buffered bytes{}",
-            mib(self.cached_bytes),
-            mib(self.clean_read_bytes),
-            mib(self.capacity_read_bytes),
-            mib(self.fast_read_bytes),
-            if self.cache_stale_drops > 0 {
-                format!(
-                    "; {} files' copies dropped (changed behind them)",
-                    self.cache_stale_drops
-                )
-            } else {
-                String::new()
-            }
-        );
-        let _ = writeln!(
-            out,
-            "requests    {} reads ({}), {} writes ({}), {} fsyncs, {} fallocates, {} metadata, {} errors{}",
-            self.fuse_reads,
-            mib(self.fuse_read_bytes),
-            self.fuse_writes,
-            mib(self.fuse_write_bytes),
-            self.fuse_fsyncs,
-            self.fuse_fallocates,
-            self.fuse_metadata_ops,
-            self.fuse_errors,
-            if self.fuse_passthrough_opens > 0 {
-                format!("; {} opens by passthrough", self.fuse_passthrough_opens)
-            } else {
-                String::new()
-            }
-        );
-        let _ = writeln!(
-            out,
-            "errors      {} flush errors{}, {} corrupt payloads; recovered {} records at mount",
-            self.flush_errors,
-            self.last_flush_error
-                .as_ref()
-                .map_or_else(String::new, |e| format!(" (last: {e})")),
-            self.corrupt_payloads,
-            self.recovered_records
-        );
-        if self.fast_errors > 0 {
-            let _ = writeln!(
-                out,
-                "fast tier   {} failed appends, {} written to the capacity tier instead{}",
-                self.fast_errors,
-                mib(self.fast_fallback_bytes),
-                self.last_fast_error
-                    .as_ref()
-                    .map_or_else(String::new, |e| format!(" (last: {e})")),
-            );
-        }
-        if !self.quarantined.is_empty() {
-            let _ = writeln!(
-                out,
-                "quarantine  {} files not written back at recovery, {} (sluice quarantine list --fast FAST, FAST the fast tier's directory)",
-                self.quarantined.len(),
-                mib(self.quarantined.iter().map(|q| q.bytes).sum()),
-            );
-            for q in self.quarantined.iter().take(8) {
-                let _ = writeln!(out, "  {}  {}: {}", q.name, q.path, q.reason);
-            }
-        }
-        if let Some(warning) = &self.fast_space_warning {
-            let _ = writeln!(out, "warning     {warning}");
-        }
-        if let Some(l) = &self.liu {
-            let _ = writeln!(
-                out,
-                "liu         {} buffered, {} lifted ({} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads, {} not re-read by loads; {} errors{}",
-                l.buffered_segments,
-                l.lifted_segments,
-                l.lifts,
-                l.delifts,
-                l.invalidations,
-                l.buffer_hits,
-                l.lifted_loads,
-                l.whole_loads,
-                l.head_reads,
-                l.capacity_reads,
-                mib(l.head_bytes_read),
-                mib(l.load_bytes_skipped),
-                l.errors,
-                l.last_error
-                    .as_ref()
-                    .map_or_else(String::new, |e| format!(" (last: {e})")),
-            );
-        }
-        if let Some(b) = &self.bbos {
-            let _ = writeln!(
-                out,
-                "bbos        {} ({} eviction), {} jobs, catalogue {} (node {}); S {}: {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled, {} without catalogue), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
-                b.scheme,
-                b.eviction,
-                b.jobs,
-                b.catalog,
-                b.node,
-                mib(b.capacity_bytes),
-                b.staged_files,
-                mib(b.staged_bytes),
-                b.cached_files,
-                mib(b.cached_bytes),
-                b.pattern,
-                mib(b.dwsf_bytes),
-                mib(b.dwpp_bytes),
-                b.stats.checkpoints,
-                b.stats.cold_direct,
-                b.stats.spills,
-                b.stats.catalog_fallbacks,
-                b.stats.demotions,
-                mib(b.stats.demoted_bytes),
-                b.stats.evictions,
-                b.stats.restart_hits,
-                b.stats.restart_misses,
-                b.stats.admission_waits,
-                b.stats.admission_timeouts,
-                b.stats.demotion_errors + b.stats.catalog_errors,
-                b.stats.last_error
-                    .as_ref()
-                    .map_or_else(String::new, |e| format!(" (last: {e})")),
-            );
-        }
-        if self.incidents_total > 0 {
-            let _ = writeln!(
-                out,
-                "last errors {} since the mount, newest first:",
-                self.incidents_total
-            );
-            for incident in &self.last_errors {
-                let _ = writeln!(out, "{}", incident.line());
-            }
-        } else {
-            let _ = writeln!(out, "last errors none");
-        }
-        out
+            .map(|f| FileStatusView {
+                path: f.path.clone(),
+                fast_bytes: f.fast_bytes,
+                capacity_bytes: f.capacity_bytes,
+                route: f.route.name().to_string(),
+            })
+            .collect(),
+        last_errors: last_errors.iter().map(incident_view).collect(),
+        incidents_total,
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The stager's counters are the engine's `CkptStats`, serialized
-    /// flat into the `bbos` object (one definition, no copy), and an
-    /// answer missing some of them (an older mount) still reads.
-    #[test]
-    fn checkpoint_counters_are_the_engines_serialized_flat() {
-        let view = CkptStatusView {
-            staged_bytes: 7,
-            stats: CkptStats {
-                staged_written_bytes: 11,
-                throttle_ns: 2_000_000_000,
-                ..CkptStats::default()
-            },
-            ..CkptStatusView::default()
-        };
-        let json: serde_json::Value = serde_json::to_value(&view).unwrap();
-        assert_eq!(json["staged_bytes"], 7);
-        assert_eq!(json["staged_written_bytes"], 11);
-        assert_eq!(json["throttle_ns"], 2_000_000_000u64);
-        assert!(json.get("stats").is_none(), "{json}");
-        let mut older = json.clone();
-        let fields = older.as_object_mut().unwrap();
-        fields.remove("demoted_bytes");
-        fields.remove("published_bytes");
-        fields.insert("checkpoints".into(), 3.into());
-        let old: CkptStatusView = serde_json::from_value(older).unwrap();
-        assert_eq!(old.stats.checkpoints, 3);
-        assert_eq!(old.stats.staged_written_bytes, 11);
-        assert_eq!(old.stats.demoted_bytes, 0);
+fn incident_view(incident: &Incident) -> IncidentView {
+    IncidentView {
+        at: sluice_engine::incidents::utc_rfc3339(incident.at),
+        op: incident.op.clone(),
+        path: incident.path.clone(),
+        tier: incident.tier.clone(),
+        errno: incident.errno,
+        errno_name: incident.errno_name().map(str::to_string),
+        message: incident.message.clone(),
     }
+}
 
-    /// A status from a mount that predates the fields sluice top added
-    /// still reads (no age, no synced or read bytes),
-    /// and a status with buffered bytes says how old the oldest are.
-    #[test]
-    fn the_oldest_buffered_age_is_optional_and_shown() {
-        let mut json = serde_json::to_value(Status::default()).unwrap();
-        for added in [
-            "oldest_buffered_age_s",
-            "synced_bytes",
-            "fast_read_bytes",
-            "capacity_read_bytes",
-        ] {
-            assert!(json.as_object_mut().unwrap().remove(added).is_some());
+fn ckpt_view(c: &Checkpoints) -> CkptStatusView {
+    let s = c.status();
+    CkptStatusView {
+        scheme: s.scheme.to_string(),
+        eviction: s.eviction.to_string(),
+        catalog: s.catalog,
+        node: s.node,
+        jobs: s.jobs,
+        capacity_bytes: s.capacity_bytes,
+        staged_files: s.staged.0,
+        staged_bytes: s.staged.1,
+        cached_files: s.cached.0,
+        cached_bytes: s.cached.1,
+        writers: s.writers,
+        dwsf_bytes: s.dwsf_bytes,
+        dwpp_bytes: s.dwpp_bytes,
+        pattern: s.pattern,
+        write_rate: s.write_rate,
+        demote_rate: s.demote_rate,
+        stats: s.stats,
+    }
+}
+
+fn liu_view(liu: &LiuBackend) -> LiuStatusView {
+    let s = liu.status();
+    let c = s.counters;
+    LiuStatusView {
+        buffered_segments: s.buffered_segments,
+        ghost_segments: s.ghost_segments,
+        lifted_segments: s.lifted_segments,
+        buffer_hits: c.buffer_hits,
+        lifted_loads: c.lifted_loads,
+        whole_loads: c.whole_loads,
+        head_reads: c.head_reads,
+        capacity_reads: c.capacity_reads,
+        lifts: c.lifts,
+        delifts: c.delifts,
+        invalidations: c.invalidations,
+        head_bytes_read: s.head_bytes_read,
+        load_bytes_skipped: s.load_bytes_skipped,
+        locality_histogram: c.locality_histogram.to_vec(),
+        errors: s.errors,
+        last_error: s.last_error,
+        files: s
+            .files
+            .into_iter()
+            .map(|(path, f)| LiuFileView {
+                path,
+                buffer_hits: f.buffer_hits,
+                loads: f.loads,
+                direct_reads: f.direct_reads,
+                lagging_reads: f.lagging_reads,
+                refused_loads: f.refused_loads,
+                evictions: f.evictions,
+                evicted_by_other: f.evicted_by_other,
+                evicted_unread: f.evicted_unread,
+                read_aheads: f.read_aheads,
+                lifts: f.lifts,
+            })
+            .collect(),
+    }
+}
+
+/// `b`'s description and space, with `health`.
+fn tier_status(b: &dyn sluice_env::Backend, health: &sluice_env::TierHealth) -> TierStatus {
+    use sluice_env::TierHealth;
+    let space = b.space().ok();
+    let since = match health {
+        TierHealth::Healthy => None,
+        TierHealth::ReadOnly { since, .. } | TierHealth::Lost { since, .. } => {
+            Some(sluice_engine::incidents::utc_rfc3339(*since))
         }
-        let old: Status = serde_json::from_value(json).unwrap();
-        assert_eq!(old.oldest_buffered_age_s, None);
-        assert_eq!(
-            (
-                old.synced_bytes,
-                old.fast_read_bytes,
-                old.capacity_read_bytes
-            ),
-            (0, 0, 0)
-        );
-        assert!(!old.text().contains("oldest written"));
-        let status = Status {
-            buffered_bytes: 4096,
-            oldest_buffered_age_s: Some(12.34),
-            ..Status::default()
-        };
-        let back: Status = serde_json::from_str(&serde_json::to_string(&status).unwrap()).unwrap();
-        assert_eq!(back.oldest_buffered_age_s, Some(12.34));
-        assert!(
-            status.text().contains("(oldest written 12.3 s ago)"),
-            "{}",
-            status.text()
-        );
-    }
-
-    /// The demo's progress line tells the region states apart (filling,
-    /// full and flushing used to be one `f` each).
-    #[test]
-    fn the_progress_line_gives_each_region_state_its_own_letter() {
-        let status = Status {
-            regions: ["filling", "full", "empty", "flushing"]
-                .map(String::from)
-                .to_vec(),
-            ..Status::default()
-        };
-        assert!(
-            status.line().ends_with("| regions fF.>"),
-            "{}",
-            status.line()
-        );
+    };
+    TierStatus {
+        describe: b.describe(),
+        total_bytes: space.map_or(0, |s| s.total_bytes),
+        free_bytes: space.map_or(0, |s| s.free_bytes),
+        state: health.name().to_string(),
+        state_cause: health.cause().map(str::to_string),
+        state_since: since,
     }
 }

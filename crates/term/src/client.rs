@@ -7,7 +7,7 @@
 //! waiting), at `sluice unmount` and at a foreground `sluice mount` alike.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,35 +15,54 @@ use std::time::{Duration, Instant};
 use indicatif::HumanBytes;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use sluice_fuse::{clear_dead_mount, control_request_at, control_socket_of, Mount, Status};
+use sluice_status::{clear_dead_mount, control_request_at, control_socket_of, Status};
 
 use crate::progress::{Progress, ProgressMode, Unit};
 
 /// How often a drain's progress asks the mount for its buffered bytes.
 const DRAIN_SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
+/// What the signal watcher needs of a foreground mount (the daemon's
+/// `Mount`, which this crate does not link): the flags its serve loop
+/// watches and its buffered bytes.
+pub struct ForegroundMount {
+    /// Set: unmount with the config's defaults (`Mount::stop_flag`).
+    pub stop: Arc<AtomicBool>,
+    /// Set during an unmount: keep the buffered data instead of draining
+    /// (`Mount::keep_flag`).
+    pub keep: Arc<AtomicBool>,
+    /// Whether an unmount that does not say drains
+    /// (`Mount::drains_on_unmount`).
+    pub drains: bool,
+    /// Bytes buffered in the log now; 0 once the mount has closed (it must
+    /// not keep the engine open: hold it weakly).
+    pub buffered_bytes: Box<dyn Fn() -> u64 + Send>,
+}
+
 /// SIGINT and SIGTERM at a foreground mount: the first unmounts with the
 /// config's defaults; a second Ctrl-C during that unmount makes it keep
 /// the buffered data instead of draining (as `sluice unmount --keep`), and
 /// the first says so. Returns the handle that stops the watcher.
 pub fn watch_signals(
-    running: &Mount,
+    running: ForegroundMount,
     point: &Path,
 ) -> Result<signal_hook::iterator::Handle, String> {
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| format!("installing the signal handler: {e}"))?;
     let handle = signals.handle();
-    let (stop, keep) = (running.stop_flag(), running.keep_flag());
-    // Weak: the engine must close with the mount, whatever this thread does.
-    let engine = Arc::downgrade(running.engine());
-    let drains = running.drains_on_unmount();
+    let ForegroundMount {
+        stop,
+        keep,
+        drains,
+        buffered_bytes,
+    } = running;
     let point = point.display().to_string();
     std::thread::Builder::new()
         .name("sluice-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
                 if !stop.load(Ordering::Relaxed) {
-                    let buffered = engine.upgrade().map_or(0, |e| e.buffered_bytes());
+                    let buffered = buffered_bytes();
                     stop.store(true, Ordering::Relaxed);
                     if signal == SIGINT {
                         eprintln!("{}", first_interrupt(&point, drains, buffered));
@@ -213,7 +232,7 @@ pub fn unmount(
 }
 
 /// `sluice unmount` of a dead mount (`dead` is why the socket was not
-/// found): cleared when that is safe (`sluice_fuse::clear_dead_mount`),
+/// found): cleared when that is safe (`sluice_status::clear_dead_mount`),
 /// saying what was done; nothing could drain, so it fails unless `keep`
 /// was asked. When not safe, the error says to run `fusermount3 -u`.
 fn clear_dead(mountpoint: &Path, keep: bool, dead: std::io::Error) -> Result<(), String> {

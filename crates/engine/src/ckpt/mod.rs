@@ -177,72 +177,9 @@ impl Default for CkptOptions {
     }
 }
 
-/// Counters since open: counted here, and shown by status, metrics and
-/// `sluice top` as they are (serialized, not copied field by field).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct CkptStats {
-    /// Bytes written to the capacity tier at an fsync or close
-    /// ([`CkptOptions::publish_on_sync`]).
-    pub published_bytes: u64,
-    /// New checkpoints started (staged or direct).
-    pub checkpoints: u64,
-    /// Bytes written to staged copies.
-    pub staged_written_bytes: u64,
-    /// Checkpoints written straight to the capacity tier because they were
-    /// the coldest (BBOS) or had no grant (DataWarp).
-    pub cold_direct: u64,
-    /// Checkpoints written to the capacity tier because no room could be
-    /// made.
-    pub spills: u64,
-    /// Bytes written to checkpoint files on the capacity tier directly.
-    pub direct_bytes: u64,
-    /// Copies demoted.
-    pub demotions: u64,
-    /// Bytes demoted.
-    pub demoted_bytes: u64,
-    /// Demotion steps done by `copy_file_range`.
-    pub kernel_copies: u64,
-    /// Demotions that failed (retried later).
-    pub demotion_errors: u64,
-    /// Demotions abandoned because the file changed meanwhile (retried).
-    pub demotion_restarts: u64,
-    /// The last error of a demotion or a catalogue update.
-    pub last_error: Option<String>,
-    /// Catalogue calls that failed (the staging dir stays the truth).
-    pub catalog_errors: u64,
-    /// New checkpoints created as ordinary capacity-tier files because the
-    /// catalogue could not be reached (issue 19).
-    pub catalog_fallbacks: u64,
-    /// Times the jobs were read again because another node changed them.
-    pub jobs_reloads: u64,
-    /// Restart reads that waited for another node's demotion.
-    pub remote_waits: u64,
-    /// Those waits that ran out (the open failed with EAGAIN).
-    pub remote_timeouts: u64,
-    /// Cached copies evicted.
-    pub evictions: u64,
-    /// Bytes evicted.
-    pub evicted_bytes: u64,
-    /// Opens for reading served by a fast-tier copy.
-    pub restart_hits: u64,
-    /// Opens for reading of checkpoint files served by the capacity tier.
-    pub restart_misses: u64,
-    /// Bytes read from fast-tier copies.
-    pub hit_bytes: u64,
-    /// Bytes of checkpoint files read from the capacity tier.
-    pub miss_bytes: u64,
-    /// New checkpoints that waited in their job's queue.
-    pub admission_waits: u64,
-    /// Waits that ran out (the checkpoint went ahead anyway).
-    pub admission_timeouts: u64,
-    /// Nanoseconds spent waiting for admission.
-    pub admission_wait_ns: u64,
-    /// Nanoseconds writers spent waiting for the write throttle.
-    pub throttle_ns: u64,
-    /// Copies found in the staging directory at open.
-    pub recovered: u64,
-}
+/// Counters since open: defined in `sluice-status` (the status crate
+/// serializes them as they are), counted here.
+pub use sluice_status::CkptStats;
 
 /// Where the stager stands, for `sluice status` and metrics.
 #[derive(Clone, Debug, PartialEq)]

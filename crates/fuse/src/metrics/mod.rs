@@ -1,10 +1,9 @@
 //! A mount's Prometheus metrics. Every metric is declared once, in
-//! [`table::METRICS`] (name, type, help, label, and how its samples are
-//! read from a [`Status`]); [`encode`] hands a [`StatusCollector`] holding
-//! the snapshot taken at the scrape to the Prometheus project's client
-//! (`prometheus-client`), which writes the OpenMetrics text; [`http`]
-//! serves it at `GET /metrics`. docs/metrics.md's table is
-//! [`markdown_table`] (a test fails when the two differ).
+//! [`METRICS`] (`sluice_status::metrics`: name, kind, help, label, and how
+//! its samples are read from a [`Status`]); [`encode`] hands a
+//! [`StatusCollector`] holding the snapshot taken at the scrape to the
+//! Prometheus project's client (`prometheus-client`), which writes the
+//! OpenMetrics text; [`http`] serves it at `GET /metrics`.
 //!
 //! Values are never counted here: the [`Status`] snapshot (the one that
 //! `sluice status` shows) is their only source.
@@ -15,7 +14,6 @@
 //! the `# HELP`/`# TYPE` lines only.
 
 pub mod http;
-pub mod table;
 
 use std::fmt;
 
@@ -25,7 +23,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::status::Status;
-pub use table::{Kind, Labels, Metric, Value, METRICS};
+pub use sluice_status::metrics::{Kind, Labels, Metric, Value, METRICS};
 
 /// The content type of [`encode`]'s text (OpenMetrics 1.0, which
 /// Prometheus negotiates since 2.5).
@@ -102,24 +100,6 @@ pub fn encode(status: Status) -> Result<String, fmt::Error> {
     Ok(text)
 }
 
-/// The table of docs/metrics.md, rendered from [`METRICS`].
-pub fn markdown_table() -> String {
-    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
-    for metric in METRICS {
-        let labels = metric.labels.map_or_else(String::new, |l| {
-            format!("`{}` = {}", l.key, l.values.join(", "))
-        });
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
-            metric.name,
-            metric.kind.name(),
-            labels,
-            metric.help
-        ));
-    }
-    out
-}
-
 /// The sluice metric names a PromQL expression names, with their byte
 /// offsets: each `sluice_` that starts a word outside a quoted string, with
 /// the name characters (`[a-z0-9_]`) after it. The Grafana dashboard's
@@ -156,45 +136,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::status::{CkptStatusView, LiuStatusView};
-    use sluice_engine::CkptStats;
-
-    /// A snapshot in which every metric applies (LiU and BBOS on, a stream
-    /// classified), with distinct values.
-    fn everything_on() -> Status {
-        Status {
-            route: "fast".into(),
-            last_random_fraction: Some(0.25),
-            threshold: 0.5,
-            regions: vec![
-                "empty".into(),
-                "filling".into(),
-                "full".into(),
-                "full".into(),
-            ],
-            fast_bytes: 100_000,
-            buffered_bytes: 4096,
-            liu: Some(LiuStatusView {
-                lifts: 3,
-                locality_histogram: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
-                ..LiuStatusView::default()
-            }),
-            bbos: Some(CkptStatusView {
-                stats: CkptStats {
-                    checkpoints: 10,
-                    cold_direct: 2,
-                    spills: 1,
-                    catalog_fallbacks: 1,
-                    throttle_ns: 1_500_000_000,
-                    remote_waits: 5,
-                    remote_timeouts: 2,
-                    ..CkptStats::default()
-                },
-                ..CkptStatusView::default()
-            }),
-            ..Status::default()
-        }
-    }
+    use sluice_status::metrics::every_metric_applies as everything_on;
 
     /// The sample lines of an exposition: (name, labels, value).
     fn samples(text: &str) -> Vec<(String, String, String)> {
@@ -213,47 +155,6 @@ mod tests {
     }
 
     #[test]
-    fn the_table_keeps_its_invariants() {
-        let (mut seen, mut families) = (BTreeSet::new(), BTreeSet::new());
-        for m in METRICS {
-            assert!(seen.insert(m.name), "{} declared twice", m.name);
-            // A counter `x_total` and a gauge `x` would be one family:
-            // Prometheus refuses such a scrape.
-            assert!(
-                families.insert(family_name(m)),
-                "family of {} repeats",
-                m.name
-            );
-            assert!(m.name.starts_with("sluice_"), "{}", m.name);
-            assert!(
-                m.name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-                "{}",
-                m.name
-            );
-            assert_eq!(
-                m.kind == Kind::Counter,
-                m.name.ends_with("_total"),
-                "{}",
-                m.name
-            );
-            assert!(
-                !m.help.is_empty() && !m.help.contains(['\n', '\\', '|']),
-                "{}",
-                m.name
-            );
-            let values = (m.read)(&everything_on()).unwrap_or_else(|| panic!("{} absent", m.name));
-            assert_eq!(
-                values.len(),
-                m.labels.map_or(1, |l| l.values.len()),
-                "{}",
-                m.name
-            );
-        }
-    }
-
-    #[test]
     fn every_metric_is_scraped_under_its_declared_name_type_and_labels() {
         let text = encode(everything_on()).unwrap();
         assert!(text.ends_with("# EOF\n"), "{text}");
@@ -266,13 +167,18 @@ mod tests {
         );
         for m in METRICS {
             let family = family_name(m);
-            assert!(
-                text.contains(&format!("# HELP {family} {}\n", m.help)),
+            // Once each: a name declared twice would be scraped twice.
+            assert_eq!(
+                text.matches(&format!("# HELP {family} {}\n", m.help))
+                    .count(),
+                1,
                 "{}",
                 m.name
             );
-            assert!(
-                text.contains(&format!("# TYPE {family} {}\n", m.kind.name())),
+            assert_eq!(
+                text.matches(&format!("# TYPE {family} {}\n", m.kind.name()))
+                    .count(),
+                1,
                 "{}",
                 m.name
             );
@@ -331,39 +237,5 @@ mod tests {
         let expr = r#"sum by (state) (rate(sluice_a_total{job=~"sluice_x"}[5m])) / my_sluice_b + sluice_c"#;
         let names: Vec<&str> = names_in_promql(expr).into_iter().map(|(_, n)| n).collect();
         assert_eq!(names, ["sluice_a_total", "sluice_c"]);
-    }
-
-    /// docs/metrics.md's table is this table. `SLUICE_WRITE_DOCS=1 cargo
-    /// test -p sluice-fuse metrics` rewrites it after a change here.
-    #[test]
-    fn docs_metrics_md_is_the_table() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
-        let doc = std::fs::read_to_string(path).unwrap();
-        let (begin, end) = ("<!-- metrics table begin", "<!-- metrics table end -->");
-        let start = doc.find(begin).expect("begin marker");
-        let start = start + doc[start..].find('\n').unwrap() + 1;
-        let stop = doc.find(end).expect("end marker");
-        let table = markdown_table();
-        if doc[start..stop] != table && std::env::var_os("SLUICE_WRITE_DOCS").is_some() {
-            std::fs::write(path, format!("{}{table}{}", &doc[..start], &doc[stop..])).unwrap();
-            return;
-        }
-        let documented: BTreeSet<&str> = doc[start..stop]
-            .lines()
-            .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
-            .collect();
-        let declared: BTreeSet<&str> = METRICS.iter().map(|m| m.name).collect();
-        assert_eq!(
-            documented
-                .symmetric_difference(&declared)
-                .collect::<Vec<_>>(),
-            Vec::<&&str>::new(),
-            "docs/metrics.md and the table name different metrics"
-        );
-        assert!(
-            doc[start..stop] == table,
-            "docs/metrics.md's table differs from crates/fuse/src/metrics/table.rs: \
-             run SLUICE_WRITE_DOCS=1 cargo test -p sluice-fuse metrics"
-        );
     }
 }

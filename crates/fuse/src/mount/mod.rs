@@ -32,7 +32,7 @@
 //! an address other than loopback it needs `metrics.public`.
 //!
 //! Modules: `checks` (before the mount starts), `control` (the control
-//! socket, server and client), `faults` (a test hook injecting capacity
+//! socket's server; its client is `sluice_status::client`), `faults` (a test hook injecting capacity
 //! tier errors), `unmount` (fusermount3, busy refusals).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -40,14 +40,12 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use fuser::{BackgroundSession, MountOption, SessionACL};
 use rustix::io::Errno;
-use rustix::mount::UnmountFlags;
 use sluice_catalog::JobSpec;
 use sluice_config::{Config, Consistency, Device, PolicyName};
 use sluice_engine::{Checkpoints, Drained, Engine, LiuBackend};
@@ -66,9 +64,10 @@ mod unmount;
 use checks::*;
 pub use checks::{preflight, Preflight};
 use control::*;
-pub use control::{
+pub use sluice_status::client::{
     clear_dead_mount, control_request, control_request_at, control_socket_of, mount_of,
 };
+use sluice_status::mounts::{fuse_mount_at, unmount_once, NotUnmounted};
 use unmount::*;
 
 /// What to do with buffered data at the end.
@@ -171,7 +170,7 @@ impl Shared {
     }
 
     fn status(&self) -> Status {
-        Status::take(
+        crate::status::take(
             &self.engine,
             self.liu.as_deref(),
             self.ckpt.as_deref(),

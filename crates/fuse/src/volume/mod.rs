@@ -58,8 +58,9 @@ pub use locks::LockRange;
 pub use names::{node_to_make, DirEntry, NodeToMake, RENAME_NOREPLACE};
 pub use sluice_config::Consistency;
 
-/// The virtual xattr on the root that names the control socket.
-pub const CONTROL_XATTR: &str = "user.sluice.control";
+/// The virtual xattr on the root that names the control socket (defined
+/// beside the client that reads it).
+pub use sluice_status::client::CONTROL_XATTR;
 
 /// Who makes a request: new nodes are theirs, `access` checks their
 /// rights. (The kernel's request names the primary group only, not the

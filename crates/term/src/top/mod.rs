@@ -25,7 +25,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
-use sluice_fuse::{control_request, Status};
+use sluice_status::{control_request, Status};
 
 use crate::top::rates::HISTORY_DEFAULT;
 use crate::top::screen::Screen;

@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use sluice_fuse::Status;
+use sluice_status::Status;
 
 /// One status snapshot and when it was taken (time since `sluice top`
 /// started).
@@ -249,7 +249,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_fuse::status::{CkptStats, CkptStatusView, LiuStatusView};
+    use sluice_status::{CkptStats, CkptStatusView, LiuStatusView};
 
     const MIB: u64 = 1024 * 1024;
 

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use sluice_fuse::Status;
+use sluice_status::Status;
 
 use crate::top::rates::{History, Rates, Sample};
 

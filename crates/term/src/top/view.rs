@@ -13,8 +13,8 @@ use ratatui::style::{Color, Style, Stylize};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Sparkline, Wrap};
 use ratatui::Frame;
-use sluice_fuse::status::region_letter;
-use sluice_fuse::Status;
+use sluice_status::region_letter;
+use sluice_status::Status;
 
 use crate::top::rates::Rates;
 use crate::top::screen::{Link, Screen};
@@ -129,7 +129,7 @@ fn header_lines(screen: &Screen) -> Vec<Line<'static>> {
 
 fn tier_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
     let r = |f: fn(&Rates) -> f64| rates.map_or_else(|| "-".to_string(), |r| rate(f(r)));
-    let space = |t: &sluice_fuse::status::TierStatus| {
+    let space = |t: &sluice_status::TierStatus| {
         if t.total_bytes == 0 {
             "space unknown".to_string()
         } else {
@@ -365,7 +365,7 @@ mod tests {
     use super::*;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
-    use sluice_fuse::status::{CkptStats, CkptStatusView, IncidentView, LiuStatusView, TierStatus};
+    use sluice_status::{CkptStats, CkptStatusView, IncidentView, LiuStatusView, TierStatus};
     use std::time::Duration;
 
     const MIB: u64 = 1024 * 1024;

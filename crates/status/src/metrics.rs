@@ -1,17 +1,22 @@
 //! The one definition of every metric a mount exports: [`METRICS`], a
-//! table of name (as scraped, counters with their `_total`), type, help,
-//! labels, and how the samples are read from a [`Status`].
+//! table of name (as scraped, counters with their `_total`), kind, help,
+//! labels, and where the samples come from (`read`: a function of the
+//! [`Status`] snapshot, the one `sluice status` shows and `sluice status
+//! --json` prints, so nothing is counted twice). The Prometheus exposition
+//! (`sluice-fuse`'s `metrics`, through prometheus-client) and the table of
+//! docs/metrics.md ([`markdown_table`]) are drawn from it; a new metric is
+//! one entry here, read from a field the mount already reports.
 //!
 //! Invariants (tested): names are unique and start with `sluice_`; every
 //! counter's name ends in `_total` and no gauge's does (prometheus-client
 //! appends `_total` to a counter family's samples, so the family is
-//! declared without it and the scraped name is exactly the one here);
-//! `read` returns one value per label value, in the order of
-//! [`Labels::values`], or `None` while the metric does not apply (LiU or
-//! BBOS off, no stream classified yet). docs/metrics.md's table is
-//! rendered from this table.
+//! declared without it and the scraped name is exactly the one here); no
+//! counter `x_total` beside a gauge `x` (one family); `read` returns one
+//! value per label value, in the order of [`Labels::values`], or `None`
+//! while the metric does not apply (LiU or BBOS off, no stream classified
+//! yet). docs/metrics.md's table is [`markdown_table`].
 
-use crate::status::{CkptStatusView, LiuStatusView, Status};
+use crate::snapshot::{CkptStats, CkptStatusView, LiuStatusView, Status};
 
 /// Counter or gauge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -590,3 +595,142 @@ pub const METRICS: &[Metric] = &[
         },
     },
 ];
+
+/// The table of docs/metrics.md, rendered from [`METRICS`].
+pub fn markdown_table() -> String {
+    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for metric in METRICS {
+        let labels = metric.labels.map_or_else(String::new, |l| {
+            format!("`{}` = {}", l.key, l.values.join(", "))
+        });
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            metric.name,
+            metric.kind.name(),
+            labels,
+            metric.help
+        ));
+    }
+    out
+}
+
+/// A snapshot in which every metric applies (LiU and BBOS on, a stream
+/// classified), with distinct values: for the tests of every view drawn
+/// from [`METRICS`] (its invariants here, the exposition in `sluice-fuse`).
+pub fn every_metric_applies() -> Status {
+    Status {
+        route: "fast".into(),
+        last_random_fraction: Some(0.25),
+        threshold: 0.5,
+        regions: vec![
+            "empty".into(),
+            "filling".into(),
+            "full".into(),
+            "full".into(),
+        ],
+        fast_bytes: 100_000,
+        buffered_bytes: 4096,
+        liu: Some(LiuStatusView {
+            lifts: 3,
+            locality_histogram: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+            ..LiuStatusView::default()
+        }),
+        bbos: Some(CkptStatusView {
+            stats: CkptStats {
+                checkpoints: 10,
+                cold_direct: 2,
+                spills: 1,
+                catalog_fallbacks: 1,
+                throttle_ns: 1_500_000_000,
+                remote_waits: 5,
+                remote_timeouts: 2,
+                ..CkptStats::default()
+            },
+            ..CkptStatusView::default()
+        }),
+        ..Status::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn the_table_keeps_its_invariants() {
+        let (mut seen, mut families) = (BTreeSet::new(), BTreeSet::new());
+        for m in METRICS {
+            assert!(seen.insert(m.name), "{} declared twice", m.name);
+            // A counter `x_total` and a gauge `x` would be one family:
+            // Prometheus refuses such a scrape.
+            assert!(
+                families.insert(m.name.strip_suffix("_total").unwrap_or(m.name)),
+                "family of {} repeats",
+                m.name
+            );
+            assert!(m.name.starts_with("sluice_"), "{}", m.name);
+            assert!(
+                m.name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{}",
+                m.name
+            );
+            assert_eq!(
+                m.kind == Kind::Counter,
+                m.name.ends_with("_total"),
+                "{}",
+                m.name
+            );
+            assert!(
+                !m.help.is_empty() && !m.help.contains(['\n', '\\', '|']),
+                "{}",
+                m.name
+            );
+            let values =
+                (m.read)(&every_metric_applies()).unwrap_or_else(|| panic!("{} absent", m.name));
+            assert_eq!(
+                values.len(),
+                m.labels.map_or(1, |l| l.values.len()),
+                "{}",
+                m.name
+            );
+        }
+    }
+
+    /// docs/metrics.md's table is this table. `SLUICE_WRITE_DOCS=1 cargo
+    /// test -p sluice-status metrics` rewrites it after a change here.
+    #[test]
+    fn docs_metrics_md_is_the_table() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let (begin, end) = ("<!-- metrics table begin", "<!-- metrics table end -->");
+        let start = doc.find(begin).expect("begin marker");
+        let start = start + doc[start..].find('\n').unwrap() + 1;
+        let stop = doc.find(end).expect("end marker");
+        let table = markdown_table();
+        if doc[start..stop] != table && std::env::var_os("SLUICE_WRITE_DOCS").is_some() {
+            std::fs::write(path, format!("{}{table}{}", &doc[..start], &doc[stop..])).unwrap();
+            return;
+        }
+        let documented: BTreeSet<&str> = doc[start..stop]
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+            .collect();
+        let declared: BTreeSet<&str> = METRICS.iter().map(|m| m.name).collect();
+        assert_eq!(
+            documented
+                .symmetric_difference(&declared)
+                .collect::<Vec<_>>(),
+            Vec::<&&str>::new(),
+            "docs/metrics.md and the table name different metrics"
+        );
+        assert!(
+            doc[start..stop] == table,
+            "docs/metrics.md's table differs from crates/status/src/metrics.rs: \
+             run SLUICE_WRITE_DOCS=1 cargo test -p sluice-status metrics"
+        );
+    }
+}

@@ -108,40 +108,52 @@ impl Engine {
         // The names that move: `from` itself, or every known name under a
         // renamed directory; and the files whose path records must name
         // the new path (the moved name is the one their records use).
-        let moved: Vec<(RelPath, RelPath, FileId)> = state
-            .ids
-            .iter()
-            .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (path.clone(), p, id)))
-            .collect();
-        let mut logged = false;
-        for (old_path, new_path, id) in &moved {
-            let Some(open) = state.files.get(id) else {
-                continue;
-            };
-            if open.unlinked || open.path != *old_path {
-                continue;
+        // Logging those records may wait (for log room, for appends in
+        // flight), and an open may register a name under `from`
+        // meanwhile: so the names are looked up again after every wait,
+        // until a lookup finds no file whose record is still to be
+        // written. From that lookup to the capacity rename the lock is
+        // held, so every name that moves is in `moved`.
+        let mut logged_for: HashSet<FileId> = HashSet::new();
+        let moved = loop {
+            let moved: Vec<(RelPath, RelPath, FileId)> = state
+                .ids
+                .iter()
+                .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (path.clone(), p, id)))
+                .collect();
+            let mut logged = false;
+            for (old_path, new_path, id) in &moved {
+                let Some(open) = state.files.get(id) else {
+                    continue;
+                };
+                if open.unlinked || open.path != *old_path || logged_for.contains(id) {
+                    continue;
+                }
+                if state.buffer.has_buffered(*id) || !open.appending.is_empty() {
+                    // The new path must be durable before the capacity
+                    // rename, or a crash could flush buffered bytes to the
+                    // old name.
+                    let header = RecordHeader::path(*id, new_path, 0)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?
+                        .with_identity(open.ino.map_or(0, |(_, ino)| ino));
+                    let (s, appended) =
+                        append_required(shared, state, header, new_path.as_str().as_bytes(), None);
+                    state = s;
+                    appended?;
+                    logged_for.insert(*id);
+                    logged = true;
+                } else {
+                    // Nothing buffered: the next record needs a description
+                    // with the new name, not the old one a region may hold.
+                    state.buffer.forget_descriptions(*id);
+                }
             }
-            if state.buffer.has_buffered(*id) || !open.appending.is_empty() {
-                // The new path must be durable before the capacity rename,
-                // or a crash could flush buffered bytes to the old name.
-                let header = RecordHeader::path(*id, new_path, 0)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?
-                    .with_identity(open.ino.map_or(0, |(_, ino)| ino));
-                let (s, appended) =
-                    append_required(shared, state, header, new_path.as_str().as_bytes(), None);
-                state = s;
-                appended?;
-                logged = true;
-            } else {
-                // Nothing buffered: the next record needs a description
-                // with the new name, not the old one a region may hold.
-                state.buffer.forget_descriptions(*id);
+            if !logged {
+                break moved;
             }
-        }
-        if logged {
             state = wait_appends(shared, state);
             sync_log(shared, &mut state)?;
-        }
+        };
         let renamed = shared.capacity.rename(from, to);
         state.names_epoch += 1;
         renamed.map_err(context(format!("rename {from} to {to}")))?;

@@ -1,0 +1,193 @@
+//! A rename that logs the new path of a buffered file waits for the
+//! appends in flight, without the engine lock. The bug feared most: an
+//! open registering a name under the renamed directory during that wait
+//! kept the old name after the rename (its names were looked up before
+//! the wait), so the engine served the file under a name the capacity
+//! tier no longer has, and its buffered bytes under their old path.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_engine::{Engine, EngineConfig};
+use sluice_env::memory::MemBackend;
+use sluice_env::{Backend, BackendFile, Metadata, OpenOptions, RelPath, SystemClock};
+use sluice_policy::detector::DetectorConfig;
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+
+/// Bytes whose append the fast tier holds until told.
+const MARKER: u8 = 0xee;
+
+/// Held writes: `held` says one is held, `go` lets it go.
+#[derive(Default)]
+struct Gate {
+    armed: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+}
+
+struct GatedFile {
+    inner: Arc<dyn BackendFile>,
+    gate: Arc<Gate>,
+}
+
+impl std::fmt::Debug for GatedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl BackendFile for GatedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if buf.len() >= 64 && buf.iter().filter(|&&b| b == MARKER).count() >= 64 {
+            let armed = self.gate.armed.lock().unwrap().take();
+            if let Some((held, go)) = armed {
+                held.send(()).unwrap();
+                go.recv_timeout(Duration::from_secs(10)).unwrap();
+            }
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+}
+
+/// A fast tier whose files hold a write of [`MARKER`] bytes once armed.
+struct Gated {
+    inner: Arc<dyn Backend>,
+    gate: Arc<Gate>,
+}
+
+impl std::fmt::Debug for Gated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Backend for Gated {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
+        let inner = self.inner.open(path, options)?;
+        Ok(Arc::new(GatedFile {
+            inner,
+            gate: Arc::clone(&self.gate),
+        }))
+    }
+    fn metadata(&self, path: &RelPath) -> std::io::Result<Metadata> {
+        self.inner.metadata(path)
+    }
+    fn remove_file(&self, path: &RelPath) -> std::io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn rename(&self, from: &RelPath, to: &RelPath) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn create_dir(&self, path: &RelPath) -> std::io::Result<()> {
+        self.inner.create_dir(path)
+    }
+    fn remove_dir(&self, path: &RelPath) -> std::io::Result<()> {
+        self.inner.remove_dir(path)
+    }
+    fn read_dir(&self, path: &RelPath) -> std::io::Result<Vec<sluice_env::DirEntry>> {
+        self.inner.read_dir(path)
+    }
+    fn sync_dir(&self, path: &RelPath) -> std::io::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn space(&self) -> std::io::Result<sluice_env::SpaceInfo> {
+        self.inner.space()
+    }
+}
+
+fn path(p: &str) -> RelPath {
+    RelPath::new(p).unwrap()
+}
+
+#[test]
+fn a_name_opened_under_a_directory_while_its_rename_waits_moves_with_it() {
+    let gate = Arc::new(Gate::default());
+    let fast: Arc<dyn Backend> = Arc::new(Gated {
+        inner: Arc::new(MemBackend::new()),
+        gate: Arc::clone(&gate),
+    });
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    capacity.create_dir(&path("d")).unwrap();
+    let b = capacity.open(&path("d/b"), OpenOptions::CREATE).unwrap();
+    b.write_at(b"on the tier", 0).unwrap();
+    drop(b);
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            detector: DetectorConfig { stream_len: 4 },
+            ..RedirectorConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(
+        Engine::open(
+            fast,
+            Arc::clone(&capacity),
+            Arc::new(SystemClock::new()),
+            config,
+        )
+        .unwrap(),
+    );
+    // d/a is buffered: the rename logs its new path, then waits for the
+    // appends in flight.
+    let a = engine.create(&path("d/a")).unwrap();
+    engine.write(a, 0, b"buffered").unwrap();
+    // An append held in flight (another file's).
+    let (held_tx, held) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    *gate.armed.lock().unwrap() = Some((held_tx, go_rx));
+    let w = engine.create(&path("w")).unwrap();
+    let writer = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || engine.write(w, 0, &[MARKER; 4096]).unwrap())
+    };
+    held.recv_timeout(Duration::from_secs(10)).unwrap();
+    let renamer = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || engine.rename(&path("d"), &path("e")))
+    };
+    // Long enough for the rename to log d/a's new path and wait.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !renamer.is_finished(),
+        "the rename waits for the held append"
+    );
+    // Meanwhile d/b is opened (the lock is free) and written.
+    let opened = engine.open_file(&path("d/b")).unwrap();
+    engine.write(opened, 0, b"ON").unwrap();
+    go.send(()).unwrap();
+    writer.join().unwrap();
+    renamer.join().unwrap().unwrap();
+    assert!(!engine.holds(&path("d/b")), "the old name is gone");
+    assert!(
+        engine.holds(&path("e/b")),
+        "the name moved with its directory"
+    );
+    assert!(matches!(
+        engine.open_file(&path("d/b")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound
+    ));
+    assert_eq!(engine.read(opened, 0, 11).unwrap(), b"ON the tier");
+    // Its buffered bytes reach the file at its new name.
+    engine.release(opened);
+    engine.drain().unwrap();
+    let moved = capacity.open(&path("e/b"), OpenOptions::default()).unwrap();
+    let mut buf = [0u8; 11];
+    moved.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"ON the tier");
+    assert!(capacity.metadata(&path("d/b")).is_err());
+}

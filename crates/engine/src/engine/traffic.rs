@@ -30,7 +30,7 @@ const OBSERVATION_MAX: Duration = Duration::from_millis(250);
 /// Relative change of the fitted `t_seek` that replaces the model's.
 pub(super) const CHANGE_MIN: f64 = 0.2;
 
-/// A write begun: where it ends on the tier, for the next one.
+/// A write begun, until [`TrafficMeter::end`].
 pub(super) struct Begun {
     started: Instant,
     positioned: bool,
@@ -108,7 +108,9 @@ impl TrafficMeter {
 
     /// The estimate, if a new one came since the last call.
     pub(super) fn take_new(&self) -> Option<SeekEstimate> {
-        if !self.fresh.swap(false, Ordering::AcqRel) {
+        // A load first: every write of the mount asks, and a swap would
+        // make each of them write the flag's cache line.
+        if !self.fresh.load(Ordering::Acquire) || !self.fresh.swap(false, Ordering::AcqRel) {
             return None;
         }
         self.estimate()

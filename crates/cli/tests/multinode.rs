@@ -702,3 +702,152 @@ fn issue_33_a_clean_copy_is_never_served_after_another_node_changed_the_file() {
     );
     setlk(&held, libc::F_UNLCK, 0, 0).unwrap();
 }
+
+/// On-demand (issue 34): every write goes to the log, and a holder's
+/// recall is answered well within the wait unless a test says otherwise.
+fn on_demand(recall_wait: &str) -> String {
+    format!("{BUFFERED}[mount]\nconsistency = \"on-demand\"\nrecall_wait = \"{recall_wait}\"\n")
+}
+
+/// The held mark on a capacity file (`user.sluice.held`), if any.
+fn held_mark(path: &std::path::Path) -> Option<String> {
+    let mut buf = vec![0u8; 512];
+    let n = rustix::fs::getxattr(path, "user.sluice.held", &mut buf[..]).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// The node id a node's fast tier keeps (`FAST/ckpt/node-id`), which its
+/// marks carry.
+fn node_id(node: &Node) -> String {
+    fs::read_to_string(node.dir.join("fast/ckpt/node-id"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Issue 34 (a): under on-demand A's close returns without writing the
+/// file back (the capacity file stays empty, marked as held by A); B's
+/// stat shows the size at A's close without recalling it; B's open
+/// recalls it, and B reads every byte at the exact size. `.sluice`, where
+/// the recall entries live, is not listed.
+#[test]
+fn issue_34_on_demand_close_leaves_the_bytes_and_another_nodes_open_recalls_them() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(3 << 20, 11);
+    let mut f = File::create(a.path("ckpt")).unwrap();
+    f.write_all(&data).unwrap();
+    let closed = Instant::now();
+    drop(f);
+    eprintln!("on-demand close took {:?}", closed.elapsed());
+    assert_eq!(
+        fs::metadata(c.capacity_file("ckpt")).unwrap().len(),
+        0,
+        "the close left the bytes in A's log"
+    );
+    let mark = held_mark(&c.capacity_file("ckpt")).expect("the capacity file is marked");
+    let a_id = node_id(a);
+    assert!(
+        mark.starts_with(&format!("v1 node={a_id} size={} ", data.len())),
+        "{mark}"
+    );
+
+    assert_eq!(
+        fs::metadata(b.path("ckpt")).unwrap().len(),
+        data.len() as u64,
+        "B's stat shows the size the mark carries"
+    );
+    assert_eq!(
+        fs::metadata(c.capacity_file("ckpt")).unwrap().len(),
+        0,
+        "a stat recalls nothing"
+    );
+    let listed: Vec<_> = fs::read_dir(&b.point)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(!listed.iter().any(|n| n == ".sluice"), "{listed:?}");
+    assert!(c.capacity.join(".sluice").exists());
+
+    let opened = Instant::now();
+    let seen = fs::read(b.path("ckpt")).unwrap();
+    eprintln!("B's open and read took {:?}", opened.elapsed());
+    assert_eq!(seen.len(), data.len(), "B reads the exact size");
+    assert!(seen == data, "B reads every byte A wrote");
+    assert!(fs::read(c.capacity_file("ckpt")).unwrap() == data);
+    assert_eq!(held_mark(&c.capacity_file("ckpt")), None, "mark removed");
+}
+
+/// Issue 34 (c): a node reopening a file it holds itself recalls nothing:
+/// its bytes stay in its log and the mark stays.
+#[test]
+fn issue_34_on_demand_a_nodes_own_reopen_recalls_nothing() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(1, &on_demand("10s"), &[]);
+    let a = &c.nodes[0];
+    let data = pattern(1 << 20, 4);
+    fs::write(a.path("mine"), &data).unwrap();
+    assert!(fs::read(a.path("mine")).unwrap() == data);
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(a.path("mine"))
+        .unwrap();
+    f.write_all(&data[..4096]).unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(c.capacity_file("mine")).unwrap().len(), 0);
+    let mark = held_mark(&c.capacity_file("mine")).expect("still marked");
+    assert!(
+        mark.contains(&format!("size={} ", data.len() + 4096)),
+        "the close updated the mark: {mark}"
+    );
+    let entries = fs::read_dir(c.capacity.join(".sluice/recall").join(node_id(a)))
+        .unwrap()
+        .count();
+    assert_eq!(entries, 0, "no recall entry");
+}
+
+/// Issue 34 (b): the holder is killed (kill -9, no drain) with a file
+/// closed under on-demand: B's open fails within `mount.recall_wait` with
+/// ETIMEDOUT, never reading the empty capacity file, and B's `last_errors`
+/// names the holder and the file.
+#[test]
+fn issue_34_on_demand_a_holder_that_is_down_fails_the_open_with_etimedout() {
+    if !fuse_available() {
+        return;
+    }
+    let mut c = Cluster::new(2, &on_demand("2s"), &[]);
+    let data = pattern(512 << 10, 6);
+    fs::write(c.nodes[0].path("held"), &data).unwrap();
+    let a_id = node_id(&c.nodes[0]);
+    {
+        let a = &mut c.nodes[0];
+        kill_mount(a.child.take(), &a.point);
+    }
+    let b = &c.nodes[1];
+    let started = Instant::now();
+    let err = File::open(b.path("held")).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.raw_os_error(), Some(libc::ETIMEDOUT), "{err}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert_eq!(fs::metadata(c.capacity_file("held")).unwrap().len(), 0);
+    let status = status_json(b);
+    let errors = status["last_errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| {
+            let message = e["message"].as_str().unwrap_or_default();
+            e["op"] == "open"
+                && e["errno_name"] == "ETIMEDOUT"
+                && message.contains(&a_id)
+                && message.contains("held")
+        }),
+        "last_errors: {errors:?}"
+    );
+}

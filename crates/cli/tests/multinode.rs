@@ -801,6 +801,8 @@ fn issue_34_on_demand_close_leaves_the_bytes_and_another_nodes_open_recalls_them
     assert!(seen == data, "B reads every byte A wrote");
     assert!(fs::read(c.capacity_file("ckpt")).unwrap() == data);
     assert_eq!(held_mark(&c.capacity_file("ckpt")), None, "mark removed");
+    assert_eq!(status_json(b)["recalls"], 1);
+    assert_eq!(status_json(a)["recalls_answered"], 1);
 }
 
 /// Issue 34 (c): a node reopening a file it holds itself recalls nothing:
@@ -873,6 +875,7 @@ fn issue_34_on_demand_a_holder_that_is_down_fails_the_open_with_etimedout_until_
         }),
         "last_errors: {errors:?}"
     );
+    assert_eq!(status["recall_timeouts"], 1);
 
     c.restart(0);
     let seen = fs::read(c.nodes[1].path("held")).unwrap();

@@ -139,6 +139,10 @@ fn issue_34_a_recall_brings_the_holders_bytes_and_removes_its_mark() {
         "every byte there"
     );
     assert_eq!(a.buffered_bytes(), 0, "the bytes left A's log");
+    let (asked, answered) = (b.stats(), a.stats());
+    assert_eq!((asked.recalls, asked.recall_timeouts), (1, 0));
+    assert!(asked.recall_wait_ns > 0);
+    assert_eq!(answered.recalls_answered, 1);
     let id_b = b.open_file(&path).unwrap();
     assert!(b.read(id_b, 0, 1 << 20).unwrap() == data);
     b.release(id_b);
@@ -209,6 +213,7 @@ fn issue_34_a_recall_of_a_node_that_is_down_times_out_then_its_restart_answers()
     );
     assert!(capacity_bytes(&c.capacity, &path).is_empty());
     assert_eq!(b.mark_of(&path).unwrap().unwrap().node, "node-a");
+    assert_eq!((b.stats().recalls, b.stats().recall_timeouts), (1, 1));
 
     // A comes back: its recall thread answers the entry that waited,
     // without B asking again.

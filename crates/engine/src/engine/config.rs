@@ -238,6 +238,16 @@ pub struct EngineStats {
     /// Clean copies dropped because their capacity file changed behind
     /// them (another node's write, another inode, a changed size or time).
     pub cache_stale_drops: u64,
+    /// On-demand: opens, locks, truncates and first writes that found
+    /// another node's held mark and recalled the file (held.rs).
+    pub recalls: u64,
+    /// Those that ended in ETIMEDOUT after `recall_wait`.
+    pub recall_timeouts: u64,
+    /// Time they waited, in total (their mean is the recall latency).
+    pub recall_wait_ns: u64,
+    /// Other nodes' recalls this node answered: a file written back and
+    /// its mark removed.
+    pub recalls_answered: u64,
 }
 
 /// Where the engine stands now: for `sluice status` and metrics.

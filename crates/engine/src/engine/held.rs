@@ -429,7 +429,12 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
     let mut polls = 0u32;
     loop {
         let holder = match read_mark(capacity, path)? {
-            None => return Ok(()),
+            None => {
+                if asked.is_some() {
+                    count_recall(shared, started, false);
+                }
+                return Ok(());
+            }
             Some(mark) if mark.node == held.node => {
                 // This node's, left by an earlier run with nothing behind
                 // it (this run would hold the file otherwise).
@@ -448,6 +453,7 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
         }
         polls += 1;
         if started.elapsed() >= wait {
+            count_recall(shared, started, true);
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
@@ -459,6 +465,16 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
         }
         shared.clock.sleep(POLL_MARK_EVERY.min(wait));
     }
+}
+
+/// Count a recall that began at `started` (the metric `sluice_recalls_total`
+/// and its wait).
+fn count_recall(shared: &Shared, started: Instant, timed_out: bool) {
+    let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut state = lock(shared);
+    state.stats.recalls += 1;
+    state.stats.recall_timeouts += u64::from(timed_out);
+    state.stats.recall_wait_ns = state.stats.recall_wait_ns.saturating_add(waited);
 }
 
 /// A recall entry for `path` in `holder`'s directory: `ENTRY_MAGIC`, a
@@ -584,7 +600,11 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
         return capacity.remove_file(entry);
     };
     let given = match held_at(shared, &path) {
-        Some(id) => give_back(shared, held, id, true, Some(&path))?,
+        Some(id) => {
+            let given = give_back(shared, held, id, true, Some(&path))?;
+            lock(shared).stats.recalls_answered += u64::from(given);
+            given
+        }
         None => {
             clear_unheld(shared, held, &path)?;
             true

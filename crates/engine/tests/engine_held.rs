@@ -292,3 +292,30 @@ fn issue_34_other_modes_set_no_mark() {
         .metadata(&RelPath::new(".sluice").unwrap())
         .is_err());
 }
+
+/// Another node renamed a held file (the mark goes with the inode): a
+/// recall through the new name is answered, the holder finding the file
+/// by its identity, and the bytes land under the new name.
+#[test]
+fn issue_34_a_recall_through_another_nodes_new_name_is_answered() {
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let b = node(&fast_b, &c.capacity, "node-b", Duration::from_secs(10));
+    let (old, new) = (RelPath::new("old").unwrap(), RelPath::new("new").unwrap());
+    let data = pattern(100_000, 8);
+    let id = a.create(&old).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.release(id);
+    // B renames it on the capacity tier (its namespace changes go there).
+    b.rename(&old, &new).unwrap();
+    assert_eq!(b.mark_of(&new).unwrap().unwrap().node, "node-a");
+    b.recall(&new).unwrap();
+    assert_eq!(b.mark_of(&new).unwrap(), None);
+    assert!(capacity_bytes(&c.capacity, &new) == data);
+    assert!(
+        c.capacity.metadata(&old).is_err(),
+        "the old name stays gone"
+    );
+    assert_eq!(a.buffered_bytes(), 0);
+}

@@ -962,3 +962,28 @@ fn issue_34_on_demand_kill_9_of_the_holder_during_a_recall_loses_nothing() {
     );
     assert_eq!(held_mark(&c.capacity_file("big")), None);
 }
+
+/// Issue 34, sealing: `chmod a-w` of a file A holds starts its write-back
+/// in the background; the capacity file soon holds every byte and no
+/// mark, and B reads it without a recall.
+#[test]
+fn issue_34_on_demand_chmod_a_w_seals_the_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(2 << 20, 13);
+    fs::write(a.path("final"), &data).unwrap();
+    assert_eq!(fs::metadata(c.capacity_file("final")).unwrap().len(), 0);
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(a.path("final"), fs::Permissions::from_mode(0o444)).unwrap();
+    let sealed = within(Duration::from_secs(5), || {
+        held_mark(&c.capacity_file("final")).is_none()
+    });
+    assert!(sealed.is_some(), "the mark is still there");
+    assert!(fs::read(c.capacity_file("final")).unwrap() == data);
+    assert!(fs::read(b.path("final")).unwrap() == data);
+    assert_eq!(status_json(b)["recalls"], 0, "read without a recall");
+    assert_eq!(status_json(a)["recalls_answered"], 0, "a seal is no recall");
+}

@@ -319,3 +319,27 @@ fn issue_34_a_recall_through_another_nodes_new_name_is_answered() {
     );
     assert_eq!(a.buffered_bytes(), 0);
 }
+
+/// Sealing (`chmod a-w` through the mount calls [`Engine::seal`]): the
+/// holder writes the file back in the background and removes its mark,
+/// with no other node asking; a file this node does not hold is left.
+#[test]
+fn issue_34_a_sealed_file_goes_back_in_the_background() {
+    let c = Cluster::new();
+    let fast_a = c.fast("fast-a");
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let path = RelPath::new("sealed").unwrap();
+    let data = pattern(150_000, 4);
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.release(id);
+    a.seal(&RelPath::new("not-held").unwrap()).unwrap();
+    a.seal(&path).unwrap();
+    let started = Instant::now();
+    while a.mark_of(&path).unwrap().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(5), "not sealed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(capacity_bytes(&c.capacity, &path) == data);
+    assert_eq!(a.buffered_bytes(), 0);
+}

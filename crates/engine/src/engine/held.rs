@@ -602,7 +602,13 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
     let given = match held_at(shared, &path) {
         Some(id) => {
             let given = give_back(shared, held, id, true, Some(&path))?;
-            lock(shared).stats.recalls_answered += u64::from(given);
+            // A seal is an entry of this node's own, not another's recall.
+            let sealed = entry
+                .file_name()
+                .strip_prefix(held.node.as_str())
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|hash| hash.len() == 16);
+            lock(shared).stats.recalls_answered += u64::from(given && !sealed);
             given
         }
         None => {
@@ -738,6 +744,23 @@ impl Engine {
             open.path.clone()
         };
         recall(&self.shared, &path, Some(file))
+    }
+
+    /// On-demand, sealing the file at `path` (`chmod a-w`, after UnifyFS's
+    /// lamination): if this node holds it, its write-back starts in the
+    /// background (a recall entry in this node's own directory, which the
+    /// `sluice-recall` thread answers within its next pass), and its mark
+    /// goes when every byte is on the capacity tier; other nodes then read
+    /// it without a recall. Nothing for a file this node does not hold.
+    pub fn seal(&self, path: &RelPath) -> io::Result<()> {
+        let Some(held) = &self.shared.held else {
+            return Ok(());
+        };
+        if held_at(&self.shared, path).is_none() {
+            return Ok(());
+        }
+        write_entry(self.shared.capacity.as_ref(), held, &held.node, path)
+            .map_err(context(format!("seal {path}")))
     }
 
     /// On-demand, at a close or fsync of `file`: its held mark carries

@@ -206,6 +206,12 @@ impl Volume {
         if attr != SetAttr::default() || size.is_none() {
             self.engine.capacity_tier().set_attr(&path, &attr)?;
         }
+        if self.consistency == Consistency::OnDemand && mode.is_some_and(|m| m & 0o222 == 0) {
+            // `chmod a-w` seals the file (after UnifyFS's lamination): its
+            // write-back starts in the background and its mark goes, so
+            // every node reads it without a recall.
+            self.engine.seal(&path)?;
+        }
         self.attr(ino, &path)
     }
 

@@ -72,6 +72,42 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Mount this node (`sluice mount` with its config and fast tier over
+    /// `capacity`, and `args`), and wait until the mount is up.
+    fn start(&mut self, capacity: &std::path::Path, args: &[&str]) {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("mount.log"))
+            .unwrap();
+        let mut child = Command::new(sluice_bin())
+            .arg("mount")
+            .arg("--config")
+            .arg(self.dir.join("sluice.toml"))
+            .arg("--fast")
+            .arg(self.dir.join("fast"))
+            .arg("--capacity")
+            .arg(capacity)
+            .args(args)
+            .arg(&self.point)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let node_log = self.dir.join("mount.log");
+        wait_mounted(&mut child, &self.point, || {
+            format!(
+                "{}: {}",
+                self.dir.display(),
+                std::fs::read_to_string(&node_log).unwrap_or_default()
+            )
+        });
+        self.child = Some(child);
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         kill_mount(self.child.take(), &self.point);
@@ -82,6 +118,8 @@ impl Drop for Node {
 struct Cluster {
     nodes: Vec<Node>,
     capacity: PathBuf,
+    /// The mount arguments every node was started with.
+    args: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -105,44 +143,28 @@ impl Cluster {
             let (fast, point) = (node_dir.join("fast"), node_dir.join("mnt"));
             fs::create_dir_all(&fast).unwrap();
             fs::create_dir_all(&point).unwrap();
-            let config_path = node_dir.join("sluice.toml");
-            fs::write(&config_path, config).unwrap();
-            let log = File::create(node_dir.join("mount.log")).unwrap();
-            let child = Command::new(sluice_bin())
-                .arg("mount")
-                .arg("--config")
-                .arg(&config_path)
-                .arg("--fast")
-                .arg(&fast)
-                .arg("--capacity")
-                .arg(&capacity)
-                .args(args)
-                .arg(&point)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap();
-            let mut child = child;
-            let node_log = node_dir.join("mount.log");
-            wait_mounted(&mut child, &point, || {
-                format!(
-                    "node {i}: {}",
-                    std::fs::read_to_string(&node_log).unwrap_or_default()
-                )
-            });
-            let node = Node {
-                child: Some(child),
+            fs::write(node_dir.join("sluice.toml"), config).unwrap();
+            let mut node = Node {
+                child: None,
                 dir: node_dir,
                 point,
             };
+            node.start(&capacity, args);
             nodes.push(node);
         }
         Cluster {
             nodes,
             capacity,
+            args: args.iter().map(|a| a.to_string()).collect(),
             _dir: dir,
         }
+    }
+
+    /// Mount node `i` again over its fast tier (after it was killed):
+    /// its recovery runs as after a crash.
+    fn restart(&mut self, i: usize) {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.nodes[i].start(&self.capacity, &args);
     }
 
     fn capacity_file(&self, name: &str) -> PathBuf {
@@ -701,4 +723,267 @@ fn issue_33_a_clean_copy_is_never_served_after_another_node_changed_the_file() {
         "A read B's bytes after the lock"
     );
     setlk(&held, libc::F_UNLCK, 0, 0).unwrap();
+}
+
+/// On-demand (issue 34): every write goes to the log, and a holder's
+/// recall is answered well within the wait unless a test says otherwise.
+fn on_demand(recall_wait: &str) -> String {
+    format!("{BUFFERED}[mount]\nconsistency = \"on-demand\"\nrecall_wait = \"{recall_wait}\"\n")
+}
+
+/// The held mark on a capacity file (`user.sluice.held`), if any.
+fn held_mark(path: &std::path::Path) -> Option<String> {
+    let mut buf = vec![0u8; 512];
+    let n = rustix::fs::getxattr(path, "user.sluice.held", &mut buf[..]).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// The node id a node's fast tier keeps (`FAST/ckpt/node-id`), which its
+/// marks carry.
+fn node_id(node: &Node) -> String {
+    fs::read_to_string(node.dir.join("fast/ckpt/node-id"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Issue 34 (a): under on-demand A's close returns without writing the
+/// file back (the capacity file stays empty, marked as held by A); B's
+/// stat shows the size at A's close without recalling it; B's open
+/// recalls it, and B reads every byte at the exact size. `.sluice`, where
+/// the recall entries live, is not listed.
+#[test]
+fn issue_34_on_demand_close_leaves_the_bytes_and_another_nodes_open_recalls_them() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(3 << 20, 11);
+    let mut f = File::create(a.path("ckpt")).unwrap();
+    f.write_all(&data).unwrap();
+    let closed = Instant::now();
+    drop(f);
+    eprintln!("on-demand close took {:?}", closed.elapsed());
+    assert_eq!(
+        fs::metadata(c.capacity_file("ckpt")).unwrap().len(),
+        0,
+        "the close left the bytes in A's log"
+    );
+    let mark = held_mark(&c.capacity_file("ckpt")).expect("the capacity file is marked");
+    let a_id = node_id(a);
+    assert!(
+        mark.starts_with(&format!("v1 node={a_id} size={} ", data.len())),
+        "{mark}"
+    );
+
+    assert_eq!(
+        fs::metadata(b.path("ckpt")).unwrap().len(),
+        data.len() as u64,
+        "B's stat shows the size the mark carries"
+    );
+    assert_eq!(
+        fs::metadata(c.capacity_file("ckpt")).unwrap().len(),
+        0,
+        "a stat recalls nothing"
+    );
+    let listed: Vec<_> = fs::read_dir(&b.point)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(!listed.iter().any(|n| n == ".sluice"), "{listed:?}");
+    assert!(c.capacity.join(".sluice").exists());
+
+    let opened = Instant::now();
+    let seen = fs::read(b.path("ckpt")).unwrap();
+    eprintln!("B's open and read took {:?}", opened.elapsed());
+    assert_eq!(seen.len(), data.len(), "B reads the exact size");
+    assert!(seen == data, "B reads every byte A wrote");
+    assert!(fs::read(c.capacity_file("ckpt")).unwrap() == data);
+    assert_eq!(held_mark(&c.capacity_file("ckpt")), None, "mark removed");
+    assert_eq!(status_json(b)["recalls"], 1);
+    assert_eq!(status_json(a)["recalls_answered"], 1);
+}
+
+/// Issue 34 (c): a node reopening a file it holds itself recalls nothing:
+/// its bytes stay in its log and the mark stays.
+#[test]
+fn issue_34_on_demand_a_nodes_own_reopen_recalls_nothing() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(1, &on_demand("10s"), &[]);
+    let a = &c.nodes[0];
+    let data = pattern(1 << 20, 4);
+    fs::write(a.path("mine"), &data).unwrap();
+    assert!(fs::read(a.path("mine")).unwrap() == data);
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(a.path("mine"))
+        .unwrap();
+    f.write_all(&data[..4096]).unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(c.capacity_file("mine")).unwrap().len(), 0);
+    let mark = held_mark(&c.capacity_file("mine")).expect("still marked");
+    assert!(
+        mark.contains(&format!("size={} ", data.len() + 4096)),
+        "the close updated the mark: {mark}"
+    );
+    let entries = fs::read_dir(c.capacity.join(".sluice/recall").join(node_id(a)))
+        .unwrap()
+        .count();
+    assert_eq!(entries, 0, "no recall entry");
+}
+
+/// Issue 34 (b): the holder is killed (kill -9, no drain) with a file
+/// closed under on-demand: B's open fails within `mount.recall_wait` with
+/// ETIMEDOUT, never reading the empty capacity file, and B's `last_errors`
+/// names the holder and the file. Once A is mounted again (its recovery
+/// marks the file again and answers recalls), B reads every byte.
+#[test]
+fn issue_34_on_demand_a_holder_that_is_down_fails_the_open_with_etimedout_until_it_is_back() {
+    if !fuse_available() {
+        return;
+    }
+    let mut c = Cluster::new(2, &on_demand("2s"), &[]);
+    let data = pattern(512 << 10, 6);
+    fs::write(c.nodes[0].path("held"), &data).unwrap();
+    let a_id = node_id(&c.nodes[0]);
+    {
+        let a = &mut c.nodes[0];
+        kill_mount(a.child.take(), &a.point);
+    }
+    let b = &c.nodes[1];
+    let started = Instant::now();
+    let err = File::open(b.path("held")).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.raw_os_error(), Some(libc::ETIMEDOUT), "{err}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert_eq!(fs::metadata(c.capacity_file("held")).unwrap().len(), 0);
+    let status = status_json(b);
+    let errors = status["last_errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| {
+            let message = e["message"].as_str().unwrap_or_default();
+            e["op"] == "open"
+                && e["errno_name"] == "ETIMEDOUT"
+                && message.contains(&a_id)
+                && message.contains("held")
+        }),
+        "last_errors: {errors:?}"
+    );
+    assert_eq!(status["recall_timeouts"], 1);
+
+    c.restart(0);
+    let seen = fs::read(c.nodes[1].path("held")).unwrap();
+    assert_eq!(seen.len(), data.len());
+    assert!(seen == data, "every byte A acknowledged, after its restart");
+    assert_eq!(held_mark(&c.capacity_file("held")), None);
+}
+
+/// Issue 34: a lock recalls too. B holds the file open from before A
+/// wrote it; A writes and closes under on-demand (the bytes stay in A's
+/// log); B's `fcntl` lock recalls them before it is granted, and B then
+/// reads A's bytes through the descriptor it already had.
+#[test]
+fn issue_34_on_demand_a_lock_on_another_node_recalls_the_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    File::create(a.path("shared")).unwrap();
+    let held = within(Duration::from_secs(3), || b.path("shared").exists());
+    assert!(held.is_some(), "B sees A's new file");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(b.path("shared"))
+        .unwrap();
+    let data = pattern(256 << 10, 2);
+    fs::write(a.path("shared"), &data).unwrap();
+    assert_eq!(fs::metadata(c.capacity_file("shared")).unwrap().len(), 0);
+    assert!(held_mark(&c.capacity_file("shared")).is_some());
+    setlk(&f, libc::F_RDLCK, 0, 0).unwrap();
+    assert_eq!(held_mark(&c.capacity_file("shared")), None, "recalled");
+    let mut seen = vec![0u8; data.len()];
+    f.read_exact_at(&mut seen, 0).unwrap();
+    assert!(seen == data, "B reads A's bytes after its lock");
+    setlk(&f, libc::F_UNLCK, 0, 0).unwrap();
+}
+
+/// Issue 34: kill -9 of the holder in the middle of a recall loses no
+/// acknowledged byte. A writes and fsyncs a file large enough for its
+/// write-back to take a while; B's open recalls it, and A is killed as
+/// soon as the write-back has begun (the capacity file grows). B's open
+/// gives either the whole file or ETIMEDOUT, never a part; once A is
+/// mounted again (recovery replays the log, marks the file, answers the
+/// recall), B reads every byte.
+#[test]
+fn issue_34_on_demand_kill_9_of_the_holder_during_a_recall_loses_nothing() {
+    if !fuse_available() {
+        return;
+    }
+    let mut c = Cluster::new(2, &on_demand("3s"), &[]);
+    let data = pattern(96 << 20, 5);
+    let mut f = File::create(c.nodes[0].path("big")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(c.capacity_file("big")).unwrap().len(), 0);
+    let b_path = c.nodes[1].path("big");
+    let opener = std::thread::spawn(move || fs::read(b_path));
+    let capacity_file = c.capacity_file("big");
+    let begun = within(Duration::from_secs(5), || {
+        fs::metadata(&capacity_file).is_ok_and(|m| m.len() > 0)
+    });
+    {
+        let a = &mut c.nodes[0];
+        kill_mount(a.child.take(), &a.point);
+    }
+    let on_capacity = fs::metadata(&capacity_file).unwrap().len();
+    eprintln!(
+        "A killed {begun:?} into its write-back with {on_capacity} of {} bytes on the capacity tier",
+        data.len()
+    );
+    match opener.join().unwrap() {
+        Ok(seen) => assert!(seen == data, "B's open gave a part of the file"),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT), "{e}"),
+    }
+    c.restart(0);
+    let seen = fs::read(c.nodes[1].path("big")).unwrap();
+    assert_eq!(seen.len(), data.len());
+    assert!(
+        seen == data,
+        "every fsynced byte after the holder's restart"
+    );
+    assert_eq!(held_mark(&c.capacity_file("big")), None);
+}
+
+/// Issue 34, sealing: `chmod a-w` of a file A holds starts its write-back
+/// in the background; the capacity file soon holds every byte and no
+/// mark, and B reads it without a recall.
+#[test]
+fn issue_34_on_demand_chmod_a_w_seals_the_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(2 << 20, 13);
+    fs::write(a.path("final"), &data).unwrap();
+    assert_eq!(fs::metadata(c.capacity_file("final")).unwrap().len(), 0);
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(a.path("final"), fs::Permissions::from_mode(0o444)).unwrap();
+    let sealed = within(Duration::from_secs(5), || {
+        held_mark(&c.capacity_file("final")).is_none()
+    });
+    assert!(sealed.is_some(), "the mark is still there");
+    assert!(fs::read(c.capacity_file("final")).unwrap() == data);
+    assert!(fs::read(b.path("final")).unwrap() == data);
+    assert_eq!(status_json(b)["recalls"], 0, "read without a recall");
+    assert_eq!(status_json(a)["recalls_answered"], 0, "a seal is no recall");
 }

@@ -24,7 +24,7 @@ use sluice_catalog::MetaSpec;
 use sluice_devices::hdd::HddConfig;
 use sluice_devices::ssd::SsdConfig;
 use sluice_engine::log::{record_len, MAX_PATH_BYTES};
-use sluice_engine::{CkptOptions, CloseSync, EngineConfig, LiuBackend, LiuOptions};
+use sluice_engine::{CkptOptions, CloseSync, EngineConfig, LiuBackend, LiuOptions, OnDemand};
 use sluice_env::emulated::EmulatedBackend;
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
@@ -286,6 +286,10 @@ pub struct MountConfig {
     /// asks again, which re-reads them from the capacity tier (where other
     /// nodes' changes show); `0` = ask every time.
     pub attr_timeout: Span,
+    /// Under `consistency = "on-demand"`: how long an open, lock or first
+    /// buffered write of a file another node holds waits for that node to
+    /// write it back before it fails with ETIMEDOUT.
+    pub recall_wait: Span,
 }
 
 /// `mount.consistency`: when buffered bytes of a general-class file reach
@@ -301,6 +305,12 @@ pub enum Consistency {
     /// Buffered bytes stay on this node until the flusher moves them (a
     /// full region, or `flush.age`); fsync makes them durable in the log.
     NodeLocal,
+    /// As `node-local` at close and fsync, but the capacity file is marked
+    /// as held by this node before its first byte is buffered, and another
+    /// node's open, lock or first buffered write recalls the bytes first,
+    /// waiting at most `mount.recall_wait` (docs/fuse.md, "On demand").
+    /// General-class files only: `bbos.consistency` refuses it.
+    OnDemand,
 }
 
 /// `mount.close_sync` (docs/fuse.md, "Many nodes").
@@ -608,6 +618,7 @@ impl Default for MountConfig {
             consistency: Consistency::CloseToOpen,
             close_sync: CloseSyncConfig::Auto,
             attr_timeout: Span(std::time::Duration::from_secs(1)),
+            recall_wait: Span(std::time::Duration::from_secs(10)),
         }
     }
 }
@@ -761,6 +772,60 @@ mod tests {
         config.validate().unwrap();
         config.capacity.path = config.fast.path.clone();
         assert!(config.validate().unwrap_err().0.contains("same directory"));
+    }
+
+    /// Issue 34: `mount.consistency = "on-demand"` is accepted and gives
+    /// the engine its recall settings (the node id from `bbos.node_id`);
+    /// the default stays close-to-open with none; `bbos.consistency`
+    /// refuses it, `mount.recall_wait` is bounded, and an unknown mode
+    /// still names the values.
+    #[test]
+    fn on_demand_is_opt_in_and_checked_issue_34() {
+        let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n";
+        let config = Config::from_toml(base).unwrap();
+        assert_eq!(config.mount.consistency, Consistency::CloseToOpen);
+        assert_eq!(config.engine_config().unwrap().on_demand, None);
+        let text = format!(
+            "{base}[mount]\nconsistency = \"on-demand\"\nrecall_wait = \"3s\"\n\
+             [bbos]\nnode_id = \"rack1-n07\"\n"
+        );
+        let config = Config::from_toml(&text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.engine_config().unwrap().on_demand,
+            Some(OnDemand {
+                node: Some("rack1-n07".into()),
+                recall_wait: std::time::Duration::from_secs(3),
+            })
+        );
+        assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);
+        for (keys, key, range) in [
+            (
+                "[bbos]\nconsistency = \"on-demand\"\n",
+                "bbos.consistency",
+                "\"close-to-open\" or \"node-local\"",
+            ),
+            (
+                "[mount]\nrecall_wait = \"0s\"\n",
+                "mount.recall_wait",
+                "above 0",
+            ),
+            (
+                "[mount]\nrecall_wait = \"6min\"\n",
+                "mount.recall_wait",
+                "at most 5min",
+            ),
+        ] {
+            let err = Config::from_toml(&format!("{base}{keys}"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert!(err.0.contains(key), "{keys:?}: {err}");
+            assert!(err.0.contains(range), "{keys:?}: {err}");
+        }
+        let err = Config::from_toml("[mount]\nconsistency = \"on-request\"\n").unwrap_err();
+        assert!(err.0.contains("on-request"), "{err}");
+        assert!(err.0.contains("on-demand"), "{err}");
     }
 
     #[test]

@@ -34,6 +34,10 @@ impl Config {
         if self.mount.attr_timeout.0 > std::time::Duration::from_secs(60) {
             return Err(self.out_of_range("mount.attr_timeout"));
         }
+        let recall_wait = self.mount.recall_wait.0;
+        if recall_wait.is_zero() || recall_wait > std::time::Duration::from_secs(300) {
+            return Err(self.out_of_range("mount.recall_wait"));
+        }
         if !(4096..=(1 << 20)).contains(&self.mount.max_write.0) {
             return Err(self.out_of_range("mount.max_write"));
         }

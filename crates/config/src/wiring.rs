@@ -28,6 +28,9 @@ impl Config {
         if !(1..=64).contains(&b.window) {
             return Err(self.out_of_range("bbos.window"));
         }
+        if b.consistency == Consistency::OnDemand {
+            return Err(self.out_of_range("bbos.consistency"));
+        }
         if b.node_id
             .as_deref()
             .is_some_and(|id| sluice_engine::ckpt::check_node_id(id).is_err())
@@ -239,6 +242,10 @@ impl Config {
                 CloseSyncConfig::Written => CloseSync::Written,
             },
             cost_seek_from_traffic: self.policy.cost_profile == CostProfile::Auto,
+            on_demand: (self.mount.consistency == Consistency::OnDemand).then(|| OnDemand {
+                node: self.bbos.node_id.clone(),
+                recall_wait: self.mount.recall_wait.0,
+            }),
         })
     }
 

@@ -31,8 +31,19 @@ fn os(s: &str) -> &OsStr {
 /// A node: a volume with its own fast tier over `capacity`, every write
 /// buffered (fast-all).
 fn node(capacity: &Arc<dyn Backend>, consistency: Consistency) -> Volume {
+    volume(Arc::new(MemBackend::new()), capacity, consistency, None)
+}
+
+/// A volume over `fast` and `capacity`, every write buffered (fast-all),
+/// with the engine's on-demand settings `on_demand`.
+fn volume(
+    fast: Arc<dyn Backend>,
+    capacity: &Arc<dyn Backend>,
+    consistency: Consistency,
+    on_demand: Option<sluice_engine::OnDemand>,
+) -> Volume {
     let engine = Engine::open(
-        Arc::new(MemBackend::new()),
+        fast,
         Arc::clone(capacity),
         Arc::new(SystemClock::new()),
         EngineConfig {
@@ -40,6 +51,7 @@ fn node(capacity: &Arc<dyn Backend>, consistency: Consistency) -> Volume {
                 policy: RedirectPolicy::FastAll,
                 ..RedirectorConfig::default()
             },
+            on_demand,
             ..EngineConfig::default()
         },
     )
@@ -149,4 +161,97 @@ fn locks_are_refused_with_enolck_where_the_capacity_tier_cannot_lock() {
     let e = a.get_lock(fh, 1, range).unwrap_err();
     assert_eq!(sluice_env::raw_os_error(&e), enolck, "{e}");
     a.release(attr.ino, fh);
+}
+
+/// A node under on-demand (issue 34) over a POSIX capacity directory (the
+/// held marks are user xattrs): its own fast tier in `dir`, named `name`.
+fn on_demand_node(dir: &std::path::Path, capacity: &Arc<dyn Backend>, name: &str) -> Volume {
+    let fast = dir.join(name);
+    std::fs::create_dir_all(&fast).unwrap();
+    let on_demand = sluice_engine::OnDemand {
+        node: Some(name.to_string()),
+        recall_wait: std::time::Duration::from_secs(10),
+    };
+    volume(
+        Arc::new(sluice_env::posix::PosixBackend::new(fast).unwrap()),
+        capacity,
+        Consistency::OnDemand,
+        Some(on_demand),
+    )
+}
+
+/// Issue 34 on volumes: A's close leaves the bytes in its log and its mark
+/// on the capacity file with the size at close; B's lookup shows that
+/// size, B's listing of the root hides `.sluice`, and B's open recalls
+/// the file: B reads every byte, and A's log holds none of them after.
+#[test]
+fn issue_34_on_demand_close_keeps_the_bytes_and_another_nodes_open_recalls_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let capacity_dir = dir.path().join("capacity");
+    std::fs::create_dir_all(&capacity_dir).unwrap();
+    let capacity: Arc<dyn Backend> =
+        Arc::new(sluice_env::posix::PosixBackend::new(capacity_dir).unwrap());
+    let a = on_demand_node(dir.path(), &capacity, "node-a");
+    let b = on_demand_node(dir.path(), &capacity, "node-b");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let (attr, fh) = a
+        .open_or_create(&me(), ROOT, os("f"), 0o644, O_CREAT | O_WRONLY)
+        .unwrap();
+    a.write(attr.ino, fh, 0, &data, false).unwrap();
+    a.flush(fh, 1).unwrap();
+    a.release(attr.ino, fh);
+    assert_eq!(
+        capacity_len(&capacity, "f"),
+        0,
+        "the close wrote nothing back"
+    );
+    let mark = a.engine().mark_of(&RelPath::new("f").unwrap()).unwrap();
+    assert_eq!(
+        mark.map(|m| (m.node, m.size)),
+        Some(("node-a".to_string(), data.len() as u64)),
+        "the close put the size in the mark"
+    );
+
+    let seen = b.lookup(ROOT, os("f")).unwrap();
+    assert_eq!(
+        seen.size,
+        data.len() as u64,
+        "B's stat shows the mark's size"
+    );
+    assert_eq!(capacity_len(&capacity, "f"), 0, "a lookup recalls nothing");
+    assert_eq!(
+        b.lookup(ROOT, os(".sluice")).unwrap_err().kind(),
+        io::ErrorKind::NotFound
+    );
+    let dh = b.opendir(ROOT).unwrap();
+    let mut names = Vec::new();
+    b.readdir(ROOT, dh, 0, |e| {
+        names.push(e.name.clone());
+        false
+    })
+    .unwrap();
+    b.releasedir(dh);
+    assert!(!names.iter().any(|n| n == ".sluice"), "{names:?}");
+    assert!(names.iter().any(|n| n == "f"), "{names:?}");
+
+    // The mark is sluice's: readable, not to be copied or removed.
+    assert!(b.get_xattr(seen.ino, os("user.sluice.held")).is_ok());
+    for refused in [
+        b.set_xattr(seen.ino, os("user.sluice.held"), b"v1 node=x size=0", 0),
+        b.remove_xattr(seen.ino, os("user.sluice.held")),
+    ] {
+        assert_eq!(refused.unwrap_err().raw_os_error(), Some(1), "EPERM");
+    }
+    let fh = b.open(seen.ino, 0).unwrap();
+    assert_eq!(
+        b.read(fh, 0, 1 << 20).unwrap(),
+        data,
+        "every byte, exact size"
+    );
+    b.release(seen.ino, fh);
+    assert_eq!(a.engine().buffered_bytes(), 0, "the recall emptied A's log");
+    assert_eq!(
+        a.engine().mark_of(&RelPath::new("f").unwrap()).unwrap(),
+        None
+    );
 }

@@ -189,6 +189,27 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.cache_stale_drops),
     },
     Metric {
+        name: "sluice_recalls_total",
+        kind: Counter,
+        help: "On-demand: files this node recalled from the node holding them (an open, lock, truncate or first write met another node's held mark; timed_out: ETIMEDOUT after mount.recall_wait).",
+        labels: label("result", &["served", "timed_out"]),
+        read: |s| ints([s.recalls.saturating_sub(s.recall_timeouts), s.recall_timeouts]),
+    },
+    Metric {
+        name: "sluice_recall_wait_seconds_total",
+        kind: Counter,
+        help: "On-demand: seconds recalls waited for the holding node, in total (over sluice_recalls_total: the mean recall latency).",
+        labels: None,
+        read: |s| Some(vec![Value::Real(s.recall_wait_s)]),
+    },
+    Metric {
+        name: "sluice_recalls_answered_total",
+        kind: Counter,
+        help: "On-demand: other nodes' recalls this node answered (the file written back, synced, its held mark removed).",
+        labels: None,
+        read: |s| int(s.recalls_answered),
+    },
+    Metric {
         name: "sluice_flush_bytes_per_second",
         kind: Gauge,
         help: "Flush rate over the last second.",
@@ -630,6 +651,10 @@ pub fn every_metric_applies() -> Status {
         ],
         fast_bytes: 100_000,
         buffered_bytes: 4096,
+        recalls: 7,
+        recall_timeouts: 1,
+        recall_wait_s: 0.75,
+        recalls_answered: 3,
         liu: Some(LiuStatusView {
             lifts: 3,
             locality_histogram: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],

@@ -370,6 +370,19 @@ pub struct Status {
     /// them (another node wrote or replaced it).
     #[serde(default)]
     pub cache_stale_drops: u64,
+    /// On-demand: files this node recalled from another node (an open,
+    /// lock, truncate or first write met its held mark).
+    #[serde(default)]
+    pub recalls: u64,
+    /// Those that timed out (ETIMEDOUT after `mount.recall_wait`).
+    #[serde(default)]
+    pub recall_timeouts: u64,
+    /// Seconds they waited, in total.
+    #[serde(default)]
+    pub recall_wait_s: f64,
+    /// Other nodes' recalls this node answered.
+    #[serde(default)]
+    pub recalls_answered: u64,
     /// Flush rate over the last second.
     pub flush_bytes_per_s: u64,
     /// Regions flushed.
@@ -651,6 +664,13 @@ impl Status {
                 String::new()
             }
         );
+        if self.recalls + self.recalls_answered > 0 {
+            let _ = writeln!(
+                out,
+                "recalls     {} from other nodes ({} timed out, {:.3} s waited in all), {} answered for them",
+                self.recalls, self.recall_timeouts, self.recall_wait_s, self.recalls_answered
+            );
+        }
         let _ = writeln!(
             out,
             "requests    {} reads ({}), {} writes ({}), {} fsyncs, {} fallocates, {} metadata, {} errors{}",

@@ -330,6 +330,32 @@ fn dir() -> RelPath {
     rel(DIR.to_string())
 }
 
+/// This node's id as the catalogue's records carry it (`FAST/ckpt/
+/// node-id`, generated and kept at the first call), for the engine's held
+/// marks (on-demand consistency) when BBOS is off or opens later: one node
+/// has one name in both. The staging directory is made if missing, as
+/// [`Checkpoints::open`] makes it.
+pub(crate) fn node_id_at_open(fast: &dyn Backend) -> io::Result<String> {
+    make_dir(fast)?;
+    node_id(fast)
+}
+
+/// The staging directory, made (private, its entry synced) if missing.
+fn make_dir(fast: &dyn Backend) -> io::Result<()> {
+    match fast.metadata(&dir()) {
+        Ok(m) if m.kind == FileKind::Dir => Ok(()),
+        Ok(_) => Err(invalid(format!(
+            "fast tier {}: `{DIR}` exists and is not a directory",
+            fast.describe()
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fast.create_private_dir(&dir())?;
+            fast.sync_dir(&RelPath::root())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn unix_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -385,20 +411,7 @@ impl Checkpoints {
         if options.capacity == 0 || options.chunk_bytes == 0 {
             return Err(invalid("bbos: capacity and chunk must be above 0"));
         }
-        match fast.metadata(&dir()) {
-            Ok(m) if m.kind == FileKind::Dir => {}
-            Ok(_) => {
-                return Err(invalid(format!(
-                    "fast tier {}: `{DIR}` exists and is not a directory",
-                    fast.describe()
-                )))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fast.create_private_dir(&dir())?;
-                fast.sync_dir(&RelPath::root())?;
-            }
-            Err(e) => return Err(e),
-        }
+        make_dir(fast.as_ref())?;
         let node = match &options.node_id {
             Some(id) => check_node_id(id).map_err(invalid)?,
             None => node_id(fast.as_ref())?,

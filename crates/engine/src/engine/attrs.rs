@@ -113,10 +113,21 @@ impl Engine {
     /// truncated. `epoch` is [`Engine::log_epoch`] from before the stat was
     /// made: if buffered bytes left the index since, the stat may not show
     /// them yet and is made again.
+    ///
+    /// On-demand, a file whose held mark names another node shows the
+    /// size and mtime the mark carries instead, without a recall (held.rs).
     pub fn overlay(&self, path: &RelPath, stat: &mut Stat, epoch: u64) {
         if stat.kind != sluice_env::StatKind::File {
             return;
         }
+        if !self.overlay_held_here(path, stat, epoch) {
+            held::overlay_mark(&self.shared, path, stat);
+        }
+    }
+
+    /// [`Engine::overlay`] from what this engine holds; whether this node
+    /// holds the file's held mark (on-demand).
+    fn overlay_held_here(&self, path: &RelPath, stat: &mut Stat, epoch: u64) -> bool {
         let mut state = lock(&self.shared);
         let mut epoch = epoch;
         while state.left_log != epoch {
@@ -125,25 +136,29 @@ impl Engine {
             match self.shared.capacity.stat(path) {
                 Ok(fresh) => *stat = fresh,
                 // Gone meanwhile: the caller's stat stands.
-                Err(_) => return,
+                Err(_) => return true,
             }
             state = lock(&self.shared);
         }
         let Some(id) = file_of(&state, path, Some(stat.identity())) else {
-            return;
+            return false;
         };
         let Some(open) = state.files.get(&id) else {
-            return;
+            return false;
         };
         if open.ino.is_some_and(|ino| ino != stat.identity()) {
-            return;
+            return false;
         }
         // A getattr (after the attribute timeout) sees another node's
         // change: clean copies of what it changed go.
         cache::check(&mut state, id, Some(ChangeStamp::of(stat)));
         update_size(&mut state, id, stat.len);
-        if let Some(open) = state.files.get(&id) {
-            open.overlay(stat);
+        match state.files.get(&id) {
+            Some(open) => {
+                open.overlay(stat);
+                open.held.is_some()
+            }
+            None => false,
         }
     }
 

@@ -45,6 +45,22 @@ pub struct EngineConfig {
     /// (`policy.cost_profile = "auto"`; docs/policy.md, "The model kept
     /// current"). Off: the configured `t_seek` stays.
     pub cost_seek_from_traffic: bool,
+    /// `mount.consistency = "on-demand"`: files are marked as held by this
+    /// node on the capacity tier before their first byte is buffered, and
+    /// other nodes recall them (held.rs; docs/fuse.md, "On demand").
+    /// `None`: no marks, no recalls.
+    pub on_demand: Option<OnDemand>,
+}
+
+/// The on-demand mode's settings (docs/fuse.md, "On demand").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnDemand {
+    /// This node's name in marks and recall entries; `None`: the
+    /// catalogue's node id kept in `FAST/ckpt/node-id` (generated once).
+    pub node: Option<String>,
+    /// Longest wait of an open, lock or first buffered write for another
+    /// node to give a file back; then ETIMEDOUT.
+    pub recall_wait: Duration,
 }
 
 /// `mount.close_sync`: whether a close-to-open close (or unlock) syncs the
@@ -106,6 +122,7 @@ impl Default for EngineConfig {
             write_back_idle: None,
             close_sync: CloseSync::Auto,
             cost_seek_from_traffic: false,
+            on_demand: None,
         }
     }
 }
@@ -134,6 +151,15 @@ impl EngineConfig {
                  raise region_bytes or lower record_max_bytes",
                 self.region_bytes
             ));
+        }
+        if let Some(on_demand) = &self.on_demand {
+            if on_demand.recall_wait.is_zero() {
+                return invalid("recall_wait must be above 0".into());
+            }
+            if let Some(node) = &on_demand.node {
+                crate::ckpt::check_node_id(node)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            }
         }
         self.redirector
             .validate()
@@ -212,6 +238,16 @@ pub struct EngineStats {
     /// Clean copies dropped because their capacity file changed behind
     /// them (another node's write, another inode, a changed size or time).
     pub cache_stale_drops: u64,
+    /// On-demand: opens, locks, truncates and first writes that found
+    /// another node's held mark and recalled the file (held.rs).
+    pub recalls: u64,
+    /// Those that ended in ETIMEDOUT after `recall_wait`.
+    pub recall_timeouts: u64,
+    /// Time they waited, in total (their mean is the recall latency).
+    pub recall_wait_ns: u64,
+    /// Other nodes' recalls this node answered: a file written back and
+    /// its mark removed.
+    pub recalls_answered: u64,
 }
 
 /// Where the engine stands now: for `sluice status` and metrics.

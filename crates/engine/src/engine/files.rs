@@ -94,6 +94,7 @@ pub(super) fn attach(
             kernel_writes: false,
             own_writers: 0,
             kernel_stamp: KernelStamp::Unknown,
+            held: None,
         },
     );
 }
@@ -179,11 +180,10 @@ pub(super) fn opened(state: &mut State, id: FileId) {
 /// Drop `id` from the maps if no open is outstanding, the flusher is not
 /// writing it and nothing of it is buffered.
 pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
-    let unused = state
-        .files
-        .get(&id)
-        .is_some_and(|o| o.opens == 0 && o.busy == 0 && o.appending.is_empty())
-        && !state.buffer.has_buffered(id);
+    let unused =
+        state.files.get(&id).is_some_and(|o| {
+            o.opens == 0 && o.busy == 0 && o.appending.is_empty() && o.held.is_none()
+        }) && !state.buffer.has_buffered(id);
     if unused {
         if let Some(open) = remove_file_entry(state, id) {
             cache::park(state, id, open.ino.filter(|_| !open.unlinked));

@@ -78,6 +78,7 @@ mod fallocate;
 mod files;
 mod flush;
 mod health;
+mod held;
 mod names;
 mod quarantine;
 mod read;
@@ -89,11 +90,12 @@ mod writeback;
 use append::*;
 use config::Placements;
 pub use config::{
-    CloseSync, EngineConfig, EngineStats, EngineStatus, FilePlacement, FILES_PLACED_MAX,
+    CloseSync, EngineConfig, EngineStats, EngineStatus, FilePlacement, OnDemand, FILES_PLACED_MAX,
 };
 use degrade::*;
 use files::*;
 use flush::*;
+pub use held::{Mark, HELD_XATTR, HIDDEN_DIR};
 pub use quarantine::{
     find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
     restore as quarantine_restore, QuarantineEntry, QUARANTINE_DIR,
@@ -112,6 +114,8 @@ pub struct Engine {
     shared: Arc<Shared>,
     flusher: Option<JoinHandle<()>>,
     heartbeat: Option<JoinHandle<()>>,
+    /// On-demand: answers other nodes' recalls (held.rs).
+    recall: Option<JoinHandle<()>>,
 }
 
 struct Shared {
@@ -131,6 +135,9 @@ struct Shared {
     writeback: WritebackGate,
     /// The capacity tier as the write-backs find it (traffic.rs).
     traffic: TrafficMeter,
+    /// On-demand consistency: this node's name and the mark lock
+    /// (held.rs); `None` under the other modes.
+    held: Option<held::Held>,
 }
 
 struct LogRegion {
@@ -244,6 +251,10 @@ struct OpenFile {
     /// ([`Backend::change_times_exact`]); `Unknown` elsewhere. A sync that
     /// finds the file as this says has nothing of the kernel's to sync.
     kernel_stamp: KernelStamp,
+    /// On-demand: this node holds the capacity file's held mark, as last
+    /// written (held.rs). Set before the file's first byte is placed in
+    /// the log; while set, the file is not forgotten.
+    held: Option<held::MarkWritten>,
 }
 
 /// Where [`OpenFile::kernel_stamp`] stands.
@@ -780,6 +791,9 @@ impl Engine {
             Tier::Fast => (Some(io.read().unwrap_or_else(|e| e.into_inner())), None),
             Tier::Capacity => (None, Some(hold_alone(&io))),
         };
+        // On-demand: the capacity file is marked as held by this node
+        // before any byte of it is placed in the log (held.rs).
+        held::before_write(shared, file, routing.tier)?;
         let state = lock(shared);
         let (mut state, written) = append_data(shared, state, file, offset, data, routing.tier);
         written?;
@@ -1005,6 +1019,9 @@ impl Engine {
                 .check_root()
                 .map_err(context("drain: capacity tier"))
         })?;
+        // On-demand: every byte is on the capacity tier, so no mark of
+        // this node is left for other nodes to wait on.
+        held::sweep(shared, usize::MAX, false).map_err(context("drain: held marks"))?;
         Ok(Drained::All)
     }
 
@@ -1017,6 +1034,11 @@ impl Engine {
     fn stop(&mut self) {
         lock(&self.shared).shutdown = true;
         self.shared.changed.notify_all();
+        // Before the flusher: a recall's write-back under way may wait for
+        // log room that only the flusher makes.
+        if let Some(recall) = self.recall.take() {
+            let _ = recall.join();
+        }
         if let Some(flusher) = self.flusher.take() {
             // A flusher panic is a bug already reported on stderr.
             let _ = flusher.join();

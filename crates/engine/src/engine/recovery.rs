@@ -322,6 +322,10 @@ pub(super) fn open(
     }
 
     log_recovery(&fast, &state, started);
+    let held = match &config.on_demand {
+        Some(on_demand) => Some(held::open(fast.as_ref(), capacity.as_ref(), on_demand)?),
+        None => None,
+    };
     let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
     let alive_file = quarantine::open_alive(fast.as_ref())?;
     quarantine::beat(alive_file.as_ref())
@@ -337,7 +341,10 @@ pub(super) fn open(
         incidents,
         writeback: WritebackGate::default(),
         traffic: TrafficMeter::default(),
+        held,
     });
+    // Before anything is answered: no recovered byte is unmarked.
+    held::mark_recovered(&shared)?;
     let flusher_shared = Arc::clone(&shared);
     let flusher = std::thread::Builder::new()
         .name("sluice-flusher".into())
@@ -346,10 +353,21 @@ pub(super) fn open(
     let heartbeat = std::thread::Builder::new()
         .name("sluice-heartbeat".into())
         .spawn(move || quarantine::heartbeat_loop(&heartbeat_shared, alive_file.as_ref()))?;
+    let recall = if shared.held.is_some() {
+        let recall_shared = Arc::clone(&shared);
+        Some(
+            std::thread::Builder::new()
+                .name("sluice-recall".into())
+                .spawn(move || held::answer_loop(&recall_shared))?,
+        )
+    } else {
+        None
+    };
     Ok(Engine {
         shared,
         flusher: Some(flusher),
         heartbeat: Some(heartbeat),
+        recall,
     })
 }
 

@@ -203,7 +203,7 @@ fn tier_check(shared: &Shared, id: FileId) -> io::Result<()> {
 
 /// What a write-back pass of one file is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Pass {
+pub(super) enum Pass {
     /// A sync ([`Engine::sync_file`]): waits for its turn, syncs the
     /// capacity file when owed (or `always`).
     Sync { always: bool },
@@ -260,7 +260,7 @@ pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result
 /// its capacity file, sync that, and drop those bytes from the index
 /// behind a clean record ([`Engine::sync_file`] says how). Returns the
 /// bytes written.
-fn write_back_file(
+pub(super) fn write_back_file(
     shared: &Shared,
     id: FileId,
     pass: Pass,

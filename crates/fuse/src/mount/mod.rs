@@ -295,6 +295,12 @@ impl Mount {
             Arc::clone(&clock),
             engine_config,
         )?);
+        if let Some(node) = engine.node_name() {
+            tracing::info!(
+                "on-demand: files this mount buffers are marked as held by node {node} on the capacity tier; other nodes recall them (mount.recall_wait = {:?})",
+                config.mount.recall_wait.0
+            );
+        }
         if let Some(cause) = bbos_off {
             // Shown in `sluice status` (`last_errors`) for the mount's life.
             engine.incidents().record(sluice_engine::Incident {

@@ -21,7 +21,7 @@ use sluice_engine::Checkpoints;
 use sluice_env::{RelPath, SetAttr, Stat, StatKind, TimeSet, XattrFlags};
 use sluice_policy::FileId;
 
-use super::{lock, name_str, os_error, Caller, Volume, CONTROL_XATTR};
+use super::{lock, name_str, os_error, Caller, Consistency, Volume, CONTROL_XATTR};
 use crate::inodes::{ROOT, SETID_BITS};
 
 /// A node's attributes as the kernel gets them.
@@ -176,6 +176,11 @@ impl Volume {
                 (None, Some(c)) => c.truncate_path(&path, size)?,
                 _ => false,
             };
+            if !staged {
+                // On-demand: another node's buffered bytes of the file
+                // land before the truncate, never after it.
+                self.engine.recall(&path)?;
+            }
             match fh {
                 _ if staged => {}
                 Some(fh) => self.engine.truncate(FileId(fh), size)?,
@@ -200,6 +205,12 @@ impl Volume {
         // it already (the truncate).
         if attr != SetAttr::default() || size.is_none() {
             self.engine.capacity_tier().set_attr(&path, &attr)?;
+        }
+        if self.consistency == Consistency::OnDemand && mode.is_some_and(|m| m & 0o222 == 0) {
+            // `chmod a-w` seals the file (after UnifyFS's lamination): its
+            // write-back starts in the background and its mark goes, so
+            // every node reads it without a recall.
+            self.engine.seal(&path)?;
         }
         self.attr(ino, &path)
     }
@@ -343,7 +354,7 @@ impl Volume {
     pub fn set_xattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
         let path = self.path(ino)?;
         let name = name_str(name)?;
-        if ino == ROOT && name == CONTROL_XATTR {
+        if (ino == ROOT && name == CONTROL_XATTR) || self.guards_mark(name) {
             return Err(os_error(rustix::io::Errno::PERM));
         }
         const XATTR_CREATE: i32 = 1;
@@ -388,7 +399,19 @@ impl Volume {
     pub fn remove_xattr(&self, ino: u64, name: &OsStr) -> io::Result<()> {
         let path = self.path(ino)?;
         let name = name_str(name)?;
+        if self.guards_mark(name) {
+            return Err(os_error(rustix::io::Errno::PERM));
+        }
         self.engine.capacity_tier().remove_xattr(&path, name)
+    }
+
+    /// Under on-demand the held mark ([`sluice_engine::HELD_XATTR`]) is
+    /// sluice's to set and remove: an application's copy of it (`cp -a`)
+    /// would make other nodes recall a file from a node that holds none
+    /// of it, and its removal would let them read older bytes. It can be
+    /// read (EPERM for changes).
+    fn guards_mark(&self, name: &str) -> bool {
+        self.consistency == Consistency::OnDemand && name == sluice_engine::HELD_XATTR
     }
 
     /// The space of the mount: the namespace and its space are the

@@ -94,7 +94,12 @@ impl Volume {
                 let write = bits & rustix::fs::OFlags::ACCMODE != rustix::fs::OFlags::RDONLY;
                 c.open_file(&path, write, bits.contains(rustix::fs::OFlags::TRUNC))?
             }
-            None => self.engine.open_file(&path)?.0,
+            None => {
+                // On-demand: another node's bytes of the file come to the
+                // capacity tier first (nothing under the other modes).
+                self.engine.recall(&path)?;
+                self.engine.open_file(&path)?.0
+            }
         };
         lock(&self.inodes).opened(ino, fh);
         Ok(fh)
@@ -151,14 +156,31 @@ impl Volume {
 
     /// Make what was written through `fh` durable (with its name). Under
     /// `close-to-open` the file's buffered bytes go to its capacity file
-    /// first (synced), so other nodes see them when it returns.
+    /// first (synced), so other nodes see them when it returns; under
+    /// `on-demand` its held mark carries its size and mtime after.
     pub fn fsync(&self, fh: u64) -> io::Result<()> {
         match self.ckpt_handle(fh) {
             Some(c) => c.fsync(fh),
             None if self.consistency == Consistency::CloseToOpen => {
                 self.engine.sync_file_and_fsync(FileId(fh)).map(drop)
             }
-            None => self.engine.fsync(FileId(fh)),
+            None => {
+                self.engine.fsync(FileId(fh))?;
+                self.update_mark(fh);
+                Ok(())
+            }
+        }
+    }
+
+    /// On-demand: the held mark of handle `fh`'s file carries its size and
+    /// mtime now. A failure is logged, not answered: the mark still names
+    /// this node (other nodes recall the file), only their stat lags.
+    fn update_mark(&self, fh: u64) {
+        if self.consistency != Consistency::OnDemand {
+            return;
+        }
+        if let Err(e) = self.engine.update_mark(FileId(fh)) {
+            tracing::warn!(error = %e, "held mark not updated");
         }
     }
 
@@ -172,8 +194,12 @@ impl Volume {
             // The checkpoint class's own consistency (`bbos.consistency`).
             return c.close(fh);
         }
-        if self.consistency == Consistency::CloseToOpen {
-            self.engine.sync_file(FileId(fh), false)?;
+        match self.consistency {
+            Consistency::CloseToOpen => {
+                self.engine.sync_file(FileId(fh), false)?;
+            }
+            Consistency::OnDemand => self.update_mark(fh),
+            Consistency::NodeLocal => {}
         }
         self.drop_locks(fh, owner)
     }

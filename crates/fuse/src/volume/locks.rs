@@ -298,6 +298,9 @@ impl Volume {
                 .map(drop)
                 .map_err(lock_error);
         }
+        // On-demand: another node's bytes of the file reach the capacity
+        // tier before the lock is taken (nothing under the other modes).
+        self.engine.recall_open(file)?;
         let fd = self.owner_fd(file, owner)?;
         let arg = if wait {
             FcntlArg::F_OFD_SETLKW(&flock)

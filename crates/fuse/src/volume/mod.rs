@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{RelPath, Stat, StatKind};
 
-use crate::inodes::Inodes;
+use crate::inodes::{Inodes, ROOT};
 
 pub use attr::{mode_after_unprivileged_write, Attr, AttrChanges, FsStats};
 pub use locks::LockRange;
@@ -222,8 +222,20 @@ impl Volume {
 
     /// Look `name` up in `parent` for the kernel (one reference counted).
     pub fn lookup(&self, parent: u64, name: &OsStr) -> io::Result<Attr> {
+        if self.hides(parent, name) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
         let path = self.child(parent, name)?;
         self.entry(&path)
+    }
+
+    /// Whether `name` in directory `parent` is sluice's own directory on
+    /// the capacity tier ([`sluice_engine::HIDDEN_DIR`]: the recall
+    /// entries), which an on-demand mount does not show.
+    pub(super) fn hides(&self, parent: u64, name: &OsStr) -> bool {
+        self.consistency == Consistency::OnDemand
+            && parent == ROOT
+            && name == OsStr::new(sluice_engine::HIDDEN_DIR)
     }
 
     /// The kernel dropped `n` references to `ino`.

@@ -230,6 +230,7 @@ impl Volume {
     pub fn opendir(&self, ino: u64) -> io::Result<u64> {
         let path = self.path(ino)?;
         let mut entries = self.engine.capacity_tier().read_dir_all(&path)?;
+        entries.retain(|(name, _)| !self.hides(ino, OsStr::new(name)));
         entries.sort();
         let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
         lock(&self.dirs).insert(fh, Arc::new(entries));

@@ -29,7 +29,7 @@ const SPARKLINE_ROWS: u16 = 8;
 pub fn render(frame: &mut Frame, screen: &Screen) {
     let status = screen.latest.as_ref().map(|s| &s.status);
     let features = status.map_or(0, |s| {
-        u16::from(s.liu.is_some()) + 2 * u16::from(s.bbos.is_some())
+        u16::from(s.liu.is_some()) + 2 * u16::from(s.bbos.is_some()) + u16::from(recalls_shown(s))
     });
     // A lost mount's line wraps: its error names the path and the cause.
     let header_height = if matches!(screen.link, Link::Lost { .. }) {
@@ -186,6 +186,12 @@ fn tier_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
     lines
 }
 
+/// Whether the on-demand recall line is shown: once this node recalled
+/// or answered a recall.
+fn recalls_shown(status: &Status) -> bool {
+    status.recalls + status.recalls_answered > 0
+}
+
 fn buffer_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
     let random = status
         .last_random_fraction
@@ -335,6 +341,14 @@ fn feature_lines(status: &Status, rates: Option<&Rates>) -> Vec<Line<'static>> {
             b.stats.restart_hits,
             b.stats.restart_misses,
             errors(b.stats.demotion_errors + b.stats.catalog_errors, &b.stats.last_error)
+        )));
+    }
+    if recalls_shown(status) {
+        // The mean wait of a recall: on-demand's cost to the node asking.
+        let mean_ms = status.recall_wait_s * 1000.0 / status.recalls.max(1) as f64;
+        lines.push(Line::from(format!(
+            " recall {} files from other nodes ({} timed out), {mean_ms:.0} ms each on average · {} answered for other nodes",
+            status.recalls, status.recall_timeouts, status.recalls_answered
         )));
     }
     lines
@@ -506,6 +520,26 @@ mod tests {
         // The end of the longest line: nothing is cut at 160 columns.
         assert!(
             text.contains("restarts 4 hits / 1 misses · 0 errors"),
+            "{text}"
+        );
+        assert!(!text.contains(" recall "), "no recall line yet: {text}");
+    }
+
+    /// Issue 34: on-demand's recalls get a line once there are any: how
+    /// many, how many timed out, their mean wait, and those answered.
+    #[test]
+    fn the_recall_line_appears_once_a_file_was_recalled() {
+        let mut screen = running();
+        let latest = &mut screen.latest.as_mut().unwrap().status;
+        latest.recalls = 4;
+        latest.recall_timeouts = 1;
+        latest.recall_wait_s = 0.5;
+        latest.recalls_answered = 2;
+        let text = draw(&screen, 160, 50);
+        assert!(
+            text.contains(
+                " recall 4 files from other nodes (1 timed out), 125 ms each on average · 2 answered for other nodes"
+            ),
             "{text}"
         );
     }

@@ -1,0 +1,835 @@
+//! On-demand consistency (`mount.consistency = "on-demand"`, issue 34;
+//! docs/fuse.md "On demand", the crash argument in
+//! docs/crash-consistency.md "held marks and recalls").
+//!
+//! A file whose bytes this node buffers carries a *held mark* on its
+//! capacity file: the extended attribute [`HELD_XATTR`], naming this node
+//! with the file's size and mtime. Another node that opens, locks or
+//! starts buffering the file *recalls* it: it writes a recall entry under
+//! [`RECALL_DIR`]`/HOLDER/` on the capacity tier and waits, at most
+//! `recall_wait`, for the mark to go. This node's `sluice-recall` thread
+//! lists its directory every [`ANSWER_EVERY`], writes each recalled file
+//! back through the per-file write-back (`sync.rs`), removes the mark and
+//! the entry; it also sweeps the marks of closed files the flusher
+//! emptied.
+//!
+//! INVARIANTS:
+//! - a file with a byte in the index or being appended has
+//!   `OpenFile::held` set, and its mark was set on the capacity tier
+//!   before that byte's record was reserved (the mark is set with the
+//!   file's I/O lock held, before the write places anything);
+//! - a mark is removed only while this node holds the file's I/O lock
+//!   alone and the mark lock ([`Held::marks`]), and only when nothing of
+//!   the file is in the index or being appended: every byte this node
+//!   acknowledged is then on the capacity file, synced;
+//! - a file with `held` set is never forgotten (files.rs), so the sweep
+//!   finds every mark this node set in this run.
+//!
+//! Lock order: a file's I/O lock, then its sync turn, then the mark lock,
+//! then the engine lock; no lock is held while waiting for another node.
+
+use std::time::UNIX_EPOCH;
+
+use super::*;
+
+/// The extended attribute that marks a capacity file as held by a node.
+pub const HELD_XATTR: &str = "user.sluice.held";
+
+/// The directory under the capacity root that sluice keeps its own files
+/// in; an on-demand mount hides it from the root's listing and lookups.
+pub const HIDDEN_DIR: &str = ".sluice";
+
+/// Where recall entries go: `RECALL_DIR/HOLDER/REQUESTER-HASH`.
+const RECALL_DIR: &str = ".sluice/recall";
+
+/// The first line of a recall entry; the path follows on the second.
+const ENTRY_MAGIC: &str = "sluice-recall v1";
+
+/// How often the holder lists its recall directory.
+const ANSWER_EVERY: Duration = Duration::from_millis(100);
+
+/// How often a requester looks at the mark while it waits.
+const POLL_MARK_EVERY: Duration = Duration::from_millis(20);
+
+/// A waiting requester writes its entry again after this many looks at
+/// the mark (half a second).
+const REASK_EVERY_POLLS: u32 = 25;
+
+/// Recall entries answered in one pass (the rest wait for the next).
+const ENTRIES_PER_PASS: usize = 64;
+
+/// Marks of closed, emptied files removed in one pass.
+const SWEEP_PER_PASS: usize = 64;
+
+/// The on-demand state shared by the engine's threads.
+pub(super) struct Held {
+    /// This node's name in marks and recall entries.
+    pub(super) node: String,
+    /// Longest wait for another node to give a file back.
+    recall_wait: Duration,
+    /// Held while a mark is set, rewritten or removed: a removal's check
+    /// that this node buffers nothing of the file and the removal are one
+    /// step for every other change of a mark.
+    marks: Mutex<()>,
+}
+
+/// What a held mark says: `v1 node=NODE size=BYTES mtime=SECS.NANOS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The node whose log holds the file's newest bytes.
+    pub node: String,
+    /// The file's size as that node knew it at its last close or fsync.
+    pub size: u64,
+    /// The file's mtime then (none if that node had not written it yet).
+    pub mtime: Option<SystemTime>,
+}
+
+impl Mark {
+    /// The attribute's value.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut text = format!("v1 node={} size={}", self.node, self.size);
+        if let Some(at) = self.mtime.and_then(|t| t.duration_since(UNIX_EPOCH).ok()) {
+            text.push_str(&format!(" mtime={}.{:09}", at.as_secs(), at.subsec_nanos()));
+        }
+        text.into_bytes()
+    }
+
+    /// A value read back; `None` if it is not one [`Mark::encode`] makes.
+    pub fn decode(bytes: &[u8]) -> Option<Mark> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut fields = text.split_whitespace();
+        if fields.next()? != "v1" {
+            return None;
+        }
+        let (mut node, mut size, mut mtime) = (None, None, None);
+        for field in fields {
+            match field.split_once('=')? {
+                ("node", v) => node = crate::ckpt::check_node_id(v).ok(),
+                ("size", v) => size = v.parse::<u64>().ok(),
+                ("mtime", v) => {
+                    let (secs, nanos) = v.split_once('.')?;
+                    let nanos: u32 = nanos.parse().ok().filter(|n| *n < 1_000_000_000)?;
+                    mtime = Some(UNIX_EPOCH + Duration::new(secs.parse().ok()?, nanos));
+                }
+                // Later versions may add fields.
+                _ => {}
+            }
+        }
+        Some(Mark {
+            node: node?,
+            size: size?,
+            mtime,
+        })
+    }
+}
+
+/// What this node last wrote into a file's mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct MarkWritten {
+    size: u64,
+    mtime: Option<SystemTime>,
+}
+
+fn rel(path: &str) -> io::Result<RelPath> {
+    RelPath::new(path)
+}
+
+fn recall_dir(node: &str) -> io::Result<RelPath> {
+    rel(&format!("{RECALL_DIR}/{node}"))
+}
+
+/// FNV-1a, 64 bits: names a requester's entry for one path.
+fn path_hash(path: &RelPath) -> u64 {
+    path.as_str().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn no_mark(e: &io::Error) -> bool {
+    sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ENODATA")
+}
+
+/// Make `path` and its parents on `tier`, keeping what exists.
+fn make_dirs(tier: &dyn Backend, path: &RelPath) -> io::Result<()> {
+    let mut at = RelPath::root();
+    for part in path.as_str().split('/') {
+        at = at.join(part)?;
+        match tier.create_dir(&at) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The on-demand state for `config`, at open: this node's name (the
+/// configured one, else the catalogue's node id kept on the fast tier),
+/// its recall directory made on the capacity tier, and a probe that the
+/// tier keeps user xattrs (the marks need them: no sidecar is built).
+pub(super) fn open(
+    fast: &dyn Backend,
+    capacity: &dyn Backend,
+    config: &OnDemand,
+) -> io::Result<Held> {
+    let node = match &config.node {
+        Some(node) => node.clone(),
+        None => crate::ckpt::node_id_at_open(fast)?,
+    };
+    let dir = recall_dir(&node)?;
+    let refused = |e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "mount.consistency = \"on-demand\" needs a capacity tier that keeps user \
+                 xattrs and a {HIDDEN_DIR} directory in its root; capacity tier {}: {e}; \
+                 use \"close-to-open\" or \"node-local\" there",
+                capacity.describe()
+            ),
+        )
+    };
+    make_dirs(capacity, &dir).map_err(refused)?;
+    let probe = "user.sluice.probe";
+    capacity
+        .set_xattr(&dir, probe, b"1", sluice_env::XattrFlags::Either)
+        .and_then(|()| capacity.remove_xattr(&dir, probe))
+        .map_err(refused)?;
+    Ok(Held {
+        node,
+        recall_wait: config.recall_wait,
+        marks: Mutex::new(()),
+    })
+}
+
+/// The mark on `path`, if any (`None` as well when the file is gone: the
+/// open that asked fails by itself).
+fn read_mark(capacity: &dyn Backend, path: &RelPath) -> io::Result<Option<Mark>> {
+    match capacity.get_xattr(path, HELD_XATTR) {
+        Ok(bytes) => Mark::decode(&bytes).map(Some).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{path}: unreadable held mark {HELD_XATTR} = {:?}: remove it \
+                     (setfattr -x {HELD_XATTR}) once no node holds the file",
+                    String::from_utf8_lossy(&bytes)
+                ),
+            )
+        }),
+        Err(e) if no_mark(&e) || e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A stat of `path` on this node, which does not hold its mark: if
+/// another node does, the size and mtime its mark carries (that node's
+/// newest bytes are in its log, not on the capacity file). A mark that
+/// cannot be read leaves the stat as it is.
+pub(super) fn overlay_mark(shared: &Shared, path: &RelPath, stat: &mut Stat) {
+    let Some(held) = &shared.held else {
+        return;
+    };
+    let Ok(Some(mark)) = read_mark(shared.capacity.as_ref(), path) else {
+        return;
+    };
+    if mark.node == held.node {
+        return;
+    }
+    stat.len = mark.size;
+    stat.blocks = stat.blocks.max(mark.size.div_ceil(512));
+    if let Some(mtime) = mark.mtime {
+        stat.mtime = mtime;
+        stat.ctime = stat.ctime.max(mtime);
+    }
+}
+
+/// Recovery: mark again every file this node replays bytes of, before
+/// the engine answers anything (a mark lost with the capacity tier's
+/// unsynced metadata is put back; one still there is rewritten).
+pub(super) fn mark_recovered(shared: &Shared) -> io::Result<()> {
+    let Some(held) = &shared.held else {
+        return Ok(());
+    };
+    let _marks = hold(&held.marks);
+    let files: Vec<(FileId, RelPath, MarkWritten)> = {
+        let state = lock(shared);
+        state
+            .files
+            .iter()
+            .filter(|(id, open)| !open.unlinked && state.buffer.has_buffered(**id))
+            .map(|(id, open)| (*id, open.path.clone(), written_of(open)))
+            .collect()
+    };
+    for (id, path, now) in files {
+        set_mark(shared, held, &path, now, sluice_env::XattrFlags::Either)
+            .map_err(context(format!("recovery: mark {path} held")))?;
+        if let Some(open) = lock(shared).files.get_mut(&id) {
+            open.held = Some(now);
+        }
+    }
+    Ok(())
+}
+
+fn written_of(open: &OpenFile) -> MarkWritten {
+    MarkWritten {
+        size: open.size,
+        mtime: open.written,
+    }
+}
+
+fn set_mark(
+    shared: &Shared,
+    held: &Held,
+    path: &RelPath,
+    now: MarkWritten,
+    flags: sluice_env::XattrFlags,
+) -> io::Result<()> {
+    let mark = Mark {
+        node: held.node.clone(),
+        size: now.size,
+        mtime: now.mtime,
+    };
+    shared
+        .capacity
+        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)
+}
+
+/// Before a write of `file` routed to `tier` places anything: if its
+/// bytes may go to the log (routed there, or over buffered bytes) and
+/// this node does not hold the file's mark yet, set it, recalling the
+/// file first if another node holds it. The caller holds the file's I/O
+/// lock (shared or alone), so no record of the file is reserved before
+/// the mark is on the capacity tier.
+pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Result<()> {
+    let Some(held) = &shared.held else {
+        return Ok(());
+    };
+    // The common case, without the mark lock: held already, or nothing of
+    // the write can reach the log.
+    if needs_mark(&lock(shared), file, tier)?.is_none() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    loop {
+        let marks = hold(&held.marks);
+        let Some((path, now)) = needs_mark(&lock(shared), file, tier)? else {
+            return Ok(());
+        };
+        match set_mark(shared, held, &path, now, sluice_env::XattrFlags::CreateOnly) {
+            Ok(()) => {
+                if let Some(open) = lock(shared).files.get_mut(&file) {
+                    open.held = Some(now);
+                }
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(context(format!("mark {path} held before buffering"))(e)),
+        }
+        let mark = read_mark(shared.capacity.as_ref(), &path)?;
+        match mark {
+            // Ours, from an earlier run: take it over.
+            Some(mark) if mark.node == held.node => {
+                set_mark(shared, held, &path, now, sluice_env::XattrFlags::Either)
+                    .map_err(context(format!("mark {path} held before buffering")))?;
+                if let Some(open) = lock(shared).files.get_mut(&file) {
+                    open.held = Some(now);
+                }
+                return Ok(());
+            }
+            // Removed meanwhile: create it again.
+            None => continue,
+            Some(_) => {
+                // Another node's bytes come first; its mark lock is not
+                // ours to hold while it answers.
+                drop(marks);
+                let left = held.recall_wait.saturating_sub(started.elapsed());
+                recall_path(shared, held, &path, left)?;
+            }
+        }
+    }
+}
+
+/// What a write of `file` routed to `tier` must mark first: its name and
+/// what the mark says, unless this node holds the mark already, no byte
+/// of the write can reach the log, or the file has no name.
+fn needs_mark(
+    state: &State,
+    file: FileId,
+    tier: Tier,
+) -> io::Result<Option<(RelPath, MarkWritten)>> {
+    let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+    let may_log = tier == Tier::Fast || state.buffer.has_buffered(file);
+    Ok((open.held.is_none() && may_log && !open.unlinked)
+        .then(|| (open.path.clone(), written_of(open))))
+}
+
+/// At a close or fsync of `file`: the mark carries the size and mtime
+/// this node knows now (so other nodes' stat shows them without a
+/// recall). Nothing if this node does not hold the mark or they did not
+/// change.
+pub(super) fn update(shared: &Shared, file: FileId) -> io::Result<()> {
+    let Some(held) = &shared.held else {
+        return Ok(());
+    };
+    let _marks = hold(&held.marks);
+    let state = lock(shared);
+    let Some(open) = state.files.get(&file) else {
+        return Ok(());
+    };
+    let now = written_of(open);
+    if open.held.is_none_or(|last| last == now) || open.unlinked {
+        return Ok(());
+    }
+    let path = open.path.clone();
+    drop(state);
+    set_mark(shared, held, &path, now, sluice_env::XattrFlags::Either)
+        .map_err(context(format!("update the held mark of {path}")))?;
+    if let Some(open) = lock(shared).files.get_mut(&file) {
+        open.held = Some(now);
+    }
+    Ok(())
+}
+
+/// Whether this node holds the mark of the file at `path` (or of the
+/// open `file`): then an open or lock of it recalls nothing.
+fn holds(state: &State, file: Option<FileId>) -> bool {
+    file.and_then(|id| state.files.get(&id))
+        .is_some_and(|open| open.held.is_some())
+}
+
+/// The file this node holds the mark of that `path` on the capacity tier
+/// names now: by the name, or by its identity (another node renamed it
+/// since this node marked it, and the mark went with it).
+fn held_at(shared: &Shared, path: &RelPath) -> Option<FileId> {
+    let ino = shared.capacity.stat(path).ok().map(|st| st.identity());
+    let state = lock(shared);
+    file_of(&state, path, ino).filter(|id| holds(&state, Some(*id)))
+}
+
+/// The requester's side: before an open or lock of `path` (the open
+/// `file` if given), wait until no other node holds its mark, recalling
+/// it from the node that does. ETIMEDOUT after `recall_wait`.
+pub(super) fn recall(shared: &Shared, path: &RelPath, file: Option<FileId>) -> io::Result<()> {
+    let Some(held) = &shared.held else {
+        return Ok(());
+    };
+    {
+        let state = lock(shared);
+        let file = file.or_else(|| state.ids.get(path).copied());
+        if holds(&state, file) {
+            return Ok(());
+        }
+    }
+    recall_path(shared, held, path, held.recall_wait)
+}
+
+fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> io::Result<()> {
+    let capacity = shared.capacity.as_ref();
+    let started = Instant::now();
+    let mut asked: Option<String> = None;
+    let mut polls = 0u32;
+    loop {
+        let holder = match read_mark(capacity, path)? {
+            None => {
+                if asked.is_some() {
+                    count_recall(shared, started, false);
+                }
+                return Ok(());
+            }
+            Some(mark) if mark.node == held.node => {
+                // This node's, left by an earlier run with nothing behind
+                // it (this run would hold the file otherwise).
+                clear_unheld(shared, held, path)?;
+                return Ok(());
+            }
+            Some(mark) => mark.node,
+        };
+        // Written again now and then: a holder that answered an entry
+        // but could not clear the mark yet (its bytes came back) looks
+        // for it again.
+        if asked.as_deref() != Some(holder.as_str()) || polls.is_multiple_of(REASK_EVERY_POLLS) {
+            write_entry(capacity, held, &holder, path)
+                .map_err(context(format!("recall {path} from node {holder}")))?;
+            asked = Some(holder.clone());
+        }
+        polls += 1;
+        if started.elapsed() >= wait {
+            count_recall(shared, started, true);
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "recall of {path} from node {holder}: no answer within {wait:?} \
+                     (mount.recall_wait); its newest bytes stay in that node's log (is it \
+                     down?), and the older bytes on the capacity tier are not served"
+                ),
+            ));
+        }
+        shared.clock.sleep(POLL_MARK_EVERY.min(wait));
+    }
+}
+
+/// Count a recall that began at `started` (the metric `sluice_recalls_total`
+/// and its wait).
+fn count_recall(shared: &Shared, started: Instant, timed_out: bool) {
+    let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut state = lock(shared);
+    state.stats.recalls += 1;
+    state.stats.recall_timeouts += u64::from(timed_out);
+    state.stats.recall_wait_ns = state.stats.recall_wait_ns.saturating_add(waited);
+}
+
+/// A recall entry for `path` in `holder`'s directory: `ENTRY_MAGIC`, a
+/// newline, the path, a newline. One per requester and path.
+fn write_entry(
+    capacity: &dyn Backend,
+    held: &Held,
+    holder: &str,
+    path: &RelPath,
+) -> io::Result<()> {
+    let dir = recall_dir(holder)?;
+    make_dirs(capacity, &dir)?;
+    let entry = dir.join(&format!("{}-{:016x}", held.node, path_hash(path)))?;
+    let file = capacity.open(
+        &entry,
+        OpenOptions {
+            create: true,
+            truncate: true,
+            ..OpenOptions::default()
+        },
+    )?;
+    file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)
+}
+
+/// The path a recall entry's bytes name.
+fn parse_entry(bytes: &[u8]) -> Option<RelPath> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let rest = text.strip_prefix(ENTRY_MAGIC)?.strip_prefix('\n')?;
+    RelPath::new(rest.strip_suffix('\n')?).ok()
+}
+
+/// Remove the mark on `path` if it names this node and this node buffers
+/// nothing of the file it names there (a mark left by an earlier run, or
+/// by a file the sweep has not reached).
+fn clear_unheld(shared: &Shared, held: &Held, path: &RelPath) -> io::Result<()> {
+    let _marks = hold(&held.marks);
+    if held_at(shared, path).is_some() {
+        return Ok(());
+    }
+    match read_mark(shared.capacity.as_ref(), path)? {
+        Some(mark) if mark.node == held.node => remove_mark(shared, path),
+        _ => Ok(()),
+    }
+}
+
+fn remove_mark(shared: &Shared, path: &RelPath) -> io::Result<()> {
+    match shared.capacity.remove_xattr(path, HELD_XATTR) {
+        Err(e) if !no_mark(&e) && e.kind() != io::ErrorKind::NotFound => {
+            Err(context(format!("remove the held mark of {path}"))(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Give the open `id` back: with `write_back`, write every buffered byte
+/// to its capacity file and sync it (the per-file write-back, at disk
+/// speed); then, if nothing of it is left buffered, remove its mark.
+/// Returns whether the mark is gone (false: bytes of the file are still
+/// buffered, as when the fast tier refused the clean record; the caller
+/// tries again at its next pass).
+///
+/// The mark is removed through this node's name of the file, or through
+/// `named` (the name a recall gave: another node renamed the file), from
+/// whichever names the very file (its identity), never from another file
+/// put at the name since.
+fn give_back(
+    shared: &Shared,
+    held: &Held,
+    id: FileId,
+    write_back: bool,
+    named: Option<&RelPath>,
+) -> io::Result<bool> {
+    let io = file_io(shared, id)?;
+    // No writer of the file places a record until the mark is gone.
+    let _alone = hold_alone(&io);
+    if write_back {
+        sync::write_back_file(shared, id, sync::Pass::Sync { always: true }, 0..u64::MAX)?;
+    }
+    let _marks = hold(&held.marks);
+    let state = lock(shared);
+    let Some(open) = state.files.get(&id) else {
+        return Ok(true);
+    };
+    if open.held.is_none() {
+        return Ok(true);
+    }
+    if state.buffer.has_buffered(id) || !open.appending.is_empty() {
+        return Ok(false);
+    }
+    let (path, ino, unlinked) = (open.path.clone(), open.ino, open.unlinked);
+    drop(state);
+    let names_it = |p: &RelPath| match (ino, shared.capacity.stat(p)) {
+        (Some(ino), Ok(st)) => st.identity() == ino,
+        (None, found) => found.is_ok(),
+        (_, Err(_)) => false,
+    };
+    let at = std::iter::once(&path)
+        .chain(named)
+        .find(|p| !unlinked && names_it(p));
+    if let Some(at) = at {
+        remove_mark(shared, at)?;
+    }
+    let mut state = lock(shared);
+    if let Some(open) = state.files.get_mut(&id) {
+        open.held = None;
+    }
+    forget_if_unused(&mut state, id);
+    Ok(true)
+}
+
+/// Answer one recall entry: give the file back (or remove a mark of ours
+/// with nothing behind it), then remove the entry. An entry whose file
+/// could not be given back stays for the next pass.
+fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
+    let capacity = shared.capacity.as_ref();
+    let file = capacity.open(entry, OpenOptions::default())?;
+    let len = file.len()?.min(64 * 1024);
+    let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
+    read_fully(file.as_ref(), &mut bytes, 0)?;
+    drop(file);
+    let Some(path) = parse_entry(&bytes) else {
+        tracing::warn!(entry = %entry, "recall entry not understood: removed");
+        return capacity.remove_file(entry);
+    };
+    let given = match held_at(shared, &path) {
+        Some(id) => {
+            let given = give_back(shared, held, id, true, Some(&path))?;
+            // A seal is an entry of this node's own, not another's recall.
+            let sealed = entry
+                .file_name()
+                .strip_prefix(held.node.as_str())
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|hash| hash.len() == 16);
+            lock(shared).stats.recalls_answered += u64::from(given && !sealed);
+            given
+        }
+        None => {
+            clear_unheld(shared, held, &path)?;
+            true
+        }
+    };
+    if given {
+        match capacity.remove_file(entry) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        tracing::debug!(path = %path, "recall answered");
+    }
+    Ok(())
+}
+
+/// Remove the marks of files this node holds with nothing buffered (the
+/// flusher wrote them back), at most `limit` of them; with `closed_only`,
+/// only of files no handle has open (an open one may be written again
+/// soon: its mark stays until its close, a recall or a drain).
+pub(super) fn sweep(shared: &Shared, limit: usize, closed_only: bool) -> io::Result<()> {
+    let Some(held) = &shared.held else {
+        return Ok(());
+    };
+    let idle: Vec<FileId> = {
+        let state = lock(shared);
+        state
+            .files
+            .iter()
+            .filter(|(id, open)| {
+                open.held.is_some()
+                    && (!closed_only || open.opens == 0)
+                    && open.appending.is_empty()
+                    && open.busy == 0
+                    && !open.syncing
+                    && !state.buffer.has_buffered(**id)
+            })
+            .map(|(id, _)| *id)
+            .take(limit)
+            .collect()
+    };
+    for id in idle {
+        give_back(shared, held, id, false, None)?;
+    }
+    Ok(())
+}
+
+/// The `sluice-recall` thread: every [`ANSWER_EVERY`] until the engine
+/// stops, answer the recall entries in this node's directory and sweep
+/// the marks of closed files the flusher emptied.
+pub(super) fn answer_loop(shared: &Shared) {
+    let Some(held) = &shared.held else {
+        return;
+    };
+    let Ok(dir) = recall_dir(&held.node) else {
+        return;
+    };
+    // A failure that lasts (the capacity tier down) is logged every
+    // WARN_EVERY, not at every pass.
+    const WARN_EVERY: Duration = Duration::from_secs(10);
+    let mut warned: Option<Instant> = None;
+    let mut warn = |what: &str, error: &dyn std::fmt::Display| {
+        if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            tracing::warn!(error = %error, "{what}");
+            warned = Some(Instant::now());
+        }
+    };
+    loop {
+        match shared.capacity.read_dir(&dir) {
+            Ok(entries) => {
+                for entry in entries.iter().take(ENTRIES_PER_PASS) {
+                    let Ok(path) = dir.join(&entry.name) else {
+                        continue;
+                    };
+                    if lock(shared).shutdown {
+                        return;
+                    }
+                    if let Err(e) = answer(shared, held, &path) {
+                        warn(&format!("recall entry {path} not answered yet"), &e);
+                    }
+                }
+            }
+            // Made at open: removed by hand meanwhile, made again.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let _ = make_dirs(shared.capacity.as_ref(), &dir);
+            }
+            Err(e) => warn(&format!("recall directory {dir} unreadable"), &e),
+        }
+        if let Err(e) = sweep(shared, SWEEP_PER_PASS, true) {
+            warn("held marks not swept", &e);
+        }
+        // Woken at once by the engine's stop (which joins this thread
+        // before the flusher's, so a write-back under way can still find
+        // room in the log).
+        let state = lock(shared);
+        let (state, _) = shared
+            .changed
+            .wait_timeout_while(state, ANSWER_EVERY, |s| !s.shutdown)
+            .unwrap_or_else(|e| e.into_inner());
+        if state.shutdown {
+            return;
+        }
+    }
+}
+
+impl Engine {
+    /// This node's name in held marks (`None` unless on-demand).
+    pub fn node_name(&self) -> Option<&str> {
+        self.shared.held.as_ref().map(|h| h.node.as_str())
+    }
+
+    /// On-demand, before an open of `path`: wait until no other node
+    /// holds the file, recalling it from the one that does (ETIMEDOUT
+    /// after `recall_wait`, naming that node). Nothing to do for a file
+    /// this node holds, or under the other modes.
+    pub fn recall(&self, path: &RelPath) -> io::Result<()> {
+        recall(&self.shared, path, None)
+    }
+
+    /// [`Engine::recall`] for the open `file` (before a lock is taken).
+    pub fn recall_open(&self, file: FileId) -> io::Result<()> {
+        if self.shared.held.is_none() {
+            return Ok(());
+        }
+        let path = {
+            let state = lock(&self.shared);
+            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+            if open.unlinked {
+                return Ok(());
+            }
+            open.path.clone()
+        };
+        recall(&self.shared, &path, Some(file))
+    }
+
+    /// On-demand, sealing the file at `path` (`chmod a-w`, after UnifyFS's
+    /// lamination): if this node holds it, its write-back starts in the
+    /// background (a recall entry in this node's own directory, which the
+    /// `sluice-recall` thread answers within its next pass), and its mark
+    /// goes when every byte is on the capacity tier; other nodes then read
+    /// it without a recall. Nothing for a file this node does not hold.
+    pub fn seal(&self, path: &RelPath) -> io::Result<()> {
+        let Some(held) = &self.shared.held else {
+            return Ok(());
+        };
+        if held_at(&self.shared, path).is_none() {
+            return Ok(());
+        }
+        write_entry(self.shared.capacity.as_ref(), held, &held.node, path)
+            .map_err(context(format!("seal {path}")))
+    }
+
+    /// On-demand, at a close or fsync of `file`: its held mark carries
+    /// its size and mtime now.
+    pub fn update_mark(&self, file: FileId) -> io::Result<()> {
+        update(&self.shared, file)
+    }
+
+    /// The held mark on `path`, whoever set it (`None`: none).
+    pub fn mark_of(&self, path: &RelPath) -> io::Result<Option<Mark>> {
+        read_mark(self.shared.capacity.as_ref(), path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_read_back_as_written() {
+        let mark = Mark {
+            node: "rack1-n07".into(),
+            size: 3 << 20,
+            mtime: Some(UNIX_EPOCH + Duration::new(1_795_934_461, 123_456_789)),
+        };
+        let bytes = mark.encode();
+        assert_eq!(
+            String::from_utf8_lossy(&bytes),
+            "v1 node=rack1-n07 size=3145728 mtime=1795934461.123456789"
+        );
+        assert_eq!(Mark::decode(&bytes), Some(mark.clone()));
+        let unwritten = Mark {
+            mtime: None,
+            ..mark
+        };
+        assert_eq!(Mark::decode(&unwritten.encode()), Some(unwritten));
+        // Later fields are skipped; a bad node, size or version is no mark.
+        assert!(Mark::decode(b"v1 node=a size=1 later=x").is_some());
+        for bad in [
+            &b"v2 node=a size=1"[..],
+            b"v1 node=a",
+            b"v1 node=a/b size=1",
+            b"v1 node=a size=-1",
+            b"v1 node=a size=1 mtime=1.2000000000",
+            b"",
+            b"\xff",
+        ] {
+            assert_eq!(
+                Mark::decode(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn recall_entries_name_their_path() {
+        let path = RelPath::new("dir/ckpt.0001").unwrap();
+        let bytes = format!("{ENTRY_MAGIC}\n{path}\n");
+        assert_eq!(parse_entry(bytes.as_bytes()), Some(path.clone()));
+        assert_eq!(parse_entry(b"sluice-recall v2\ndir/x\n"), None);
+        assert_eq!(
+            parse_entry(format!("{ENTRY_MAGIC}\n../x\n").as_bytes()),
+            None
+        );
+        assert_ne!(
+            path_hash(&path),
+            path_hash(&RelPath::new("dir/ckpt.0002").unwrap())
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! On-demand consistency (issue 34; docs/fuse.md "On demand", the crash
+//! argument in docs/crash-consistency.md "held marks and recalls"): two
+//! engines, each with its own fast tier, over one POSIX capacity
+//! directory (the marks are user xattrs, which the memory tier does not
+//! keep). A file's bytes stay in its writer's log, its capacity file
+//! marked as held; another engine's recall brings them, bounded, and a
+//! holder that is down makes the recall fail with ETIMEDOUT instead of
+//! serving the older bytes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_engine::{Engine, EngineConfig, OnDemand, HELD_XATTR};
+use sluice_env::posix::PosixBackend;
+use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+
+fn tier(dir: &Path) -> Arc<dyn Backend> {
+    std::fs::create_dir_all(dir).unwrap();
+    Arc::new(PosixBackend::new(dir.to_path_buf()).unwrap())
+}
+
+/// Fast-all (every write goes to the log), small regions, no age flush;
+/// `on_demand` as given.
+fn config(on_demand: Option<OnDemand>) -> EngineConfig {
+    let mut config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            ..RedirectorConfig::default()
+        },
+        region_bytes: 1024 * 1024,
+        record_max_bytes: 64 * 1024,
+        on_demand,
+        ..EngineConfig::default()
+    };
+    config.flush_gate.flush_age = None;
+    config
+}
+
+fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>, config: EngineConfig) -> Engine {
+    Engine::open(
+        Arc::clone(fast),
+        Arc::clone(capacity),
+        Arc::new(SystemClock::new()),
+        config,
+    )
+    .unwrap()
+}
+
+/// Node `name` under on-demand with `recall_wait`.
+fn node(
+    fast: &Arc<dyn Backend>,
+    capacity: &Arc<dyn Backend>,
+    name: &str,
+    recall_wait: Duration,
+) -> Engine {
+    let on_demand = OnDemand {
+        node: Some(name.to_string()),
+        recall_wait,
+    };
+    open(fast, capacity, config(Some(on_demand)))
+}
+
+fn capacity_bytes(capacity: &Arc<dyn Backend>, path: &RelPath) -> Vec<u8> {
+    let f = capacity.open(path, OpenOptions::default()).unwrap();
+    let mut buf = vec![0u8; f.len().unwrap() as usize];
+    let n = f.read_at(&mut buf, 0).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    capacity: Arc<dyn Backend>,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let capacity = tier(&dir.path().join("capacity"));
+        Cluster { dir, capacity }
+    }
+
+    fn fast(&self, name: &str) -> Arc<dyn Backend> {
+        tier(&self.dir.path().join(name))
+    }
+}
+
+/// A writes and closes a file: nothing reaches the capacity tier, whose
+/// file carries A's mark with the size at close. B's stat shows that size
+/// without a recall; B's recall brings every byte and removes the mark;
+/// B then reads the file whole.
+#[test]
+fn issue_34_a_recall_brings_the_holders_bytes_and_removes_its_mark() {
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let b = node(&fast_b, &c.capacity, "node-b", Duration::from_secs(10));
+    let path = RelPath::new("ckpt").unwrap();
+    let data = pattern(300_000, 5);
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.fsync(id).unwrap();
+    a.update_mark(id).unwrap();
+    a.release(id);
+    assert_eq!(a.buffered_bytes(), data.len() as u64);
+    assert!(
+        capacity_bytes(&c.capacity, &path).is_empty(),
+        "the close left every byte in A's log"
+    );
+    let mark = a.mark_of(&path).unwrap().expect("A's mark");
+    assert_eq!(
+        (mark.node.as_str(), mark.size),
+        ("node-a", data.len() as u64)
+    );
+
+    // B's stat shows the mark's size; nothing is recalled by it.
+    let mut stat = c.capacity.stat(&path).unwrap();
+    b.overlay(&path, &mut stat, b.log_epoch());
+    assert_eq!(stat.len, data.len() as u64, "B's stat shows the held size");
+    assert!(capacity_bytes(&c.capacity, &path).is_empty());
+
+    let started = Instant::now();
+    b.recall(&path).unwrap();
+    eprintln!("recall answered in {:?}", started.elapsed());
+    assert!(
+        c.capacity.get_xattr(&path, HELD_XATTR).is_err(),
+        "mark gone"
+    );
+    assert!(
+        capacity_bytes(&c.capacity, &path) == data,
+        "every byte there"
+    );
+    assert_eq!(a.buffered_bytes(), 0, "the bytes left A's log");
+    let (asked, answered) = (b.stats(), a.stats());
+    assert_eq!((asked.recalls, asked.recall_timeouts), (1, 0));
+    assert!(asked.recall_wait_ns > 0);
+    assert_eq!(answered.recalls_answered, 1);
+    let id_b = b.open_file(&path).unwrap();
+    assert!(b.read(id_b, 0, 1 << 20).unwrap() == data);
+    b.release(id_b);
+}
+
+/// A node opening (recalling) a file it holds itself pays nothing: no
+/// entry is written, no byte leaves its log, the mark stays.
+#[test]
+fn issue_34_a_node_recalls_nothing_of_its_own_files() {
+    let c = Cluster::new();
+    let fast_a = c.fast("fast-a");
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let path = RelPath::new("mine").unwrap();
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &pattern(70_000, 1)).unwrap();
+    a.release(id);
+    a.recall(&path).unwrap();
+    let id = a.open_file(&path).unwrap();
+    a.recall_open(id).unwrap();
+    a.release(id);
+    assert_eq!(a.buffered_bytes(), 70_000, "nothing was written back");
+    assert!(capacity_bytes(&c.capacity, &path).is_empty());
+    assert_eq!(a.mark_of(&path).unwrap().unwrap().node, "node-a");
+    let entries = c
+        .capacity
+        .read_dir(&RelPath::new(".sluice/recall/node-a").unwrap())
+        .unwrap();
+    assert!(entries.is_empty(), "no recall entry: {entries:?}");
+}
+
+/// The holder is down (closed without a drain, as after kill -9): B's
+/// recall fails within the bounded wait with ETIMEDOUT naming the node and
+/// the file, and the capacity file still holds none of A's bytes (nothing
+/// stale was made to look current). A's next open recovers its log, marks
+/// the file again and answers the recall that waited: B then gets every
+/// byte.
+#[test]
+fn issue_34_a_recall_of_a_node_that_is_down_times_out_then_its_restart_answers() {
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let path = RelPath::new("dir/ckpt").unwrap();
+    c.capacity
+        .create_dir(&RelPath::new("dir").unwrap())
+        .unwrap();
+    let data = pattern(200_000, 9);
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.fsync(id).unwrap();
+    a.release(id);
+    a.close();
+
+    let wait = Duration::from_millis(600);
+    let b = node(&fast_b, &c.capacity, "node-b", wait);
+    let started = Instant::now();
+    let err = b.recall(&path).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    assert_eq!(sluice_env::errno::errno_of(&err), 110, "ETIMEDOUT: {err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("node-a") && message.contains("dir/ckpt"),
+        "{message}"
+    );
+    assert!(
+        took >= wait && took < wait + Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert!(capacity_bytes(&c.capacity, &path).is_empty());
+    assert_eq!(b.mark_of(&path).unwrap().unwrap().node, "node-a");
+    assert_eq!((b.stats().recalls, b.stats().recall_timeouts), (1, 1));
+
+    // A comes back: its recall thread answers the entry that waited,
+    // without B asking again.
+    drop(b);
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let answered = Instant::now();
+    while a.mark_of(&path).unwrap().is_some() {
+        assert!(
+            answered.elapsed() < Duration::from_secs(5),
+            "the pending recall was not answered"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(capacity_bytes(&c.capacity, &path) == data);
+    assert_eq!(a.buffered_bytes(), 0);
+}
+
+/// Recovery marks again every file it still holds bytes of, before the
+/// engine answers anything (a mark lost meanwhile is put back).
+#[test]
+fn issue_34_recovery_marks_what_it_still_holds() {
+    let c = Cluster::new();
+    let fast_a = c.fast("fast-a");
+    let path = RelPath::new("kept").unwrap();
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &pattern(50_000, 3)).unwrap();
+    a.fsync(id).unwrap();
+    a.release(id);
+    a.close();
+    c.capacity.remove_xattr(&path, HELD_XATTR).unwrap();
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let mark = a.mark_of(&path).unwrap().expect("marked again at recovery");
+    assert_eq!((mark.node.as_str(), mark.size), ("node-a", 50_000));
+}
+
+/// A drain leaves no mark behind (an unmount drains): other nodes must
+/// not wait for a node that holds nothing.
+#[test]
+fn issue_34_a_drain_removes_every_mark() {
+    let c = Cluster::new();
+    let fast_a = c.fast("fast-a");
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let paths: Vec<RelPath> = (0..3)
+        .map(|i| RelPath::new(&format!("f{i}")).unwrap())
+        .collect();
+    for (i, path) in paths.iter().enumerate() {
+        let id = a.create(path).unwrap();
+        a.write(id, 0, &pattern(10_000, i as u8)).unwrap();
+        if i > 0 {
+            a.release(id);
+        }
+    }
+    a.drain().unwrap();
+    for (i, path) in paths.iter().enumerate() {
+        assert_eq!(a.mark_of(path).unwrap(), None, "{path}");
+        assert!(capacity_bytes(&c.capacity, path) == pattern(10_000, i as u8));
+    }
+}
+
+/// Without on-demand nothing is marked and a recall asks nothing.
+#[test]
+fn issue_34_other_modes_set_no_mark() {
+    let c = Cluster::new();
+    let fast_a = c.fast("fast-a");
+    let a = open(&fast_a, &c.capacity, config(None));
+    let path = RelPath::new("plain").unwrap();
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &[7u8; 4096]).unwrap();
+    a.release(id);
+    assert_eq!(a.mark_of(&path).unwrap(), None);
+    assert_eq!(a.node_name(), None);
+    a.recall(&path).unwrap();
+    assert!(c
+        .capacity
+        .metadata(&RelPath::new(".sluice").unwrap())
+        .is_err());
+}
+
+/// Another node renamed a held file (the mark goes with the inode): a
+/// recall through the new name is answered, the holder finding the file
+/// by its identity, and the bytes land under the new name.
+#[test]
+fn issue_34_a_recall_through_another_nodes_new_name_is_answered() {
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let b = node(&fast_b, &c.capacity, "node-b", Duration::from_secs(10));
+    let (old, new) = (RelPath::new("old").unwrap(), RelPath::new("new").unwrap());
+    let data = pattern(100_000, 8);
+    let id = a.create(&old).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.release(id);
+    // B renames it on the capacity tier (its namespace changes go there).
+    b.rename(&old, &new).unwrap();
+    assert_eq!(b.mark_of(&new).unwrap().unwrap().node, "node-a");
+    b.recall(&new).unwrap();
+    assert_eq!(b.mark_of(&new).unwrap(), None);
+    assert!(capacity_bytes(&c.capacity, &new) == data);
+    assert!(
+        c.capacity.metadata(&old).is_err(),
+        "the old name stays gone"
+    );
+    assert_eq!(a.buffered_bytes(), 0);
+}
+
+/// Sealing (`chmod a-w` through the mount calls [`Engine::seal`]): the
+/// holder writes the file back in the background and removes its mark,
+/// with no other node asking; a file this node does not hold is left.
+#[test]
+fn issue_34_a_sealed_file_goes_back_in_the_background() {
+    let c = Cluster::new();
+    let fast_a = c.fast("fast-a");
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let path = RelPath::new("sealed").unwrap();
+    let data = pattern(150_000, 4);
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.release(id);
+    a.seal(&RelPath::new("not-held").unwrap()).unwrap();
+    a.seal(&path).unwrap();
+    let started = Instant::now();
+    while a.mark_of(&path).unwrap().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(5), "not sealed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(capacity_bytes(&c.capacity, &path) == data);
+    assert_eq!(a.buffered_bytes(), 0);
+}

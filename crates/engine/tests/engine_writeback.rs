@@ -387,9 +387,11 @@ fn cost_config(from_traffic: bool) -> EngineConfig {
 
 /// Rounds of two write-backs to an emulated 7200 rpm disk: a file whose
 /// random writes leave every other 16 KiB slot buffered (32 stretches,
-/// each after a positioning), and one whose random writes fill 1 MiB
-/// (one stretch): the two mixes the fit needs to tell a positioning's
-/// time from the bytes'.
+/// each after a positioning), and one whose random writes fill 4 MiB
+/// (one stretch, its time mostly the bytes'): the two mixes the fit needs to tell a positioning's
+/// time from the bytes'. At least 8 rounds, and more (up to 48) until the
+/// fit gives an estimate: on a loaded machine the device thread wakes
+/// late, the times are noisier, and the fit needs more of them.
 fn write_back_rounds(from_traffic: bool) -> sluice_engine::EngineStatus {
     const PIECE: u64 = 16 * 1024;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
@@ -404,20 +406,24 @@ fn write_back_rounds(from_traffic: bool) -> sluice_engine::EngineStatus {
     let capacity: Arc<dyn Backend> = Arc::new(disk);
     let engine = Engine::open(fast, capacity, clock, cost_config(from_traffic)).unwrap();
     let piece = vec![0x5a; PIECE as usize];
-    for round in 0..8 {
+    for round in 0..48 {
+        if round >= 8 && engine.status().capacity_fit.is_some() {
+            break;
+        }
         let sparse = engine
             .create(&RelPath::new(&format!("sparse-{round}")).unwrap())
             .unwrap();
         let full = engine
             .create(&RelPath::new(&format!("full-{round}")).unwrap())
             .unwrap();
-        for n in 0..64u64 {
-            // A permutation of 0..64: random offsets, so `cost` buffers them.
+        for n in 0..256u64 {
+            // Permutations of 0..64 and 0..256: random offsets, so `cost`
+            // buffers them.
             let slot = (n * 37) % 64;
-            if slot % 2 == 0 {
+            if n < 64 && slot % 2 == 0 {
                 engine.write(sparse, slot * PIECE, &piece).unwrap();
             }
-            engine.write(full, slot * PIECE, &piece).unwrap();
+            engine.write(full, (n * 37) % 256 * PIECE, &piece).unwrap();
         }
         engine.sync_file(sparse, true).unwrap();
         engine.sync_file(full, true).unwrap();

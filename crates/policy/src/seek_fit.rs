@@ -23,7 +23,7 @@
 //! positionings: so there is no estimate (and the model keeps what it had)
 //! before [`OBSERVATIONS_MIN`] observations holding [`POSITIONINGS_MIN`]
 //! positionings (weighted), while the mixes do not separate the terms, or
-//! while the fit's standard error of `t_seek` is above a quarter of it
+//! while the fit's standard error of `t_seek` is above half of it
 //! (or [`SEEK_ERROR_FLOOR`] for a `t_seek` near zero). A burst whose
 //! write-backs trail it contiguously (IO500's ior-hard) positions once per
 //! pass: its first fits, from a few passes, put `t_seek` anywhere from 0
@@ -149,7 +149,7 @@ impl SeekFit {
         }
         let seek_variance = rss / freedom * self.mm / det;
         let floor = SEEK_ERROR_FLOOR.as_secs_f64();
-        let allowed = (0.25 * seek).max(floor);
+        let allowed = (0.5 * seek).max(floor);
         let certain = seek_variance <= allowed * allowed;
         if !certain {
             return None;

@@ -373,11 +373,13 @@ fn full_log_truncate_and_rename_wait_for_room() {
     assert!(buf == vec![b'A'; 64 * 1024]);
 }
 
-/// A fast tier whose writes to the log fail with `errno` from now on
-/// (`remaining`: that many times), over memory tiers.
+/// A fast tier whose writes to the log's regions fail with `errno` from
+/// now on (`remaining`: that many times), over memory tiers. Not its
+/// `log/alive`, which the heartbeat thread writes at any moment: a
+/// one-shot fault could go there instead of to the append it is for.
 fn failing_fast(errno: i32, remaining: Option<u64>) -> FaultRule {
     FaultRule {
-        path_prefix: Some("log/".to_string()),
+        path_prefix: Some("log/region-".to_string()),
         remaining,
         ..FaultRule::new(FaultOp::Write, errno)
     }

@@ -178,22 +178,7 @@ fn a_corrupt_payload_is_never_served_and_later_records_survive() {
     }
     // Flip a byte inside the first data record's payload (after the region
     // header, the path record and the data record's header).
-    let region = fast
-        .open(
-            &RelPath::new("log/region-0000").unwrap(),
-            OpenOptions::default(),
-        )
-        .unwrap();
-    let mut bytes = vec![0u8; region.len().unwrap() as usize];
-    region.read_at(&mut bytes, 0).unwrap();
-    let first_payload = pattern(0);
-    let at = bytes
-        .windows(64)
-        .position(|w| w == &first_payload[..64])
-        .expect("the first payload is in region 0");
-    region
-        .write_at(&[bytes[at + 100] ^ 0xff], (at + 100) as u64)
-        .unwrap();
+    flip_payload_byte(&fast, &pattern(0), 100);
 
     let engine = open(&fast, &capacity);
     let id = engine.open_file(&path).unwrap();
@@ -377,6 +362,26 @@ fn full_log_truncate_and_rename_wait_for_room() {
 /// now on (`remaining`: that many times), over memory tiers. Not its
 /// `log/alive`, which the heartbeat thread writes at any moment: a
 /// one-shot fault could go there instead of to the append it is for.
+/// Flip the byte `at` bytes into the payload that starts with
+/// `payload`'s first 64 bytes, in region 0 of the log on `fast`.
+fn flip_payload_byte(fast: &Arc<dyn Backend>, payload: &[u8], at: usize) {
+    let region = fast
+        .open(
+            &RelPath::new("log/region-0000").unwrap(),
+            OpenOptions::default(),
+        )
+        .unwrap();
+    let mut bytes = vec![0u8; region.len().unwrap() as usize];
+    region.read_at(&mut bytes, 0).unwrap();
+    let start = bytes
+        .windows(64)
+        .position(|w| w == &payload[..64])
+        .expect("the payload is in region 0");
+    region
+        .write_at(&[bytes[start + at] ^ 0xff], (start + at) as u64)
+        .unwrap();
+}
+
 fn failing_fast(errno: i32, remaining: Option<u64>) -> FaultRule {
     FaultRule {
         path_prefix: Some("log/region-".to_string()),
@@ -606,22 +611,7 @@ fn a_corrupt_record_among_neighbours_read_at_once_fails_the_write_back_and_write
     let (a, _, expected) = interleaved_records(&engine);
     // Flip a byte of `a`'s record at 12 × 3000 in the live log (found by
     // its bytes, which no other record holds).
-    let region = fast
-        .open(
-            &RelPath::new("log/region-0000").unwrap(),
-            OpenOptions::default(),
-        )
-        .unwrap();
-    let mut bytes = vec![0u8; region.len().unwrap() as usize];
-    region.read_at(&mut bytes, 0).unwrap();
-    let twelfth = &expected[12 * 3000..13 * 3000];
-    let at = bytes
-        .windows(64)
-        .position(|w| w == &twelfth[..64])
-        .expect("record 12 is in region 0");
-    region
-        .write_at(&[bytes[at + 1000] ^ 0xff], (at + 1000) as u64)
-        .unwrap();
+    flip_payload_byte(&fast, &expected[12 * 3000..13 * 3000], 1000);
     let err = engine.sync_file(a, true).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
     // Nothing of the corrupt record reached the capacity tier: the run

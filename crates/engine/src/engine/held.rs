@@ -260,11 +260,8 @@ pub(super) fn mark_recovered(shared: &Shared) -> io::Result<()> {
             .collect()
     };
     for (id, path, now) in files {
-        set_mark(shared, held, &path, now, sluice_env::XattrFlags::Either)
+        mark(shared, held, id, &path, now, sluice_env::XattrFlags::Either)
             .map_err(context(format!("recovery: mark {path} held")))?;
-        if let Some(open) = lock(shared).files.get_mut(&id) {
-            open.held = Some(now);
-        }
     }
     Ok(())
 }
@@ -276,9 +273,12 @@ fn written_of(open: &OpenFile) -> MarkWritten {
     }
 }
 
-fn set_mark(
+/// Set the mark of `file` (at `path`) to say `now`, and note that this
+/// node holds it as written.
+fn mark(
     shared: &Shared,
     held: &Held,
+    file: FileId,
     path: &RelPath,
     now: MarkWritten,
     flags: sluice_env::XattrFlags,
@@ -290,7 +290,11 @@ fn set_mark(
     };
     shared
         .capacity
-        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)
+        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)?;
+    if let Some(open) = lock(shared).files.get_mut(&file) {
+        open.held = Some(now);
+    }
+    Ok(())
 }
 
 /// Before a write of `file` routed to `tier` places anything: if its
@@ -314,26 +318,30 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
         let Some((path, now)) = needs_mark(&lock(shared), file, tier)? else {
             return Ok(());
         };
-        match set_mark(shared, held, &path, now, sluice_env::XattrFlags::CreateOnly) {
-            Ok(()) => {
-                if let Some(open) = lock(shared).files.get_mut(&file) {
-                    open.held = Some(now);
-                }
-                return Ok(());
-            }
+        match mark(
+            shared,
+            held,
+            file,
+            &path,
+            now,
+            sluice_env::XattrFlags::CreateOnly,
+        ) {
+            Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(context(format!("mark {path} held before buffering"))(e)),
         }
-        let mark = read_mark(shared.capacity.as_ref(), &path)?;
-        match mark {
+        match read_mark(shared.capacity.as_ref(), &path)? {
             // Ours, from an earlier run: take it over.
-            Some(mark) if mark.node == held.node => {
-                set_mark(shared, held, &path, now, sluice_env::XattrFlags::Either)
-                    .map_err(context(format!("mark {path} held before buffering")))?;
-                if let Some(open) = lock(shared).files.get_mut(&file) {
-                    open.held = Some(now);
-                }
-                return Ok(());
+            Some(found) if found.node == held.node => {
+                return mark(
+                    shared,
+                    held,
+                    file,
+                    &path,
+                    now,
+                    sluice_env::XattrFlags::Either,
+                )
+                .map_err(context(format!("mark {path} held before buffering")));
             }
             // Removed meanwhile: create it again.
             None => continue,
@@ -381,12 +389,15 @@ pub(super) fn update(shared: &Shared, file: FileId) -> io::Result<()> {
     }
     let path = open.path.clone();
     drop(state);
-    set_mark(shared, held, &path, now, sluice_env::XattrFlags::Either)
-        .map_err(context(format!("update the held mark of {path}")))?;
-    if let Some(open) = lock(shared).files.get_mut(&file) {
-        open.held = Some(now);
-    }
-    Ok(())
+    mark(
+        shared,
+        held,
+        file,
+        &path,
+        now,
+        sluice_env::XattrFlags::Either,
+    )
+    .map_err(context(format!("update the held mark of {path}")))
 }
 
 /// Whether this node holds the mark of the file at `path` (or of the

@@ -47,7 +47,9 @@ pub(super) fn note_health(shared: &Shared) -> TierHealth {
     state.capacity_health = health.clone();
     let buffered = state.buffer.buffered_bytes();
     shared.changed.notify_all();
-    drop(state);
+    // The incident is kept before the lock is let go: a drain that finds
+    // the new state (and fails on it) finds its incident too, whichever
+    // thread noticed the change first.
     match &health {
         TierHealth::Lost { cause, .. } => {
             let message = format!(
@@ -71,6 +73,7 @@ pub(super) fn note_health(shared: &Shared) -> TierHealth {
             "capacity tier healthy again: flushing resumes"
         ),
     }
+    drop(state);
     health
 }
 

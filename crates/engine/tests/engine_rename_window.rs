@@ -1,9 +1,12 @@
-//! A rename that logs the new path of a buffered file waits for the
-//! appends in flight, without the engine lock. The bug feared most: an
-//! open registering a name under the renamed directory during that wait
-//! kept the old name after the rename (its names were looked up before
-//! the wait), so the engine served the file under a name the capacity
-//! tier no longer has, and its buffered bytes under their old path.
+//! A rename or an unlink that logs a record for a buffered file waits for
+//! the appends in flight, without the engine lock; what it decided before
+//! the wait must be decided again after it.
+//!
+//! The rename: the bug feared most was an open registering a name under
+//! the renamed directory during that wait, which kept the old name after
+//! the rename (its names were looked up before the wait), so the engine
+//! served the file under a name the capacity tier no longer has, and its
+//! buffered bytes under their old path. The unlink: below, at its test.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -190,4 +193,74 @@ fn a_name_opened_under_a_directory_while_its_rename_waits_moves_with_it() {
     moved.read_at(&mut buf, 0).unwrap();
     assert_eq!(&buf, b"ON the tier");
     assert!(capacity.metadata(&path("d/b")).is_err());
+}
+
+/// The unlink of a buffered, closed file logs an unlink record and waits
+/// for the appends in flight without the engine lock. The bug feared: an
+/// open of the name during that wait joined the file, and the unlink,
+/// which had judged it dead before the wait, then dropped its entry and
+/// its buffered bytes under the opener. POSIX: an open before the unlink
+/// keeps reading every byte written before it.
+#[test]
+fn a_file_opened_while_its_unlink_waits_keeps_its_bytes() {
+    let gate = Arc::new(Gate::default());
+    let fast: Arc<dyn Backend> = Arc::new(Gated {
+        inner: Arc::new(MemBackend::new()),
+        gate: Arc::clone(&gate),
+    });
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            detector: DetectorConfig { stream_len: 4 },
+            ..RedirectorConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(
+        Engine::open(
+            fast,
+            Arc::clone(&capacity),
+            Arc::new(SystemClock::new()),
+            config,
+        )
+        .unwrap(),
+    );
+    // x is buffered and closed.
+    let x = engine.create(&path("x")).unwrap();
+    engine.write(x, 0, b"buffered bytes").unwrap();
+    engine.release(x);
+    // An append held in flight (another file's).
+    let (held_tx, held) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    *gate.armed.lock().unwrap() = Some((held_tx, go_rx));
+    let w = engine.create(&path("w")).unwrap();
+    let writer = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || engine.write(w, 0, &[MARKER; 4096]).unwrap())
+    };
+    held.recv_timeout(Duration::from_secs(10)).unwrap();
+    let unlinker = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || engine.unlink(&path("x")))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !unlinker.is_finished(),
+        "the unlink waits for the held append"
+    );
+    // Meanwhile x is opened (the lock is free).
+    let opened = engine.open_file(&path("x")).unwrap();
+    go.send(()).unwrap();
+    writer.join().unwrap();
+    unlinker.join().unwrap().unwrap();
+    assert!(!engine.holds(&path("x")), "the name is gone");
+    assert!(capacity.metadata(&path("x")).is_err());
+    assert_eq!(
+        engine.read(opened, 0, 14).unwrap(),
+        b"buffered bytes",
+        "the opener reads every byte written before the unlink"
+    );
+    engine.release(opened);
+    engine.drain().unwrap();
 }

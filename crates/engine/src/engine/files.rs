@@ -222,7 +222,8 @@ pub(super) fn wait_not_busy<'a>(
 /// forgotten: the file keeps its other names (one of them becomes the name
 /// its path records use) or, if none is known, becomes name-less while it
 /// is open ([`OpenFile::unlinked`]). A file that does not live on is
-/// forgotten at once.
+/// forgotten at once, unless an open joined it while the unlink record
+/// was waited for: then it lives on after all.
 pub(super) fn drop_name<'a>(
     shared: &'a Shared,
     mut state: MutexGuard<'a, State>,
@@ -230,34 +231,47 @@ pub(super) fn drop_name<'a>(
     name: &RelPath,
     survives: bool,
 ) -> (MutexGuard<'a, State>, io::Result<()>) {
-    let still_open = state.files.get(&id).is_some_and(|o| o.opens > 0);
-    let lives_on = still_open || survives;
-    if lives_on {
-        // Its handles and other names keep reading what was written: the
-        // buffered bytes go to its capacity file (which outlives the name)
-        // first.
-        let (s, flushed) = flush_file(shared, state, id);
-        state = s;
-        if let Err(e) = flushed {
-            return (state, Err(e));
+    let open_now = |state: &State| state.files.get(&id).is_some_and(|o| o.opens > 0);
+    let mut lives_on = open_now(&state) || survives;
+    loop {
+        if lives_on {
+            // Its handles and other names keep reading what was written: the
+            // buffered bytes go to its capacity file (which outlives the name)
+            // first.
+            let (s, flushed) = flush_file(shared, state, id);
+            state = s;
+            if let Err(e) = flushed {
+                return (state, Err(e));
+            }
         }
-    }
-    // A record of the file still being written needs the unlink record
-    // too, or recovery would bring the file back with it.
-    let appending = state
-        .files
-        .get(&id)
-        .is_some_and(|o| !o.appending.is_empty());
-    if state.buffer.has_buffered(id) || appending {
+        // A record of the file still being written needs the unlink record
+        // too, or recovery would bring the file back with it.
+        let appending = state
+            .files
+            .get(&id)
+            .is_some_and(|o| !o.appending.is_empty());
+        if !(state.buffer.has_buffered(id) || appending) {
+            break;
+        }
         let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
         state = wait_appends(shared, s);
         if let Err(e) = result.and_then(|_| sync_log(shared, &mut state)) {
             return (state, Err(e));
         }
+        // The waits let the lock go: an open of the name may have joined
+        // the file meanwhile. Then it lives on after all, and reads every
+        // byte written before the unlink: its buffered bytes go to the
+        // capacity file before they are dropped (and a record it appended
+        // after this unlink record gets one of its own).
+        if !lives_on && open_now(&state) {
+            lives_on = true;
+            continue;
+        }
         state.buffer.remove_file(id);
         // Recovery drops the id's path at the unlink record: its next
         // record anywhere needs a new one.
         state.buffer.forget_descriptions(id);
+        break;
     }
     if lives_on {
         remove_name(&mut state, id, name);

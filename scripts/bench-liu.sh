@@ -18,7 +18,8 @@
 # LiU settings: the defaults (1 MiB head, 4 MiB body, 4 sections) with a
 # BUFFER-byte DRAM buffer and liu.sharing = SHARING (per-file, sluice's
 # default; paper, the LiU paper's one LRU order: docs/liu.md, "Two
-# readers"); policy capacity-only (the write path is not under test);
+# readers"), with liu.time_share = TIME_SHARE ("The disk's time");
+# policy capacity-only (the write path is not under test);
 # mount.threads = 32.
 #
 # RUNS repeats every case, interleaved (run 1 of every case and system,
@@ -34,7 +35,8 @@
 #
 # Usage: scripts/bench-liu.sh [--no-build] [--no-doc] [-h]
 # Environment (defaults): BYTES=128MiB INTERFERER_BYTES=512MiB BUFFER=64MiB
-#   PASSES=2 RUNS=5 SHARING=per-file CASES="none mpi-io-test ior-mpi-io"
+#   PASSES=2 RUNS=5 SHARING=per-file TIME_SHARE=1
+#   CASES="none mpi-io-test ior-mpi-io"
 #   INTERFERER_BARRIERS=1
 #   BENCH_DIR=/tmp/sluice-bench-liu DOC=docs/results/liu-mount.md
 set -euo pipefail
@@ -50,6 +52,7 @@ BUFFER=${BUFFER:-64MiB}
 PASSES=${PASSES:-2}
 RUNS=${RUNS:-5}
 SHARING=${SHARING:-per-file}
+TIME_SHARE=${TIME_SHARE:-1}
 CASES=${CASES:-none mpi-io-test ior-mpi-io}
 INTERFERER_BARRIERS=${INTERFERER_BARRIERS:-1}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-liu}
@@ -68,11 +71,12 @@ mkdir -p "$BENCH_DIR/results"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer (got '$RUNS')"
 case "$INTERFERER_BARRIERS" in 0 | 1) ;; *) die "INTERFERER_BARRIERS must be 0 or 1 (got '$INTERFERER_BARRIERS')" ;; esac
 case "$SHARING" in per-file | paper) ;; *) die "SHARING must be per-file or paper (got '$SHARING')" ;; esac
+[[ "$TIME_SHARE" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "TIME_SHARE must be a number from 0 to 8 (got '$TIME_SHARE')"
 read -r -a CASE_LIST <<<"$CASES"
 for case in "${CASE_LIST[@]}"; do
     case "$case" in none | mpi-io-test | ior-mpi-io) ;; *) die "unknown case '$case' in CASES" ;; esac
 done
-printf '[liu]\nbuffer = "%s"\nsharing = "%s"\n' "$BUFFER" "$SHARING" >"$BENCH_DIR/liu.toml"
+printf '[liu]\nbuffer = "%s"\nsharing = "%s"\ntime_share = %s\n' "$BUFFER" "$SHARING" "$TIME_SHARE" >"$BENCH_DIR/liu.toml"
 MNT=$BENCH_DIR/mnt
 trap cleanup_mount EXIT
 
@@ -112,5 +116,5 @@ table=$(python3 "$ROOT/scripts/liu_table.py" "$BENCH_DIR/results" "$RUNS" "${CAS
 echo "$table"
 if [ "$WRITE_DOC" = 1 ]; then
     python3 "$ROOT/scripts/bench-doc.py" bench-liu "$DOC" "$table" "$elapsed" \
-        "BYTES=$BYTES INTERFERER_BYTES=$INTERFERER_BYTES BUFFER=$BUFFER PASSES=$PASSES RUNS=$RUNS SHARING=$SHARING INTERFERER_BARRIERS=$INTERFERER_BARRIERS scripts/bench-liu.sh ${ARGS[*]}"
+        "BYTES=$BYTES INTERFERER_BYTES=$INTERFERER_BYTES BUFFER=$BUFFER PASSES=$PASSES RUNS=$RUNS SHARING=$SHARING TIME_SHARE=$TIME_SHARE INTERFERER_BARRIERS=$INTERFERER_BARRIERS scripts/bench-liu.sh ${ARGS[*]}"
 fi

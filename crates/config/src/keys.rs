@@ -66,6 +66,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "liu.body_sections" => "1 to 64",
         "liu.workers" => "1 to 256",
         "liu.sharing" => "\"per-file\" or \"paper\"",
+        "liu.time_share" => "0 to 8 (0: off)",
         "bbos.meta" => "redb:PATH, a path, or redis[s]://[USER@]HOST[:PORT][/DB][?prefix=NAME]",
         "bbos.redis_password_file" => {
             "a path to a file whose one line is the Redis password, not readable by every user"

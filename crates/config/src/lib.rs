@@ -507,6 +507,10 @@ pub struct LiuSection {
     /// How files share the buffer: `per-file` (sluice's default) or
     /// `paper` (the LiU paper's one LRU order; docs/liu.md, "Two readers").
     pub sharing: LiuSharing,
+    /// Under `per-file`: a file whose loads kept the capacity tier busy
+    /// yields it to each other reader for this many times as long, 0 to 8
+    /// (0: off; docs/liu.md, "The disk's time").
+    pub time_share: f64,
 }
 
 /// `liu.sharing`.
@@ -538,6 +542,7 @@ impl Default for LiuSection {
                 Sharing::Paper => LiuSharing::Paper,
                 Sharing::PerFile => LiuSharing::PerFile,
             },
+            time_share: options.time_share,
         }
     }
 }
@@ -837,6 +842,8 @@ mod tests {
             ("lift_locality = 1.5\n", "liu.lift_locality"),
             ("body_sections = 0\n", "liu.body_sections"),
             ("workers = 1000\n", "liu.workers"),
+            ("time_share = 9\n", "liu.time_share"),
+            ("time_share = -1\n", "liu.time_share"),
         ] {
             let config = Config::from_toml(&format!("{base}{keys}")).unwrap();
             let err = config.validate().unwrap_err();
@@ -849,6 +856,9 @@ mod tests {
         ))
         .unwrap();
         let options = config.liu_options().unwrap();
+        assert_eq!(options.time_share, 1.0, "equal disk time by default");
+        let half = Config::from_toml(&format!("{base}time_share = 0.5\n")).unwrap();
+        assert_eq!(half.liu_options().unwrap().time_share, 0.5);
         assert_eq!(options.policy.geometry.segment_bytes(), 6 << 20);
         assert_eq!(options.policy.buffer_bytes, 64 << 20);
         assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);

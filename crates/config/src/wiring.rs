@@ -170,6 +170,7 @@ impl Config {
             },
             body_sections: l.body_sections,
             workers: l.workers,
+            time_share: l.time_share,
         };
         if l.buffer.0 < geometry.segment_bytes() {
             return Err(ConfigError(format!(
@@ -180,6 +181,9 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&l.lift_locality) {
             return Err(self.out_of_range("liu.lift_locality"));
+        }
+        if !(0.0..=8.0).contains(&l.time_share) {
+            return Err(self.out_of_range("liu.time_share"));
         }
         options
             .check()

@@ -37,6 +37,7 @@ fn options() -> LiuOptions {
         },
         body_sections: 3,
         workers: 4,
+        time_share: 1.0,
     }
 }
 

@@ -184,6 +184,8 @@ fn liu_view(liu: &LiuBackend) -> LiuStatusView {
         invalidations: c.invalidations,
         head_bytes_read: s.head_bytes_read,
         load_bytes_skipped: s.load_bytes_skipped,
+        time_share_holds: s.time_share_holds,
+        time_share_held_s: s.time_share_held_s,
         locality_histogram: c.locality_histogram.to_vec(),
         errors: s.errors,
         last_error: s.last_error,

@@ -436,6 +436,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| liu(s, |l| vec![l.load_bytes_skipped]),
     },
     Metric {
+        name: "sluice_liu_time_share_holds_total",
+        kind: Counter,
+        help: "LiU: times a file's capacity loads were held so other readers had the capacity tier (liu.time_share).",
+        labels: None,
+        read: |s| liu(s, |l| vec![l.time_share_holds]),
+    },
+    Metric {
         name: "sluice_liu_lifts_total",
         kind: Counter,
         help: "LiU: heads lifted to the fast tier.",

@@ -205,6 +205,13 @@ pub struct LiuStatusView {
     pub errors: u64,
     /// The last of those.
     pub last_error: Option<String>,
+    /// Times a file's capacity loads were held for other readers
+    /// (docs/liu.md, "The disk's time").
+    #[serde(default)]
+    pub time_share_holds: u64,
+    /// The total of those holds, in seconds.
+    #[serde(default)]
+    pub time_share_held_s: f64,
     /// Per-file counters of the busiest files (docs/liu.md, "Two readers").
     #[serde(default)]
     pub files: Vec<LiuFileView>,
@@ -726,7 +733,7 @@ impl Status {
         if let Some(l) = &self.liu {
             let _ = writeln!(
                 out,
-                "liu         {} buffered, {} lifted ({} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads, {} not re-read by loads; {} errors{}",
+                "liu         {} buffered, {} lifted ({} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads, {} not re-read by loads; {} loads held for other readers ({:.1} s); {} errors{}",
                 l.buffered_segments,
                 l.lifted_segments,
                 l.lifts,
@@ -739,6 +746,8 @@ impl Status {
                 l.capacity_reads,
                 mib(l.head_bytes_read),
                 mib(l.load_bytes_skipped),
+                l.time_share_holds,
+                l.time_share_held_s,
                 l.errors,
                 l.last_error
                     .as_ref()

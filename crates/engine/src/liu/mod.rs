@@ -29,8 +29,10 @@
 //!   (docs/liu.md, "The learning pass").
 //! * **Two readers** (`Sharing::PerFile`, the default; docs/liu.md, "Two
 //!   readers"): a load of a lifted segment also loads the next one when
-//!   [`SegmentBuffer::read_ahead`] says so, and the workers take the files'
-//!   jobs in turn (one FIFO per file) instead of first in, first out.
+//!   [`SegmentBuffer::read_ahead`] says so, the workers take the files'
+//!   jobs in turn (one FIFO per file) instead of first in, first out, and
+//!   a file whose loads kept the capacity tier busy yields it to the other
+//!   readers for as long (`share`, [`LiuOptions::time_share`]).
 //! * **Lifting.** An evicted segment whose head is to be lifted has the
 //!   head's DRAM copy written to a slot of the heads file on the fast tier
 //!   (`liu-heads`, `heads_bytes / head_bytes` slots) by a worker; it is
@@ -53,7 +55,8 @@
 //!   failed lift is refused. Both are counted with the last error message.
 //!
 //! Modules: `segment` (a buffered segment's parts, the heads file's slots),
-//! `stash` (heads assembled from direct reads), `backend` (the `Backend`
+//! `stash` (heads assembled from direct reads), `share` (the capacity
+//! tier's time shared between files' loads), `backend` (the `Backend`
 //! and `BackendFile` wrappers that every capacity access passes through).
 //!
 //! Lock order: `Inner::state`, then a segment's `parts`, then
@@ -64,6 +67,7 @@ use std::fmt;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use sluice_env::{
     Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo,
@@ -80,9 +84,11 @@ use crate::incidents::{Incident, Incidents};
 
 mod backend;
 mod segment;
+mod share;
 mod stash;
 
 use segment::*;
+use share::TimeShare;
 use stash::HeadStash;
 
 /// Name of the heads file on the fast tier.
@@ -97,6 +103,11 @@ pub struct LiuOptions {
     pub body_sections: u32,
     /// Worker threads doing loads and lifts (default 16).
     pub workers: u32,
+    /// Under [`Sharing::PerFile`]: a file whose loads kept the capacity
+    /// tier busy yields it to each other file reading it for this many
+    /// times as long (`share.rs`; docs/liu.md, "The disk's time"); 0 is
+    /// off, the paper's behaviour.
+    pub time_share: f64,
 }
 
 impl LiuOptions {
@@ -111,6 +122,9 @@ impl LiuOptions {
         }
         if !(1..=256).contains(&self.workers) {
             return Err(format!("workers = {}: must be 1 to 256", self.workers));
+        }
+        if !(0.0..=8.0).contains(&self.time_share) {
+            return Err(format!("time_share = {}: must be 0 to 8", self.time_share));
         }
         self.slot_count().map(|_| ())
     }
@@ -138,6 +152,7 @@ impl Default for LiuOptions {
             },
             body_sections: 4,
             workers: 16,
+            time_share: 1.0,
         }
     }
 }
@@ -164,6 +179,11 @@ pub struct LiuStatus {
     pub errors: u64,
     /// The last of those errors.
     pub last_error: Option<String>,
+    /// Times a file's capacity loads were held for other readers
+    /// (docs/liu.md, "The disk's time").
+    pub time_share_holds: u64,
+    /// The total of those holds, in seconds.
+    pub time_share_held_s: f64,
     /// Per-file counters of the busiest files, by the file's path (its
     /// first name known, or `#id` once it has none).
     pub files: Vec<(String, FileCounters)>,
@@ -206,6 +226,8 @@ struct State {
 #[derive(Default)]
 struct Jobs {
     queue: JobQueue,
+    /// Which files' capacity loads may start now.
+    share: TimeShare,
     shutdown: bool,
 }
 
@@ -230,15 +252,24 @@ impl JobQueue {
         }
     }
 
-    /// The next job: the first of the file whose turn it is; that file
-    /// then goes to the back of the turn order.
-    fn pop(&mut self) -> Option<Job> {
-        let (file, mut jobs) = self.files.pop_front()?;
+    /// The next job that `may_start`: the first of the first file in
+    /// turn order whose first job may; that file then goes to the back of
+    /// the turn order.
+    fn pop(&mut self, may_start: impl Fn(&Job) -> bool) -> Option<Job> {
+        let at = self
+            .files
+            .iter()
+            .position(|(_, jobs)| jobs.front().is_some_and(&may_start))?;
+        let (file, mut jobs) = self.files.remove(at)?;
         let job = jobs.pop_front();
         if !jobs.is_empty() {
             self.files.push_back((file, jobs));
         }
         job
+    }
+
+    fn is_empty(&self) -> bool {
+        self.files.is_empty()
     }
 }
 
@@ -263,6 +294,17 @@ impl Job {
             Job::Part { segment, .. } => segment.key.file,
             Job::Lift { key, .. } => key.file,
         }
+    }
+
+    /// Whether it reads the capacity tier.
+    fn reads_capacity(&self) -> bool {
+        matches!(
+            self,
+            Job::Part {
+                source: Source::Capacity(_),
+                ..
+            }
+        )
     }
 }
 
@@ -347,6 +389,11 @@ impl LiuBackend {
                     per_file: options.policy.sharing == Sharing::PerFile,
                     ..JobQueue::default()
                 },
+                share: TimeShare::new(if options.policy.sharing == Sharing::PerFile {
+                    options.time_share
+                } else {
+                    0.0
+                }),
                 shutdown: false,
             }),
             job_ready: Condvar::new(),
@@ -376,8 +423,14 @@ impl LiuBackend {
 
     /// A snapshot for status displays and metrics.
     pub fn status(&self) -> LiuStatus {
+        let (time_share_holds, time_share_held_s) = {
+            let jobs = lock(&self.inner.jobs);
+            (jobs.share.holds, jobs.share.held.as_secs_f64())
+        };
         let state = lock(&self.inner.state);
         LiuStatus {
+            time_share_holds,
+            time_share_held_s,
             counters: *state.buffer.counters(),
             buffered_segments: state.buffer.regular_count(),
             ghost_segments: state.buffer.ghost_count(),
@@ -429,16 +482,37 @@ fn worker(inner: &Inner) {
         let job = {
             let mut jobs = lock(&inner.jobs);
             loop {
-                if let Some(job) = jobs.queue.pop() {
+                let now = Instant::now();
+                let Jobs { queue, share, .. } = &mut *jobs;
+                let job =
+                    queue.pop(|job| !job.reads_capacity() || share.may_start(job.file(), now));
+                if let Some(job) = job {
+                    if job.reads_capacity() {
+                        share.started(job.file(), now);
+                    }
                     break job;
                 }
                 if jobs.shutdown {
                     return;
                 }
-                jobs = inner
-                    .job_ready
-                    .wait(jobs)
-                    .unwrap_or_else(PoisonError::into_inner);
+                // Jobs held by the time share wait for the earliest release
+                // (or a change: a part ending, new jobs).
+                let release = (!jobs.queue.is_empty())
+                    .then(|| jobs.share.next_release(now))
+                    .flatten();
+                jobs = match release {
+                    Some(at) => {
+                        inner
+                            .job_ready
+                            .wait_timeout(jobs, at.saturating_duration_since(now))
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => inner
+                        .job_ready
+                        .wait(jobs)
+                        .unwrap_or_else(PoisonError::into_inner),
+                };
             }
         };
         match job {
@@ -446,7 +520,16 @@ fn worker(inner: &Inner) {
                 segment,
                 part,
                 source,
-            } => inner.load_part(&segment, part, source),
+            } => {
+                let file = segment.key.file;
+                let capacity = matches!(source, Source::Capacity(_));
+                inner.load_part(&segment, part, source);
+                if capacity {
+                    lock(&inner.jobs).share.finished(file, Instant::now());
+                    // A held file's jobs may start once the others stop.
+                    inner.job_ready.notify_all();
+                }
+            }
             Job::Lift { key, slot, bytes } => inner.lift(key, slot, &bytes),
         }
     }
@@ -656,6 +739,21 @@ impl Inner {
         }
     }
 
+    /// Read `out` from `file` at `offset` on the capacity tier, for a
+    /// reader of `id`: the time share counts it as `id` reading the tier.
+    fn read_direct(
+        &self,
+        id: FileId,
+        file: &Arc<dyn BackendFile>,
+        out: &mut [u8],
+        offset: u64,
+    ) -> io::Result<()> {
+        lock(&self.jobs).share.direct_started(id);
+        let result = read_fully(file.as_ref(), out, offset);
+        lock(&self.jobs).share.direct_ended(id, Instant::now());
+        result
+    }
+
     /// Serve `out` = bytes `[slice_start, slice_start + out.len())` of
     /// segment `index` of `file`, of which `segment_len` bytes exist (the
     /// file is `file_len` bytes).
@@ -738,7 +836,7 @@ impl Inner {
                 }
                 // The part failed (counted by the loader): the capacity tier
                 // answers instead.
-                read_fully(file.as_ref(), out, segment_start + slice_start)
+                self.read_direct(id, file, out, segment_start + slice_start)
             }
             Plan::Head(slot) => {
                 let result = read_fully(
@@ -761,19 +859,19 @@ impl Inner {
                             format!("liu: read a lifted head: {e}"),
                         );
                         drop(state);
-                        read_fully(file.as_ref(), out, segment_start + slice_start)
+                        self.read_direct(id, file, out, segment_start + slice_start)
                     }
                 }
             }
             Plan::Stash(epoch) => {
-                read_fully(file.as_ref(), out, segment_start + slice_start)?;
+                self.read_direct(id, file, out, segment_start + slice_start)?;
                 let head_len = self.geometry.head_bytes().min(segment_len);
                 lock(&self.state)
                     .stash
                     .store(key, head_len, slice_start, out, epoch);
                 Ok(())
             }
-            Plan::Capacity => read_fully(file.as_ref(), out, segment_start + slice_start),
+            Plan::Capacity => self.read_direct(id, file, out, segment_start + slice_start),
         }
     }
 
@@ -919,7 +1017,7 @@ mod tests {
             }
             q.push(lift(1, 0));
             q.push(lift(2, 4));
-            std::iter::from_fn(|| q.pop())
+            std::iter::from_fn(|| q.pop(|_| true))
                 .map(|job| match job {
                     Job::Lift { key, .. } => (key.file.0, key.index),
                     Job::Part { .. } => unreachable!(),
@@ -936,6 +1034,35 @@ mod tests {
             vec![(2, 0), (1, 0), (2, 1), (2, 2), (2, 3), (2, 4)],
             "the other file's job goes second, not fifth"
         );
+    }
+
+    #[test]
+    fn a_held_file_is_passed_over_and_keeps_its_turn() {
+        let lift = |file, index| Job::Lift {
+            key: SegmentKey {
+                file: FileId(file),
+                index,
+            },
+            slot: 0,
+            bytes: Arc::from(&[][..]),
+        };
+        let mut q = JobQueue {
+            per_file: true,
+            ..JobQueue::default()
+        };
+        q.push(lift(2, 0));
+        q.push(lift(2, 1));
+        q.push(lift(1, 0));
+        let key = |job: Option<Job>| match job {
+            Some(Job::Lift { key, .. }) => Some((key.file.0, key.index)),
+            _ => None,
+        };
+        let not_two = |job: &Job| job.file() != FileId(2);
+        assert_eq!(key(q.pop(not_two)), Some((1, 0)));
+        assert_eq!(key(q.pop(not_two)), None, "only held jobs are left");
+        assert_eq!(key(q.pop(|_| true)), Some((2, 0)));
+        assert_eq!(key(q.pop(|_| true)), Some((2, 1)));
+        assert!(q.is_empty());
     }
 
     #[test]

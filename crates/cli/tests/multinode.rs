@@ -987,3 +987,137 @@ fn issue_34_on_demand_chmod_a_w_seals_the_file() {
     assert_eq!(status_json(b)["recalls"], 0, "read without a recall");
     assert_eq!(status_json(a)["recalls_answered"], 0, "a seal is no recall");
 }
+
+/// The xattr `name` of `path` read through a mount.
+fn xattr(path: &std::path::Path, name: &str) -> Result<String, rustix::io::Errno> {
+    let mut buf = vec![0u8; 512];
+    let n = rustix::fs::getxattr(path, name, &mut buf[..])?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// Issue 34, sealing by `sluice seal` and the `user.sluice.state` xattr:
+/// a file A holds shows `held node=A` through both mounts (read-only:
+/// EPERM) and in A's status (`held_files`); `sluice seal --wait` on A
+/// returns once the mark is gone, every byte on the capacity tier, the
+/// state `clean`, then `sealed` after `chmod a-w`. A seal on B of a file A
+/// holds asks A. A file no node holds is said so (exit 0); a directory, a
+/// path outside a mount and a mount that is not on-demand are refused
+/// (exit 1).
+#[test]
+fn issue_34_on_demand_sluice_seal_and_the_state_xattr() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let a_id = node_id(a);
+    let data = pattern(1 << 20, 21);
+    fs::write(a.path("out"), &data).unwrap();
+    let held = format!("held node={a_id}");
+    assert_eq!(xattr(&a.path("out"), "user.sluice.state"), Ok(held.clone()));
+    assert_eq!(xattr(&b.path("out"), "user.sluice.state"), Ok(held.clone()));
+    assert_eq!(
+        rustix::fs::setxattr(
+            a.path("out"),
+            "user.sluice.state",
+            b"clean",
+            rustix::fs::XattrFlags::empty()
+        ),
+        Err(rustix::io::Errno::PERM)
+    );
+    let status = status_json(a);
+    assert_eq!(status["on_demand_node"], a_id.as_str());
+    assert_eq!(status["held_files"], 1);
+    let text = a.sluice(&["status", a.point.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("held        1 files held by this node"),
+        "{text}"
+    );
+
+    let out = a.sluice(&["seal", "--wait", a.path("out").to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("sealed") && stdout.contains("clean"),
+        "{stdout}"
+    );
+    assert_eq!(
+        held_mark(&c.capacity_file("out")),
+        None,
+        "--wait returned early"
+    );
+    assert!(fs::read(c.capacity_file("out")).unwrap() == data);
+    assert_eq!(status_json(a)["held_files"], 0);
+    assert_eq!(
+        xattr(&b.path("out"), "user.sluice.state").as_deref(),
+        Ok("clean")
+    );
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(b.path("out"), fs::Permissions::from_mode(0o444)).unwrap();
+    assert_eq!(
+        xattr(&a.path("out"), "user.sluice.state").as_deref(),
+        Ok("sealed")
+    );
+
+    // Held by no node: said so, exit 0.
+    let out = b.sluice(&["seal", b.path("out").to_str().unwrap()]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("held by no node") && stdout.contains("sealed"),
+        "{stdout}"
+    );
+
+    // On B, of a file A holds: A is asked, and --wait sees its mark go.
+    let other = pattern(512 << 10, 22);
+    fs::write(a.path("other"), &other).unwrap();
+    let out = b.sluice(&[
+        "seal",
+        "--wait",
+        "--timeout",
+        "10",
+        b.path("other").to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("node {a_id} holds it")),
+        "{stdout}"
+    );
+    assert_eq!(held_mark(&c.capacity_file("other")), None);
+    assert!(fs::read(c.capacity_file("other")).unwrap() == other);
+
+    // Refusals, exit 1 with the reason.
+    fs::create_dir(a.path("dir")).unwrap();
+    let outside = support::tempdir();
+    fs::write(outside.path().join("f"), b"x").unwrap();
+    for (path, why) in [
+        (a.path("dir"), "not a regular file"),
+        (outside.path().join("f"), "not inside a sluice mount"),
+    ] {
+        let out = a.sluice(&["seal", path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", path.display());
+        assert!(stderr.contains(why), "{stderr}");
+    }
+    let plain = Cluster::new(1, BUFFERED, &[]);
+    let p = &plain.nodes[0];
+    fs::write(p.path("f"), b"bytes").unwrap();
+    let out = p.sluice(&["seal", p.path("f").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not on-demand"), "{stderr}");
+    assert_eq!(
+        xattr(&p.path("f"), "user.sluice.state"),
+        Err(rustix::io::Errno::NODATA)
+    );
+}

@@ -123,6 +123,54 @@ impl Mark {
     }
 }
 
+/// A file's on-demand state as every node sees it: the value of the
+/// read-only virtual xattr [`STATE_XATTR`] through an on-demand mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeldState {
+    /// `held node=NODE`: a held mark names NODE, whose log has the file's
+    /// newest bytes; another node's open recalls them.
+    Held {
+        /// The node the mark names.
+        node: String,
+    },
+    /// `sealed`: no mark and no write bit in the file's mode (`chmod
+    /// a-w`, or `sluice seal` of a read-only file): every node reads it
+    /// from the capacity tier without a recall.
+    Sealed,
+    /// `clean`: no mark (no node buffers a byte of it), but writable.
+    Clean,
+}
+
+impl std::fmt::Display for HeldState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeldState::Held { node } => write!(f, "held node={node}"),
+            HeldState::Sealed => f.write_str("sealed"),
+            HeldState::Clean => f.write_str("clean"),
+        }
+    }
+}
+
+/// What [`Engine::seal`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sealing {
+    /// This node holds the file: its write-back has started (an entry in
+    /// this node's own recall directory, answered within one pass).
+    Started,
+    /// Another node holds it: a recall entry asks that node to write it
+    /// back (answered as any recall, without waiting here).
+    Asked {
+        /// The node the mark names.
+        holder: String,
+    },
+    /// No node holds it: its bytes are on the capacity tier already.
+    NotHeld,
+}
+
+/// The read-only virtual xattr that shows a file's [`HeldState`] through
+/// an on-demand mount.
+pub const STATE_XATTR: &str = "user.sluice.state";
+
 /// What this node last wrote into a file's mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct MarkWritten {
@@ -199,6 +247,36 @@ pub(super) fn open(
         recall_wait: config.recall_wait,
         marks: Mutex::new(()),
     })
+}
+
+/// The on-demand state, or an Unsupported error saying that `what` needs
+/// on-demand.
+fn on_demand<'a>(shared: &'a Shared, what: &str) -> io::Result<&'a Held> {
+    shared.held.as_ref().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{what}: this mount is not on-demand (mount.consistency = \"on-demand\" \
+                 holds files; under the other modes `sluice sync PATH` writes a file's \
+                 buffered bytes back)"
+            ),
+        )
+    })
+}
+
+/// Ok if `path` is a regular file on the capacity tier.
+fn regular_file(shared: &Shared, path: &RelPath) -> io::Result<()> {
+    let st = shared.capacity.stat(path)?;
+    if st.kind == sluice_env::StatKind::File {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{path}: not a regular file ({:?}): only files are held and sealed",
+            st.kind
+        ),
+    ))
 }
 
 /// The mark on `path`, if any (`None` as well when the file is gone: the
@@ -757,21 +835,64 @@ impl Engine {
         recall(&self.shared, &path, Some(file))
     }
 
-    /// On-demand, sealing the file at `path` (`chmod a-w`, after UnifyFS's
-    /// lamination): if this node holds it, its write-back starts in the
-    /// background (a recall entry in this node's own directory, which the
-    /// `sluice-recall` thread answers within its next pass), and its mark
-    /// goes when every byte is on the capacity tier; other nodes then read
-    /// it without a recall. Nothing for a file this node does not hold.
-    pub fn seal(&self, path: &RelPath) -> io::Result<()> {
-        let Some(held) = &self.shared.held else {
-            return Ok(());
-        };
-        if held_at(&self.shared, path).is_none() {
-            return Ok(());
+    /// On-demand, sealing the regular file at `path` (`chmod a-w` or
+    /// `sluice seal`, after UnifyFS's lamination): its write-back starts in
+    /// the background and its mark goes when every byte is on the capacity
+    /// tier; other nodes then read it without a recall. If this node holds
+    /// it, through an entry in this node's own recall directory (the
+    /// `sluice-recall` thread answers it within its next pass); if another
+    /// node does, through a recall entry in that node's directory, not
+    /// waited for. Nothing for a file no node holds (a mark of this node's
+    /// with nothing behind it is removed). Refused (InvalidInput) for what
+    /// is not a regular file, and (Unsupported) under the other modes.
+    pub fn seal(&self, path: &RelPath) -> io::Result<Sealing> {
+        let held = on_demand(&self.shared, "seal")?;
+        regular_file(&self.shared, path)?;
+        let capacity = self.shared.capacity.as_ref();
+        if held_at(&self.shared, path).is_some() {
+            write_entry(capacity, held, &held.node, path)
+                .map_err(context(format!("seal {path}")))?;
+            return Ok(Sealing::Started);
         }
-        write_entry(self.shared.capacity.as_ref(), held, &held.node, path)
-            .map_err(context(format!("seal {path}")))
+        match read_mark(capacity, path)? {
+            None => Ok(Sealing::NotHeld),
+            Some(mark) if mark.node == held.node => {
+                clear_unheld(&self.shared, held, path)?;
+                Ok(Sealing::NotHeld)
+            }
+            Some(mark) => {
+                write_entry(capacity, held, &mark.node, path)
+                    .map_err(context(format!("seal {path}: ask node {}", mark.node)))?;
+                Ok(Sealing::Asked { holder: mark.node })
+            }
+        }
+    }
+
+    /// On-demand, the [`HeldState`] of `path` (one stat and one
+    /// `getxattr` on the capacity tier); `None` for what is not a regular
+    /// file. Unsupported under the other modes.
+    pub fn held_state(&self, path: &RelPath) -> io::Result<Option<HeldState>> {
+        on_demand(&self.shared, "user.sluice.state")?;
+        let st = self.shared.capacity.stat(path)?;
+        if st.kind != sluice_env::StatKind::File {
+            return Ok(None);
+        }
+        Ok(Some(
+            match read_mark(self.shared.capacity.as_ref(), path)? {
+                Some(mark) => HeldState::Held { node: mark.node },
+                None if st.mode & 0o222 == 0 => HeldState::Sealed,
+                None => HeldState::Clean,
+            },
+        ))
+    }
+
+    /// On-demand, how many files this node holds the mark of now.
+    pub fn held_files(&self) -> usize {
+        lock(&self.shared)
+            .files
+            .values()
+            .filter(|open| open.held.is_some())
+            .count()
     }
 
     /// On-demand, at a close or fsync of `file`: its held mark carries

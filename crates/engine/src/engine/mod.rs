@@ -95,7 +95,7 @@ pub use config::{
 use degrade::*;
 use files::*;
 use flush::*;
-pub use held::{Mark, HELD_XATTR, HIDDEN_DIR};
+pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
 pub use quarantine::{
     find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
     restore as quarantine_restore, QuarantineEntry, QUARANTINE_DIR,

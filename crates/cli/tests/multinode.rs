@@ -1121,3 +1121,132 @@ fn issue_34_on_demand_sluice_seal_and_the_state_xattr() {
         Err(rustix::io::Errno::NODATA)
     );
 }
+
+/// Issue 34, another node unlinks or renames over a held file (the rule
+/// in docs/fuse.md, "On demand"): the name goes at once, without a
+/// recall, and the holder's bytes follow the inode they were written
+/// for. Nothing comes back: not the removed name, not A's bytes over the
+/// file B put at a name, not A's mark on B's file (which would make other
+/// nodes read B's file at A's size, or wait for A). A's later writes to
+/// a descriptor it kept open go to its own (now name-less) file; its
+/// mount then reads B's files at those names. The unlink's time is
+/// printed beside a recall of the same size (the cost the rule saves).
+#[test]
+fn issue_34_on_demand_another_nodes_unlink_or_rename_over_brings_nothing_back() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let big = pattern(32 << 20, 31);
+    fs::write(a.path("gone"), &big).unwrap();
+    fs::write(a.path("recalled"), &big).unwrap();
+    fs::write(a.path("replaced"), pattern(1 << 20, 32)).unwrap();
+    let mut open_on_a = File::create(a.path("reused")).unwrap();
+    open_on_a.write_all(&pattern(256 << 10, 33)).unwrap();
+    open_on_a.sync_all().unwrap();
+    for name in ["gone", "recalled", "replaced", "reused"] {
+        assert!(held_mark(&c.capacity_file(name)).is_some(), "{name} held");
+    }
+
+    let started = Instant::now();
+    fs::remove_file(b.path("gone")).unwrap();
+    let unlinked = started.elapsed();
+    let started = Instant::now();
+    assert!(fs::read(b.path("recalled")).unwrap() == big);
+    let recalled = started.elapsed();
+    eprintln!(
+        "32 MiB held by another node: unlink {unlinked:?}, recall (open and read) {recalled:?}"
+    );
+    assert!(!c.capacity_file("gone").exists());
+
+    // B replaces one file by a rename over it, and removes another and
+    // makes a new one at its name, both with bytes B holds.
+    let theirs = pattern(300 << 10, 34);
+    fs::write(b.path("tmp"), &theirs).unwrap();
+    fs::rename(b.path("tmp"), b.path("replaced")).unwrap();
+    fs::remove_file(b.path("reused")).unwrap();
+    let reused = pattern(100 << 10, 35);
+    fs::write(b.path("reused"), &reused).unwrap();
+    let b_id = node_id(b);
+    for name in ["replaced", "reused"] {
+        let mark = held_mark(&c.capacity_file(name)).unwrap_or_default();
+        assert!(
+            mark.starts_with(&format!("v1 node={b_id} ")),
+            "{name}: {mark}"
+        );
+    }
+
+    // A writes on through the descriptor it kept, and closes it.
+    open_on_a.write_all(&pattern(512 << 10, 36)).unwrap();
+    open_on_a.sync_all().unwrap();
+    drop(open_on_a);
+    // A's kernel may keep a name's old entry for mount.attr_timeout (1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    for (name, want) in [("replaced", &theirs), ("reused", &reused)] {
+        let mark = held_mark(&c.capacity_file(name)).unwrap_or_default();
+        assert!(
+            mark.starts_with(&format!("v1 node={b_id} size={} ", want.len())),
+            "{name}: A's close changed B's mark: {mark}"
+        );
+        assert_eq!(
+            fs::metadata(a.path(name)).unwrap().len(),
+            want.len() as u64,
+            "{name}: A's stat"
+        );
+        assert!(fs::read(a.path(name)).unwrap() == *want, "{name}: A's read");
+    }
+    a.drain();
+    b.drain();
+    assert!(
+        !c.capacity_file("gone").exists(),
+        "a removed name came back"
+    );
+    for (name, want) in [("replaced", &theirs), ("reused", &reused)] {
+        assert!(
+            fs::read(c.capacity_file(name)).unwrap() == *want,
+            "{name}: A's bytes over B's file"
+        );
+        assert_eq!(held_mark(&c.capacity_file(name)), None, "{name}");
+    }
+    assert_eq!(status_json(a)["held_files"], 0);
+}
+
+/// Issue 34: another node renames a held file. The name moves at once,
+/// without a recall (the capacity file stays empty); a stat through the
+/// new name shows the held size; a read through it recalls the file, the
+/// holder finding it by its inode; the old name stays gone, on every node.
+#[test]
+fn issue_34_on_demand_a_rename_by_another_node_moves_the_held_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(2 << 20, 41);
+    fs::write(a.path("old"), &data).unwrap();
+    fs::create_dir(b.path("moved")).unwrap();
+    fs::rename(b.path("old"), b.path("moved/new")).unwrap();
+    let new = c.capacity_file("moved/new");
+    assert_eq!(
+        fs::metadata(&new).unwrap().len(),
+        0,
+        "the rename recalled it"
+    );
+    assert!(held_mark(&new).is_some(), "the mark went with the inode");
+    assert_eq!(
+        fs::metadata(b.path("moved/new")).unwrap().len(),
+        data.len() as u64
+    );
+    assert!(fs::read(b.path("moved/new")).unwrap() == data);
+    assert_eq!(held_mark(&new), None);
+    assert!(fs::read(&new).unwrap() == data);
+    assert!(fs::read(a.path("moved/new")).unwrap() == data);
+    assert!(!c.capacity_file("old").exists());
+    // A's kernel may keep the old entry for mount.attr_timeout (1 s).
+    let gone_on_a = within(Duration::from_secs(3), || !a.path("old").exists());
+    assert!(gone_on_a.is_some(), "A still sees the old name");
+    a.drain();
+    assert!(!c.capacity_file("old").exists(), "the old name came back");
+    assert!(fs::read(&new).unwrap() == data);
+}

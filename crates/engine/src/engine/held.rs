@@ -366,13 +366,45 @@ fn mark(
         size: now.size,
         mtime: now.mtime,
     };
-    shared
-        .capacity
-        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)?;
+    // Through the file's own descriptor: another node may have renamed a
+    // file over `path` or made a new one there since this node last
+    // looked, and that file is not this node's to mark (its stat would
+    // show this node's size; its recalls would come here).
+    let handle = lock(shared).files.get(&file).map(|o| Arc::clone(&o.handle));
+    match handle.map(|h| h.set_xattr(HELD_XATTR, &mark.encode(), flags)) {
+        Some(Err(e)) if e.kind() == io::ErrorKind::Unsupported => {
+            set_mark_by_name(shared, file, path, &mark, flags)?;
+        }
+        Some(result) => result?,
+        None => return Err(unknown(file)),
+    }
     if let Some(open) = lock(shared).files.get_mut(&file) {
         open.held = Some(now);
     }
     Ok(())
+}
+
+/// [`mark`] for a backend whose handles keep no xattrs: through `path`,
+/// if it still names the file (its identity), else NotFound.
+fn set_mark_by_name(
+    shared: &Shared,
+    file: FileId,
+    path: &RelPath,
+    mark: &Mark,
+    flags: sluice_env::XattrFlags,
+) -> io::Result<()> {
+    let ino = lock(shared).files.get(&file).and_then(|o| o.ino);
+    if let Some(ino) = ino {
+        if shared.capacity.stat(path)?.identity() != ino {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{path} names another file now: not marked"),
+            ));
+        }
+    }
+    shared
+        .capacity
+        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)
 }
 
 /// Before a write of `file` routed to `tier` places anything: if its
@@ -491,7 +523,19 @@ fn holds(state: &State, file: Option<FileId>) -> bool {
 fn held_at(shared: &Shared, path: &RelPath) -> Option<FileId> {
     let ino = shared.capacity.stat(path).ok().map(|st| st.identity());
     let state = lock(shared);
-    file_of(&state, path, ino).filter(|id| holds(&state, Some(*id)))
+    // By identity first: a name this node knows may name another file now
+    // (another node renamed a file over it, or removed it and made a new
+    // one), and that file is not the one this node holds.
+    let by_ino = ino
+        .and_then(|ino| state.by_ino.get(&ino).copied())
+        .filter(|id| state.files.contains_key(id));
+    let by_name = || {
+        file_of(&state, path, ino)
+            .filter(|id| ino.is_none() || state.files.get(id).is_some_and(|o| o.ino.is_none()))
+    };
+    by_ino
+        .or_else(by_name)
+        .filter(|id| holds(&state, Some(*id)))
 }
 
 /// The requester's side: before an open or lock of `path` (the open
@@ -501,6 +545,10 @@ pub(super) fn recall(shared: &Shared, path: &RelPath, file: Option<FileId>) -> i
     let Some(held) = &shared.held else {
         return Ok(());
     };
+    if file.is_none() {
+        // A name another node gave to another file is not this node's.
+        forget_stale_name(shared, path)?;
+    }
     {
         let state = lock(shared);
         let file = file.or_else(|| state.ids.get(path).copied());
@@ -654,17 +702,28 @@ fn give_back(
         return Ok(false);
     }
     let (path, ino, unlinked) = (open.path.clone(), open.ino, open.unlinked);
+    let handle = Arc::clone(&open.handle);
     drop(state);
-    let names_it = |p: &RelPath| match (ino, shared.capacity.stat(p)) {
-        (Some(ino), Ok(st)) => st.identity() == ino,
-        (None, found) => found.is_ok(),
-        (_, Err(_)) => false,
-    };
-    let at = std::iter::once(&path)
-        .chain(named)
-        .find(|p| !unlinked && names_it(p));
-    if let Some(at) = at {
-        remove_mark(shared, at)?;
+    // From the file's own inode, whatever names it now; by a name only
+    // where handles keep no xattrs.
+    match handle.remove_xattr(HELD_XATTR) {
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+            let names_it = |p: &RelPath| match (ino, shared.capacity.stat(p)) {
+                (Some(ino), Ok(st)) => st.identity() == ino,
+                (None, found) => found.is_ok(),
+                (_, Err(_)) => false,
+            };
+            let at = std::iter::once(&path)
+                .chain(named)
+                .find(|p| !unlinked && names_it(p));
+            if let Some(at) = at {
+                remove_mark(shared, at)?;
+            }
+        }
+        Err(e) if !no_mark(&e) => {
+            return Err(context(format!("remove the held mark of {path}"))(e));
+        }
+        _ => {}
     }
     let mut state = lock(shared);
     if let Some(open) = state.files.get_mut(&id) {

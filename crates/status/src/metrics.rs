@@ -212,9 +212,9 @@ pub const METRICS: &[Metric] = &[
     Metric {
         name: "sluice_held_files",
         kind: Gauge,
-        help: "On-demand: files whose held mark this node holds now (their newest bytes are in its log).",
+        help: "On-demand: files whose held mark this node holds now (their newest bytes are in its log); 0 under the other modes.",
         labels: None,
-        read: |s| s.on_demand_node.as_ref().and_then(|_| int(s.held_files)),
+        read: |s| int(s.held_files),
     },
     Metric {
         name: "sluice_flush_bytes_per_second",

@@ -197,6 +197,14 @@ fn no_mark(e: &io::Error) -> bool {
     sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ENODATA")
 }
 
+/// An error of a call on an open file's descriptor that says the file is
+/// no more: ESTALE (a network file system's answer for a file another
+/// client removed) or NotFound.
+fn file_gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+        || sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ESTALE")
+}
+
 /// Make `path` and its parents on `tier`, keeping what exists.
 fn make_dirs(tier: &dyn Backend, path: &RelPath) -> io::Result<()> {
     let mut at = RelPath::root();
@@ -499,15 +507,18 @@ pub(super) fn update(shared: &Shared, file: FileId) -> io::Result<()> {
     }
     let path = open.path.clone();
     drop(state);
-    mark(
+    match mark(
         shared,
         held,
         file,
         &path,
         now,
         sluice_env::XattrFlags::Either,
-    )
-    .map_err(context(format!("update the held mark of {path}")))
+    ) {
+        // Another node removed the file: no node can read its mark.
+        Err(e) if file_gone(&e) => Ok(()),
+        result => result.map_err(context(format!("update the held mark of {path}"))),
+    }
 }
 
 /// Whether this node holds the mark of the file at `path` (or of the
@@ -720,7 +731,10 @@ fn give_back(
                 remove_mark(shared, at)?;
             }
         }
-        Err(e) if !no_mark(&e) => {
+        // ESTALE: the file is gone (another node removed it; GlusterFS
+        // answers so for the descriptor of a file unlinked elsewhere),
+        // and its mark with it.
+        Err(e) if !no_mark(&e) && !file_gone(&e) => {
             return Err(context(format!("remove the held mark of {path}"))(e));
         }
         _ => {}

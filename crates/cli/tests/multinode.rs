@@ -1145,6 +1145,8 @@ fn issue_34_on_demand_another_nodes_unlink_or_rename_over_brings_nothing_back() 
     let mut open_on_a = File::create(a.path("reused")).unwrap();
     open_on_a.write_all(&pattern(256 << 10, 33)).unwrap();
     open_on_a.sync_all().unwrap();
+    // Created, but not written (so not held) before B removes it.
+    let mut unwritten_on_a = File::create(a.path("unwritten")).unwrap();
     for name in ["gone", "recalled", "replaced", "reused"] {
         assert!(held_mark(&c.capacity_file(name)).is_some(), "{name} held");
     }
@@ -1166,6 +1168,9 @@ fn issue_34_on_demand_another_nodes_unlink_or_rename_over_brings_nothing_back() 
     fs::write(b.path("tmp"), &theirs).unwrap();
     fs::rename(b.path("tmp"), b.path("replaced")).unwrap();
     fs::remove_file(b.path("reused")).unwrap();
+    let removed = within(Duration::from_secs(3), || b.path("unwritten").exists());
+    assert!(removed.is_some(), "B sees A's new file");
+    fs::remove_file(b.path("unwritten")).unwrap();
     let reused = pattern(100 << 10, 35);
     fs::write(b.path("reused"), &reused).unwrap();
     let b_id = node_id(b);
@@ -1177,10 +1182,14 @@ fn issue_34_on_demand_another_nodes_unlink_or_rename_over_brings_nothing_back() 
         );
     }
 
-    // A writes on through the descriptor it kept, and closes it.
+    // A writes on through the descriptors it kept, and closes them: as
+    // for any removed file still open, the writes succeed.
     open_on_a.write_all(&pattern(512 << 10, 36)).unwrap();
     open_on_a.sync_all().unwrap();
     drop(open_on_a);
+    unwritten_on_a.write_all(&pattern(64 << 10, 37)).unwrap();
+    unwritten_on_a.sync_all().unwrap();
+    drop(unwritten_on_a);
     // A's kernel may keep a name's old entry for mount.attr_timeout (1 s).
     std::thread::sleep(Duration::from_millis(1500));
     for (name, want) in [("replaced", &theirs), ("reused", &reused)] {
@@ -1198,10 +1207,12 @@ fn issue_34_on_demand_another_nodes_unlink_or_rename_over_brings_nothing_back() 
     }
     a.drain();
     b.drain();
-    assert!(
-        !c.capacity_file("gone").exists(),
-        "a removed name came back"
-    );
+    for name in ["gone", "unwritten"] {
+        assert!(
+            !c.capacity_file(name).exists(),
+            "{name}: a removed name came back"
+        );
+    }
     for (name, want) in [("replaced", &theirs), ("reused", &reused)] {
         assert!(
             fs::read(c.capacity_file(name)).unwrap() == *want,

@@ -198,11 +198,12 @@ fn no_mark(e: &io::Error) -> bool {
 }
 
 /// An error of a call on an open file's descriptor that says the file is
-/// no more: ESTALE (a network file system's answer for a file another
-/// client removed) or NotFound.
+/// no more: ESTALE, a network file system's answer (GlusterFS's, NFS's)
+/// for the descriptor of a file another client removed. (Not NotFound:
+/// by a name, that only says the name is gone, and the file may live on
+/// under another.)
 fn file_gone(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::NotFound
-        || sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ESTALE")
+    sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ESTALE")
 }
 
 /// Make `path` and its parents on `tier`, keeping what exists.
@@ -446,6 +447,17 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
         ) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            // Another node removed the file (GlusterFS answers ESTALE for
+            // its descriptor): no node can open it to recall it, so its
+            // writes go on unmarked, as writes to any removed file still
+            // open do; the file counts as held, so its bytes are given
+            // back (and nothing is marked) as any held file's.
+            Err(e) if file_gone(&e) => {
+                if let Some(open) = lock(shared).files.get_mut(&file) {
+                    open.held = Some(now);
+                }
+                return Ok(());
+            }
             Err(e) => return Err(context(format!("mark {path} held before buffering"))(e)),
         }
         match read_mark(shared.capacity.as_ref(), &path)? {

@@ -25,6 +25,10 @@
 #                passthrough         policy capacity-only: the file is opened by FUSE
 #                                    passthrough (the kernel reads and writes the
 #                                    capacity file itself), with mmap and close/reopen
+#                on-demand           fast-all, mount.consistency = "on-demand" (issue 34:
+#                                    the file stays held, its bytes in the log), with
+#                                    close/reopen; the run fails unless the file was
+#                                    held (a `held` line in sluice status)
 #              pread/pwrite/truncate/fsync/fdatasync in every case. After each
 #              run the file as read through the mount must equal the file on
 #              the capacity tier after `sluice unmount` (which drains).
@@ -66,7 +70,7 @@ usage() {
     exit "${1:-0}"
 }
 
-ALL_CASES="default fast-all tiny-wait tiny-write-through full-fast mmap close-open passthrough"
+ALL_CASES="default fast-all tiny-wait tiny-write-through full-fast mmap close-open passthrough on-demand"
 PART=all
 OPS=20000
 SEEDS="1 2 3"
@@ -324,6 +328,10 @@ EOF
     # reads and writes the capacity file itself; docs/fuse.md).
     compare_pjdfstest "$dir" "$cfg" default
     compare_pjdfstest "$dir" "$cfg" passthrough '' '[policy]' 'name = "capacity-only"'
+    # Under on-demand (issue 34): every write buffered and held, every
+    # open of a file checks its mark, chmod a-w seals.
+    compare_pjdfstest "$dir" "$cfg" on-demand '' '[policy]' 'name = "fast-all"' \
+        '' '[mount]' 'consistency = "on-demand"'
     return 0
 }
 
@@ -349,6 +357,9 @@ compare_pjdfstest() {
     timeout 10 "$SLUICE" status "$dir/mnt" >"$dir/status-$variant.txt" 2>&1 || true
     unmount_sluice "$dir/sluice-$variant.log" ||
         FAILED+=("pjdfstest ($variant): sluice unmount after the run failed (log $dir/sluice-$variant.log)")
+    if [ "$variant" = on-demand ] && ! grep -q '^held ' "$dir/status-$variant.txt"; then
+        FAILED+=("pjdfstest ($variant): the mount is not on-demand (no held line in $dir/status-$variant.txt)")
+    fi
     if [ "$variant" = passthrough ] && ! grep -q 'opens by passthrough' "$dir/status-$variant.txt"; then
         FAILED+=("pjdfstest ($variant): no file was opened by FUSE passthrough (the run tests nothing new; $dir/status-$variant.txt, $dir/sluice-$variant.log)")
     fi
@@ -418,7 +429,7 @@ fsx_weights() {
     local mmap=0 close_open=0 invalidate=0
     case "$2" in
         mmap) mmap=10 invalidate=1 ;;
-        close-open) close_open=2 ;;
+        close-open | on-demand) close_open=2 ;;
         passthrough) mmap=5 invalidate=1 close_open=2 ;;
     esac
     cat >"$1" <<EOF
@@ -454,6 +465,7 @@ sluice_case_lines() {
         default | mmap | close-open) ;;
         fast-all) printf '%s\n' '' '[policy]' 'name = "fast-all"' ;;
         passthrough) printf '%s\n' '' '[policy]' 'name = "capacity-only"' ;;
+        on-demand) printf '%s\n' '' '[policy]' 'name = "fast-all"' '' '[mount]' 'consistency = "on-demand"' ;;
         tiny-wait | tiny-write-through)
             printf '%s\n' '' '[log]' 'regions = 2' 'region_size = "1MiB"' 'record_max = "256KiB"' \
                 "when_full = \"${1#tiny-}\"" '' '[policy]' 'name = "fast-all"'
@@ -551,6 +563,9 @@ run_fsx_one() {
     fi
     if [ "$case" = passthrough ] && ! grep -q 'opens by passthrough' "$dir/status.txt"; then
         result="FAILED: the file was not opened by FUSE passthrough (the case tests nothing; $dir/status.txt)"
+    fi
+    if [ "$case" = on-demand ] && ! grep -Eq '^held +[1-9][0-9]* files' "$dir/status.txt"; then
+        result="FAILED: no file was held at the end of the run (the case tests nothing; $dir/status.txt)"
     fi
     if [ -n "$tmpfs" ]; then
         grep -q 'append to the log' "$dir/sluice.log" ||

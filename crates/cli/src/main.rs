@@ -72,6 +72,14 @@ enum Command {
     /// Write the named files' buffered bytes to the capacity tier, sync
     /// them, and wait (they also stay in the log until it flushes).
     Sync(SyncArgs),
+    /// On-demand: seal files (after UnifyFS's lamination). The node that
+    /// holds each file starts writing it back at once, in the background,
+    /// and removes its held mark when every byte is on the capacity tier;
+    /// every node then reads it without a recall. Exits 0 when each file is
+    /// being sealed or was held by no node (said so on stdout); 1 for a
+    /// path outside a sluice mount, a mount that is not on-demand, what is
+    /// not a regular file, or --timeout reached.
+    Seal(SealArgs),
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -158,6 +166,22 @@ struct SyncArgs {
     /// Files inside a sluice mount.
     #[arg(required = true)]
     paths: Vec<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct SealArgs {
+    /// Files inside an on-demand sluice mount.
+    #[arg(required = true)]
+    paths: Vec<std::path::PathBuf>,
+    /// Return once no node holds any of them (their `user.sluice.state`
+    /// is `sealed` or `clean`), not as soon as their write-back started.
+    /// Ctrl-C stops the wait, not the seal.
+    #[arg(long)]
+    wait: bool,
+    /// With --wait, give up (exit 1) after this many seconds; the seal
+    /// goes on.
+    #[arg(long, requires = "wait", value_name = "SECONDS")]
+    timeout: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -384,6 +408,7 @@ fn run() -> Result<()> {
             sluice_term::client::drain(&args.mountpoint, cli.progress).map_err(Error::Message)
         }
         Some(Command::Sync(args)) => mount::sync(&args.paths),
+        Some(Command::Seal(args)) => mount::seal(&args.paths, args.wait, args.timeout),
         Some(Command::Config(ConfigCommand::Show(args))) => mount::config_show(&args),
         Some(Command::Config(ConfigCommand::Check(args))) => {
             mount::config_check(&args.config, args.mountpoint.as_deref())

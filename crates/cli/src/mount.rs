@@ -297,6 +297,88 @@ pub fn status(mountpoint: &Path, json: bool) -> Result<()> {
 
 /// `sluice sync PATH...`: each file's buffered bytes written to the
 /// capacity tier and synced, one after the other.
+/// `sluice seal PATH…`: ask each file's mount to seal it (`seal REL`
+/// on its control socket), then, with `wait`, ask for each one's state
+/// (`state REL`) every 50 ms until no node holds it, at most `timeout`
+/// seconds.
+pub fn seal(paths: &[std::path::PathBuf], wait: bool, timeout: Option<f64>) -> Result<()> {
+    let deadline = match timeout {
+        Some(secs) if secs.is_finite() && secs >= 0.0 => {
+            Some(std::time::Instant::now() + std::time::Duration::from_secs_f64(secs))
+        }
+        Some(secs) => {
+            return Err(Error::Usage(format!(
+                "--timeout {secs}: give a number of seconds, 0 or more"
+            )))
+        }
+        None => None,
+    };
+    let mut pending = Vec::new();
+    for path in paths {
+        let (root, relative) = sluice_fuse::mount_of(path).map_err(Error::Mount)?;
+        if relative.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: a mount's root is not a file; seal its files",
+                path.display()
+            )));
+        }
+        let answer =
+            control_request(&root, &format!("seal {relative}")).map_err(Error::path(path))?;
+        let shown = path.display();
+        match answer
+            .split_once(' ')
+            .map_or((answer.as_str(), ""), |(a, b)| (a, b))
+        {
+            ("ok", "started") => {
+                println!("sealing {shown}: this node's write-back of it has started");
+                pending.push((path, root, relative));
+            }
+            ("ok", asked) if asked.starts_with("asked ") => {
+                let node = &asked["asked ".len()..];
+                println!("sealing {shown}: node {node} holds it and was asked to write it back");
+                pending.push((path, root, relative));
+            }
+            ("ok", not_held) if not_held.starts_with("not-held") => {
+                let state = not_held["not-held".len()..].trim();
+                println!(
+                    "{shown}: held by no node, nothing to seal (user.sluice.state: {})",
+                    if state.is_empty() { "clean" } else { state }
+                );
+            }
+            _ => {
+                return Err(Error::Message(format!(
+                    "{}: the mount answered {answer:?} to seal (a different sluice version?)",
+                    root.display()
+                )))
+            }
+        }
+    }
+    if !wait {
+        return Ok(());
+    }
+    for (path, root, relative) in pending {
+        loop {
+            let answer =
+                control_request(&root, &format!("state {relative}")).map_err(Error::path(path))?;
+            let state = answer.strip_prefix("ok ").unwrap_or(&answer);
+            if !state.starts_with("held") {
+                println!("sealed {}: {state}", path.display());
+                break;
+            }
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Err(Error::Message(format!(
+                    "{}: still {state} after --timeout {}s; its write-back goes on (is that node \
+                     up? `sluice status` there shows its recalls)",
+                    path.display(),
+                    timeout.unwrap_or_default()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    Ok(())
+}
+
 pub fn sync(paths: &[std::path::PathBuf]) -> Result<()> {
     for path in paths {
         let (root, relative) = sluice_fuse::mount_of(path).map_err(Error::Mount)?;

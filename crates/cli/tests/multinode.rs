@@ -987,3 +987,277 @@ fn issue_34_on_demand_chmod_a_w_seals_the_file() {
     assert_eq!(status_json(b)["recalls"], 0, "read without a recall");
     assert_eq!(status_json(a)["recalls_answered"], 0, "a seal is no recall");
 }
+
+/// The xattr `name` of `path` read through a mount.
+fn xattr(path: &std::path::Path, name: &str) -> Result<String, rustix::io::Errno> {
+    let mut buf = vec![0u8; 512];
+    let n = rustix::fs::getxattr(path, name, &mut buf[..])?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// Issue 34, sealing by `sluice seal` and the `user.sluice.state` xattr:
+/// a file A holds shows `held node=A` through both mounts (read-only:
+/// EPERM) and in A's status (`held_files`); `sluice seal --wait` on A
+/// returns once the mark is gone, every byte on the capacity tier, the
+/// state `clean`, then `sealed` after `chmod a-w`. A seal on B of a file A
+/// holds asks A. A file no node holds is said so (exit 0); a directory, a
+/// path outside a mount and a mount that is not on-demand are refused
+/// (exit 1).
+#[test]
+fn issue_34_on_demand_sluice_seal_and_the_state_xattr() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let a_id = node_id(a);
+    let data = pattern(1 << 20, 21);
+    fs::write(a.path("out"), &data).unwrap();
+    let held = format!("held node={a_id}");
+    assert_eq!(xattr(&a.path("out"), "user.sluice.state"), Ok(held.clone()));
+    assert_eq!(xattr(&b.path("out"), "user.sluice.state"), Ok(held.clone()));
+    assert_eq!(
+        rustix::fs::setxattr(
+            a.path("out"),
+            "user.sluice.state",
+            b"clean",
+            rustix::fs::XattrFlags::empty()
+        ),
+        Err(rustix::io::Errno::PERM)
+    );
+    let status = status_json(a);
+    assert_eq!(status["on_demand_node"], a_id.as_str());
+    assert_eq!(status["held_files"], 1);
+    let text = a.sluice(&["status", a.point.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("held        1 files held by this node"),
+        "{text}"
+    );
+
+    let out = a.sluice(&["seal", "--wait", a.path("out").to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("sealed") && stdout.contains("clean"),
+        "{stdout}"
+    );
+    assert_eq!(
+        held_mark(&c.capacity_file("out")),
+        None,
+        "--wait returned early"
+    );
+    assert!(fs::read(c.capacity_file("out")).unwrap() == data);
+    assert_eq!(status_json(a)["held_files"], 0);
+    assert_eq!(
+        xattr(&b.path("out"), "user.sluice.state").as_deref(),
+        Ok("clean")
+    );
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(b.path("out"), fs::Permissions::from_mode(0o444)).unwrap();
+    assert_eq!(
+        xattr(&a.path("out"), "user.sluice.state").as_deref(),
+        Ok("sealed")
+    );
+
+    // Held by no node: said so, exit 0.
+    let out = b.sluice(&["seal", b.path("out").to_str().unwrap()]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("held by no node") && stdout.contains("sealed"),
+        "{stdout}"
+    );
+
+    // On B, of a file A holds: A is asked, and --wait sees its mark go.
+    let other = pattern(512 << 10, 22);
+    fs::write(a.path("other"), &other).unwrap();
+    let out = b.sluice(&[
+        "seal",
+        "--wait",
+        "--timeout",
+        "10",
+        b.path("other").to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("node {a_id} holds it")),
+        "{stdout}"
+    );
+    assert_eq!(held_mark(&c.capacity_file("other")), None);
+    assert!(fs::read(c.capacity_file("other")).unwrap() == other);
+
+    // Refusals, exit 1 with the reason.
+    fs::create_dir(a.path("dir")).unwrap();
+    let outside = support::tempdir();
+    fs::write(outside.path().join("f"), b"x").unwrap();
+    for (path, why) in [
+        (a.path("dir"), "not a regular file"),
+        (outside.path().join("f"), "not inside a sluice mount"),
+    ] {
+        let out = a.sluice(&["seal", path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", path.display());
+        assert!(stderr.contains(why), "{stderr}");
+    }
+    let plain = Cluster::new(1, BUFFERED, &[]);
+    let p = &plain.nodes[0];
+    fs::write(p.path("f"), b"bytes").unwrap();
+    let out = p.sluice(&["seal", p.path("f").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not on-demand"), "{stderr}");
+    assert_eq!(
+        xattr(&p.path("f"), "user.sluice.state"),
+        Err(rustix::io::Errno::NODATA)
+    );
+}
+
+/// Issue 34, another node unlinks or renames over a held file (the rule
+/// in docs/fuse.md, "On demand"): the name goes at once, without a
+/// recall, and the holder's bytes follow the inode they were written
+/// for. Nothing comes back: not the removed name, not A's bytes over the
+/// file B put at a name, not A's mark on B's file (which would make other
+/// nodes read B's file at A's size, or wait for A). A's later writes to
+/// a descriptor it kept open go to its own (now name-less) file; its
+/// mount then reads B's files at those names. The unlink's time is
+/// printed beside a recall of the same size (the cost the rule saves).
+#[test]
+fn issue_34_on_demand_another_nodes_unlink_or_rename_over_brings_nothing_back() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let big = pattern(32 << 20, 31);
+    fs::write(a.path("gone"), &big).unwrap();
+    fs::write(a.path("recalled"), &big).unwrap();
+    fs::write(a.path("replaced"), pattern(1 << 20, 32)).unwrap();
+    let mut open_on_a = File::create(a.path("reused")).unwrap();
+    open_on_a.write_all(&pattern(256 << 10, 33)).unwrap();
+    open_on_a.sync_all().unwrap();
+    // Created, but not written (so not held) before B removes it.
+    let mut unwritten_on_a = File::create(a.path("unwritten")).unwrap();
+    for name in ["gone", "recalled", "replaced", "reused"] {
+        assert!(held_mark(&c.capacity_file(name)).is_some(), "{name} held");
+    }
+
+    let started = Instant::now();
+    fs::remove_file(b.path("gone")).unwrap();
+    let unlinked = started.elapsed();
+    let started = Instant::now();
+    assert!(fs::read(b.path("recalled")).unwrap() == big);
+    let recalled = started.elapsed();
+    eprintln!(
+        "32 MiB held by another node: unlink {unlinked:?}, recall (open and read) {recalled:?}"
+    );
+    assert!(!c.capacity_file("gone").exists());
+
+    // B replaces one file by a rename over it, and removes another and
+    // makes a new one at its name, both with bytes B holds.
+    let theirs = pattern(300 << 10, 34);
+    fs::write(b.path("tmp"), &theirs).unwrap();
+    fs::rename(b.path("tmp"), b.path("replaced")).unwrap();
+    fs::remove_file(b.path("reused")).unwrap();
+    let removed = within(Duration::from_secs(3), || b.path("unwritten").exists());
+    assert!(removed.is_some(), "B sees A's new file");
+    fs::remove_file(b.path("unwritten")).unwrap();
+    let reused = pattern(100 << 10, 35);
+    fs::write(b.path("reused"), &reused).unwrap();
+    let b_id = node_id(b);
+    for name in ["replaced", "reused"] {
+        let mark = held_mark(&c.capacity_file(name)).unwrap_or_default();
+        assert!(
+            mark.starts_with(&format!("v1 node={b_id} ")),
+            "{name}: {mark}"
+        );
+    }
+
+    // A writes on through the descriptors it kept, and closes them: as
+    // for any removed file still open, the writes succeed.
+    open_on_a.write_all(&pattern(512 << 10, 36)).unwrap();
+    open_on_a.sync_all().unwrap();
+    drop(open_on_a);
+    unwritten_on_a.write_all(&pattern(64 << 10, 37)).unwrap();
+    unwritten_on_a.sync_all().unwrap();
+    drop(unwritten_on_a);
+    // A's kernel may keep a name's old entry for mount.attr_timeout (1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    for (name, want) in [("replaced", &theirs), ("reused", &reused)] {
+        let mark = held_mark(&c.capacity_file(name)).unwrap_or_default();
+        assert!(
+            mark.starts_with(&format!("v1 node={b_id} size={} ", want.len())),
+            "{name}: A's close changed B's mark: {mark}"
+        );
+        assert_eq!(
+            fs::metadata(a.path(name)).unwrap().len(),
+            want.len() as u64,
+            "{name}: A's stat"
+        );
+        assert!(fs::read(a.path(name)).unwrap() == *want, "{name}: A's read");
+    }
+    a.drain();
+    b.drain();
+    for name in ["gone", "unwritten"] {
+        assert!(
+            !c.capacity_file(name).exists(),
+            "{name}: a removed name came back"
+        );
+    }
+    for (name, want) in [("replaced", &theirs), ("reused", &reused)] {
+        assert!(
+            fs::read(c.capacity_file(name)).unwrap() == *want,
+            "{name}: A's bytes over B's file"
+        );
+        assert_eq!(held_mark(&c.capacity_file(name)), None, "{name}");
+    }
+    assert_eq!(status_json(a)["held_files"], 0);
+}
+
+/// Issue 34: another node renames a held file. The name moves at once,
+/// without a recall (the capacity file stays empty); a stat through the
+/// new name shows the held size; a read through it recalls the file, the
+/// holder finding it by its inode; the old name stays gone, on every node.
+#[test]
+fn issue_34_on_demand_a_rename_by_another_node_moves_the_held_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, &on_demand("10s"), &[]);
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let data = pattern(2 << 20, 41);
+    fs::write(a.path("old"), &data).unwrap();
+    fs::create_dir(b.path("moved")).unwrap();
+    fs::rename(b.path("old"), b.path("moved/new")).unwrap();
+    let new = c.capacity_file("moved/new");
+    assert_eq!(
+        fs::metadata(&new).unwrap().len(),
+        0,
+        "the rename recalled it"
+    );
+    assert!(held_mark(&new).is_some(), "the mark went with the inode");
+    assert_eq!(
+        fs::metadata(b.path("moved/new")).unwrap().len(),
+        data.len() as u64
+    );
+    assert!(fs::read(b.path("moved/new")).unwrap() == data);
+    assert_eq!(held_mark(&new), None);
+    assert!(fs::read(&new).unwrap() == data);
+    assert!(fs::read(a.path("moved/new")).unwrap() == data);
+    assert!(!c.capacity_file("old").exists());
+    // A's kernel may keep the old entry for mount.attr_timeout (1 s).
+    let gone_on_a = within(Duration::from_secs(3), || !a.path("old").exists());
+    assert!(gone_on_a.is_some(), "A still sees the old name");
+    a.drain();
+    assert!(!c.capacity_file("old").exists(), "the old name came back");
+    assert!(fs::read(&new).unwrap() == data);
+}

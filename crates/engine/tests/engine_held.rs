@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_engine::{Engine, EngineConfig, OnDemand, HELD_XATTR};
+use sluice_engine::{Engine, EngineConfig, HeldState, OnDemand, Sealing, HELD_XATTR};
 use sluice_env::posix::PosixBackend;
-use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
+use sluice_env::{Backend, OpenOptions, RelPath, SetAttr, SystemClock};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 fn tier(dir: &Path) -> Arc<dyn Backend> {
@@ -333,8 +333,19 @@ fn issue_34_a_sealed_file_goes_back_in_the_background() {
     let id = a.create(&path).unwrap();
     a.write(id, 0, &data).unwrap();
     a.release(id);
-    a.seal(&RelPath::new("not-held").unwrap()).unwrap();
-    a.seal(&path).unwrap();
+    let not_held = RelPath::new("not-held").unwrap();
+    c.capacity
+        .open(
+            &not_held,
+            OpenOptions {
+                create: true,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(a.seal(&not_held).unwrap(), Sealing::NotHeld);
+    assert_eq!(a.held_files(), 1);
+    assert_eq!(a.seal(&path).unwrap(), Sealing::Started);
     let started = Instant::now();
     while a.mark_of(&path).unwrap().is_some() {
         assert!(started.elapsed() < Duration::from_secs(5), "not sealed");
@@ -342,4 +353,89 @@ fn issue_34_a_sealed_file_goes_back_in_the_background() {
     }
     assert!(capacity_bytes(&c.capacity, &path) == data);
     assert_eq!(a.buffered_bytes(), 0);
+}
+
+/// `sluice seal` on a node that does not hold the file: it asks the
+/// holder (a recall entry in its directory) and returns at once; the
+/// holder writes the file back and removes its mark without anyone
+/// waiting for it.
+#[test]
+fn issue_34_a_seal_on_another_node_asks_the_holder() {
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let b = node(&fast_b, &c.capacity, "node-b", Duration::from_secs(10));
+    let path = RelPath::new("theirs").unwrap();
+    let data = pattern(120_000, 6);
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.release(id);
+    let asked = Instant::now();
+    assert_eq!(
+        b.seal(&path).unwrap(),
+        Sealing::Asked {
+            holder: "node-a".into()
+        }
+    );
+    assert!(asked.elapsed() < Duration::from_secs(1), "the seal waited");
+    let started = Instant::now();
+    while b.mark_of(&path).unwrap().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(5), "not sealed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(capacity_bytes(&c.capacity, &path) == data);
+    assert_eq!((a.buffered_bytes(), a.held_files()), (0, 0));
+    assert_eq!(b.stats().recalls, 0, "B did not wait for it");
+}
+
+/// `user.sluice.state`: `held node=NODE` while a mark names NODE (on
+/// every node), then `clean` once written back, `sealed` once no write
+/// bit is left; no state for a directory; a seal of a directory is
+/// refused; both are refused outside on-demand.
+#[test]
+fn issue_34_the_state_is_held_sealed_or_clean() {
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let b = node(&fast_b, &c.capacity, "node-b", Duration::from_secs(10));
+    let path = RelPath::new("f").unwrap();
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &pattern(10_000, 1)).unwrap();
+    a.release(id);
+    let held = HeldState::Held {
+        node: "node-a".into(),
+    };
+    assert_eq!(a.held_state(&path).unwrap().as_ref(), Some(&held));
+    assert_eq!(b.held_state(&path).unwrap().as_ref(), Some(&held));
+    assert_eq!(held.to_string(), "held node=node-a");
+    b.recall(&path).unwrap();
+    assert_eq!(b.held_state(&path).unwrap(), Some(HeldState::Clean));
+    c.capacity
+        .set_attr(
+            &path,
+            &SetAttr {
+                mode: Some(0o444),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(a.held_state(&path).unwrap(), Some(HeldState::Sealed));
+    assert_eq!(HeldState::Sealed.to_string(), "sealed");
+    assert_eq!(HeldState::Clean.to_string(), "clean");
+
+    let dir = RelPath::new("d").unwrap();
+    c.capacity.create_dir(&dir).unwrap();
+    assert_eq!(a.held_state(&dir).unwrap(), None);
+    let err = a.seal(&dir).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+
+    let plain = open(&c.fast("fast-c"), &c.capacity, config(None));
+    for err in [
+        plain.seal(&path).unwrap_err(),
+        plain.held_state(&path).unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{err}");
+        assert!(err.to_string().contains("not on-demand"), "{err}");
+    }
 }

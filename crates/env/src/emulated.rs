@@ -585,6 +585,14 @@ impl BackendFile for EmulatedFile {
         self.inner.stat()
     }
 
+    fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
+        self.inner.set_xattr(name, value, flags)
+    }
+
+    fn remove_xattr(&self, name: &str) -> io::Result<()> {
+        self.inner.remove_xattr(name)
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.device
             .request(IoKind::Read, self.base, offset, buf.len() as u64);

@@ -422,6 +422,16 @@ impl BackendFile for FaultFile {
         self.inner.stat()
     }
 
+    fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
+        self.check(FaultOp::SetAttr, "fsetxattr")?;
+        self.inner.set_xattr(name, value, flags)
+    }
+
+    fn remove_xattr(&self, name: &str) -> io::Result<()> {
+        self.check(FaultOp::SetAttr, "fremovexattr")?;
+        self.inner.remove_xattr(name)
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.check(FaultOp::Read, "read")?;
         self.inner.read_at(buf, offset)

@@ -597,6 +597,27 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
             "stat of an open file: not supported by this backend",
         ))
     }
+    /// Sets extended attribute `name` of the open file itself (its inode,
+    /// whatever names it now: `fsetxattr`) to `value`; `flags` as
+    /// [`Backend::set_xattr`]'s. The default refuses (Unsupported) for
+    /// backends whose handles have none: callers fall back to the path.
+    fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
+        let _ = (name, value, flags);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "set_xattr of an open file: not supported by this backend",
+        ))
+    }
+    /// Removes extended attribute `name` of the open file itself
+    /// (`fremovexattr`); ENODATA if it has none. The default refuses
+    /// (Unsupported), as [`BackendFile::set_xattr`]'s.
+    fn remove_xattr(&self, name: &str) -> io::Result<()> {
+        let _ = name;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "remove_xattr of an open file: not supported by this backend",
+        ))
+    }
     /// The kernel file behind this handle, for copies the kernel does
     /// itself ([`copy_range`]). `None` (the default) when there is none or
     /// when every byte must pass through the backend (emulated devices

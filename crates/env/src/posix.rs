@@ -919,6 +919,18 @@ impl BackendFile for PosixFile {
             .map_err(|e| self.error(io::Error::from(e), "fallocate"))
     }
 
+    fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
+        self.admit_change("fsetxattr")?;
+        rfs::fsetxattr(&self.file, name, value, raw_xattr_flags(flags))
+            .map_err(|e| self.error(io::Error::from(e), &format!("fsetxattr {name:?}")))
+    }
+
+    fn remove_xattr(&self, name: &str) -> io::Result<()> {
+        self.admit_change("fremovexattr")?;
+        rfs::fremovexattr(&self.file, name)
+            .map_err(|e| self.error(io::Error::from(e), &format!("fremovexattr {name:?}")))
+    }
+
     fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         Some(std::os::fd::AsFd::as_fd(&self.file))
     }

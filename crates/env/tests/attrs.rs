@@ -622,3 +622,39 @@ fn the_crash_backend_does_not_model_attributes() {
         vec![("f".to_string(), StatKind::File)]
     );
 }
+
+/// Issue 34: the xattrs of an open file are its inode's (`fsetxattr`,
+/// `fremovexattr`), whatever names it now: a file renamed away keeps
+/// them, and the file put at its old name gets none of them. The memory
+/// backend's handles keep none and refuse (Unsupported), so callers fall
+/// back to the path.
+#[test]
+fn an_open_files_xattrs_follow_its_inode_not_its_name() {
+    let (_top, tier) = posix();
+    let create = OpenOptions {
+        create: true,
+        ..OpenOptions::default()
+    };
+    let file = tier.open(&p("f"), create).unwrap();
+    tier.rename(&p("f"), &p("moved")).unwrap();
+    tier.open(&p("f"), create).unwrap();
+    file.set_xattr("user.k", b"v", XattrFlags::CreateOnly)
+        .unwrap();
+    assert_eq!(tier.get_xattr(&p("moved"), "user.k").unwrap(), b"v");
+    let none = tier.get_xattr(&p("f"), "user.k").unwrap_err();
+    assert_eq!(raw_os_error(&none), Some(ENODATA), "{none}");
+    let again = file
+        .set_xattr("user.k", b"w", XattrFlags::CreateOnly)
+        .unwrap_err();
+    assert_eq!(raw_os_error(&again), Some(EEXIST), "{again}");
+    file.remove_xattr("user.k").unwrap();
+    let gone = file.remove_xattr("user.k").unwrap_err();
+    assert_eq!(raw_os_error(&gone), Some(ENODATA), "{gone}");
+
+    let mem = MemBackend::new();
+    let handle = mem.open(&p("f"), create).unwrap();
+    let refused = handle
+        .set_xattr("user.k", b"v", XattrFlags::Either)
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Unsupported, "{refused}");
+}

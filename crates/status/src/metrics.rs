@@ -210,6 +210,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.recalls_answered),
     },
     Metric {
+        name: "sluice_held_files",
+        kind: Gauge,
+        help: "On-demand: files whose held mark this node holds now (their newest bytes are in its log); 0 under the other modes.",
+        labels: None,
+        read: |s| int(s.held_files),
+    },
+    Metric {
         name: "sluice_flush_bytes_per_second",
         kind: Gauge,
         help: "Flush rate over the last second.",
@@ -662,6 +669,8 @@ pub fn every_metric_applies() -> Status {
         recall_timeouts: 1,
         recall_wait_s: 0.75,
         recalls_answered: 3,
+        on_demand_node: Some("rack1-n07".into()),
+        held_files: 2,
         liu: Some(LiuStatusView {
             lifts: 3,
             locality_histogram: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],

@@ -390,6 +390,14 @@ pub struct Status {
     /// Other nodes' recalls this node answered.
     #[serde(default)]
     pub recalls_answered: u64,
+    /// On-demand: this node's name in held marks (`None` under the other
+    /// modes).
+    #[serde(default)]
+    pub on_demand_node: Option<String>,
+    /// On-demand: files whose held mark this node holds now (their newest
+    /// bytes are in its log; other nodes recall them).
+    #[serde(default)]
+    pub held_files: u64,
     /// Flush rate over the last second.
     pub flush_bytes_per_s: u64,
     /// Regions flushed.
@@ -671,6 +679,13 @@ impl Status {
                 String::new()
             }
         );
+        if let Some(node) = &self.on_demand_node {
+            let _ = writeln!(
+                out,
+                "held        {} files held by this node ({node}; on-demand: other nodes recall them)",
+                self.held_files
+            );
+        }
         if self.recalls + self.recalls_answered > 0 {
             let _ = writeln!(
                 out,

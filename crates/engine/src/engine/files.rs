@@ -155,6 +155,53 @@ fn remove_name(state: &mut State, id: FileId, path: &RelPath) {
     }
 }
 
+/// A name this node knows for an open file that the capacity tier now
+/// gives to another file, or to none: another node renamed a file over
+/// it, removed it (and perhaps made a new file there), or moved the file
+/// away. The name is forgotten as this node's own unlink would forget it,
+/// except that the file's buffered bytes are never dropped: they are
+/// written to its capacity file (its inode, which may live on under
+/// another name) first (`drop_name` with `survives`). So an open of the
+/// name reads what is there now, never this node's bytes of the file it
+/// named before, and nothing of that file is written at the name again.
+/// One stat of `path`, only when the name is known and its file's
+/// identity too; a change of names on this node meanwhile leaves it
+/// (this node's rename or unlink keeps the maps itself).
+pub(super) fn forget_stale_name(shared: &Shared, path: &RelPath) -> io::Result<()> {
+    let (id, ino, epoch) = {
+        let state = lock(shared);
+        let Some(&id) = state.ids.get(path) else {
+            return Ok(());
+        };
+        let Some(ino) = state.files.get(&id).and_then(|o| o.ino) else {
+            return Ok(());
+        };
+        (id, ino, state.names_epoch)
+    };
+    let now = match shared.capacity.stat(path) {
+        Ok(st) => Some(st.identity()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        // Not this check's to report: the open that follows meets it.
+        Err(_) => return Ok(()),
+    };
+    if now == Some(ino) {
+        return Ok(());
+    }
+    let state = lock(shared);
+    if state.names_epoch != epoch || state.unlinking > 0 || state.ids.get(path) != Some(&id) {
+        return Ok(());
+    }
+    let state = wait_not_busy(shared, state, id);
+    if state.ids.get(path) != Some(&id) {
+        return Ok(());
+    }
+    tracing::debug!(path = %path, "a name another node gave to another file (or removed) is forgotten");
+    let (_state, result) = drop_name(shared, state, id, path, true);
+    result.map_err(context(format!(
+        "{path}: another node replaced or removed it: write this node's bytes of the file it named back"
+    )))
+}
+
 /// Remove `id` from the maps: every name, its inode number.
 fn remove_file_entry(state: &mut State, id: FileId) -> Option<OpenFile> {
     let open = state.files.remove(&id)?;

@@ -123,6 +123,54 @@ impl Mark {
     }
 }
 
+/// A file's on-demand state as every node sees it: the value of the
+/// read-only virtual xattr [`STATE_XATTR`] through an on-demand mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeldState {
+    /// `held node=NODE`: a held mark names NODE, whose log has the file's
+    /// newest bytes; another node's open recalls them.
+    Held {
+        /// The node the mark names.
+        node: String,
+    },
+    /// `sealed`: no mark and no write bit in the file's mode (`chmod
+    /// a-w`, or `sluice seal` of a read-only file): every node reads it
+    /// from the capacity tier without a recall.
+    Sealed,
+    /// `clean`: no mark (no node buffers a byte of it), but writable.
+    Clean,
+}
+
+impl std::fmt::Display for HeldState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeldState::Held { node } => write!(f, "held node={node}"),
+            HeldState::Sealed => f.write_str("sealed"),
+            HeldState::Clean => f.write_str("clean"),
+        }
+    }
+}
+
+/// What [`Engine::seal`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sealing {
+    /// This node holds the file: its write-back has started (an entry in
+    /// this node's own recall directory, answered within one pass).
+    Started,
+    /// Another node holds it: a recall entry asks that node to write it
+    /// back (answered as any recall, without waiting here).
+    Asked {
+        /// The node the mark names.
+        holder: String,
+    },
+    /// No node holds it: its bytes are on the capacity tier already.
+    NotHeld,
+}
+
+/// The read-only virtual xattr that shows a file's [`HeldState`] through
+/// an on-demand mount.
+pub const STATE_XATTR: &str = "user.sluice.state";
+
 /// What this node last wrote into a file's mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct MarkWritten {
@@ -147,6 +195,15 @@ fn path_hash(path: &RelPath) -> u64 {
 
 fn no_mark(e: &io::Error) -> bool {
     sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ENODATA")
+}
+
+/// An error of a call on an open file's descriptor that says the file is
+/// no more: ESTALE, a network file system's answer (GlusterFS's, NFS's)
+/// for the descriptor of a file another client removed. (Not NotFound:
+/// by a name, that only says the name is gone, and the file may live on
+/// under another.)
+fn file_gone(e: &io::Error) -> bool {
+    sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ESTALE")
 }
 
 /// Make `path` and its parents on `tier`, keeping what exists.
@@ -199,6 +256,36 @@ pub(super) fn open(
         recall_wait: config.recall_wait,
         marks: Mutex::new(()),
     })
+}
+
+/// The on-demand state, or an Unsupported error saying that `what` needs
+/// on-demand.
+fn on_demand<'a>(shared: &'a Shared, what: &str) -> io::Result<&'a Held> {
+    shared.held.as_ref().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{what}: this mount is not on-demand (mount.consistency = \"on-demand\" \
+                 holds files; under the other modes `sluice sync PATH` writes a file's \
+                 buffered bytes back)"
+            ),
+        )
+    })
+}
+
+/// Ok if `path` is a regular file on the capacity tier.
+fn regular_file(shared: &Shared, path: &RelPath) -> io::Result<()> {
+    let st = shared.capacity.stat(path)?;
+    if st.kind == sluice_env::StatKind::File {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{path}: not a regular file ({:?}): only files are held and sealed",
+            st.kind
+        ),
+    ))
 }
 
 /// The mark on `path`, if any (`None` as well when the file is gone: the
@@ -288,13 +375,45 @@ fn mark(
         size: now.size,
         mtime: now.mtime,
     };
-    shared
-        .capacity
-        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)?;
+    // Through the file's own descriptor: another node may have renamed a
+    // file over `path` or made a new one there since this node last
+    // looked, and that file is not this node's to mark (its stat would
+    // show this node's size; its recalls would come here).
+    let handle = lock(shared).files.get(&file).map(|o| Arc::clone(&o.handle));
+    match handle.map(|h| h.set_xattr(HELD_XATTR, &mark.encode(), flags)) {
+        Some(Err(e)) if e.kind() == io::ErrorKind::Unsupported => {
+            set_mark_by_name(shared, file, path, &mark, flags)?;
+        }
+        Some(result) => result?,
+        None => return Err(unknown(file)),
+    }
     if let Some(open) = lock(shared).files.get_mut(&file) {
         open.held = Some(now);
     }
     Ok(())
+}
+
+/// [`mark`] for a backend whose handles keep no xattrs: through `path`,
+/// if it still names the file (its identity), else NotFound.
+fn set_mark_by_name(
+    shared: &Shared,
+    file: FileId,
+    path: &RelPath,
+    mark: &Mark,
+    flags: sluice_env::XattrFlags,
+) -> io::Result<()> {
+    let ino = lock(shared).files.get(&file).and_then(|o| o.ino);
+    if let Some(ino) = ino {
+        if shared.capacity.stat(path)?.identity() != ino {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{path} names another file now: not marked"),
+            ));
+        }
+    }
+    shared
+        .capacity
+        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)
 }
 
 /// Before a write of `file` routed to `tier` places anything: if its
@@ -328,6 +447,17 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
         ) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            // Another node removed the file (GlusterFS answers ESTALE for
+            // its descriptor): no node can open it to recall it, so its
+            // writes go on unmarked, as writes to any removed file still
+            // open do; the file counts as held, so its bytes are given
+            // back (and nothing is marked) as any held file's.
+            Err(e) if file_gone(&e) => {
+                if let Some(open) = lock(shared).files.get_mut(&file) {
+                    open.held = Some(now);
+                }
+                return Ok(());
+            }
             Err(e) => return Err(context(format!("mark {path} held before buffering"))(e)),
         }
         match read_mark(shared.capacity.as_ref(), &path)? {
@@ -389,15 +519,18 @@ pub(super) fn update(shared: &Shared, file: FileId) -> io::Result<()> {
     }
     let path = open.path.clone();
     drop(state);
-    mark(
+    match mark(
         shared,
         held,
         file,
         &path,
         now,
         sluice_env::XattrFlags::Either,
-    )
-    .map_err(context(format!("update the held mark of {path}")))
+    ) {
+        // Another node removed the file: no node can read its mark.
+        Err(e) if file_gone(&e) => Ok(()),
+        result => result.map_err(context(format!("update the held mark of {path}"))),
+    }
 }
 
 /// Whether this node holds the mark of the file at `path` (or of the
@@ -413,7 +546,19 @@ fn holds(state: &State, file: Option<FileId>) -> bool {
 fn held_at(shared: &Shared, path: &RelPath) -> Option<FileId> {
     let ino = shared.capacity.stat(path).ok().map(|st| st.identity());
     let state = lock(shared);
-    file_of(&state, path, ino).filter(|id| holds(&state, Some(*id)))
+    // By identity first: a name this node knows may name another file now
+    // (another node renamed a file over it, or removed it and made a new
+    // one), and that file is not the one this node holds.
+    let by_ino = ino
+        .and_then(|ino| state.by_ino.get(&ino).copied())
+        .filter(|id| state.files.contains_key(id));
+    let by_name = || {
+        file_of(&state, path, ino)
+            .filter(|id| ino.is_none() || state.files.get(id).is_some_and(|o| o.ino.is_none()))
+    };
+    by_ino
+        .or_else(by_name)
+        .filter(|id| holds(&state, Some(*id)))
 }
 
 /// The requester's side: before an open or lock of `path` (the open
@@ -423,6 +568,10 @@ pub(super) fn recall(shared: &Shared, path: &RelPath, file: Option<FileId>) -> i
     let Some(held) = &shared.held else {
         return Ok(());
     };
+    if file.is_none() {
+        // A name another node gave to another file is not this node's.
+        forget_stale_name(shared, path)?;
+    }
     {
         let state = lock(shared);
         let file = file.or_else(|| state.ids.get(path).copied());
@@ -576,17 +725,31 @@ fn give_back(
         return Ok(false);
     }
     let (path, ino, unlinked) = (open.path.clone(), open.ino, open.unlinked);
+    let handle = Arc::clone(&open.handle);
     drop(state);
-    let names_it = |p: &RelPath| match (ino, shared.capacity.stat(p)) {
-        (Some(ino), Ok(st)) => st.identity() == ino,
-        (None, found) => found.is_ok(),
-        (_, Err(_)) => false,
-    };
-    let at = std::iter::once(&path)
-        .chain(named)
-        .find(|p| !unlinked && names_it(p));
-    if let Some(at) = at {
-        remove_mark(shared, at)?;
+    // From the file's own inode, whatever names it now; by a name only
+    // where handles keep no xattrs.
+    match handle.remove_xattr(HELD_XATTR) {
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+            let names_it = |p: &RelPath| match (ino, shared.capacity.stat(p)) {
+                (Some(ino), Ok(st)) => st.identity() == ino,
+                (None, found) => found.is_ok(),
+                (_, Err(_)) => false,
+            };
+            let at = std::iter::once(&path)
+                .chain(named)
+                .find(|p| !unlinked && names_it(p));
+            if let Some(at) = at {
+                remove_mark(shared, at)?;
+            }
+        }
+        // ESTALE: the file is gone (another node removed it; GlusterFS
+        // answers so for the descriptor of a file unlinked elsewhere),
+        // and its mark with it.
+        Err(e) if !no_mark(&e) && !file_gone(&e) => {
+            return Err(context(format!("remove the held mark of {path}"))(e));
+        }
+        _ => {}
     }
     let mut state = lock(shared);
     if let Some(open) = state.files.get_mut(&id) {
@@ -757,21 +920,64 @@ impl Engine {
         recall(&self.shared, &path, Some(file))
     }
 
-    /// On-demand, sealing the file at `path` (`chmod a-w`, after UnifyFS's
-    /// lamination): if this node holds it, its write-back starts in the
-    /// background (a recall entry in this node's own directory, which the
-    /// `sluice-recall` thread answers within its next pass), and its mark
-    /// goes when every byte is on the capacity tier; other nodes then read
-    /// it without a recall. Nothing for a file this node does not hold.
-    pub fn seal(&self, path: &RelPath) -> io::Result<()> {
-        let Some(held) = &self.shared.held else {
-            return Ok(());
-        };
-        if held_at(&self.shared, path).is_none() {
-            return Ok(());
+    /// On-demand, sealing the regular file at `path` (`chmod a-w` or
+    /// `sluice seal`, after UnifyFS's lamination): its write-back starts in
+    /// the background and its mark goes when every byte is on the capacity
+    /// tier; other nodes then read it without a recall. If this node holds
+    /// it, through an entry in this node's own recall directory (the
+    /// `sluice-recall` thread answers it within its next pass); if another
+    /// node does, through a recall entry in that node's directory, not
+    /// waited for. Nothing for a file no node holds (a mark of this node's
+    /// with nothing behind it is removed). Refused (InvalidInput) for what
+    /// is not a regular file, and (Unsupported) under the other modes.
+    pub fn seal(&self, path: &RelPath) -> io::Result<Sealing> {
+        let held = on_demand(&self.shared, "seal")?;
+        regular_file(&self.shared, path)?;
+        let capacity = self.shared.capacity.as_ref();
+        if held_at(&self.shared, path).is_some() {
+            write_entry(capacity, held, &held.node, path)
+                .map_err(context(format!("seal {path}")))?;
+            return Ok(Sealing::Started);
         }
-        write_entry(self.shared.capacity.as_ref(), held, &held.node, path)
-            .map_err(context(format!("seal {path}")))
+        match read_mark(capacity, path)? {
+            None => Ok(Sealing::NotHeld),
+            Some(mark) if mark.node == held.node => {
+                clear_unheld(&self.shared, held, path)?;
+                Ok(Sealing::NotHeld)
+            }
+            Some(mark) => {
+                write_entry(capacity, held, &mark.node, path)
+                    .map_err(context(format!("seal {path}: ask node {}", mark.node)))?;
+                Ok(Sealing::Asked { holder: mark.node })
+            }
+        }
+    }
+
+    /// On-demand, the [`HeldState`] of `path` (one stat and one
+    /// `getxattr` on the capacity tier); `None` for what is not a regular
+    /// file. Unsupported under the other modes.
+    pub fn held_state(&self, path: &RelPath) -> io::Result<Option<HeldState>> {
+        on_demand(&self.shared, "user.sluice.state")?;
+        let st = self.shared.capacity.stat(path)?;
+        if st.kind != sluice_env::StatKind::File {
+            return Ok(None);
+        }
+        Ok(Some(
+            match read_mark(self.shared.capacity.as_ref(), path)? {
+                Some(mark) => HeldState::Held { node: mark.node },
+                None if st.mode & 0o222 == 0 => HeldState::Sealed,
+                None => HeldState::Clean,
+            },
+        ))
+    }
+
+    /// On-demand, how many files this node holds the mark of now.
+    pub fn held_files(&self) -> usize {
+        lock(&self.shared)
+            .files
+            .values()
+            .filter(|open| open.held.is_some())
+            .count()
     }
 
     /// On-demand, at a close or fsync of `file`: its held mark carries

@@ -95,7 +95,7 @@ pub use config::{
 use degrade::*;
 use files::*;
 use flush::*;
-pub use held::{Mark, HELD_XATTR, HIDDEN_DIR};
+pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
 pub use quarantine::{
     find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
     restore as quarantine_restore, QuarantineEntry, QUARANTINE_DIR,
@@ -620,6 +620,8 @@ impl Engine {
     /// runs again under the lock, as before, once no unlink runs.
     pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
         let shared = &*self.shared;
+        // Another node may have given the name to another file.
+        files::forget_stale_name(shared, path)?;
         let mut state = lock(shared);
         if let Some(&id) = state.ids.get(path) {
             opened(&mut state, id);

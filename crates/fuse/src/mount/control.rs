@@ -29,10 +29,13 @@ pub(super) fn authorize(shared: &Shared, stream: &UnixStream) -> Result<(), Stri
     ))
 }
 
-/// One control request: a line `status`, `drain`, `sync PATH` (relative to
-/// the mount's root), `unmount [drain|keep] [lazy]` or `ckpt ...`; the
-/// answer is JSON (status), `ok`, `ok BYTES` (sync: the buffered bytes
-/// written) or `error: ...`, then the connection closes. An unmount is
+/// One control request: a line `status`, `drain`, `sync PATH`, `seal
+/// PATH`, `state PATH` (paths relative to the mount's root), `unmount
+/// [drain|keep] [lazy]` or `ckpt ...`; the answer is JSON (status), `ok`,
+/// `ok BYTES` (sync: the buffered bytes written), `ok started`, `ok asked
+/// NODE` or `ok not-held STATE` (seal: see [`seal_request`]), `ok STATE`
+/// (state: the value of `user.sluice.state`) or `error: ...`, then the
+/// connection closes. An unmount is
 /// answered by the main thread when it is done (`ok drained`, `ok kept`,
 /// `ok detached N drained|kept`) or refused (busy); one asked while an
 /// unmount is under way gets that unmount's answer, and `unmount keep`
@@ -114,13 +117,43 @@ pub(super) fn serve_control(shared: &Arc<Shared>, stream: UnixStream) {
                 },
                 Err(e) => format!("error: sync: {e}"),
             },
+            l if l.starts_with("seal ") => seal_request(shared, &l[5..]),
+            l if l.starts_with("state ") => match sluice_env::RelPath::new(&l[6..]) {
+                Ok(path) => match shared.engine.held_state(&path) {
+                    Ok(Some(state)) => format!("ok {state}"),
+                    Ok(None) => format!("error: {path}: not a regular file: it has no state"),
+                    Err(e) => format!("error: {e}"),
+                },
+                Err(e) => format!("error: state: {e}"),
+            },
             l if l.starts_with("ckpt ") => shared.ckpt_request(&l[5..]),
             other => format!(
-                "error: unknown request {:?}; expected status, drain, sync PATH, unmount [drain|keep] [lazy] or ckpt ...",
+                "error: unknown request {:?}; expected status, drain, sync PATH, seal PATH, state PATH, unmount [drain|keep] [lazy] or ckpt ...",
                 other.chars().take(64).collect::<String>()
             ),
         }
     };
     let mut stream = stream;
     let _ = writeln!(stream, "{answer}");
+}
+
+/// `seal PATH` (on-demand, `sluice seal`): start the file's write-back
+/// without waiting for it. `ok started` (this node holds the file), `ok
+/// asked NODE` (NODE holds it and was asked to write it back) or `ok
+/// not-held STATE` (no node holds it; STATE is `sealed` or `clean`).
+fn seal_request(shared: &Shared, path: &str) -> String {
+    let path = match sluice_env::RelPath::new(path) {
+        Ok(path) => path,
+        Err(e) => return format!("error: seal: {e}"),
+    };
+    match shared.engine.seal(&path) {
+        Ok(sluice_engine::Sealing::Started) => "ok started".to_string(),
+        Ok(sluice_engine::Sealing::Asked { holder }) => format!("ok asked {holder}"),
+        Ok(sluice_engine::Sealing::NotHeld) => match shared.engine.held_state(&path) {
+            Ok(Some(state)) => format!("ok not-held {state}"),
+            Ok(None) => "ok not-held".to_string(),
+            Err(e) => format!("error: {e}"),
+        },
+        Err(e) => format!("error: {e}"),
+    }
 }

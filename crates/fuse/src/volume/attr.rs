@@ -206,13 +206,21 @@ impl Volume {
         if attr != SetAttr::default() || size.is_none() {
             self.engine.capacity_tier().set_attr(&path, &attr)?;
         }
-        if self.consistency == Consistency::OnDemand && mode.is_some_and(|m| m & 0o222 == 0) {
+        let attr = self.attr(ino, &path)?;
+        if self.consistency == Consistency::OnDemand
+            && mode.is_some_and(|m| m & 0o222 == 0)
+            && attr.kind == StatKind::File
+        {
             // `chmod a-w` seals the file (after UnifyFS's lamination): its
-            // write-back starts in the background and its mark goes, so
-            // every node reads it without a recall.
-            self.engine.seal(&path)?;
+            // write-back starts in the background (by the node that holds
+            // it) and its mark goes, so every node reads it without a
+            // recall. The chmod is done: a seal that cannot start is
+            // logged, and the file stays held (recalled as before).
+            if let Err(e) = self.engine.seal(&path) {
+                tracing::warn!(path = %path, error = %e, "chmod a-w: the seal did not start");
+            }
         }
-        self.attr(ino, &path)
+        Ok(attr)
     }
 
     /// `access(2)`: whether `caller` may do what `mask` asks (`R_OK` 4,
@@ -381,6 +389,15 @@ impl Volume {
                 None => Err(os_error(rustix::io::Errno::NODATA)),
             };
         }
+        if self.consistency == Consistency::OnDemand && name == sluice_engine::STATE_XATTR {
+            // Virtual: the file's held, sealed or clean state, from its
+            // mark and mode on the capacity tier (not listed: `cp -a`
+            // would copy it).
+            return match self.engine.held_state(&path)? {
+                Some(state) => Ok(state.to_string().into_bytes()),
+                None => Err(os_error(rustix::io::Errno::NODATA)),
+            };
+        }
         self.engine.capacity_tier().get_xattr(&path, name)
     }
 
@@ -409,9 +426,11 @@ impl Volume {
     /// sluice's to set and remove: an application's copy of it (`cp -a`)
     /// would make other nodes recall a file from a node that holds none
     /// of it, and its removal would let them read older bytes. It can be
-    /// read (EPERM for changes).
+    /// read (EPERM for changes); so can the virtual
+    /// [`sluice_engine::STATE_XATTR`].
     fn guards_mark(&self, name: &str) -> bool {
-        self.consistency == Consistency::OnDemand && name == sluice_engine::HELD_XATTR
+        self.consistency == Consistency::OnDemand
+            && (name == sluice_engine::HELD_XATTR || name == sluice_engine::STATE_XATTR)
     }
 
     /// The space of the mount: the namespace and its space are the

@@ -938,14 +938,17 @@ pub(crate) fn owner_id(id: Option<u32>, what: &str) -> io::Result<Option<u32>> {
     }
 }
 
-/// Locks `mutex`, ignoring poisoning.
+/// Locks `mutex`, ignoring poisoning: sluice's one lock helper (every
+/// crate that holds a `Mutex` takes it through this).
 ///
-/// Poison-tolerant on purpose: every critical section in this crate either
-/// completes its mutation or changes nothing before the only points that
-/// can panic (allocation failure aborts instead), so the data behind a
-/// poisoned lock is still consistent, and refusing it would turn one
-/// panicking test thread into failures everywhere.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Poison-tolerant on purpose. A panic while a lock is held is a bug,
+/// already reported on stderr; the data behind the lock may be mid-update,
+/// but refusing every later call would turn one panicking thread into
+/// failures everywhere, and for the engine would take away the buffered
+/// data's chance to be drained. Critical sections are written to complete
+/// their mutation or change nothing before the points that can panic
+/// (allocation failure aborts instead).
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -298,10 +298,7 @@ impl Drop for Progress {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while rendering leaves a renderer that is still usable.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
+use sluice_env::lock;
 
 #[cfg(test)]
 mod tests {

@@ -126,7 +126,7 @@ struct Core {
 
 impl Core {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        sluice_env::lock(&self.state)
     }
 
     fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {

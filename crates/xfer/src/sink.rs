@@ -241,7 +241,7 @@ impl BlockQueue {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        sluice_env::lock(&self.state)
     }
 
     /// A buffer to read the next frame into, once the blocks in flight are

@@ -21,7 +21,7 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -176,9 +176,7 @@ struct Tx {
 /// Plaintext handed to rustls at once: four full TLS records.
 const ENCRYPT_CHUNK: usize = 4 * 16_384;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use sluice_env::lock;
 
 impl Shared {
     /// Encrypt `parts` (may be empty: flush pending records) and send.

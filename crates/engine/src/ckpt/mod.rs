@@ -383,7 +383,7 @@ impl Shared {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        sluice_env::lock(&self.state)
     }
 
     fn wait<'a>(&self, state: MutexGuard<'a, State>, max: Duration) -> MutexGuard<'a, State> {

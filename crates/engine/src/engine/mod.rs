@@ -402,10 +402,7 @@ fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error 
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
-    // A panic while holding the lock is a bug; the state may be mid-update,
-    // but refusing every later call would lose the buffered data's chance
-    // to be drained, so the guard is recovered.
-    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    sluice_env::lock(&shared.state)
 }
 
 fn region_path(r: u32) -> io::Result<RelPath> {

@@ -41,7 +41,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use fuser::{BackgroundSession, MountOption, SessionACL};
@@ -111,10 +111,7 @@ struct Shared {
     owner: u32,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding it leaves a plain Option: nothing to repair.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
+use sluice_env::lock;
 
 impl Shared {
     /// Drain the log and demote every closed checkpoint copy. `Ok(false)`

@@ -46,7 +46,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{RelPath, Stat, StatKind};
@@ -104,9 +104,7 @@ pub struct Volume {
     locks: locks::Locks,
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use sluice_env::lock;
 
 /// An error with the errno `errno` itself (for errnos no `ErrorKind`
 /// names).

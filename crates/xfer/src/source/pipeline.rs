@@ -92,7 +92,7 @@ pub(super) const READY_PER_CONNECTION: usize = 4;
 
 impl Core {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        sluice_env::lock(&self.state)
     }
 
     pub(super) fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {

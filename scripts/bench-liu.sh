@@ -35,7 +35,7 @@
 #
 # Usage: scripts/bench-liu.sh [--no-build] [--no-doc] [-h]
 # Environment (defaults): BYTES=128MiB INTERFERER_BYTES=512MiB BUFFER=64MiB
-#   PASSES=2 RUNS=5 SHARING=per-file TIME_SHARE=1
+#   PASSES=2 RUNS=5 SHARING=per-file TIME_SHARE=0.5
 #   CASES="none mpi-io-test ior-mpi-io"
 #   INTERFERER_BARRIERS=1
 #   BENCH_DIR=/tmp/sluice-bench-liu DOC=docs/results/liu-mount.md
@@ -52,7 +52,7 @@ BUFFER=${BUFFER:-64MiB}
 PASSES=${PASSES:-2}
 RUNS=${RUNS:-5}
 SHARING=${SHARING:-per-file}
-TIME_SHARE=${TIME_SHARE:-1}
+TIME_SHARE=${TIME_SHARE:-0.5}
 CASES=${CASES:-none mpi-io-test ior-mpi-io}
 INTERFERER_BARRIERS=${INTERFERER_BARRIERS:-1}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-liu}

@@ -508,8 +508,8 @@ pub struct LiuSection {
     /// `paper` (the LiU paper's one LRU order; docs/liu.md, "Two readers").
     pub sharing: LiuSharing,
     /// Under `per-file`: a file whose loads kept the capacity tier busy
-    /// yields it to each other reader for this many times as long, 0 to 8
-    /// (0: off; docs/liu.md, "The disk's time").
+    /// yields it to each other reader for this many times the disk's time
+    /// of those loads, 0 to 8 (0: off; docs/liu.md, "The disk's time").
     pub time_share: f64,
 }
 
@@ -856,9 +856,9 @@ mod tests {
         ))
         .unwrap();
         let options = config.liu_options().unwrap();
-        assert_eq!(options.time_share, 1.0, "equal disk time by default");
-        let half = Config::from_toml(&format!("{base}time_share = 0.5\n")).unwrap();
-        assert_eq!(half.liu_options().unwrap().time_share, 0.5);
+        assert_eq!(options.time_share, 0.5, "half the disk time by default");
+        let off = Config::from_toml(&format!("{base}time_share = 0\n")).unwrap();
+        assert_eq!(off.liu_options().unwrap().time_share, 0.0);
         assert_eq!(options.policy.geometry.segment_bytes(), 6 << 20);
         assert_eq!(options.policy.buffer_bytes, 64 << 20);
         assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);

@@ -32,7 +32,7 @@
 //!   [`SegmentBuffer::read_ahead`] says so, the workers take the files'
 //!   jobs in turn (one FIFO per file) instead of first in, first out, and
 //!   a file whose loads kept the capacity tier busy yields it to the other
-//!   readers for as long (`share`, [`LiuOptions::time_share`]).
+//!   readers for part of that time (`share`, [`LiuOptions::time_share`]).
 //! * **Lifting.** An evicted segment whose head is to be lifted has the
 //!   head's DRAM copy written to a slot of the heads file on the fast tier
 //!   (`liu-heads`, `heads_bytes / head_bytes` slots) by a worker; it is
@@ -105,8 +105,8 @@ pub struct LiuOptions {
     pub workers: u32,
     /// Under [`Sharing::PerFile`]: a file whose loads kept the capacity
     /// tier busy yields it to each other file reading it for this many
-    /// times as long (`share.rs`; docs/liu.md, "The disk's time"); 0 is
-    /// off, the paper's behaviour.
+    /// times the disk's time of those loads (`share.rs`; docs/liu.md,
+    /// "The disk's time"; default 0.5); 0 is off, the paper's behaviour.
     pub time_share: f64,
 }
 
@@ -152,7 +152,7 @@ impl Default for LiuOptions {
             },
             body_sections: 4,
             workers: 16,
-            time_share: 1.0,
+            time_share: 0.5,
         }
     }
 }
@@ -315,9 +315,7 @@ enum Source {
     Capacity(Arc<dyn BackendFile>),
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use sluice_env::lock;
 
 fn invalid(e: impl fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("liu: {e}"))
@@ -488,7 +486,7 @@ fn worker(inner: &Inner) {
                     queue.pop(|job| !job.reads_capacity() || share.may_start(job.file(), now));
                 if let Some(job) = job {
                     if job.reads_capacity() {
-                        share.started(job.file(), now);
+                        share.started(job.file());
                     }
                     break job;
                 }
@@ -523,9 +521,13 @@ fn worker(inner: &Inner) {
             } => {
                 let file = segment.key.file;
                 let capacity = matches!(source, Source::Capacity(_));
+                let started = Instant::now();
                 inner.load_part(&segment, part, source);
                 if capacity {
-                    lock(&inner.jobs).share.finished(file, Instant::now());
+                    let (now, bytes) = (Instant::now(), segment.parts[part].1);
+                    lock(&inner.jobs)
+                        .share
+                        .finished(file, now, bytes, now - started);
                     // A held file's jobs may start once the others stop.
                     inner.job_ready.notify_all();
                 }

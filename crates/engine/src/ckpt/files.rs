@@ -313,6 +313,7 @@ impl Checkpoints {
                         readers: 0,
                         generation: 0,
                         demoting: false,
+                        name_synced: false,
                         written: now,
                         accessed: now,
                     },
@@ -429,23 +430,38 @@ impl Checkpoints {
         Ok(())
     }
 
-    /// Make the file's writes durable.
+    /// Make the file's writes durable, and its name: the capacity file
+    /// of a checkpoint created there, or the placeholder of a staged copy
+    /// (the mount finds a file by its capacity-tier name, so a copy whose
+    /// placeholder a power cut took would be out of sight until its
+    /// demotion, and a create of the name would replace it).
     pub fn fsync(&self, fh: u64) -> io::Result<()> {
-        let (file, created) = {
+        let (file, created, copy) = {
             let state = self.shared.lock();
             let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
-            let file = match &h.target {
+            match &h.target {
                 Target::Copy(id) => {
-                    Arc::clone(&state.copies.get(id).ok_or_else(|| bad_handle(fh))?.file)
+                    let c = state.copies.get(id).ok_or_else(|| bad_handle(fh))?;
+                    let name = (!c.name_synced).then(|| (*id, c.rec.path.clone()));
+                    (Arc::clone(&c.file), None, name)
                 }
-                Target::Capacity(f) => Arc::clone(f),
-            };
-            (file, h.created.clone())
+                Target::Capacity(f) => (Arc::clone(f), h.created.clone(), None),
+            }
         };
         file.sync_data()?;
         if let Some(path) = created {
             let parent = path.parent().unwrap_or_else(RelPath::root);
             self.shared.capacity.sync_dir(&parent)?;
+        }
+        if let Some((id, path)) = copy {
+            let parent = RelPath::new(&path)?.parent().unwrap_or_else(RelPath::root);
+            self.shared.capacity.sync_dir(&parent)?;
+            let mut state = self.shared.lock();
+            if let Some(c) = state.copies.get_mut(&id) {
+                // Renamed meanwhile: the new name's directory is synced
+                // at the next fsync.
+                c.name_synced = c.rec.path == path;
+            }
         }
         if self.shared.options.publish_on_sync {
             self.publish(fh)?;
@@ -668,6 +684,7 @@ impl Checkpoints {
             };
             c.rec.path = new.as_str().to_string();
             c.generation += 1;
+            c.name_synced = false;
             let rec = c.rec.clone();
             shared.write_rec(id, &rec, true)?;
             state.by_path.remove(&old);

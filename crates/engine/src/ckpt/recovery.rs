@@ -67,6 +67,7 @@ pub(super) fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Resu
                 readers: 0,
                 generation: 0,
                 demoting: false,
+                name_synced: false,
                 written: now,
                 accessed: now,
             },

@@ -665,19 +665,27 @@ impl Checkpoints {
 
     /// Move copies at or under `from` to `to` (durably, before the caller
     /// renames on the capacity tier), replacing a copy at `to`.
+    ///
+    /// A copy moved over another one takes a new id (its record written
+    /// under it, then its data file renamed to it), and only then is the
+    /// replaced copy removed: a crash in between leaves two records of
+    /// `to`, and recovery keeps the newer, the highest id. Removing the
+    /// replaced copy first lost it, acknowledged, when the crash came
+    /// before the moved record was durable.
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = shared.lock();
-        if let Some(old) = state.by_path.get(to).copied() {
-            if state.by_path.get(from) != Some(&old) {
-                shared.remove_copy(&mut state, old)?;
-            }
-        }
+        let replaced = state
+            .by_path
+            .get(to)
+            .copied()
+            .filter(|&old| state.by_path.get(from) != Some(&old));
         let moved: Vec<(RelPath, RelPath, u64)> = state
             .by_path
             .iter()
             .filter_map(|(p, &id)| p.rebase(from, to).map(|n| (p.clone(), n, id)))
             .collect();
+        let mut over = None;
         for (old, new, id) in moved {
             let Some(c) = state.copies.get_mut(&id) else {
                 continue;
@@ -686,16 +694,70 @@ impl Checkpoints {
             c.generation += 1;
             c.name_synced = false;
             let rec = c.rec.clone();
-            shared.write_rec(id, &rec, true)?;
             state.by_path.remove(&old);
-            state.by_path.insert(new.clone(), id);
+            let renumbered = if replaced.is_some() && new == *to {
+                // `by_path` keeps the replaced copy at `to` until it goes.
+                let id = shared.renumber(&mut state, id, rec)?;
+                over = Some(id);
+                state.copies.get(&id).map(|c| c.rec.clone())
+            } else {
+                shared.write_rec(id, &rec, true)?;
+                state.by_path.insert(new.clone(), id);
+                None
+            };
             let r = shared
                 .catalog
                 .rename_ckpt(old.as_str(), new.as_str())
                 .map(|_| ());
             shared.note_catalog(&mut state, r);
+            if let Some(rec) = renumbered {
+                let r = shared.catalog.put_ckpt(&rec);
+                shared.note_catalog(&mut state, r);
+            }
+        }
+        if let Some(old) = replaced {
+            shared.remove_copy(&mut state, old)?;
+        }
+        if let Some(id) = over {
+            state.by_path.insert(to.clone(), id);
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Gives copy `id` the next id, durably, with record `rec`; returns
+    /// the new id. The record is written under the new id first (a crash
+    /// then finds it without data and drops it), then the data file is
+    /// renamed to it and the directory synced; the old record, left
+    /// without data, is removed (recovery would drop it too). The copy
+    /// keeps its file, handles follow it, and a demotion or publication in
+    /// flight under the old id finds no copy there and leaves it staged.
+    pub(super) fn renumber(
+        &self,
+        state: &mut State,
+        id: u64,
+        mut rec: CkptRecord,
+    ) -> io::Result<u64> {
+        let new = state.next_copy;
+        state.next_copy += 1;
+        rec.staged_id = Some(new);
+        self.write_rec(new, &rec, true)?;
+        self.fast.rename(&data_path(id), &data_path(new))?;
+        self.fast.sync_dir(&dir())?;
+        if let Some(mut c) = state.copies.remove(&id) {
+            c.rec = rec;
+            state.copies.insert(new, c);
+        }
+        for h in state.handles.values_mut() {
+            if matches!(h.target, Target::Copy(t) if t == id) {
+                h.target = Target::Copy(new);
+            }
+        }
+        match self.fast.remove_file(&rec_path(id)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(new),
+        }
     }
 }
 

@@ -149,10 +149,13 @@ fn an_fsynced_staged_checkpoint_keeps_its_name_through_a_power_cut() {
 
 /// The sync points of one run of `workload` on fresh tiers: (fast,
 /// capacity).
-fn sync_points<T>(workload: impl Fn(&Checkpoints, &Arc<dyn Backend>) -> T) -> (u64, u64) {
+fn sync_points<T>(
+    options: &CkptOptions,
+    workload: impl Fn(&Checkpoints, &Arc<dyn Backend>) -> T,
+) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let (fast, cap, f, c) = tiers();
-    let ck = open(&f, &c, dir.path(), options(1 << 20)).unwrap();
+    let ck = open(&f, &c, dir.path(), options.clone()).unwrap();
     workload(&ck, &c);
     (fast.sync_points(), cap.sync_points())
 }
@@ -163,10 +166,11 @@ fn sync_points<T>(workload: impl Fn(&Checkpoints, &Arc<dyn Backend>) -> T) -> (u
 /// tier, recovers and hands `check` the stager, the capacity tier, what
 /// the workload had acknowledged and a label for messages.
 fn at_every_sync_point<T: Default>(
+    options: &CkptOptions,
     workload: impl Fn(&Checkpoints, &Arc<dyn Backend>) -> T,
     check: impl Fn(&Checkpoints, &Arc<dyn Backend>, &T, &str),
 ) -> usize {
-    let (fast_points, cap_points) = sync_points(&workload);
+    let (fast_points, cap_points) = sync_points(options, &workload);
     let mut cases = vec![];
     for n in 1..=fast_points {
         cases.push((true, n, false));
@@ -192,7 +196,7 @@ fn at_every_sync_point<T: Default>(
             } else {
                 crashing.crash_at(n);
             }
-            let done = match open(&f, &c, dir.path(), options(1 << 20)) {
+            let done = match open(&f, &c, dir.path(), options.clone()) {
                 Ok(ck) => workload(&ck, &c),
                 Err(_) => T::default(),
             };
@@ -204,7 +208,7 @@ fn at_every_sync_point<T: Default>(
                 "crash at {} sync {n} (after {after}, torn {torn})",
                 if on_fast { "fast" } else { "capacity" }
             );
-            let ck = open(&f, &c, dir.path(), options(1 << 20))
+            let ck = open(&f, &c, dir.path(), options.clone())
                 .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
             check(&ck, &c, &done, &what);
             runs += 1;
@@ -262,7 +266,8 @@ fn rename_over_a_staged_copy(ck: &Checkpoints, c: &Arc<dyn Backend>) -> RenameAc
 #[test]
 fn a_rename_over_a_staged_checkpoint_is_old_or_new_after_a_crash_at_every_sync_point() {
     let (old, new) = (bytes(1, 24 * KIB), bytes(2, 20 * KIB));
-    let runs = at_every_sync_point(rename_over_a_staged_copy, |ck, c, acks, what| {
+    let o = options(1 << 20);
+    let runs = at_every_sync_point(&o, rename_over_a_staged_copy, |ck, c, acks, what| {
         let x = shown(ck, c, &p("ck/x"));
         let tmp = shown(ck, c, &p("ck/x.tmp"));
         let is = |got: &Option<Vec<u8>>, want: &[u8]| got.as_deref() == Some(want);
@@ -325,4 +330,242 @@ fn a_copy_renamed_over_another_keeps_its_open_handle() {
     let rec = ck.catalog().ckpt("ck/x").unwrap().unwrap();
     assert_eq!(rec.bytes, data.len() as u64);
     assert!(ck.catalog().ckpt("ck/x.tmp").unwrap().is_none());
+}
+
+/// A state a checkpoint's name may be found in after a crash.
+#[derive(Clone, Debug)]
+enum Seen {
+    /// No such name.
+    Gone,
+    /// Exactly these bytes.
+    Bytes(Vec<u8>),
+    /// A prefix of these bytes, at least `min` long (a write in flight;
+    /// `min` is what an fsync acknowledged of it).
+    Prefix(Vec<u8>, usize),
+    /// An empty file (the placeholder of a copy removed by an
+    /// unacknowledged unlink).
+    Empty,
+}
+
+impl Seen {
+    fn matches(&self, got: Option<&[u8]>) -> bool {
+        match (self, got) {
+            (Seen::Gone, None) => true,
+            (Seen::Bytes(d), Some(g)) => d == g,
+            (Seen::Prefix(d, min), Some(g)) => g.len() >= *min && d.starts_with(g),
+            (Seen::Empty, Some(g)) => g.is_empty(),
+            _ => false,
+        }
+    }
+}
+
+/// Per name, the states recovery may find it in: the last acknowledged
+/// one, and those an operation in flight may leave.
+#[derive(Default)]
+struct Model {
+    names: Vec<(&'static str, Vec<Seen>)>,
+}
+
+impl Model {
+    fn allowed(&mut self, name: &'static str) -> &mut Vec<Seen> {
+        if let Some(i) = self.names.iter().position(|(n, _)| *n == name) {
+            return &mut self.names[i].1;
+        }
+        self.names.push((name, vec![Seen::Gone]));
+        &mut self.names.last_mut().unwrap().1
+    }
+
+    /// An operation begins that may leave `name` as `seen`.
+    fn may(&mut self, name: &'static str, seen: Seen) {
+        self.allowed(name).push(seen);
+    }
+
+    /// An operation on `name` was acknowledged: only `seen` from now on.
+    fn acked(&mut self, name: &'static str, seen: Seen) {
+        *self.allowed(name) = vec![seen];
+    }
+}
+
+/// Creates (or, with `truncate`, opens with `O_TRUNC`) `name`, writes
+/// `data` in two halves and fsyncs, keeping the model up to date.
+fn checkpoint(
+    ck: &Checkpoints,
+    m: &mut Model,
+    name: &'static str,
+    data: &[u8],
+    truncate: bool,
+) -> std::io::Result<()> {
+    m.may(name, Seen::Prefix(data.to_vec(), 0));
+    let fh = if truncate {
+        ck.open_file(&p(name), true, true)?
+    } else {
+        ck.create(&p(name))?
+    };
+    let half = data.len() / 2;
+    let r = (|| {
+        ck.write(fh, 0, &data[..half])?;
+        ck.write(fh, half as u64, &data[half..])?;
+        ck.fsync(fh)
+    })();
+    if r.is_ok() {
+        m.acked(name, Seen::Bytes(data.to_vec()));
+    }
+    ck.release(fh);
+    r
+}
+
+/// Removes `name` as the mount does (the stager, then the capacity
+/// tier), then syncs the directory: acknowledged.
+fn unlink(
+    ck: &Checkpoints,
+    c: &Arc<dyn Backend>,
+    m: &mut Model,
+    name: &'static str,
+) -> std::io::Result<()> {
+    m.may(name, Seen::Gone);
+    m.may(name, Seen::Empty);
+    ck.unlink(&p(name))?;
+    c.remove_file(&p(name))?;
+    c.sync_dir(&p(name).parent().unwrap())?;
+    m.acked(name, Seen::Gone);
+    Ok(())
+}
+
+/// Every way a checkpoint is placed and leaves: staged, cold straight to
+/// the capacity tier, spilled when no room can be made, demoted, evicted
+/// as superseded, rewritten in place with `O_TRUNC`, unlinked (a staged
+/// copy and a capacity-tier one). S is 100 KiB; each checkpoint 60 KiB.
+fn placements(ck: &Checkpoints, c: &Arc<dyn Backend>) -> Model {
+    let mut m = Model::default();
+    let _ = (|| -> std::io::Result<()> {
+        // hot fails often (many nodes) and keeps one version; cold rarely.
+        ck.register(job("hot", 60 * KIB, "ck/*", Failure::Nodes(1000), 1))?;
+        let cold = Failure::MtbfSecs(10_000_000);
+        ck.register(job("cold", 60 * KIB, "cold/*", cold, 2))?;
+        checkpoint(ck, &mut m, "ck/1", &bytes(1, 60 * KIB), false)?;
+        // Colder than the staged one, which fills S with it: direct.
+        checkpoint(ck, &mut m, "cold/1", &bytes(2, 60 * KIB), false)?;
+        // Nothing evictable (ck/1 not demoted): spilled.
+        checkpoint(ck, &mut m, "ck/2", &bytes(3, 60 * KIB), false)?;
+        ck.demote_next()?;
+        // ck/1 is cached and superseded (one version kept): evicted.
+        checkpoint(ck, &mut m, "ck/3", &bytes(4, 60 * KIB), false)?;
+        // A staged copy rewritten in place: a new checkpoint.
+        checkpoint(ck, &mut m, "ck/3", &bytes(5, 50 * KIB), true)?;
+        unlink(ck, c, &mut m, "ck/2")?;
+        unlink(ck, c, &mut m, "ck/3")?;
+        Ok(())
+    })();
+    m
+}
+
+/// Checks the model after recovery: each name in an allowed state, then
+/// (drained) the capacity tier holds what a read showed, and a name that
+/// was gone is back only in a state allowed (never after an acknowledged
+/// unlink). With `published`
+/// (close-to-open), an acknowledged checkpoint is on the capacity tier
+/// itself before any demotion.
+fn check_model(ck: &Checkpoints, c: &Arc<dyn Backend>, m: &Model, what: &str, published: bool) {
+    let mut seen = vec![];
+    for (name, allowed) in &m.names {
+        let got = shown(ck, c, &p(name));
+        assert!(
+            allowed.iter().any(|s| s.matches(got.as_deref())),
+            "{what}: {name} shows {:?} bytes, allowed {:?}",
+            got.as_ref().map(Vec::len),
+            allowed
+                .iter()
+                .map(|s| match s {
+                    Seen::Bytes(d) => format!("bytes {}", d.len()),
+                    Seen::Prefix(d, min) => format!("prefix {min}..={}", d.len()),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+        );
+        if published {
+            if let [Seen::Bytes(d)] = allowed.as_slice() {
+                assert!(
+                    capacity_bytes(c, &p(name)) == *d,
+                    "{what}: {name} acknowledged, not on the capacity tier"
+                );
+            }
+        }
+        seen.push((name, allowed, got));
+    }
+    ck.drain()
+        .unwrap_or_else(|e| panic!("{what}: drain after recovery: {e}"));
+    for (name, allowed, got) in seen {
+        match got {
+            Some(got) => assert!(
+                capacity_bytes(c, &p(name)) == got,
+                "{what}: {name} drained differs from what a read showed"
+            ),
+            // A copy whose create was in flight may get its name back
+            // at its demotion, in a state allowed; a removed name never.
+            None => {
+                let now = c
+                    .metadata(&p(name))
+                    .ok()
+                    .map(|_| capacity_bytes(c, &p(name)));
+                assert!(
+                    allowed.iter().any(|s| s.matches(now.as_deref())),
+                    "{what}: {name} came back at the drain"
+                );
+            }
+        }
+    }
+}
+
+fn placement_options() -> CkptOptions {
+    CkptOptions {
+        eviction: sluice_policy::bbos::Eviction::Bbos {
+            version_aware: true,
+        },
+        ..options(100 * KIB)
+    }
+}
+
+/// Staged, direct, spilled, demoted, evicted, rewritten and unlinked
+/// checkpoints: after a crash at every sync point of either tier every
+/// acknowledged checkpoint reads back whole under its name, an
+/// acknowledged unlink stays done, and no read or demotion serves older
+/// bytes than those acknowledged.
+#[test]
+fn every_placement_survives_a_crash_at_every_sync_point() {
+    let o = placement_options();
+    {
+        // The workload does what it says.
+        let dir = tempfile::tempdir().unwrap();
+        let (_fast, _cap, f, c) = tiers();
+        let ck = open(&f, &c, dir.path(), o.clone()).unwrap();
+        let m = placements(&ck, &c);
+        assert!(m.names.iter().all(|(_, a)| a.len() == 1), "all acked");
+        let s = ck.status().stats;
+        assert_eq!(
+            (s.cold_direct, s.spills, s.demotions, s.evictions),
+            (1, 1, 1, 1),
+            "{s:?}"
+        );
+    }
+    let runs = at_every_sync_point(&o, placements, |ck, c, m, what| {
+        check_model(ck, c, m, what, false)
+    });
+    assert!(runs > 40, "{runs} runs");
+}
+
+/// Under `bbos.consistency = "close-to-open"` an fsync also writes the
+/// staged copy to the capacity tier and syncs it there (published, the
+/// copy cached): after a crash at every sync point of either tier an
+/// acknowledged checkpoint is on the capacity tier itself, demoted or
+/// not.
+#[test]
+fn a_published_checkpoint_is_on_the_capacity_tier_after_a_crash_at_every_sync_point() {
+    let o = CkptOptions {
+        publish_on_sync: true,
+        ..placement_options()
+    };
+    let runs = at_every_sync_point(&o, placements, |ck, c, m, what| {
+        check_model(ck, c, m, what, true)
+    });
+    assert!(runs > 40, "{runs} runs");
 }

@@ -569,3 +569,46 @@ fn a_published_checkpoint_is_on_the_capacity_tier_after_a_crash_at_every_sync_po
     });
     assert!(runs > 40, "{runs} runs");
 }
+
+/// A checkpoint closed without fsync (node-local: close syncs nothing) is
+/// demoted, or published by its close under close-to-open: its record
+/// says `cached`, so after a power cut a restart read is served by the
+/// fast-tier copy, which must then be the bytes the capacity tier holds.
+/// (Before, neither synced the fast-tier copy: the power cut left it
+/// empty behind a `cached` record, and a restart read was a hit of zero
+/// bytes while the capacity tier held the checkpoint.)
+#[test]
+fn a_copy_cached_without_an_fsync_reads_as_its_capacity_copy_after_a_power_cut() {
+    for publish in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (fast, cap, f, c) = tiers();
+        let data = bytes(7, 40 * KIB);
+        let o = CkptOptions {
+            publish_on_sync: publish,
+            ..options(1 << 20)
+        };
+        {
+            let ck = open(&f, &c, dir.path(), o.clone()).unwrap();
+            ck.register(job("j", 64 * KIB, "ck/*", Failure::Nodes(2), 2))
+                .unwrap();
+            let fh = ck.create(&p("ck/a")).unwrap();
+            ck.write(fh, 0, &data).unwrap();
+            ck.close(fh).unwrap();
+            ck.release(fh);
+            if !publish {
+                assert!(ck.demote_next().unwrap());
+            }
+            assert_eq!(ck.status().cached.0, 1, "publish {publish}: cached");
+        }
+        power_cut(&fast, &cap);
+        let ck = open(&f, &c, dir.path(), o).unwrap();
+        let got = shown(&ck, &c, &p("ck/a"));
+        assert!(
+            got.as_deref() == Some(&data[..]),
+            "publish {publish}: a restart read shows {:?} bytes of {}",
+            got.as_ref().map(Vec::len),
+            data.len()
+        );
+        assert!(capacity_bytes(&c, &p("ck/a")) == data);
+    }
+}

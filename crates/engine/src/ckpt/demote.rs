@@ -226,5 +226,9 @@ pub(super) fn copy_out(
     shared
         .capacity
         .sync_dir(&target.parent().unwrap_or_else(RelPath::root))?;
+    // And the fast-tier copy: after a crash a `cached` record's copy
+    // serves restart reads, so it must hold the bytes just copied, also
+    // when the application closed it without an fsync.
+    src.sync_data()?;
     Ok(true)
 }

@@ -524,6 +524,8 @@ impl Checkpoints {
                 &what,
             ));
         }
+        // The fast-tier copy is synced too (a close syncs nothing else):
+        // after a crash a `cached` record's copy serves restart reads.
         dst.set_len(len)
             .and_then(|()| dst.sync_data())
             .and_then(|()| {
@@ -531,6 +533,7 @@ impl Checkpoints {
                     .capacity
                     .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
             })
+            .and_then(|()| src.sync_data())
             .map_err(|e| with_context(e, &what))?;
         let mut state = shared.lock();
         state.stats.published_bytes += len;

@@ -23,7 +23,8 @@
 //!
 //! INVARIANTS:
 //! - a copy whose record says `cached` has a synced, identical copy on the
-//!   capacity tier; the record says `staged` before any byte of a copy
+//!   capacity tier, and is synced itself (after a crash it serves restart
+//!   reads); the record says `staged` before any byte of a copy
 //!   differs from the capacity tier's (a write to a cached copy rewrites its
 //!   record first);
 //! - `fsync` of a staged file syncs its data file, whose name and record

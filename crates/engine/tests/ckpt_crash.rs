@@ -434,7 +434,8 @@ fn unlink(
 /// Every way a checkpoint is placed and leaves: staged, cold straight to
 /// the capacity tier, spilled when no room can be made, demoted, evicted
 /// as superseded, rewritten in place with `O_TRUNC`, unlinked (a staged
-/// copy and a capacity-tier one). S is 100 KiB; each checkpoint 60 KiB.
+/// copy and a capacity-tier one), and a cached copy truncated through an
+/// open handle. S is 100 KiB; each checkpoint 60 KiB.
 fn placements(ck: &Checkpoints, c: &Arc<dyn Backend>) -> Model {
     let mut m = Model::default();
     let _ = (|| -> std::io::Result<()> {
@@ -454,6 +455,19 @@ fn placements(ck: &Checkpoints, c: &Arc<dyn Backend>) -> Model {
         checkpoint(ck, &mut m, "ck/3", &bytes(5, 50 * KIB), true)?;
         unlink(ck, c, &mut m, "ck/2")?;
         unlink(ck, c, &mut m, "ck/3")?;
+        // A cached copy cut short: its record says staged again first.
+        let data = bytes(6, 60 * KIB);
+        checkpoint(ck, &mut m, "ck/4", &data, false)?;
+        ck.drain()?;
+        let short = data[..30 * KIB as usize].to_vec();
+        m.may("ck/4", Seen::Bytes(short.clone()));
+        let fh = ck.open_file(&p("ck/4"), true, false)?;
+        let r = ck
+            .truncate(fh, short.len() as u64)
+            .and_then(|()| ck.fsync(fh));
+        ck.release(fh);
+        r?;
+        m.acked("ck/4", Seen::Bytes(short));
         Ok(())
     })();
     m
@@ -543,7 +557,7 @@ fn every_placement_survives_a_crash_at_every_sync_point() {
         let s = ck.status().stats;
         assert_eq!(
             (s.cold_direct, s.spills, s.demotions, s.evictions),
-            (1, 1, 1, 1),
+            (1, 1, 2, 1),
             "{s:?}"
         );
     }

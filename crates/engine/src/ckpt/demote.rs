@@ -109,7 +109,13 @@ pub(super) fn demote_next(shared: &Shared) -> io::Result<bool> {
     };
     let result = copy_out(shared, id, generation, &path, src.as_ref(), len);
     let mut state = shared.lock();
-    if let Some(c) = state.copies.get_mut(&id) {
+    // Found by its file: a rename over another copy may have given it a
+    // new id meanwhile (`Shared::renumber`).
+    if let Some(c) = state
+        .copies
+        .values_mut()
+        .find(|c| Arc::ptr_eq(&c.file, &src))
+    {
         c.demoting = false;
     }
     match result {
@@ -220,5 +226,9 @@ pub(super) fn copy_out(
     shared
         .capacity
         .sync_dir(&target.parent().unwrap_or_else(RelPath::root))?;
+    // And the fast-tier copy: after a crash a `cached` record's copy
+    // serves restart reads, so it must hold the bytes just copied, also
+    // when the application closed it without an fsync.
+    src.sync_data()?;
     Ok(true)
 }

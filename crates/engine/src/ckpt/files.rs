@@ -313,6 +313,7 @@ impl Checkpoints {
                         readers: 0,
                         generation: 0,
                         demoting: false,
+                        name_synced: false,
                         written: now,
                         accessed: now,
                     },
@@ -429,23 +430,38 @@ impl Checkpoints {
         Ok(())
     }
 
-    /// Make the file's writes durable.
+    /// Make the file's writes durable, and its name: the capacity file
+    /// of a checkpoint created there, or the placeholder of a staged copy
+    /// (the mount finds a file by its capacity-tier name, so a copy whose
+    /// placeholder a power cut took would be out of sight until its
+    /// demotion, and a create of the name would replace it).
     pub fn fsync(&self, fh: u64) -> io::Result<()> {
-        let (file, created) = {
+        let (file, created, copy) = {
             let state = self.shared.lock();
             let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
-            let file = match &h.target {
+            match &h.target {
                 Target::Copy(id) => {
-                    Arc::clone(&state.copies.get(id).ok_or_else(|| bad_handle(fh))?.file)
+                    let c = state.copies.get(id).ok_or_else(|| bad_handle(fh))?;
+                    let name = (!c.name_synced).then(|| (*id, c.rec.path.clone()));
+                    (Arc::clone(&c.file), None, name)
                 }
-                Target::Capacity(f) => Arc::clone(f),
-            };
-            (file, h.created.clone())
+                Target::Capacity(f) => (Arc::clone(f), h.created.clone(), None),
+            }
         };
         file.sync_data()?;
         if let Some(path) = created {
             let parent = path.parent().unwrap_or_else(RelPath::root);
             self.shared.capacity.sync_dir(&parent)?;
+        }
+        if let Some((id, path)) = copy {
+            let parent = RelPath::new(&path)?.parent().unwrap_or_else(RelPath::root);
+            self.shared.capacity.sync_dir(&parent)?;
+            let mut state = self.shared.lock();
+            if let Some(c) = state.copies.get_mut(&id) {
+                // Renamed meanwhile: the new name's directory is synced
+                // at the next fsync.
+                c.name_synced = c.rec.path == path;
+            }
         }
         if self.shared.options.publish_on_sync {
             self.publish(fh)?;
@@ -508,6 +524,8 @@ impl Checkpoints {
                 &what,
             ));
         }
+        // The fast-tier copy is synced too (a close syncs nothing else):
+        // after a crash a `cached` record's copy serves restart reads.
         dst.set_len(len)
             .and_then(|()| dst.sync_data())
             .and_then(|()| {
@@ -515,6 +533,7 @@ impl Checkpoints {
                     .capacity
                     .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
             })
+            .and_then(|()| src.sync_data())
             .map_err(|e| with_context(e, &what))?;
         let mut state = shared.lock();
         state.stats.published_bytes += len;
@@ -649,36 +668,99 @@ impl Checkpoints {
 
     /// Move copies at or under `from` to `to` (durably, before the caller
     /// renames on the capacity tier), replacing a copy at `to`.
+    ///
+    /// A copy moved over another one takes a new id (its record written
+    /// under it, then its data file renamed to it), and only then is the
+    /// replaced copy removed: a crash in between leaves two records of
+    /// `to`, and recovery keeps the newer, the highest id. Removing the
+    /// replaced copy first lost it, acknowledged, when the crash came
+    /// before the moved record was durable.
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
         let mut state = shared.lock();
-        if let Some(old) = state.by_path.get(to).copied() {
-            if state.by_path.get(from) != Some(&old) {
-                shared.remove_copy(&mut state, old)?;
-            }
-        }
+        let replaced = state
+            .by_path
+            .get(to)
+            .copied()
+            .filter(|&old| state.by_path.get(from) != Some(&old));
         let moved: Vec<(RelPath, RelPath, u64)> = state
             .by_path
             .iter()
             .filter_map(|(p, &id)| p.rebase(from, to).map(|n| (p.clone(), n, id)))
             .collect();
+        let mut over = None;
         for (old, new, id) in moved {
             let Some(c) = state.copies.get_mut(&id) else {
                 continue;
             };
             c.rec.path = new.as_str().to_string();
             c.generation += 1;
+            c.name_synced = false;
             let rec = c.rec.clone();
-            shared.write_rec(id, &rec, true)?;
             state.by_path.remove(&old);
-            state.by_path.insert(new.clone(), id);
+            let renumbered = if replaced.is_some() && new == *to {
+                // `by_path` keeps the replaced copy at `to` until it goes.
+                let id = shared.renumber(&mut state, id, rec)?;
+                over = Some(id);
+                state.copies.get(&id).map(|c| c.rec.clone())
+            } else {
+                shared.write_rec(id, &rec, true)?;
+                state.by_path.insert(new.clone(), id);
+                None
+            };
             let r = shared
                 .catalog
                 .rename_ckpt(old.as_str(), new.as_str())
                 .map(|_| ());
             shared.note_catalog(&mut state, r);
+            if let Some(rec) = renumbered {
+                let r = shared.catalog.put_ckpt(&rec);
+                shared.note_catalog(&mut state, r);
+            }
+        }
+        if let Some(old) = replaced {
+            shared.remove_copy(&mut state, old)?;
+        }
+        if let Some(id) = over {
+            state.by_path.insert(to.clone(), id);
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Gives copy `id` the next id, durably, with record `rec`; returns
+    /// the new id. The record is written under the new id first (a crash
+    /// then finds it without data and drops it), then the data file is
+    /// renamed to it and the directory synced; the old record, left
+    /// without data, is removed (recovery would drop it too). The copy
+    /// keeps its file, handles follow it, and a demotion or publication in
+    /// flight under the old id finds no copy there and leaves it staged.
+    pub(super) fn renumber(
+        &self,
+        state: &mut State,
+        id: u64,
+        mut rec: CkptRecord,
+    ) -> io::Result<u64> {
+        let new = state.next_copy;
+        state.next_copy += 1;
+        rec.staged_id = Some(new);
+        self.write_rec(new, &rec, true)?;
+        self.fast.rename(&data_path(id), &data_path(new))?;
+        self.fast.sync_dir(&dir())?;
+        if let Some(mut c) = state.copies.remove(&id) {
+            c.rec = rec;
+            state.copies.insert(new, c);
+        }
+        for h in state.handles.values_mut() {
+            if matches!(h.target, Target::Copy(t) if t == id) {
+                h.target = Target::Copy(new);
+            }
+        }
+        match self.fast.remove_file(&rec_path(id)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(new),
+        }
     }
 }
 

@@ -23,12 +23,14 @@
 //!
 //! INVARIANTS:
 //! - a copy whose record says `cached` has a synced, identical copy on the
-//!   capacity tier; the record says `staged` before any byte of a copy
+//!   capacity tier, and is synced itself (after a crash it serves restart
+//!   reads); the record says `staged` before any byte of a copy
 //!   differs from the capacity tier's (a write to a cached copy rewrites its
 //!   record first);
 //! - `fsync` of a staged file syncs its data file, whose name and record
-//!   were made durable when it was created: an acknowledged checkpoint
-//!   survives a crash whether or not its demotion finished;
+//!   were made durable when it was created, and (once) the directory of
+//!   its placeholder on the capacity tier: an acknowledged checkpoint
+//!   survives a crash under its name whether or not its demotion finished;
 //! - only `cached` copies no handle writes or reads are evicted;
 //! - `used` is the sum of the lengths of all copies;
 //! - every copy's job has a key in `job_keys` (given at `begin` or at
@@ -228,6 +230,10 @@ struct Copy {
     /// Bumped by every change; a demotion that saw another value restarts.
     generation: u64,
     demoting: bool,
+    /// Its name on the capacity tier (the placeholder the mount looks up)
+    /// was made durable by an fsync since the copy was made, recovered or
+    /// renamed.
+    name_synced: bool,
     written: Time,
     accessed: Time,
 }

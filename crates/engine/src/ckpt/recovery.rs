@@ -56,7 +56,18 @@ pub(super) fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Resu
         Shared::job_key(state, &rec.job);
         let r = shared.catalog.put_ckpt(&rec);
         shared.note_catalog(state, r);
-        state.by_path.insert(rpath, id);
+        if let Some(older) = state.by_path.insert(rpath, id) {
+            // Two records of one path: a rename over a copy cut by a
+            // crash after the moved copy took its new id and before the
+            // copy it replaces was removed (`Checkpoints::rename`). Ids
+            // only grow, so the higher is the newer.
+            state.copies.remove(&older);
+            state.stats.recovered -= 1;
+            for path in [data_path(older), rec_path(older)] {
+                fast.remove_file(&path)?;
+            }
+            changed = true;
+        }
         state.copies.insert(
             id,
             Copy {
@@ -67,6 +78,7 @@ pub(super) fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Resu
                 readers: 0,
                 generation: 0,
                 demoting: false,
+                name_synced: false,
                 written: now,
                 accessed: now,
             },

@@ -1,9 +1,13 @@
 //! BBOS's checkpoint stager (`sluice_engine::ckpt`): placement, admission,
 //! demotion, restart hits, eviction, and crash safety at every sync point.
 
+mod gate_support;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+
+use gate_support::{Gate, Gated, MARKER};
 
 use sluice_catalog::{Catalog, Failure, JobSpec, Location, MetaSpec};
 use sluice_engine::{Checkpoints, CkptOptions};
@@ -571,4 +575,53 @@ fn copies_recovered_at_open_keep_their_jobs_apart_in_the_cold_ranking() {
     write_file(&ck, &p("ck/1"), &bytes(4, 60 * KIB));
     assert_eq!(ck.size(&p("b/2")), None, "cold's copy evicted");
     assert_eq!(ck.size(&p("a/1")), Some(60 * KIB), "hot's copy kept");
+}
+
+/// Under close-to-open (`publish_on_sync`) an fsync of one handle
+/// publishes the copy while another handle's write is in flight: the bug
+/// feared was a publish that copied the bytes before that write landed
+/// and still marked the copy cached (its generation was bumped only
+/// before the write), so the writer's own fsync found it cached, copied
+/// nothing, and acknowledged bytes the capacity tier never got; an
+/// eviction of the cached copy would then have lost them.
+#[test]
+fn a_publish_during_another_handles_write_leaves_the_copy_staged() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Arc::new(Gate::default());
+    let f: Arc<dyn Backend> = Arc::new(Gated {
+        inner: Arc::new(CrashBackend::new()),
+        gate: Arc::clone(&gate),
+    });
+    let (_fast, _cap, _, c) = mem();
+    let o = CkptOptions {
+        publish_on_sync: true,
+        ..options(1 << 20)
+    };
+    let ck = open(&f, &c, dir.path(), o).unwrap();
+    ck.register(job("j", 64 * KIB, "ck/*", Failure::Nodes(2), 2))
+        .unwrap();
+    let first = bytes(1, 16 * KIB);
+    let fh1 = ck.create(&p("ck/x")).unwrap();
+    ck.write(fh1, 0, &first).unwrap();
+    ck.fsync(fh1).unwrap();
+    assert_eq!(ck.status().cached.0, 1, "published");
+    let fh2 = ck.open_file(&p("ck/x"), true, false).unwrap();
+    let (held, go) = gate.arm();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| ck.write(fh2, 0, &[MARKER; 4096]));
+        held.recv_timeout(Duration::from_secs(10)).unwrap();
+        // The write is in flight: this fsync publishes what is there.
+        ck.fsync(fh1).unwrap();
+        go.send(()).unwrap();
+        writer.join().unwrap().unwrap();
+    });
+    ck.fsync(fh2).unwrap();
+    let on_capacity = capacity_bytes(&c, &p("ck/x"));
+    assert!(
+        on_capacity[..4096].iter().all(|&b| b == MARKER),
+        "the fsynced write is on the capacity tier"
+    );
+    assert!(on_capacity[4096..] == first[4096..]);
+    ck.release(fh1);
+    ck.release(fh2);
 }

@@ -8,109 +8,17 @@
 //! served the file under a name the capacity tier no longer has, and its
 //! buffered bytes under their old path. The unlink: below, at its test.
 
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+mod gate_support;
+
+use std::sync::Arc;
 use std::time::Duration;
 
+use gate_support::{Gate, Gated, MARKER};
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, BackendFile, Metadata, OpenOptions, RelPath, SystemClock};
+use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
-
-/// Bytes whose append the fast tier holds until told.
-const MARKER: u8 = 0xee;
-
-/// Held writes: `held` says one is held, `go` lets it go.
-#[derive(Default)]
-struct Gate {
-    armed: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
-}
-
-struct GatedFile {
-    inner: Arc<dyn BackendFile>,
-    gate: Arc<Gate>,
-}
-
-impl std::fmt::Debug for GatedFile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
-}
-
-impl BackendFile for GatedFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        if buf.len() >= 64 && buf.iter().filter(|&&b| b == MARKER).count() >= 64 {
-            let armed = self.gate.armed.lock().unwrap().take();
-            if let Some((held, go)) = armed {
-                held.send(()).unwrap();
-                go.recv_timeout(Duration::from_secs(10)).unwrap();
-            }
-        }
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
-    }
-}
-
-/// A fast tier whose files hold a write of [`MARKER`] bytes once armed.
-struct Gated {
-    inner: Arc<dyn Backend>,
-    gate: Arc<Gate>,
-}
-
-impl std::fmt::Debug for Gated {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
-}
-
-impl Backend for Gated {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
-        let inner = self.inner.open(path, options)?;
-        Ok(Arc::new(GatedFile {
-            inner,
-            gate: Arc::clone(&self.gate),
-        }))
-    }
-    fn metadata(&self, path: &RelPath) -> std::io::Result<Metadata> {
-        self.inner.metadata(path)
-    }
-    fn remove_file(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &RelPath, to: &RelPath) -> std::io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn create_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.create_dir(path)
-    }
-    fn remove_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn read_dir(&self, path: &RelPath) -> std::io::Result<Vec<sluice_env::DirEntry>> {
-        self.inner.read_dir(path)
-    }
-    fn sync_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn space(&self) -> std::io::Result<sluice_env::SpaceInfo> {
-        self.inner.space()
-    }
-}
 
 fn path(p: &str) -> RelPath {
     RelPath::new(p).unwrap()
@@ -150,9 +58,7 @@ fn a_name_opened_under_a_directory_while_its_rename_waits_moves_with_it() {
     let a = engine.create(&path("d/a")).unwrap();
     engine.write(a, 0, b"buffered").unwrap();
     // An append held in flight (another file's).
-    let (held_tx, held) = mpsc::channel();
-    let (go, go_rx) = mpsc::channel();
-    *gate.armed.lock().unwrap() = Some((held_tx, go_rx));
+    let (held, go) = gate.arm();
     let w = engine.create(&path("w")).unwrap();
     let writer = {
         let engine = Arc::clone(&engine);
@@ -231,9 +137,7 @@ fn a_file_opened_while_its_unlink_waits_keeps_its_bytes() {
     engine.write(x, 0, b"buffered bytes").unwrap();
     engine.release(x);
     // An append held in flight (another file's).
-    let (held_tx, held) = mpsc::channel();
-    let (go, go_rx) = mpsc::channel();
-    *gate.armed.lock().unwrap() = Some((held_tx, go_rx));
+    let (held, go) = gate.arm();
     let w = engine.create(&path("w")).unwrap();
     let writer = {
         let engine = Arc::clone(&engine);

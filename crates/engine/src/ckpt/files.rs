@@ -312,6 +312,7 @@ impl Checkpoints {
                         writers: 1,
                         readers: 0,
                         generation: 0,
+                        writing: 0,
                         demoting: false,
                         name_synced: false,
                         written: now,
@@ -405,6 +406,7 @@ impl Checkpoints {
                     // finishing after this sees the change.
                     let c = state.copies.get_mut(&id).ok_or_else(|| bad_handle(fh))?;
                     c.generation += 1;
+                    c.writing += 1;
                     break (id, Arc::clone(&c.file));
                 }
                 Err(at) => {
@@ -416,9 +418,18 @@ impl Checkpoints {
             }
         };
         let (id, file) = file;
-        file.write_at(data, offset)?;
+        let written = file.write_at(data, offset);
         let mut state = shared.lock();
         let now = shared.clock.now();
+        if let Some(c) = state.copies.get_mut(&id) {
+            // Bumped again once the bytes changed: a publication or
+            // demotion that took its snapshot while this write was in
+            // flight copied the bytes before it (or some of them), and
+            // must not mark the copy cached.
+            c.generation += 1;
+            c.writing -= 1;
+        }
+        written?;
         if let Some(c) = state.copies.get_mut(&id) {
             c.len = c.len.max(end);
             c.rec.bytes = c.len;
@@ -540,8 +551,8 @@ impl Checkpoints {
         let Some(c) = state.copies.get_mut(&id) else {
             return Ok(());
         };
-        if c.generation != generation || c.len != len || c.rec.path != path {
-            return Ok(()); // written meanwhile: stays staged
+        if c.generation != generation || c.writing > 0 || c.len != len || c.rec.path != path {
+            return Ok(()); // written meanwhile (or being written): stays staged
         }
         c.rec.location = Location::Cached;
         let rec = c.rec.clone();

@@ -227,8 +227,13 @@ struct Copy {
     writers: u32,
     /// Handles reading it (a restart): it is not evicted under them.
     readers: u32,
-    /// Bumped by every change; a demotion that saw another value restarts.
+    /// Bumped by every change, before and after the bytes change; a
+    /// demotion or publication that saw another value leaves the copy
+    /// staged.
     generation: u64,
+    /// Writes in flight (between the two bumps): a publication that ends
+    /// while one is in flight leaves the copy staged too.
+    writing: u32,
     demoting: bool,
     /// Its name on the capacity tier (the placeholder the mount looks up)
     /// was made durable by an fsync since the copy was made, recovered or

@@ -77,6 +77,7 @@ pub(super) fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Resu
                 writers: 0,
                 readers: 0,
                 generation: 0,
+                writing: 0,
                 demoting: false,
                 name_synced: false,
                 written: now,

@@ -231,6 +231,36 @@ fn issue_34_a_recall_of_a_node_that_is_down_times_out_then_its_restart_answers()
     assert_eq!(a.buffered_bytes(), 0);
 }
 
+/// A holder that is down stops its heartbeat: a recall fails once the
+/// heartbeat has stood still for 3 s, long before a `recall_wait` of 30 s,
+/// with the same ETIMEDOUT and the cause. While the holder runs, its
+/// heartbeat moves and the recall is answered (the other tests).
+#[test]
+fn issue_34_a_holder_whose_heartbeat_stopped_fails_the_recall_early() {
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let path = RelPath::new("ckpt").unwrap();
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &pattern(50_000, 3)).unwrap();
+    a.fsync(id).unwrap();
+    a.release(id);
+    a.close();
+
+    let b = node(&fast_b, &c.capacity, "node-b", Duration::from_secs(30));
+    let started = Instant::now();
+    let err = b.recall(&path).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    assert!(err.to_string().contains("heartbeat"), "{err}");
+    assert!(err.to_string().contains("node-a"), "{err}");
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    assert_eq!((b.stats().recalls, b.stats().recall_timeouts), (1, 1));
+}
+
 /// Recovery marks again every file it still holds bytes of, before the
 /// engine answers anything (a mark lost meanwhile is put back).
 #[test]

@@ -11,7 +11,10 @@
 //! lists its directory every [`ANSWER_EVERY`], writes each recalled file
 //! back through the per-file write-back (`sync.rs`), removes the mark and
 //! the entry; it also sweeps the marks of closed files the flusher
-//! emptied.
+//! emptied. Every node's heartbeat thread also beats a counter in
+//! [`ALIVE_DIR`]`/NODE` on the capacity tier every second: a requester
+//! whose holder's counter stops moving for [`DOWN_AFTER`] knows the
+//! holder is down and fails at once, instead of after `recall_wait`.
 //!
 //! INVARIANTS:
 //! - a file with a byte in the index or being appended has
@@ -45,6 +48,21 @@ const RECALL_DIR: &str = ".sluice/recall";
 /// The first line of a recall entry; the path follows on the second.
 const ENTRY_MAGIC: &str = "sluice-recall v1";
 
+/// Where every on-demand node beats: `ALIVE_DIR/NODE`.
+const ALIVE_DIR: &str = ".sluice/alive";
+
+/// The first line of a heartbeat file; a counter (20 digits) follows on
+/// the second, one more at every beat.
+const ALIVE_MAGIC: &str = "sluice-alive v1";
+
+/// A holder whose heartbeat has not moved for this long is down (three
+/// beats missed: the heartbeat thread beats every second).
+const DOWN_AFTER: Duration = Duration::from_secs(3);
+
+/// A waiting requester reads its holder's heartbeat after this many looks
+/// at the mark (a quarter of a second).
+const BEAT_EVERY_POLLS: u32 = 12;
+
 /// How often the holder lists its recall directory.
 const ANSWER_EVERY: Duration = Duration::from_millis(100);
 
@@ -71,6 +89,8 @@ pub(super) struct Held {
     /// that this node buffers nothing of the file and the removal are one
     /// step for every other change of a mark.
     marks: Mutex<()>,
+    /// This node's heartbeat file on the capacity tier and its counter.
+    alive: Mutex<(Arc<dyn BackendFile>, u64)>,
 }
 
 /// What a held mark says: `v1 node=NODE size=BYTES mtime=SECS.NANOS`.
@@ -251,11 +271,47 @@ pub(super) fn open(
         .set_xattr(&dir, probe, b"1", sluice_env::XattrFlags::Either)
         .and_then(|()| capacity.remove_xattr(&dir, probe))
         .map_err(refused)?;
+    make_dirs(capacity, &rel(ALIVE_DIR)?).map_err(refused)?;
+    let alive = capacity
+        .open(&alive_path(&node)?, OpenOptions::CREATE)
+        .map_err(refused)?;
     Ok(Held {
         node,
         recall_wait: config.recall_wait,
         marks: Mutex::new(()),
+        alive: Mutex::new((alive, 0)),
     })
+}
+
+fn alive_path(node: &str) -> io::Result<RelPath> {
+    rel(&format!("{ALIVE_DIR}/{node}"))
+}
+
+/// One beat of this node's heartbeat on the capacity tier (under
+/// on-demand; the heartbeat thread calls it every second): the counter,
+/// one more, written in place (fixed width, so a reader never sees a
+/// shorter file).
+pub(super) fn beat(shared: &Shared) -> io::Result<()> {
+    let Some(held) = &shared.held else {
+        return Ok(());
+    };
+    let mut alive = sluice_env::lock(&held.alive);
+    alive.1 += 1;
+    let text = format!("{ALIVE_MAGIC}\n{:020}\n", alive.1);
+    alive.0.write_at(text.as_bytes(), 0)
+}
+
+/// `node`'s heartbeat counter, if it has a heartbeat file that reads as one.
+fn heartbeat_of(capacity: &dyn Backend, node: &str) -> Option<u64> {
+    let file = capacity
+        .open(&alive_path(node).ok()?, OpenOptions::default())
+        .ok()?;
+    let mut buf = [0u8; 64];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let mut lines = text.lines();
+    (lines.next()? == ALIVE_MAGIC).then_some(())?;
+    lines.next()?.parse().ok()
 }
 
 /// The on-demand state, or an Unsupported error saying that `what` needs
@@ -587,6 +643,8 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
     let started = Instant::now();
     let mut asked: Option<String> = None;
     let mut polls = 0u32;
+    // The holder's heartbeat as last read, and since when it reads so.
+    let mut beat: Option<(String, Option<u64>, Instant)> = None;
     loop {
         let holder = match read_mark(capacity, path)? {
             None => {
@@ -612,6 +670,30 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
             asked = Some(holder.clone());
         }
         polls += 1;
+        if polls % BEAT_EVERY_POLLS == 1 {
+            let now = heartbeat_of(capacity, &holder);
+            match &beat {
+                Some((node, seen, since)) if *node == holder && *seen == now => {
+                    // No heartbeat file (a node before heartbeats): only
+                    // the bound below decides.
+                    if now.is_some() && since.elapsed() >= DOWN_AFTER {
+                        count_recall(shared, started, true);
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "recall of {path} from node {holder}: that node is down (its \
+                                 heartbeat, {ALIVE_DIR}/{holder} on the capacity tier, has not \
+                                 moved for {:.1} s); its newest bytes stay in its log until it \
+                                 is mounted again, and the older bytes on the capacity tier \
+                                 are not served",
+                                since.elapsed().as_secs_f64()
+                            ),
+                        ));
+                    }
+                }
+                _ => beat = Some((holder.clone(), now, Instant::now())),
+            }
+        }
         if started.elapsed() >= wait {
             count_recall(shared, started, true);
             return Err(io::Error::new(

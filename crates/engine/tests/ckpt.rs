@@ -1,90 +1,27 @@
 //! BBOS's checkpoint stager (`sluice_engine::ckpt`): placement, admission,
 //! demotion, restart hits, eviction, and crash safety at every sync point.
 
+mod ckpt_support;
 mod gate_support;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ckpt_support::*;
 use gate_support::{Gate, Gated, MARKER};
 
-use sluice_catalog::{Catalog, Failure, JobSpec, Location, MetaSpec};
+use sluice_catalog::{Failure, Location};
 use sluice_engine::{Checkpoints, CkptOptions};
 use sluice_env::crash::CrashBackend;
 use sluice_env::posix::PosixBackend;
-use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
+use sluice_env::{Backend, RelPath};
 use sluice_policy::bbos::{Eviction, Scheme};
-
-const KIB: u64 = 1024;
-
-fn job(id: &str, bytes: u64, glob: &str, failure: Failure, versions: u32) -> JobSpec {
-    JobSpec {
-        id: id.into(),
-        period_s: 60,
-        ckpt_bytes: bytes,
-        failure,
-        versions,
-        glob: glob.into(),
-        files: 1,
-    }
-}
-
-fn options(capacity: u64) -> CkptOptions {
-    CkptOptions {
-        capacity,
-        chunk_bytes: 16 * KIB,
-        background: false,
-        admit_wait: Duration::from_secs(20),
-        ..CkptOptions::default()
-    }
-}
-
-fn catalog(dir: &Path) -> Box<dyn Catalog> {
-    sluice_catalog::open(&MetaSpec::Redb {
-        path: dir.join("catalog.redb"),
-    })
-    .unwrap()
-}
-
-fn open(
-    fast: &Arc<dyn Backend>,
-    capacity: &Arc<dyn Backend>,
-    dir: &Path,
-    options: CkptOptions,
-) -> std::io::Result<Checkpoints> {
-    Checkpoints::open(
-        Arc::clone(fast),
-        Arc::clone(capacity),
-        catalog(dir),
-        Arc::new(SystemClock::new()),
-        options,
-    )
-}
-
-fn p(s: &str) -> RelPath {
-    RelPath::new(s).unwrap()
-}
-
-fn bytes(seed: u8, len: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
 
 fn read_all(ck: &Checkpoints, path: &RelPath) -> Vec<u8> {
     let fh = ck.open_file(path, false, false).unwrap();
     let data = ck.read(fh, 0, 1 << 30).unwrap();
     ck.release(fh);
     data
-}
-
-fn capacity_bytes(capacity: &Arc<dyn Backend>, path: &RelPath) -> Vec<u8> {
-    let f = capacity.open(path, OpenOptions::default()).unwrap();
-    let mut buf = vec![0u8; f.len().unwrap() as usize];
-    let n = f.read_at(&mut buf, 0).unwrap();
-    buf.truncate(n);
-    buf
 }
 
 fn write_file(ck: &Checkpoints, path: &RelPath, data: &[u8]) {
@@ -94,24 +31,8 @@ fn write_file(ck: &Checkpoints, path: &RelPath, data: &[u8]) {
     ck.release(fh);
 }
 
-/// Both tiers as crash backends, and as the trait objects the stager takes.
-type Tiers = (
-    Arc<CrashBackend>,
-    Arc<CrashBackend>,
-    Arc<dyn Backend>,
-    Arc<dyn Backend>,
-);
-
 fn mem() -> Tiers {
-    let fast = Arc::new(CrashBackend::new());
-    let capacity = Arc::new(CrashBackend::new());
-    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
-    // The directories the jobs write in, durable before the workload.
-    for d in ["ck", "a", "b", "hot", "cold"] {
-        c.create_dir(&p(d)).unwrap();
-    }
-    c.sync_dir(&RelPath::root()).unwrap();
-    (fast, capacity, f, c)
+    tiers(&["ck", "a", "b", "hot", "cold"])
 }
 
 #[test]

@@ -6,86 +6,18 @@
 //! acknowledged. (`ckpt.rs` has the first such test: stage, fsync, demote,
 //! write to a demoted copy.)
 
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+mod ckpt_support;
 
-use sluice_catalog::{Catalog, Failure, JobSpec, MetaSpec};
+use std::sync::Arc;
+
+use ckpt_support::*;
+use sluice_catalog::Failure;
 use sluice_engine::{Checkpoints, CkptOptions};
 use sluice_env::crash::CrashBackend;
-use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
-
-const KIB: u64 = 1024;
-
-fn job(id: &str, bytes: u64, glob: &str, failure: Failure, versions: u32) -> JobSpec {
-    JobSpec {
-        id: id.into(),
-        period_s: 60,
-        ckpt_bytes: bytes,
-        failure,
-        versions,
-        glob: glob.into(),
-        files: 1,
-    }
-}
-
-fn options(capacity: u64) -> CkptOptions {
-    CkptOptions {
-        capacity,
-        chunk_bytes: 16 * KIB,
-        background: false,
-        admit_wait: Duration::from_secs(20),
-        ..CkptOptions::default()
-    }
-}
-
-fn open(
-    fast: &Arc<dyn Backend>,
-    capacity: &Arc<dyn Backend>,
-    dir: &Path,
-    options: CkptOptions,
-) -> std::io::Result<Checkpoints> {
-    let catalog: Box<dyn Catalog> = sluice_catalog::open(&MetaSpec::Redb {
-        path: dir.join("catalog.redb"),
-    })
-    .unwrap();
-    Checkpoints::open(
-        Arc::clone(fast),
-        Arc::clone(capacity),
-        catalog,
-        Arc::new(SystemClock::new()),
-        options,
-    )
-}
-
-fn p(s: &str) -> RelPath {
-    RelPath::new(s).unwrap()
-}
-
-fn bytes(seed: u8, len: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-/// Both tiers as crash backends, and as the trait objects the stager takes.
-type Tiers = (
-    Arc<CrashBackend>,
-    Arc<CrashBackend>,
-    Arc<dyn Backend>,
-    Arc<dyn Backend>,
-);
+use sluice_env::{Backend, RelPath};
 
 fn tiers() -> Tiers {
-    let fast = Arc::new(CrashBackend::new());
-    let capacity = Arc::new(CrashBackend::new());
-    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
-    // The directories the jobs write in, durable before the workload.
-    for d in ["ck", "cold"] {
-        c.create_dir(&p(d)).unwrap();
-    }
-    c.sync_dir(&RelPath::root()).unwrap();
-    (fast, capacity, f, c)
+    ckpt_support::tiers(&["ck", "cold"])
 }
 
 /// A power cut of both tiers, and both back.
@@ -105,15 +37,6 @@ fn shown(ck: &Checkpoints, capacity: &Arc<dyn Backend>, path: &RelPath) -> Optio
     let data = ck.read(fh, 0, 1 << 30).unwrap();
     ck.release(fh);
     Some(data)
-}
-
-/// The capacity tier's own bytes at `path`.
-fn capacity_bytes(capacity: &Arc<dyn Backend>, path: &RelPath) -> Vec<u8> {
-    let f = capacity.open(path, OpenOptions::default()).unwrap();
-    let mut buf = vec![0u8; f.len().unwrap() as usize];
-    let n = f.read_at(&mut buf, 0).unwrap();
-    buf.truncate(n);
-    buf
 }
 
 /// A staged checkpoint acknowledged by fsync keeps its name through a

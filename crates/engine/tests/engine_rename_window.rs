@@ -20,6 +20,27 @@ use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
+/// An engine that buffers every write (`fast-all`).
+fn fast_all(fast: Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Arc<Engine> {
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            detector: DetectorConfig { stream_len: 4 },
+            ..RedirectorConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    Arc::new(
+        Engine::open(
+            fast,
+            Arc::clone(capacity),
+            Arc::new(SystemClock::new()),
+            config,
+        )
+        .unwrap(),
+    )
+}
+
 fn path(p: &str) -> RelPath {
     RelPath::new(p).unwrap()
 }
@@ -36,23 +57,7 @@ fn a_name_opened_under_a_directory_while_its_rename_waits_moves_with_it() {
     let b = capacity.open(&path("d/b"), OpenOptions::CREATE).unwrap();
     b.write_at(b"on the tier", 0).unwrap();
     drop(b);
-    let config = EngineConfig {
-        redirector: RedirectorConfig {
-            policy: RedirectPolicy::FastAll,
-            detector: DetectorConfig { stream_len: 4 },
-            ..RedirectorConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    let engine = Arc::new(
-        Engine::open(
-            fast,
-            Arc::clone(&capacity),
-            Arc::new(SystemClock::new()),
-            config,
-        )
-        .unwrap(),
-    );
+    let engine = fast_all(fast, &capacity);
     // d/a is buffered: the rename logs its new path, then waits for the
     // appends in flight.
     let a = engine.create(&path("d/a")).unwrap();
@@ -115,23 +120,7 @@ fn a_file_opened_while_its_unlink_waits_keeps_its_bytes() {
         gate: Arc::clone(&gate),
     });
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let config = EngineConfig {
-        redirector: RedirectorConfig {
-            policy: RedirectPolicy::FastAll,
-            detector: DetectorConfig { stream_len: 4 },
-            ..RedirectorConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    let engine = Arc::new(
-        Engine::open(
-            fast,
-            Arc::clone(&capacity),
-            Arc::new(SystemClock::new()),
-            config,
-        )
-        .unwrap(),
-    );
+    let engine = fast_all(fast, &capacity);
     // x is buffered and closed.
     let x = engine.create(&path("x")).unwrap();
     engine.write(x, 0, b"buffered bytes").unwrap();

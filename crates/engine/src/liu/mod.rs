@@ -998,16 +998,20 @@ mod tests {
         assert_eq!(parts(g, 3, 4), vec![(0, 3)]);
     }
 
-    #[test]
-    fn per_file_jobs_are_taken_in_turn_and_in_order_within_a_file() {
-        let lift = |file, index| Job::Lift {
+    /// A lift of segment `index` of file `file` (no bytes).
+    fn lift(file: u64, index: u64) -> Job {
+        Job::Lift {
             key: SegmentKey {
                 file: FileId(file),
                 index,
             },
             slot: 0,
             bytes: Arc::from(&[][..]),
-        };
+        }
+    }
+
+    #[test]
+    fn per_file_jobs_are_taken_in_turn_and_in_order_within_a_file() {
         let order = |per_file| {
             let mut q = JobQueue {
                 per_file,
@@ -1040,14 +1044,6 @@ mod tests {
 
     #[test]
     fn a_held_file_is_passed_over_and_keeps_its_turn() {
-        let lift = |file, index| Job::Lift {
-            key: SegmentKey {
-                file: FileId(file),
-                index,
-            },
-            slot: 0,
-            bytes: Arc::from(&[][..]),
-        };
         let mut q = JobQueue {
             per_file: true,
             ..JobQueue::default()

@@ -1,7 +1,16 @@
 //! Demotion: the thread that copies staged checkpoints to the capacity
 //! tier under the planner's throttle, and drain.
 
-use super::*;
+use std::io;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_catalog::Location;
+use sluice_env::{copy_range, BackendFile, CopyHow, OpenOptions, RelPath};
+use sluice_policy::bbos::{cold_order, newest_versions, Resident};
+
+use super::{Checkpoints, Shared, State};
 
 impl Checkpoints {
     /// Demote the coldest closed staged copy, if any; `true` if one was

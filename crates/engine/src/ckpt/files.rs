@@ -2,7 +2,21 @@
 //! on the fast tier or straight to the capacity tier), read, write, fsync,
 //! close (publishing under close-to-open), truncate, unlink and rename.
 
-use super::*;
+use std::io;
+use std::num::NonZeroU64;
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
+
+use sluice_catalog::{CkptRecord, JobSpec, Location};
+use sluice_env::{copy_range, with_context, OpenOptions, RelPath};
+use sluice_policy::bbos::{direct_to_capacity, Admission, Resident, Scheme, Ticket};
+
+use super::jobs::job_rate;
+use super::room::record_periods;
+use super::{
+    add_handle, bad_handle, data_path, dir, gone, invalid, rec_path, unix_ns, Checkpoints, Copy,
+    Handle, Shared, State, Target,
+};
 
 /// What a new checkpoint gets.
 pub(super) enum Placement {

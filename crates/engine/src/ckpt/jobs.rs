@@ -2,7 +2,16 @@
 //! the catalogue when its job generation changes), job keys and failure
 //! rates, and this node's id.
 
-use super::*;
+use std::io;
+use std::time::Duration;
+
+use sluice_catalog::{Failure, JobSpec};
+use sluice_env::{Backend, OpenOptions, RelPath};
+use sluice_policy::bbos::{expected_dwpp, failure_rate};
+
+use super::{
+    catalog_io, dir, rel, unix_ns, Checkpoints, Shared, State, DIR, NODE_ID_FILE, NODE_ID_LEN_MAX,
+};
 
 /// Whether `path` matches `pattern`: `*` and `?` within one component,
 /// `**` across components, everything else literally.

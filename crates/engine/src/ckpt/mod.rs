@@ -62,18 +62,15 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use sluice_catalog::{Catalog, CkptRecord, Failure, JobSpec, Location, PeriodStats};
-use sluice_env::{
-    copy_range, with_context, Backend, BackendFile, Clock, CopyHow, FileKind, OpenOptions, RelPath,
-};
+use sluice_catalog::{Catalog, CkptRecord, JobSpec, Location};
+use sluice_env::{Backend, BackendFile, Clock, FileKind, OpenOptions, RelPath};
 use sluice_policy::bbos::{
-    cold_order, direct_to_capacity, expected_dwpp, failure_rate, newest_versions, Admission,
-    Bandwidths, DwppTracker, Eviction, IoScheduler, Planner, Resident, Scheme, Ticket,
+    Bandwidths, DwppTracker, Eviction, IoScheduler, Planner, Scheme, Ticket,
 };
 use sluice_policy::token_bucket::TokenBucket;
 use sluice_policy::Time;
 
-use crate::incidents::{Incident, Incidents};
+use crate::incidents::Incidents;
 
 mod demote;
 mod files;
@@ -82,11 +79,10 @@ mod records;
 mod recovery;
 mod room;
 
-use demote::*;
-use jobs::*;
+use demote::demoter_loop;
 pub use jobs::{check_node_id, glob_match};
-use recovery::*;
-use room::*;
+use jobs::{node_id, prior};
+use recovery::recover;
 
 /// Handles of checkpoint files carry this bit, so the mount can tell them
 /// from the engine's file ids in one test.

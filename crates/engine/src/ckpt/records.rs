@@ -2,7 +2,20 @@
 //! catalogue, versions, a catalogue outage (fallback to the capacity tier,
 //! records put again once it answers), and copies staged on other nodes.
 
-use super::*;
+use std::io;
+use std::sync::MutexGuard;
+
+use sluice_catalog::{CkptRecord, JobSpec, Location};
+use sluice_env::{OpenOptions, RelPath};
+use sluice_policy::bbos::Ticket;
+use sluice_policy::Time;
+
+use crate::incidents::Incident;
+
+use super::{
+    add_handle, dir, rec_path, rel, unix_ns, Checkpoints, Handle, Shared, State, Target,
+    CATALOG_RETRY, DIR, REMOTE_POLL,
+};
 
 impl Shared {
     /// Counts and logs a failed catalogue call; the next new checkpoint

@@ -1,7 +1,14 @@
 //! Recovery at open: the records and data files on the fast tier are the
 //! truth; the catalogue is rebuilt from them.
 
-use super::*;
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+
+use sluice_catalog::{CkptRecord, Location};
+use sluice_env::{OpenOptions, RelPath};
+use sluice_policy::Time;
+
+use super::{data_path, dir, rec_path, rel, Copy, Shared, State, DIR};
 
 /// Rebuilds the copies from the staging directory and makes the catalogue
 /// agree; see the module docs.

@@ -2,7 +2,15 @@
 //! sees, eviction and making room for a new copy, and the per-period
 //! write statistics the planner learns from.
 
-use super::*;
+use std::io;
+use std::sync::Arc;
+
+use sluice_catalog::{Location, PeriodStats};
+use sluice_env::RelPath;
+use sluice_policy::bbos::{cold_order, newest_versions, Resident};
+
+use super::jobs::job_rate;
+use super::{data_path, dir, rec_path, Copy, Shared, State, Target};
 
 impl Shared {
     pub(super) fn used(state: &State) -> u64 {

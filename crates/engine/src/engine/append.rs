@@ -2,7 +2,19 @@
 //! written to the capacity tier when it says so), records that must reach
 //! the log, log syncs and commit records.
 
-use super::*;
+use std::io;
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
+
+use sluice_policy::extent_index::Extent;
+use sluice_policy::write_buffer::Placement;
+use sluice_policy::{FileId, LogLocation, RegionId, Tier};
+
+use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, REGION_HEADER_BYTES};
+
+use super::degrade::{evacuate, fall_back, fast_append_failed, fast_append_worked, fast_degraded};
+use super::files::unknown;
+use super::{cache, context, lock, Shared, State, FORCED_WAIT_MAX};
 
 /// Write `data` at `offset` of `file`, routed to `tier`, record by record:
 /// the write buffer places each in the log (a data record, indexed once

@@ -3,7 +3,14 @@
 //! file's length now, or the end of this node's last buffered byte if
 //! further ([`logical_size`]), re-read whenever it is asked for.
 
-use super::*;
+use std::io;
+use std::sync::{Arc, MutexGuard};
+
+use sluice_env::{BackendFile, RelPath, Stat};
+use sluice_policy::FileId;
+
+use super::files::{file_of, unknown};
+use super::{cache, context, held, lock, ChangeStamp, Engine, Shared, State};
 
 /// The logical size of an open file whose capacity file is now
 /// `capacity_len` bytes long (docs/fuse.md, "Many nodes"): the capacity

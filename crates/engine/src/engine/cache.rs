@@ -38,7 +38,14 @@
 //!
 //! Recovery keeps no clean copies: the cache starts empty after a restart.
 
-use super::*;
+use std::io;
+
+use sluice_env::Stat;
+use sluice_policy::extent_index::Piece;
+use sluice_policy::{FileId, RegionId};
+
+use super::read::{pin, unpin, Pinned};
+use super::{ChangeStamp, Shared, State};
 
 /// The capacity file of `id` as it is now, if the backend can tell.
 fn stamp_now(state: &State, id: FileId) -> Option<ChangeStamp> {

@@ -1,6 +1,17 @@
 //! The engine's configuration, counters and status snapshot.
 
-use super::*;
+use std::collections::HashMap;
+use std::io;
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use sluice_env::{Backend, RelPath};
+use sluice_policy::flush_gate::FlushGateConfig;
+use sluice_policy::pipeline::{RegionState, WhenFull};
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::{FileId, Tier};
+
+use crate::log::record_len;
 
 /// Engine configuration.
 #[derive(Clone, Debug, PartialEq)]

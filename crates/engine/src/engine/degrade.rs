@@ -19,7 +19,15 @@
 //! written only once every region holding a copy has been flushed and
 //! reset (regions reset oldest first, so older copies went before).
 
-use super::*;
+use std::io;
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use sluice_policy::{FileId, RegionId};
+
+use super::append::append_error;
+use super::flush::flush_until;
+use super::{Shared, State, FORCED_WAIT_MAX};
 
 /// The first wait before the log is tried again after a failed append.
 pub(super) const FAST_RETRY_MIN: Duration = Duration::from_secs(1);

@@ -38,9 +38,15 @@
 //! A shift could not be a record anyway: every buffered extent after the
 //! offset would move.
 
-use sluice_env::Allocate;
+use std::io;
+use std::sync::Arc;
 
-use super::*;
+use sluice_env::Allocate;
+use sluice_policy::FileId;
+
+use super::degrade::{regions_holding, wait_reset};
+use super::files::{file_io, hold_alone, unknown, wait_not_busy};
+use super::{cache, context, lock, Engine, Shared, State};
 
 impl Engine {
     /// `fallocate(2)` of `[offset, offset + len)` of the open `file` in

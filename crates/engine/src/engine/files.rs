@@ -9,7 +9,20 @@
 //! `by_ino[i] = id` only if `files[id].ino = Some(i)`; a file that is not
 //! name-less (`unlinked`) has its `path` among its `names`.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use sluice_env::{BackendFile, RelPath, Stat};
+use sluice_policy::FileId;
+
+use crate::log::RecordHeader;
+
+use super::append::{append_required, sync_log, wait_appends};
+use super::read::{locate, Pinned};
+use super::writeback::{write_stretches, StretchError};
+use super::{cache, context, lock, KernelStamp, OpenFile, Shared, State};
 
 pub(super) fn unknown(file: FileId) -> io::Error {
     io::Error::new(

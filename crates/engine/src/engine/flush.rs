@@ -3,9 +3,19 @@
 //! file order through writeback.rs, each run looked up again under the
 //! lock), syncs the files, resets the regions.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
 
-use super::*;
+use sluice_env::{BackendFile, SetAttr, TimeSet};
+use sluice_policy::write_buffer::{FlushPoll, FlushRunRef};
+use sluice_policy::{FileId, RegionId};
+
+use super::files::forget_if_unused;
+use super::read::{locate, Pinned};
+use super::writeback::{copy_stretches, in_order, write_copied, StretchError, Turn};
+use super::{cache, lock, Shared, State};
 
 /// One region flush step's outcome.
 pub(super) enum Step {

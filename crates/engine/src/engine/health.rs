@@ -25,8 +25,12 @@
 //! Flushing resumes by itself when the tier is healthy again: for a lost
 //! tier, only when its name leads to the very directory it was opened on.
 
-use super::*;
+use std::io;
+use std::time::SystemTime;
+
 use sluice_env::TierHealth;
+
+use super::{lock, Shared, State};
 
 /// Look at the capacity tier again (the heartbeat calls this every
 /// second), then note what was found.

@@ -31,9 +31,19 @@
 //! Lock order: a file's I/O lock, then its sync turn, then the mark lock,
 //! then the engine lock; no lock is held while waiting for another node.
 
-use std::time::UNIX_EPOCH;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::*;
+use sluice_env::{Backend, OpenOptions, RelPath, Stat};
+use sluice_policy::{FileId, Tier};
+
+use super::config::OnDemand;
+use super::files::{
+    file_io, file_of, forget_if_unused, forget_stale_name, hold, hold_alone, unknown,
+};
+use super::read::read_fully;
+use super::{context, lock, sync, Engine, OpenFile, Shared, State};
 
 /// The extended attribute that marks a capacity file as held by a node.
 pub const HELD_XATTR: &str = "user.sluice.held";

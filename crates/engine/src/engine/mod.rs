@@ -43,31 +43,21 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
-use std::num::NonZeroU64;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use sluice_env::{
-    Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath, SetAttr, Stat,
-    TimeSet,
+    Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath, Stat,
 };
-use sluice_policy::extent_index::{Extent, ExtentIndex, Piece};
-use sluice_policy::flush_gate::FlushGateConfig;
-use sluice_policy::pipeline::{PipelineConfig, RegionState, WhenFull};
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_policy::extent_index::Piece;
 use sluice_policy::token_bucket::TokenBucket;
-use sluice_policy::write_buffer::{
-    FlushPoll, FlushRunRef, Placement, WriteBuffer, WriteBufferConfig,
-};
-use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
+use sluice_policy::write_buffer::WriteBuffer;
+use sluice_policy::{FileId, Tier, Time, WriteRequest};
 
 use crate::incidents::Incidents;
-use crate::log::{
-    check_region, record_len, RecordHeader, RecordKind, RegionFile, RegionRefusal, ScanMode,
-    REGION_HEADER_BYTES,
-};
+use crate::log::{RecordHeader, RegionFile};
 
 mod append;
 mod attrs;
@@ -87,23 +77,25 @@ mod sync;
 mod traffic;
 mod writeback;
 
-use append::*;
+use append::{append_data, append_required, sync_log, wait_appends};
 use config::Placements;
 pub use config::{
     CloseSync, EngineConfig, EngineStats, EngineStatus, FilePlacement, OnDemand, FILES_PLACED_MAX,
 };
-use degrade::*;
-use files::*;
-use flush::*;
+use files::{
+    add_name, capacity_stat, file_io, file_of, forget_if_unused, hold_alone, opened, register,
+    unknown, wait_not_busy,
+};
+use flush::flush_until;
 pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
 pub use quarantine::{
     find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
     restore as quarantine_restore, QuarantineEntry, QUARANTINE_DIR,
 };
 pub(crate) use read::read_fully;
-use read::*;
-use traffic::*;
-use writeback::*;
+use read::{pin, unpin};
+use traffic::{keep_model_current, TrafficMeter};
+use writeback::WritebackGate;
 
 /// How long a write that must go to the log (it overlaps buffered bytes)
 /// waits for space before it fails with "storage full".

@@ -4,7 +4,18 @@
 //! a renamed file with buffered bytes gets its new name logged before the
 //! capacity rename (docs/crash-consistency.md).
 
-use super::*;
+use std::collections::HashSet;
+use std::io;
+use std::sync::MutexGuard;
+
+use sluice_env::{FileKind, RelPath};
+use sluice_policy::FileId;
+
+use crate::log::RecordHeader;
+
+use super::append::{append_required, sync_log, wait_appends};
+use super::files::{add_name, drop_name, file_of, has_other_names, same_file, wait_not_busy};
+use super::{cache, context, lock, Engine, Shared, State};
 
 impl Engine {
     /// Give the file `existing` the second name `new` (a hard link) on the

@@ -16,9 +16,16 @@
 //! interval of it). The slack also absorbs clock skew between this node
 //! and the capacity tier's time stamps up to about its length.
 
-use std::time::UNIX_EPOCH;
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::*;
+use sluice_env::{Backend, BackendFile, FileKind, OpenOptions, RelPath, Stat};
+use sluice_policy::extent_index::Piece;
+use sluice_policy::FileId;
+
+use super::read::{locate, read_fully};
+use super::{context, Shared, State};
 
 /// How often the heartbeat is written.
 pub(super) const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);

@@ -1,7 +1,15 @@
 //! Reading bytes back: capacity-tier reads that fill holes with zeros, and
 //! buffered bytes verified against their record's payload checksum.
 
-use super::*;
+use std::io;
+use std::sync::Arc;
+
+use sluice_env::BackendFile;
+use sluice_policy::{LogLocation, RegionId};
+
+use crate::log::RegionFile;
+
+use super::{Shared, State};
 
 /// Read `buf.len()` bytes at `offset`; bytes past the end read as zeros.
 pub(crate) fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) -> io::Result<()> {

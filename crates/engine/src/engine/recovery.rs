@@ -3,7 +3,30 @@
 //! buffered bytes (redoing a rename a crash cut in half), start the
 //! flusher (docs/crash-consistency.md, recovery).
 
-use super::*;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use sluice_env::{Backend, Clock, FileKind, OpenOptions, RelPath};
+use sluice_policy::extent_index::{Extent, ExtentIndex};
+use sluice_policy::pipeline::{PipelineConfig, RegionState};
+use sluice_policy::token_bucket::TokenBucket;
+use sluice_policy::write_buffer::{WriteBuffer, WriteBufferConfig};
+use sluice_policy::{FileId, RegionId, Time};
+
+use crate::incidents::Incidents;
+use crate::log::{
+    check_region, RecordKind, RegionFile, RegionRefusal, ScanMode, REGION_HEADER_BYTES,
+};
+
+use super::config::{EngineConfig, EngineStats, Placements};
+use super::degrade::FAST_RETRY_MIN;
+use super::files::attach;
+use super::flush::flusher_loop;
+use super::traffic::TrafficMeter;
+use super::writeback::WritebackGate;
+use super::{context, flush, held, quarantine, region_path, Engine, LogRegion, Shared, State};
 
 /// Open the engine: create or recover the log on `fast`, then start the
 /// flusher. Buffered data found in the log is indexed and will be

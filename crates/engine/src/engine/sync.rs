@@ -3,7 +3,23 @@
 //! every buffered byte on the capacity tier (`sluice sync`, and every
 //! close and fsync under `close-to-open`; docs/fuse.md, "Many nodes").
 
-use super::*;
+use std::io;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
+
+use sluice_env::{OpenOptions, RelPath};
+use sluice_policy::{FileId, LogLocation};
+
+use crate::log::RecordHeader;
+
+use super::append::{
+    append_if_room, append_required, commit, sync_log, sync_log_unlocked, wait_appends,
+};
+use super::degrade::{regions_holding, wait_reset};
+use super::files::{file_sync_lock, hold, unknown, wait_appended, wait_not_busy};
+use super::read::{pin, unpin, Pinned};
+use super::writeback::{write_back, StretchError};
+use super::{cache, context, lock, ChangeStamp, Engine, KernelStamp, Shared, State};
 
 impl Engine {
     /// Make `file`'s writes durable: its capacity file, the log regions

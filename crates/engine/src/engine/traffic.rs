@@ -19,10 +19,13 @@
 //! counters of an observation are reset whenever one is taken.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
+use sluice_env::BackendFile;
 use sluice_policy::seek_fit::{SeekEstimate, SeekFit};
 
-use super::*;
+use super::{Shared, State};
 
 /// Longest observation while writes keep the tier busy.
 const OBSERVATION_MAX: Duration = Duration::from_millis(250);

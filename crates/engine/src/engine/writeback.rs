@@ -19,9 +19,15 @@
 //! order and lets the flusher write only while no sync holds or waits for
 //! it.
 
+use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 
-use super::*;
+use sluice_env::BackendFile;
+
+use super::read::Pinned;
+use super::traffic::TrafficMeter;
+use super::Shared;
 
 /// Run `jobs` jobs with at most `writers` workers (the calling thread is
 /// one): workers take the jobs in order and each runs `work(i, turn)`,
@@ -383,6 +389,9 @@ pub(super) fn write_back(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
     use super::*;
 
     fn starts(runs: &[&[(u64, u64, ())]]) -> Vec<Vec<u64>> {

@@ -2,7 +2,17 @@
 //! removal and rename of the capacity tier passes through here and keeps
 //! the buffer and the lifted heads coherent.
 
-use super::*;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use sluice_env::{
+    lock, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo,
+    SpecialFile, Stat, StatKind, XattrFlags,
+};
+use sluice_policy::FileId;
+
+use super::{Inner, LiuBackend};
 
 /// A capacity file seen through [`LiuBackend`].
 pub(super) struct LiuFile {

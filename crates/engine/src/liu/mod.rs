@@ -62,17 +62,14 @@
 //! Lock order: `Inner::state`, then a segment's `parts`, then
 //! `Inner::jobs`. No lock is held across device I/O.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use sluice_env::{
-    Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo,
-    SpecialFile, Stat, StatKind, XattrFlags,
-};
+use sluice_env::{Backend, BackendFile, OpenOptions, RelPath};
 use sluice_policy::segments::{
     Action, FileCounters, Geometry, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve,
     Sharing,
@@ -87,7 +84,7 @@ mod segment;
 mod share;
 mod stash;
 
-use segment::*;
+use segment::{cut_learned, parts, Part, Segment, Slots};
 use share::TimeShare;
 use stash::HeadStash;
 

@@ -1,7 +1,12 @@
 //! A segment in the DRAM buffer (its parts, head and body sections, as
 //! they arrive) and the slots of the heads file on the fast tier.
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use sluice_env::lock;
+use sluice_policy::segments::{Geometry, SegmentBuffer, SegmentKey};
 
 /// A segment in the DRAM buffer: its parts (head, then body sections) and
 /// their data as they arrive.

@@ -35,7 +35,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use sluice_env::{Backend, OpenOptions, RelPath, Stat};
+use sluice_env::{Backend, BackendFile, OpenOptions, RelPath, Stat};
 use sluice_policy::{FileId, Tier};
 
 use super::config::OnDemand;

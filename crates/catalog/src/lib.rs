@@ -115,6 +115,21 @@ pub trait Catalog: Send + Sync {
     /// `redb /path/catalog.redb` or
     /// `redis redis://127.0.0.1:6390 prefix sluice`.
     fn describe(&self) -> String;
+    /// Ring `node`'s recall doorbell with `entry`, the name of a recall
+    /// entry written for it on the capacity tier (on-demand consistency:
+    /// a holder takes its doorbell often and lists its entry directory
+    /// seldom; docs/fuse.md, "On demand"). `Ok(false)`: this catalogue has
+    /// no doorbell (redb: one node's).
+    fn ring_recall(&self, node: &str, entry: &str) -> Result<bool, CatalogError> {
+        let _ = (node, entry);
+        Ok(false)
+    }
+    /// Take up to `max` entries rung for `node` (oldest first) off its
+    /// doorbell. Empty when none was rung, or without a doorbell.
+    fn take_recalls(&self, node: &str, max: usize) -> Result<Vec<String>, CatalogError> {
+        let _ = (node, max);
+        Ok(Vec::new())
+    }
 }
 
 /// Opens the catalogue `spec` names: a redb file (created if missing) or a

@@ -312,6 +312,11 @@ impl RedisCatalog {
         }
     }
 
+    /// The list that is `node`'s recall doorbell.
+    fn recall_key(&self, node: &str) -> String {
+        format!("{}:recall:{node}", self.spec.prefix)
+    }
+
     fn store(&self, key: &str) -> String {
         format!("redis {} hash {key}", self.url)
     }
@@ -651,5 +656,35 @@ impl Catalog for RedisCatalog {
 
     fn describe(&self) -> String {
         format!("redis {} prefix {}", self.url, self.spec.prefix)
+    }
+
+    /// `RPUSH PREFIX:recall:NODE ENTRY`.
+    fn ring_recall(&self, node: &str, entry: &str) -> Result<bool, CatalogError> {
+        let key = self.recall_key(node);
+        self.call_int("RPUSH", &[b"RPUSH", key.as_bytes(), entry.as_bytes()])?;
+        Ok(true)
+    }
+
+    /// `LPOP PREFIX:recall:NODE MAX` (Redis 6.2 and later).
+    fn take_recalls(&self, node: &str, max: usize) -> Result<Vec<String>, CatalogError> {
+        let key = self.recall_key(node);
+        let count = max.max(1).to_string();
+        match self.call("LPOP", &[b"LPOP", key.as_bytes(), count.as_bytes()])? {
+            Reply::Array(None) | Reply::Bulk(None) => Ok(Vec::new()),
+            Reply::Array(Some(items)) => items
+                .into_iter()
+                .map(|item| match item {
+                    Reply::Bulk(Some(bytes)) => {
+                        String::from_utf8(bytes).map_err(|e| CatalogError::Corrupt {
+                            store: format!("redis {} list {key}", self.url),
+                            key: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                            reason: "recall entry name is not UTF-8".into(),
+                        })
+                    }
+                    other => Err(self.unexpected("LPOP", &other)),
+                })
+                .collect(),
+            other => Err(self.unexpected("LPOP", &other)),
+        }
     }
 }

@@ -958,6 +958,37 @@ fn redis_prefixes_keep_instances_apart() {
     );
 }
 
+/// Issue 34: a node's recall doorbell is a list under the prefix; entries
+/// come off it oldest first, each once, and one node's doorbell is not
+/// another's. redb has none.
+#[test]
+fn issue_34_recall_doorbells_ring_in_order_and_are_taken_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let redb = open(&MetaSpec::Redb {
+        path: dir.path().join("catalog.redb"),
+    })
+    .unwrap();
+    assert!(!redb.ring_recall("a", "b-0123").unwrap());
+    assert!(redb.take_recalls("a", 8).unwrap().is_empty());
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let requester = open(&server.spec("nodes")).unwrap();
+    let holder = open(&server.spec("nodes")).unwrap();
+    assert!(holder.take_recalls("a", 8).unwrap().is_empty());
+    for entry in ["b-1", "c-2", "b-3"] {
+        assert!(requester.ring_recall("a", entry).unwrap());
+    }
+    assert!(requester.ring_recall("z", "b-9").unwrap());
+    assert_eq!(holder.take_recalls("a", 2).unwrap(), ["b-1", "c-2"]);
+    assert_eq!(holder.take_recalls("a", 8).unwrap(), ["b-3"]);
+    assert!(holder.take_recalls("a", 8).unwrap().is_empty());
+    assert_eq!(holder.take_recalls("z", 8).unwrap(), ["b-9"]);
+    let other = open(&server.spec("other")).unwrap();
+    requester.ring_recall("a", "b-4").unwrap();
+    assert!(other.take_recalls("a", 8).unwrap().is_empty());
+}
+
 #[test]
 fn redis_corrupt_version_counter_is_an_error() {
     let Some(store) = RedisStore::new() else {

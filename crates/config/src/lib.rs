@@ -801,6 +801,7 @@ mod tests {
             Some(OnDemand {
                 node: Some("rack1-n07".into()),
                 recall_wait: std::time::Duration::from_secs(3),
+                doorbell: None,
             })
         );
         assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);

@@ -102,6 +102,34 @@ impl Config {
         })
     }
 
+    /// Under on-demand, the shared catalogue whose recall doorbell the
+    /// mount uses (`bbos.meta` when it names Redis, even with BBOS off);
+    /// `None` otherwise: recalls then go through the capacity tier only.
+    pub fn recall_doorbell_spec(&self) -> Result<Option<MetaSpec>, ConfigError> {
+        if self.mount.consistency != Consistency::OnDemand {
+            return Ok(None);
+        }
+        let Some(m) = &self.bbos.meta else {
+            return Ok(None);
+        };
+        let spec =
+            MetaSpec::parse(m).map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}")))?;
+        Ok(match spec {
+            MetaSpec::Redis(redis) => Some(self.with_redis_secrets(redis)),
+            MetaSpec::Redb { .. } => None,
+        })
+    }
+
+    /// A Redis catalogue's spec with `bbos.redis_password_file` and
+    /// `bbos.redis_tls_ca`.
+    fn with_redis_secrets(&self, mut redis: sluice_catalog::RedisSpec) -> MetaSpec {
+        redis
+            .password_file
+            .clone_from(&self.bbos.redis_password_file);
+        redis.tls_ca.clone_from(&self.bbos.redis_tls_ca);
+        MetaSpec::Redis(redis)
+    }
+
     /// The catalogue BBOS uses: `bbos.meta`, else `FAST/catalog.redb`;
     /// `None` when BBOS is off or the fast tier has no directory and no
     /// `bbos.meta` is given. A Redis spec carries `bbos.redis_password_file`
@@ -121,11 +149,7 @@ impl Config {
         };
         let b = &self.bbos;
         match spec {
-            Some(MetaSpec::Redis(mut redis)) => {
-                redis.password_file.clone_from(&b.redis_password_file);
-                redis.tls_ca.clone_from(&b.redis_tls_ca);
-                Ok(Some(MetaSpec::Redis(redis)))
-            }
+            Some(MetaSpec::Redis(redis)) => Ok(Some(self.with_redis_secrets(redis))),
             other => {
                 let redis_key = [
                     ("bbos.redis_password_file", &b.redis_password_file),
@@ -249,6 +273,9 @@ impl Config {
             on_demand: (self.mount.consistency == Consistency::OnDemand).then(|| OnDemand {
                 node: self.bbos.node_id.clone(),
                 recall_wait: self.mount.recall_wait.0,
+                // The mount opens it (a connection to the shared
+                // catalogue): see `Config::recall_doorbell_spec`.
+                doorbell: None,
             }),
         })
     }

@@ -7,11 +7,14 @@
 //! holder that is down makes the recall fail with ETIMEDOUT instead of
 //! serving the older bytes.
 
+mod redis_support;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_engine::{Engine, EngineConfig, HeldState, OnDemand, Sealing, HELD_XATTR};
+use redis_support::RedisServer;
+use sluice_engine::{Doorbell, Engine, EngineConfig, HeldState, OnDemand, Sealing, HELD_XATTR};
 use sluice_env::posix::PosixBackend;
 use sluice_env::{Backend, OpenOptions, RelPath, SetAttr, SystemClock};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
@@ -55,9 +58,21 @@ fn node(
     name: &str,
     recall_wait: Duration,
 ) -> Engine {
+    rung_node(fast, capacity, name, recall_wait, None)
+}
+
+/// [`node`] with a recall doorbell.
+fn rung_node(
+    fast: &Arc<dyn Backend>,
+    capacity: &Arc<dyn Backend>,
+    name: &str,
+    recall_wait: Duration,
+    doorbell: Option<Doorbell>,
+) -> Engine {
     let on_demand = OnDemand {
         node: Some(name.to_string()),
         recall_wait,
+        doorbell,
     };
     open(fast, capacity, config(Some(on_demand)))
 }
@@ -259,6 +274,48 @@ fn issue_34_a_holder_whose_heartbeat_stopped_fails_the_recall_early() {
         "{took:?}"
     );
     assert_eq!((b.stats().recalls, b.stats().recall_timeouts), (1, 1));
+}
+
+/// With the shared catalogue's doorbell (a real Redis), a holder answers a
+/// recall at its next take of the doorbell (every 20 ms), not at its next
+/// listing of its recall directory (every 2 s once it has a doorbell): so
+/// three recalls made just after the holder's first listing are answered
+/// well within the 2 s, and the doorbell is left empty.
+#[test]
+fn issue_34_a_recall_rings_the_holders_doorbell() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let bell = || Some(Doorbell(Arc::from(redis.catalog())));
+    let wait = Duration::from_secs(10);
+    let a = rung_node(&fast_a, &c.capacity, "node-a", wait, bell());
+    let b = rung_node(&fast_b, &c.capacity, "node-b", wait, bell());
+    let files: Vec<(RelPath, Vec<u8>)> = (0..3u8)
+        .map(|i| {
+            let path = RelPath::new(&format!("f{i}")).unwrap();
+            let data = pattern(100_000, i);
+            let id = a.create(&path).unwrap();
+            a.write(id, 0, &data).unwrap();
+            a.fsync(id).unwrap();
+            a.release(id);
+            (path, data)
+        })
+        .collect();
+    let started = Instant::now();
+    for (path, data) in &files {
+        b.recall(path).unwrap();
+        assert!(capacity_bytes(&c.capacity, path) == *data, "{path}");
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    assert_eq!(a.stats().recalls_answered, 3);
+    assert!(redis
+        .catalog()
+        .take_recalls("node-a", 8)
+        .unwrap()
+        .is_empty());
 }
 
 /// Recovery marks again every file it still holds bytes of, before the

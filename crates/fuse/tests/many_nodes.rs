@@ -171,6 +171,7 @@ fn on_demand_node(dir: &std::path::Path, capacity: &Arc<dyn Backend>, name: &str
     let on_demand = sluice_engine::OnDemand {
         node: Some(name.to_string()),
         recall_wait: std::time::Duration::from_secs(10),
+        doorbell: None,
     };
     volume(
         Arc::new(sluice_env::posix::PosixBackend::new(fast).unwrap()),

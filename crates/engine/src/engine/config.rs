@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_env::{Backend, RelPath};
@@ -72,7 +73,30 @@ pub struct OnDemand {
     /// Longest wait of an open, lock or first buffered write for another
     /// node to give a file back; then ETIMEDOUT.
     pub recall_wait: Duration,
+    /// The shared catalogue's recall doorbell (Redis), if there is one.
+    pub doorbell: Option<Doorbell>,
 }
+
+/// A recall doorbell through the shared catalogue (docs/fuse.md, "On
+/// demand"): a requester that writes a recall entry rings the holder's
+/// doorbell with its name, and the holder takes its doorbell every
+/// tick of its recall thread and lists its entry directory seldom.
+#[derive(Clone)]
+pub struct Doorbell(pub Arc<dyn sluice_catalog::Catalog>);
+
+impl std::fmt::Debug for Doorbell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Doorbell({})", self.0.describe())
+    }
+}
+
+impl PartialEq for Doorbell {
+    fn eq(&self, other: &Doorbell) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+    }
+}
+
+impl Eq for Doorbell {}
 
 /// `mount.close_sync`: whether a close-to-open close (or unlock) syncs the
 /// capacity file for bytes written straight to it, which never were in

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sluice_env::{Backend, BackendFile, OpenOptions, RelPath, Stat};
 use sluice_policy::{FileId, Tier};
 
-use super::config::OnDemand;
+use super::config::{Doorbell, OnDemand};
 use super::files::{
     file_io, file_of, forget_if_unused, forget_stale_name, hold, hold_alone, unknown,
 };
@@ -73,8 +73,16 @@ const DOWN_AFTER: Duration = Duration::from_secs(3);
 /// at the mark (a quarter of a second).
 const BEAT_EVERY_POLLS: u32 = 12;
 
-/// How often the holder lists its recall directory.
+/// How often the holder lists its recall directory (without a doorbell),
+/// and sweeps the marks of files it emptied.
 const ANSWER_EVERY: Duration = Duration::from_millis(100);
+
+/// With a doorbell (the shared catalogue's): how often the holder takes
+/// it, and how seldom it lists its recall directory (for entries whose
+/// ring was lost: written while the catalogue was down, or before a
+/// restart).
+const DOORBELL_EVERY: Duration = Duration::from_millis(20);
+const LIST_WITH_DOORBELL_EVERY: Duration = Duration::from_secs(2);
 
 /// How often a requester looks at the mark while it waits.
 const POLL_MARK_EVERY: Duration = Duration::from_millis(20);
@@ -101,6 +109,8 @@ pub(super) struct Held {
     marks: Mutex<()>,
     /// This node's heartbeat file on the capacity tier and its counter.
     alive: Mutex<(Arc<dyn BackendFile>, u64)>,
+    /// The shared catalogue's recall doorbell, if configured.
+    doorbell: Option<Doorbell>,
 }
 
 /// What a held mark says: `v1 node=NODE size=BYTES mtime=SECS.NANOS`.
@@ -290,6 +300,7 @@ pub(super) fn open(
         recall_wait: config.recall_wait,
         marks: Mutex::new(()),
         alive: Mutex::new((alive, 0)),
+        doorbell: config.doorbell.clone(),
     })
 }
 
@@ -739,7 +750,8 @@ fn write_entry(
 ) -> io::Result<()> {
     let dir = recall_dir(holder)?;
     make_dirs(capacity, &dir)?;
-    let entry = dir.join(&format!("{}-{:016x}", held.node, path_hash(path)))?;
+    let name = format!("{}-{:016x}", held.node, path_hash(path));
+    let entry = dir.join(&name)?;
     let file = capacity.open(
         &entry,
         OpenOptions {
@@ -748,7 +760,15 @@ fn write_entry(
             ..OpenOptions::default()
         },
     )?;
-    file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)
+    file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)?;
+    // The entry is the request; the ring only says it is there. A ring
+    // that fails is logged: the holder's listing finds the entry later.
+    if let Some(bell) = &held.doorbell {
+        if let Err(e) = bell.0.ring_recall(holder, &name) {
+            tracing::debug!(error = %e, holder, entry = %entry, "recall doorbell not rung");
+        }
+    }
+    Ok(())
 }
 
 /// The path a recall entry's bytes name.
@@ -944,29 +964,67 @@ pub(super) fn answer_loop(shared: &Shared) {
             warned = Some(Instant::now());
         }
     };
+    let (tick, list_every) = match held.doorbell {
+        Some(_) => (DOORBELL_EVERY, LIST_WITH_DOORBELL_EVERY),
+        None => (ANSWER_EVERY, ANSWER_EVERY),
+    };
+    let (mut listed, mut swept): (Option<Instant>, Option<Instant>) = (None, None);
     loop {
-        match shared.capacity.read_dir(&dir) {
-            Ok(entries) => {
-                for entry in entries.iter().take(ENTRIES_PER_PASS) {
-                    let Ok(path) = dir.join(&entry.name) else {
-                        continue;
-                    };
-                    if lock(shared).shutdown {
-                        return;
-                    }
-                    if let Err(e) = answer(shared, held, &path) {
-                        warn(&format!("recall entry {path} not answered yet"), &e);
+        if let Some(bell) = &held.doorbell {
+            match bell.0.take_recalls(&held.node, ENTRIES_PER_PASS) {
+                Ok(names) => {
+                    for name in names {
+                        // Only a name in this node's directory (the ring
+                        // comes from the network).
+                        let Some(path) = (!name.contains('/'))
+                            .then(|| dir.join(&name).ok())
+                            .flatten()
+                        else {
+                            warn("recall doorbell rung with a bad name", &name);
+                            continue;
+                        };
+                        if lock(shared).shutdown {
+                            return;
+                        }
+                        match answer(shared, held, &path) {
+                            // Answered already (by a listing).
+                            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                            Err(e) => warn(&format!("recall entry {path} not answered yet"), &e),
+                            Ok(()) => {}
+                        }
                     }
                 }
+                Err(e) => warn("recall doorbell not taken", &e),
             }
-            // Made at open: removed by hand meanwhile, made again.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let _ = make_dirs(shared.capacity.as_ref(), &dir);
-            }
-            Err(e) => warn(&format!("recall directory {dir} unreadable"), &e),
         }
-        if let Err(e) = sweep(shared, SWEEP_PER_PASS, true) {
-            warn("held marks not swept", &e);
+        if listed.is_none_or(|at| at.elapsed() >= list_every) {
+            listed = Some(Instant::now());
+            match shared.capacity.read_dir(&dir) {
+                Ok(entries) => {
+                    for entry in entries.iter().take(ENTRIES_PER_PASS) {
+                        let Ok(path) = dir.join(&entry.name) else {
+                            continue;
+                        };
+                        if lock(shared).shutdown {
+                            return;
+                        }
+                        if let Err(e) = answer(shared, held, &path) {
+                            warn(&format!("recall entry {path} not answered yet"), &e);
+                        }
+                    }
+                }
+                // Made at open: removed by hand meanwhile, made again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let _ = make_dirs(shared.capacity.as_ref(), &dir);
+                }
+                Err(e) => warn(&format!("recall directory {dir} unreadable"), &e),
+            }
+        }
+        if swept.is_none_or(|at| at.elapsed() >= ANSWER_EVERY) {
+            swept = Some(Instant::now());
+            if let Err(e) = sweep(shared, SWEEP_PER_PASS, true) {
+                warn("held marks not swept", &e);
+            }
         }
         // Woken at once by the engine's stop (which joins this thread
         // before the flusher's, so a write-back under way can still find
@@ -974,7 +1032,7 @@ pub(super) fn answer_loop(shared: &Shared) {
         let state = lock(shared);
         let (state, _) = shared
             .changed
-            .wait_timeout_while(state, ANSWER_EVERY, |s| !s.shutdown)
+            .wait_timeout_while(state, tick, |s| !s.shutdown)
             .unwrap_or_else(|e| e.into_inner());
         if state.shutdown {
             return;

@@ -80,7 +80,8 @@ mod writeback;
 use append::{append_data, append_required, sync_log, wait_appends};
 use config::Placements;
 pub use config::{
-    CloseSync, EngineConfig, EngineStats, EngineStatus, FilePlacement, OnDemand, FILES_PLACED_MAX,
+    CloseSync, Doorbell, EngineConfig, EngineStats, EngineStatus, FilePlacement, OnDemand,
+    FILES_PLACED_MAX,
 };
 use files::{
     add_name, capacity_stat, file_io, file_of, forget_if_unused, hold_alone, opened, register,

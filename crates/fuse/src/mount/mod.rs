@@ -231,7 +231,27 @@ impl Mount {
             fast_lock::make_private(dir)?;
             fast_lock = Some(FastTierLock::acquire(dir, mountpoint)?);
         }
-        let engine_config = config.engine_config().map_err(invalid)?;
+        let mut engine_config = config.engine_config().map_err(invalid)?;
+        if let (Some(on_demand), Some(spec)) = (
+            engine_config.on_demand.as_mut(),
+            config.recall_doorbell_spec().map_err(invalid)?,
+        ) {
+            // Recalls still work without it (through the capacity tier,
+            // listed every 100 ms): an outage is a warning, not a refusal.
+            match sluice_catalog::open(&spec) {
+                Ok(catalog) => {
+                    tracing::info!(
+                        catalog = %catalog.describe(),
+                        "on-demand: recalls ring each holder's doorbell in the shared catalogue"
+                    );
+                    on_demand.doorbell = Some(sluice_engine::Doorbell(Arc::from(catalog)));
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "on-demand: the shared catalogue is unreachable: recalls go through the capacity tier only until the next mount"
+                ),
+            }
+        }
         if let Some(why) = passthrough_unused(config, &engine_config.redirector.policy) {
             tracing::info!("FUSE passthrough unused: {why}");
         }

@@ -784,6 +784,33 @@ mod tests {
     /// the default stays close-to-open with none; `bbos.consistency`
     /// refuses it, `mount.recall_wait` is bounded, and an unknown mode
     /// still names the values.
+    /// The doorbell's catalogue: `bbos.meta` when it names Redis and the
+    /// mount is on-demand (BBOS on or off), with the Redis secrets; none
+    /// otherwise.
+    #[test]
+    fn the_recall_doorbell_is_the_redis_catalogue_under_on_demand() {
+        let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n";
+        let redis = "meta = \"redis://127.0.0.1:6390?prefix=n\"\n";
+        let spec = |text: &str| {
+            Config::from_toml(&format!("{base}{text}"))
+                .unwrap()
+                .recall_doorbell_spec()
+                .unwrap()
+        };
+        let on_demand = "[mount]\nconsistency = \"on-demand\"\n";
+        let found = spec(&format!("{on_demand}[bbos]\nenabled = false\n{redis}"));
+        let Some(MetaSpec::Redis(r)) = found else {
+            panic!("{found:?}")
+        };
+        assert_eq!(r.prefix, "n");
+        assert!(spec(&format!("[bbos]\n{redis}")).is_none(), "close-to-open");
+        assert!(spec(on_demand).is_none(), "no bbos.meta");
+        assert!(
+            spec(&format!("{on_demand}[bbos]\nmeta = \"redb:/x/c.redb\"\n")).is_none(),
+            "redb has no doorbell"
+        );
+    }
+
     #[test]
     fn on_demand_is_opt_in_and_checked_issue_34() {
         let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n";

@@ -773,6 +773,10 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
         tracing::warn!(entry = %entry, "recall entry not understood: removed");
         return capacity.remove_file(entry);
     };
+    // The holder's side of the recall's latency: its write-back of the
+    // file and the mark's removal (logged below; the requester's whole
+    // wait is `sluice_recall_wait_seconds_total`).
+    let writing = Instant::now();
     let given = match held_at(shared, &path) {
         Some(id) => {
             let given = give_back(shared, held, id, true, Some(&path))?;
@@ -790,13 +794,18 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
             true
         }
     };
+    let write_back = writing.elapsed();
     if given {
         match capacity.remove_file(entry) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        tracing::debug!(path = %path, "recall answered");
+        tracing::debug!(
+            path = %path,
+            write_back_s = write_back.as_secs_f64(),
+            "recall answered"
+        );
     }
     Ok(())
 }

@@ -45,6 +45,14 @@ const RECALL_DIR: &str = ".sluice/recall";
 /// The first line of a recall entry; the path follows on the second.
 const ENTRY_MAGIC: &str = "sluice-recall v1";
 
+/// A requester writes its entry under this prefix, then renames it into
+/// place, so the holder never reads an entry half written; the holder
+/// skips names with it. (Written in place, an entry whose bytes were slow
+/// to land, as on a congested disk, was read empty by the holder, removed
+/// as not understood, and the recall waited for the flusher instead:
+/// `scripts/bench-multinode-ondemand.sh`, docs/results/multinode-ondemand.md.)
+const ENTRY_WRITING_PREFIX: &str = ".writing-";
+
 /// How often the holder lists its recall directory.
 const ANSWER_EVERY: Duration = Duration::from_millis(100);
 
@@ -638,7 +646,9 @@ fn count_recall(shared: &Shared, started: Instant, timed_out: bool) {
 }
 
 /// A recall entry for `path` in `holder`'s directory: `ENTRY_MAGIC`, a
-/// newline, the path, a newline. One per requester and path.
+/// newline, the path, a newline. One per requester and path. Written
+/// under [`ENTRY_WRITING_PREFIX`] and renamed into place: the holder sees
+/// the whole entry or none (a repeated ask replaces it whole too).
 fn write_entry(
     capacity: &dyn Backend,
     held: &Held,
@@ -647,16 +657,20 @@ fn write_entry(
 ) -> io::Result<()> {
     let dir = recall_dir(holder)?;
     make_dirs(capacity, &dir)?;
-    let entry = dir.join(&format!("{}-{:016x}", held.node, path_hash(path)))?;
+    let name = format!("{}-{:016x}", held.node, path_hash(path));
+    let entry = dir.join(&name)?;
+    let writing = dir.join(&format!("{ENTRY_WRITING_PREFIX}{name}"))?;
     let file = capacity.open(
-        &entry,
+        &writing,
         OpenOptions {
             create: true,
             truncate: true,
             ..OpenOptions::default()
         },
     )?;
-    file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)
+    file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)?;
+    drop(file);
+    capacity.rename(&writing, &entry)
 }
 
 /// The path a recall entry's bytes name.
@@ -864,7 +878,10 @@ pub(super) fn answer_loop(shared: &Shared) {
     loop {
         match shared.capacity.read_dir(&dir) {
             Ok(entries) => {
-                for entry in entries.iter().take(ENTRIES_PER_PASS) {
+                let ready = entries
+                    .iter()
+                    .filter(|entry| !entry.name.starts_with(ENTRY_WRITING_PREFIX));
+                for entry in ready.take(ENTRIES_PER_PASS) {
                     let Ok(path) = dir.join(&entry.name) else {
                         continue;
                     };

@@ -25,8 +25,9 @@
 #          the open's return and to the last byte; under on-demand that
 #          open recalls the file, and the holder's write-back time of it
 #          comes from node 0's log ("recall answered ... write_back_s",
-#          debug level of sluice_engine::engine::held), the recall counts
-#          from `sluice status --json` of both
+#          debug level of sluice_engine::engine::held), and so when node 0
+#          picked the recall up (the line's time less that; one host, one
+#          clock); the recall counts from `sluice status --json` of both
 # The shared disk's busy seconds in the burst come from its state file.
 # Modes run interleaved (run 1 of every mode, then run 2, ...). Each run
 # gets fresh tiers and a fresh disk; mounts stop with `unmount --keep`
@@ -189,14 +190,19 @@ for ((r = 1; r <= RUNS; r++)); do
 import json, sys
 d, nodes, mode, run, busy0, busy1, recalls, answered, wb = sys.argv[1:10]
 bursts = [json.load(open(f"{d}/burst{i}.json")) for i in range(int(nodes))]
+read = json.load(open(f"{d}/read.json"))
+wb = json.loads(wb) if wb else None
 print(json.dumps({
     "mode": mode, "run": int(run),
     "burst_s": [b["burst_s"] for b in bursts],
     "burst_max_s": max(b["burst_s"] for b in bursts),
     "closes_s": [b["closes_s"] for b in bursts],
-    "read": json.load(open(f"{d}/read.json")),
+    "read": read,
     "reader_recalls": int(recalls), "holder_recalls_answered": int(answered),
-    "holder_write_back_s": float(wb) if wb else None,
+    "holder_write_back_s": wb["write_back_s"] if wb else None,
+    # from the open's start to the holder's reading of the entry
+    "holder_picked_up_s": (wb["answered_epoch"] - wb["write_back_s"] - read["open_started_epoch"])
+        if wb and "open_started_epoch" in read else None,
     "disk_busy_burst_s": json.loads(busy1)["busy_s"] - json.loads(busy0)["busy_s"],
 }))
 EOF
@@ -208,7 +214,8 @@ read = (f"read {rd['total_s']:.2f} s (open {rd['open_s']:.2f} s)" if rd.get("ver
         else f"read NOT right ({rd.get('error') or str(rd.get('bytes_right')) + ' bytes right of ' + str(rd.get('bytes_seen'))})")
 print(f"[{sys.argv[2]}] {r['mode']} run {r['run']}: burst {r['burst_max_s']:.2f} s "
       f"(nodes {', '.join(f'{b:.2f}' for b in r['burst_s'])}), {read}, "
-      f"recalls {r['reader_recalls']}, holder write-back {r['holder_write_back_s']}, "
+      f"recalls {r['reader_recalls']}, holder write-back {r['holder_write_back_s']} "
+      f"(picked up after {r['holder_picked_up_s']}), "
       f"disk busy in burst {r['disk_busy_burst_s']:.2f} s")
 EOF
         stop_all

@@ -16,9 +16,9 @@
       the shared emulated disk's state file (crates/env/src/shared_disk.rs)
       as JSON: services so far and the platter's busy seconds
   multinode_burst.py holder-write-back LOG PATH
-      the holder's write-back seconds of PATH from its log's
-      "recall answered" lines (debug level of sluice_engine::engine::held),
-      or nothing
+      the first of the holder's log's "recall answered" lines for PATH
+      (debug level of sluice_engine::engine::held) as JSON: its write-back
+      seconds and when it was logged (epoch seconds); or nothing
   multinode_burst.py table RESULTS.jsonl NODES FILES SIZE BS
       the Markdown table of the runs in RESULTS.jsonl (one JSON per run)
 
@@ -26,6 +26,7 @@ The bytes: chunk k of file J of node N is a block of BS bytes drawn from
 random.Random("N-J") with (N, J, k) over its first 24 bytes, so a stale,
 short, shifted or foreign chunk fails the check.
 """
+import datetime
 import json
 import os
 import random
@@ -82,6 +83,7 @@ def read_full(fd, n):
 def read(path, node, index, size, bs, out):
     node, index, size, bs = int(node), int(index), int(size), int(bs)
     base = block(node, index, bs)
+    started_epoch = time.time()
     t0 = time.monotonic()
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -103,6 +105,7 @@ def read(path, node, index, size, bs, out):
         total = time.monotonic() - t0
         os.close(fd)
         result = {
+            "open_started_epoch": started_epoch,
             "open_s": opened,
             "total_s": total,
             "bytes_seen": seen,
@@ -128,15 +131,16 @@ def disk(state):
 
 
 def holder_write_back(log, path):
-    found = None
-    pattern = re.compile(r"recall answered path=(\S+) write_back_s=([0-9.eE+-]+)")
+    pattern = re.compile(r"^(\S+Z)\s.*recall answered path=(\S+) write_back_s=([0-9.eE+-]+)")
     with open(log, errors="replace") as f:
         for line in f:
             m = pattern.search(line)
-            if m and m.group(1).strip('"') == path:
-                found = float(m.group(2))
-    if found is not None:
-        print(f"{found:.6f}")
+            # The first answer is the one that wrote the file back; the
+            # requester's later re-asks find nothing left to write.
+            if m and m.group(2).strip('"') == path:
+                at = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00"))
+                print(json.dumps({"write_back_s": float(m.group(3)), "answered_epoch": at.timestamp()}))
+                return
 
 
 def cell(values, fmt="{:.2f}"):
@@ -159,9 +163,10 @@ def table(results, nodes, files, size, bs):
     print(
         "| mode | burst (s) | burst per node, median (s) | × node-local | "
         "cross-node read (s) | of which the open (s) | holder write-back (s) | "
-        "read − write-back (s) | reads right | disk busy in the burst (s) |"
+        "read − write-back (s) | holder picked the recall up after (s) | after the open (s) | reads right | "
+        "disk busy in the burst (s) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     local = [r["burst_max_s"] for r in by.get("node-local", [])]
     for m in modes:
         rs = by[m]
@@ -178,14 +183,14 @@ def table(results, nodes, files, size, bs):
         reads = [r["read"]["total_s"] for r in right]
         opens = [r["read"]["open_s"] for r in right]
         wbs = [r.get("holder_write_back_s") for r in rs]
-        excess = [
-            r["read"]["total_s"] - r["holder_write_back_s"]
-            for r in right
-            if r.get("holder_write_back_s") is not None
-        ]
+        answered = [r for r in right if r.get("holder_write_back_s") is not None]
+        excess = [r["read"]["total_s"] - r["holder_write_back_s"] for r in answered]
+        pickup = [r["holder_picked_up_s"] for r in answered if r.get("holder_picked_up_s") is not None]
+        after = [r["read"]["total_s"] - r["read"]["open_s"] for r in right]
         print(
             f"| {m} | {cell(bursts)} | {per_node} | {ratio} | {cell(reads)} | {cell(opens)} | "
-            f"{cell(wbs)} | {cell(excess)} | {len(right)} of {len(rs)} | "
+            f"{cell(wbs)} | {cell(excess)} | {cell(pickup)} | {cell(after)} | "
+            f"{len(right)} of {len(rs)} | "
             f"{cell([r['disk_busy_burst_s'] for r in rs])} |"
         )
     print()
@@ -195,7 +200,11 @@ def table(results, nodes, files, size, bs):
         f"(the column: the slowest node). Cross-node read = node 1 opens node 0's last file "
         f"(n0-f{int(files) - 1}) right after every burst ended and reads it to the last byte, "
         f"every byte checked; a read that did not see the whole file is not timed "
-        f"(\"reads right\"). Cells: median (min–max) of {len(runs) // max(1, len(modes))} runs."
+        f"(\"reads right\"). Holder write-back: node 0's own time from picking the recall "
+        f"up to removing the mark (its log); "
+        f"picked up after: from node 1's open to that moment (the log line's time less the write-back); "
+        f"the differences are per run. "
+        f"Cells: median (min–max) of {len(runs) // max(1, len(modes))} runs."
     )
 
 

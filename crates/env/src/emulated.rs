@@ -29,10 +29,11 @@
 //! [`EmulatedBackend::with_file_reservation`]), modulo the capacity; the
 //! first file starts at 0 (on a shared disk: the slot of the path's FNV-1a
 //! hash, `hash mod (capacity / reservation)` times the reservation, so
-//! every process places a file alike; two paths may share a slot). File offset `o` lives at `(base + o) mod
-//! capacity`; a request that would run past the end of the disk is moved
-//! back to end at the last byte (and one longer than the disk is cut to
-//! it). A rename carries the base along (a directory rename, every file
+//! every process places a file alike; two paths may share a slot, and a
+//! process that did not see a rename places the file by its new name).
+//! File offset `o` lives at `(base + o) mod capacity`; a request that
+//! would run past the end of the disk is moved back to end at the last
+//! byte (and one longer than the disk is cut to it). A rename carries the base along (a directory rename, every file
 //! under it); removing a file forgets its base (addresses are not reused
 //! until the allocator wraps). A file larger than the reservation runs into
 //! the next file's span, which only makes the addresses overlap.

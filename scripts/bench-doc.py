@@ -8,7 +8,8 @@ Replaces the block between `<!-- NAME:begin -->` and `<!-- NAME:end -->`
 in DOC (created with a `# NAME` heading if missing) with the
 table, when and where it was measured, and the command that measured it.
 Shared by scripts/bench-liu.sh, scripts/bench-bbos.sh,
-scripts/bench-xfer.sh and scripts/bench-io500.sh.
+scripts/bench-xfer.sh, scripts/bench-io500.sh and
+scripts/bench-multinode-ondemand.sh.
 
 If PLOTS below names NAME, each of its plots is drawn from the numbers of
 the table in the block (grouped bars with gnuplot, through the one
@@ -34,7 +35,8 @@ from fio_table import grouped_bars  # noqa: E402 (after the line above)
 #            column holding their height; or `values`: columns that are the
 #            bars of each row
 #   title, ylabel, xlabel: the axes, with units; key: gnuplot's key
-#            position (default top left)
+#            position (default top left); decimals: of the plotted
+#            values (default 1)
 PLOTS = {
     "bench-liu": [
         dict(
@@ -82,6 +84,18 @@ PLOTS = {
             xlabel="phase",
             ylabel="files created per second",
         ),
+    ],
+    "bench-multinode-ondemand": [
+        dict(
+            stem="multinode-ondemand",
+            table=0,
+            group=0,
+            values=["burst (s)", "cross-node read (s)", "holder write-back (s)"],
+            title="Checkpoint burst on 3 mounts over one shared emulated disk, and a cross-node read (median of runs, min-max bars)",
+            xlabel="mount.consistency (a missing bar: not measured or not applicable)",
+            ylabel="seconds (lower is better)",
+            decimals=2,
+        )
     ],
     "lads-bench": [
         dict(
@@ -191,6 +205,7 @@ def draw(spec, block, png):
         size="1000,520",
         key=spec.get("key", "top left"),
         xlabel=spec["xlabel"],
+        decimals=spec.get("decimals", 1),
     )
 
 

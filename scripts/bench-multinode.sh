@@ -9,6 +9,8 @@
 #               it; the seconds until another mount's stat shows the whole
 #               size and a read of it through that mount gives the bytes
 # One Markdown table on stdout (a cell is the median of RUNS runs).
+# (A checkpoint burst on NODES mounts behind ONE shared emulated disk, per
+# mode, with a cross-node read: scripts/bench-multinode-ondemand.sh.)
 #
 # The capacity directory is CAPACITY: a plain directory by default (one
 # kernel arbitrates, as a coherent PFS would); a directory on a parallel
@@ -22,7 +24,7 @@
 #   SIZE=128M                      data each aggregate job writes
 #   VIS_SIZE=16M                   the file the visibility run writes
 #   RUNS=3                         repetitions; a cell is their median
-#   MODES="close-to-open node-local"
+#   MODES="close-to-open node-local"   (on-demand too)
 #   POLICY=fast-all                every write to the log, so what other
 #                                  nodes see is what the mode puts there
 #   AGE=30s                        flush.age (node-local's bound)
@@ -55,8 +57,8 @@ size_bytes SIZE "$SIZE" >/dev/null
 vis_bytes=$(size_bytes VIS_SIZE "$VIS_SIZE")
 for m in $MODES; do
     case "$m" in
-        close-to-open | node-local) ;;
-        *) die "unknown mode '$m' in MODES (close-to-open node-local)" ;;
+        close-to-open | node-local | on-demand) ;;
+        *) die "unknown mode '$m' in MODES (close-to-open node-local on-demand)" ;;
     esac
 done
 build_sluice

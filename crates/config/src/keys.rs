@@ -21,6 +21,9 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
             "an existing directory (or --create), outside fast.path and not around it"
         }
         "fast.device" | "capacity.device" => "\"posix\", \"hdd\", \"ssd\" or \"memory\"",
+        "fast.shared_device" | "capacity.shared_device" => {
+            "a file path (the shared emulated disk's state), with device = \"hdd\""
+        }
         "log.regions" => "at least 2 (one fills while another flushes)",
         "log.region_size" => {
             "a size above 0 that holds the largest record (log.record_max) and a path \

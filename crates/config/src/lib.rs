@@ -106,6 +106,11 @@ pub struct TierConfig {
     /// Create the directory (and its parents) if it is missing; otherwise
     /// a missing directory is an error, so a typo is not a new empty tier.
     pub create: bool,
+    /// With `device = "hdd"`: the state file of one emulated disk that
+    /// every process naming it shares (one platter, one head; see
+    /// `sluice_env::shared_disk`). Unset: this process's own disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_device: Option<PathBuf>,
 }
 
 /// `log` section.
@@ -912,6 +917,41 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_device_is_an_emulated_disk_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("disk");
+        let text = format!(
+            "[fast]\npath = \"/ssd\"\n[capacity]\npath = \"/hdd\"\ndevice = \"hdd\"\n\
+             shared_device = \"{}\"\n",
+            state.display()
+        );
+        let config = Config::from_toml(&text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.capacity.shared_device.as_deref(),
+            Some(state.as_path())
+        );
+        let printed = config.to_toml();
+        assert_eq!(Config::from_toml(&printed).unwrap(), config, "{printed}");
+        let posix = text.replace("device = \"hdd\"", "device = \"posix\"");
+        let error = Config::from_toml(&posix).unwrap().validate().unwrap_err();
+        assert!(
+            error.to_string().contains("capacity.shared_device"),
+            "{error}"
+        );
+        // Opened, it is a disk on that state file.
+        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
+        let tier = TierConfig {
+            path: Some(dir.path().join("capacity")),
+            device: Device::Hdd,
+            create: true,
+            shared_device: Some(state.clone()),
+        };
+        open_tier("capacity", &tier, &clock).unwrap();
+        assert!(state.exists());
+    }
+
+    #[test]
     fn the_printed_config_reads_back_the_same() {
         let text = "[fast]\npath = \"/ssd\"\ndevice = \"ssd\"\n[capacity]\npath = \"/hdd\"\n\
                     device = \"hdd\"\n[log]\nregions = 4\nregion_size = \"64 MiB\"\n\
@@ -1307,6 +1347,7 @@ vCNxS5RO/UVkD0lK1+bT6eX0lo7AsH5pcPwFBQ==
                 path: Some(dir.path().join(format!("{device:?}"))),
                 device,
                 create: true,
+                shared_device: None,
             };
             let backend = open_tier("fast", &tier, &clock).unwrap();
             let text = backend.describe();

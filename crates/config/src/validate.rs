@@ -13,6 +13,15 @@ impl Config {
                 )));
             }
         }
+        for (name, tier) in [("fast", &self.fast), ("capacity", &self.capacity)] {
+            if tier.shared_device.is_some() && tier.device != Device::Hdd {
+                return Err(ConfigError(format!(
+                    "{name}.shared_device is set but {name}.device is not \"hdd\": \
+                     only an emulated disk can be shared; set {name}.device = \"hdd\" \
+                     or remove {name}.shared_device"
+                )));
+            }
+        }
         if let (Some(f), Some(c)) = (&self.fast.path, &self.capacity.path) {
             if f == c {
                 return Err(ConfigError(format!(

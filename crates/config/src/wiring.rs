@@ -343,8 +343,21 @@ pub fn open_tier(
         Device::Posix => directory()?,
         Device::Memory => Arc::new(MemBackend::new()),
         Device::Hdd => Arc::new(
-            EmulatedBackend::hdd(directory()?, HddConfig::default(), Arc::clone(clock), 1)
-                .map_err(error)?,
+            match &tier.shared_device {
+                None => {
+                    EmulatedBackend::hdd(directory()?, HddConfig::default(), Arc::clone(clock), 1)
+                }
+                // A seed per process: the nodes sharing the platter draw
+                // their rotational delays independently.
+                Some(state) => EmulatedBackend::shared_hdd(
+                    directory()?,
+                    HddConfig::default(),
+                    Arc::clone(clock),
+                    u64::from(std::process::id()),
+                    state,
+                ),
+            }
+            .map_err(error)?,
         ),
         Device::Ssd => Arc::new(
             EmulatedBackend::ssd(directory()?, SsdConfig::default(), Arc::clone(clock))

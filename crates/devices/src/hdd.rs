@@ -313,6 +313,23 @@ impl Hdd {
         self.head_bytes
     }
 
+    /// Puts the head at `head_bytes`, with `previous_end` the end of the
+    /// last service (`None`: no service yet, so the next one pays a
+    /// rotational delay). For a disk whose platter several models share
+    /// (one per process, each with its own queue): before each
+    /// `start_next`, the head is where the last service of *any* of them
+    /// left it. Only while idle: calling it during a service is a
+    /// programmer error (debug builds assert, release builds ignore it).
+    pub fn set_head(&mut self, head_bytes: u64, previous_end: Option<u64>) {
+        debug_assert!(!self.is_busy(), "set_head() during a service");
+        if self.is_busy() {
+            return;
+        }
+        let last = self.config.capacity_bytes;
+        self.head_bytes = head_bytes.min(last);
+        self.previous_end = previous_end.map(|end| end.min(last));
+    }
+
     /// Queues `request`. Returns it as `Err(request)` when the queue holds
     /// `queue_depth` requests: the caller keeps it and retries after a
     /// completion.
@@ -945,5 +962,27 @@ mod tests {
                 prop_assert_eq!(served, (0..requests.len() as u64).collect::<Vec<_>>());
             }
         }
+    }
+
+    #[test]
+    fn set_head_moves_where_the_next_service_seeks_from() {
+        let mut hdd = disk(HddConfig::default());
+        hdd.submit(write(1, 0, 4 * KIB)).unwrap();
+        let first = serve(&mut hdd);
+        assert_eq!(first.seek_distance_bytes, 0);
+        // Another model's service ended far away: the next one seeks back
+        // and, not continuing it, pays a rotation.
+        hdd.set_head(100 * KIB * KIB, Some(100 * KIB * KIB));
+        assert_eq!(hdd.head_offset(), 100 * KIB * KIB);
+        hdd.submit(write(2, 4 * KIB, 4 * KIB)).unwrap();
+        let second = serve(&mut hdd);
+        assert_eq!(second.seek_distance_bytes, 100 * KIB * KIB - 4 * KIB);
+        assert!(second.seek > Duration::ZERO);
+        // Continuing where the shared head rests costs no seek or rotation.
+        hdd.set_head(second.end(), Some(second.end()));
+        hdd.submit(write(3, second.end(), 4 * KIB)).unwrap();
+        let third = serve(&mut hdd);
+        assert_eq!(third.seek, Duration::ZERO);
+        assert_eq!(third.rotation, Duration::ZERO);
     }
 }

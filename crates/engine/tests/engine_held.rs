@@ -526,3 +526,46 @@ fn issue_34_the_state_is_held_sealed_or_clean() {
         assert!(err.to_string().contains("not on-demand"), "{err}");
     }
 }
+
+/// Regression (found by `scripts/bench-multinode-ondemand.sh`): a recall
+/// entry was created, then written in place. On a congested capacity
+/// tier its bytes landed late, the holder read it empty, removed it as
+/// "not understood", and each re-ask (which truncated it again) met the
+/// same fate: the requester waited until the holder's flusher happened
+/// to empty the file, or timed out. Now the entry is written under a
+/// temporary name and renamed into place. Here B's capacity writes take
+/// 400 ms each (an emulated device's latency), A's are immediate.
+#[test]
+fn issue_34_a_recall_entry_slow_to_write_is_not_read_half_written() {
+    use sluice_devices::ssd::SsdConfig;
+    use sluice_env::emulated::EmulatedBackend;
+    let c = Cluster::new();
+    let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+    let slow: Arc<dyn Backend> = Arc::new(
+        EmulatedBackend::ssd(
+            Arc::clone(&c.capacity),
+            SsdConfig {
+                latency: Duration::from_millis(400),
+                ..SsdConfig::default()
+            },
+            Arc::new(SystemClock::new()),
+        )
+        .unwrap(),
+    );
+    let a = node(&fast_a, &c.capacity, "node-a", Duration::from_secs(10));
+    let b = node(&fast_b, &slow, "node-b", Duration::from_secs(4));
+    let path = RelPath::new("ckpt").unwrap();
+    let data = pattern(100_000, 9);
+    let id = a.create(&path).unwrap();
+    a.write(id, 0, &data).unwrap();
+    a.fsync(id).unwrap();
+    a.release(id);
+    let started = Instant::now();
+    b.recall(&path)
+        .expect("the recall is answered, not timed out");
+    let waited = started.elapsed();
+    println!("recall through a slow capacity tier: {waited:?}");
+    assert!(waited < Duration::from_secs(3), "waited {waited:?}");
+    assert_eq!(capacity_bytes(&c.capacity, &path), data);
+    assert!(a.mark_of(&path).unwrap().is_none());
+}

@@ -27,13 +27,24 @@
 //! base address the first time it is opened: the previous base plus the
 //! per-file reservation ([`FILE_RESERVATION_DEFAULT`] = 1 GiB, or
 //! [`EmulatedBackend::with_file_reservation`]), modulo the capacity; the
-//! first file starts at 0. File offset `o` lives at `(base + o) mod
-//! capacity`; a request that would run past the end of the disk is moved
-//! back to end at the last byte (and one longer than the disk is cut to
-//! it). A rename carries the base along (a directory rename, every file
+//! first file starts at 0 (on a shared disk: the slot of the path's FNV-1a
+//! hash, `hash mod (capacity / reservation)` times the reservation, so
+//! every process places a file alike; two paths may share a slot, and a
+//! process that did not see a rename places the file by its new name).
+//! File offset `o` lives at `(base + o) mod capacity`; a request that
+//! would run past the end of the disk is moved back to end at the last
+//! byte (and one longer than the disk is cut to it). A rename carries the base along (a directory rename, every file
 //! under it); removing a file forgets its base (addresses are not reused
 //! until the allocator wraps). A file larger than the reservation runs into
 //! the next file's span, which only makes the addresses overlap.
+//!
+//! **Shared disk** ([`EmulatedBackend::shared_hdd`]): the same, but each
+//! service is placed on a platter that every process naming the same
+//! state file shares ([`crate::shared_disk`]): the head starts where the
+//! last service of any of them ended and the service waits until the
+//! platter is free. File bases are then a hash of the path (below), so one
+//! file has one address in every process. The sync latency is not a
+//! service of the platter and stays per process.
 //!
 //! **SSD**: no thread: a caller schedules its request on the
 //! [`sluice_devices::ssd::Ssd`] model at `clock.now()` (FIFO across callers
@@ -49,6 +60,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io;
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -57,6 +69,7 @@ use sluice_devices::hdd::{Hdd, HddConfig, HddRequest, HddStats};
 use sluice_devices::ssd::{Ssd, SsdConfig, SsdStats};
 use sluice_devices::IoKind;
 
+use crate::shared_disk::SharedDisk;
 use crate::{
     lock, Backend, BackendFile, Clock, DirEntry, Metadata, OpenOptions, RelPath, SetAttr,
     SpaceInfo, SpecialFile, Stat, StatKind, XattrFlags,
@@ -91,6 +104,8 @@ struct HddDevice {
     work: Condvar,
     /// Wakes callers: queue room or completions.
     progress: Condvar,
+    /// The platter other processes share, if any.
+    shared: Option<SharedDisk>,
 }
 
 impl HddDevice {
@@ -140,7 +155,15 @@ impl HddDevice {
         let _stop_on_exit = StopOnExit(self);
         let mut state = self.state();
         while !state.stopped {
-            let Some(service) = state.hdd.start_next() else {
+            let started = match &self.shared {
+                None => state.hdd.start_next().map(|service| {
+                    let wait = service.duration;
+                    (service, wait)
+                }),
+                Some(_) if state.hdd.is_busy() || state.hdd.queue_len() == 0 => None,
+                Some(shared) => shared.start_next(&mut state.hdd),
+            };
+            let Some((service, wait)) = started else {
                 state = self
                     .work
                     .wait(state)
@@ -150,7 +173,9 @@ impl HddDevice {
             drop(state);
             // The queue shrank: submitters waiting for room may go on.
             self.progress.notify_all();
-            clock.sleep(service.duration);
+            // Alone: the service's duration; shared: until the platter's
+            // reservation for it ends.
+            clock.sleep(wait);
             state = self.state();
             state.hdd.complete();
             state
@@ -240,12 +265,36 @@ struct Layout {
     reservation_bytes: u64,
     next_base: u64,
     bases: HashMap<RelPath, u64>,
+    /// A shared disk: a new file's base is its path's hash slot.
+    hashed: bool,
+}
+
+/// FNV-1a, 64 bits.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Layout {
+    fn new(hashed: bool) -> Layout {
+        Layout {
+            reservation_bytes: FILE_RESERVATION_DEFAULT,
+            next_base: 0,
+            bases: HashMap::new(),
+            hashed,
+        }
+    }
+
     fn base(&mut self, path: &RelPath, capacity_bytes: u64) -> u64 {
         if let Some(base) = self.bases.get(path) {
             return *base;
+        }
+        if self.hashed {
+            let slots = (capacity_bytes / self.reservation_bytes).max(1);
+            let base = (fnv1a(path.as_str().as_bytes()) % slots) * self.reservation_bytes;
+            self.bases.insert(path.clone(), base);
+            return base;
         }
         let base = self.next_base;
         let next = (u128::from(base) + u128::from(self.reservation_bytes))
@@ -317,6 +366,34 @@ impl EmulatedBackend {
         clock: Arc<dyn Clock>,
         seed: u64,
     ) -> io::Result<EmulatedBackend> {
+        EmulatedBackend::hdd_on(inner, config, clock, seed, None)
+    }
+
+    /// As [`EmulatedBackend::hdd`], on the platter that every process
+    /// naming the state file `state` shares ([`crate::shared_disk`]): their
+    /// services never overlap and each seeks from where the last one left
+    /// the head. Wants the real clock (the reservations are on the host's
+    /// `CLOCK_MONOTONIC`). Errors: as `hdd`, or the state file cannot be
+    /// opened or created.
+    pub fn shared_hdd(
+        inner: Arc<dyn Backend>,
+        config: HddConfig,
+        clock: Arc<dyn Clock>,
+        seed: u64,
+        state: &Path,
+    ) -> io::Result<EmulatedBackend> {
+        let shared = SharedDisk::open(state)?;
+        EmulatedBackend::hdd_on(inner, config, clock, seed, Some(shared))
+    }
+
+    fn hdd_on(
+        inner: Arc<dyn Backend>,
+        config: HddConfig,
+        clock: Arc<dyn Clock>,
+        seed: u64,
+        shared: Option<SharedDisk>,
+    ) -> io::Result<EmulatedBackend> {
+        let hashed = shared.is_some();
         let capacity_bytes = config.capacity_bytes;
         let hdd = Hdd::new(config, seed).map_err(|e| config_error("hdd", e))?;
         let device = Arc::new(Device {
@@ -329,6 +406,7 @@ impl EmulatedBackend {
                 }),
                 work: Condvar::new(),
                 progress: Condvar::new(),
+                shared,
             })),
             clock,
             capacity_bytes,
@@ -345,11 +423,7 @@ impl EmulatedBackend {
         Ok(EmulatedBackend {
             inner,
             device,
-            layout: Mutex::new(Layout {
-                reservation_bytes: FILE_RESERVATION_DEFAULT,
-                next_base: 0,
-                bases: HashMap::new(),
-            }),
+            layout: Mutex::new(Layout::new(hashed)),
             sync_latency: HDD_SYNC_LATENCY,
             thread: Some(thread),
         })
@@ -370,11 +444,7 @@ impl EmulatedBackend {
                 clock,
                 capacity_bytes: u64::MAX,
             }),
-            layout: Mutex::new(Layout {
-                reservation_bytes: FILE_RESERVATION_DEFAULT,
-                next_base: 0,
-                bases: HashMap::new(),
-            }),
+            layout: Mutex::new(Layout::new(false)),
             sync_latency: SSD_SYNC_LATENCY,
             thread: None,
         })
@@ -397,6 +467,14 @@ impl EmulatedBackend {
     pub fn hdd_stats(&self) -> Option<HddStats> {
         match &self.device.model {
             Model::Hdd(hdd) => Some(hdd.state().hdd.stats()),
+            Model::Ssd(_) => None,
+        }
+    }
+
+    /// The shared platter's state (`None` unless [`EmulatedBackend::shared_hdd`]).
+    pub fn shared_disk(&self) -> Option<&SharedDisk> {
+        match &self.device.model {
+            Model::Hdd(hdd) => hdd.shared.as_ref(),
             Model::Ssd(_) => None,
         }
     }
@@ -646,8 +724,7 @@ mod tests {
     fn layout_allocates_wraps_and_follows_renames() {
         let mut layout = Layout {
             reservation_bytes: 40,
-            next_base: 0,
-            bases: HashMap::new(),
+            ..Layout::new(false)
         };
         let p = |s: &str| RelPath::new(s).unwrap();
         assert_eq!(layout.base(&p("a"), 100), 0);
@@ -660,5 +737,19 @@ mod tests {
         layout.rename(&p("a"), &p("c"));
         assert_eq!(layout.bases.get(&p("c")), Some(&0));
         assert_eq!(layout.bases.get(&p("a")), None);
+    }
+
+    #[test]
+    fn a_shared_layout_places_a_path_alike_in_every_process() {
+        let p = |s: &str| RelPath::new(s).unwrap();
+        let (mut one, mut two) = (Layout::new(true), Layout::new(true));
+        let capacity = 300 * FILE_RESERVATION_DEFAULT;
+        two.base(&p("other"), capacity);
+        for name in ["a", "d/b", "ckpt/node1/file3"] {
+            let base = one.base(&p(name), capacity);
+            assert_eq!(base, two.base(&p(name), capacity), "{name}");
+            assert_eq!(base % FILE_RESERVATION_DEFAULT, 0);
+            assert!(base < capacity);
+        }
     }
 }

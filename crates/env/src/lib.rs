@@ -110,6 +110,7 @@ mod health;
 pub mod memory;
 mod namespace;
 pub mod posix;
+pub mod shared_disk;
 
 /// The first of the 256 code points (U+F700–U+F7FF, private use) that stand
 /// for single bytes in a name that is not UTF-8 (see [`name_from_os`]).

@@ -240,3 +240,101 @@ fn syncs_cost_the_sync_latency() {
     assert!(start.elapsed() >= Duration::from_millis(10));
     assert!(backend.describe().starts_with("emulated ssd over memory"));
 }
+
+/// Writes `count` sequential 1 MiB chunks to `name` on `backend`.
+fn write_mib(backend: &EmulatedBackend, name: &str, count: u64) {
+    let file = backend.open(&p(name), OpenOptions::CREATE).unwrap();
+    let chunk = vec![0xA5u8; 1 << 20];
+    for i in 0..count {
+        file.write_at(&chunk, i << 20).unwrap();
+    }
+}
+
+#[test]
+fn two_handles_on_one_shared_disk_serialize() {
+    // Two "processes" (two backends, each with its own model, queue and
+    // device thread), one state file: one platter.
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("disk");
+    let open = |seed| {
+        EmulatedBackend::shared_hdd(
+            Arc::new(MemBackend::new()),
+            HddConfig::default(),
+            clock(),
+            seed,
+            &state,
+        )
+        .unwrap()
+    };
+    let (a, b) = (open(1), open(2));
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        scope.spawn(|| write_mib(&a, "node-a-file", 8));
+        scope.spawn(|| write_mib(&b, "node-b-file", 8));
+    });
+    let elapsed = start.elapsed();
+    let (busy_a, busy_b) = (
+        a.hdd_stats().unwrap().busy_time,
+        b.hdd_stats().unwrap().busy_time,
+    );
+    let shared = a.shared_disk().unwrap().state().unwrap();
+    let services = a.hdd_stats().unwrap().services + b.hdd_stats().unwrap().services;
+    println!(
+        "shared disk: 2 × 8 MiB in {elapsed:?}, busy {busy_a:?} + {busy_b:?}, \
+         {} services",
+        shared.services
+    );
+    // Every service of both is on the one platter's record, back to back:
+    // the whole run takes at least the sum of their service times.
+    assert_eq!(shared.services, services);
+    assert_eq!(
+        Duration::from_nanos(shared.busy_ns),
+        busy_a + busy_b,
+        "the platter's busy time is the sum of both models' services"
+    );
+    assert!(
+        elapsed >= busy_a + busy_b,
+        "elapsed {elapsed:?} < {busy_a:?} + {busy_b:?}: services overlapped"
+    );
+    assert_eq!(a.shared_disk().unwrap().errors(), 0);
+    // Interleaved, the two streams seek between their files (one address
+    // per path in both processes): more than the one first seek each.
+    let seeks = a.hdd_stats().unwrap().seek_time_total + b.hdd_stats().unwrap().seek_time_total;
+    assert!(seeks > Duration::from_millis(20), "seeks {seeks:?}");
+}
+
+#[test]
+fn one_handle_on_a_shared_disk_behaves_as_its_own_disk() {
+    // One reservation as large as the disk: the file's base is 0 in both
+    // layouts (the plain one's first file, the shared one's one slot), so
+    // both models see the same addresses and must time them alike.
+    let whole = HddConfig::default().capacity_bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let alone = EmulatedBackend::hdd(
+        Arc::new(MemBackend::new()),
+        HddConfig::default(),
+        clock(),
+        7,
+    )
+    .unwrap()
+    .with_file_reservation(whole);
+    let shared = EmulatedBackend::shared_hdd(
+        Arc::new(MemBackend::new()),
+        HddConfig::default(),
+        clock(),
+        7,
+        &dir.path().join("disk"),
+    )
+    .unwrap()
+    .with_file_reservation(whole);
+    for backend in [&alone, &shared] {
+        write_mib(backend, "f", 4);
+        write_mib(backend, "g", 2);
+    }
+    let (one, two) = (alone.hdd_stats().unwrap(), shared.hdd_stats().unwrap());
+    println!("alone {one:?}\nshared {two:?}");
+    assert_eq!(one, two);
+    let state = shared.shared_disk().unwrap().state().unwrap();
+    assert_eq!(state.services, two.services);
+    assert_eq!(Duration::from_nanos(state.busy_ns), two.busy_time);
+}

@@ -308,6 +308,7 @@ pub fn profile(args: &ProfileArgs) -> Result<(), String> {
         device: args.device.device(),
         // check_dir above: it exists.
         create: false,
+        shared_device: None,
     };
     let backend = open_tier("profiled", &tier, &clock).map_err(|e| e.to_string())?;
     let path = RelPath::new(PROFILE_FILE_NAME).map_err(|e| e.to_string())?;

@@ -58,6 +58,14 @@ const RECALL_DIR: &str = ".sluice/recall";
 /// The first line of a recall entry; the path follows on the second.
 const ENTRY_MAGIC: &str = "sluice-recall v1";
 
+/// A requester writes its entry under this prefix, then renames it into
+/// place, so the holder never reads an entry half written; the holder
+/// skips names with it. (Written in place, an entry whose bytes were slow
+/// to land, as on a congested disk, was read empty by the holder, removed
+/// as not understood, and the recall waited for the flusher instead:
+/// `scripts/bench-multinode-ondemand.sh`, docs/results/multinode-ondemand.md.)
+const ENTRY_WRITING_PREFIX: &str = ".writing-";
+
 /// Where every on-demand node beats: `ALIVE_DIR/NODE`.
 const ALIVE_DIR: &str = ".sluice/alive";
 
@@ -741,7 +749,9 @@ fn count_recall(shared: &Shared, started: Instant, timed_out: bool) {
 }
 
 /// A recall entry for `path` in `holder`'s directory: `ENTRY_MAGIC`, a
-/// newline, the path, a newline. One per requester and path.
+/// newline, the path, a newline. One per requester and path. Written
+/// under [`ENTRY_WRITING_PREFIX`] and renamed into place: the holder sees
+/// the whole entry or none (a repeated ask replaces it whole too).
 fn write_entry(
     capacity: &dyn Backend,
     held: &Held,
@@ -752,8 +762,9 @@ fn write_entry(
     make_dirs(capacity, &dir)?;
     let name = format!("{}-{:016x}", held.node, path_hash(path));
     let entry = dir.join(&name)?;
+    let writing = dir.join(&format!("{ENTRY_WRITING_PREFIX}{name}"))?;
     let file = capacity.open(
-        &entry,
+        &writing,
         OpenOptions {
             create: true,
             truncate: true,
@@ -761,6 +772,8 @@ fn write_entry(
         },
     )?;
     file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)?;
+    drop(file);
+    capacity.rename(&writing, &entry)?;
     // The entry is the request; the ring only says it is there. A ring
     // that fails is logged: the holder's listing finds the entry later.
     if let Some(bell) = &held.doorbell {
@@ -885,6 +898,10 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
         tracing::warn!(entry = %entry, "recall entry not understood: removed");
         return capacity.remove_file(entry);
     };
+    // The holder's side of the recall's latency: its write-back of the
+    // file and the mark's removal (logged below; the requester's whole
+    // wait is `sluice_recall_wait_seconds_total`).
+    let writing = Instant::now();
     let given = match held_at(shared, &path) {
         Some(id) => {
             let given = give_back(shared, held, id, true, Some(&path))?;
@@ -902,13 +919,18 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
             true
         }
     };
+    let write_back = writing.elapsed();
     if given {
         match capacity.remove_file(entry) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        tracing::debug!(path = %path, "recall answered");
+        tracing::debug!(
+            path = %path,
+            write_back_s = write_back.as_secs_f64(),
+            "recall answered"
+        );
     }
     Ok(())
 }
@@ -1001,7 +1023,10 @@ pub(super) fn answer_loop(shared: &Shared) {
             listed = Some(Instant::now());
             match shared.capacity.read_dir(&dir) {
                 Ok(entries) => {
-                    for entry in entries.iter().take(ENTRIES_PER_PASS) {
+                    let ready = entries
+                        .iter()
+                        .filter(|entry| !entry.name.starts_with(ENTRY_WRITING_PREFIX));
+                    for entry in ready.take(ENTRIES_PER_PASS) {
                         let Ok(path) = dir.join(&entry.name) else {
                             continue;
                         };

@@ -50,6 +50,10 @@
 #                          decides when bytes reach the disk
 #   AGE=30s                flush.age
 #   RECALL_WAIT=10s        mount.recall_wait (the default)
+#   REDIS=0                1: a redis-server on 127.0.0.1 (scripts/redis.sh,
+#                          stopped by its pid at the end) as bbos.meta, so
+#                          on-demand recalls ring the holder's doorbell
+#                          (docs/fuse.md, "On demand")
 #   BENCH_DIR=/tmp/sluice-ondemand-bench   work directory (wiped at start)
 #   SLUICE=${CARGO_TARGET_DIR:-target}/release/sluice   the binary
 # Needs fusermount3, python3, and cargo unless --no-build.
@@ -69,6 +73,7 @@ MODES=${MODES:-on-demand close-to-open node-local}
 POLICY=${POLICY:-fast-all}
 AGE=${AGE:-30s}
 RECALL_WAIT=${RECALL_WAIT:-10s}
+REDIS=${REDIS:-0}
 BENCH_DIR=$(abs_path "${BENCH_DIR:-/tmp/sluice-ondemand-bench}")
 HELPER=$ROOT/scripts/multinode_burst.py
 
@@ -87,6 +92,9 @@ for m in $MODES; do
     esac
 done
 build_sluice
+
+case "$REDIS" in 0 | 1) ;; *) die "REDIS must be 0 or 1 (got '$REDIS')" ;; esac
+[ "$REDIS" = 0 ] || require_tools "apt-get install redis-server" redis-server
 
 # The mounts of the current run: points and daemons.
 POINTS=()
@@ -108,6 +116,7 @@ cleanup() {
     local rc=$?
     stop_all
     rm -rf "$BENCH_DIR/run"
+    [ ! -f "$BENCH_DIR/redis/redis.pid" ] || bash "$ROOT/scripts/redis.sh" stop "$BENCH_DIR/redis" || true
     exit "$rc"
 }
 trap cleanup EXIT
@@ -116,6 +125,12 @@ trap 'exit 143' TERM
 
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR/run"
+META=""
+if [ "$REDIS" = 1 ]; then
+    mkdir -p "$BENCH_DIR/redis"
+    redis_port=$(bash "$ROOT/scripts/redis.sh" start "$BENCH_DIR/redis")
+    META="redis://127.0.0.1:$redis_port"
+fi
 # Per node: the burst in the log and on the capacity tier.
 check_free "$BENCH_DIR" $((NODES * FILES * file_bytes * 3)) "the fast tiers and the capacity files"
 
@@ -135,6 +150,8 @@ age = "$AGE"
 consistency = "$mode"
 recall_wait = "$RECALL_WAIT"
 EOF
+    # A prefix per run: no ring of an earlier run is left for this one.
+    [ -z "$META" ] || printf '[bbos]\nmeta = "%s?prefix=%s"\n' "$META" "$(basename "$dir")" >>"$dir/sluice.toml"
     for ((i = 0; i < NODES; i++)); do
         mkdir -p "$dir/fast$i" "$dir/mnt$i"
         RUST_LOG=info,sluice_engine::engine::held=debug \
@@ -228,7 +245,9 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 table=$(python3 "$HELPER" table "$RESULTS" "$NODES" "$FILES" "$file_bytes" "$bs_bytes")
 table+=$'\n\n'"Machine: $(machine_summary); tiers under $(fs_summary "$BENCH_DIR"). "
 table+="Load average (1, 5, 15 min) before: $load_before; after: $load_after. "
-table+="Policy $POLICY, flush.age $AGE, mount.recall_wait $RECALL_WAIT; sluice $(sluice_commit)."
+table+="Policy $POLICY, flush.age $AGE, mount.recall_wait $RECALL_WAIT"
+[ "$REDIS" = 0 ] || table+=", a Redis catalogue (the recall doorbell)"
+table+="; sluice $(sluice_commit)."
 echo "$table"
 if [ "$WRITE_DOC" = 1 ]; then
     # the raw numbers of every run beside the table

@@ -752,6 +752,13 @@ fn count_recall(shared: &Shared, started: Instant, timed_out: bool) {
 /// newline, the path, a newline. One per requester and path. Written
 /// under [`ENTRY_WRITING_PREFIX`] and renamed into place: the holder sees
 /// the whole entry or none (a repeated ask replaces it whole too).
+///
+/// With a doorbell, the holder's is rung first, with the entry's name and
+/// the path (`NAME\nPATH`): a holder that takes it answers at once,
+/// without waiting for the entry's small write and read, which on a
+/// congested capacity tier queue behind the nodes' write-backs
+/// (docs/results/multinode-ondemand.md). The entry is still written: it
+/// is the request that outlives a lost ring and a restart.
 fn write_entry(
     capacity: &dyn Backend,
     held: &Held,
@@ -762,6 +769,13 @@ fn write_entry(
     make_dirs(capacity, &dir)?;
     let name = format!("{}-{:016x}", held.node, path_hash(path));
     let entry = dir.join(&name)?;
+    if let Some(bell) = &held.doorbell {
+        // A ring that fails is logged: the holder's listing finds the
+        // entry later.
+        if let Err(e) = bell.0.ring_recall(holder, &format!("{name}\n{path}")) {
+            tracing::debug!(error = %e, holder, entry = %entry, "recall doorbell not rung");
+        }
+    }
     let writing = dir.join(&format!("{ENTRY_WRITING_PREFIX}{name}"))?;
     let file = capacity.open(
         &writing,
@@ -773,15 +787,7 @@ fn write_entry(
     )?;
     file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)?;
     drop(file);
-    capacity.rename(&writing, &entry)?;
-    // The entry is the request; the ring only says it is there. A ring
-    // that fails is logged: the holder's listing finds the entry later.
-    if let Some(bell) = &held.doorbell {
-        if let Err(e) = bell.0.ring_recall(holder, &name) {
-            tracing::debug!(error = %e, holder, entry = %entry, "recall doorbell not rung");
-        }
-    }
-    Ok(())
+    capacity.rename(&writing, &entry)
 }
 
 /// The path a recall entry's bytes name.
@@ -898,13 +904,22 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
         tracing::warn!(entry = %entry, "recall entry not understood: removed");
         return capacity.remove_file(entry);
     };
+    answer_for(shared, held, entry, &path)
+}
+
+/// Answer the recall of `path` that `entry` asks for (read from the entry,
+/// or rung with it): give the file back if this node holds it, then
+/// remove the entry (which a ring may answer before it is written: its
+/// listing later costs a check of the mark).
+fn answer_for(shared: &Shared, held: &Held, entry: &RelPath, path: &RelPath) -> io::Result<()> {
+    let capacity = shared.capacity.as_ref();
     // The holder's side of the recall's latency: its write-back of the
     // file and the mark's removal (logged below; the requester's whole
     // wait is `sluice_recall_wait_seconds_total`).
     let writing = Instant::now();
-    let given = match held_at(shared, &path) {
+    let given = match held_at(shared, path) {
         Some(id) => {
-            let given = give_back(shared, held, id, true, Some(&path))?;
+            let given = give_back(shared, held, id, true, Some(path))?;
             // A seal is an entry of this node's own, not another's recall.
             let sealed = entry
                 .file_name()
@@ -915,7 +930,7 @@ fn answer(shared: &Shared, held: &Held, entry: &RelPath) -> io::Result<()> {
             given
         }
         None => {
-            clear_unheld(shared, held, &path)?;
+            clear_unheld(shared, held, path)?;
             true
         }
     };
@@ -994,21 +1009,26 @@ pub(super) fn answer_loop(shared: &Shared) {
     loop {
         if let Some(bell) = &held.doorbell {
             match bell.0.take_recalls(&held.node, ENTRIES_PER_PASS) {
-                Ok(names) => {
-                    for name in names {
-                        // Only a name in this node's directory (the ring
-                        // comes from the network).
-                        let Some(path) = (!name.contains('/'))
-                            .then(|| dir.join(&name).ok())
-                            .flatten()
-                        else {
-                            warn("recall doorbell rung with a bad name", &name);
+                Ok(rings) => {
+                    for ring in rings {
+                        // `NAME\nPATH`: an entry's name in this node's
+                        // directory and the path it recalls (the ring
+                        // comes from the network: checked as such).
+                        let (name, path) = match ring.split_once('\n') {
+                            Some((name, path)) => (name, RelPath::new(path).ok()),
+                            None => (ring.as_str(), None),
+                        };
+                        let entry = (!name.contains('/') && !name.is_empty())
+                            .then(|| dir.join(name).ok())
+                            .flatten();
+                        let (Some(entry), Some(path)) = (entry, path) else {
+                            warn("recall doorbell rung with a bad entry", &ring);
                             continue;
                         };
                         if lock(shared).shutdown {
                             return;
                         }
-                        match answer(shared, held, &path) {
+                        match answer_for(shared, held, &entry, &path) {
                             // Answered already (by a listing).
                             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                             Err(e) => warn(&format!("recall entry {path} not answered yet"), &e),

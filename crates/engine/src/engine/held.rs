@@ -690,13 +690,18 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
             }
             Some(mark) => mark.node,
         };
-        // Written again now and then: a holder that answered an entry
-        // but could not clear the mark yet (its bytes came back) looks
-        // for it again.
-        if asked.as_deref() != Some(holder.as_str()) || polls.is_multiple_of(REASK_EVERY_POLLS) {
+        // Asked again now and then: a holder that answered an entry but
+        // could not clear the mark yet (its bytes came back) looks for it
+        // again. With a doorbell a ring is enough (it carries the path):
+        // the entry's rewrite, a small write that queues on a congested
+        // disk, would keep this loop from seeing the mark go meanwhile.
+        if asked.as_deref() != Some(holder.as_str()) {
             write_entry(capacity, held, &holder, path)
                 .map_err(context(format!("recall {path} from node {holder}")))?;
             asked = Some(holder.clone());
+        } else if polls.is_multiple_of(REASK_EVERY_POLLS) && !ring(held, &holder, path) {
+            write_entry(capacity, held, &holder, path)
+                .map_err(context(format!("recall {path} from node {holder}")))?;
         }
         polls += 1;
         if polls % BEAT_EVERY_POLLS == 1 {
@@ -765,17 +770,11 @@ fn write_entry(
     holder: &str,
     path: &RelPath,
 ) -> io::Result<()> {
+    ring(held, holder, path);
     let dir = recall_dir(holder)?;
     make_dirs(capacity, &dir)?;
-    let name = format!("{}-{:016x}", held.node, path_hash(path));
+    let name = entry_name(held, path);
     let entry = dir.join(&name)?;
-    if let Some(bell) = &held.doorbell {
-        // A ring that fails is logged: the holder's listing finds the
-        // entry later.
-        if let Err(e) = bell.0.ring_recall(holder, &format!("{name}\n{path}")) {
-            tracing::debug!(error = %e, holder, entry = %entry, "recall doorbell not rung");
-        }
-    }
     let writing = dir.join(&format!("{ENTRY_WRITING_PREFIX}{name}"))?;
     let file = capacity.open(
         &writing,
@@ -788,6 +787,28 @@ fn write_entry(
     file.write_at(format!("{ENTRY_MAGIC}\n{path}\n").as_bytes(), 0)?;
     drop(file);
     capacity.rename(&writing, &entry)
+}
+
+/// The name of this node's recall entry for `path`.
+fn entry_name(held: &Held, path: &RelPath) -> String {
+    format!("{}-{:016x}", held.node, path_hash(path))
+}
+
+/// Ring `holder`'s doorbell for `path` (`NAME\nPATH`), if there is one:
+/// whether it rang. A ring that fails is logged: the holder's listing
+/// finds the entry later.
+fn ring(held: &Held, holder: &str, path: &RelPath) -> bool {
+    let Some(bell) = &held.doorbell else {
+        return false;
+    };
+    let name = entry_name(held, path);
+    match bell.0.ring_recall(holder, &format!("{name}\n{path}")) {
+        Ok(rang) => rang,
+        Err(e) => {
+            tracing::debug!(error = %e, holder, entry = %name, "recall doorbell not rung");
+            false
+        }
+    }
 }
 
 /// The path a recall entry's bytes name.

@@ -442,13 +442,13 @@ impl Checkpoints {
             // must not mark the copy cached.
             c.generation += 1;
             c.writing -= 1;
+            if written.is_ok() {
+                c.len = c.len.max(end);
+                c.rec.bytes = c.len;
+                c.accessed = now;
+            }
         }
         written?;
-        if let Some(c) = state.copies.get_mut(&id) {
-            c.len = c.len.max(end);
-            c.rec.bytes = c.len;
-            c.accessed = now;
-        }
         state.stats.staged_written_bytes += bytes;
         let closed = state.planner.handle_written(now, bytes);
         record_periods(shared, &mut state, &closed);

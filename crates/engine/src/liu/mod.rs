@@ -200,6 +200,9 @@ struct Inner {
     state: Mutex<State>,
     jobs: Mutex<Jobs>,
     job_ready: Condvar,
+    /// The time share is on (`per-file` sharing, a yield above 0): off,
+    /// reads and loads keep no account of it (no lock of `jobs` per read).
+    time_share: bool,
 }
 
 struct State {
@@ -357,6 +360,7 @@ impl LiuBackend {
             )
             .map_err(what)?;
         let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
+        let time_share = options.policy.sharing == Sharing::PerFile && options.time_share > 0.0;
         let inner = Arc::new(Inner {
             capacity,
             heads,
@@ -384,14 +388,11 @@ impl LiuBackend {
                     per_file: options.policy.sharing == Sharing::PerFile,
                     ..JobQueue::default()
                 },
-                share: TimeShare::new(if options.policy.sharing == Sharing::PerFile {
-                    options.time_share
-                } else {
-                    0.0
-                }),
+                share: TimeShare::new(if time_share { options.time_share } else { 0.0 }),
                 shutdown: false,
             }),
             job_ready: Condvar::new(),
+            time_share,
         });
         let mut workers = Vec::new();
         for n in 0..options.workers {
@@ -520,7 +521,7 @@ fn worker(inner: &Inner) {
                 let capacity = matches!(source, Source::Capacity(_));
                 let started = Instant::now();
                 inner.load_part(&segment, part, source);
-                if capacity {
+                if capacity && inner.time_share {
                     let (now, bytes) = (Instant::now(), segment.parts[part].1);
                     lock(&inner.jobs)
                         .share
@@ -747,6 +748,9 @@ impl Inner {
         out: &mut [u8],
         offset: u64,
     ) -> io::Result<()> {
+        if !self.time_share {
+            return read_fully(file.as_ref(), out, offset);
+        }
         lock(&self.jobs).share.direct_started(id);
         let result = read_fully(file.as_ref(), out, offset);
         lock(&self.jobs).share.direct_ended(id, Instant::now());

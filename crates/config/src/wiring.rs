@@ -112,9 +112,7 @@ impl Config {
         let Some(m) = &self.bbos.meta else {
             return Ok(None);
         };
-        let spec =
-            MetaSpec::parse(m).map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}")))?;
-        Ok(match spec {
+        Ok(match parse_meta(m)? {
             MetaSpec::Redis(redis) => Some(self.with_redis_secrets(redis)),
             MetaSpec::Redb { .. } => None,
         })
@@ -139,9 +137,7 @@ impl Config {
             return Ok(None);
         }
         let spec = match (&self.bbos.meta, &self.fast.path) {
-            (Some(m), _) => Some(
-                MetaSpec::parse(m).map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}")))?,
-            ),
+            (Some(m), _) => Some(parse_meta(m)?),
             (None, Some(fast)) if self.fast.device != Device::Memory => Some(MetaSpec::Redb {
                 path: fast.join("catalog.redb"),
             }),
@@ -364,4 +360,9 @@ pub fn open_tier(
                 .map_err(error)?,
         ),
     })
+}
+
+/// `bbos.meta`'s value as a catalogue spec, or the error naming the key.
+fn parse_meta(m: &str) -> Result<MetaSpec, ConfigError> {
+    MetaSpec::parse(m).map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}")))
 }

@@ -163,6 +163,24 @@ stop_mount() {
     MNT=""
 }
 
+# stop_nodes SECS [ARGS...]: stop every mount of the arrays POINTS (mount
+# points) and PIDS (their daemons): `sluice unmount ARGS POINT` within SECS
+# seconds, else a lazy fusermount3 -u; then wait up to 60 s for the daemon,
+# else kill it. Empties both arrays.
+stop_nodes() {
+    local secs=$1 i
+    shift
+    for i in "${!POINTS[@]}"; do
+        if mountpoint -q "${POINTS[$i]}"; then
+            timeout "$secs" "$SLUICE" unmount "$@" "${POINTS[$i]}" >/dev/null 2>&1 ||
+                fusermount3 -uz "${POINTS[$i]}" 2>/dev/null || true
+        fi
+        await_exit "${PIDS[$i]}" 60 || kill "${PIDS[$i]}" 2>/dev/null || true
+    done
+    POINTS=()
+    PIDS=()
+}
+
 # elapsed T0 T1: T1 - T0 (date +%s.%N stamps) in seconds, 3 decimals.
 elapsed() {
     awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'

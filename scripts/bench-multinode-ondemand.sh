@@ -100,16 +100,7 @@ case "$REDIS" in 0 | 1) ;; *) die "REDIS must be 0 or 1 (got '$REDIS')" ;; esac
 POINTS=()
 PIDS=()
 stop_all() {
-    local i
-    for i in "${!POINTS[@]}"; do
-        if mountpoint -q "${POINTS[$i]}"; then
-            timeout 120 "$SLUICE" unmount --keep "${POINTS[$i]}" >/dev/null 2>&1 ||
-                fusermount3 -uz "${POINTS[$i]}" 2>/dev/null || true
-        fi
-        await_exit "${PIDS[$i]}" 60 || kill "${PIDS[$i]}" 2>/dev/null || true
-    done
-    POINTS=()
-    PIDS=()
+    stop_nodes 120 --keep
 }
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {

@@ -67,16 +67,7 @@ build_sluice
 POINTS=()
 PIDS=()
 stop_all() {
-    local i
-    for i in "${!POINTS[@]}"; do
-        if mountpoint -q "${POINTS[$i]}"; then
-            timeout 300 "$SLUICE" unmount "${POINTS[$i]}" >/dev/null 2>&1 ||
-                fusermount3 -uz "${POINTS[$i]}" 2>/dev/null || true
-        fi
-        await_exit "${PIDS[$i]}" 60 || kill "${PIDS[$i]}" 2>/dev/null || true
-    done
-    POINTS=()
-    PIDS=()
+    stop_nodes 300
 }
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {

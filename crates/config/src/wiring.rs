@@ -16,6 +16,7 @@ impl Config {
             evidence: p.cost_evidence,
             disk_streams: p.cost_disk_streams,
             disk_idle: p.cost_disk_idle.0,
+            new_file_seeks: self.mount.consistency != Consistency::CloseToOpen,
         }
     }
 

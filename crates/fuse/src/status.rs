@@ -48,6 +48,7 @@ pub fn take(
         streams: s.stats.streams,
         streams_to_fast: s.stats.streams_to_fast,
         disk_deferred_requests: s.disk_deferred_requests,
+        new_file_requests: s.new_file_requests,
         cost_seek_us: s
             .cost_seek
             .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),

@@ -147,6 +147,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.disk_deferred_requests),
     },
     Metric {
+        name: "sluice_new_file_requests_total",
+        kind: Counter,
+        help: "Under cost where closes leave bytes in the log: files' first write requests sent to the fast tier, the disk's positioning for a new file paid by the flusher (docs/policy.md, \"A new file\").",
+        labels: None,
+        read: |s| int(s.new_file_requests),
+    },
+    Metric {
         name: "sluice_buffered_bytes",
         kind: Gauge,
         help: "Bytes buffered in the fast-tier log now.",

@@ -311,6 +311,11 @@ pub struct Status {
     /// tier's streams were held by other files.
     #[serde(default)]
     pub disk_deferred_requests: u64,
+    /// Under `cost` where closes leave bytes in the log: files' first
+    /// requests sent to the fast tier as the disk's positioning for a new
+    /// file.
+    #[serde(default)]
+    pub new_file_requests: u64,
     /// Under `cost`: the capacity tier's seek the model charges, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_seek_us: Option<u64>,
@@ -608,21 +613,28 @@ impl Status {
             regions.join(", "),
             mib(self.region_bytes)
         );
+        let mut disk = String::new();
+        if self.disk_deferred_requests > 0 {
+            let _ = write!(
+                disk,
+                "; {} requests to the fast tier while the disk served another file's stream",
+                self.disk_deferred_requests
+            );
+        }
+        if self.new_file_requests > 0 {
+            let _ = write!(
+                disk,
+                "; {} new files' first requests to the fast tier",
+                self.new_file_requests
+            );
+        }
         let _ = writeln!(
             out,
-            "routed      fast {}, capacity {}, forced to log {}, written through {}{}",
+            "routed      fast {}, capacity {}, forced to log {}, written through {}{disk}",
             mib(self.fast_bytes),
             mib(self.capacity_bytes),
             mib(self.forced_to_log_bytes),
             mib(self.write_through_bytes),
-            if self.disk_deferred_requests > 0 {
-                format!(
-                    "; {} requests to the fast tier while the disk served another file's stream",
-                    self.disk_deferred_requests
-                )
-            } else {
-                String::new()
-            }
         );
         for f in self.files.iter().take(8) {
             let _ = writeln!(

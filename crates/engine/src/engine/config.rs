@@ -323,6 +323,10 @@ pub struct EngineStatus {
     /// Under `cost`: requests sent to the fast tier because the capacity
     /// tier's streams were held by other files (docs/policy.md).
     pub disk_deferred_requests: u64,
+    /// Under `cost` with `new_file_seeks`: files' first requests sent to
+    /// the fast tier as the disk's positioning for a new file
+    /// (docs/policy.md, "A new file").
+    pub new_file_requests: u64,
     /// Under `cost`: the capacity tier's seek the model charges
     /// (`policy.cost_seek`, measured at mount when left at the default,
     /// and kept current from the write-backs under `cost_profile = "auto"`).

@@ -487,6 +487,7 @@ impl Engine {
             files: state.placements.snapshot(|f| redirector.route_of(f)),
             capacity_health: state.capacity_health.clone(),
             disk_deferred_requests: redirector.classifier().map_or(0, |c| c.deferred()),
+            new_file_requests: redirector.classifier().map_or(0, |c| c.new_files()),
             cost_seek: redirector.classifier().map(|c| c.model().capacity_seek),
             capacity_fit: self.shared.traffic.estimate(),
         }

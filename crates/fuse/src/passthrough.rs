@@ -20,15 +20,17 @@
 //! The backing id is dropped (closed in the kernel) when the node's last
 //! handle is released.
 //!
-//! **Small files stay plain** (issue 33): an open of an existing file
-//! shorter than [`PASSTHROUGH_MIN_BYTES`], neither created nor truncated by
-//! it, gets a plain handle. Registering a backing file costs two ioctls and
-//! the node's bookkeeping at open and release, more than the one read
-//! request such a file's reads take through sluice: mdtest's read phases
-//! (empty and 3,901-byte files) ran at 0.53x and 0.73x mergerfs with
-//! passthrough, 0.86x and 0.82x without (docs/results/mdtest.md). A create
-//! or a truncating open is registered whatever the size: the writes that
-//! follow are what passthrough is for.
+//! **Small files read stay plain** (issue 33): a read-only open of an
+//! existing file shorter than [`PASSTHROUGH_MIN_BYTES`] gets a plain
+//! handle. Registering a backing file costs two ioctls and the node's
+//! bookkeeping at open and release, more than the one read request such a
+//! file's reads take through sluice: mdtest's read phases (empty and
+//! 3,901-byte files) ran at 0.53x and 0.73x mergerfs with passthrough,
+//! 0.86x and 0.82x without (docs/results/mdtest.md). An open for writing
+//! is registered whatever the size: the writes that follow are what
+//! passthrough is for. (fio opens the file it just created again with
+//! `O_RDWR`, empty; when that open stayed plain, every write of its job
+//! came through sluice: 0.38-0.40x mergerfs with 4 jobs, issue 32.)
 
 use std::collections::HashMap;
 use std::io;
@@ -40,8 +42,17 @@ use rustix::fs::OFlags;
 
 use crate::volume::{lock, Volume};
 
-/// The smallest existing file a plain open registers (module docs).
+/// The smallest existing file a read-only open registers (module docs).
 pub const PASSTHROUGH_MIN_BYTES: u64 = 64 * 1024;
+
+/// Whether an open with `open(2)`'s `flags` may write: opened for writing,
+/// or creating or truncating the file. The kernel strips `O_CREAT` from an
+/// open of a file that exists (and `O_TRUNC` without atomic truncation), so
+/// the access mode is what tells a writer.
+fn opens_for_writing(flags: i32) -> bool {
+    let flags = OFlags::from_bits_retain(flags as u32);
+    flags & OFlags::ACCMODE != OFlags::RDONLY || flags.intersects(OFlags::CREATE | OFlags::TRUNC)
+}
 
 /// One node's handles through this mount.
 struct Node<B> {
@@ -128,8 +139,7 @@ impl<B> Passthrough<B> {
                     node.registering = true;
                 }
                 drop(nodes);
-                let writing = (OFlags::CREATE | OFlags::TRUNC).bits() as i32;
-                let writes_expected = flags & writing != 0;
+                let writes_expected = opens_for_writing(flags);
                 let registered = self.register(volume, fh, writes_expected, register);
                 let mut nodes = lock(&self.nodes);
                 let node = nodes.get_mut(&ino)?;
@@ -139,8 +149,7 @@ impl<B> Passthrough<B> {
                 registered?
             }
         };
-        let access = OFlags::from_bits_retain(flags as u32) & OFlags::ACCMODE;
-        if access != OFlags::RDONLY {
+        if opens_for_writing(flags) {
             volume.note_kernel_writes(fh);
         }
         Some(backing)
@@ -238,6 +247,7 @@ mod tests {
     }
 
     const RDWR: i32 = OFlags::RDWR.bits() as i32;
+    const RDONLY: i32 = OFlags::RDONLY.bits() as i32;
 
     fn never(_: BorrowedFd<'_>) -> io::Result<u32> {
         panic!("registered a backing file where none may be")
@@ -277,7 +287,7 @@ mod tests {
     }
 
     #[test]
-    fn a_small_file_opened_plainly_stays_plain_unless_created_or_truncated() {
+    fn a_small_file_opened_to_read_stays_plain_and_one_opened_to_write_does_not() {
         let dir = tempfile::tempdir().unwrap();
         let (v, ino, fh) = volume(&dir, RedirectPolicy::CapacityOnly);
         let size = |len| crate::volume::AttrChanges {
@@ -287,21 +297,25 @@ mod tests {
         v.setattr(ino, Some(fh), &size(PASSTHROUGH_MIN_BYTES - 1))
             .unwrap();
         let p = Passthrough::new(true);
-        assert!(p.open(&v, ino, fh, RDWR, never).is_none(), "small: plain");
+        assert!(p.open(&v, ino, fh, RDONLY, never).is_none(), "small, read: plain");
         p.release(ino);
-        let trunc = RDWR | OFlags::TRUNC.bits() as i32;
-        assert!(
-            p.open(&v, ino, fh, trunc, |_| Ok(3)).is_some(),
-            "truncating"
-        );
+        // fio's second open of the file it created: the kernel strips
+        // O_CREAT, so only the access mode says it writes.
+        assert!(p.open(&v, ino, fh, RDWR, |_| Ok(2)).is_some(), "read-write");
         p.release(ino);
-        let create = RDWR | OFlags::CREATE.bits() as i32;
-        assert!(p.open(&v, ino, fh, create, |_| Ok(4)).is_some(), "created");
+        let wronly = OFlags::WRONLY.bits() as i32;
+        assert!(p.open(&v, ino, fh, wronly, |_| Ok(3)).is_some(), "write-only");
+        p.release(ino);
+        let trunc = RDONLY | OFlags::TRUNC.bits() as i32;
+        assert!(p.open(&v, ino, fh, trunc, |_| Ok(4)).is_some(), "truncating");
+        p.release(ino);
+        let create = RDONLY | OFlags::CREATE.bits() as i32;
+        assert!(p.open(&v, ino, fh, create, |_| Ok(5)).is_some(), "created");
         p.release(ino);
         v.setattr(ino, Some(fh), &size(PASSTHROUGH_MIN_BYTES))
             .unwrap();
         assert!(
-            p.open(&v, ino, fh, RDWR, |_| Ok(5)).is_some(),
+            p.open(&v, ino, fh, RDONLY, |_| Ok(6)).is_some(),
             "large enough"
         );
     }

@@ -297,17 +297,26 @@ mod tests {
         v.setattr(ino, Some(fh), &size(PASSTHROUGH_MIN_BYTES - 1))
             .unwrap();
         let p = Passthrough::new(true);
-        assert!(p.open(&v, ino, fh, RDONLY, never).is_none(), "small, read: plain");
+        assert!(
+            p.open(&v, ino, fh, RDONLY, never).is_none(),
+            "small, read: plain"
+        );
         p.release(ino);
         // fio's second open of the file it created: the kernel strips
         // O_CREAT, so only the access mode says it writes.
         assert!(p.open(&v, ino, fh, RDWR, |_| Ok(2)).is_some(), "read-write");
         p.release(ino);
         let wronly = OFlags::WRONLY.bits() as i32;
-        assert!(p.open(&v, ino, fh, wronly, |_| Ok(3)).is_some(), "write-only");
+        assert!(
+            p.open(&v, ino, fh, wronly, |_| Ok(3)).is_some(),
+            "write-only"
+        );
         p.release(ino);
         let trunc = RDONLY | OFlags::TRUNC.bits() as i32;
-        assert!(p.open(&v, ino, fh, trunc, |_| Ok(4)).is_some(), "truncating");
+        assert!(
+            p.open(&v, ino, fh, trunc, |_| Ok(4)).is_some(),
+            "truncating"
+        );
         p.release(ino);
         let create = RDONLY | OFlags::CREATE.bits() as i32;
         assert!(p.open(&v, ino, fh, create, |_| Ok(5)).is_some(), "created");

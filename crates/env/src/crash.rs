@@ -38,17 +38,33 @@
 //!   cannot change the post-crash state. A test runs its workload once to
 //!   count [`CrashBackend::sync_points`], then reruns it on a fresh backend
 //!   crashing at each point in turn.
-//! * **Attributes, symbolic links, extended attributes** are not modelled
-//!   (their durability is not what this backend tests): `stat`,
-//!   `set_attr`, `symlink`, `mknod`, `read_link` and the xattr calls keep the
-//!   trait's default and fail with EOPNOTSUPP; `read_dir_all` is
-//!   `read_dir`'s entries.
+//! * **Extended attributes** (by path: `get_xattr`, `set_xattr`,
+//!   `list_xattr`, `remove_xattr`; by an open file's handle, its inode
+//!   whatever names it now: `set_xattr`, `remove_xattr`) are kept per file
+//!   and per directory, current and synced, with Linux's answers: ENODATA
+//!   for a missing one, EEXIST / ENODATA for `XattrFlags::CreateOnly` /
+//!   `ReplaceOnly`, ERANGE for an empty name or one over 255 bytes, E2BIG
+//!   for a value over 64 KiB, EOPNOTSUPP outside the `user.`, `trusted.`,
+//!   `security.` and `system.` namespaces; names list sorted. Durability
+//!   is the strict reading, the same as for bytes and names: a change of a
+//!   file's xattrs becomes durable only at that file's next `sync_data`
+//!   (of any handle of it), a directory's at its `sync_dir`; a crash
+//!   reverts each surviving file's and directory's xattrs to their synced
+//!   state, whole (torn writes never keep part of an xattr change). Real
+//!   file systems journal xattrs as metadata and may keep them sooner; a
+//!   test that passes here does not rely on that. (The engine's held
+//!   marks, `user.sluice.held`, are what this models them for.)
+//! * **Attributes, symbolic links** are not modelled (their durability is
+//!   not what this backend tests): `stat`, `set_attr`, `symlink`, `mknod`
+//!   and `read_link` keep the trait's default and fail with EOPNOTSUPP;
+//!   `read_dir_all` is `read_dir`'s entries.
 //!
 //! Invariants: after a crash, current = synced for every file and every
-//! directory; a file's synced bytes with its change list replayed equal its
-//! current bytes; `used_bytes` is the sum of the current lengths of the
-//! files kept (a file is dropped only when no current or synced entry names
-//! it and no handle has it open); `used_bytes <= capacity_bytes`.
+//! directory (entries and xattrs); a file's synced bytes with its change
+//! list replayed equal its current bytes; `used_bytes` is the sum of the
+//! current lengths of the files kept (a file is dropped only when no
+//! current or synced entry names it and no handle has it open; xattrs
+//! count for nothing); `used_bytes <= capacity_bytes`.
 //!
 //! One mutex guards the whole state (poison-tolerant, see `lock` in lib.rs):
 //! the backend is for tests, where simplicity beats concurrency.
@@ -64,6 +80,7 @@ use crate::memory::{end_index, read_slice, MEMORY_CAPACITY_DEFAULT};
 use crate::namespace::{DirNode, Node, Tree, ROOT_DIR_ID};
 use crate::{
     errno_error, lock, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo,
+    XattrFlags,
 };
 
 type FileId = u64;
@@ -124,6 +141,78 @@ impl Change {
     }
 }
 
+/// Longest xattr name Linux takes (`XATTR_NAME_MAX`).
+const XATTR_NAME_MAX: usize = 255;
+
+/// Largest xattr value Linux takes (`XATTR_SIZE_MAX`).
+const XATTR_SIZE_MAX: usize = 64 * 1024;
+
+/// The name spaces Linux knows; a name outside them is EOPNOTSUPP.
+const XATTR_NAMESPACES: [&str; 4] = ["user.", "trusted.", "security.", "system."];
+
+/// Refuses a name (and a value, when one is set) as Linux's `setxattr`
+/// and `getxattr` do, so a test cannot pass here with a name a real tier
+/// would refuse.
+fn check_xattr(name: &str, value: Option<&[u8]>) -> Result<(), Errno> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(Errno::RANGE);
+    }
+    if !XATTR_NAMESPACES
+        .iter()
+        .any(|space| name.len() > space.len() && name.starts_with(space))
+    {
+        return Err(Errno::OPNOTSUPP);
+    }
+    if value.is_some_and(|value| value.len() > XATTR_SIZE_MAX) {
+        return Err(Errno::TOOBIG);
+    }
+    Ok(())
+}
+
+/// The extended attributes of one file or directory: as they are now,
+/// and as its last sync left them (what a crash goes back to).
+#[derive(Clone, Debug, Default)]
+struct Xattrs {
+    current: BTreeMap<String, Vec<u8>>,
+    synced: BTreeMap<String, Vec<u8>>,
+}
+
+impl Xattrs {
+    fn get(&self, name: &str) -> Result<Vec<u8>, Errno> {
+        check_xattr(name, None)?;
+        self.current.get(name).cloned().ok_or(Errno::NODATA)
+    }
+
+    fn set(&mut self, name: &str, value: &[u8], flags: XattrFlags) -> Result<(), Errno> {
+        check_xattr(name, Some(value))?;
+        let exists = self.current.contains_key(name);
+        match flags {
+            XattrFlags::CreateOnly if exists => return Err(Errno::EXIST),
+            XattrFlags::ReplaceOnly if !exists => return Err(Errno::NODATA),
+            _ => {}
+        }
+        self.current.insert(name.to_string(), value.to_vec());
+        Ok(())
+    }
+
+    fn remove(&mut self, name: &str) -> Result<(), Errno> {
+        check_xattr(name, None)?;
+        self.current.remove(name).map(drop).ok_or(Errno::NODATA)
+    }
+
+    fn list(&self) -> Vec<String> {
+        self.current.keys().cloned().collect()
+    }
+
+    fn sync(&mut self) {
+        self.synced.clone_from(&self.current);
+    }
+
+    fn revert(&mut self) {
+        self.current.clone_from(&self.synced);
+    }
+}
+
 #[derive(Debug, Default)]
 struct CrashFile {
     current: Vec<u8>,
@@ -133,6 +222,8 @@ struct CrashFile {
     /// Bytes written by the `unsynced` writes.
     unsynced_bytes: u64,
     open_handles: usize,
+    /// Durable, like the bytes, at the file's next sync.
+    xattrs: Xattrs,
 }
 
 impl CrashFile {
@@ -141,8 +232,16 @@ impl CrashFile {
             change.apply(&mut self.synced, usize::MAX);
         }
         self.unsynced_bytes = 0;
+        self.xattrs.sync();
         debug_assert_eq!(self.synced.len(), self.current.len());
     }
+}
+
+/// What a path's extended attributes belong to.
+#[derive(Clone, Copy, Debug)]
+enum XattrOwner {
+    File(FileId),
+    Dir(u64),
 }
 
 /// Where an armed crash happens.
@@ -160,6 +259,9 @@ struct CrashState {
     /// Synced entries of each directory, by directory id.
     synced_dirs: HashMap<u64, BTreeMap<String, SyncedEntry>>,
     files: HashMap<FileId, CrashFile>,
+    /// Extended attributes of directories, by directory id (a directory
+    /// that has none has no entry); durable at the directory's `sync_dir`.
+    dir_xattrs: HashMap<u64, Xattrs>,
     next_file_id: FileId,
     /// Bumped at every crash; handles carry the epoch they were opened in.
     epoch: u64,
@@ -261,6 +363,7 @@ impl CrashState {
             tree: Tree::new(),
             synced_dirs,
             files: HashMap::new(),
+            dir_xattrs: HashMap::new(),
             next_file_id: 0,
             epoch: 0,
             sync_points: 0,
@@ -360,6 +463,13 @@ impl CrashState {
             file.unsynced.clear();
             file.unsynced_bytes = 0;
             file.open_handles = 0;
+            file.xattrs.revert();
+        }
+        // A directory that did not come back takes its attributes along;
+        // one that did has those it had at its last sync.
+        self.dir_xattrs.retain(|id, _| placed_dirs.contains(id));
+        for xattrs in self.dir_xattrs.values_mut() {
+            xattrs.revert();
         }
         self.tree.root = root;
         // What survived a crash is on the media: it is the synced state.
@@ -400,6 +510,31 @@ impl CrashState {
         // A valid handle's file is never collected (it is open); a missing
         // one would be a bug of this module, reported rather than panicked.
         self.files.get_mut(&id).ok_or(Errno::STALE)
+    }
+
+    /// What `path` names, for its extended attributes.
+    fn xattr_owner(&self, path: &RelPath) -> Result<XattrOwner, Errno> {
+        match self.tree.lookup(path)? {
+            (_, Some(file)) => Ok(XattrOwner::File(*file)),
+            (_, None) => Ok(XattrOwner::Dir(self.tree.dir(path)?.id)),
+        }
+    }
+
+    /// The extended attributes of `owner`, to read (`None`: a directory
+    /// that never had one).
+    fn xattrs(&mut self, owner: XattrOwner) -> Result<Option<&Xattrs>, Errno> {
+        match owner {
+            XattrOwner::File(id) => Ok(Some(&self.file(id)?.xattrs)),
+            XattrOwner::Dir(id) => Ok(self.dir_xattrs.get(&id)),
+        }
+    }
+
+    /// The extended attributes of `owner`, to change.
+    fn xattrs_mut(&mut self, owner: XattrOwner) -> Result<&mut Xattrs, Errno> {
+        match owner {
+            XattrOwner::File(id) => Ok(&mut self.file(id)?.xattrs),
+            XattrOwner::Dir(id) => Ok(self.dir_xattrs.entry(id).or_default()),
+        }
     }
 
     /// Resizes file `id`'s current bytes to `new_len` within the capacity
@@ -655,6 +790,9 @@ impl Backend for CrashBackend {
             .map_err(|e| errno(e, What("sync_dir", path)))?;
         let (id, entries) = (dir.id, synced_entries(dir));
         state.synced_dirs.insert(id, entries);
+        if let Some(xattrs) = state.dir_xattrs.get_mut(&id) {
+            xattrs.sync();
+        }
         state.collect_garbage();
         state.end_sync(n, &what)
     }
@@ -665,6 +803,58 @@ impl Backend for CrashBackend {
             total_bytes: state.capacity_bytes,
             free_bytes: state.capacity_bytes.saturating_sub(state.used_bytes),
         })
+    }
+
+    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
+        let op = format!("get_xattr {name:?}");
+        let mut state = self.state();
+        state.check_up(What(&op, path))?;
+        let owner = state
+            .xattr_owner(path)
+            .map_err(|e| errno(e, What(&op, path)))?;
+        let xattrs = state.xattrs(owner).map_err(|e| errno(e, What(&op, path)))?;
+        match xattrs {
+            Some(xattrs) => xattrs.get(name),
+            None => check_xattr(name, None).and(Err(Errno::NODATA)),
+        }
+        .map_err(|e| errno(e, What(&op, path)))
+    }
+
+    fn set_xattr(
+        &self,
+        path: &RelPath,
+        name: &str,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> io::Result<()> {
+        let op = format!("set_xattr {name:?}");
+        let mut state = self.state();
+        state.check_up(What(&op, path))?;
+        state
+            .xattr_owner(path)
+            .and_then(|owner| state.xattrs_mut(owner)?.set(name, value, flags))
+            .map_err(|e| errno(e, What(&op, path)))
+    }
+
+    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
+        let op = "list_xattr";
+        let mut state = self.state();
+        state.check_up(What(op, path))?;
+        let owner = state
+            .xattr_owner(path)
+            .map_err(|e| errno(e, What(op, path)))?;
+        let xattrs = state.xattrs(owner).map_err(|e| errno(e, What(op, path)))?;
+        Ok(xattrs.map(Xattrs::list).unwrap_or_default())
+    }
+
+    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
+        let op = format!("remove_xattr {name:?}");
+        let mut state = self.state();
+        state.check_up(What(&op, path))?;
+        state
+            .xattr_owner(path)
+            .and_then(|owner| state.xattrs_mut(owner)?.remove(name))
+            .map_err(|e| errno(e, What(&op, path)))
     }
 }
 
@@ -802,6 +992,24 @@ impl BackendFile for CrashHandle {
         file.unsynced.push(Change::SetLen(new_len));
         Ok(())
     }
+
+    fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
+        let op = format!("set_xattr {name:?}");
+        let mut state = self.valid_state(&op)?;
+        state
+            .file(self.id)
+            .and_then(|file| file.xattrs.set(name, value, flags))
+            .map_err(|e| self.error(e, &op))
+    }
+
+    fn remove_xattr(&self, name: &str) -> io::Result<()> {
+        let op = format!("remove_xattr {name:?}");
+        let mut state = self.valid_state(&op)?;
+        state
+            .file(self.id)
+            .and_then(|file| file.xattrs.remove(name))
+            .map_err(|e| self.error(e, &op))
+    }
 }
 
 #[cfg(test)]
@@ -838,5 +1046,221 @@ mod tests {
         assert_eq!(backend.state().files.len(), 1);
         backend.sync_dir(&RelPath::root()).unwrap();
         assert_eq!(backend.state().files.len(), 0);
+    }
+
+    fn code(error: &io::Error) -> Option<i32> {
+        crate::raw_os_error(error)
+    }
+
+    fn errno_named(name: &str) -> Option<i32> {
+        crate::errno::errno_code(name)
+    }
+
+    #[test]
+    fn xattrs_set_get_list_and_remove_as_linux_answers() {
+        let backend = CrashBackend::new();
+        let f = p("f");
+        let file = backend.open(&f, OpenOptions::CREATE).unwrap();
+        backend
+            .set_xattr(&f, "user.b", b"2", XattrFlags::Either)
+            .unwrap();
+        file.set_xattr("user.a", b"1", XattrFlags::CreateOnly)
+            .unwrap();
+        backend
+            .set_xattr(&f, "user.empty", b"", XattrFlags::Either)
+            .unwrap();
+        assert_eq!(backend.get_xattr(&f, "user.a").unwrap(), b"1");
+        assert_eq!(backend.get_xattr(&f, "user.empty").unwrap(), b"");
+        assert_eq!(
+            backend.list_xattr(&f).unwrap(),
+            ["user.a", "user.b", "user.empty"]
+        );
+
+        // XATTR_CREATE on an existing one, XATTR_REPLACE on a missing one.
+        let error = backend
+            .set_xattr(&f, "user.a", b"x", XattrFlags::CreateOnly)
+            .unwrap_err();
+        assert_eq!(code(&error), errno_named("EEXIST"), "{error}");
+        assert!(error.to_string().contains("user.a"), "{error}");
+        let error = file
+            .set_xattr("user.a", b"x", XattrFlags::CreateOnly)
+            .unwrap_err();
+        assert_eq!(code(&error), errno_named("EEXIST"), "{error}");
+        assert_eq!(backend.get_xattr(&f, "user.a").unwrap(), b"1");
+        let error = backend
+            .set_xattr(&f, "user.new", b"x", XattrFlags::ReplaceOnly)
+            .unwrap_err();
+        assert_eq!(code(&error), errno_named("ENODATA"), "{error}");
+        backend
+            .set_xattr(&f, "user.a", b"3", XattrFlags::ReplaceOnly)
+            .unwrap();
+        assert_eq!(backend.get_xattr(&f, "user.a").unwrap(), b"3");
+
+        // Removal, by path and by handle; a missing one is ENODATA.
+        backend.remove_xattr(&f, "user.b").unwrap();
+        file.remove_xattr("user.a").unwrap();
+        for error in [
+            backend.get_xattr(&f, "user.a").unwrap_err(),
+            backend.remove_xattr(&f, "user.b").unwrap_err(),
+            file.remove_xattr("user.a").unwrap_err(),
+        ] {
+            assert_eq!(code(&error), errno_named("ENODATA"), "{error}");
+        }
+        assert_eq!(backend.list_xattr(&f).unwrap(), ["user.empty"]);
+
+        // Names and values Linux refuses; a missing path.
+        let long = "user.".to_string() + &"x".repeat(XATTR_NAME_MAX);
+        for (name, errno) in [("", "ERANGE"), (&long, "ERANGE"), ("other.x", "EOPNOTSUPP")] {
+            let error = backend
+                .set_xattr(&f, name, b"v", XattrFlags::Either)
+                .unwrap_err();
+            assert_eq!(code(&error), errno_named(errno), "{name:?}: {error}");
+        }
+        let big = vec![0u8; XATTR_SIZE_MAX + 1];
+        let error = file
+            .set_xattr("user.big", &big, XattrFlags::Either)
+            .unwrap_err();
+        assert_eq!(code(&error), errno_named("E2BIG"), "{error}");
+        let error = backend.get_xattr(&p("missing"), "user.a").unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
+
+        // Directories and the root have theirs; they count for no space.
+        backend.create_dir(&p("d")).unwrap();
+        backend
+            .set_xattr(&p("d"), "user.dir", b"1", XattrFlags::CreateOnly)
+            .unwrap();
+        backend
+            .set_xattr(&RelPath::root(), "user.root", b"2", XattrFlags::Either)
+            .unwrap();
+        assert_eq!(backend.get_xattr(&p("d"), "user.dir").unwrap(), b"1");
+        assert_eq!(backend.list_xattr(&RelPath::root()).unwrap(), ["user.root"]);
+        let error = backend.get_xattr(&p("d"), "user.root").unwrap_err();
+        assert_eq!(code(&error), errno_named("ENODATA"), "{error}");
+        backend.remove_xattr(&p("d"), "user.dir").unwrap();
+        assert!(backend.list_xattr(&p("d")).unwrap().is_empty());
+        assert_eq!(backend.state().used_bytes, 0);
+    }
+
+    /// `fsetxattr`: the handle's file, whatever names it now.
+    #[test]
+    fn a_handles_xattrs_follow_its_file_not_its_name() {
+        let backend = CrashBackend::new();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
+        backend.rename(&p("f"), &p("moved")).unwrap();
+        backend.open(&p("f"), OpenOptions::CREATE).unwrap();
+        file.set_xattr("user.k", b"v", XattrFlags::CreateOnly)
+            .unwrap();
+        assert_eq!(backend.get_xattr(&p("moved"), "user.k").unwrap(), b"v");
+        let none = backend.get_xattr(&p("f"), "user.k").unwrap_err();
+        assert_eq!(code(&none), errno_named("ENODATA"), "{none}");
+    }
+
+    /// The strict reading: a file's xattr changes are durable at its next
+    /// sync (of any handle), a directory's at its `sync_dir`; a crash
+    /// reverts both to their synced state, torn writes or not.
+    #[test]
+    fn a_crash_reverts_xattrs_to_their_last_sync() {
+        for torn in [false, true] {
+            let backend = CrashBackend::new();
+            backend.set_torn_writes(torn);
+            backend.set_seed(7);
+            let (f, g, d) = (p("f"), p("g"), p("d"));
+            let file = backend.open(&f, OpenOptions::CREATE).unwrap();
+            let other = backend.open(&g, OpenOptions::CREATE).unwrap();
+            backend.create_dir(&d).unwrap();
+            backend.sync_dir(&RelPath::root()).unwrap();
+            file.set_xattr("user.kept", b"1", XattrFlags::Either)
+                .unwrap();
+            backend
+                .set_xattr(&f, "user.gone", b"1", XattrFlags::Either)
+                .unwrap();
+            backend
+                .set_xattr(&d, "user.dir", b"1", XattrFlags::Either)
+                .unwrap();
+            other
+                .set_xattr("user.never", b"1", XattrFlags::Either)
+                .unwrap();
+            // A second handle's sync makes the file's xattrs durable.
+            let again = backend.open(&f, OpenOptions::default()).unwrap();
+            again.sync_data().unwrap();
+            backend.sync_dir(&d).unwrap();
+            // After the sync: a change, a removal, a new one, unsynced.
+            file.set_xattr("user.kept", b"2", XattrFlags::ReplaceOnly)
+                .unwrap();
+            file.remove_xattr("user.gone").unwrap();
+            file.set_xattr("user.late", b"1", XattrFlags::Either)
+                .unwrap();
+            backend.remove_xattr(&d, "user.dir").unwrap();
+            file.write_at(b"bytes", 0).unwrap();
+            backend.crash();
+            assert_eq!(backend.list_xattr(&f).unwrap(), ["user.gone", "user.kept"]);
+            assert_eq!(backend.get_xattr(&f, "user.kept").unwrap(), b"1");
+            assert_eq!(backend.get_xattr(&d, "user.dir").unwrap(), b"1");
+            assert!(backend.list_xattr(&g).unwrap().is_empty(), "never synced");
+            let state = backend.state();
+            for file in state.files.values() {
+                assert_eq!(file.xattrs.current, file.xattrs.synced);
+            }
+            for xattrs in state.dir_xattrs.values() {
+                assert_eq!(xattrs.current, xattrs.synced);
+            }
+            drop(state);
+            // Handles from before the crash are refused.
+            let stale = file
+                .set_xattr("user.x", b"1", XattrFlags::Either)
+                .unwrap_err();
+            assert!(stale.to_string().contains("before a crash"), "{stale}");
+        }
+    }
+
+    /// A crash instead of the file's sync keeps the old xattrs; right after
+    /// it, the new ones. While crashed, every xattr call fails.
+    #[test]
+    fn an_armed_crash_keeps_xattrs_as_synced_before_or_at_its_point() {
+        for after in [false, true] {
+            let backend = CrashBackend::new();
+            let f = p("f");
+            let file = backend.open(&f, OpenOptions::CREATE).unwrap();
+            backend.sync_dir(&RelPath::root()).unwrap();
+            file.set_xattr("user.mark", b"old", XattrFlags::Either)
+                .unwrap();
+            file.sync_data().unwrap();
+            file.set_xattr("user.mark", b"new", XattrFlags::Either)
+                .unwrap();
+            let n = backend.sync_points() + 1;
+            if after {
+                backend.crash_after(n);
+            } else {
+                backend.crash_at(n);
+            }
+            assert!(file.sync_data().is_err());
+            assert!(backend.get_xattr(&f, "user.mark").is_err(), "crashed");
+            assert!(backend
+                .set_xattr(&f, "user.mark", b"x", XattrFlags::Either)
+                .is_err());
+            assert!(backend.list_xattr(&f).is_err());
+            assert!(backend.remove_xattr(&f, "user.mark").is_err());
+            backend.restart();
+            let want: &[u8] = if after { b"new" } else { b"old" };
+            assert_eq!(backend.get_xattr(&f, "user.mark").unwrap(), want);
+        }
+    }
+
+    /// A directory that does not come back after a crash takes its xattrs
+    /// along; one made again under its name starts with none.
+    #[test]
+    fn an_unsynced_directory_loses_its_xattrs_at_a_crash() {
+        let backend = CrashBackend::new();
+        let d = p("d");
+        backend.create_dir(&d).unwrap();
+        backend
+            .set_xattr(&d, "user.dir", b"1", XattrFlags::Either)
+            .unwrap();
+        backend.sync_dir(&d).unwrap();
+        backend.crash();
+        assert!(backend.metadata(&d).is_err(), "its name was never synced");
+        assert!(backend.state().dir_xattrs.is_empty());
+        backend.create_dir(&d).unwrap();
+        assert!(backend.list_xattr(&d).unwrap().is_empty());
     }
 }

@@ -27,7 +27,11 @@
 //!   the synced bytes until the budget runs out, the last write cut short.
 //!   For an append-only log this keeps a random prefix of the unsynced tail
 //!   (torn log tails); for preallocated files it tears in-place writes the
-//!   same way.
+//!   same way. A write that lies within one [`SECTOR_BYTES`]-aligned sector
+//!   is never cut short: the device writes a sector whole or not at all (the
+//!   assumption PostgreSQL makes for its 512-byte `pg_control`), so the
+//!   write the budget runs out in is then left out whole. Longer writes tear
+//!   at any byte, more finely than a device would.
 //! * **Sync points**: every `sync_data` and `sync_dir` call is a numbered
 //!   sync point (1, 2, … since the backend was created; calls on stale
 //!   handles or while crashed do not count). [`CrashBackend::crash_at`]`(n)`
@@ -91,6 +95,10 @@ enum SyncedEntry {
     File(FileId),
     Dir(u64),
 }
+
+/// The unit a device writes whole (module docs, torn writes): a write
+/// within one aligned sector of this size is never torn.
+pub const SECTOR_BYTES: usize = 512;
 
 /// A change to a file since its last sync, kept to replay at a sync (and
 /// partially at a crash with torn writes).
@@ -445,10 +453,17 @@ impl CrashState {
                 let mut data = std::mem::take(&mut file.synced);
                 for change in &file.unsynced {
                     match change {
-                        Change::Write { data: bytes, .. } => {
+                        Change::Write {
+                            offset,
+                            data: bytes,
+                        } => {
                             let len = bytes.len() as u64;
                             if budget < len {
-                                change.apply(&mut data, budget as usize);
+                                let one_sector = bytes.is_empty()
+                                    || offset / SECTOR_BYTES
+                                        == (offset + bytes.len() - 1) / SECTOR_BYTES;
+                                let kept = if one_sector { 0 } else { budget as usize };
+                                change.apply(&mut data, kept);
                                 break;
                             }
                             change.apply(&mut data, bytes.len());

@@ -335,9 +335,12 @@ impl RegionFile {
     /// place. The scan ends at the first record below `first_seq`, so once
     /// the header is durable (the caller syncs) no record of it is replayed;
     /// records appended later (sequence numbers from `first_seq` on)
-    /// overwrite them from the start. A torn header fails its checksum:
-    /// recovery then creates the region again, which loses nothing, since
-    /// the region was flushed before.
+    /// overwrite them from the start. The header lies in the region's
+    /// first sector, which a device writes whole, so a crash leaves the old
+    /// header (the flushed records replayed again, harmless) or the new
+    /// one; a header that fails its checksum over records is refused by
+    /// recovery as corruption (docs/crash-consistency.md, "Assumptions
+    /// about the media").
     pub fn retire(&self, generation: u64, first_seq: u64) -> io::Result<()> {
         self.write_header(generation, first_seq)
     }

@@ -183,6 +183,12 @@ pub(super) fn park(state: &mut State, id: FileId, identity: Option<(u64, u64)>) 
 pub(super) fn unpark(state: &mut State, stat: &Stat) -> Option<FileId> {
     let id = state.parked.remove(&stat.identity())?;
     if state.stamps.get(&id) != Some(&ChangeStamp::of(stat)) {
+        tracing::debug!(
+            file = id.0,
+            then = ?state.stamps.get(&id),
+            now = ?ChangeStamp::of(stat),
+            "parked clean copies dropped: the capacity file changed"
+        );
         forget_file(state, id);
         state.stats.cache_stale_drops += 1;
         return None;

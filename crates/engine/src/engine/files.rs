@@ -240,10 +240,19 @@ pub(super) fn opened(state: &mut State, id: FileId) {
 /// Drop `id` from the maps if no open is outstanding, the flusher is not
 /// writing it and nothing of it is buffered.
 pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
-    let unused =
-        state.files.get(&id).is_some_and(|o| {
-            o.opens == 0 && o.busy == 0 && o.appending.is_empty() && o.held.is_none()
-        }) && !state.buffer.has_buffered(id);
+    // Not while one of this node's writers of its capacity file is still
+    // at work (cache.rs, `begin_own_write`): a flush restores the file's
+    // mtime after its writes, and a file parked before that kept a stamp
+    // the capacity file no longer matched, so its clean copies were
+    // dropped at the next open (IO500's mixed read-back, issue 33). The
+    // last writer's caller forgets it instead.
+    let unused = state.files.get(&id).is_some_and(|o| {
+        o.opens == 0
+            && o.busy == 0
+            && o.own_writers == 0
+            && o.appending.is_empty()
+            && o.held.is_none()
+    }) && !state.buffer.has_buffered(id);
     if unused {
         if let Some(open) = remove_file_entry(state, id) {
             cache::park(state, id, open.ino.filter(|_| !open.unlinked));

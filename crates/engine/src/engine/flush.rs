@@ -191,7 +191,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         .buffer
         .full_regions()
         .into_iter()
-        .take_while(|r| state.regions[r.0 as usize].in_flight == 0)
+        .take_while(|r| state.regions[r.0 as usize].in_flight.is_empty())
         .collect();
     if set.is_empty() {
         return Ok(Some(Step::Idle(Duration::from_millis(10))));

@@ -136,10 +136,12 @@ struct Shared {
 struct LogRegion {
     /// Shared so a data record's payload can be written outside the lock.
     file: Arc<RegionFile>,
-    /// Data records reserved in this region whose payload is being written
-    /// outside the lock: syncs and flushes of the region wait for 0, so a
-    /// synced region never has a hole before a synced record.
-    in_flight: u32,
+    /// Sequence numbers of the data records reserved in this region whose
+    /// payload is being written outside the lock: a sync waits for those
+    /// reserved before it (`wait_appends`), so a synced region never has a
+    /// hole before a record the sync covers; a flush of the region waits
+    /// for none.
+    in_flight: BTreeSet<u64>,
     /// Data records: payload offset -> (length, payload checksum).
     records: BTreeMap<u64, (u32, u32)>,
     /// Appended since the last sync.

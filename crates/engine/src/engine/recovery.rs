@@ -3,7 +3,7 @@
 //! buffered bytes (redoing a rename a crash cut in half), start the
 //! flusher (docs/crash-consistency.md, recovery).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -142,7 +142,7 @@ pub(super) fn open(
         };
         regions.push(LogRegion {
             file: Arc::new(region),
-            in_flight: 0,
+            in_flight: BTreeSet::new(),
             readers: 0,
             appends: 0,
             records: BTreeMap::new(),

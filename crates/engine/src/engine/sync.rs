@@ -12,11 +12,9 @@ use sluice_policy::{FileId, LogLocation};
 
 use crate::log::RecordHeader;
 
-use super::append::{
-    append_if_room, append_required, commit, sync_log, sync_log_unlocked, wait_appends,
-};
+use super::append::{append_if_room, append_required, commit, sync_log_unlocked};
 use super::degrade::{regions_holding, wait_reset};
-use super::files::{file_sync_lock, hold, unknown, wait_appended, wait_not_busy};
+use super::files::{file_sync_lock, forget_if_unused, hold, unknown, wait_appended, wait_not_busy};
 use super::read::{pin, unpin, Pinned};
 use super::writeback::{write_back, StretchError};
 use super::{cache, context, lock, ChangeStamp, Engine, KernelStamp, Shared, State};
@@ -437,7 +435,11 @@ pub(super) fn write_back_file(
         // A flush of these same bytes looked up before they were dropped
         // lands before the caller goes on (a write of another node after
         // this returns must not be overwritten by it).
-        drop(wait_not_busy(shared, state, id));
+        let mut state = wait_not_busy(shared, state, id);
+        // Released while this pass wrote it (a background pass, or the
+        // last handle closed meanwhile): forgotten now, its copies parked
+        // with the stamp just taken.
+        forget_if_unused(&mut state, id);
     }
     // Where a pass's time went: waiting for its turn and the records in
     // flight, writing and syncing, then the clean record.
@@ -484,10 +486,16 @@ fn clean<'a>(
     {
         return s;
     }
-    let mut state = wait_appends(shared, s);
-    let cleaned = appended
-        .and_then(|_| sync_log(shared, &mut state))
-        .map_err(context(what));
+    // The log is synced with the lock released, as an fsync syncs it:
+    // writers go on meanwhile (a sync of the emulated SSD waits for every
+    // append queued before it).
+    let (mut state, cleaned) = match appended {
+        Ok(_) => {
+            let (state, synced) = sync_log_unlocked(shared, s);
+            (state, synced.map(drop).map_err(context(what)))
+        }
+        Err(e) => (s, Err(context(what)(e))),
+    };
     match cleaned {
         Ok(_) => {
             if state.buffer.clean(id, bound, range) > 0 {

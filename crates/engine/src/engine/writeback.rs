@@ -223,6 +223,9 @@ const SPAN_GAP_MAX_BYTES: u64 = 32 << 10;
 /// Reads of the log one copy ([`copy_stretches`]) keeps in flight at once.
 const READS_IN_FLIGHT: usize = 8;
 
+/// Pieces copied out of the log: each piece's index and its bytes.
+type Copied = Vec<(usize, Vec<u8>)>;
+
 /// Copy `pieces` (file order) out of the log into stretches of
 /// file-contiguous bytes: `(file_offset, bytes)`.
 ///
@@ -285,7 +288,7 @@ pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u
     }
     // Each read gives its pieces' bytes, copied into place below.
     let read = |&(wanted, span_start, span_end): &(&[usize], u64, u64)| {
-        let mut out: Vec<(usize, Vec<u8>)> = Vec::with_capacity(wanted.len());
+        let mut out: Copied = Vec::with_capacity(wanted.len());
         if let [i] = wanted {
             // One record: read its payload alone, as a read does.
             let mut bytes = vec![0; pieces[*i].1 as usize];
@@ -307,11 +310,11 @@ pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u
         }
         Ok(out)
     };
-    let copied: Vec<(usize, Vec<u8>)> = if reads.len() == 1 {
+    let copied: Copied = if reads.len() == 1 {
         read(&reads[0])?
     } else {
         let next = AtomicUsize::new(0);
-        let done: Mutex<io::Result<Vec<(usize, Vec<u8>)>>> = Mutex::new(Ok(Vec::new()));
+        let done: Mutex<io::Result<Copied>> = Mutex::new(Ok(Vec::new()));
         let worker = || loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
             let Some(job) = reads.get(k) else {

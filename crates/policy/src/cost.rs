@@ -342,8 +342,9 @@ impl FileClassifier {
         request: WriteRequest,
     ) -> (Tier, Option<FileVerdict>) {
         let (route, verdict) = self.handle_evidence(request);
-        let first = self.files.get(&request.file).is_some_and(|t| t.seen == 1);
-        if first && route == Tier::Capacity && self.model.new_file_seeks {
+        // Requests of the file so far, this one included.
+        let seen = self.files.get(&request.file).map_or(0, |t| t.seen);
+        if seen == 1 && route == Tier::Capacity && self.model.new_file_seeks {
             let r = self.model.ratio(1, 1, request.len);
             if self.model.next_route(Tier::Capacity, r) == Tier::Fast {
                 self.new_files += 1;
@@ -354,10 +355,7 @@ impl FileClassifier {
         // nor waits for one: a random file moves to the fast tier after
         // its first few requests, and must not keep a sequential writer
         // off the disk meanwhile.
-        let known = self
-            .files
-            .get(&request.file)
-            .is_some_and(|t| t.seen >= EARLY_EVIDENCE);
+        let known = seen >= EARLY_EVIDENCE;
         // A file whose evidence moves it to the fast tier with this
         // request takes no stream for it.
         let leaving = verdict.is_some_and(|v| v.next_route == Tier::Fast);

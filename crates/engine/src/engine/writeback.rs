@@ -35,7 +35,8 @@ use super::Shared;
 /// others, waits for its turn ([`Turn::wait`]) before its first write and
 /// passes it (drops it) once its last write is issued. Returns what the
 /// jobs returned, in no particular order; the first error stops the jobs
-/// not started and is returned.
+/// not started and is returned. A job with no order to keep drops its
+/// turn at once ([`copy_stretches`]' reads).
 pub(super) fn in_order<T: Send, E: Send>(
     writers: usize,
     jobs: usize,
@@ -239,8 +240,8 @@ type Copied = Vec<(usize, Vec<u8>)>;
 /// once: one at a time, each waited behind the appends queued on the fast
 /// tier before it (a single-channel SSD serves requests in arrival order),
 /// so a close-to-open write-back of 4 MiB of 256 KiB records scattered
-/// through the log among other files' took about 120 ms during a burst
-/// (IO500's mixed pattern, issue 32), ten times its transfer. Every
+/// through the log among other files' took about 150 ms during a burst
+/// (IO500's mixed pattern, issue 32), 55 ms with the reads in parallel. Every
 /// payload is checked against its record's checksum before a byte of it
 /// is copied.
 pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u64, Vec<u8>)>> {
@@ -287,7 +288,7 @@ pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u
         first = end;
     }
     // Each read gives its pieces' bytes, copied into place below.
-    let read = |&(wanted, span_start, span_end): &(&[usize], u64, u64)| {
+    let read = |&(wanted, span_start, span_end): &(&[usize], u64, u64)| -> io::Result<Copied> {
         let mut out: Copied = Vec::with_capacity(wanted.len());
         if let [i] = wanted {
             // One record: read its payload alone, as a read does.
@@ -310,33 +311,13 @@ pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u
         }
         Ok(out)
     };
-    let copied: Copied = if reads.len() == 1 {
-        read(&reads[0])?
-    } else {
-        let next = AtomicUsize::new(0);
-        let done: Mutex<io::Result<Copied>> = Mutex::new(Ok(Vec::new()));
-        let worker = || loop {
-            let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some(job) = reads.get(k) else {
-                return;
-            };
-            let result = read(job);
-            let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
-            match (&mut *done, result) {
-                (Ok(all), Ok(mut some)) => all.append(&mut some),
-                (Ok(_), Err(e)) => *done = Err(e),
-                (Err(_), _) => return,
-            }
-        };
-        std::thread::scope(|scope| {
-            for _ in 1..READS_IN_FLIGHT.min(reads.len()) {
-                scope.spawn(worker);
-            }
-            worker();
-        });
-        done.into_inner().unwrap_or_else(|e| e.into_inner())?
-    };
-    for (i, bytes) in copied {
+    // The same pool as the write-back's runs, with no order to keep: each
+    // read passes its turn at once.
+    let copied = in_order(READS_IN_FLIGHT, reads.len(), |k, turn| {
+        drop(turn);
+        read(&reads[k])
+    })?;
+    for (i, bytes) in copied.into_iter().flatten() {
         let (stretch, at) = places[i];
         stretches[stretch].1[at..at + bytes.len()].copy_from_slice(&bytes);
     }

@@ -207,10 +207,12 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
     for &file in &files {
         cache::begin_own_write(&mut state, file);
     }
+    state.flush_written.clear();
     drop(state);
     let result = write_and_retire(shared, &set, &runs, &files);
     if !matches!(result, Ok(None)) {
         let mut state = lock(shared);
+        state.flush_written.clear();
         for &file in &files {
             cache::end_own_write(&mut state, file);
         }
@@ -319,6 +321,7 @@ fn write_and_retire(
         state.left_log += 1;
         state.stats.regions_flushed += 1;
     }
+    state.flush_written.clear();
     for &file in files {
         cache::end_own_write(&mut state, file);
     }
@@ -462,6 +465,13 @@ fn flush_run(
         state.stats.corrupt_payloads += 1;
     }
     state.stats.flushed_bytes += written;
+    if result.is_ok() {
+        // On the capacity file now, synced with the set's files before
+        // the regions retire: a sync of the file before then syncs these
+        // bytes rather than writing them again (sync.rs).
+        let ranges = state.flush_written.entry(file).or_default();
+        ranges.push((run.file_offset, run.len));
+    }
     shared.changed.notify_all();
     drop(state);
     result?;

@@ -281,6 +281,7 @@ pub(super) fn open(
         capacity_health: capacity.health(),
         stamps: HashMap::new(),
         parked: HashMap::new(),
+        flush_written: HashMap::new(),
     };
     // Reattach every file that still has buffered bytes, unless its
     // capacity file was deleted, replaced or modified since this node last

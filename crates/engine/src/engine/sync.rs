@@ -308,16 +308,25 @@ pub(super) fn write_back_file(
     let bound = state.buffer.next_seq();
     let mut state = wait_appended(shared, state, id, bound);
     let waited = started.elapsed();
-    let pieces: Vec<(u64, u64, LogLocation)> =
+    let mut pieces: Vec<(u64, u64, LogLocation)> =
         state
             .buffer
             .buffered_pieces(id, range.start, range.end - range.start, None);
+    // Pieces the region flush in progress wrote already: synced here, not
+    // written again (their region retires later, with the clean record
+    // below or without it).
+    let before = pieces.len();
+    pieces.retain(|piece| !flush_wrote(&state, id, piece));
+    let flushed_unsynced = pieces.len() < before;
     let Some(open) = state.files.get_mut(&id) else {
         return Err(unknown(id));
     };
     let handle = Arc::clone(&open.handle);
     let what = format!("sync {}", open.path);
-    if pieces.is_empty() && pass == (Pass::Sync { always: false }) && !syncs_straight_writes(shared)
+    if pieces.is_empty()
+        && !flushed_unsynced
+        && pass == (Pass::Sync { always: false })
+        && !syncs_straight_writes(shared)
     {
         // Nothing leaves the log, and bytes written straight to the
         // capacity file are seen already (close_needs): they stay owed to
@@ -336,7 +345,7 @@ pub(super) fn write_back_file(
         ),
         Pass::Background => (false, false, false),
     };
-    let mut unsynced = engine_owed || kernel_owed;
+    let mut unsynced = engine_owed || kernel_owed || flushed_unsynced;
     // The stamp of the file as seen before this sync, kept once it synced.
     let mut seen_stamp = None;
     if kernel_owed {
@@ -352,7 +361,7 @@ pub(super) fn write_back_file(
         // tier the stamp is taken again before every sync, so the next
         // close compares with what this one synced.
         let stamp = open.kernel_stamp.taken();
-        let judged = pieces.is_empty() && !always && !engine_owed;
+        let judged = pieces.is_empty() && !flushed_unsynced && !always && !engine_owed;
         if judged || stamp.is_some() {
             drop(state);
             let seen = handle.stat().ok();
@@ -430,7 +439,7 @@ pub(super) fn write_back_file(
         Pass::Sync { .. } => state.stats.synced_bytes += written,
         Pass::Background => state.stats.written_back_bytes += written,
     }
-    if !pieces.is_empty() {
+    if !pieces.is_empty() || flushed_unsynced {
         state = clean(shared, state, id, bound, range, pass, &what);
         // A flush of these same bytes looked up before they were dropped
         // lands before the caller goes on (a write of another node after
@@ -454,6 +463,26 @@ pub(super) fn write_back_file(
         "written back"
     );
     Ok(written)
+}
+
+/// Whether the region flush in progress wrote `piece` of `id` to the
+/// capacity file already: it lies in a region being flushed, inside a
+/// range a flush run of the file wrote (flush.rs). Such a region takes no
+/// appends, so the piece was in the index when that run looked its range
+/// up, and the run wrote it.
+fn flush_wrote(
+    state: &State,
+    id: FileId,
+    &(offset, len, location): &(u64, u64, LogLocation),
+) -> bool {
+    let flushing = state.buffer.pipeline().state(location.region)
+        == Some(sluice_policy::pipeline::RegionState::Flushing);
+    flushing
+        && state.flush_written.get(&id).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|&(start, run)| start <= offset && offset + len <= start + run)
+        })
 }
 
 /// Every byte in `range` of `id` buffered before sequence number `bound` is

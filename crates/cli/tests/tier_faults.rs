@@ -665,24 +665,41 @@ fn issue_31_a_full_fast_tier_loses_no_acknowledged_byte() {
     check_all(&m.capacity(), &acked);
 }
 
+/// How a kill -9 loop runs ([`kill_9_loop`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Loop {
+    /// The default consistency (close-to-open: every fsync writes back).
+    Plain,
+    /// The capacity tier (a bind mount) lazily unmounted in the middle of
+    /// round 2, before the kill, and put back before the remount.
+    Replaced,
+    /// `mount.consistency = "on-demand"`: fsync'd bytes stay in the log,
+    /// under the file's held mark, across every kill and remount.
+    OnDemand,
+}
+
 /// Five rounds of fsync'd random writes to one file, each ended by kill -9
-/// of the mount and a remount; every acknowledged write reads back. With
-/// `replace`, the capacity tier (a bind mount) is lazily unmounted in the
-/// middle of round 2, before the kill, and put back before the remount.
-fn kill_9_loop(replace: bool) {
-    let (mut m, real, _guard) = if replace {
+/// of the mount and a remount; every acknowledged write reads back.
+fn kill_9_loop(mode: Loop) {
+    let (mut m, real, _guard) = if mode == Loop::Replaced {
         over_bind(&["--policy", "fast-all"])
     } else {
         let m = Mounted::unstarted(&["--policy", "fast-all"]);
         let capacity = m.capacity();
         (m, capacity, Unmounts(Vec::new()))
     };
+    if mode == Loop::OnDemand {
+        let cfg = config(&m, "[mount]\nconsistency = \"on-demand\"\n");
+        m.args.extend(["--config".to_string(), cfg]);
+    }
     m.start();
     let block = 64 * 1024usize;
     // slot -> the fill of its last acknowledged write, or None when a
     // later write to it was in flight at the kill (either may be there).
     let mut expected: HashMap<u64, Option<u8>> = HashMap::new();
     let mut rng = Rng(0xdead_beef);
+    // Rounds whose remount found bytes in the log (on-demand).
+    let mut held_rounds = 0u32;
     for round in 0..5u8 {
         let path = m.path("data");
         let log = Arc::new(Mutex::new(Vec::<(u64, u8, bool)>::new()));
@@ -722,7 +739,7 @@ fn kill_9_loop(replace: bool) {
             })
         };
         std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
-        let replaced = replace && round == 2;
+        let replaced = mode == Loop::Replaced && round == 2;
         if replaced {
             run(&["umount", "-l", path_str(&m.capacity())]);
             wait_capacity_state(&m, "lost");
@@ -749,8 +766,62 @@ fn kill_9_loop(replace: bool) {
             checked += 1;
         }
         assert!(checked > 0, "round {round}: something was acknowledged");
+        drop(file);
+        if mode == Loop::OnDemand {
+            // The log held the file's fsync'd bytes at the kill: recovery
+            // marks the file again, and once the flusher has moved them,
+            // the recall thread's sweep removes the mark (of a file no
+            // one has open). Never bytes in the log without the mark.
+            let status = status_json(&m);
+            held_rounds += u32::from(status["recovered_records"].as_u64().unwrap() > 0);
+            let started = Instant::now();
+            loop {
+                let buffered = status_json(&m)["buffered_bytes"].as_u64().unwrap();
+                let mark = held_mark(&m.capacity().join("data"));
+                assert!(
+                    buffered == 0 || mark.is_some(),
+                    "round {round}: {buffered} bytes buffered after the remount, no held mark"
+                );
+                if buffered == 0 && mark.is_none() {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "round {round}: the mark {mark:?} stayed on a file with nothing buffered"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    if mode == Loop::OnDemand {
+        assert!(
+            held_rounds > 0,
+            "no round left records in the log to recover"
+        );
     }
     m.unmount(false);
+    if mode == Loop::OnDemand {
+        // Drained at the unmount: every acknowledged byte on the capacity
+        // file itself, and the mark gone.
+        let file = File::open(m.capacity().join("data")).unwrap();
+        for (slot, fill) in &expected {
+            let Some(fill) = fill else { continue };
+            let mut buf = vec![0u8; block];
+            file.read_exact_at(&mut buf, slot * block as u64).unwrap();
+            assert!(
+                buf.iter().all(|b| b == fill),
+                "capacity tier: slot {slot} lacks its acknowledged write {fill}"
+            );
+        }
+        assert_eq!(held_mark(&m.capacity().join("data")), None);
+    }
+}
+
+/// The held mark on a capacity file (`user.sluice.held`), if any.
+fn held_mark(path: &std::path::Path) -> Option<String> {
+    let mut buf = vec![0u8; 512];
+    let n = rustix::fs::getxattr(path, "user.sluice.held", &mut buf[..]).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 #[test]
@@ -758,7 +829,19 @@ fn kill_9_during_fsynced_writes_loses_no_acknowledged_byte() {
     if !fuse_available() {
         return;
     }
-    kill_9_loop(false);
+    kill_9_loop(Loop::Plain);
+}
+
+/// Issue 34: the kill -9 loop under on-demand, where an fsync leaves the
+/// bytes in the log: each remount recovers them and keeps the file's held
+/// mark, and the unmount's drain puts every acknowledged byte on the
+/// capacity file and removes the mark.
+#[test]
+fn issue_34_kill_9_loop_under_on_demand_loses_no_acknowledged_byte() {
+    if !fuse_available() {
+        return;
+    }
+    kill_9_loop(Loop::OnDemand);
 }
 
 /// Issue 31: the kill -9 loop once with the capacity tier replaced in the
@@ -769,5 +852,5 @@ fn issue_31_kill_9_loop_with_the_capacity_tier_replaced_in_the_middle() {
     if !root_with_fuse() {
         return;
     }
-    kill_9_loop(true);
+    kill_9_loop(Loop::Replaced);
 }

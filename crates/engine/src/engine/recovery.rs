@@ -30,7 +30,10 @@ use super::{context, flush, held, quarantine, region_path, Engine, LogRegion, Sh
 
 /// Open the engine: create or recover the log on `fast`, then start the
 /// flusher. Buffered data found in the log is indexed and will be
-/// flushed.
+/// flushed. In phases, each its own function below: the log directory,
+/// the regions scanned (or made), their records replayed in sequence
+/// order, the engine's state restored from them, the files with buffered
+/// bytes reattached (or quarantined), and the threads started.
 pub(super) fn open(
     fast: Arc<dyn Backend>,
     capacity: Arc<dyn Backend>,
@@ -40,31 +43,84 @@ pub(super) fn open(
     config.validate()?;
     let started = Instant::now();
     let log_dir = RelPath::new("log")?;
-    match fast.metadata(&log_dir) {
-        Ok(m) if m.kind == FileKind::Dir => {}
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "fast tier {}: `log` exists and is not a directory",
-                    fast.describe()
-                ),
-            ))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fast.create_private_dir(&log_dir)
-                .map_err(context(format!("fast tier {}", fast.describe())))?;
-            fast.sync_dir(&RelPath::root())?;
-        }
-        Err(e) => return Err(e),
+    make_log_dir(fast.as_ref(), &log_dir)?;
+    let mut scanned = scan_regions(fast.as_ref(), &config)?;
+    scanned.stats.fast_space_warning = space_warning(
+        fast.as_ref(),
+        &scanned.regions,
+        config.region_bytes + REGION_HEADER_BYTES,
+    );
+    if let Some(warning) = &scanned.stats.fast_space_warning {
+        tracing::warn!("{warning}");
     }
+    if scanned.created_any {
+        // A new region file exists only once its directory entry is
+        // durable; without this a power cut loses the file and every
+        // record later synced into it.
+        fast.sync_dir(&log_dir).map_err(context(format!(
+            "fast tier {}: sync {log_dir}",
+            fast.describe()
+        )))?;
+    }
+    let mut replayed = replay(&mut scanned);
+    let elapsed = started.elapsed().as_secs_f64();
+    if elapsed > 0.0 {
+        scanned.stats.recovery_records_per_s = (scanned.recovered.len() as f64 / elapsed) as u64;
+    }
+    let mut state = restore_state(&config, capacity.as_ref(), scanned, &mut replayed)?;
+    reattach(fast.as_ref(), capacity.as_ref(), &mut state, &replayed)?;
+    log_recovery(&fast, &state, started);
+    start(fast, capacity, clock, config, state)
+}
 
-    let mut regions = Vec::new();
-    let mut created_any = false;
-    let mut recovered: Vec<(RegionId, crate::log::ScannedRecord)> = Vec::new();
-    let mut restore = Vec::new();
-    let mut stats = EngineStats::default();
-    let mut highest_seq = 0u64;
+/// The log's directory on the fast tier, made (and its entry synced) if
+/// missing; anything else by that name is refused.
+fn make_log_dir(fast: &dyn Backend, log_dir: &RelPath) -> io::Result<()> {
+    match fast.metadata(log_dir) {
+        Ok(m) if m.kind == FileKind::Dir => Ok(()),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "fast tier {}: `log` exists and is not a directory",
+                fast.describe()
+            ),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fast.create_private_dir(log_dir)
+                .map_err(context(format!("fast tier {}", fast.describe())))?;
+            fast.sync_dir(&RelPath::root())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What the scan of the regions found ([`scan_regions`]).
+struct Scanned {
+    regions: Vec<LogRegion>,
+    /// Each region's state and bytes used, for the pipeline.
+    restore: Vec<(RegionState, u64)>,
+    /// Every record of the regions that hold any, with its region.
+    recovered: Vec<(RegionId, crate::log::ScannedRecord)>,
+    stats: EngineStats,
+    /// The highest sequence number any region used or retired.
+    highest_seq: u64,
+    /// A region file was made: the log directory must be synced.
+    created_any: bool,
+}
+
+/// Open every region file, making the missing ones: an existing one must
+/// pass `log::check_region` (the mount's preflight and `config check`
+/// apply the same rule), its torn tail is cut, and one whose records
+/// hold nothing to replay is reset.
+fn scan_regions(fast: &dyn Backend, config: &EngineConfig) -> io::Result<Scanned> {
+    let mut scanned = Scanned {
+        regions: Vec::new(),
+        restore: Vec::new(),
+        recovered: Vec::new(),
+        stats: EngineStats::default(),
+        highest_seq: 0,
+        created_any: false,
+    };
     let total_bytes = config.region_bytes + REGION_HEADER_BYTES;
     for r in 0..config.regions {
         let path = region_path(r)?;
@@ -79,12 +135,10 @@ pub(super) fn open(
             let region = RegionFile::create(file, RegionId(r), total_bytes, 1)
                 .map_err(|e| io::Error::other(format!("{what}: {e}")))?;
             region.sync().map_err(context(&what))?;
-            created_any |= len == 0;
-            restore.push((RegionState::Empty, 0));
+            scanned.created_any |= len == 0;
+            scanned.restore.push((RegionState::Empty, 0));
             region
         } else {
-            // The one rule for an existing region (`log::check_region`),
-            // which the mount's preflight and `config check` apply too.
             let mut head = [0u8; 64];
             let read = file.read_full_at(&mut head, 0).map_err(context(&what))?;
             if let Err(refusal) = check_region(RegionId(r), total_bytes, len, &head[..read]) {
@@ -100,47 +154,10 @@ pub(super) fn open(
                     format!("{what}: {e}; the region holds data, so sluice will not overwrite it: move it aside to start anyway"),
                 )
             })?;
-            let report = region
-                .scan(ScanMode::Recovery)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{what}: {e}")))?;
-            if report.torn_tail_at.is_some() {
-                // Cut the torn tail so its leftovers can never line up
-                // with a later record (docs/engine.md, Recovery).
-                region
-                    .file()
-                    .set_len(report.end_offset)
-                    .map_err(context(&what))?;
-                region.sync().map_err(context(&what))?;
-                stats.torn_tails += 1;
-            }
-            stats.corrupt_ranges += report.corrupt.len() as u64;
-            highest_seq = highest_seq.max(report.highest_seq_seen.unwrap_or(0));
-            // Records below a retired region's first sequence were flushed:
-            // new ones must number past them.
-            highest_seq = highest_seq.max(report.header.first_seq.saturating_sub(1));
-            let used = report.end_offset.saturating_sub(REGION_HEADER_BYTES);
-            let holds_records = report.records.iter().any(|r| {
-                matches!(
-                    r.header.kind,
-                    RecordKind::Data | RecordKind::Truncate | RecordKind::Unlink
-                )
-            });
-            restore.push(if holds_records {
-                (RegionState::Full, used)
-            } else {
-                (RegionState::Empty, 0)
-            });
-            if !holds_records && used > 0 {
-                let generation = region.generation() + 1;
-                region.reset(generation).map_err(context(&what))?;
-                region.sync().map_err(context(&what))?;
-            }
-            if holds_records {
-                recovered.extend(report.records.into_iter().map(|rec| (RegionId(r), rec)));
-            }
+            scan_region(&region, RegionId(r), &what, &mut scanned)?;
             region
         };
-        regions.push(LogRegion {
+        scanned.regions.push(LogRegion {
             file: Arc::new(region),
             in_flight: BTreeSet::new(),
             readers: 0,
@@ -152,59 +169,113 @@ pub(super) fn open(
             reuses: 0,
         });
     }
+    Ok(scanned)
+}
 
-    stats.fast_space_warning = space_warning(fast.as_ref(), &regions, total_bytes);
-    if let Some(warning) = &stats.fast_space_warning {
-        tracing::warn!("{warning}");
+/// Scan one existing region (`what` names it in errors) into `scanned`.
+fn scan_region(
+    region: &RegionFile,
+    id: RegionId,
+    what: &str,
+    scanned: &mut Scanned,
+) -> io::Result<()> {
+    let report = region
+        .scan(ScanMode::Recovery)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{what}: {e}")))?;
+    if report.torn_tail_at.is_some() {
+        // Cut the torn tail so its leftovers can never line up
+        // with a later record (docs/engine.md, Recovery).
+        region
+            .file()
+            .set_len(report.end_offset)
+            .map_err(context(what))?;
+        region.sync().map_err(context(what))?;
+        scanned.stats.torn_tails += 1;
     }
-
-    if created_any {
-        // A new region file exists only once its directory entry is
-        // durable; without this a power cut loses the file and every
-        // record later synced into it.
-        fast.sync_dir(&log_dir).map_err(context(format!(
-            "fast tier {}: sync {log_dir}",
-            fast.describe()
-        )))?;
+    scanned.stats.corrupt_ranges += report.corrupt.len() as u64;
+    let highest = &mut scanned.highest_seq;
+    *highest = (*highest).max(report.highest_seq_seen.unwrap_or(0));
+    // Records below a retired region's first sequence were flushed:
+    // new ones must number past them.
+    *highest = (*highest).max(report.header.first_seq.saturating_sub(1));
+    let used = report.end_offset.saturating_sub(REGION_HEADER_BYTES);
+    let holds_records = report.records.iter().any(|r| {
+        matches!(
+            r.header.kind,
+            RecordKind::Data | RecordKind::Truncate | RecordKind::Unlink
+        )
+    });
+    scanned.restore.push(if holds_records {
+        (RegionState::Full, used)
+    } else {
+        (RegionState::Empty, 0)
+    });
+    if !holds_records && used > 0 {
+        let generation = region.generation() + 1;
+        region.reset(generation).map_err(context(what))?;
+        region.sync().map_err(context(what))?;
     }
+    if holds_records {
+        scanned
+            .recovered
+            .extend(report.records.into_iter().map(|rec| (id, rec)));
+    }
+    Ok(())
+}
 
-    // Apply every recovered record in sequence order.
+/// What replaying the records gave ([`replay`]).
+struct Replayed {
+    index: ExtentIndex,
+    /// Each file's newest name.
+    paths: HashMap<FileId, RelPath>,
+    /// Every name each file had, oldest first, to redo a rename whose
+    /// capacity half a crash cut off.
+    names: HashMap<FileId, Vec<RelPath>>,
+    next_file_id: u64,
+    /// (region, file) of every path record: the regions that describe
+    /// each file.
+    described: Vec<(RegionId, FileId)>,
+    /// The capacity inode each file's newest path record names (0 unknown).
+    identity: HashMap<FileId, u64>,
+}
+
+/// Apply every recovered record in sequence order: the extent index, the
+/// files' names, and the regions' payload checksums.
+fn replay(scanned: &mut Scanned) -> Replayed {
+    let recovered = &mut scanned.recovered;
     recovered.sort_by_key(|(_, rec)| rec.header.seq);
-    stats.recovered_records = recovered.len() as u64;
-    let mut index = ExtentIndex::new();
-    let mut paths: HashMap<FileId, RelPath> = HashMap::new();
-    // Every name each file had, oldest first, to redo a rename whose
-    // capacity half a crash cut off.
-    let mut names: HashMap<FileId, Vec<RelPath>> = HashMap::new();
-    let mut next_file_id = 1u64;
-    // (region, file) of every path record: the regions that describe
-    // each file.
-    let mut described: Vec<(RegionId, FileId)> = Vec::new();
-    // The capacity inode each file's newest path record names (0 unknown).
-    let mut identity: HashMap<FileId, u64> = HashMap::new();
-    for (region, rec) in &recovered {
+    scanned.stats.recovered_records = recovered.len() as u64;
+    let mut replayed = Replayed {
+        index: ExtentIndex::new(),
+        paths: HashMap::new(),
+        names: HashMap::new(),
+        next_file_id: 1,
+        described: Vec::new(),
+        identity: HashMap::new(),
+    };
+    let r = &mut replayed;
+    for (region, rec) in recovered.iter() {
         let h = rec.header;
-        next_file_id = next_file_id.max(h.file_id.0 + 1);
-        let log_region = &mut regions[region.0 as usize];
+        r.next_file_id = r.next_file_id.max(h.file_id.0 + 1);
         match h.kind {
             RecordKind::Path => {
                 if let Some(path) = &rec.path {
-                    paths.insert(h.file_id, path.clone());
+                    r.paths.insert(h.file_id, path.clone());
                     if h.offset != 0 {
-                        identity.insert(h.file_id, h.offset);
+                        r.identity.insert(h.file_id, h.offset);
                     }
-                    let history = names.entry(h.file_id).or_default();
+                    let history = r.names.entry(h.file_id).or_default();
                     if history.last() != Some(path) {
                         history.push(path.clone());
                     }
-                    described.push((*region, h.file_id));
+                    r.described.push((*region, h.file_id));
                 }
             }
             RecordKind::Data => {
-                log_region
+                scanned.regions[region.0 as usize]
                     .records
                     .insert(rec.payload_offset, (h.len, h.payload_crc));
-                index.insert(
+                r.index.insert(
                     h.file_id,
                     Extent {
                         file_offset: h.offset,
@@ -215,28 +286,35 @@ pub(super) fn open(
                 );
             }
             RecordKind::Truncate => {
-                index.truncate(h.file_id, h.offset);
+                r.index.truncate(h.file_id, h.offset);
             }
             RecordKind::Unlink => {
-                index.remove_file(h.file_id);
-                paths.remove(&h.file_id);
-                identity.remove(&h.file_id);
-                names.remove(&h.file_id);
+                r.index.remove_file(h.file_id);
+                r.paths.remove(&h.file_id);
+                r.identity.remove(&h.file_id);
+                r.names.remove(&h.file_id);
             }
             RecordKind::Clean => {
                 // Written back before this record: not replayed.
                 if let Some(range) = rec.clean.clone() {
-                    index.clean(h.file_id, h.offset, range);
+                    r.index.clean(h.file_id, h.offset, range);
                 }
             }
             RecordKind::Commit => {}
         }
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    if elapsed > 0.0 {
-        stats.recovery_records_per_s = (recovered.len() as f64 / elapsed) as u64;
-    }
+    replayed
+}
 
+/// The engine's state from the scan and the replay: the write buffer
+/// restored over the replayed index (taken from `replayed`), no file open
+/// yet.
+fn restore_state(
+    config: &EngineConfig,
+    capacity: &dyn Backend,
+    scanned: Scanned,
+    replayed: &mut Replayed,
+) -> io::Result<State> {
     let buffer_config = WriteBufferConfig {
         redirector: config.redirector,
         pipeline: PipelineConfig {
@@ -247,12 +325,18 @@ pub(super) fn open(
         },
         gate: config.flush_gate,
     };
-    let mut buffer = WriteBuffer::restore(buffer_config, &restore, index, highest_seq + 1)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-    for (region, file) in described {
+    let index = std::mem::replace(&mut replayed.index, ExtentIndex::new());
+    let mut buffer = WriteBuffer::restore(
+        buffer_config,
+        &scanned.restore,
+        index,
+        scanned.highest_seq + 1,
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    for &(region, file) in &replayed.described {
         buffer.mark_described(region, file);
     }
-    let mut state = State {
+    Ok(State {
         buffer,
         flush_tokens: match config.flush_bandwidth {
             // One merged run may go at once; a larger burst would let
@@ -260,7 +344,7 @@ pub(super) fn open(
             Some(rate) => TokenBucket::new(rate, config.flush_run_max_bytes, Time::ZERO),
             None => TokenBucket::unlimited(),
         },
-        regions,
+        regions: scanned.regions,
         files: HashMap::new(),
         ids: HashMap::new(),
         by_ino: HashMap::new(),
@@ -268,28 +352,36 @@ pub(super) fn open(
         names_epoch: 0,
         unlinking: 0,
         awaiting_unlinks: 0,
-        next_file_id,
+        next_file_id: replayed.next_file_id,
         draining: 0,
         fast_retry_at: None,
         fast_backoff: FAST_RETRY_MIN,
         shutdown: false,
         flush_backoff: flush::FLUSH_BACKOFF_MIN,
         flush_retry_now: false,
-        stats,
+        stats: scanned.stats,
         placements: Placements::default(),
         left_log: 0,
         capacity_health: capacity.health(),
         stamps: HashMap::new(),
         parked: HashMap::new(),
         flush_written: HashMap::new(),
-    };
-    // Reattach every file that still has buffered bytes, unless its
-    // capacity file was deleted, replaced or modified since this node last
-    // ran: then quarantine them (quarantine.rs).
-    let alive = quarantine::last_alive(fast.as_ref());
+    })
+}
+
+/// Reattach every file that still has buffered bytes, unless its
+/// capacity file was deleted, replaced or modified since this node last
+/// ran: then quarantine them (quarantine.rs).
+fn reattach(
+    fast: &dyn Backend,
+    capacity: &dyn Backend,
+    state: &mut State,
+    replayed: &Replayed,
+) -> io::Result<()> {
+    let alive = quarantine::last_alive(fast);
     let buffered: Vec<FileId> = state.buffer.buffered_files().collect();
     for id in buffered {
-        let Some(path) = paths.get(&id).cloned() else {
+        let Some(path) = replayed.paths.get(&id).cloned() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
@@ -299,17 +391,17 @@ pub(super) fn open(
                 ),
             ));
         };
-        let ino = identity.get(&id).copied().unwrap_or(0);
+        let ino = replayed.identity.get(&id).copied().unwrap_or(0);
         if capacity.metadata(&path).is_err() {
             redo_rename(
-                capacity.as_ref(),
-                names.get(&id).map_or(&[][..], Vec::as_slice),
+                capacity,
+                replayed.names.get(&id).map_or(&[][..], Vec::as_slice),
                 &path,
                 ino,
             )?;
         }
-        if let Some(reason) = quarantine::judge(capacity.as_ref(), &path, ino, alive)? {
-            let entry = quarantine::quarantine(fast.as_ref(), &mut state, id, &path, &reason)?;
+        if let Some(reason) = quarantine::judge(capacity, &path, ino, alive)? {
+            let entry = quarantine::quarantine(fast, state, id, &path, &reason)?;
             tracing::warn!(
                 path = %path,
                 bytes = entry.bytes(),
@@ -335,7 +427,7 @@ pub(super) fn open(
             .ok()
             .map(|stat| stat.identity());
         attach(
-            &mut state,
+            state,
             id,
             path,
             handle,
@@ -344,8 +436,19 @@ pub(super) fn open(
             ino,
         );
     }
+    Ok(())
+}
 
-    log_recovery(&fast, &state, started);
+/// The recovered engine running: the on-demand marks set again on what
+/// it holds (before anything is answered), then the flusher, heartbeat
+/// and recall threads.
+fn start(
+    fast: Arc<dyn Backend>,
+    capacity: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    state: State,
+) -> io::Result<Engine> {
     let held = match &config.on_demand {
         Some(on_demand) => Some(held::open(fast.as_ref(), capacity.as_ref(), on_demand)?),
         None => None,

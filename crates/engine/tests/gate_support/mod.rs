@@ -6,7 +6,7 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use sluice_env::{Backend, BackendFile, Metadata, OpenOptions, RelPath};
+use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath};
 
 /// Bytes whose append the fast tier holds until told.
 pub const MARKER: u8 = 0xee;
@@ -28,9 +28,9 @@ impl std::fmt::Debug for GatedFile {
     }
 }
 
-impl BackendFile for GatedFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.inner.read_at(buf, offset)
+impl ForwardFile for GatedFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.inner
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         if buf.len() >= 64 && buf.iter().filter(|&&b| b == MARKER).count() >= 64 {
@@ -41,15 +41,6 @@ impl BackendFile for GatedFile {
             }
         }
         self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
     }
 }
 
@@ -65,9 +56,9 @@ impl std::fmt::Debug for Gated {
     }
 }
 
-impl Backend for Gated {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl Forward for Gated {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
     fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
         let inner = self.inner.open(path, options)?;
@@ -75,30 +66,6 @@ impl Backend for Gated {
             inner,
             gate: Arc::clone(&self.gate),
         }))
-    }
-    fn metadata(&self, path: &RelPath) -> std::io::Result<Metadata> {
-        self.inner.metadata(path)
-    }
-    fn remove_file(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &RelPath, to: &RelPath) -> std::io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn create_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.create_dir(path)
-    }
-    fn remove_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn read_dir(&self, path: &RelPath) -> std::io::Result<Vec<sluice_env::DirEntry>> {
-        self.inner.read_dir(path)
-    }
-    fn sync_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn space(&self) -> std::io::Result<sluice_env::SpaceInfo> {
-        self.inner.space()
     }
 }
 

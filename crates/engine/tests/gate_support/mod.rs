@@ -1,12 +1,18 @@
 //! Shared by tests that hold a write in flight (`mod gate_support;`): a
 //! backend whose files hold a write of [`MARKER`] bytes, once armed,
 //! until the test lets it go, so a test can open the window a lock-free
-//! wait leaves and act in it.
+//! wait leaves and act in it; and the engine the log's tests put over it
+//! ([`fast_all`] on [`gated_memory`]). Not every test uses every helper.
+#![allow(dead_code)]
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath};
+use sluice_engine::{Engine, EngineConfig};
+use sluice_env::memory::MemBackend;
+use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SystemClock};
+use sluice_policy::detector::DetectorConfig;
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 /// Bytes whose append the fast tier holds until told.
 pub const MARKER: u8 = 0xee;
@@ -78,4 +84,37 @@ impl Gate {
         *self.armed.lock().unwrap() = Some((held_tx, go_rx));
         (held, go)
     }
+}
+
+/// A fast tier in memory whose marked writes the returned gate holds.
+pub fn gated_memory() -> (Arc<Gate>, Arc<dyn Backend>) {
+    let gate = Arc::new(Gate::default());
+    let fast = Arc::new(Gated {
+        inner: Arc::new(MemBackend::new()),
+        gate: Arc::clone(&gate),
+    });
+    (gate, fast)
+}
+
+/// An engine over `fast` and `capacity` that buffers every write
+/// (`fast-all`, streams of 4 requests), so each write is an append to the
+/// log a gated fast tier can hold.
+pub fn fast_all(fast: Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Arc<Engine> {
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            detector: DetectorConfig { stream_len: 4 },
+            ..RedirectorConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    Arc::new(
+        Engine::open(
+            fast,
+            Arc::clone(capacity),
+            Arc::new(SystemClock::new()),
+            config,
+        )
+        .unwrap(),
+    )
 }

@@ -1,7 +1,8 @@
-//! Shared by tests that hold a write in flight (`mod gate_support;`): a
-//! backend whose files hold a write of [`MARKER`] bytes, once armed,
-//! until the test lets it go, so a test can open the window a lock-free
-//! wait leaves and act in it; and the engine the log's tests put over it
+//! Shared by tests that hold a tier call in flight (`mod gate_support;`):
+//! a backend whose files hold a write of [`MARKER`] bytes ([`Gated`]), or
+//! one that holds a `set_attr` ([`AttrGated`]), once armed, until the
+//! test lets it go, so a test can open the window a lock-free wait leaves
+//! and act in it; and the engine the log's tests put over it
 //! ([`fast_all`] on [`gated_memory`]). Not every test uses every helper.
 #![allow(dead_code)]
 
@@ -10,15 +11,17 @@ use std::time::Duration;
 
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SystemClock};
+use sluice_env::{
+    Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SetAttr, SystemClock,
+};
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 /// Bytes whose append the fast tier holds until told.
 pub const MARKER: u8 = 0xee;
 
-/// Held writes: `held` says one is held, `go` lets it go.
-#[derive(Default)]
+/// Held calls: `held` says one is held, `go` lets it go.
+#[derive(Debug, Default)]
 pub struct Gate {
     pub armed: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
 }
@@ -40,11 +43,7 @@ impl ForwardFile for GatedFile {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         if buf.len() >= 64 && buf.iter().filter(|&&b| b == MARKER).count() >= 64 {
-            let armed = self.gate.armed.lock().unwrap().take();
-            if let Some((held, go)) = armed {
-                held.send(()).unwrap();
-                go.recv_timeout(Duration::from_secs(10)).unwrap();
-            }
+            self.gate.hold();
         }
         self.inner.write_at(buf, offset)
     }
@@ -75,7 +74,35 @@ impl Forward for Gated {
     }
 }
 
+/// A tier whose next `set_attr` once armed is held until the test lets
+/// it go: a flush's restore of a file's mtime after its writes
+/// (flush.rs), for instance.
+#[derive(Debug)]
+pub struct AttrGated {
+    pub inner: Arc<dyn Backend>,
+    pub gate: Arc<Gate>,
+}
+
+impl Forward for AttrGated {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
+    }
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> std::io::Result<()> {
+        self.gate.hold();
+        self.inner.set_attr(path, attr)
+    }
+}
+
 impl Gate {
+    /// If armed: say the call is held, and wait to be let go.
+    fn hold(&self) {
+        let armed = self.armed.lock().unwrap().take();
+        if let Some((held, go)) = armed {
+            held.send(()).unwrap();
+            go.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+    }
+
     /// Arm the gate: the next marked write sends on the first channel's
     /// sender once it is held, and waits for a message on the second.
     pub fn arm(&self) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {

@@ -13,8 +13,8 @@ use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
 use sluice_env::{
-    raw_os_error, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo, Stat,
-    SystemClock, TierHealth,
+    raw_os_error, Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SystemClock,
+    TierHealth,
 };
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
@@ -198,9 +198,9 @@ impl std::fmt::Debug for HookedFile {
     }
 }
 
-impl Backend for Hooked {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl Forward for Hooked {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
     fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
         Ok(Arc::new(HookedFile {
@@ -209,44 +209,11 @@ impl Backend for Hooked {
             armed: Arc::clone(&self.armed),
         }))
     }
-    fn metadata(&self, path: &RelPath) -> std::io::Result<Metadata> {
-        self.inner.metadata(path)
-    }
-    fn remove_file(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &RelPath, to: &RelPath) -> std::io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn create_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.create_dir(path)
-    }
-    fn remove_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn read_dir(&self, path: &RelPath) -> std::io::Result<Vec<DirEntry>> {
-        self.inner.read_dir(path)
-    }
-    fn sync_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn space(&self) -> std::io::Result<SpaceInfo> {
-        self.inner.space()
-    }
-    fn check_root(&self) -> std::io::Result<()> {
-        self.inner.check_root()
-    }
-    fn health(&self) -> TierHealth {
-        self.inner.health()
-    }
-    fn stat(&self, path: &RelPath) -> std::io::Result<Stat> {
-        self.inner.stat(path)
-    }
 }
 
-impl BackendFile for HookedFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.inner.read_at(buf, offset)
+impl ForwardFile for HookedFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.inner
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         let result = self.inner.write_at(buf, offset);
@@ -256,18 +223,6 @@ impl BackendFile for HookedFile {
             }
         }
         result
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn stat(&self) -> std::io::Result<Stat> {
-        self.inner.stat()
     }
 }
 

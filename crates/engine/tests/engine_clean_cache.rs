@@ -6,8 +6,12 @@
 //! feared most — a retired region's records replayed by recovery over
 //! newer bytes.
 
-use std::sync::Arc;
+mod gate_support;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use gate_support::{AttrGated, Gate};
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
 use sluice_env::{Allocate, Backend, OpenOptions, RelPath, SystemClock};
@@ -290,4 +294,60 @@ fn this_nodes_flushes_and_write_backs_keep_the_files_copies() {
     assert_eq!(stats.clean_read_bytes, 4 * 8192, "{stats:?}");
     engine.release(id);
     engine.close();
+}
+
+/// Issue 33 (IO500's mixed read-back, one read in four from the disk): a
+/// file released while a flush of it was between its capacity writes and
+/// the restore of its mtime (`set_attr`) was forgotten then, its clean
+/// copies parked with a stamp the restore then changed, so the next open
+/// dropped them. Here the second flush's restore is held (the capacity
+/// tier's `set_attr`, [`AttrGated`]) while the file's close runs (its
+/// sync, as under close-to-open, then the release); every copy must serve
+/// the next open. Fails (a stale drop at that open) with
+/// `forget_if_unused` not waiting for this node's own writers
+/// (`own_writers == 0`, files.rs).
+#[test]
+fn issue_33_a_file_released_during_a_flushs_mtime_restore_keeps_its_clean_copies() {
+    let gate = Arc::new(Gate::default());
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(AttrGated {
+        inner: Arc::new(MemBackend::new()),
+        gate: Arc::clone(&gate),
+    });
+    let engine = Arc::new(open_with(&fast, &capacity, 8));
+    // f has clean copies, stamped, from a first drain; then more bytes.
+    let id = engine.create(&p("f")).unwrap();
+    engine.write(id, 0, &bytes(1, 8192)).unwrap();
+    engine.drain().unwrap();
+    engine.write(id, 8192, &bytes(2, 8192)).unwrap();
+    let (held, go) = gate.arm();
+    let drain = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || engine.drain())
+    };
+    held.recv_timeout(Duration::from_secs(10))
+        .expect("the flush restores the file's mtime");
+    // The window: the flush wrote f and is restoring its mtime. f is
+    // closed: its sync (of what the flush wrote) ends in a clean record
+    // that drops its bytes from the index, then its last handle goes.
+    engine.sync_file(id, false).unwrap();
+    engine.release(id);
+    go.send(()).unwrap();
+    drain.join().unwrap().unwrap();
+    assert_eq!(engine.buffered_bytes(), 0);
+    let before = engine.stats();
+    let want = [bytes(1, 8192), bytes(2, 8192)].concat();
+    assert!(read(&engine, "f", 16384) == want);
+    let after = engine.stats();
+    assert_eq!(
+        after.cache_stale_drops, before.cache_stale_drops,
+        "{after:?}"
+    );
+    assert_eq!(
+        after.clean_read_bytes - before.clean_read_bytes,
+        16384,
+        "read from the fast tier: {after:?}"
+    );
+    assert_eq!(after.capacity_read_bytes, before.capacity_read_bytes);
+    Arc::into_inner(engine).expect("the drain ended").close();
 }

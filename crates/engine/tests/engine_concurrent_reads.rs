@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
-use sluice_env::{
-    Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo, SystemClock,
-};
+use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SystemClock};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 /// Counts operations of one kind in progress and remembers the most at
@@ -82,7 +80,10 @@ struct SlowFile {
     delays: Delays,
 }
 
-impl BackendFile for SlowFile {
+impl ForwardFile for SlowFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.inner
+    }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.gauge
             .reads
@@ -98,15 +99,12 @@ impl BackendFile for SlowFile {
             .syncs
             .time(self.delays.sync, || self.inner.sync_data())
     }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
 }
 
-impl Backend for SlowReads {
+impl Forward for SlowReads {
+    fn inner(&self) -> &dyn Backend {
+        &self.inner
+    }
     fn describe(&self) -> String {
         "slow reads".into()
     }
@@ -116,30 +114,6 @@ impl Backend for SlowReads {
             gauge: Arc::clone(&self.gauge),
             delays: self.delays,
         }))
-    }
-    fn metadata(&self, path: &RelPath) -> io::Result<Metadata> {
-        self.inner.metadata(path)
-    }
-    fn remove_file(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn create_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.create_dir(path)
-    }
-    fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
-        self.inner.read_dir(path)
-    }
-    fn sync_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn space(&self) -> io::Result<SpaceInfo> {
-        self.inner.space()
     }
 }
 

@@ -13,12 +13,9 @@ mod gate_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gate_support::{Gate, Gated, MARKER};
-use sluice_engine::{Engine, EngineConfig};
+use gate_support::{fast_all, Gate, Gated, MARKER};
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, RelPath, SystemClock};
-use sluice_policy::detector::DetectorConfig;
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_env::{Backend, RelPath};
 
 fn path(p: &str) -> RelPath {
     RelPath::new(p).unwrap()
@@ -32,23 +29,7 @@ fn a_sync_during_a_region_flush_syncs_what_the_flush_wrote_instead_of_writing_it
         inner: Arc::new(MemBackend::new()),
         gate: Arc::clone(&gate),
     });
-    let config = EngineConfig {
-        redirector: RedirectorConfig {
-            policy: RedirectPolicy::FastAll,
-            detector: DetectorConfig { stream_len: 4 },
-            ..RedirectorConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    let engine = Arc::new(
-        Engine::open(
-            fast,
-            Arc::clone(&capacity),
-            Arc::new(SystemClock::new()),
-            config,
-        )
-        .unwrap(),
-    );
+    let engine = fast_all(fast, &capacity);
     // File `a` first: its run is flushed before `b`'s (file order).
     let a = engine.create(&path("a")).unwrap();
     let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();

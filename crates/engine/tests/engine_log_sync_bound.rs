@@ -14,12 +14,9 @@ mod gate_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gate_support::{Gate, Gated, MARKER};
-use sluice_engine::{Engine, EngineConfig};
+use gate_support::{fast_all, gated_memory, MARKER};
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, RelPath, SystemClock};
-use sluice_policy::detector::DetectorConfig;
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
+use sluice_env::{Backend, RelPath};
 
 fn path(p: &str) -> RelPath {
     RelPath::new(p).unwrap()
@@ -27,22 +24,9 @@ fn path(p: &str) -> RelPath {
 
 #[test]
 fn an_fsync_waits_for_the_appends_reserved_before_it_and_not_after() {
-    let gate = Arc::new(Gate::default());
-    let fast: Arc<dyn Backend> = Arc::new(Gated {
-        inner: Arc::new(MemBackend::new()),
-        gate: Arc::clone(&gate),
-    });
+    let (gate, fast) = gated_memory();
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let config = EngineConfig {
-        redirector: RedirectorConfig {
-            policy: RedirectPolicy::FastAll,
-            detector: DetectorConfig { stream_len: 4 },
-            ..RedirectorConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    let engine =
-        Arc::new(Engine::open(fast, capacity, Arc::new(SystemClock::new()), config).unwrap());
+    let engine = fast_all(fast, &capacity);
     let a = engine.create(&path("a")).unwrap();
     engine.write(a, 0, b"acknowledged").unwrap();
     // An append of another file held in flight, reserved before the fsync.

@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::posix::PosixBackend;
-use sluice_env::{
-    Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo, Stat, SystemClock,
-};
+use sluice_env::{Backend, BackendFile, Forward, OpenOptions, RelPath, SystemClock};
 
 type Hook = Mutex<Option<Box<dyn FnOnce() + Send>>>;
 
@@ -44,42 +42,18 @@ fn run(hook: &Hook) {
     }
 }
 
-impl Backend for Hooked {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl Forward for Hooked {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
     fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
         let file = self.inner.open(path, options);
         run(&self.hooks.open);
         file
     }
-    fn metadata(&self, path: &RelPath) -> std::io::Result<Metadata> {
-        self.inner.metadata(path)
-    }
     fn remove_file(&self, path: &RelPath) -> std::io::Result<()> {
         run(&self.hooks.remove);
         self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &RelPath, to: &RelPath) -> std::io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn create_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.create_dir(path)
-    }
-    fn remove_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn read_dir(&self, path: &RelPath) -> std::io::Result<Vec<DirEntry>> {
-        self.inner.read_dir(path)
-    }
-    fn sync_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn space(&self) -> std::io::Result<SpaceInfo> {
-        self.inner.space()
-    }
-    fn stat(&self, path: &RelPath) -> std::io::Result<Stat> {
-        self.inner.stat(path)
     }
 }
 

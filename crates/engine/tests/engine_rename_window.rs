@@ -13,33 +13,9 @@ mod gate_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gate_support::{Gate, Gated, MARKER};
-use sluice_engine::{Engine, EngineConfig};
+use gate_support::{fast_all, gated_memory, MARKER};
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
-use sluice_policy::detector::DetectorConfig;
-use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
-
-/// An engine that buffers every write (`fast-all`).
-fn fast_all(fast: Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Arc<Engine> {
-    let config = EngineConfig {
-        redirector: RedirectorConfig {
-            policy: RedirectPolicy::FastAll,
-            detector: DetectorConfig { stream_len: 4 },
-            ..RedirectorConfig::default()
-        },
-        ..EngineConfig::default()
-    };
-    Arc::new(
-        Engine::open(
-            fast,
-            Arc::clone(capacity),
-            Arc::new(SystemClock::new()),
-            config,
-        )
-        .unwrap(),
-    )
-}
+use sluice_env::{Backend, OpenOptions, RelPath};
 
 fn path(p: &str) -> RelPath {
     RelPath::new(p).unwrap()
@@ -47,11 +23,7 @@ fn path(p: &str) -> RelPath {
 
 #[test]
 fn a_name_opened_under_a_directory_while_its_rename_waits_moves_with_it() {
-    let gate = Arc::new(Gate::default());
-    let fast: Arc<dyn Backend> = Arc::new(Gated {
-        inner: Arc::new(MemBackend::new()),
-        gate: Arc::clone(&gate),
-    });
+    let (gate, fast) = gated_memory();
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     capacity.create_dir(&path("d")).unwrap();
     let b = capacity.open(&path("d/b"), OpenOptions::CREATE).unwrap();
@@ -114,11 +86,7 @@ fn a_name_opened_under_a_directory_while_its_rename_waits_moves_with_it() {
 /// keeps reading every byte written before it.
 #[test]
 fn a_file_opened_while_its_unlink_waits_keeps_its_bytes() {
-    let gate = Arc::new(Gate::default());
-    let fast: Arc<dyn Backend> = Arc::new(Gated {
-        inner: Arc::new(MemBackend::new()),
-        gate: Arc::clone(&gate),
-    });
+    let (gate, fast) = gated_memory();
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let engine = fast_all(fast, &capacity);
     // x is buffered and closed.

@@ -70,10 +70,7 @@ use sluice_devices::ssd::{Ssd, SsdConfig, SsdStats};
 use sluice_devices::IoKind;
 
 use crate::shared_disk::SharedDisk;
-use crate::{
-    lock, Backend, BackendFile, Clock, DirEntry, Metadata, OpenOptions, RelPath, SetAttr,
-    SpaceInfo, SpecialFile, Stat, StatKind, XattrFlags,
-};
+use crate::{lock, Backend, BackendFile, Clock, Forward, ForwardFile, OpenOptions, RelPath};
 
 /// Default disk span reserved per file: 1 GiB.
 pub const FILE_RESERVATION_DEFAULT: u64 = 1 << 30;
@@ -513,7 +510,19 @@ impl Drop for EmulatedBackend {
     }
 }
 
-impl Backend for EmulatedBackend {
+/// Namespace and metadata calls pass through (the module doc); what
+/// changes is the device: its name, files opened through the model, a
+/// sync's latency, and the layout following names.
+///
+/// Not strict about new methods: one that forwarded unseen would cost
+/// the emulation's fidelity, not data, and a new call that moves bytes
+/// is composed from `read_at`/`write_at` by [`ForwardFile`] (module
+/// `forward`).
+impl Forward for EmulatedBackend {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
+    }
+
     fn describe(&self) -> String {
         let kind = match self.device.model {
             Model::Hdd(_) => "hdd",
@@ -536,10 +545,6 @@ impl Backend for EmulatedBackend {
         }))
     }
 
-    fn metadata(&self, path: &RelPath) -> io::Result<Metadata> {
-        self.inner.metadata(path)
-    }
-
     fn remove_file(&self, path: &RelPath) -> io::Result<()> {
         self.inner.remove_file(path)?;
         lock(&self.layout).bases.remove(path);
@@ -552,59 +557,17 @@ impl Backend for EmulatedBackend {
         Ok(())
     }
 
-    fn create_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.create_dir(path)
-    }
-
-    fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.create_private_dir(path)
-    }
-
-    fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-
-    fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
-        self.inner.read_dir(path)
-    }
-
     fn sync_dir(&self, path: &RelPath) -> io::Result<()> {
         self.sync_delay();
         self.inner.sync_dir(path)
     }
 
-    fn space(&self) -> io::Result<SpaceInfo> {
-        self.inner.space()
-    }
-
-    fn check_root(&self) -> io::Result<()> {
-        self.inner.check_root()
-    }
-
-    fn health(&self) -> crate::TierHealth {
-        self.inner.health()
-    }
-
-    /// The directory's own: the emulation charges for a device's time,
-    /// not for another file system's coherence.
-    fn page_cache_shared(&self) -> bool {
-        self.inner.page_cache_shared()
-    }
-
-    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
-        self.inner.stat(path)
-    }
-
-    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()> {
-        self.inner.set_attr(path, attr)
-    }
-
-    fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()> {
-        self.inner.symlink(target, link)
-    }
-
-    fn mknod(&self, path: &RelPath, node: SpecialFile, mode: u32) -> io::Result<()> {
-        self.inner.mknod(path, node, mode)
+    /// `false`, as before the forwarding layer: this wrapper never passed
+    /// it on (it came after the wrapper, and only the fault wrapper was
+    /// given it). Forwarding it would let a close of a file the kernel
+    /// may write skip its sync on an emulated tier: a change of its own.
+    fn change_times_exact(&self) -> bool {
+        false
     }
 
     fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
@@ -615,36 +578,6 @@ impl Backend for EmulatedBackend {
             layout.bases.insert(new.clone(), base);
         }
         Ok(())
-    }
-
-    fn read_link(&self, path: &RelPath) -> io::Result<String> {
-        self.inner.read_link(path)
-    }
-
-    fn read_dir_all(&self, path: &RelPath) -> io::Result<Vec<(String, StatKind)>> {
-        self.inner.read_dir_all(path)
-    }
-
-    fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
-        self.inner.get_xattr(path, name)
-    }
-
-    fn set_xattr(
-        &self,
-        path: &RelPath,
-        name: &str,
-        value: &[u8],
-        flags: XattrFlags,
-    ) -> io::Result<()> {
-        self.inner.set_xattr(path, name, value, flags)
-    }
-
-    fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
-        self.inner.list_xattr(path)
-    }
-
-    fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
-        self.inner.remove_xattr(path, name)
     }
 }
 
@@ -658,17 +591,12 @@ struct EmulatedFile {
     sync_latency: Duration,
 }
 
-impl BackendFile for EmulatedFile {
-    fn stat(&self) -> io::Result<Stat> {
-        self.inner.stat()
-    }
-
-    fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
-        self.inner.set_xattr(name, value, flags)
-    }
-
-    fn remove_xattr(&self, name: &str) -> io::Result<()> {
-        self.inner.remove_xattr(name)
+/// Reads, writes and syncs wait for the model; `len`, `set_len`,
+/// `allocate` (metadata on a real disk: extents, unwritten blocks, no
+/// data transfer to charge), `stat` and xattrs pass through.
+impl ForwardFile for EmulatedFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.inner
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -688,20 +616,6 @@ impl BackendFile for EmulatedFile {
             self.device.clock.sleep(self.sync_latency);
         }
         self.inner.sync_data()
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-
-    fn allocate(&self, mode: crate::Allocate, offset: u64, len: u64) -> io::Result<()> {
-        // Metadata on a real disk (extents, unwritten blocks): no data
-        // transfer to charge, as for set_len.
-        self.inner.allocate(mode, offset, len)
     }
 }
 

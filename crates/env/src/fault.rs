@@ -31,9 +31,10 @@ use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex};
 
+use crate::forward::{read_full, write_joined};
 use crate::{
-    lock, with_context, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr,
-    SpaceInfo, SpecialFile, Stat, StatKind, XattrFlags,
+    lock, with_context, Backend, BackendFile, DirEntry, Forward, ForwardFile, Metadata,
+    OpenOptions, RelPath, SetAttr, SpaceInfo, SpecialFile, Stat, StatKind, XattrFlags,
 };
 
 /// Which calls a [`FaultRule`] applies to (see the module doc).
@@ -253,7 +254,15 @@ impl fmt::Display for What<'_> {
     }
 }
 
-impl Backend for FaultBackend {
+/// Strict: a new method fails the build here until it is written
+/// (`clippy::missing_trait_methods`), so no call escapes the rules unseen
+/// and a fault test cannot pass because its fault never reached the call.
+#[deny(clippy::missing_trait_methods)]
+impl Forward for FaultBackend {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
+    }
+
     fn describe(&self) -> String {
         format!("fault-injecting {}", self.inner.describe())
     }
@@ -416,7 +425,13 @@ impl FaultFile {
     }
 }
 
-impl BackendFile for FaultFile {
+/// Strict, as [`FaultBackend`]'s impl.
+#[deny(clippy::missing_trait_methods)]
+impl ForwardFile for FaultFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.inner
+    }
+
     fn stat(&self) -> io::Result<Stat> {
         self.check(FaultOp::Metadata, "fstat")?;
         self.inner.stat()
@@ -461,5 +476,25 @@ impl BackendFile for FaultFile {
         // It changes the file's bytes or blocks, as a truncate does.
         self.check(FaultOp::SetLen, "fallocate")?;
         self.inner.allocate(mode, offset, len)
+    }
+
+    // The rest go through the checked calls above: every byte meets the
+    // `Read` and `Write` rules, every length the `Metadata` ones.
+
+    fn read_full_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        read_full(buf, offset, |buf, at| ForwardFile::read_at(self, buf, at))
+    }
+
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        write_joined(bufs, offset, |buf, at| ForwardFile::write_at(self, buf, at))
+    }
+
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(ForwardFile::len(self)? == 0)
+    }
+
+    /// None: a copy in the kernel would pass no rule.
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
     }
 }

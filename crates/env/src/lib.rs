@@ -12,6 +12,11 @@
 //! * [`emulated::EmulatedBackend`] — wraps another backend and applies a
 //!   device model (HDD or SSD from `sluice-devices`) in real time.
 //!
+//! A backend that wraps another implements [`Forward`] (and its files
+//! [`ForwardFile`]): only the calls it changes; the rest forward to the
+//! inner backend, and a method added to the traits cannot skip a wrapper
+//! unnoticed ([`forward`]).
+//!
 //! Errors are `std::io::Error` with the path in the message; [`errno`]
 //! says which errno one stands for (its raw OS error, else its kind's),
 //! which the FUSE layer answers with and incidents record.
@@ -42,6 +47,7 @@ use std::time::{Duration, SystemTime};
 use sluice_policy::Time;
 
 pub use allocate::Allocate;
+pub use forward::{Forward, ForwardFile};
 pub use health::TierHealth;
 
 /// How [`copy_range`] moved the bytes.
@@ -106,6 +112,7 @@ pub mod crash;
 pub mod emulated;
 pub mod errno;
 pub mod fault;
+pub mod forward;
 mod health;
 pub mod memory;
 mod namespace;
@@ -543,16 +550,7 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
     /// "read fully" of the workspace: callers that want a hole past the
     /// end fill the rest themselves.
     fn read_full_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let mut done = 0;
-        while done < buf.len() {
-            match self.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(done)
+        forward::read_full(buf, offset, |buf, at| self.read_at(buf, at))
     }
     /// Write all of `buf` at `offset`, extending the file as needed.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
@@ -561,11 +559,7 @@ pub trait BackendFile: Send + Sync + fmt::Debug {
     /// wrappers keep their rules); the POSIX backend issues `pwritev`,
     /// saving the copy on the log's append path.
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
-        let mut joined = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
-        for buf in bufs {
-            joined.extend_from_slice(buf);
-        }
-        self.write_at(&joined, offset)
+        forward::write_joined(bufs, offset, |buf, at| self.write_at(buf, at))
     }
     /// Make the file's data (and length) durable.
     fn sync_data(&self) -> io::Result<()>;
@@ -645,7 +639,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Create a directory only its owner may use (0700 whatever the umask;
     /// the parent must exist): sluice's own directories on the fast tier.
     /// The default, for backends without permissions, is
-    /// [`Backend::create_dir`]; a backend wrapping another must forward it.
+    /// [`Backend::create_dir`]; [`Forward`] forwards it.
     fn create_private_dir(&self, path: &RelPath) -> io::Result<()> {
         self.create_dir(path)
     }
@@ -684,8 +678,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// (ctime) after any ctime a stat saw before the change: fine-grained
     /// change times, as Linux 6.13's multigrain timestamps give ext4, xfs,
     /// btrfs and tmpfs. Then a file whose length, mtime and ctime are what
-    /// a stat saw earlier was not written since. `false` (the default, and
-    /// wrappers that do not forward it) claims nothing.
+    /// a stat saw earlier was not written since. `false` (the default)
+    /// claims nothing.
     fn change_times_exact(&self) -> bool {
         false
     }
@@ -696,8 +690,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// overlay), whose one page cache every mount of it on the host reads
     /// through. Network and cluster file systems (NFS, GlusterFS, Lustre,
     /// GPFS, CephFS, FUSE file systems) may hold written bytes in a
-    /// client's cache until a flush or a sync, and answer `false`, as do
-    /// the default and wrappers that do not forward it. A close under
+    /// client's cache until a flush or a sync, and answer `false`, as does
+    /// the default. A close under
     /// close-to-open then needs no sync for bytes written straight to the
     /// tier (docs/fuse.md, "Many nodes").
     fn page_cache_shared(&self) -> bool {

@@ -1,14 +1,21 @@
 //! The LiU read path as a capacity backend: every read, write, truncation,
 //! removal and rename of the capacity tier passes through here and keeps
 //! the buffer and the lifted heads coherent.
+//!
+//! Both wrappers are strict ([`sluice_env::forward`]): a method added to
+//! `Backend` or `BackendFile` fails the build here until it is written,
+//! since one passed through unseen that changes a file's bytes or names
+//! (an exchanging rename, a hole punched by path) would leave old bytes
+//! in the buffer or a head for the next reader.
 
 use std::fmt;
 use std::io;
 use std::sync::Arc;
 
+use sluice_env::forward::read_full;
 use sluice_env::{
-    lock, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SetAttr, SpaceInfo,
-    SpecialFile, Stat, StatKind, XattrFlags,
+    lock, Backend, BackendFile, DirEntry, Forward, ForwardFile, Metadata, OpenOptions, RelPath,
+    SetAttr, SpaceInfo, SpecialFile, Stat, StatKind, XattrFlags,
 };
 use sluice_policy::FileId;
 
@@ -53,7 +60,12 @@ impl LiuFile {
     }
 }
 
-impl BackendFile for LiuFile {
+#[deny(clippy::missing_trait_methods)]
+impl ForwardFile for LiuFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.file
+    }
+
     fn stat(&self) -> io::Result<Stat> {
         self.file.stat()
     }
@@ -121,9 +133,48 @@ impl BackendFile for LiuFile {
         self.inner.invalidate_from(self.id, from);
         result
     }
+
+    fn read_full_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        read_full(buf, offset, |buf, at| ForwardFile::read_at(self, buf, at))
+    }
+
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.file.len()? == 0)
+    }
+
+    /// Refused, as before the forwarding layer (this wrapper never passed
+    /// it on): the engine then sets its held marks by path, with an
+    /// identity check. Changes no bytes, so forwarding it is safe; it is a
+    /// change of its own.
+    fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
+        let _ = (name, value, flags);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "set_xattr of an open file: not supported by the LiU wrapper",
+        ))
+    }
+
+    /// Refused, as [`LiuFile`]'s `set_xattr`.
+    fn remove_xattr(&self, name: &str) -> io::Result<()> {
+        let _ = name;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "remove_xattr of an open file: not supported by the LiU wrapper",
+        ))
+    }
+
+    /// None: a copy in the kernel would write past the buffer's coherence.
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
-impl Backend for LiuBackend {
+#[deny(clippy::missing_trait_methods)]
+impl Forward for LiuBackend {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner.capacity
+    }
+
     fn describe(&self) -> String {
         format!("{} (LiU)", self.inner.capacity.describe())
     }
@@ -226,6 +277,14 @@ impl Backend for LiuBackend {
 
     fn page_cache_shared(&self) -> bool {
         self.inner.capacity.page_cache_shared()
+    }
+
+    /// `false`, as before the forwarding layer: this wrapper never passed
+    /// it on (it came after the wrapper). Forwarding it would let a close
+    /// of a file the kernel may write skip its sync under LiU: a change of
+    /// its own.
+    fn change_times_exact(&self) -> bool {
+        false
     }
 
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {

@@ -1,18 +1,27 @@
-//! Shared by tests that hold a write in flight (`mod gate_support;`): a
-//! backend whose files hold a write of [`MARKER`] bytes, once armed,
-//! until the test lets it go, so a test can open the window a lock-free
-//! wait leaves and act in it.
+//! Shared by tests that hold a tier call in flight (`mod gate_support;`):
+//! a backend whose files hold a write of [`MARKER`] bytes ([`Gated`]), or
+//! one that holds a `set_attr` ([`AttrGated`]), once armed, until the
+//! test lets it go, so a test can open the window a lock-free wait leaves
+//! and act in it; and the engine the log's tests put over it
+//! ([`fast_all`] on [`gated_memory`]). Not every test uses every helper.
+#![allow(dead_code)]
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use sluice_env::{Backend, BackendFile, Metadata, OpenOptions, RelPath};
+use sluice_engine::{Engine, EngineConfig};
+use sluice_env::memory::MemBackend;
+use sluice_env::{
+    Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SetAttr, SystemClock,
+};
+use sluice_policy::detector::DetectorConfig;
+use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 /// Bytes whose append the fast tier holds until told.
 pub const MARKER: u8 = 0xee;
 
-/// Held writes: `held` says one is held, `go` lets it go.
-#[derive(Default)]
+/// Held calls: `held` says one is held, `go` lets it go.
+#[derive(Debug, Default)]
 pub struct Gate {
     pub armed: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
 }
@@ -28,28 +37,15 @@ impl std::fmt::Debug for GatedFile {
     }
 }
 
-impl BackendFile for GatedFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.inner.read_at(buf, offset)
+impl ForwardFile for GatedFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.inner
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         if buf.len() >= 64 && buf.iter().filter(|&&b| b == MARKER).count() >= 64 {
-            let armed = self.gate.armed.lock().unwrap().take();
-            if let Some((held, go)) = armed {
-                held.send(()).unwrap();
-                go.recv_timeout(Duration::from_secs(10)).unwrap();
-            }
+            self.gate.hold();
         }
         self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
     }
 }
 
@@ -65,9 +61,9 @@ impl std::fmt::Debug for Gated {
     }
 }
 
-impl Backend for Gated {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl Forward for Gated {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
     fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
         let inner = self.inner.open(path, options)?;
@@ -76,33 +72,37 @@ impl Backend for Gated {
             gate: Arc::clone(&self.gate),
         }))
     }
-    fn metadata(&self, path: &RelPath) -> std::io::Result<Metadata> {
-        self.inner.metadata(path)
+}
+
+/// A tier whose next `set_attr` once armed is held until the test lets
+/// it go: a flush's restore of a file's mtime after its writes
+/// (flush.rs), for instance.
+#[derive(Debug)]
+pub struct AttrGated {
+    pub inner: Arc<dyn Backend>,
+    pub gate: Arc<Gate>,
+}
+
+impl Forward for AttrGated {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
-    fn remove_file(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &RelPath, to: &RelPath) -> std::io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn create_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.create_dir(path)
-    }
-    fn remove_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.remove_dir(path)
-    }
-    fn read_dir(&self, path: &RelPath) -> std::io::Result<Vec<sluice_env::DirEntry>> {
-        self.inner.read_dir(path)
-    }
-    fn sync_dir(&self, path: &RelPath) -> std::io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn space(&self) -> std::io::Result<sluice_env::SpaceInfo> {
-        self.inner.space()
+    fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> std::io::Result<()> {
+        self.gate.hold();
+        self.inner.set_attr(path, attr)
     }
 }
 
 impl Gate {
+    /// If armed: say the call is held, and wait to be let go.
+    fn hold(&self) {
+        let armed = self.armed.lock().unwrap().take();
+        if let Some((held, go)) = armed {
+            held.send(()).unwrap();
+            go.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+    }
+
     /// Arm the gate: the next marked write sends on the first channel's
     /// sender once it is held, and waits for a message on the second.
     pub fn arm(&self) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
@@ -111,4 +111,37 @@ impl Gate {
         *self.armed.lock().unwrap() = Some((held_tx, go_rx));
         (held, go)
     }
+}
+
+/// A fast tier in memory whose marked writes the returned gate holds.
+pub fn gated_memory() -> (Arc<Gate>, Arc<dyn Backend>) {
+    let gate = Arc::new(Gate::default());
+    let fast = Arc::new(Gated {
+        inner: Arc::new(MemBackend::new()),
+        gate: Arc::clone(&gate),
+    });
+    (gate, fast)
+}
+
+/// An engine over `fast` and `capacity` that buffers every write
+/// (`fast-all`, streams of 4 requests), so each write is an append to the
+/// log a gated fast tier can hold.
+pub fn fast_all(fast: Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Arc<Engine> {
+    let config = EngineConfig {
+        redirector: RedirectorConfig {
+            policy: RedirectPolicy::FastAll,
+            detector: DetectorConfig { stream_len: 4 },
+            ..RedirectorConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    Arc::new(
+        Engine::open(
+            fast,
+            Arc::clone(capacity),
+            Arc::new(SystemClock::new()),
+            config,
+        )
+        .unwrap(),
+    )
 }

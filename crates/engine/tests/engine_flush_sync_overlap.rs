@@ -32,7 +32,9 @@ fn a_sync_during_a_region_flush_syncs_what_the_flush_wrote_instead_of_writing_it
     let engine = fast_all(fast, &capacity);
     // File `a` first: its run is flushed before `b`'s (file order).
     let a = engine.create(&path("a")).unwrap();
-    let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
+    // No MARKER byte in it: the gate holds only `b`'s write.
+    let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 199) as u8).collect();
+    assert!(!data.contains(&MARKER));
     engine.write(a, 0, &data).unwrap();
     let b = engine.create(&path("b")).unwrap();
     engine.write(b, 0, &[MARKER; 4096]).unwrap();

@@ -241,6 +241,48 @@ fn buffered_writes_set_mtime_and_the_flush_keeps_it() {
     );
 }
 
+/// A write's mtime comes from the engine's clock (`Clock::wall`), not the
+/// system's: a run on a clock of its own stamps what that clock says, so a
+/// test (and a replay) sees the same times every run.
+#[test]
+fn a_writes_mtime_is_the_engines_clocks() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    #[derive(Debug)]
+    struct Fixed(SystemClock);
+    impl sluice_env::Clock for Fixed {
+        fn now(&self) -> sluice_policy::Time {
+            self.0.now()
+        }
+        fn sleep(&self, d: Duration) {
+            self.0.sleep(d)
+        }
+        // Past the capacity file's own times (the overlay keeps the later).
+        fn wall(&self) -> SystemTime {
+            UNIX_EPOCH + Duration::from_secs(3_000_000_000)
+        }
+    }
+    let (fast, capacity) = backends();
+    let engine = Engine::open(
+        Arc::clone(&fast),
+        Arc::clone(&capacity),
+        Arc::new(Fixed(SystemClock::new())),
+        EngineConfig {
+            redirector: RedirectorConfig {
+                policy: RedirectPolicy::FastAll,
+                ..RedirectorConfig::default()
+            },
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let t = RelPath::new("t").unwrap();
+    let id = engine.create(&t).unwrap();
+    engine.write(id, 0, b"buffered").unwrap();
+    let mut st = capacity.stat(&t).unwrap();
+    engine.overlay(&t, &mut st, engine.log_epoch());
+    assert_eq!(st.mtime, UNIX_EPOCH + Duration::from_secs(3_000_000_000));
+}
+
 /// Both tiers in a fresh temporary directory each (POSIX), and in memory:
 /// both backends hold hard links.
 /// A fast and a capacity tier, with the temporary directory holding them

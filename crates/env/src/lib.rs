@@ -812,6 +812,12 @@ pub trait Clock: Send + Sync + fmt::Debug {
     fn now(&self) -> Time;
     /// Block the calling thread for `duration`.
     fn sleep(&self, duration: Duration);
+    /// Wall-clock time, for the times a file shows (a write's mtime):
+    /// the system's by default; a test's clock may give its own, so that
+    /// what a run stamps follows the clock it was given.
+    fn wall(&self) -> std::time::SystemTime {
+        std::time::SystemTime::now()
+    }
 }
 
 /// The real monotonic clock; its epoch is its creation.

@@ -803,7 +803,7 @@ impl Engine {
         // lock has forgotten the file: the write still happened.
         if let Some(open) = state.files.get_mut(&file) {
             open.size = open.size.max(end);
-            open.written = Some(SystemTime::now());
+            open.written = Some(shared.clock.wall());
             open.capacity_unsynced = true;
         }
         Ok(())

@@ -566,6 +566,10 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
                 drop(marks);
                 let left = held.recall_wait.saturating_sub(started.elapsed());
                 recall_path(shared, held, &path, left)?;
+                // What the holder wrote back is the file's size now (this
+                // node's mark carries it next; its reads see it), as after
+                // a lock's recall.
+                super::attrs::refresh_size(shared, file)?;
             }
         }
     }

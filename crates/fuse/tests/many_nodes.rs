@@ -172,6 +172,7 @@ fn on_demand_node(dir: &std::path::Path, capacity: &Arc<dyn Backend>, name: &str
         node: Some(name.to_string()),
         recall_wait: std::time::Duration::from_secs(10),
         doorbell: None,
+        mark: sluice_engine::HeldMark::Auto,
     };
     volume(
         Arc::new(sluice_env::posix::PosixBackend::new(fast).unwrap()),

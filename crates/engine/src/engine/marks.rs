@@ -607,11 +607,21 @@ pub(super) fn resolve(
     )))
 }
 
-/// A user xattr set and removed on `dir`.
+/// A user xattr set, read back and removed on `dir` (a tier that takes
+/// one and keeps nothing would lose every mark).
 fn probe_xattrs(capacity: &dyn Backend, dir: &RelPath) -> io::Result<()> {
     let probe = "user.sluice.probe";
     capacity.set_xattr(dir, probe, b"1", XattrFlags::Either)?;
-    capacity.remove_xattr(dir, probe)
+    let kept = capacity.get_xattr(dir, probe)?;
+    capacity.remove_xattr(dir, probe)?;
+    if kept == b"1" {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("a user xattr set to \"1\" read back as {kept:?}"),
+        ))
+    }
 }
 
 /// The sidecar's needs: its directory, durable in its parents (an entry
@@ -634,9 +644,16 @@ fn probe_sidecar(capacity: &dyn Backend, node: &str) -> io::Result<()> {
         if x.ino == y.ino && x.ino != 0 {
             Ok(())
         } else {
+            // A FUSE file system on libfuse's high-level API numbers
+            // names, not files (mergerfs without `use_ino`): such a number
+            // changes once the kernel forgets the name, so it keys nothing.
             Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                "two names of one file show different inode numbers",
+                format!(
+                    "two names of one file show different inode numbers ({} and {}): the \
+                     tier numbers names, not files (mergerfs: mount it with -o use_ino)",
+                    x.ino, y.ino
+                ),
             ))
         }
     });

@@ -902,8 +902,14 @@ mod tests {
             config.engine_config().unwrap().on_demand.unwrap().mark
         };
         assert_eq!(mark(""), sluice_engine::HeldMark::Auto);
-        assert_eq!(mark("held_mark = \"xattr\"\n"), sluice_engine::HeldMark::Xattr);
-        assert_eq!(mark("held_mark = \"sidecar\"\n"), sluice_engine::HeldMark::Sidecar);
+        assert_eq!(
+            mark("held_mark = \"xattr\"\n"),
+            sluice_engine::HeldMark::Xattr
+        );
+        assert_eq!(
+            mark("held_mark = \"sidecar\"\n"),
+            sluice_engine::HeldMark::Sidecar
+        );
         let err = Config::from_toml(&format!("{base}held_mark = \"file\"\n")).unwrap_err();
         for fragment in ["mount.held_mark", "file", "auto", "xattr", "sidecar"] {
             assert!(err.0.contains(fragment), "{fragment}: {err}");

@@ -828,7 +828,9 @@ impl Backend for CrashBackend {
         let mut state = self.state();
         let what = format!("rename {:?} to {:?}", from.as_str(), to.as_str());
         state.check_up(&what)?;
-        if let (Ok((_, Some(a))), Ok((_, Some(b)))) = (state.tree.lookup(from), state.tree.lookup(to)) {
+        if let (Ok((_, Some(a))), Ok((_, Some(b)))) =
+            (state.tree.lookup(from), state.tree.lookup(to))
+        {
             if a == b {
                 // Two names of one file (a hard link): rename(2) does nothing.
                 return Ok(());
@@ -905,11 +907,13 @@ impl Backend for CrashBackend {
         };
         let dir_id = match file {
             Some(_) => 0,
-            None => state
-                .tree
-                .dir(path)
-                .map_err(|e| errno(e, What("stat", path)))?
-                .id,
+            None => {
+                state
+                    .tree
+                    .dir(path)
+                    .map_err(|e| errno(e, What("stat", path)))?
+                    .id
+            }
         };
         state
             .stat_of(file, dir_id)

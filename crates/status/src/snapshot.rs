@@ -924,9 +924,9 @@ mod tests {
             ..Status::default()
         };
         assert!(
-            status
-                .text()
-                .contains("2 files held by this node (n1; on-demand, sidecar entries in .sluice/held:"),
+            status.text().contains(
+                "2 files held by this node (n1; on-demand, sidecar entries in .sluice/held:"
+            ),
             "{}",
             status.text()
         );
@@ -939,7 +939,11 @@ mod tests {
             held_mark: Some("xattr".into()),
             ..status
         };
-        assert!(xattr.text().contains("(n1; on-demand, xattrs:"), "{}", xattr.text());
+        assert!(
+            xattr.text().contains("(n1; on-demand, xattrs:"),
+            "{}",
+            xattr.text()
+        );
     }
 
     /// The demo's progress line tells the region states apart (filling,

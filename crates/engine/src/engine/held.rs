@@ -6,9 +6,10 @@
 //! capacity file, naming this node with the file's size and mtime: the
 //! extended attribute [`HELD_XATTR`], or where the capacity tier keeps no
 //! user xattrs a sidecar entry keyed by the file's inode number (marks.rs,
-//! which keeps either behind the same calls; `mount.held_mark`). Another node that opens, locks or
-//! starts buffering the file *recalls* it: it writes a recall entry under
-//! [`RECALL_DIR`]`/HOLDER/` on the capacity tier and waits, at most
+//! which keeps either behind the same calls; `mount.held_mark`). Another
+//! node that opens, locks or starts buffering the file *recalls* it: it
+//! writes a recall entry under [`RECALL_DIR`]`/HOLDER/` on the capacity
+//! tier and waits, at most
 //! `recall_wait`, for the mark to go. This node's `sluice-recall` thread
 //! lists its directory every [`ANSWER_EVERY`], writes each recalled file
 //! back through the per-file write-back (`sync.rs`), removes the mark and
@@ -540,7 +541,11 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
             }
             // Removed meanwhile: create it again (not for ever: a mark
             // that exists to create but not to read is a tier's fault).
-            None if started.elapsed() < held.recall_wait => continue,
+            None if started.elapsed() < held.recall_wait => {
+                drop(marks);
+                shared.clock.sleep(POLL_MARK_EVERY);
+                continue;
+            }
             None => {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,

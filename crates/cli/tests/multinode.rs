@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, kill_mount, wait_mounted};
+use support::{fuse_available, is_mounted, kill_mount, required, wait_mounted};
 
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
@@ -114,12 +114,87 @@ impl Drop for Node {
     }
 }
 
+/// A mergerfs mount over one directory (`-o use_ino,xattr=nosys`): a
+/// shared capacity tier that keeps no user xattrs (every xattr call is
+/// ENOTSUP), whose inode numbers are the file's (`use_ino`). Unmounted
+/// when dropped, after the nodes over it.
+struct MergerFs {
+    child: Option<Child>,
+    point: PathBuf,
+}
+
+impl MergerFs {
+    /// mergerfs over `branch` at `point` with [`MergerFs::OPTIONS`];
+    /// `None` (a skip; a failure under CI) where mergerfs is not installed.
+    fn start(branch: &std::path::Path, point: &std::path::Path) -> Option<MergerFs> {
+        MergerFs::start_with(branch, point, MergerFs::OPTIONS)
+    }
+
+    const OPTIONS: &str = "use_ino,xattr=nosys,minfreespace=0,cache.files=off,category.create=ff";
+
+    fn start_with(
+        branch: &std::path::Path,
+        point: &std::path::Path,
+        options: &str,
+    ) -> Option<MergerFs> {
+        let installed = Command::new("mergerfs")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !required(installed, "mergerfs (apt-get install mergerfs)") {
+            return None;
+        }
+        fs::create_dir_all(branch).unwrap();
+        fs::create_dir_all(point).unwrap();
+        let mut child = Command::new("mergerfs")
+            .arg("-f")
+            .args(["-o", options])
+            .arg(branch)
+            .arg(point)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let up = within(Duration::from_secs(10), || {
+            is_mounted(point) || child.try_wait().unwrap().is_some()
+        });
+        assert!(
+            up.is_some() && is_mounted(point),
+            "mergerfs did not mount {point:?}"
+        );
+        Some(MergerFs {
+            child: Some(child),
+            point: point.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for MergerFs {
+    fn drop(&mut self) {
+        let unmounted = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&self.point)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !unmounted {
+            kill_mount(self.child.take(), &self.point);
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Nodes over one shared capacity directory.
 struct Cluster {
     nodes: Vec<Node>,
     capacity: PathBuf,
     /// The mount arguments every node was started with.
     args: Vec<String>,
+    /// A file system mounted for the capacity tier, if any (after the
+    /// nodes, so it is unmounted once they are).
+    _tier: Option<MergerFs>,
     _dir: tempfile::TempDir,
 }
 
@@ -136,6 +211,26 @@ impl Cluster {
             }
             None => dir.path().join("capacity"),
         };
+        Cluster::start(dir, capacity, None, n, config, args)
+    }
+
+    /// [`Cluster::new`] over a mergerfs mount that keeps no user xattrs
+    /// ([`MergerFs`]); `None` without mergerfs.
+    fn over_mergerfs(n: usize, config: &str, args: &[&str]) -> Option<Cluster> {
+        let dir = support::tempdir();
+        let capacity = dir.path().join("merged");
+        let tier = MergerFs::start(&dir.path().join("branch"), &capacity)?;
+        Some(Cluster::start(dir, capacity, Some(tier), n, config, args))
+    }
+
+    fn start(
+        dir: tempfile::TempDir,
+        capacity: PathBuf,
+        tier: Option<MergerFs>,
+        n: usize,
+        config: &str,
+        args: &[&str],
+    ) -> Cluster {
         fs::create_dir_all(&capacity).unwrap();
         let mut nodes = Vec::new();
         for i in 0..n {
@@ -156,6 +251,7 @@ impl Cluster {
             nodes,
             capacity,
             args: args.iter().map(|a| a.to_string()).collect(),
+            _tier: tier,
             _dir: dir,
         }
     }
@@ -1260,4 +1356,191 @@ fn issue_34_on_demand_a_rename_by_another_node_moves_the_held_file() {
     a.drain();
     assert!(!c.capacity_file("old").exists(), "the old name came back");
     assert!(fs::read(&new).unwrap() == data);
+}
+
+/// Issue 34, the sidecar held mark through real mounts (docs/fuse.md, "On
+/// demand"): A writes and closes `run/ckpt`: its bytes stay in A's log, and
+/// the mark is a sidecar entry `.sluice/held/INO` on the capacity tier,
+/// read as `user.sluice.held` through any mount. B renames the directory
+/// while A holds the file; the entry, keyed by the inode number, stays
+/// the file's: C's stat through the new name shows A's size without a
+/// recall, and C's open recalls the file from A (who finds it by its
+/// inode) and reads every byte; the entry and A's own name of it are gone.
+fn sidecar_mark_follows_a_renamed_directory(c: &Cluster) {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b, third) = (&c.nodes[0], &c.nodes[1], &c.nodes[2]);
+    fs::create_dir(a.path("run")).unwrap();
+    let data = pattern(3 << 20, 21);
+    fs::write(a.path("run/ckpt"), &data).unwrap();
+    let a_id = node_id(a);
+    let on_tier = |name: &str| fs::metadata(c.capacity_file(name)).unwrap();
+    assert_eq!(
+        on_tier("run/ckpt").len(),
+        0,
+        "the close left the bytes in A's log"
+    );
+    let ino = on_tier("run/ckpt").ino();
+    let entry = c.capacity.join(format!(".sluice/held/{ino}"));
+    let own = c.capacity.join(format!(".sluice/held/{ino}-{a_id}"));
+    assert!(entry.exists() && own.exists(), "sidecar entry {entry:?}");
+    let mark = xattr(&b.path("run/ckpt"), "user.sluice.held").unwrap();
+    assert!(
+        mark.starts_with(&format!("v1 node={a_id} size={} ", data.len())),
+        "{mark}"
+    );
+    assert_eq!(status_json(a)["held_mark"], "sidecar");
+    let text = a.sluice(&["status", a.point.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("sidecar entries in .sluice/held"), "{text}");
+
+    fs::rename(b.path("run"), b.path("run.done")).unwrap();
+    assert_eq!(
+        on_tier("run.done/ckpt").ino(),
+        ino,
+        "the inode number survived"
+    );
+    assert_eq!(
+        fs::metadata(third.path("run.done/ckpt")).unwrap().len(),
+        data.len() as u64,
+        "C's stat shows the mark's size"
+    );
+    assert_eq!(on_tier("run.done/ckpt").len(), 0, "a stat recalls nothing");
+    let opened = Instant::now();
+    let seen = fs::read(third.path("run.done/ckpt")).unwrap();
+    eprintln!("C's open and read took {:?}", opened.elapsed());
+    assert_eq!(seen.len(), data.len(), "C reads the exact size");
+    assert!(seen == data, "C reads every byte A wrote");
+    assert!(fs::read(c.capacity_file("run.done/ckpt")).unwrap() == data);
+    assert!(!entry.exists() && !own.exists(), "the entry went");
+    assert_eq!(
+        xattr(&third.path("run.done/ckpt"), "user.sluice.held"),
+        Err(rustix::io::Errno::NODATA)
+    );
+    assert_eq!(status_json(third)["recalls"], 1);
+    assert_eq!(status_json(b)["recalls"], 0, "a rename recalls nothing");
+    assert_eq!(status_json(a)["recalls_answered"], 1);
+}
+
+/// [`sidecar_mark_follows_a_renamed_directory`] over a capacity tier that
+/// keeps no user xattrs (mergerfs with `xattr=nosys`): on-demand, refused
+/// there before, falls back to the sidecar under `held_mark = "auto"`.
+#[test]
+fn issue_34_on_demand_over_a_tier_without_user_xattrs_keeps_a_renamed_files_mark() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(c) = Cluster::over_mergerfs(3, &on_demand("10s"), &[]) else {
+        return;
+    };
+    assert!(
+        rustix::fs::setxattr(
+            &c.capacity,
+            "user.probe",
+            b"1",
+            rustix::fs::XattrFlags::empty()
+        )
+        .is_err(),
+        "the tier keeps no user xattrs"
+    );
+    sidecar_mark_follows_a_renamed_directory(&c);
+}
+
+/// The same with `mount.held_mark = "sidecar"` over the plain shared
+/// directory (or `SLUICE_MULTINODE_CAPACITY`, such as the loopback
+/// GlusterFS volume).
+#[test]
+fn issue_34_on_demand_with_the_sidecar_forced_keeps_a_renamed_files_mark() {
+    if !fuse_available() {
+        return;
+    }
+    let config = format!("{}held_mark = \"sidecar\"\n", on_demand("10s"));
+    let c = Cluster::new(3, &config, &[]);
+    sidecar_mark_follows_a_renamed_directory(&c);
+}
+
+/// The sidecar across a kill -9 of the holder, over mergerfs without user
+/// xattrs: B's open fails with ETIMEDOUT within `mount.recall_wait`
+/// (the entry stays, naming A), and once A is mounted again (its recovery
+/// marks the file again, answers the recall) B reads every byte.
+#[test]
+fn issue_34_on_demand_sidecar_holder_killed_then_back() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(mut c) = Cluster::over_mergerfs(2, &on_demand("2s"), &[]) else {
+        return;
+    };
+    let data = pattern(512 << 10, 8);
+    let mut f = File::create(c.nodes[0].path("held")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    {
+        let a = &mut c.nodes[0];
+        kill_mount(a.child.take(), &a.point);
+    }
+    let err = File::open(c.nodes[1].path("held")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ETIMEDOUT), "{err}");
+    assert_eq!(fs::metadata(c.capacity_file("held")).unwrap().len(), 0);
+    c.restart(0);
+    let seen = fs::read(c.nodes[1].path("held")).unwrap();
+    assert!(seen == data, "every byte A fsynced, after its restart");
+    let held = fs::read_dir(c.capacity.join(".sluice/held"))
+        .unwrap()
+        .count();
+    assert_eq!(held, 0, "no entry left");
+}
+
+/// A tier that numbers names, not files (mergerfs without `use_ino`: two
+/// names of one file show two inode numbers, and a number changes once
+/// the kernel forgets a name) cannot key a sidecar mark: the mount is
+/// refused, saying why and what to do, rather than losing marks later.
+#[test]
+fn issue_34_on_demand_refuses_a_tier_whose_inode_numbers_name_paths() {
+    if !fuse_available() {
+        return;
+    }
+    let dir = support::tempdir();
+    let capacity = dir.path().join("merged");
+    let options = MergerFs::OPTIONS.replace("use_ino,", "");
+    let Some(_tier) = MergerFs::start_with(&dir.path().join("branch"), &capacity, &options) else {
+        return;
+    };
+    let (fast, point) = (dir.path().join("fast"), dir.path().join("mnt"));
+    fs::create_dir_all(&fast).unwrap();
+    fs::create_dir_all(&point).unwrap();
+    fs::write(dir.path().join("sluice.toml"), on_demand("10s")).unwrap();
+    let log = dir.path().join("mount.log");
+    let mut child = Command::new(sluice_bin())
+        .arg("mount")
+        .arg("--config")
+        .arg(dir.path().join("sluice.toml"))
+        .arg("--fast")
+        .arg(&fast)
+        .arg("--capacity")
+        .arg(&capacity)
+        .arg(&point)
+        .stdin(Stdio::null())
+        .stdout(File::create(&log).unwrap())
+        .stderr(File::create(dir.path().join("mount.err")).unwrap())
+        .spawn()
+        .unwrap();
+    // Refused at start; a mount that comes up instead is unmounted here.
+    let exited = within(Duration::from_secs(30), || {
+        child.try_wait().unwrap().is_some() || is_mounted(&point)
+    });
+    let status = child.try_wait().unwrap();
+    if status.is_none() {
+        kill_mount(Some(child), &point);
+    }
+    let said = fs::read_to_string(&log).unwrap_or_default()
+        + &fs::read_to_string(dir.path().join("mount.err")).unwrap_or_default();
+    assert!(
+        exited.is_some() && status.is_some_and(|s| !s.success()),
+        "not refused: {said}"
+    );
+    assert!(!is_mounted(&point));
+    for fragment in ["different inode numbers", "use_ino", "sidecar"] {
+        assert!(said.contains(fragment), "{fragment}: {said}");
+    }
 }

@@ -59,6 +59,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "mount.consistency" => "\"close-to-open\", \"node-local\" or \"on-demand\"",
         "bbos.consistency" => "\"close-to-open\" or \"node-local\"",
         "mount.recall_wait" => "a duration above 0 of at most 5min, like \"10s\"",
+        "mount.held_mark" => "\"auto\", \"xattr\" or \"sidecar\"",
         "mount.close_sync" => "\"auto\", \"always\" or \"written\"",
         "mount.attr_timeout" => "a duration of at most 60s, like \"1s\"; 0 = ask every time",
         "metrics.listen" => "an address and port, like \"127.0.0.1:9464\"",

@@ -24,7 +24,9 @@ use sluice_catalog::MetaSpec;
 use sluice_devices::hdd::HddConfig;
 use sluice_devices::ssd::SsdConfig;
 use sluice_engine::log::{record_len, MAX_PATH_BYTES};
-use sluice_engine::{CkptOptions, CloseSync, EngineConfig, LiuBackend, LiuOptions, OnDemand};
+use sluice_engine::{
+    CkptOptions, CloseSync, EngineConfig, HeldMark, LiuBackend, LiuOptions, OnDemand,
+};
 use sluice_env::emulated::EmulatedBackend;
 use sluice_env::memory::MemBackend;
 use sluice_env::posix::PosixBackend;
@@ -295,6 +297,25 @@ pub struct MountConfig {
     /// buffered write of a file another node holds waits for that node to
     /// write it back before it fails with ETIMEDOUT.
     pub recall_wait: Span,
+    /// Under `consistency = "on-demand"`: where a file's held mark lives
+    /// on the capacity tier: `auto` (the xattr where the tier keeps user
+    /// xattrs, else a sidecar entry), `xattr` or `sidecar`.
+    pub held_mark: HeldMarkConfig,
+}
+
+/// `mount.held_mark` (docs/fuse.md, "On demand").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeldMarkConfig {
+    /// The xattr where the capacity tier keeps user xattrs, else a
+    /// sidecar entry; or whichever the tier records (`.sluice/held-mark`).
+    #[default]
+    Auto,
+    /// The xattr `user.sluice.held`; the mount is refused without user
+    /// xattrs.
+    Xattr,
+    /// A sidecar entry `.sluice/held/INO` on the capacity tier.
+    Sidecar,
 }
 
 /// `mount.consistency`: when buffered bytes of a general-class file reach
@@ -629,6 +650,7 @@ impl Default for MountConfig {
             close_sync: CloseSyncConfig::Auto,
             attr_timeout: Span(std::time::Duration::from_secs(1)),
             recall_wait: Span(std::time::Duration::from_secs(10)),
+            held_mark: HeldMarkConfig::Auto,
         }
     }
 }
@@ -834,6 +856,7 @@ mod tests {
                 node: Some("rack1-n07".into()),
                 recall_wait: std::time::Duration::from_secs(3),
                 doorbell: None,
+                mark: sluice_engine::HeldMark::Auto,
             })
         );
         assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);
@@ -864,6 +887,33 @@ mod tests {
         let err = Config::from_toml("[mount]\nconsistency = \"on-request\"\n").unwrap_err();
         assert!(err.0.contains("on-request"), "{err}");
         assert!(err.0.contains("on-demand"), "{err}");
+    }
+
+    /// Issue 34, the sidecar: `mount.held_mark` reaches the engine (auto by
+    /// default), round-trips, and an unknown value names the three.
+    #[test]
+    fn held_mark_is_auto_xattr_or_sidecar_issue_34() {
+        let base = "[fast]\npath = \"/a\"\n[capacity]\npath = \"/b\"\n\
+                    [mount]\nconsistency = \"on-demand\"\n";
+        let mark = |text: &str| {
+            let config = Config::from_toml(&format!("{base}{text}")).unwrap();
+            config.validate().unwrap();
+            assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);
+            config.engine_config().unwrap().on_demand.unwrap().mark
+        };
+        assert_eq!(mark(""), sluice_engine::HeldMark::Auto);
+        assert_eq!(
+            mark("held_mark = \"xattr\"\n"),
+            sluice_engine::HeldMark::Xattr
+        );
+        assert_eq!(
+            mark("held_mark = \"sidecar\"\n"),
+            sluice_engine::HeldMark::Sidecar
+        );
+        let err = Config::from_toml(&format!("{base}held_mark = \"file\"\n")).unwrap_err();
+        for fragment in ["mount.held_mark", "file", "auto", "xattr", "sidecar"] {
+            assert!(err.0.contains(fragment), "{fragment}: {err}");
+        }
     }
 
     #[test]

@@ -273,6 +273,11 @@ impl Config {
                 // The mount opens it (a connection to the shared
                 // catalogue): see `Config::recall_doorbell_spec`.
                 doorbell: None,
+                mark: match self.mount.held_mark {
+                    HeldMarkConfig::Auto => HeldMark::Auto,
+                    HeldMarkConfig::Xattr => HeldMark::Xattr,
+                    HeldMarkConfig::Sidecar => HeldMark::Sidecar,
+                },
             }),
         })
     }

@@ -58,10 +58,24 @@
 //!   file systems journal xattrs as metadata and may keep them sooner; a
 //!   test that passes here does not rely on that. (The engine's held
 //!   marks, `user.sluice.held`, are what this models them for.)
-//! * **Attributes, symbolic links** are not modelled (their durability is
-//!   not what this backend tests): `stat`, `set_attr`, `symlink`, `mknod`
-//!   and `read_link` keep the trait's default and fail with EOPNOTSUPP;
-//!   `read_dir_all` is `read_dir`'s entries.
+//! * **Hard links** within one directory (`hard_link`; another directory
+//!   is EXDEV, as BeeGFS answers): both names are entries of that one
+//!   directory, durable at its `sync_dir` like any other, and a crash keeps
+//!   every synced name of a file in one directory. (Across directories the
+//!   rebuild keeps a file at its first place only: that is how it reads a
+//!   cross-directory rename cut in half, which one-directory links never
+//!   look like.)
+//! * **Inode numbers**, opt-in ([`CrashBackend::set_inode_numbers`]): `stat`
+//!   of a path and of an open handle answer the kind, length, link count and
+//!   an inode number that stays with the file or directory across renames
+//!   and crashes (files `2·id + 2`, directories `2·id + 1`, as the memory
+//!   tier numbers them); mode, owner and times are not modelled (0o644 or
+//!   0o755, root, the epoch). Off (the default), `stat` fails with
+//!   EOPNOTSUPP, so the engine runs as over a tier that tells no identity.
+//! * **Other attributes, symbolic links** are not modelled (their
+//!   durability is not what this backend tests): `set_attr`, `symlink`,
+//!   `mknod` and `read_link` keep the trait's default and fail with
+//!   EOPNOTSUPP; `read_dir_all` is `read_dir`'s entries.
 //!
 //! Invariants: after a crash, current = synced for every file and every
 //! directory (entries and xattrs); a file's synced bytes with its change
@@ -77,6 +91,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::UNIX_EPOCH;
 
 use rustix::io::Errno;
 
@@ -84,7 +99,7 @@ use crate::memory::{end_index, read_slice, MEMORY_CAPACITY_DEFAULT};
 use crate::namespace::{DirNode, Node, Tree, ROOT_DIR_ID};
 use crate::{
     errno_error, lock, Backend, BackendFile, DirEntry, Metadata, OpenOptions, RelPath, SpaceInfo,
-    XattrFlags,
+    Stat, StatKind, XattrFlags,
 };
 
 type FileId = u64;
@@ -279,6 +294,8 @@ struct CrashState {
     crashed_at: Option<u64>,
     crashes: u64,
     torn_writes: bool,
+    /// `stat` answers (kind, length, links, inode number) when set.
+    inode_numbers: bool,
     rng_state: u64,
     capacity_bytes: u64,
     used_bytes: u64,
@@ -294,12 +311,14 @@ fn next_random(state: &mut u64) -> u64 {
 }
 
 /// Builds directory `id` of the post-crash tree from the synced entries,
-/// skipping files and directories already placed.
+/// skipping directories already placed and files already placed in
+/// another directory (`placed_files`: file → the directory it is in; a
+/// file's other names in the same directory are hard links, kept).
 fn rebuild_dir(
     id: u64,
     synced_dirs: &HashMap<u64, BTreeMap<String, SyncedEntry>>,
     files: &HashMap<FileId, CrashFile>,
-    placed_files: &mut HashSet<FileId>,
+    placed_files: &mut HashMap<FileId, u64>,
     placed_dirs: &mut HashSet<u64>,
 ) -> DirNode<FileId> {
     placed_dirs.insert(id);
@@ -310,7 +329,7 @@ fn rebuild_dir(
     for (name, entry) in entries {
         match *entry {
             SyncedEntry::File(file) => {
-                if files.contains_key(&file) && placed_files.insert(file) {
+                if files.contains_key(&file) && *placed_files.entry(file).or_insert(id) == id {
                     dir.entries.insert(name.clone(), Node::File(file));
                 }
             }
@@ -351,6 +370,17 @@ fn snapshot(dir: &DirNode<FileId>, into: &mut HashMap<u64, BTreeMap<String, Sync
     }
 }
 
+/// How many entries of a tree name `file` (its link count).
+fn names_of(dir: &DirNode<FileId>, file: FileId) -> u32 {
+    dir.entries
+        .values()
+        .map(|node| match node {
+            Node::File(id) => u32::from(*id == file),
+            Node::Dir(child) => names_of(child, file),
+        })
+        .sum()
+}
+
 /// Files named anywhere in a tree.
 fn files_in(dir: &DirNode<FileId>, into: &mut HashSet<FileId>) {
     for node in dir.entries.values() {
@@ -379,6 +409,7 @@ impl CrashState {
             crashed_at: None,
             crashes: 0,
             torn_writes: false,
+            inode_numbers: false,
             rng_state: 0,
             capacity_bytes,
             used_bytes: 0,
@@ -436,7 +467,7 @@ impl CrashState {
     fn crash(&mut self) {
         self.epoch += 1;
         self.crashes += 1;
-        let mut placed_files = HashSet::new();
+        let mut placed_files = HashMap::new();
         let mut placed_dirs = HashSet::new();
         let root = rebuild_dir(
             ROOT_DIR_ID,
@@ -445,7 +476,7 @@ impl CrashState {
             &mut placed_files,
             &mut placed_dirs,
         );
-        self.files.retain(|id, _| placed_files.contains(id));
+        self.files.retain(|id, _| placed_files.contains_key(id));
         let torn_writes = self.torn_writes;
         for file in self.files.values_mut() {
             if torn_writes && !file.unsynced.is_empty() {
@@ -550,6 +581,39 @@ impl CrashState {
             XattrOwner::File(id) => Ok(&mut self.file(id)?.xattrs),
             XattrOwner::Dir(id) => Ok(self.dir_xattrs.entry(id).or_default()),
         }
+    }
+
+    /// The modelled attributes of file `file` (`Some`) or directory
+    /// `dir_id`: module doc, "Inode numbers". EOPNOTSUPP unless they are
+    /// modelled.
+    fn stat_of(&mut self, file: Option<FileId>, dir_id: u64) -> Result<Stat, Errno> {
+        if !self.inode_numbers {
+            return Err(Errno::OPNOTSUPP);
+        }
+        let (kind, len, ino, nlink, mode) = match file {
+            Some(id) => {
+                let len = self.file(id)?.current.len() as u64;
+                let names = names_of(&self.tree.root, id);
+                (StatKind::File, len, id * 2 + 2, names, 0o644)
+            }
+            None => (StatKind::Dir, 0, dir_id * 2 + 1, 1, 0o755),
+        };
+        Ok(Stat {
+            kind,
+            len,
+            blocks: len.div_ceil(512),
+            mode,
+            uid: 0,
+            gid: 0,
+            nlink,
+            ino,
+            dev: 0,
+            atime: UNIX_EPOCH,
+            mtime: UNIX_EPOCH,
+            ctime: UNIX_EPOCH,
+            blksize: 4096,
+            rdev: 0,
+        })
     }
 
     /// Resizes file `id`'s current bytes to `new_len` within the capacity
@@ -672,6 +736,12 @@ impl CrashBackend {
     pub fn set_seed(&self, seed: u64) {
         self.state().rng_state = seed;
     }
+
+    /// Whether `stat` answers with inode numbers (module doc, "Inode
+    /// numbers"); off by default: EOPNOTSUPP, as before they were modelled.
+    pub fn set_inode_numbers(&self, enabled: bool) {
+        self.state().inode_numbers = enabled;
+    }
 }
 
 /// `crash-test: <op> "<path>"`, the context of errors.
@@ -758,6 +828,14 @@ impl Backend for CrashBackend {
         let mut state = self.state();
         let what = format!("rename {:?} to {:?}", from.as_str(), to.as_str());
         state.check_up(&what)?;
+        if let (Ok((_, Some(a))), Ok((_, Some(b)))) =
+            (state.tree.lookup(from), state.tree.lookup(to))
+        {
+            if a == b {
+                // Two names of one file (a hard link): rename(2) does nothing.
+                return Ok(());
+            }
+        }
         state
             .tree
             .rename(from, to)
@@ -818,6 +896,53 @@ impl Backend for CrashBackend {
             total_bytes: state.capacity_bytes,
             free_bytes: state.capacity_bytes.saturating_sub(state.used_bytes),
         })
+    }
+
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        let mut state = self.state();
+        state.check_up(What("stat", path))?;
+        let file = match state.tree.lookup(path) {
+            Ok((_, file)) => file.copied(),
+            Err(e) => return Err(errno(e, What("stat", path))),
+        };
+        let dir_id = match file {
+            Some(_) => 0,
+            None => {
+                state
+                    .tree
+                    .dir(path)
+                    .map_err(|e| errno(e, What("stat", path)))?
+                    .id
+            }
+        };
+        state
+            .stat_of(file, dir_id)
+            .map_err(|e| errno(e, What("stat", path)))
+    }
+
+    fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
+        let what = format!("link {:?} to {:?}", existing.as_str(), new.as_str());
+        let mut state = self.state();
+        state.check_up(&what)?;
+        // One directory only (module doc, "Hard links"), after the
+        // errors a kernel finds first: a missing file or parent.
+        if existing.parent() != new.parent() {
+            let parent = new.parent().unwrap_or_else(RelPath::root);
+            let found = state.tree.lookup(existing).and_then(|(_, file)| {
+                state.tree.dir(&parent)?;
+                file.map(drop).ok_or(Errno::PERM)
+            });
+            let e = found.err().unwrap_or(Errno::XDEV);
+            return Err(errno_error(
+                e,
+                format_args!("crash-test: {what} (links are modelled within one directory)"),
+            ));
+        }
+        state
+            .tree
+            .link(existing, new)
+            .map(drop)
+            .map_err(|e| errno_error(e, format_args!("crash-test: {what}")))
     }
 
     fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
@@ -1008,6 +1133,13 @@ impl BackendFile for CrashHandle {
         Ok(())
     }
 
+    fn stat(&self) -> io::Result<Stat> {
+        let mut state = self.valid_state("stat")?;
+        state
+            .stat_of(Some(self.id), 0)
+            .map_err(|e| self.error(e, "stat"))
+    }
+
     fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
         let op = format!("set_xattr {name:?}");
         let mut state = self.valid_state(&op)?;
@@ -1048,6 +1180,72 @@ mod tests {
         assert_eq!(crash_file.synced, crash_file.current);
         assert_eq!(crash_file.current, b"hello\0\0\0!");
         assert!(crash_file.unsynced.is_empty());
+    }
+
+    /// Hard links (module doc): two names in one directory survive a crash
+    /// together once that directory is synced, and vanish together before;
+    /// a link to another directory is EXDEV.
+    #[test]
+    fn hard_links_in_one_directory_are_durable_with_it() {
+        let backend = CrashBackend::new();
+        backend.set_inode_numbers(true);
+        backend.create_dir(&p("d")).unwrap();
+        backend.sync_dir(&RelPath::root()).unwrap();
+        let file = backend.open(&p("d/a"), OpenOptions::CREATE).unwrap();
+        file.write_at(b"bytes", 0).unwrap();
+        file.sync_data().unwrap();
+        backend.sync_dir(&p("d")).unwrap();
+        backend.hard_link(&p("d/a"), &p("d/b")).unwrap();
+        let error = backend.hard_link(&p("d/a"), &p("c")).unwrap_err();
+        assert_eq!(code(&error), errno_named("EXDEV"), "{error}");
+        let ino = backend.stat(&p("d/a")).unwrap().ino;
+        assert_eq!(backend.stat(&p("d/b")).unwrap().nlink, 2);
+        // Not synced: the second name goes at a crash.
+        backend.crash();
+        assert!(backend.stat(&p("d/b")).is_err());
+        assert_eq!(backend.stat(&p("d/a")).unwrap().nlink, 1);
+        backend.hard_link(&p("d/a"), &p("d/b")).unwrap();
+        backend.sync_dir(&p("d")).unwrap();
+        backend.crash();
+        let (a, b) = (
+            backend.stat(&p("d/a")).unwrap(),
+            backend.stat(&p("d/b")).unwrap(),
+        );
+        assert_eq!((a.ino, b.ino, a.nlink), (ino, ino, 2), "both names kept");
+        let through_b = backend.open(&p("d/b"), OpenOptions::default()).unwrap();
+        let mut buf = [0u8; 5];
+        through_b.read_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"bytes");
+        // rename(2) between two names of one file does nothing.
+        backend.rename(&p("d/a"), &p("d/b")).unwrap();
+        assert_eq!(backend.stat(&p("d/a")).unwrap().nlink, 2);
+    }
+
+    /// Inode numbers are opt-in: EOPNOTSUPP by default; on, a file's stays
+    /// with it across a rename, through an open handle, and at a crash.
+    #[test]
+    fn inode_numbers_are_opt_in_and_stay_with_the_file() {
+        let backend = CrashBackend::new();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
+        let error = backend.stat(&p("f")).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::Unsupported, "{error}");
+        assert_eq!(file.stat().unwrap_err().kind(), io::ErrorKind::Unsupported);
+        backend.set_inode_numbers(true);
+        file.write_at(b"xyz", 0).unwrap();
+        let st = backend.stat(&p("f")).unwrap();
+        assert_eq!((st.kind, st.len, st.nlink), (crate::StatKind::File, 3, 1));
+        assert_eq!(file.stat().unwrap().ino, st.ino);
+        backend.create_dir(&p("d")).unwrap();
+        let dir = backend.stat(&p("d")).unwrap();
+        assert_eq!(dir.kind, crate::StatKind::Dir);
+        assert_ne!(dir.ino, st.ino);
+        backend.rename(&p("f"), &p("d/g")).unwrap();
+        assert_eq!(backend.stat(&p("d/g")).unwrap().ino, st.ino);
+        backend.sync_dir(&p("d")).unwrap();
+        backend.sync_dir(&RelPath::root()).unwrap();
+        backend.crash();
+        assert_eq!(backend.stat(&p("d/g")).unwrap().ino, st.ino);
+        assert_eq!(backend.stat(&p("d")).unwrap().ino, dir.ino);
     }
 
     #[test]

@@ -84,6 +84,7 @@ pub fn take(
         recall_wait_s: std::time::Duration::from_nanos(s.stats.recall_wait_ns).as_secs_f64(),
         recalls_answered: s.stats.recalls_answered,
         on_demand_node: engine.node_name().map(str::to_string),
+        held_mark: engine.mark_store().map(|m| m.name().to_string()),
         held_files: engine.held_files() as u64,
         flush_bytes_per_s: flush_rate,
         regions_flushed: s.stats.regions_flushed,

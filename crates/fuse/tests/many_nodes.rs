@@ -163,15 +163,21 @@ fn locks_are_refused_with_enolck_where_the_capacity_tier_cannot_lock() {
     a.release(attr.ino, fh);
 }
 
-/// A node under on-demand (issue 34) over a POSIX capacity directory (the
-/// held marks are user xattrs): its own fast tier in `dir`, named `name`.
-fn on_demand_node(dir: &std::path::Path, capacity: &Arc<dyn Backend>, name: &str) -> Volume {
+/// A node under on-demand (issue 34) over `capacity`, its held marks where
+/// `mark` says: its own fast tier in `dir`, named `name`.
+fn on_demand_node(
+    dir: &std::path::Path,
+    capacity: &Arc<dyn Backend>,
+    name: &str,
+    mark: sluice_engine::HeldMark,
+) -> Volume {
     let fast = dir.join(name);
     std::fs::create_dir_all(&fast).unwrap();
     let on_demand = sluice_engine::OnDemand {
         node: Some(name.to_string()),
         recall_wait: std::time::Duration::from_secs(10),
         doorbell: None,
+        mark,
     };
     volume(
         Arc::new(sluice_env::posix::PosixBackend::new(fast).unwrap()),
@@ -185,15 +191,34 @@ fn on_demand_node(dir: &std::path::Path, capacity: &Arc<dyn Backend>, name: &str
 /// on the capacity file with the size at close; B's lookup shows that
 /// size, B's listing of the root hides `.sluice`, and B's open recalls
 /// the file: B reads every byte, and A's log holds none of them after.
+/// Over each place a mark lives: the xattr (a POSIX directory), the
+/// sidecar entry (forced on a POSIX directory; the memory tier, which
+/// keeps no xattrs, under `auto`), the mark reading the same through
+/// `user.sluice.held` in all three.
 #[test]
 fn issue_34_on_demand_close_keeps_the_bytes_and_another_nodes_open_recalls_them() {
+    use sluice_engine::{HeldMark, MarkStore};
+    for (memory, mark, store) in [
+        (false, HeldMark::Auto, MarkStore::Xattr),
+        (false, HeldMark::Sidecar, MarkStore::Sidecar),
+        (true, HeldMark::Auto, MarkStore::Sidecar),
+    ] {
+        close_then_recall(memory, mark, store);
+    }
+}
+
+fn close_then_recall(memory: bool, mark: sluice_engine::HeldMark, store: sluice_engine::MarkStore) {
     let dir = tempfile::tempdir().unwrap();
     let capacity_dir = dir.path().join("capacity");
     std::fs::create_dir_all(&capacity_dir).unwrap();
-    let capacity: Arc<dyn Backend> =
-        Arc::new(sluice_env::posix::PosixBackend::new(capacity_dir).unwrap());
-    let a = on_demand_node(dir.path(), &capacity, "node-a");
-    let b = on_demand_node(dir.path(), &capacity, "node-b");
+    let capacity: Arc<dyn Backend> = if memory {
+        Arc::new(sluice_env::memory::MemBackend::new())
+    } else {
+        Arc::new(sluice_env::posix::PosixBackend::new(capacity_dir).unwrap())
+    };
+    let a = on_demand_node(dir.path(), &capacity, "node-a", mark);
+    let b = on_demand_node(dir.path(), &capacity, "node-b", mark);
+    assert_eq!(a.engine().mark_store(), Some(store));
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     let (attr, fh) = a
         .open_or_create(&me(), ROOT, os("f"), 0o644, O_CREAT | O_WRONLY)
@@ -236,7 +261,12 @@ fn issue_34_on_demand_close_keeps_the_bytes_and_another_nodes_open_recalls_them(
     assert!(names.iter().any(|n| n == "f"), "{names:?}");
 
     // The mark is sluice's: readable, not to be copied or removed.
-    assert!(b.get_xattr(seen.ino, os("user.sluice.held")).is_ok());
+    let value = b.get_xattr(seen.ino, os("user.sluice.held")).unwrap();
+    let value = String::from_utf8(value).unwrap();
+    assert!(
+        value.starts_with(&format!("v1 node=node-a size={} mtime=", data.len())),
+        "{store:?}: {value}"
+    );
     for refused in [
         b.set_xattr(seen.ino, os("user.sluice.held"), b"v1 node=x size=0", 0),
         b.remove_xattr(seen.ino, os("user.sluice.held")),

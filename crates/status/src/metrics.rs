@@ -677,6 +677,7 @@ pub fn every_metric_applies() -> Status {
         recall_wait_s: 0.75,
         recalls_answered: 3,
         on_demand_node: Some("rack1-n07".into()),
+        held_mark: Some("xattr".into()),
         held_files: 2,
         liu: Some(LiuStatusView {
             lifts: 3,

@@ -399,6 +399,10 @@ pub struct Status {
     /// modes).
     #[serde(default)]
     pub on_demand_node: Option<String>,
+    /// On-demand: where held marks live on the capacity tier, `xattr` or
+    /// `sidecar` (`mount.held_mark`, resolved at mount).
+    #[serde(default)]
+    pub held_mark: Option<String>,
     /// On-demand: files whose held mark this node holds now (their newest
     /// bytes are in its log; other nodes recall them).
     #[serde(default)]
@@ -692,9 +696,14 @@ impl Status {
             }
         );
         if let Some(node) = &self.on_demand_node {
+            let mark = match self.held_mark.as_deref() {
+                Some("sidecar") => "sidecar entries in .sluice/held",
+                Some(_) => "xattrs",
+                None => "marks",
+            };
             let _ = writeln!(
                 out,
-                "held        {} files held by this node ({node}; on-demand: other nodes recall them)",
+                "held        {} files held by this node ({node}; on-demand, {mark}: other nodes recall them)",
                 self.held_files
             );
         }
@@ -901,6 +910,39 @@ mod tests {
             status.text().contains("(oldest written 12.3 s ago)"),
             "{}",
             status.text()
+        );
+    }
+
+    /// Issue 34: the held line says where marks live, and a status from a
+    /// mount before `held_mark` still reads.
+    #[test]
+    fn the_held_line_says_where_marks_live() {
+        let status = Status {
+            on_demand_node: Some("n1".into()),
+            held_files: 2,
+            held_mark: Some("sidecar".into()),
+            ..Status::default()
+        };
+        assert!(
+            status.text().contains(
+                "2 files held by this node (n1; on-demand, sidecar entries in .sluice/held:"
+            ),
+            "{}",
+            status.text()
+        );
+        let mut json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["held_mark"], "sidecar");
+        json.as_object_mut().unwrap().remove("held_mark");
+        let old: Status = serde_json::from_value(json).unwrap();
+        assert_eq!(old.held_mark, None);
+        let xattr = Status {
+            held_mark: Some("xattr".into()),
+            ..status
+        };
+        assert!(
+            xattr.text().contains("(n1; on-demand, xattrs:"),
+            "{}",
+            xattr.text()
         );
     }
 

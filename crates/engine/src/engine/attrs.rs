@@ -47,6 +47,25 @@ fn update_size(state: &mut State, file: FileId, capacity_len: u64) -> u64 {
     size
 }
 
+/// [`Engine::refresh_size`] (also after a recall made by a write: held.rs).
+pub(super) fn refresh_size(shared: &Shared, file: FileId) -> io::Result<u64> {
+    // One fstat gives the size and the stamp the clean copies are
+    // compared with (the length alone on a backend without one).
+    let (mut state, (capacity_len, stamp)) = read_steady(shared, file, |handle, path| {
+        match handle.stat() {
+            Ok(stat) => Ok((stat.len, Some(ChangeStamp::of(&stat)))),
+            Err(_) => handle.len().map(|len| (len, None)),
+        }
+        .map_err(context(format!(
+            "capacity tier {}: size of {path}",
+            shared.capacity.describe()
+        )))
+    })?;
+    // Clean copies of a capacity file changed behind them go.
+    cache::check(&mut state, file, stamp);
+    Ok(update_size(&mut state, file, capacity_len))
+}
+
 /// `read` of `file`'s capacity handle (with its name, for messages), made
 /// outside the engine lock, and made again while buffered bytes left the
 /// index meanwhile (`State::left_log`: a length read before that may miss
@@ -76,22 +95,7 @@ impl Engine {
     /// engine's handle) and set its logical size by [`logical_size`]: what
     /// another node wrote or truncated meanwhile is seen. Returns the size.
     pub fn refresh_size(&self, file: FileId) -> io::Result<u64> {
-        let shared = &*self.shared;
-        // One fstat gives the size and the stamp the clean copies are
-        // compared with (the length alone on a backend without one).
-        let (mut state, (capacity_len, stamp)) = read_steady(shared, file, |handle, path| {
-            match handle.stat() {
-                Ok(stat) => Ok((stat.len, Some(ChangeStamp::of(&stat)))),
-                Err(_) => handle.len().map(|len| (len, None)),
-            }
-            .map_err(context(format!(
-                "capacity tier {}: size of {path}",
-                shared.capacity.describe()
-            )))
-        })?;
-        // Clean copies of a capacity file changed behind them go.
-        cache::check(&mut state, file, stamp);
-        Ok(update_size(&mut state, file, capacity_len))
+        refresh_size(&self.shared, file)
     }
 
     /// Attributes of an open file through its handle (`fstat`), with its

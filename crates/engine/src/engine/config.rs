@@ -75,6 +75,24 @@ pub struct OnDemand {
     pub recall_wait: Duration,
     /// The shared catalogue's recall doorbell (Redis), if there is one.
     pub doorbell: Option<Doorbell>,
+    /// Where held marks live on the capacity tier (`mount.held_mark`).
+    pub mark: HeldMark,
+}
+
+/// `mount.held_mark`: where a file's held mark lives on the capacity tier
+/// (marks.rs; docs/fuse.md, "On demand"). The first node to mount a tier
+/// records the store it chose there, and every other node must agree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HeldMark {
+    /// The xattr where the capacity tier keeps user xattrs, else a
+    /// sidecar entry; or whichever the tier records.
+    #[default]
+    Auto,
+    /// The xattr `user.sluice.held`; the mount is refused on a tier that
+    /// keeps no user xattrs.
+    Xattr,
+    /// A sidecar entry `.sluice/held/INO` on the capacity tier.
+    Sidecar,
 }
 
 /// A recall doorbell through the shared catalogue (docs/fuse.md, "On

@@ -3,10 +3,13 @@
 //! docs/crash-consistency.md "held marks and recalls").
 //!
 //! A file whose bytes this node buffers carries a *held mark* on its
-//! capacity file: the extended attribute [`HELD_XATTR`], naming this node
-//! with the file's size and mtime. Another node that opens, locks or
-//! starts buffering the file *recalls* it: it writes a recall entry under
-//! [`RECALL_DIR`]`/HOLDER/` on the capacity tier and waits, at most
+//! capacity file, naming this node with the file's size and mtime: the
+//! extended attribute [`HELD_XATTR`], or where the capacity tier keeps no
+//! user xattrs a sidecar entry keyed by the file's inode number (marks.rs,
+//! which keeps either behind the same calls; `mount.held_mark`). Another
+//! node that opens, locks or starts buffering the file *recalls* it: it
+//! writes a recall entry under [`RECALL_DIR`]`/HOLDER/` on the capacity
+//! tier and waits, at most
 //! `recall_wait`, for the mark to go. This node's `sluice-recall` thread
 //! lists its directory every [`ANSWER_EVERY`], writes each recalled file
 //! back through the per-file write-back (`sync.rs`), removes the mark and
@@ -42,6 +45,7 @@ use super::config::{Doorbell, OnDemand};
 use super::files::{
     file_io, file_of, forget_if_unused, forget_stale_name, hold, hold_alone, unknown,
 };
+use super::marks::{make_dirs, MarkStore, Marked};
 use super::read::read_fully;
 use super::{context, lock, sync, Engine, OpenFile, Shared, State};
 
@@ -109,6 +113,8 @@ const SWEEP_PER_PASS: usize = 64;
 pub(super) struct Held {
     /// This node's name in marks and recall entries.
     pub(super) node: String,
+    /// Where marks live on this capacity tier (marks.rs).
+    store: MarkStore,
     /// Longest wait for another node to give a file back.
     recall_wait: Duration,
     /// Held while a mark is set, rewritten or removed: a removal's check
@@ -236,13 +242,7 @@ fn recall_dir(node: &str) -> io::Result<RelPath> {
 
 /// FNV-1a, 64 bits: names a requester's entry for one path.
 fn path_hash(path: &RelPath) -> u64 {
-    path.as_str().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-fn no_mark(e: &io::Error) -> bool {
-    sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ENODATA")
+    super::marks::fnv1a(path.as_str().as_bytes())
 }
 
 /// An error of a call on an open file's descriptor that says the file is
@@ -254,24 +254,11 @@ fn file_gone(e: &io::Error) -> bool {
     sluice_env::raw_os_error(e) == sluice_env::errno::errno_code("ESTALE")
 }
 
-/// Make `path` and its parents on `tier`, keeping what exists.
-fn make_dirs(tier: &dyn Backend, path: &RelPath) -> io::Result<()> {
-    let mut at = RelPath::root();
-    for part in path.as_str().split('/') {
-        at = at.join(part)?;
-        match tier.create_dir(&at) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// The on-demand state for `config`, at open: this node's name (the
 /// configured one, else the catalogue's node id kept on the fast tier),
-/// its recall directory made on the capacity tier, and a probe that the
-/// tier keeps user xattrs (the marks need them: no sidecar is built).
+/// its recall directory made on the capacity tier, and where marks live
+/// there (`mount.held_mark`, resolved against the tier's record:
+/// marks.rs).
 pub(super) fn open(
     fast: &dyn Backend,
     capacity: &dyn Backend,
@@ -286,25 +273,22 @@ pub(super) fn open(
         io::Error::new(
             e.kind(),
             format!(
-                "mount.consistency = \"on-demand\" needs a capacity tier that keeps user \
-                 xattrs and a {HIDDEN_DIR} directory in its root; capacity tier {}: {e}; \
-                 use \"close-to-open\" or \"node-local\" there",
+                "mount.consistency = \"on-demand\" needs a {HIDDEN_DIR} directory in the \
+                 capacity tier's root; capacity tier {}: {e}; use \"close-to-open\" or \
+                 \"node-local\" there",
                 capacity.describe()
             ),
         )
     };
     make_dirs(capacity, &dir).map_err(refused)?;
-    let probe = "user.sluice.probe";
-    capacity
-        .set_xattr(&dir, probe, b"1", sluice_env::XattrFlags::Either)
-        .and_then(|()| capacity.remove_xattr(&dir, probe))
-        .map_err(refused)?;
+    let store = super::marks::resolve(capacity, config.mark, &node, &dir)?;
     make_dirs(capacity, &rel(ALIVE_DIR)?).map_err(refused)?;
     let alive = capacity
         .open(&alive_path(&node)?, OpenOptions::CREATE)
         .map_err(refused)?;
     Ok(Held {
         node,
+        store,
         recall_wait: config.recall_wait,
         marks: Mutex::new(()),
         alive: Mutex::new((alive, 0)),
@@ -375,21 +359,8 @@ fn regular_file(shared: &Shared, path: &RelPath) -> io::Result<()> {
 
 /// The mark on `path`, if any (`None` as well when the file is gone: the
 /// open that asked fails by itself).
-fn read_mark(capacity: &dyn Backend, path: &RelPath) -> io::Result<Option<Mark>> {
-    match capacity.get_xattr(path, HELD_XATTR) {
-        Ok(bytes) => Mark::decode(&bytes).map(Some).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{path}: unreadable held mark {HELD_XATTR} = {:?}: remove it \
-                     (setfattr -x {HELD_XATTR}) once no node holds the file",
-                    String::from_utf8_lossy(&bytes)
-                ),
-            )
-        }),
-        Err(e) if no_mark(&e) || e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+fn read_mark(shared: &Shared, held: &Held, path: &RelPath) -> io::Result<Option<Mark>> {
+    held.store.read(shared.capacity.as_ref(), path)
 }
 
 /// A stat of `path` on this node, which does not hold its mark: if
@@ -400,7 +371,7 @@ pub(super) fn overlay_mark(shared: &Shared, path: &RelPath, stat: &mut Stat) {
     let Some(held) = &shared.held else {
         return;
     };
-    let Ok(Some(mark)) = read_mark(shared.capacity.as_ref(), path) else {
+    let Ok(Some(mark)) = held.store.read_stat(shared.capacity.as_ref(), path, stat) else {
         return;
     };
     if mark.node == held.node {
@@ -435,6 +406,25 @@ pub(super) fn mark_recovered(shared: &Shared) -> io::Result<()> {
         mark(shared, held, id, &path, now, sluice_env::XattrFlags::Either)
             .map_err(context(format!("recovery: mark {path} held")))?;
     }
+    // Sidecar: every other entry this node made is an earlier run's, with
+    // nothing behind it now (and its file may be gone, its inode number
+    // another file's): removed before anything is answered.
+    let holding: std::collections::HashSet<u64> = lock(shared)
+        .files
+        .values()
+        .filter(|open| open.held.is_some())
+        .filter_map(|open| open.ino.map(|(_, ino)| ino))
+        .collect();
+    let stale = held
+        .store
+        .forget_stale(shared.capacity.as_ref(), &held.node, &holding)
+        .map_err(context("recovery: remove this node's stale held marks"))?;
+    if stale > 0 {
+        tracing::info!(
+            stale,
+            "recovery: removed held marks of an earlier run with nothing behind them"
+        );
+    }
     Ok(())
 }
 
@@ -460,45 +450,26 @@ fn mark(
         size: now.size,
         mtime: now.mtime,
     };
-    // Through the file's own descriptor: another node may have renamed a
-    // file over `path` or made a new one there since this node last
-    // looked, and that file is not this node's to mark (its stat would
-    // show this node's size; its recalls would come here).
-    let handle = lock(shared).files.get(&file).map(|o| Arc::clone(&o.handle));
-    match handle.map(|h| h.set_xattr(HELD_XATTR, &mark.encode(), flags)) {
-        Some(Err(e)) if e.kind() == io::ErrorKind::Unsupported => {
-            set_mark_by_name(shared, file, path, &mark, flags)?;
-        }
-        Some(result) => result?,
-        None => return Err(unknown(file)),
-    }
+    // Through the file's own descriptor (or inode number): another node
+    // may have renamed a file over `path` or made a new one there since
+    // this node last looked, and that file is not this node's to mark
+    // (its stat would show this node's size; its recalls would come here).
+    let (handle, ino) = {
+        let state = lock(shared);
+        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+        (Arc::clone(&open.handle), open.ino)
+    };
+    let target = Marked {
+        handle: &handle,
+        ino,
+        path,
+    };
+    held.store
+        .set(shared.capacity.as_ref(), &held.node, &target, &mark, flags)?;
     if let Some(open) = lock(shared).files.get_mut(&file) {
         open.held = Some(now);
     }
     Ok(())
-}
-
-/// [`mark`] for a backend whose handles keep no xattrs: through `path`,
-/// if it still names the file (its identity), else NotFound.
-fn set_mark_by_name(
-    shared: &Shared,
-    file: FileId,
-    path: &RelPath,
-    mark: &Mark,
-    flags: sluice_env::XattrFlags,
-) -> io::Result<()> {
-    let ino = lock(shared).files.get(&file).and_then(|o| o.ino);
-    if let Some(ino) = ino {
-        if shared.capacity.stat(path)?.identity() != ino {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{path} names another file now: not marked"),
-            ));
-        }
-    }
-    shared
-        .capacity
-        .set_xattr(path, HELD_XATTR, &mark.encode(), flags)
 }
 
 /// Before a write of `file` routed to `tier` places anything: if its
@@ -545,7 +516,17 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
             }
             Err(e) => return Err(context(format!("mark {path} held before buffering"))(e)),
         }
-        match read_mark(shared.capacity.as_ref(), &path)? {
+        let (handle, ino) = {
+            let state = lock(shared);
+            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+            (Arc::clone(&open.handle), open.ino)
+        };
+        let target = Marked {
+            handle: &handle,
+            ino,
+            path: &path,
+        };
+        match held.store.read_file(shared.capacity.as_ref(), &target)? {
             // Ours, from an earlier run: take it over.
             Some(found) if found.node == held.node => {
                 return mark(
@@ -558,14 +539,33 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
                 )
                 .map_err(context(format!("mark {path} held before buffering")));
             }
-            // Removed meanwhile: create it again.
-            None => continue,
+            // Removed meanwhile: create it again (not for ever: a mark
+            // that exists to create but not to read is a tier's fault).
+            None if started.elapsed() < held.recall_wait => {
+                drop(marks);
+                shared.clock.sleep(POLL_MARK_EVERY);
+                continue;
+            }
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "mark {path} held before buffering: the capacity tier refuses a new \
+                         mark (it exists) but shows none for {:?}",
+                        held.recall_wait
+                    ),
+                ))
+            }
             Some(_) => {
                 // Another node's bytes come first; its mark lock is not
                 // ours to hold while it answers.
                 drop(marks);
                 let left = held.recall_wait.saturating_sub(started.elapsed());
                 recall_path(shared, held, &path, left)?;
+                // What the holder wrote back is the file's size now (this
+                // node's mark carries it next; its reads see it), as after
+                // a lock's recall.
+                super::attrs::refresh_size(shared, file)?;
             }
         }
     }
@@ -675,7 +675,7 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
     // The holder's heartbeat as last read, and since when it reads so.
     let mut beat: Option<(String, Option<u64>, Instant)> = None;
     loop {
-        let holder = match read_mark(capacity, path)? {
+        let holder = match read_mark(shared, held, path)? {
             None => {
                 if asked.is_some() {
                     count_recall(shared, started, false);
@@ -826,17 +826,11 @@ fn clear_unheld(shared: &Shared, held: &Held, path: &RelPath) -> io::Result<()> 
     if held_at(shared, path).is_some() {
         return Ok(());
     }
-    match read_mark(shared.capacity.as_ref(), path)? {
-        Some(mark) if mark.node == held.node => remove_mark(shared, path),
-        _ => Ok(()),
-    }
-}
-
-fn remove_mark(shared: &Shared, path: &RelPath) -> io::Result<()> {
-    match shared.capacity.remove_xattr(path, HELD_XATTR) {
-        Err(e) if !no_mark(&e) && e.kind() != io::ErrorKind::NotFound => {
-            Err(context(format!("remove the held mark of {path}"))(e))
-        }
+    match read_mark(shared, held, path)? {
+        Some(mark) if mark.node == held.node => held
+            .store
+            .remove_at(shared.capacity.as_ref(), &held.node, path)
+            .map_err(context(format!("remove the held mark of {path}"))),
         _ => Ok(()),
     }
 }
@@ -879,30 +873,23 @@ fn give_back(
     let (path, ino, unlinked) = (open.path.clone(), open.ino, open.unlinked);
     let handle = Arc::clone(&open.handle);
     drop(state);
-    // From the file's own inode, whatever names it now; by a name only
-    // where handles keep no xattrs.
-    match handle.remove_xattr(HELD_XATTR) {
-        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-            let names_it = |p: &RelPath| match (ino, shared.capacity.stat(p)) {
-                (Some(ino), Ok(st)) => st.identity() == ino,
-                (None, found) => found.is_ok(),
-                (_, Err(_)) => false,
-            };
-            let at = std::iter::once(&path)
-                .chain(named)
-                .find(|p| !unlinked && names_it(p));
-            if let Some(at) = at {
-                remove_mark(shared, at)?;
-            }
-        }
-        // ESTALE: the file is gone (another node removed it; GlusterFS
-        // answers so for the descriptor of a file unlinked elsewhere),
-        // and its mark with it.
-        Err(e) if !no_mark(&e) && !file_gone(&e) => {
-            return Err(context(format!("remove the held mark of {path}"))(e));
-        }
-        _ => {}
-    }
+    // From the file's own inode, whatever names it now (marks.rs), and
+    // before the descriptor is closed: while it is open, the inode and
+    // its number stay this file's.
+    let target = Marked {
+        handle: &handle,
+        ino,
+        path: &path,
+    };
+    held.store
+        .remove_file(
+            shared.capacity.as_ref(),
+            &held.node,
+            &target,
+            unlinked,
+            named,
+        )
+        .map_err(context(format!("remove the held mark of {path}")))?;
     let mut state = lock(shared);
     if let Some(open) = state.files.get_mut(&id) {
         open.held = None;
@@ -1155,7 +1142,7 @@ impl Engine {
                 .map_err(context(format!("seal {path}")))?;
             return Ok(Sealing::Started);
         }
-        match read_mark(capacity, path)? {
+        match read_mark(&self.shared, held, path)? {
             None => Ok(Sealing::NotHeld),
             Some(mark) if mark.node == held.node => {
                 clear_unheld(&self.shared, held, path)?;
@@ -1173,18 +1160,17 @@ impl Engine {
     /// `getxattr` on the capacity tier); `None` for what is not a regular
     /// file. Unsupported under the other modes.
     pub fn held_state(&self, path: &RelPath) -> io::Result<Option<HeldState>> {
-        on_demand(&self.shared, "user.sluice.state")?;
-        let st = self.shared.capacity.stat(path)?;
+        let held = on_demand(&self.shared, "user.sluice.state")?;
+        let capacity = self.shared.capacity.as_ref();
+        let st = capacity.stat(path)?;
         if st.kind != sluice_env::StatKind::File {
             return Ok(None);
         }
-        Ok(Some(
-            match read_mark(self.shared.capacity.as_ref(), path)? {
-                Some(mark) => HeldState::Held { node: mark.node },
-                None if st.mode & 0o222 == 0 => HeldState::Sealed,
-                None => HeldState::Clean,
-            },
-        ))
+        Ok(Some(match held.store.read_stat(capacity, path, &st)? {
+            Some(mark) => HeldState::Held { node: mark.node },
+            None if st.mode & 0o222 == 0 => HeldState::Sealed,
+            None => HeldState::Clean,
+        }))
     }
 
     /// On-demand, how many files this node holds the mark of now.
@@ -1202,9 +1188,17 @@ impl Engine {
         update(&self.shared, file)
     }
 
-    /// The held mark on `path`, whoever set it (`None`: none).
+    /// The held mark on `path`, whoever set it (`None`: none), from where
+    /// this mount keeps marks (the xattr under the other modes).
     pub fn mark_of(&self, path: &RelPath) -> io::Result<Option<Mark>> {
-        read_mark(self.shared.capacity.as_ref(), path)
+        let store = self.mark_store().unwrap_or(MarkStore::Xattr);
+        store.read(self.shared.capacity.as_ref(), path)
+    }
+
+    /// On-demand, where this mount keeps held marks (`None` under the
+    /// other modes).
+    pub fn mark_store(&self) -> Option<MarkStore> {
+        self.shared.held.as_ref().map(|h| h.store)
     }
 }
 

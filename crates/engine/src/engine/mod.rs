@@ -69,6 +69,7 @@ mod files;
 mod flush;
 mod health;
 mod held;
+mod marks;
 mod names;
 mod quarantine;
 mod read;
@@ -80,8 +81,8 @@ mod writeback;
 use append::{append_data, append_required, sync_log, wait_appends};
 use config::Placements;
 pub use config::{
-    CloseSync, Doorbell, EngineConfig, EngineStats, EngineStatus, FilePlacement, OnDemand,
-    FILES_PLACED_MAX,
+    CloseSync, Doorbell, EngineConfig, EngineStats, EngineStatus, FilePlacement, HeldMark,
+    OnDemand, FILES_PLACED_MAX,
 };
 use files::{
     add_name, capacity_stat, file_io, file_of, forget_if_unused, hold_alone, opened, register,
@@ -89,6 +90,7 @@ use files::{
 };
 use flush::flush_until;
 pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
+pub use marks::MarkStore;
 pub use quarantine::{
     find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
     restore as quarantine_restore, QuarantineEntry, QUARANTINE_DIR,

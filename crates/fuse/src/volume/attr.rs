@@ -398,6 +398,15 @@ impl Volume {
                 None => Err(os_error(rustix::io::Errno::NODATA)),
             };
         }
+        if self.consistency == Consistency::OnDemand && name == sluice_engine::HELD_XATTR {
+            // The held mark, from where this mount keeps marks: the xattr
+            // itself, or a sidecar entry on a tier without user xattrs
+            // (docs/fuse.md, "On demand"); either reads the same.
+            return match self.engine.mark_of(&path)? {
+                Some(mark) => Ok(mark.encode()),
+                None => Err(os_error(rustix::io::Errno::NODATA)),
+            };
+        }
         self.engine.capacity_tier().get_xattr(&path, name)
     }
 

@@ -29,6 +29,9 @@
 #                                    the file stays held, its bytes in the log), with
 #                                    close/reopen; the run fails unless the file was
 #                                    held (a `held` line in sluice status)
+#                on-demand-sidecar   on-demand with mount.held_mark = "sidecar": the
+#                                    file's mark is an entry in .sluice/held on the
+#                                    capacity tier instead of an xattr
 #              pread/pwrite/truncate/fsync/fdatasync in every case. After each
 #              run the file as read through the mount must equal the file on
 #              the capacity tier after `sluice unmount` (which drains).
@@ -70,7 +73,7 @@ usage() {
     exit "${1:-0}"
 }
 
-ALL_CASES="default fast-all tiny-wait tiny-write-through full-fast mmap close-open passthrough on-demand"
+ALL_CASES="default fast-all tiny-wait tiny-write-through full-fast mmap close-open passthrough on-demand on-demand-sidecar"
 PART=all
 OPS=20000
 SEEDS="1 2 3"
@@ -429,7 +432,7 @@ fsx_weights() {
     local mmap=0 close_open=0 invalidate=0
     case "$2" in
         mmap) mmap=10 invalidate=1 ;;
-        close-open | on-demand) close_open=2 ;;
+        close-open | on-demand | on-demand-sidecar) close_open=2 ;;
         passthrough) mmap=5 invalidate=1 close_open=2 ;;
     esac
     cat >"$1" <<EOF
@@ -466,6 +469,10 @@ sluice_case_lines() {
         fast-all) printf '%s\n' '' '[policy]' 'name = "fast-all"' ;;
         passthrough) printf '%s\n' '' '[policy]' 'name = "capacity-only"' ;;
         on-demand) printf '%s\n' '' '[policy]' 'name = "fast-all"' '' '[mount]' 'consistency = "on-demand"' ;;
+        on-demand-sidecar)
+            printf '%s\n' '' '[policy]' 'name = "fast-all"' '' '[mount]' 'consistency = "on-demand"' \
+                'held_mark = "sidecar"'
+            ;;
         tiny-wait | tiny-write-through)
             printf '%s\n' '' '[log]' 'regions = 2' 'region_size = "1MiB"' 'record_max = "256KiB"' \
                 "when_full = \"${1#tiny-}\"" '' '[policy]' 'name = "fast-all"'
@@ -564,8 +571,11 @@ run_fsx_one() {
     if [ "$case" = passthrough ] && ! grep -q 'opens by passthrough' "$dir/status.txt"; then
         result="FAILED: the file was not opened by FUSE passthrough (the case tests nothing; $dir/status.txt)"
     fi
-    if [ "$case" = on-demand ] && ! grep -Eq '^held +[1-9][0-9]* files' "$dir/status.txt"; then
+    if [[ "$case" = on-demand* ]] && ! grep -Eq '^held +[1-9][0-9]* files' "$dir/status.txt"; then
         result="FAILED: no file was held at the end of the run (the case tests nothing; $dir/status.txt)"
+    fi
+    if [ "$case" = on-demand-sidecar ] && ! grep -q 'sidecar entries' "$dir/status.txt"; then
+        result="FAILED: the marks were not sidecar entries (the case tests nothing; $dir/status.txt)"
     fi
     if [ -n "$tmpfs" ]; then
         grep -q 'append to the log' "$dir/sluice.log" ||

@@ -36,7 +36,8 @@ cargo test --workspace --doc 2>&1 | tee -a "$log"
 
 echo "== conformance suites through a real mount: pjdfstest and fsx (scripts/conformance.sh)"
 # Every case and variant, on-demand's included (issue 34: fsx case
-# on-demand, pjdfstest variant on-demand; under a minute more).
+# on-demand and on-demand-sidecar, pjdfstest variant on-demand; under a
+# minute more).
 # Needs FUSE; under CI (CI set) its absence is a failure, otherwise a skip.
 # pjdfstest needs root; a local run as another user runs the fsx part only.
 if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then

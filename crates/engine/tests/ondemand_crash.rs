@@ -92,6 +92,18 @@ fn open(
         Ok(_) => MarkStore::Sidecar,
         Err(_) => MarkStore::Xattr,
     };
+    open_as(fast, capacity, node, recall_wait, marks)
+}
+
+/// [`open`] with the marks in `marks` whatever the capacity tier answers
+/// `stat` with (a seal needs `stat`, with either store).
+fn open_as(
+    fast: &Arc<CrashBackend>,
+    capacity: &Arc<CrashBackend>,
+    node: &str,
+    recall_wait: Duration,
+    marks: MarkStore,
+) -> std::io::Result<Engine> {
     let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
     let engine = Engine::open(
         f,
@@ -122,15 +134,19 @@ fn content(file: u8, chunks: usize) -> Vec<u8> {
 /// the engine: its xattr, or (a tier with inode numbers) the sidecar
 /// entry of its inode, which must then be whole (a mark's value, its sum).
 fn marked(capacity: &CrashBackend, path: &RelPath) -> bool {
+    let xattr = match capacity.get_xattr(path, HELD_XATTR) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) if sluice_env::raw_os_error(&e) == sluice_env::errno::errno_code("ENODATA") => false,
+        Err(e) => panic!("get_xattr {path}: {e}"),
+    };
+    // A run uses one store: an xattr is its mark (a seal's run gives
+    // inode numbers with either store).
+    if xattr {
+        return true;
+    }
     let Ok(st) = capacity.stat(path) else {
-        return match capacity.get_xattr(path, HELD_XATTR) {
-            Ok(_) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) if sluice_env::raw_os_error(&e) == sluice_env::errno::errno_code("ENODATA") => {
-                false
-            }
-            Err(e) => panic!("get_xattr {path}: {e}"),
-        };
+        return false;
     };
     let entry = RelPath::new(&format!(".sluice/held/{}", st.ino)).unwrap();
     let Some(bytes) = on_capacity(capacity, &entry) else {
@@ -499,7 +515,7 @@ fn write_held(engine: &Engine) {
 }
 
 /// The write-backs that end in a mark's removal.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum GiveBack {
     /// `sluice drain` (and an unmounting drain): every region flushed,
     /// then every mark swept.
@@ -508,15 +524,26 @@ enum GiveBack {
     /// `x` back (the per-file write-back, a clean record) and remove the
     /// mark.
     Recall,
+    /// `sluice seal x` on A (or `chmod a-w`): an entry in A's own recall
+    /// directory, which A's recall thread answers in the background as
+    /// it answers B's.
+    Seal,
 }
 
 impl GiveBack {
     /// Runs it; `b` is node B. Errors (the crash) are the test's to judge
-    /// afterwards.
-    fn run(self, a: &Engine, b: &Engine) {
+    /// afterwards. A seal returns once its write-back is under way: it is
+    /// waited for until `done` (10 s at most).
+    fn run(self, a: &Engine, b: &Engine, done: &dyn Fn() -> bool) {
         let _ = match self {
             GiveBack::Drain => a.drain(),
             GiveBack::Recall => b.recall(&p("x")),
+            GiveBack::Seal => a.seal(&p("x")).map(|_| {
+                let started = Instant::now();
+                while !done() && started.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }),
         };
     }
 }
@@ -547,22 +574,32 @@ fn a_mark_goes_only_with_its_bytes(marks: MarkStore) {
         .map(|&(name, id, chunks)| (p(name), content(id, chunks)))
         .collect();
     let (mut runs, mut stale, mut stale_at_recovery) = (0, 0, 0);
-    for give_back in [GiveBack::Drain, GiveBack::Recall] {
+    for give_back in [GiveBack::Drain, GiveBack::Recall, GiveBack::Seal] {
+        // A seal asks the capacity tier what `x` is (`stat`): the crash
+        // backend then gives inode numbers, with either store.
+        let tier = || {
+            let capacity = capacity_tier(marks);
+            capacity.set_inode_numbers(marks == MarkStore::Sidecar || give_back == GiveBack::Seal);
+            capacity
+        };
+        // `x` written back and its mark gone (a seal's end).
+        let given =
+            |a: &Engine, capacity: &CrashBackend| !a.holds(&p("x")) && !marked(capacity, &p("x"));
         // Dry run: the sync points of the give-back, and that it gives.
         let totals = {
             let (fast_a, fast_b) = (Arc::new(CrashBackend::new()), Arc::new(CrashBackend::new()));
-            let capacity = capacity_tier(marks);
-            let a = open(&fast_a, &capacity, "node-a", long).unwrap();
-            let b = open(&fast_b, &capacity, "node-b", long).unwrap();
+            let capacity = tier();
+            let a = open_as(&fast_a, &capacity, "node-a", long, marks).unwrap();
+            let b = open_as(&fast_b, &capacity, "node-b", long, marks).unwrap();
             write_held(&a);
             for (path, _) in &files {
                 assert!(marked(&capacity, path), "{path}");
             }
             let (f0, c0) = (fast_a.sync_points(), capacity.sync_points());
-            give_back.run(&a, &b);
+            give_back.run(&a, &b, &|| given(&a, &capacity));
             let gone = match give_back {
                 GiveBack::Drain => &files[..],
-                GiveBack::Recall => &files[..1],
+                GiveBack::Recall | GiveBack::Seal => &files[..1],
             };
             for (path, data) in gone {
                 assert!(!marked(&capacity, path), "{give_back:?}: {path}");
@@ -586,9 +623,9 @@ fn a_mark_goes_only_with_its_bytes(marks: MarkStore) {
                 let what = format!("{marks:?}, {give_back:?}, {crash:?} at sync point {n}");
                 let (fast_a, fast_b) =
                     (Arc::new(CrashBackend::new()), Arc::new(CrashBackend::new()));
-                let capacity = capacity_tier(marks);
-                let a = open(&fast_a, &capacity, "node-a", long).unwrap();
-                let b = open(&fast_b, &capacity, "node-b", short).unwrap();
+                let capacity = tier();
+                let a = open_as(&fast_a, &capacity, "node-a", long, marks).unwrap();
+                let b = open_as(&fast_b, &capacity, "node-b", short, marks).unwrap();
                 write_held(&a);
                 assert_eq!(
                     crash.points(&fast_a, &capacity),
@@ -596,12 +633,15 @@ fn a_mark_goes_only_with_its_bytes(marks: MarkStore) {
                     "{what}: deterministic"
                 );
                 crash.arm(&fast_a, &capacity, n);
-                give_back.run(&a, &b);
-                let fired = if crash.capacity_tier {
-                    capacity.crashed_at()
-                } else {
-                    fast_a.crashed_at()
+                let fired = || {
+                    if crash.capacity_tier {
+                        capacity.crashed_at()
+                    } else {
+                        fast_a.crashed_at()
+                    }
                 };
+                give_back.run(&a, &b, &|| fired().is_some() || given(&a, &capacity));
+                let fired = fired();
                 assert_eq!(fired, Some(n), "{what}: the crash fired");
                 b.close();
                 a.close();
@@ -615,7 +655,7 @@ fn a_mark_goes_only_with_its_bytes(marks: MarkStore) {
                          bytes (before recovery)"
                     );
                 }
-                let a = open(&fast_a, &capacity, "node-a", long)
+                let a = open_as(&fast_a, &capacity, "node-a", long, marks)
                     .unwrap_or_else(|e| panic!("{what}: recovery failed: {e}"));
                 // The sidecar's stale marks (nothing behind them: recovery
                 // holds nothing of the file) go at recovery, before it
@@ -631,7 +671,7 @@ fn a_mark_goes_only_with_its_bytes(marks: MarkStore) {
                         }
                     }
                 }
-                let b = open(&fast_b, &capacity, "node-b", long)
+                let b = open_as(&fast_b, &capacity, "node-b", long, marks)
                     .unwrap_or_else(|e| panic!("{what}: node B: {e}"));
                 let recall = |path: &RelPath| {
                     let started = Instant::now();

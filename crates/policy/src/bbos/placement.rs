@@ -114,7 +114,7 @@ pub struct Decision {
 pub fn datawarp_grant(sizes: &[u64], job: usize, capacity: u64) -> Option<u64> {
     let mut granted = 0u64;
     for (i, &bytes) in sizes.iter().enumerate() {
-        if granted + bytes > capacity {
+        if granted.saturating_add(bytes) > capacity {
             return None;
         }
         granted += bytes;
@@ -163,9 +163,10 @@ impl Placer {
             self.retired = true;
             for (i, c) in tier.copies.iter().enumerate() {
                 let r = &c.resident;
+                let behind = incoming.version.checked_sub(r.version);
                 if r.job == incoming.job
                     && c.evictable
-                    && r.version + u64::from(self.versions) <= incoming.version
+                    && behind.is_some_and(|d| d >= u64::from(self.versions))
                 {
                     room.evict(i);
                 }
@@ -173,7 +174,7 @@ impl Placer {
         }
         // 2. MaxBW waits before the job starts until its checkpoint fits.
         if config.scheme.reserves_before_start() {
-            let fits = room.make_room(|_| true, |room| room.used(None) + need <= cap);
+            let fits = room.make_room(|_| true, |room| room.used(None).saturating_add(need) <= cap);
             if !fits && tier.now < self.wait_until && !tier.closing {
                 return room.decision(Placement::Wait {
                     until: self.wait_until,
@@ -187,7 +188,9 @@ impl Placer {
                 Some(grant) => {
                     let job = incoming.job;
                     let own = |c: &FastCopy| c.resident.job == job;
-                    if room.make_room(own, |room| room.used(Some(job)) + need <= grant) {
+                    if room.make_room(own, |room| {
+                        room.used(Some(job)).saturating_add(need) <= grant
+                    }) {
                         Placement::Stage
                     } else {
                         Placement::Spill
@@ -200,7 +203,7 @@ impl Placer {
             if config.cold_direct && direct_to_capacity(config.eviction, &incoming, &residents, cap)
             {
                 Placement::Cold
-            } else if room.make_room(|_| true, |room| room.used(None) + need <= cap) {
+            } else if room.make_room(|_| true, |room| room.used(None).saturating_add(need) <= cap) {
                 Placement::Stage
             } else {
                 Placement::Spill
@@ -550,6 +553,47 @@ mod tests {
         assert_eq!(datawarp_grant(&sizes, 3, 400), None);
         assert_eq!(datawarp_grant(&sizes, 3, 500), Some(50));
         assert_eq!(datawarp_grant(&sizes, 4, 10_000), None);
+    }
+
+    #[test]
+    fn a_checkpoint_size_near_u64_max_does_not_overflow() {
+        // `sluice ckpt register --size` takes any size above 0.
+        let copies = [busy(1, 1, 1, 0.5, 1)];
+        for scheme in [Scheme::Bbos, Scheme::MaxBw] {
+            let mut p = Placer::new(
+                config(scheme, Eviction::Lru),
+                resident(2, 1, u64::MAX, 0.5, 10),
+                2,
+                t(10),
+            );
+            let d = p.decide(&tier(10, &copies));
+            assert_eq!(d, decision(&[], Placement::Spill), "{scheme:?}");
+        }
+        // A grant after another job's is not one beyond S.
+        assert_eq!(datawarp_grant(&[100, u64::MAX], 1, S), None);
+        let mut p = Placer::new(
+            config(Scheme::DataWarp, Eviction::Lru),
+            resident(1, 1, u64::MAX, 0.5, 10),
+            2,
+            t(10),
+        );
+        let d = p.decide(&FastTier {
+            grant: Some(S),
+            ..tier(10, &copies)
+        });
+        assert_eq!(d, decision(&[], Placement::Spill));
+        // Versions near u64::MAX.
+        let copies = [cached(1, u64::MAX - 1, 1, 0.5, 1)];
+        let mut p = Placer::new(
+            config(Scheme::Bbos, Eviction::Lru),
+            resident(1, u64::MAX, 1, 0.5, 10),
+            2,
+            t(10),
+        );
+        assert_eq!(
+            p.decide(&tier(10, &copies)),
+            decision(&[], Placement::Stage)
+        );
     }
 
     #[test]

@@ -62,9 +62,11 @@ use crate::Time;
 
 mod admission;
 mod eviction;
+mod placement;
 
 pub use admission::*;
 pub use eviction::*;
+pub use placement::*;
 
 /// A BBOS parameter was out of range.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -27,6 +27,14 @@
 //! until its whole checkpoint fits. A job keeps `versions` checkpoints; an
 //! older one is deleted from both tiers when a new one arrives.
 //!
+//! Placement: at its arrival a checkpoint is placed by the engine's rule,
+//! [`Placer`], which sends it straight to the capacity tier when it is
+//! cold (with `direct`) or when DataWarp granted its job no room (grants
+//! in the order the jobs are given, within `S`). The model takes only
+//! that answer: where the engine evicts at placement, spills a whole
+//! checkpoint or holds a MaxBW job, the model has the deleters, the
+//! mid-write spill and the start gate above, as flows over time.
+//!
 //! BBOS plans (Eq. 2) for `S` less the largest checkpoint: a checkpoint is
 //! demoted only once complete, so the one being written holds space that
 //! no demotion can free. Without that headroom the plan's last few seconds
@@ -41,8 +49,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sluice_policy::bbos::{
-    cold_order, direct_to_capacity, expected_dwpp, newest_versions, Admission, Bandwidths,
-    DwppTracker, Eviction, IoScheduler, Planner, Resident, Scheme, Ticket,
+    cold_order, datawarp_grant, expected_dwpp, newest_versions, Admission, Bandwidths, DwppTracker,
+    Eviction, FastCopy, FastTier, IoScheduler, PlaceConfig, Placement, Placer, Planner, Resident,
+    Scheme, Ticket,
 };
 use sluice_policy::Time;
 
@@ -284,6 +293,20 @@ pub fn run(cfg: &CkptConfig) -> Result<CkptResult, SimError> {
         failures.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     }
     let spec: BTreeMap<u64, &CkptJob> = cfg.jobs.iter().map(|j| (j.id, j)).collect();
+    let place = PlaceConfig {
+        scheme: cfg.scheme,
+        eviction: cfg.eviction,
+        capacity: cfg.capacity,
+        cold_direct: cfg.direct,
+    };
+    // DataWarp's grants, in the order the jobs are given.
+    let sizes: Vec<u64> = cfg.jobs.iter().map(|j| j.bytes).collect();
+    let grants: BTreeMap<u64, Option<u64>> = cfg
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.id, datawarp_grant(&sizes, i, cfg.capacity)))
+        .collect();
 
     let mut files: Vec<File> = Vec::new();
     let mut ios: Vec<Io> = Vec::new();
@@ -330,11 +353,28 @@ pub fn run(cfg: &CkptConfig) -> Result<CkptResult, SimError> {
                 written: time(t),
                 accessed: time(t),
             };
-            let direct = cfg.direct && {
-                let residents: Vec<Resident> =
-                    files.iter().filter(|f| f.on_fast).map(resident).collect();
-                direct_to_capacity(cfg.eviction, &incoming, &residents, cfg.capacity)
-            };
+            // The engine's placement rule, on the files on the fast tier. The
+            // model takes only its direct-or-fast answer: its deleters
+            // evict as writes need room, not at arrival (so no file is
+            // offered for eviction here), a writer that finds no room stalls
+            // and spills the rest mid-write (so Stage and Spill both start
+            // on the fast tier), and MaxBW's wait is its start gate below.
+            let copies: Vec<FastCopy> = files
+                .iter()
+                .filter(|f| f.on_fast)
+                .map(|f| FastCopy {
+                    resident: resident(f),
+                    evictable: false,
+                })
+                .collect();
+            let mut placer = Placer::new(place, incoming, job.versions, time(t));
+            let decision = placer.decide(&FastTier {
+                now: time(t),
+                copies: &copies,
+                grant: grants.get(&id).copied().flatten(),
+                closing: false,
+            });
+            let direct = matches!(decision.placement, Placement::Cold | Placement::Ungranted);
             files.push(File {
                 job: id,
                 version,
@@ -774,6 +814,21 @@ mod tests {
             .count();
         assert_eq!(fast, 3, "one per period");
         assert!(r.ios.iter().all(|io| io.throughput() <= 3.56e9 + 1e6));
+    }
+
+    #[test]
+    fn data_warp_jobs_without_a_grant_write_to_the_capacity_tier() {
+        // S holds 27 checkpoints of 80 GB: jobs 27-29 get no grant.
+        let r = run(&cfg(Scheme::DataWarp, 30, 0.5)).unwrap();
+        assert_eq!(r.unfinished, 0);
+        for io in &r.ios {
+            assert_eq!(io.direct, io.job >= 27, "{io:?}");
+        }
+        assert!(
+            (r.direct_bytes - 9.0 * 80e9).abs() < 1e6,
+            "{}",
+            r.direct_bytes
+        );
     }
 
     #[test]

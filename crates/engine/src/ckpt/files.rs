@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use sluice_catalog::{CkptRecord, JobSpec, Location};
 use sluice_env::{copy_range, with_context, OpenOptions, RelPath};
-use sluice_policy::bbos::{direct_to_capacity, Admission, Resident, Scheme, Ticket};
+use sluice_policy::bbos::{
+    datawarp_grant, Admission, FastCopy, FastTier, PlaceConfig, Placement, Placer, Resident,
+    Scheme, Ticket,
+};
 
 use super::jobs::job_rate;
 use super::room::record_periods;
@@ -17,15 +20,6 @@ use super::{
     add_handle, bad_handle, data_path, dir, gone, invalid, rec_path, unix_ns, Checkpoints, Copy,
     Handle, Shared, State, Target,
 };
-
-/// What a new checkpoint gets.
-pub(super) enum Placement {
-    Stage,
-    /// To the capacity tier; `true` when no room could be made.
-    Direct {
-        spill: bool,
-    },
-}
 
 impl Checkpoints {
     /// The length of `path`'s fast-tier copy, if it has one.
@@ -186,93 +180,65 @@ impl Checkpoints {
             Ok(version) => version,
             Err(cause) => return self.fallback(state, path, job, create_new, ticket, &cause),
         };
-        // Superseded versions beyond what the job keeps leave the fast tier.
-        let stale: Vec<u64> = state
-            .copies
-            .iter()
-            .filter(|(_, c)| {
-                c.rec.job == job.id
-                    && c.rec.location == Location::Cached
-                    && c.unused()
-                    && c.rec.version + u64::from(job.versions) <= version
-            })
-            .map(|(&id, _)| id)
-            .collect();
-        for id in stale {
-            shared.evict(&mut state, id)?;
-        }
-        let need = job.ckpt_bytes;
-        let cap = options.capacity;
-        // 2. MaxBW waits before the job starts until its checkpoint fits.
-        if options.scheme.reserves_before_start() {
-            let deadline = now.saturating_add(options.admit_wait);
-            while !shared.make_room(&mut state, |_| true, |s| Shared::used(s) + need <= cap)? {
-                let t = shared.clock.now();
-                if t >= deadline || state.shutdown {
-                    break;
-                }
-                state = shared.wait(
-                    state,
-                    deadline.saturating_since(t).min(Duration::from_millis(50)),
-                );
-            }
-        }
+        // Where it goes is sluice_policy::bbos's decision; this carries it
+        // out: evictions, MaxBW's wait, then the files below.
         let incoming = Resident {
             job: key,
             version,
-            bytes: need,
+            bytes: job.ckpt_bytes,
             failure_rate: job_rate(job, options.node_mtbf),
             written: now,
             accessed: now,
         };
-        let placement = if options.scheme == Scheme::DataWarp {
-            // 4. Grants of one checkpoint each, in job order, within S.
-            let mut granted = 0u64;
-            let mut grant = None;
-            for j in &state.jobs {
-                if granted + j.ckpt_bytes > cap {
-                    break;
-                }
-                granted += j.ckpt_bytes;
-                if j.id == job.id {
-                    grant = Some(j.ckpt_bytes);
-                }
-            }
-            match grant {
-                None => Placement::Direct { spill: false },
-                Some(g) => {
-                    let own = |s: &State| {
-                        s.copies
-                            .values()
-                            .filter(|c| c.rec.job == job.id)
-                            .map(|c| c.len)
-                            .sum::<u64>()
-                    };
-                    let fits = shared.make_room(
-                        &mut state,
-                        |c| c.rec.job == job.id,
-                        |s| own(s) + need <= g,
-                    )?;
-                    if fits {
-                        Placement::Stage
-                    } else {
-                        Placement::Direct { spill: true }
-                    }
-                }
-            }
+        let config = PlaceConfig {
+            scheme: options.scheme,
+            eviction: options.eviction,
+            capacity: options.capacity,
+            cold_direct: true,
+        };
+        let deadline = now.saturating_add(options.admit_wait);
+        let mut placer = Placer::new(config, incoming, job.versions, deadline);
+        let grant = if options.scheme == Scheme::DataWarp {
+            let sizes: Vec<u64> = state.jobs.iter().map(|j| j.ckpt_bytes).collect();
+            let index = state.jobs.iter().position(|j| j.id == job.id);
+            index.and_then(|i| datawarp_grant(&sizes, i, options.capacity))
         } else {
-            let residents: Vec<Resident> = state
+            None
+        };
+        let placement = loop {
+            let (ids, copies): (Vec<u64>, Vec<FastCopy>) = state
                 .copies
-                .values()
-                .map(|c| shared.resident(&state, c))
-                .collect();
-            // 3. Too cold to be worth the fast tier.
-            if direct_to_capacity(options.eviction, &incoming, &residents, cap) {
-                Placement::Direct { spill: false }
-            } else if shared.make_room(&mut state, |_| true, |s| Shared::used(s) + need <= cap)? {
-                Placement::Stage
-            } else {
-                Placement::Direct { spill: true }
+                .iter()
+                .map(|(&id, c)| {
+                    let evictable = c.rec.location == Location::Cached && c.unused();
+                    let resident = shared.resident(&state, c);
+                    (
+                        id,
+                        FastCopy {
+                            resident,
+                            evictable,
+                        },
+                    )
+                })
+                .unzip();
+            let decision = placer.decide(&FastTier {
+                now: shared.clock.now(),
+                copies: &copies,
+                grant,
+                closing: state.shutdown,
+            });
+            for i in decision.evict {
+                shared.evict(&mut state, ids[i])?;
+            }
+            match decision.placement {
+                Placement::Wait { until } => {
+                    let t = shared.clock.now();
+                    state = shared.wait(
+                        state,
+                        until.saturating_since(t).min(Duration::from_millis(50)),
+                    );
+                }
+                placement => break placement,
             }
         };
         // The name on the capacity tier (empty while staged).
@@ -289,16 +255,6 @@ impl Checkpoints {
             node: Some(shared.node.clone()),
         };
         let target = match placement {
-            Placement::Direct { spill } => {
-                if spill {
-                    state.stats.spills += 1;
-                } else {
-                    state.stats.cold_direct += 1;
-                }
-                let r = shared.catalog.put_ckpt(&rec);
-                shared.note_catalog(&mut state, r);
-                Target::Capacity(placeholder)
-            }
             Placement::Stage => {
                 let id = state.next_copy;
                 state.next_copy += 1;
@@ -336,6 +292,18 @@ impl Checkpoints {
                 state.by_path.insert(path.clone(), id);
                 state.writers += 1;
                 Target::Copy(id)
+            }
+            direct => {
+                // INVARIANT: the loop above ends only on a final placement.
+                debug_assert!(direct.is_direct(), "{direct:?}");
+                if direct == Placement::Spill {
+                    state.stats.spills += 1;
+                } else {
+                    state.stats.cold_direct += 1;
+                }
+                let r = shared.catalog.put_ckpt(&rec);
+                shared.note_catalog(&mut state, r);
+                Target::Capacity(placeholder)
             }
         };
         let created = matches!(target, Target::Capacity(_)).then(|| path.clone());

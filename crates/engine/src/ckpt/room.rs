@@ -1,13 +1,14 @@
 //! Room on the fast tier: the bytes used, the residents the cold ranking
-//! sees, eviction and making room for a new copy, and the per-period
-//! write statistics the planner learns from.
+//! sees, eviction (which copies to evict for a new one is
+//! `sluice_policy::bbos::Placer`'s decision), and the per-period write
+//! statistics the planner learns from.
 
 use std::io;
 use std::sync::Arc;
 
 use sluice_catalog::{Location, PeriodStats};
 use sluice_env::RelPath;
-use sluice_policy::bbos::{cold_order, newest_versions, Resident};
+use sluice_policy::bbos::Resident;
 
 use super::jobs::job_rate;
 use super::{data_path, dir, rec_path, Copy, Shared, State, Target};
@@ -84,39 +85,6 @@ impl Shared {
         state.stats.evictions += 1;
         state.stats.evicted_bytes += bytes;
         Ok(())
-    }
-
-    /// Evicts cached copies the filter allows, coldest first, until
-    /// `fits(state)`; whether it fits in the end.
-    pub(super) fn make_room(
-        &self,
-        state: &mut State,
-        allow: impl Fn(&Copy) -> bool,
-        fits: impl Fn(&State) -> bool,
-    ) -> io::Result<bool> {
-        if fits(state) {
-            return Ok(true);
-        }
-        let all: Vec<Resident> = state
-            .copies
-            .values()
-            .map(|c| self.resident(state, c))
-            .collect();
-        let newest = newest_versions(all.iter(), []);
-        let candidates: Vec<(u64, Resident)> = state
-            .copies
-            .iter()
-            .filter(|(_, c)| c.rec.location == Location::Cached && c.unused() && allow(c))
-            .map(|(&id, c)| (id, self.resident(state, c)))
-            .collect();
-        let residents: Vec<Resident> = candidates.iter().map(|(_, r)| *r).collect();
-        for i in cold_order(self.options.eviction, &residents, &newest) {
-            if fits(state) {
-                break;
-            }
-            self.evict(state, candidates[i].0)?;
-        }
-        Ok(fits(state))
     }
 }
 

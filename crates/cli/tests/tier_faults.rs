@@ -753,20 +753,8 @@ fn kill_9_loop(mode: Loop) {
             run(&["mount", "--bind", path_str(&real), path_str(&m.capacity())]);
         }
         m.start();
-        let file = File::open(m.path("data")).unwrap();
-        let mut checked = 0;
-        for (slot, fill) in &expected {
-            let Some(fill) = fill else { continue };
-            let mut buf = vec![0u8; block];
-            file.read_exact_at(&mut buf, slot * block as u64).unwrap();
-            assert!(
-                buf.iter().all(|b| b == fill),
-                "round {round}: slot {slot} lost its acknowledged write {fill}"
-            );
-            checked += 1;
-        }
+        let checked = check_slots(&m.path("data"), &expected, block, &format!("round {round}"));
         assert!(checked > 0, "round {round}: something was acknowledged");
-        drop(file);
         if mode == Loop::OnDemand {
             // The log held the file's fsync'd bytes at the kill: recovery
             // marks the file again, and once the flusher has moved them,
@@ -803,18 +791,38 @@ fn kill_9_loop(mode: Loop) {
     if mode == Loop::OnDemand {
         // Drained at the unmount: every acknowledged byte on the capacity
         // file itself, and the mark gone.
-        let file = File::open(m.capacity().join("data")).unwrap();
-        for (slot, fill) in &expected {
-            let Some(fill) = fill else { continue };
-            let mut buf = vec![0u8; block];
-            file.read_exact_at(&mut buf, slot * block as u64).unwrap();
-            assert!(
-                buf.iter().all(|b| b == fill),
-                "capacity tier: slot {slot} lacks its acknowledged write {fill}"
-            );
-        }
+        check_slots(
+            &m.capacity().join("data"),
+            &expected,
+            block,
+            "capacity tier",
+        );
         assert_eq!(held_mark(&m.capacity().join("data")), None);
     }
+}
+
+/// Every slot of `expected` with an acknowledged write reads back, from
+/// `path`, as that write's fill (`what` says where, in the failure);
+/// returns how many were checked.
+fn check_slots(
+    path: &std::path::Path,
+    expected: &HashMap<u64, Option<u8>>,
+    block: usize,
+    what: &str,
+) -> usize {
+    let file = File::open(path).unwrap();
+    let mut checked = 0;
+    for (slot, fill) in expected {
+        let Some(fill) = fill else { continue };
+        let mut buf = vec![0u8; block];
+        file.read_exact_at(&mut buf, slot * block as u64).unwrap();
+        assert!(
+            buf.iter().all(|b| b == fill),
+            "{what}: slot {slot} lost its acknowledged write {fill}"
+        );
+        checked += 1;
+    }
+    checked
 }
 
 /// The held mark on a capacity file (`user.sluice.held`), if any.

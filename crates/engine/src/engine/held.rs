@@ -454,11 +454,7 @@ fn mark(
     // may have renamed a file over `path` or made a new one there since
     // this node last looked, and that file is not this node's to mark
     // (its stat would show this node's size; its recalls would come here).
-    let (handle, ino) = {
-        let state = lock(shared);
-        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-        (Arc::clone(&open.handle), open.ino)
-    };
+    let (handle, ino) = file_identity(shared, file)?;
     let target = Marked {
         handle: &handle,
         ino,
@@ -470,6 +466,17 @@ fn mark(
         open.held = Some(now);
     }
     Ok(())
+}
+
+/// An open file's capacity handle and its identity (device, inode).
+type HandleAndIdentity = (Arc<dyn sluice_env::BackendFile>, Option<(u64, u64)>);
+
+/// The capacity handle of open `file` and its identity, which a mark is
+/// set and read through ([`Marked`]).
+fn file_identity(shared: &Shared, file: FileId) -> io::Result<HandleAndIdentity> {
+    let state = lock(shared);
+    let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+    Ok((Arc::clone(&open.handle), open.ino))
 }
 
 /// Before a write of `file` routed to `tier` places anything: if its
@@ -516,11 +523,7 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
             }
             Err(e) => return Err(context(format!("mark {path} held before buffering"))(e)),
         }
-        let (handle, ino) = {
-            let state = lock(shared);
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            (Arc::clone(&open.handle), open.ino)
-        };
+        let (handle, ino) = file_identity(shared, file)?;
         let target = Marked {
             handle: &handle,
             ino,

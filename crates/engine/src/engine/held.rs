@@ -856,7 +856,13 @@ fn give_back(
     write_back: bool,
     named: Option<&RelPath>,
 ) -> io::Result<bool> {
-    let io = file_io(shared, id)?;
+    let io = match file_io(shared, id) {
+        Ok(io) => io,
+        // Forgotten since the caller listed it: another pass (the recall
+        // thread's sweep beside a drain's) gave it back, as below.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
+    };
     // No writer of the file places a record until the mark is gone.
     let _alone = hold_alone(&io);
     if write_back {

@@ -856,13 +856,7 @@ fn give_back(
     write_back: bool,
     named: Option<&RelPath>,
 ) -> io::Result<bool> {
-    let io = match file_io(shared, id) {
-        Ok(io) => io,
-        // Forgotten since the caller listed it: another pass (the recall
-        // thread's sweep beside a drain's) gave it back, as below.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(e),
-    };
+    let io = file_io(shared, id)?;
     // No writer of the file places a record until the mark is gone.
     let _alone = hold_alone(&io);
     if write_back {
@@ -993,7 +987,16 @@ pub(super) fn sweep(shared: &Shared, limit: usize, closed_only: bool) -> io::Res
             .collect()
     };
     for id in idle {
-        give_back(shared, held, id, false, None)?;
+        match give_back(shared, held, id, false, None) {
+            // Forgotten since it was listed: another sweep (the recall
+            // thread's, beside a drain's) gave it back meanwhile.
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound && !lock(shared).files.contains_key(&id) => {
+            }
+            given => {
+                given?;
+            }
+        }
     }
     Ok(())
 }

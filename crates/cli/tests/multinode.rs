@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, is_mounted, kill_mount, required, wait_mounted};
+use support::{fuse_available, held_mark, is_mounted, kill_mount, required, wait_mounted};
 
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
@@ -825,13 +825,6 @@ fn issue_33_a_clean_copy_is_never_served_after_another_node_changed_the_file() {
 /// recall is answered well within the wait unless a test says otherwise.
 fn on_demand(recall_wait: &str) -> String {
     format!("{BUFFERED}[mount]\nconsistency = \"on-demand\"\nrecall_wait = \"{recall_wait}\"\n")
-}
-
-/// The held mark on a capacity file (`user.sluice.held`), if any.
-fn held_mark(path: &std::path::Path) -> Option<String> {
-    let mut buf = vec![0u8; 512];
-    let n = rustix::fs::getxattr(path, "user.sluice.held", &mut buf[..]).ok()?;
-    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 /// The node id a node's fast tier keeps (`FAST/ckpt/node-id`), which its

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{fuse_available, is_mounted, required, Mounted, Rng, SLUICE};
+use support::{fuse_available, held_mark, is_mounted, required, Mounted, Rng, SLUICE};
 
 const ENODEV: i32 = 19;
 const EROFS: i32 = 30;
@@ -823,13 +823,6 @@ fn check_slots(
         checked += 1;
     }
     checked
-}
-
-/// The held mark on a capacity file (`user.sluice.held`), if any.
-fn held_mark(path: &std::path::Path) -> Option<String> {
-    let mut buf = vec![0u8; 512];
-    let n = rustix::fs::getxattr(path, "user.sluice.held", &mut buf[..]).ok()?;
-    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 #[test]

@@ -367,3 +367,10 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// The held mark on a capacity file (`user.sluice.held`), if any.
+pub fn held_mark(path: &std::path::Path) -> Option<String> {
+    let mut buf = vec![0u8; 512];
+    let n = rustix::fs::getxattr(path, "user.sluice.held", &mut buf[..]).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}

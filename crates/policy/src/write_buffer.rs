@@ -744,6 +744,35 @@ impl WriteBuffer {
         Ok(runs)
     }
 
+    /// The runs of `file` that [`WriteBuffer::start_flush_set`] with
+    /// `fill_gaps` would form now over the flushing `regions`, from the one
+    /// holding `range.start` to the last starting before `range.end`: the
+    /// flusher forms a stretch's short runs again at the end of its set,
+    /// when newer bytes may have filled their gaps.
+    pub fn flush_runs_within(
+        &self,
+        regions: &[RegionId],
+        file: FileId,
+        range: core::ops::Range<u64>,
+        run_max_bytes: u64,
+    ) -> Vec<FlushRunRef> {
+        let mut set = regions.to_vec();
+        set.sort_unstable();
+        set.dedup();
+        let Some(extents) = self.index.file(&file) else {
+            return Vec::new();
+        };
+        extents
+            .flush_runs_filled_from(&set, run_max_bytes, range.start)
+            .take_while(|run| run.file_offset < range.end)
+            .map(|run| FlushRunRef {
+                file,
+                file_offset: run.file_offset,
+                len: run.len,
+            })
+            .collect()
+    }
+
     /// The bytes of `run` still buffered in any of `regions` now:
     /// `(file_offset, len, location)` per piece, in file order.
     pub fn flush_set_pieces(

@@ -15,7 +15,7 @@ use sluice_policy::{FileId, RegionId};
 use super::files::forget_if_unused;
 use super::read::{locate, Pinned};
 use super::writeback::{copy_stretches, in_order, write_copied, StretchError, Turn};
-use super::{cache, lock, Shared, State};
+use super::{ahead, cache, lock, Shared, State};
 
 /// One region flush step's outcome.
 pub(super) enum Step {
@@ -207,12 +207,11 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
     for &file in &files {
         cache::begin_own_write(&mut state, file);
     }
-    state.flush_written.clear();
     drop(state);
     let result = write_and_retire(shared, &set, &runs, &files);
     if !matches!(result, Ok(None)) {
         let mut state = lock(shared);
-        state.flush_written.clear();
+        ahead::forget_unsynced(&mut state);
         for &file in &files {
             cache::end_own_write(&mut state, file);
         }
@@ -253,6 +252,7 @@ fn write_and_retire(
             "flush stopped {at}: the capacity tier is {health}; the regions stay in the log"
         );
         let mut state = lock(shared);
+        ahead::forget_all(&mut state);
         for &region in set {
             let _ = state.buffer.abort_flush(region);
         }
@@ -261,7 +261,22 @@ fn write_and_retire(
     if let Some(step) = unhealthy("before writing") {
         return Ok(Some(step));
     }
-    let touched = write_runs(shared, runs).map_err(abort)?;
+    // Short runs (a positioning each) go last, formed again then: the
+    // gaps between them that newer bytes filled meanwhile join them
+    // (ior-hard's ranks, ragged where the region filled, have written on).
+    let short = (shared.config.flush_run_max_bytes / 4).max(1);
+    let (long, later): (Vec<FlushRunRef>, Vec<FlushRunRef>) =
+        runs.iter().copied().partition(|run| run.len >= short);
+    let mut touched = write_runs(shared, &long).map_err(abort)?;
+    if !later.is_empty() {
+        let again = runs_again(
+            &lock(shared),
+            set,
+            &later,
+            shared.config.flush_run_max_bytes,
+        );
+        touched.extend(write_runs(shared, &again).map_err(abort)?);
+    }
     // Every capacity file the regions' bytes went to is synced before a
     // region can be reused (DESIGN §4.5).
     for handle in touched.values() {
@@ -321,7 +336,7 @@ fn write_and_retire(
         state.left_log += 1;
         state.stats.regions_flushed += 1;
     }
-    state.flush_written.clear();
+    ahead::settle(&mut state);
     for &file in files {
         cache::end_own_write(&mut state, file);
     }
@@ -331,6 +346,30 @@ fn write_and_retire(
     }
     shared.changed.notify_all();
     Ok(None)
+}
+
+/// The runs of the flushing `set` over the stretches the short runs
+/// `later` (file order) cover, formed again now (`flush_runs_within`):
+/// one stretch per file, from its first short run to its last. Pieces in
+/// it that a run wrote already are left out when each is written.
+fn runs_again(
+    state: &State,
+    set: &[RegionId],
+    later: &[FlushRunRef],
+    run_max: u64,
+) -> Vec<FlushRunRef> {
+    let mut stretches: Vec<(FileId, std::ops::Range<u64>)> = Vec::new();
+    for run in later {
+        let end = run.file_offset + run.len;
+        match stretches.last_mut() {
+            Some((file, range)) if *file == run.file => range.end = range.end.max(end),
+            _ => stretches.push((run.file, run.file_offset..end)),
+        }
+    }
+    stretches
+        .into_iter()
+        .flat_map(|(file, range)| state.buffer.flush_runs_within(set, file, range, run_max))
+        .collect()
 }
 
 /// Write `runs` (file order) to the capacity tier, `flush_writers` at a
@@ -400,9 +439,9 @@ fn flush_run(
     // goes as one write. Regions outside the set are not reset while
     // this flush runs (only the flusher resets regions), so their records
     // too can be read outside the lock.
-    let pieces = state
-        .buffer
-        .buffered_pieces(file, run.file_offset, run.len, None);
+    // Pieces an earlier run wrote already (ahead.rs) are left out.
+    let bound = ahead::bound(&state, file);
+    let (pieces, _) = ahead::pieces_to_write(&state, file, run.file_offset, run.len);
     if pieces.is_empty() {
         return Ok(None);
     }
@@ -468,9 +507,13 @@ fn flush_run(
     if result.is_ok() {
         // On the capacity file now, synced with the set's files before
         // the regions retire: a sync of the file before then syncs these
-        // bytes rather than writing them again (sync.rs).
-        let ranges = state.flush_written.entry(file).or_default();
-        ranges.push((run.file_offset, run.len));
+        // bytes, and a later flush skips them (ahead.rs).
+        ahead::note(
+            &mut state,
+            file,
+            run.file_offset..run.file_offset + run.len,
+            bound,
+        );
     }
     shared.changed.notify_all();
     drop(state);

@@ -49,6 +49,9 @@ pub(super) fn note_health(shared: &Shared) -> TierHealth {
         return health;
     }
     state.capacity_health = health.clone();
+    if !health.is_healthy() {
+        super::ahead::forget_all(&mut state);
+    }
     let buffered = state.buffer.buffered_bytes();
     shared.changed.notify_all();
     // The incident is kept before the lock is let go: a drain that finds

@@ -59,6 +59,7 @@ use sluice_policy::{FileId, Tier, Time, WriteRequest};
 use crate::incidents::Incidents;
 use crate::log::{RecordHeader, RegionFile};
 
+mod ahead;
 mod append;
 mod attrs;
 mod cache;
@@ -362,13 +363,9 @@ struct State {
     /// Files the engine forgot (no open, nothing buffered) whose clean
     /// copies it keeps, by capacity identity: an open finds them again.
     parked: HashMap<(u64, u64), FileId>,
-    /// File ranges (offset, length) the region flush in progress has
-    /// written, not synced yet (flush.rs, `flush_run`): a sync or pass of
-    /// the file before the regions retire finds their pieces in the
-    /// flushing regions on the capacity file already, and syncs them
-    /// instead of writing them again (sync.rs). Cleared when a flush
-    /// starts and when it ends.
-    flush_written: HashMap<FileId, Vec<(u64, u64)>>,
+    /// Buffered bytes flush runs have written to the capacity tier
+    /// already, per file (ahead.rs): a later flush or sync skips them.
+    ahead: HashMap<FileId, Vec<ahead::Ahead>>,
 }
 
 impl OpenFile {

@@ -365,7 +365,7 @@ fn restore_state(
         capacity_health: capacity.health(),
         stamps: HashMap::new(),
         parked: HashMap::new(),
-        flush_written: HashMap::new(),
+        ahead: HashMap::new(),
     })
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use sluice_env::{OpenOptions, RelPath};
-use sluice_policy::{FileId, LogLocation};
+use sluice_policy::FileId;
 
 use crate::log::RecordHeader;
 
@@ -308,16 +308,10 @@ pub(super) fn write_back_file(
     let bound = state.buffer.next_seq();
     let mut state = wait_appended(shared, state, id, bound);
     let waited = started.elapsed();
-    let mut pieces: Vec<(u64, u64, LogLocation)> =
-        state
-            .buffer
-            .buffered_pieces(id, range.start, range.end - range.start, None);
-    // Pieces the region flush in progress wrote already: synced here, not
-    // written again (their region retires later, with the clean record
-    // below or without it).
-    let before = pieces.len();
-    pieces.retain(|piece| !flush_wrote(&state, id, piece));
-    let flushed_unsynced = pieces.len() < before;
+    // Pieces a flush run wrote already (ahead.rs) are synced here, not
+    // written again; the clean record below covers them too.
+    let (pieces, flushed_unsynced) =
+        super::ahead::pieces_to_write(&state, id, range.start, range.end - range.start);
     let Some(open) = state.files.get_mut(&id) else {
         return Err(unknown(id));
     };
@@ -463,26 +457,6 @@ pub(super) fn write_back_file(
         "written back"
     );
     Ok(written)
-}
-
-/// Whether the region flush in progress wrote `piece` of `id` to the
-/// capacity file already: it lies in a region being flushed, inside a
-/// range a flush run of the file wrote (flush.rs). Such a region takes no
-/// appends, so the piece was in the index when that run looked its range
-/// up, and the run wrote it.
-fn flush_wrote(
-    state: &State,
-    id: FileId,
-    &(offset, len, location): &(u64, u64, LogLocation),
-) -> bool {
-    let flushing = state.buffer.pipeline().state(location.region)
-        == Some(sluice_policy::pipeline::RegionState::Flushing);
-    flushing
-        && state.flush_written.get(&id).is_some_and(|ranges| {
-            ranges
-                .iter()
-                .any(|&(start, run)| start <= offset && offset + len <= start + run)
-        })
 }
 
 /// Every byte in `range` of `id` buffered before sequence number `bound` is

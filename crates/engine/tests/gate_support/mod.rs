@@ -95,7 +95,7 @@ impl Forward for AttrGated {
 
 impl Gate {
     /// If armed: say the call is held, and wait to be let go.
-    fn hold(&self) {
+    pub fn hold(&self) {
         let armed = self.armed.lock().unwrap().take();
         if let Some((held, go)) = armed {
             held.send(()).unwrap();

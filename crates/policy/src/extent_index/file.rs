@@ -331,6 +331,24 @@ impl FileExtents {
         }
     }
 
+    /// [`FileExtents::flush_runs_filled`] from the extent holding or
+    /// following `offset` on: the runs of one stretch of the file formed
+    /// again, later, when newer bytes may have filled more of its gaps.
+    ///
+    /// # Panics
+    /// If `max_run_bytes` is 0.
+    pub fn flush_runs_filled_from<'a>(
+        &'a self,
+        regions: &'a [RegionId],
+        max_run_bytes: u64,
+        offset: u64,
+    ) -> FlushRuns<'a> {
+        FlushRuns {
+            entries: self.entries_from(offset),
+            ..self.flush_runs_filled(regions, max_run_bytes)
+        }
+    }
+
     /// Asserts the module invariants in debug builds (no-op in release).
     /// O(n): meant for tests and debugging, not for every mutation.
     pub fn check_invariants(&self) {

@@ -1,0 +1,137 @@
+//! Buffered bytes already on the capacity tier (docs/engine.md, "Bytes
+//! written ahead of their region").
+//!
+//! A flush run writes every byte buffered in its range, its own regions'
+//! and, in the gaps between them, newer bytes of regions that are not
+//! flushing yet (`flush_runs_filled`). Those bytes stay indexed until
+//! their own region flushes. Each run notes its range and a sequence
+//! bound: every piece in the range below the bound is on the capacity file
+//! (synced once the run's flush set retires). A later flush or sync skips
+//! those pieces instead of writing them again, one short write each where
+//! the ranks of a shared file were ragged when the region filled.
+//!
+//! Only this process's memory holds the notes: after a crash the log's
+//! records are replayed and written again, the same bytes (as a gap's
+//! bytes always were before the notes). The notes are forgotten when the
+//! capacity tier is not healthy (a replaced tier does not hold them), and
+//! the unsynced ones when a flush fails.
+
+use std::ops::Range;
+
+use sluice_policy::extent_index::Piece;
+use sluice_policy::{FileId, LogLocation};
+
+use super::State;
+
+/// One flush run's bytes on the capacity file: the pieces in `range`
+/// with a sequence number below `bound`.
+#[derive(Clone, Debug)]
+pub(super) struct Ahead {
+    range: Range<u64>,
+    bound: u64,
+    /// The run's flush set synced the capacity file and retired; before
+    /// that, only a caller that syncs the file itself may count on it.
+    synced: bool,
+}
+
+/// The sequence bound for a lookup of `id` now: every record of the file
+/// below it is indexed (a record reserved but still being appended has a
+/// sequence number at or past it), so the lookup saw every piece below it.
+pub(super) fn bound(state: &State, id: FileId) -> u64 {
+    let next = state.buffer.next_seq();
+    state
+        .files
+        .get(&id)
+        .and_then(|open| open.appending.first().copied())
+        .map_or(next, |first| first.min(next))
+}
+
+/// A flush run wrote every piece of `range` below `bound`, not synced yet.
+pub(super) fn note(state: &mut State, id: FileId, range: Range<u64>, bound: u64) {
+    if range.is_empty() {
+        return;
+    }
+    state.ahead.entry(id).or_default().push(Ahead {
+        range,
+        bound,
+        synced: false,
+    });
+}
+
+/// Whether the piece of `len` bytes at `offset` from the record with
+/// sequence number `seq` is on the capacity file: `Some(synced)`.
+fn covered(state: &State, id: FileId, offset: u64, len: u64, seq: u64) -> Option<bool> {
+    let notes = state.ahead.get(&id)?;
+    let end = offset.saturating_add(len);
+    notes
+        .iter()
+        .filter(|a| seq < a.bound && a.range.start <= offset && end <= a.range.end)
+        .map(|a| a.synced)
+        .reduce(|a, b| a || b)
+}
+
+/// The pieces of `id` buffered in `offset..offset + len` that still have to
+/// be written, `(file_offset, len, location)` in file order, and whether
+/// any piece was left out because a flush run wrote it already (the caller
+/// then syncs the capacity file: the run's set may not have yet).
+pub(super) fn pieces_to_write(
+    state: &State,
+    id: FileId,
+    offset: u64,
+    len: u64,
+) -> (Vec<(u64, u64, LogLocation)>, bool) {
+    let mut skipped = false;
+    let pieces = state
+        .buffer
+        .lookup(id, offset, len)
+        .filter_map(|piece| match piece {
+            Piece::Buffered {
+                file_offset,
+                len,
+                location,
+                seq,
+            } => {
+                if covered(state, id, file_offset, len, seq).is_some() {
+                    skipped = true;
+                    None
+                } else {
+                    Some((file_offset, len, location))
+                }
+            }
+            Piece::Hole { .. } => None,
+        })
+        .collect();
+    (pieces, skipped)
+}
+
+/// A flush set retired: every capacity file its runs wrote was synced.
+/// Notes whose pieces have all left the index since are dropped.
+pub(super) fn settle(state: &mut State) {
+    let mut notes = std::mem::take(&mut state.ahead);
+    for (&id, list) in &mut notes {
+        list.retain_mut(|a| {
+            a.synced = true;
+            let len = a.range.end - a.range.start;
+            state
+                .buffer
+                .lookup(id, a.range.start, len)
+                .any(|piece| matches!(piece, Piece::Buffered { seq, .. } if seq < a.bound))
+        });
+    }
+    notes.retain(|_, list| !list.is_empty());
+    state.ahead = notes;
+}
+
+/// A flush failed: what its runs wrote may not be durable.
+pub(super) fn forget_unsynced(state: &mut State) {
+    state.ahead.retain(|_, list| {
+        list.retain(|a| a.synced);
+        !list.is_empty()
+    });
+}
+
+/// The capacity tier is not healthy (lost, read-only, replaced): what
+/// was written to it is not counted on.
+pub(super) fn forget_all(state: &mut State) {
+    state.ahead.clear();
+}

@@ -411,6 +411,9 @@ total=$((RUNS * ${#ROWS[@]}))
 count=0
 started=$(date +%s)
 LOAD_BEFORE=$(uptime | sed 's/^ *//')
+# The tree as the runs start: edits made while they go on are not in the
+# binary measured.
+COMMIT=$(sluice_commit)
 echo "== $total runs: RANKS=$RANKS SIZE=$SIZE RUNS=$RUNS, mdtest files per rank $MDTEST_EASY_FILES / $MDTEST_HARD_FILES, in $BENCH_DIR" >&2
 echo "== IOR: ${IOR:-MISSING (io500_fallback.py, NOT IOR)}; mdtest: ${MDTEST:-MISSING (io500_fallback.py, NOT mdtest)}" >&2
 echo "== load before: $LOAD_BEFORE" >&2
@@ -458,7 +461,7 @@ mdtest_version=$(grep -h -o -m1 -E 'mdtest-[0-9][^ ]*' "$RESULTS"/*.log 2>/dev/n
 mpich=$(dpkg-query -W -f '${Package} ${Version}' mpich 2>/dev/null || "$MPIEXEC" --version 2>/dev/null | grep -m1 Version || echo unknown)
 meta=$RESULTS/meta.md
 {
-    echo "- machine: $(machine_summary); sluice $(sluice_commit) ($SLUICE)"
+    echo "- machine: $(machine_summary); sluice $COMMIT at the start ($SLUICE)"
     echo "- load: before \`$LOAD_BEFORE\`, after \`$LOAD_AFTER\`;" \
         "1-minute load at the start of each run: $(python3 -c 'import json, statistics, sys
 l = [json.loads(x)["load"] for x in open(sys.argv[1])]

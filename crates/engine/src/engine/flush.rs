@@ -267,9 +267,12 @@ fn write_and_retire(
     let short = (shared.config.flush_run_max_bytes / 4).max(1);
     let (long, later): (Vec<FlushRunRef>, Vec<FlushRunRef>) =
         runs.iter().copied().partition(|run| run.len >= short);
+    let started = Instant::now();
     let mut touched = write_runs(shared, &long).map_err(abort)?;
+    let long_done = started.elapsed();
+    let mut again = Vec::new();
     if !later.is_empty() {
-        let again = runs_again(
+        again = runs_again(
             &lock(shared),
             set,
             &later,
@@ -277,6 +280,20 @@ fn write_and_retire(
         );
         touched.extend(write_runs(shared, &again).map_err(abort)?);
     }
+    // Where a set's time went: its long runs, then its short runs formed
+    // again (how many became how many, of how many bytes).
+    tracing::debug!(
+        regions = set.len(),
+        long = long.len(),
+        long_bytes = long.iter().map(|r| r.len).sum::<u64>(),
+        long_ms = long_done.as_millis(),
+        short = later.len(),
+        short_bytes = later.iter().map(|r| r.len).sum::<u64>(),
+        again = again.len(),
+        again_bytes = again.iter().map(|r| r.len).sum::<u64>(),
+        ms = started.elapsed().as_millis(),
+        "flush set written"
+    );
     // Every capacity file the regions' bytes went to is synced before a
     // region can be reused (DESIGN §4.5).
     for handle in touched.values() {

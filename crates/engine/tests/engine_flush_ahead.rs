@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gate_support::{Gate, Gated, MARKER};
+use gate_support::{Gate, MARKER};
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
 use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SystemClock};
@@ -44,74 +44,47 @@ fn fill(slot: u64, round: u8) -> Vec<u8> {
     vec![(slot % 97) as u8 ^ round; SLOT as usize]
 }
 
-/// Counts the writes reaching the files of `inner`.
+/// A tier that counts the writes reaching its files and, once its gate
+/// is armed, holds the next one holding 64 or more `byte`s.
 #[derive(Debug)]
-struct Counted {
+struct Watched {
     inner: Arc<dyn Backend>,
+    byte: u8,
+    gate: Arc<Gate>,
     writes: Arc<AtomicU64>,
 }
 
 #[derive(Debug)]
-struct CountedFile {
+struct WatchedFile {
     inner: Arc<dyn BackendFile>,
+    byte: u8,
+    gate: Arc<Gate>,
     writes: Arc<AtomicU64>,
 }
 
-impl ForwardFile for CountedFile {
+impl ForwardFile for WatchedFile {
     fn inner(&self) -> &dyn BackendFile {
         &*self.inner
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.write_at(buf, offset)
-    }
-}
-
-impl Forward for Counted {
-    fn inner(&self) -> &dyn Backend {
-        &*self.inner
-    }
-    fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
-        Ok(Arc::new(CountedFile {
-            inner: self.inner.open(path, options)?,
-            writes: Arc::clone(&self.writes),
-        }))
-    }
-}
-
-/// A fast tier whose appends of [`HELD`] bytes the gate holds once armed.
-#[derive(Debug)]
-struct HeldAppends {
-    inner: Arc<dyn Backend>,
-    gate: Arc<Gate>,
-}
-
-#[derive(Debug)]
-struct HeldFile {
-    inner: Arc<dyn BackendFile>,
-    gate: Arc<Gate>,
-}
-
-impl ForwardFile for HeldFile {
-    fn inner(&self) -> &dyn BackendFile {
-        &*self.inner
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        if buf.iter().filter(|&&b| b == HELD).count() >= 64 {
+        if buf.iter().filter(|&&b| b == self.byte).count() >= 64 {
             self.gate.hold();
         }
         self.inner.write_at(buf, offset)
     }
 }
 
-impl Forward for HeldAppends {
+impl Forward for Watched {
     fn inner(&self) -> &dyn Backend {
         &*self.inner
     }
     fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
-        Ok(Arc::new(HeldFile {
+        Ok(Arc::new(WatchedFile {
             inner: self.inner.open(path, options)?,
+            byte: self.byte,
             gate: Arc::clone(&self.gate),
+            writes: Arc::clone(&self.writes),
         }))
     }
 }
@@ -133,16 +106,17 @@ fn rig() -> Rig {
     let append_gate = Arc::new(Gate::default());
     let writes = Arc::new(AtomicU64::new(0));
     let memory: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let capacity: Arc<dyn Backend> = Arc::new(Counted {
-        inner: Arc::new(Gated {
-            inner: Arc::clone(&memory),
-            gate: Arc::clone(&flush_gate),
-        }),
+    let capacity: Arc<dyn Backend> = Arc::new(Watched {
+        inner: Arc::clone(&memory),
+        byte: MARKER,
+        gate: Arc::clone(&flush_gate),
         writes: Arc::clone(&writes),
     });
-    let fast: Arc<dyn Backend> = Arc::new(HeldAppends {
+    let fast: Arc<dyn Backend> = Arc::new(Watched {
         inner: Arc::new(MemBackend::new()),
+        byte: HELD,
         gate: Arc::clone(&append_gate),
+        writes: Arc::new(AtomicU64::new(0)),
     });
     let config = EngineConfig {
         redirector: RedirectorConfig {

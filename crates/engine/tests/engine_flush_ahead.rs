@@ -167,8 +167,9 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
 /// The first region: slots 0..128 whole (their bytes are [`MARKER`]s, so
 /// the flush's first write is held), then the odd slots from 129 on, one
 /// rank ahead of the other, until the region is full and its flush is
-/// held at its first write. Returns the odd slots written, and what lets
-/// the flush go on.
+/// held at its first write; then the even slots from 128 on, in the second
+/// region, while the flush is held. Returns the odd slots written, and
+/// what lets the flush go on.
 fn ragged_first_region(
     rig: &Rig,
     file: sluice_policy::FileId,
@@ -187,6 +188,12 @@ fn ragged_first_region(
         odd.push(slot);
         slot += 2;
         std::thread::sleep(Duration::from_millis(1));
+    }
+    // The rank behind catches up: the even slots, in the second region,
+    // while the first region's flush is held.
+    let last = *odd.last().unwrap();
+    for slot in (128..=last + 1).step_by(2) {
+        rig.engine.write(file, slot * SLOT, &fill(slot, 0)).unwrap();
     }
     (odd, go)
 }
@@ -208,11 +215,6 @@ fn the_gaps_a_region_leaves_are_written_once_with_its_short_runs() {
     let file = rig.engine.create(&path("shared")).unwrap();
     let (odd, flush) = ragged_first_region(&rig, file);
     let last = *odd.last().unwrap();
-    // The rank behind catches up: the even slots, in the second region,
-    // while the first region's flush is held.
-    for slot in (128..=last + 1).step_by(2) {
-        rig.engine.write(file, slot * SLOT, &fill(slot, 0)).unwrap();
-    }
     flush.send(()).unwrap();
     wait_for("the first region flushed", || {
         rig.engine.stats().regions_flushed >= 1
@@ -258,10 +260,6 @@ fn a_record_still_being_appended_when_a_run_looked_its_range_up_is_flushed_later
     let rig = rig();
     let file = rig.engine.create(&path("shared")).unwrap();
     let (odd, flush) = ragged_first_region(&rig, file);
-    let last = *odd.last().unwrap();
-    for slot in (128..=last + 1).step_by(2) {
-        rig.engine.write(file, slot * SLOT, &fill(slot, 0)).unwrap();
-    }
     // A newer write of an odd slot in the middle of the stretch: its
     // append is held, so its record has its sequence number but is not
     // indexed when the first region's short runs are formed again and

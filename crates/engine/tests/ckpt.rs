@@ -509,10 +509,7 @@ fn copies_recovered_at_open_keep_their_jobs_apart_in_the_cold_ranking() {
 fn a_publish_during_another_handles_write_leaves_the_copy_staged() {
     let dir = tempfile::tempdir().unwrap();
     let gate = Arc::new(Gate::default());
-    let f: Arc<dyn Backend> = Arc::new(Gated {
-        inner: Arc::new(CrashBackend::new()),
-        gate: Arc::clone(&gate),
-    });
+    let f: Arc<dyn Backend> = Arc::new(Gated::new(Arc::new(CrashBackend::new()), &gate));
     let (_fast, _cap, _, c) = mem();
     let o = CkptOptions {
         publish_on_sync: true,

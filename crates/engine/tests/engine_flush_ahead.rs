@@ -21,10 +21,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gate_support::{Gate, MARKER};
+use gate_support::{Gate, Gated, MARKER};
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SystemClock};
+use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
@@ -44,51 +44,6 @@ fn fill(slot: u64, round: u8) -> Vec<u8> {
     vec![(slot % 97) as u8 ^ round; SLOT as usize]
 }
 
-/// A tier that counts the writes reaching its files and, once its gate
-/// is armed, holds the next one holding 64 or more `byte`s.
-#[derive(Debug)]
-struct Watched {
-    inner: Arc<dyn Backend>,
-    byte: u8,
-    gate: Arc<Gate>,
-    writes: Arc<AtomicU64>,
-}
-
-#[derive(Debug)]
-struct WatchedFile {
-    inner: Arc<dyn BackendFile>,
-    byte: u8,
-    gate: Arc<Gate>,
-    writes: Arc<AtomicU64>,
-}
-
-impl ForwardFile for WatchedFile {
-    fn inner(&self) -> &dyn BackendFile {
-        &*self.inner
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        if buf.iter().filter(|&&b| b == self.byte).count() >= 64 {
-            self.gate.hold();
-        }
-        self.inner.write_at(buf, offset)
-    }
-}
-
-impl Forward for Watched {
-    fn inner(&self) -> &dyn Backend {
-        &*self.inner
-    }
-    fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
-        Ok(Arc::new(WatchedFile {
-            inner: self.inner.open(path, options)?,
-            byte: self.byte,
-            gate: Arc::clone(&self.gate),
-            writes: Arc::clone(&self.writes),
-        }))
-    }
-}
-
 struct Rig {
     engine: Arc<Engine>,
     /// Holds the capacity tier's writes of [`MARKER`] bytes.
@@ -106,17 +61,13 @@ fn rig() -> Rig {
     let append_gate = Arc::new(Gate::default());
     let writes = Arc::new(AtomicU64::new(0));
     let memory: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let capacity: Arc<dyn Backend> = Arc::new(Watched {
-        inner: Arc::clone(&memory),
-        byte: MARKER,
-        gate: Arc::clone(&flush_gate),
+    let capacity: Arc<dyn Backend> = Arc::new(Gated {
         writes: Arc::clone(&writes),
+        ..Gated::new(Arc::clone(&memory), &flush_gate)
     });
-    let fast: Arc<dyn Backend> = Arc::new(Watched {
-        inner: Arc::new(MemBackend::new()),
+    let fast: Arc<dyn Backend> = Arc::new(Gated {
         byte: HELD,
-        gate: Arc::clone(&append_gate),
-        writes: Arc::new(AtomicU64::new(0)),
+        ..Gated::new(Arc::new(MemBackend::new()), &append_gate)
     });
     let config = EngineConfig {
         redirector: RedirectorConfig {

@@ -25,10 +25,7 @@ fn path(p: &str) -> RelPath {
 fn a_sync_during_a_region_flush_syncs_what_the_flush_wrote_instead_of_writing_it_again() {
     let gate = Arc::new(Gate::default());
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let capacity: Arc<dyn Backend> = Arc::new(Gated {
-        inner: Arc::new(MemBackend::new()),
-        gate: Arc::clone(&gate),
-    });
+    let capacity: Arc<dyn Backend> = Arc::new(Gated::new(Arc::new(MemBackend::new()), &gate));
     let engine = fast_all(fast, &capacity);
     // File `a` first: its run is flushed before `b`'s (file order).
     let a = engine.create(&path("a")).unwrap();

@@ -780,7 +780,9 @@ impl WriteBuffer {
         regions: &[RegionId],
         run: FlushRunRef,
     ) -> Vec<(u64, u64, LogLocation)> {
-        self.pieces_where(run.file, run.file_offset, run.len, |r| regions.contains(&r))
+        self.buffered_pieces_where(run.file, run.file_offset, run.len, |_, _, at, _| {
+            regions.contains(&at.region)
+        })
     }
 
     /// Start flushing `region` (full): the runs of file-contiguous bytes
@@ -811,15 +813,20 @@ impl WriteBuffer {
         len: u64,
         region: Option<RegionId>,
     ) -> Vec<(u64, u64, LogLocation)> {
-        self.pieces_where(file, offset, len, |r| region.is_none_or(|want| r == want))
+        self.buffered_pieces_where(file, offset, len, |_, _, at, _| {
+            region.is_none_or(|want| at.region == want)
+        })
     }
 
-    fn pieces_where(
+    /// The buffered pieces of `file` in `offset..offset + len` that `keep`
+    /// holds for, given each one's `(file_offset, len, location, seq)`:
+    /// `(file_offset, len, location)` per piece, in file order.
+    pub fn buffered_pieces_where(
         &self,
         file: FileId,
         offset: u64,
         len: u64,
-        in_region: impl Fn(RegionId) -> bool,
+        mut keep: impl FnMut(u64, u64, LogLocation, u64) -> bool,
     ) -> Vec<(u64, u64, LogLocation)> {
         self.index
             .lookup(file, offset, len)
@@ -828,8 +835,8 @@ impl WriteBuffer {
                     file_offset,
                     len,
                     location,
-                    ..
-                } if in_region(location.region) => Some((file_offset, len, location)),
+                    seq,
+                } if keep(file_offset, len, location, seq) => Some((file_offset, len, location)),
                 _ => None,
             })
             .collect()

@@ -6,7 +6,7 @@
 //! flushing yet (`flush_runs_filled`). Those bytes stay indexed until
 //! their own region flushes. Each run notes its range and a sequence
 //! bound: every piece in the range below the bound is on the capacity file
-//! (synced once the run's flush set retires). A later flush or sync skips
+//! (synced once the run's flush set retires). A later flush run or sync skips
 //! those pieces instead of writing them again, one short write each where
 //! the ranks of a shared file were ragged when the region filled.
 //!
@@ -29,8 +29,10 @@ use super::State;
 pub(super) struct Ahead {
     range: Range<u64>,
     bound: u64,
-    /// The run's flush set synced the capacity file and retired; before
-    /// that, only a caller that syncs the file itself may count on it.
+    /// The run's flush set synced the capacity file and retired. Before
+    /// that, the runs of the same set (which syncs the file before it
+    /// retires) and syncs (which sync it themselves) count on it; a flush
+    /// that fails drops it.
     synced: bool,
 }
 
@@ -59,15 +61,14 @@ pub(super) fn note(state: &mut State, id: FileId, range: Range<u64>, bound: u64)
 }
 
 /// Whether the piece of `len` bytes at `offset` from the record with
-/// sequence number `seq` is on the capacity file: `Some(synced)`.
-fn covered(state: &State, id: FileId, offset: u64, len: u64, seq: u64) -> Option<bool> {
-    let notes = state.ahead.get(&id)?;
+/// sequence number `seq` is on the capacity file.
+fn covered(state: &State, id: FileId, offset: u64, len: u64, seq: u64) -> bool {
     let end = offset.saturating_add(len);
-    notes
-        .iter()
-        .filter(|a| seq < a.bound && a.range.start <= offset && end <= a.range.end)
-        .map(|a| a.synced)
-        .reduce(|a, b| a || b)
+    state.ahead.get(&id).is_some_and(|notes| {
+        notes
+            .iter()
+            .any(|a| seq < a.bound && a.range.start <= offset && end <= a.range.end)
+    })
 }
 
 /// The pieces of `id` buffered in `offset..offset + len` that still have to
@@ -83,24 +84,11 @@ pub(super) fn pieces_to_write(
     let mut skipped = false;
     let pieces = state
         .buffer
-        .lookup(id, offset, len)
-        .filter_map(|piece| match piece {
-            Piece::Buffered {
-                file_offset,
-                len,
-                location,
-                seq,
-            } => {
-                if covered(state, id, file_offset, len, seq).is_some() {
-                    skipped = true;
-                    None
-                } else {
-                    Some((file_offset, len, location))
-                }
-            }
-            Piece::Hole { .. } => None,
-        })
-        .collect();
+        .buffered_pieces_where(id, offset, len, |at, n, _, seq| {
+            let written = covered(state, id, at, n, seq);
+            skipped |= written;
+            !written
+        });
     (pieces, skipped)
 }
 

@@ -1,11 +1,12 @@
 //! Shared by tests that hold a tier call in flight (`mod gate_support;`):
-//! a backend whose files hold a write of [`MARKER`] bytes ([`Gated`]), or
-//! one that holds a `set_attr` ([`AttrGated`]), once armed, until the
-//! test lets it go, so a test can open the window a lock-free wait leaves
+//! a backend whose files hold a write of marked bytes ([`Gated`], which
+//! also counts the writes), or one that holds a `set_attr`
+//! ([`AttrGated`]), once armed, until the test lets it go, so a test can open the window a lock-free wait leaves
 //! and act in it; and the engine the log's tests put over it
 //! ([`fast_all`] on [`gated_memory`]). Not every test uses every helper.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub struct Gate {
 struct GatedFile {
     inner: Arc<dyn BackendFile>,
     gate: Arc<Gate>,
+    byte: u8,
+    writes: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for GatedFile {
@@ -42,17 +45,33 @@ impl ForwardFile for GatedFile {
         &*self.inner
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        if buf.len() >= 64 && buf.iter().filter(|&&b| b == MARKER).count() >= 64 {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        if buf.iter().filter(|&&b| b == self.byte).count() >= 64 {
             self.gate.hold();
         }
         self.inner.write_at(buf, offset)
     }
 }
 
-/// A fast tier whose files hold a write of [`MARKER`] bytes once armed.
+/// A tier whose files, once the gate is armed, hold the next write of 64
+/// or more `byte`s ([`MARKER`] unless set), and count every write.
 pub struct Gated {
     pub inner: Arc<dyn Backend>,
     pub gate: Arc<Gate>,
+    pub byte: u8,
+    pub writes: Arc<AtomicU64>,
+}
+
+impl Gated {
+    /// `inner` behind `gate`, holding writes of [`MARKER`] bytes.
+    pub fn new(inner: Arc<dyn Backend>, gate: &Arc<Gate>) -> Gated {
+        Gated {
+            inner,
+            gate: Arc::clone(gate),
+            byte: MARKER,
+            writes: Arc::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Gated {
@@ -70,6 +89,8 @@ impl Forward for Gated {
         Ok(Arc::new(GatedFile {
             inner,
             gate: Arc::clone(&self.gate),
+            byte: self.byte,
+            writes: Arc::clone(&self.writes),
         }))
     }
 }
@@ -95,7 +116,7 @@ impl Forward for AttrGated {
 
 impl Gate {
     /// If armed: say the call is held, and wait to be let go.
-    pub fn hold(&self) {
+    fn hold(&self) {
         let armed = self.armed.lock().unwrap().take();
         if let Some((held, go)) = armed {
             held.send(()).unwrap();
@@ -116,10 +137,7 @@ impl Gate {
 /// A fast tier in memory whose marked writes the returned gate holds.
 pub fn gated_memory() -> (Arc<Gate>, Arc<dyn Backend>) {
     let gate = Arc::new(Gate::default());
-    let fast = Arc::new(Gated {
-        inner: Arc::new(MemBackend::new()),
-        gate: Arc::clone(&gate),
-    });
+    let fast = Arc::new(Gated::new(Arc::new(MemBackend::new()), &gate));
     (gate, fast)
 }
 

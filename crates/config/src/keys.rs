@@ -32,6 +32,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "log.record_max" => "1B to 4GiB - 1, and small enough for log.region_size",
         "log.when_full" => "\"wait\" or \"write-through\"",
         "log.wait_max" => DURATION,
+        "log.memory_copy" => "a size, like \"64MiB\"; 0 keeps no copy",
         "policy.name" => "\"cost\", \"ssdup+\", \"ssdup\", \"fast-all\" or \"capacity-only\"",
         "policy.stream_len" => "at least 2",
         "policy.ssdup_high_water" => "within [0, 1], and at least policy.ssdup_low_water",

@@ -130,6 +130,10 @@ pub struct LogConfig {
     pub when_full: WhenFullConfig,
     /// Longest wait for a free region.
     pub wait_max: Span,
+    /// The newest records' payloads kept in memory as they are appended:
+    /// write-backs, flushes and reads of them copy from memory instead of
+    /// the fast tier (docs/engine.md, "The memory copy"). `0`: none.
+    pub memory_copy: ByteSize,
 }
 
 /// `log.when_full`.
@@ -590,6 +594,7 @@ impl Default for LogConfig {
             record_max: ByteSize(u64::from(engine.record_max_bytes)),
             when_full: WhenFullConfig::Wait,
             wait_max: Span(engine.wait_max),
+            memory_copy: ByteSize(engine.memory_copy_bytes),
         }
     }
 }

@@ -257,6 +257,7 @@ impl Config {
             flush_run_max_bytes: self.flush.run_max.0,
             flush_writers: self.flush.writers,
             record_max_bytes: record_max,
+            memory_copy_bytes: self.log.memory_copy.0,
             flush_bandwidth: NonZeroU64::new(self.flush.bandwidth.0),
             write_back_idle: (self.mount.consistency == Consistency::CloseToOpen
                 && !self.flush.write_back_idle.0.is_zero())

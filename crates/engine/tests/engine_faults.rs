@@ -40,13 +40,30 @@ fn pattern(i: u64) -> Vec<u8> {
 }
 
 fn open(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
+    open_with(fast, capacity, config())
+}
+
+fn open_with(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>, config: EngineConfig) -> Engine {
     Engine::open(
         Arc::clone(fast),
         Arc::clone(capacity),
         Arc::new(SystemClock::new()),
-        config(),
+        config,
     )
     .unwrap()
+}
+
+/// [`open`] keeping no memory copy of the newest records (mirror.rs), so a
+/// write-back reads every record from the log.
+fn open_reading_the_log(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>) -> Engine {
+    open_with(
+        fast,
+        capacity,
+        EngineConfig {
+            memory_copy_bytes: 0,
+            ..config()
+        },
+    )
 }
 
 fn write_slots(engine: &Engine, id: FileId, n: u64) {
@@ -590,7 +607,7 @@ fn interleaved_records(engine: &Engine) -> (FileId, FileId, Vec<u8>) {
 fn a_write_back_reading_neighbouring_records_at_once_writes_each_where_it_belongs() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let engine = open(&fast, &capacity);
+    let engine = open_reading_the_log(&fast, &capacity);
     let (a, b, expected) = interleaved_records(&engine);
     assert_eq!(engine.sync_file(a, true).unwrap(), expected.len() as u64);
     let file = capacity
@@ -607,7 +624,7 @@ fn a_write_back_reading_neighbouring_records_at_once_writes_each_where_it_belong
 fn a_corrupt_record_among_neighbours_read_at_once_fails_the_write_back_and_writes_nothing() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let engine = open(&fast, &capacity);
+    let engine = open_reading_the_log(&fast, &capacity);
     let (a, _, expected) = interleaved_records(&engine);
     // Flip a byte of `a`'s record at 12 × 3000 in the live log (found by
     // its bytes, which no other record holds).
@@ -627,4 +644,28 @@ fn a_corrupt_record_among_neighbours_read_at_once_fails_the_write_back_and_write
     );
     // The other records still read back from the log.
     assert_eq!(engine.read(a, 0, 3000).unwrap(), expected[..3000]);
+}
+
+/// The same damage with the records' memory copies kept (the default): the
+/// write-back copies from memory, so the capacity tier gets the bytes the
+/// application wrote; a read of the damaged log after the copies are gone
+/// (a restart) finds the damage as before
+/// (`a_corrupt_payload_is_never_served_and_later_records_survive`).
+#[test]
+fn a_record_damaged_in_the_log_is_written_back_from_its_memory_copy() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = open(&fast, &capacity);
+    let (a, _, expected) = interleaved_records(&engine);
+    flip_payload_byte(&fast, &expected[12 * 3000..13 * 3000], 1000);
+    assert_eq!(engine.sync_file(a, true).unwrap(), expected.len() as u64);
+    let file = capacity
+        .open(&RelPath::new("a").unwrap(), OpenOptions::default())
+        .unwrap();
+    let mut on_disk = vec![0u8; expected.len()];
+    assert_eq!(file.read_at(&mut on_disk, 0).unwrap(), expected.len());
+    assert!(on_disk == expected, "a's bytes as written");
+    let stats = engine.stats();
+    assert_eq!(stats.corrupt_payloads, 0, "{stats:?}");
+    assert_eq!(stats.memory_copy_misses, 0, "{stats:?}");
 }

@@ -53,6 +53,9 @@ pub fn small_config() -> EngineConfig {
         // Background write-back passes (whole stretches, range clean
         // records) race with every operation, restarts included.
         write_back_idle: Some(Duration::from_millis(1)),
+        // Memory copies of some records and not others (mirror.rs): every
+        // copy path meets both, and regions filled again drop theirs.
+        memory_copy_bytes: 40 * 1024,
         ..EngineConfig::default()
     }
 }

@@ -182,6 +182,20 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.cached_bytes),
     },
     Metric {
+        name: "sluice_memory_copy_bytes",
+        kind: Gauge,
+        help: "Bytes of the newest log records' payloads kept in memory (log.memory_copy): write-backs, flushes and reads of them copy from memory instead of the fast tier.",
+        labels: None,
+        read: |s| int(s.memory_copy_bytes),
+    },
+    Metric {
+        name: "sluice_memory_copy_lookups_total",
+        kind: Counter,
+        help: "Lookups of a log record by a write-back, flush or read, by whether its payload was in memory (hit) or read from the fast tier (miss).",
+        labels: label("result", &["hit", "miss"]),
+        read: |s| ints([s.memory_copy_hits, s.memory_copy_misses]),
+    },
+    Metric {
         name: "sluice_clean_read_bytes_total",
         kind: Counter,
         help: "Bytes reads were served from clean copies in the log (the clean cache's hits; its misses are read from the capacity tier).",

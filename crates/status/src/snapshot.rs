@@ -382,6 +382,17 @@ pub struct Status {
     /// them (another node wrote or replaced it).
     #[serde(default)]
     pub cache_stale_drops: u64,
+    /// Bytes of the newest log records' payloads kept in memory now
+    /// (`log.memory_copy`).
+    #[serde(default)]
+    pub memory_copy_bytes: u64,
+    /// Lookups of a log record (write-back, flush, read) that found its
+    /// payload in memory...
+    #[serde(default)]
+    pub memory_copy_hits: u64,
+    /// ... and that read it from the fast tier.
+    #[serde(default)]
+    pub memory_copy_misses: u64,
     /// On-demand: files this node recalled from another node (an open,
     /// lock, truncate or first write met its held mark).
     #[serde(default)]
@@ -695,6 +706,16 @@ impl Status {
                 String::new()
             }
         );
+        let lookups = self.memory_copy_hits + self.memory_copy_misses;
+        if self.memory_copy_bytes > 0 || lookups > 0 {
+            let _ = writeln!(
+                out,
+                "memory      {} of the newest records; {} of {} record lookups found them there",
+                mib(self.memory_copy_bytes),
+                self.memory_copy_hits,
+                lookups
+            );
+        }
         if let Some(node) = &self.on_demand_node {
             let mark = match self.held_mark.as_deref() {
                 Some("sidecar") => "sidecar entries in .sluice/held",

@@ -274,17 +274,21 @@ pub(super) fn reserve_and_append<'a>(
                 debug_assert_eq!(at, REGION_HEADER_BYTES + reservation.record_offset);
                 header.seq = reservation.seq;
                 let log_region = &mut state.regions[region.0 as usize];
+                let mut copy = None;
                 if header.kind == RecordKind::Data {
                     // The payload is written outside the lock; the index
                     // learns of it only once it is there (append_data).
                     log_region.in_flight.insert(header.seq);
                     let region_file = Arc::clone(&log_region.file);
+                    let mirrored = state.mirror.enabled();
                     if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
                         open.appending.insert(header.seq);
                     }
                     drop(state);
                     header.payload_crc = crc32c::crc32c(payload);
                     let written = region_file.append_at(at, &header, payload);
+                    // The memory copy (mirror.rs), made outside the lock.
+                    copy = (mirrored && written.is_ok()).then(|| Arc::<[u8]>::from(payload));
                     state = lock(shared);
                     let log_region = &mut state.regions[region.0 as usize];
                     // Waiters look at the oldest record in flight of each
@@ -329,6 +333,9 @@ pub(super) fn reserve_and_append<'a>(
                     log_region
                         .records
                         .insert(payload_offset, (header.len, header.payload_crc));
+                    if let Some(copy) = copy {
+                        state.mirror.keep(region, payload_offset, copy);
+                    }
                 }
                 // Wake the flusher only when a region filled: waking it at
                 // every append costs a context switch and lock contention

@@ -151,6 +151,7 @@ pub(super) fn reuse(state: &mut State, region: RegionId) {
     log_region.cached = false;
     log_region.reuses += 1;
     log_region.records.clear();
+    state.mirror.forget_region(region);
     if state.buffer.forget_cached_region(region) > 0 {
         // Files left without copies need no stamp, and a forgotten one no
         // parking place.

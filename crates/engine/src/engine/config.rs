@@ -33,6 +33,11 @@ pub struct EngineConfig {
     pub flush_run_max_bytes: u64,
     /// Writes larger than this are appended as several records.
     pub record_max_bytes: u32,
+    /// Bytes of the newest records' payloads kept in memory as they are
+    /// appended (mirror.rs; docs/engine.md, "The memory copy"): write-backs,
+    /// flushes and reads of them copy from memory instead of the fast
+    /// tier. 0: none.
+    pub memory_copy_bytes: u64,
     /// Cap on the flusher's write rate to the capacity tier, bytes per
     /// second (`None`: as fast as the tier takes them). Applies to drains
     /// too: the cap protects a shared capacity tier, whoever asks.
@@ -171,6 +176,7 @@ impl Default for EngineConfig {
             flush_run_max_bytes: 4 * 1024 * 1024,
             flush_writers: 4,
             record_max_bytes: 1024 * 1024,
+            memory_copy_bytes: 256 * 1024 * 1024,
             flush_bandwidth: None,
             write_back_idle: None,
             close_sync: CloseSync::Auto,
@@ -291,6 +297,14 @@ pub struct EngineStats {
     /// Clean copies dropped because their capacity file changed behind
     /// them (another node's write, another inode, a changed size or time).
     pub cache_stale_drops: u64,
+    /// Bytes of the newest records' payloads kept in memory now (a
+    /// gauge; `log.memory_copy`, mirror.rs).
+    pub memory_copy_bytes: u64,
+    /// Lookups of a record by a write-back, flush or read that found its
+    /// payload in memory (no read of the fast tier)...
+    pub memory_copy_hits: u64,
+    /// ... and that read it from the fast tier.
+    pub memory_copy_misses: u64,
     /// On-demand: opens, locks, truncates and first writes that found
     /// another node's held mark and recalled the file (held.rs).
     pub recalls: u64,

@@ -71,6 +71,7 @@ mod flush;
 mod health;
 mod held;
 mod marks;
+mod mirror;
 mod names;
 mod quarantine;
 mod read;
@@ -366,6 +367,9 @@ struct State {
     /// Buffered bytes flush runs have written to the capacity tier
     /// already, per file (ahead.rs): a later flush or sync skips them.
     ahead: HashMap<FileId, Vec<ahead::Ahead>>,
+    /// The newest records' payloads in memory (mirror.rs): write-backs,
+    /// flushes and reads copy from them instead of the fast tier.
+    mirror: mirror::Mirror,
 }
 
 impl OpenFile {
@@ -384,6 +388,7 @@ impl State {
     /// The counters, with the byte and wait counts the write buffer keeps.
     fn stats(&self) -> EngineStats {
         let placed = self.buffer.counters();
+        let (memory_copy_bytes, memory_copy_hits, memory_copy_misses) = self.mirror.usage();
         EngineStats {
             fast_bytes: placed.fast_bytes,
             capacity_bytes: placed.capacity_bytes,
@@ -391,6 +396,9 @@ impl State {
             write_through_bytes: placed.write_through_bytes,
             waits: self.buffer.pipeline().counters().waits,
             cached_bytes: self.buffer.cached_bytes(),
+            memory_copy_bytes,
+            memory_copy_hits,
+            memory_copy_misses,
             ..self.stats.clone()
         }
     }

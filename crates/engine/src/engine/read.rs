@@ -28,12 +28,18 @@ pub(super) struct Pinned {
     record: (u64, u32, u32),
     /// Offset of the wanted bytes inside the payload.
     skip: usize,
+    /// The record's payload in memory (mirror.rs), when it was kept: the
+    /// copy comes from it, without a read of the fast tier.
+    memory: Option<Arc<[u8]>>,
 }
 
 impl Pinned {
     /// Copy the bytes into `out` (its length is the piece's), verifying the
     /// whole record's payload checksum first.
     pub(super) fn copy_to(&self, out: &mut [u8]) -> io::Result<()> {
+        if self.copy_from_memory(out) {
+            return Ok(());
+        }
         let (start, len, crc) = self.record;
         let location = LogLocation {
             region: self.region,
@@ -53,6 +59,17 @@ impl Pinned {
             .map_err(log_io_error)?;
         out.copy_from_slice(&payload[self.skip..self.skip + out.len()]);
         Ok(())
+    }
+
+    /// Copy the bytes into `out` from the record's payload in memory, if
+    /// it was kept (mirror.rs); `false` if not. The copy is the payload
+    /// the record's checksum was computed from, so it is not checked.
+    pub(super) fn copy_from_memory(&self, out: &mut [u8]) -> bool {
+        let Some(memory) = &self.memory else {
+            return false;
+        };
+        out.copy_from_slice(&memory[self.skip..self.skip + out.len()]);
+        true
     }
 
     /// The record's payload: its offset in the region, and its length.
@@ -121,6 +138,7 @@ pub(super) fn locate(state: &State, location: LogLocation) -> Pinned {
         file: Arc::clone(&region.file),
         record: (start, len, crc),
         skip: (location.offset - start) as usize,
+        memory: state.mirror.get(location.region, start),
     }
 }
 

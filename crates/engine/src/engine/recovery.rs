@@ -24,6 +24,7 @@ use super::config::{EngineConfig, EngineStats, Placements};
 use super::degrade::FAST_RETRY_MIN;
 use super::files::attach;
 use super::flush::flusher_loop;
+use super::mirror::Mirror;
 use super::traffic::TrafficMeter;
 use super::writeback::WritebackGate;
 use super::{context, flush, held, quarantine, region_path, Engine, LogRegion, Shared, State};
@@ -366,6 +367,7 @@ fn restore_state(
         stamps: HashMap::new(),
         parked: HashMap::new(),
         ahead: HashMap::new(),
+        mirror: Mirror::new(config.memory_copy_bytes, config.regions as usize),
     })
 }
 

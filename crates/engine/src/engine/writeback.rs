@@ -261,7 +261,16 @@ pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u
         places.push((last, buf.len()));
         buf.resize(buf.len() + len as usize, 0);
     }
-    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    // Pieces whose records are in memory (mirror.rs) are copied from
+    // there; the others are read from the log.
+    let mut order: Vec<usize> = Vec::with_capacity(pieces.len());
+    for (i, &(_, len, ref pinned)) in pieces.iter().enumerate() {
+        let (stretch, at) = places[i];
+        let out = &mut stretches[stretch].1[at..at + len as usize];
+        if !pinned.copy_from_memory(out) {
+            order.push(i);
+        }
+    }
     order.sort_by_key(|&i| (pieces[i].2.region.0, pieces[i].2.payload().0));
     // The reads: runs of `order` read in one request, with the span of the
     // log each covers.

@@ -603,6 +603,33 @@ fn interleaved_records(engine: &Engine) -> (FileId, FileId, Vec<u8>) {
     (a, b, expected)
 }
 
+/// `a`'s bytes on the capacity tier: `len` of them, or as many as it holds.
+fn on_capacity(capacity: &Arc<dyn Backend>, len: usize) -> (usize, Vec<u8>) {
+    let file = capacity
+        .open(&RelPath::new("a").unwrap(), OpenOptions::default())
+        .unwrap();
+    let mut on_disk = vec![0u8; len];
+    let read = file.read_at(&mut on_disk, 0).unwrap();
+    (read, on_disk)
+}
+
+/// [`interleaved_records`] in an engine keeping memory copies of the
+/// newest records or not (`copies`), then a byte of `a`'s record at
+/// 12 × 3000 flipped in the live log (found by its bytes, which no other
+/// record holds). Returns the capacity tier, the engine, `a` and its bytes.
+fn damaged_records(copies: bool) -> (Arc<dyn Backend>, Engine, FileId, Vec<u8>) {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let engine = if copies {
+        open(&fast, &capacity)
+    } else {
+        open_reading_the_log(&fast, &capacity)
+    };
+    let (a, _, expected) = interleaved_records(&engine);
+    flip_payload_byte(&fast, &expected[12 * 3000..13 * 3000], 1000);
+    (capacity, engine, a, expected)
+}
+
 #[test]
 fn a_write_back_reading_neighbouring_records_at_once_writes_each_where_it_belongs() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
@@ -610,11 +637,8 @@ fn a_write_back_reading_neighbouring_records_at_once_writes_each_where_it_belong
     let engine = open_reading_the_log(&fast, &capacity);
     let (a, b, expected) = interleaved_records(&engine);
     assert_eq!(engine.sync_file(a, true).unwrap(), expected.len() as u64);
-    let file = capacity
-        .open(&RelPath::new("a").unwrap(), OpenOptions::default())
-        .unwrap();
-    let mut on_disk = vec![0u8; expected.len()];
-    assert_eq!(file.read_at(&mut on_disk, 0).unwrap(), expected.len());
+    let (read, on_disk) = on_capacity(&capacity, expected.len());
+    assert_eq!(read, expected.len());
     assert!(on_disk == expected, "a's bytes on the capacity tier");
     // b's records, read along with a's, stay buffered and intact.
     assert_eq!(engine.read(b, 0, 2400).unwrap(), vec![0xbb; 2400]);
@@ -622,22 +646,12 @@ fn a_write_back_reading_neighbouring_records_at_once_writes_each_where_it_belong
 
 #[test]
 fn a_corrupt_record_among_neighbours_read_at_once_fails_the_write_back_and_writes_nothing() {
-    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let engine = open_reading_the_log(&fast, &capacity);
-    let (a, _, expected) = interleaved_records(&engine);
-    // Flip a byte of `a`'s record at 12 × 3000 in the live log (found by
-    // its bytes, which no other record holds).
-    flip_payload_byte(&fast, &expected[12 * 3000..13 * 3000], 1000);
+    let (capacity, engine, a, expected) = damaged_records(false);
     let err = engine.sync_file(a, true).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
     // Nothing of the corrupt record reached the capacity tier: the run
     // holding it was not written.
-    let file = capacity
-        .open(&RelPath::new("a").unwrap(), OpenOptions::default())
-        .unwrap();
-    let mut on_disk = vec![0u8; expected.len()];
-    let read = file.read_at(&mut on_disk, 0).unwrap();
+    let (read, on_disk) = on_capacity(&capacity, expected.len());
     assert!(
         read <= 12 * 3000 || on_disk[12 * 3000..13 * 3000].iter().all(|&b| b == 0),
         "corrupt bytes written back"
@@ -653,17 +667,10 @@ fn a_corrupt_record_among_neighbours_read_at_once_fails_the_write_back_and_write
 /// (`a_corrupt_payload_is_never_served_and_later_records_survive`).
 #[test]
 fn a_record_damaged_in_the_log_is_written_back_from_its_memory_copy() {
-    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let engine = open(&fast, &capacity);
-    let (a, _, expected) = interleaved_records(&engine);
-    flip_payload_byte(&fast, &expected[12 * 3000..13 * 3000], 1000);
+    let (capacity, engine, a, expected) = damaged_records(true);
     assert_eq!(engine.sync_file(a, true).unwrap(), expected.len() as u64);
-    let file = capacity
-        .open(&RelPath::new("a").unwrap(), OpenOptions::default())
-        .unwrap();
-    let mut on_disk = vec![0u8; expected.len()];
-    assert_eq!(file.read_at(&mut on_disk, 0).unwrap(), expected.len());
+    let (read, on_disk) = on_capacity(&capacity, expected.len());
+    assert_eq!(read, expected.len());
     assert!(on_disk == expected, "a's bytes as written");
     let stats = engine.stats();
     assert_eq!(stats.corrupt_payloads, 0, "{stats:?}");

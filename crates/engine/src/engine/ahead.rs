@@ -60,6 +60,40 @@ pub(super) fn note(state: &mut State, id: FileId, range: Range<u64>, bound: u64)
     });
 }
 
+/// A sync wrote every piece of `range` below `bound` and synced the
+/// capacity file: a flush run that looks the range up before the sync's
+/// clean record drops those pieces from the index skips them
+/// ([`forget_sync`] once it has).
+pub(super) fn note_sync(state: &mut State, id: FileId, range: Range<u64>, bound: u64) {
+    if range.is_empty() {
+        return;
+    }
+    state.ahead.entry(id).or_default().push(Ahead {
+        range,
+        bound,
+        synced: true,
+    });
+}
+
+/// The sync's clean record is in (or could not be taken): its note of
+/// [`note_sync`] goes. A flush that comes later finds the pieces gone from
+/// the index, or writes them again if the record failed (as before the
+/// note; the bytes are the same).
+pub(super) fn forget_sync(state: &mut State, id: FileId, range: &Range<u64>, bound: u64) {
+    let Some(list) = state.ahead.get_mut(&id) else {
+        return;
+    };
+    if let Some(i) = list
+        .iter()
+        .position(|a| a.synced && a.bound == bound && a.range == *range)
+    {
+        list.swap_remove(i);
+    }
+    if list.is_empty() {
+        state.ahead.remove(&id);
+    }
+}
+
 /// Whether the piece of `len` bytes at `offset` from the record with
 /// sequence number `seq` is on the capacity file.
 fn covered(state: &State, id: FileId, offset: u64, len: u64, seq: u64) -> bool {

@@ -1,7 +1,7 @@
 //! Shared by tests that hold a tier call in flight (`mod gate_support;`):
 //! a backend whose files hold a write of marked bytes ([`Gated`], which
-//! also counts the writes), or one that holds a `set_attr`
-//! ([`AttrGated`]), once armed, until the test lets it go, so a test can open the window a lock-free wait leaves
+//! also counts the writes), one that holds a `set_attr`
+//! ([`AttrGated`]) or a `sync_data` ([`SyncGated`]), once armed, until the test lets it go, so a test can open the window a lock-free wait leaves
 //! and act in it; and the engine the log's tests put over it
 //! ([`fast_all`] on [`gated_memory`]). Not every test uses every helper.
 #![allow(dead_code)]
@@ -111,6 +111,43 @@ impl Forward for AttrGated {
     fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> std::io::Result<()> {
         self.gate.hold();
         self.inner.set_attr(path, attr)
+    }
+}
+
+/// A tier whose files' next `sync_data` once armed is held until the
+/// test lets it go: the log sync behind a sync's clean record, for
+/// instance.
+#[derive(Debug)]
+pub struct SyncGated {
+    pub inner: Arc<dyn Backend>,
+    pub gate: Arc<Gate>,
+}
+
+#[derive(Debug)]
+struct SyncGatedFile {
+    inner: Arc<dyn BackendFile>,
+    gate: Arc<Gate>,
+}
+
+impl ForwardFile for SyncGatedFile {
+    fn inner(&self) -> &dyn BackendFile {
+        &*self.inner
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.gate.hold();
+        self.inner.sync_data()
+    }
+}
+
+impl Forward for SyncGated {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
+    }
+    fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
+        Ok(Arc::new(SyncGatedFile {
+            inner: self.inner.open(path, options)?,
+            gate: Arc::clone(&self.gate),
+        }))
     }
 }
 

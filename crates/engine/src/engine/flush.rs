@@ -264,9 +264,18 @@ fn write_and_retire(
     // Short runs (a positioning each) go last, formed again then: the
     // gaps between them that newer bytes filled meanwhile join them
     // (ior-hard's ranks, ragged where the region filled, have written on).
+    // So do runs with a hole before or after them (a random writer's file,
+    // mixed's: its long runs lie between holes the next region fills), so
+    // that the stretch goes out whole instead of split around them.
     let short = (shared.config.flush_run_max_bytes / 4).max(1);
-    let (long, later): (Vec<FlushRunRef>, Vec<FlushRunRef>) =
-        runs.iter().copied().partition(|run| run.len >= short);
+    let (mut long, mut later) = (Vec::new(), Vec::new());
+    for (i, &run) in runs.iter().enumerate() {
+        if run.len >= short && !beside_a_hole(runs, i) {
+            long.push(run);
+        } else {
+            later.push(run);
+        }
+    }
     let started = Instant::now();
     let mut touched = write_runs(shared, &long).map_err(abort)?;
     let long_done = started.elapsed();
@@ -280,15 +289,16 @@ fn write_and_retire(
         );
         touched.extend(write_runs(shared, &again).map_err(abort)?);
     }
-    // Where a set's time went: its long runs, then its short runs formed
-    // again (how many became how many, of how many bytes).
+    // Where a set's time went: its long runs, then the runs put last
+    // (short or beside a hole) formed again (how many became how many, of
+    // how many bytes).
     tracing::debug!(
         regions = set.len(),
         long = long.len(),
         long_bytes = long.iter().map(|r| r.len).sum::<u64>(),
         long_ms = long_done.as_millis(),
-        short = later.len(),
-        short_bytes = later.iter().map(|r| r.len).sum::<u64>(),
+        later = later.len(),
+        later_bytes = later.iter().map(|r| r.len).sum::<u64>(),
         again = again.len(),
         again_bytes = again.iter().map(|r| r.len).sum::<u64>(),
         ms = started.elapsed().as_millis(),
@@ -365,9 +375,23 @@ fn write_and_retire(
     Ok(None)
 }
 
-/// The runs of the flushing `set` over the stretches the short runs
-/// `later` (file order) cover, formed again now (`flush_runs_within`):
-/// one stretch per file, from its first short run to its last. Pieces in
+/// Whether `runs[i]` (file order) has a hole before it (its file's bytes
+/// just before it are in no run of the set) or after it: bytes the next
+/// region may hold by the time the set's other runs are written.
+fn beside_a_hole(runs: &[FlushRunRef], i: usize) -> bool {
+    let run = runs[i];
+    let joins = |a: &FlushRunRef, b: &FlushRunRef| {
+        a.file == b.file && a.file_offset + a.len == b.file_offset
+    };
+    let hole_before =
+        run.file_offset > 0 && !i.checked_sub(1).is_some_and(|j| joins(&runs[j], &run));
+    let hole_after = !runs.get(i + 1).is_some_and(|next| joins(&run, next));
+    hole_before || hole_after
+}
+
+/// The runs of the flushing `set` over the stretches the runs put last,
+/// `later` (file order), cover, formed again now (`flush_runs_within`):
+/// one stretch per file, from its first such run to its last. Pieces in
 /// it that a run wrote already are left out when each is written.
 fn runs_again(
     state: &State,

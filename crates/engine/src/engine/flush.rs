@@ -375,18 +375,18 @@ fn write_and_retire(
     Ok(None)
 }
 
-/// Whether `runs[i]` (file order) has a hole before it (its file's bytes
-/// just before it are in no run of the set) or after it: bytes the next
-/// region may hold by the time the set's other runs are written.
+/// Whether `runs[i]` (file order) has a hole between it and the run of
+/// its file before or after it in the set: bytes the next region may hold
+/// by the time the set's other runs are written. The ends of a file's
+/// bytes in the set are not holes: a sequential file's last run there,
+/// put last, only cost the drain a positioning per file.
 fn beside_a_hole(runs: &[FlushRunRef], i: usize) -> bool {
     let run = runs[i];
-    let joins = |a: &FlushRunRef, b: &FlushRunRef| {
-        a.file == b.file && a.file_offset + a.len == b.file_offset
+    let gap = |a: &FlushRunRef, b: &FlushRunRef| {
+        a.file == b.file && a.file_offset + a.len != b.file_offset
     };
-    let hole_before =
-        run.file_offset > 0 && !i.checked_sub(1).is_some_and(|j| joins(&runs[j], &run));
-    let hole_after = !runs.get(i + 1).is_some_and(|next| joins(&run, next));
-    hole_before || hole_after
+    i.checked_sub(1).is_some_and(|j| gap(&runs[j], &run))
+        || runs.get(i + 1).is_some_and(|next| gap(&run, next))
 }
 
 /// The runs of the flushing `set` over the stretches the runs put last,

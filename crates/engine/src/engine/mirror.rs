@@ -64,8 +64,12 @@ impl Mirror {
     pub(super) fn keep(&mut self, region: RegionId, offset: u64, payload: Arc<[u8]>) {
         let len = payload.len() as u64;
         if len > self.budget {
-            if let Some(old) = self.regions[region.0 as usize].remove(&offset) {
+            let copies = &mut self.regions[region.0 as usize];
+            if let Some(old) = copies.remove(&offset) {
                 self.bytes -= old.len() as u64;
+                if copies.is_empty() {
+                    self.order.retain(|&r| r != region);
+                }
             }
             return;
         }
@@ -189,9 +193,13 @@ mod tests {
         assert_eq!(small.get(RegionId(0), 0).unwrap().len(), 5);
         assert_eq!(small.usage().0, 5);
         // A record too large for the budget at a kept copy's offset: the
-        // old copy goes too.
+        // old copy goes too, and the region, left without copies, leaves
+        // the order (kept again, it is named once).
         small.keep(RegionId(0), 0, payload(11, 3));
         assert!(small.get(RegionId(0), 0).is_none());
         assert_eq!(small.usage().0, 0);
+        assert!(small.order.is_empty());
+        small.keep(RegionId(0), 0, payload(4, 4));
+        assert_eq!(small.order, [RegionId(0)]);
     }
 }

@@ -24,6 +24,16 @@ fn path(p: &str) -> RelPath {
     RelPath::new(p).unwrap()
 }
 
+/// `name` on the capacity tier holds exactly `data`.
+fn assert_on_capacity(capacity: &Arc<dyn Backend>, name: &str, data: &[u8]) {
+    let file = capacity
+        .open(&path(name), sluice_env::OpenOptions::default())
+        .unwrap();
+    let mut back = vec![0; data.len()];
+    assert_eq!(file.read_at(&mut back, 0).unwrap(), data.len());
+    assert_eq!(back, data);
+}
+
 #[test]
 fn a_sync_during_a_region_flush_syncs_what_the_flush_wrote_instead_of_writing_it_again() {
     let gate = Arc::new(Gate::default());
@@ -69,12 +79,7 @@ fn a_sync_during_a_region_flush_syncs_what_the_flush_wrote_instead_of_writing_it
         "the sync wrote again bytes the flush had written already"
     );
     // Every byte is on the capacity tier, read back through the tier.
-    let file = capacity
-        .open(&path("a"), sluice_env::OpenOptions::default())
-        .unwrap();
-    let mut back = vec![0; data.len()];
-    assert_eq!(file.read_at(&mut back, 0).unwrap(), data.len());
-    assert_eq!(back, data);
+    assert_on_capacity(&capacity, "a", &data);
     assert_eq!(engine.read(b, 0, 4096).unwrap(), vec![MARKER; 4096]);
 }
 
@@ -131,10 +136,5 @@ fn a_flush_run_that_waited_for_a_sync_does_not_write_the_syncs_bytes_again() {
         written_by_sync,
         "no write after the sync's"
     );
-    let file = capacity
-        .open(&path("a"), sluice_env::OpenOptions::default())
-        .unwrap();
-    let mut back = vec![0; data.len()];
-    assert_eq!(file.read_at(&mut back, 0).unwrap(), data.len());
-    assert_eq!(back, data);
+    assert_on_capacity(&capacity, "a", &data);
 }

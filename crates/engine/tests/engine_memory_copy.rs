@@ -4,51 +4,19 @@
 //! feared most: a region filled again must never serve its old records'
 //! copies for the new records at the same offsets.
 
+mod gate_support;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use gate_support::{Gate, Gated};
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::memory::MemBackend;
-use sluice_env::{Backend, BackendFile, Forward, ForwardFile, OpenOptions, RelPath, SystemClock};
+use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
 use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 
 const REGION: u64 = 256 * 1024;
 const RECORD: usize = 4096;
-
-/// A fast tier that counts the reads of its files.
-#[derive(Debug)]
-struct CountingReads {
-    inner: Arc<dyn Backend>,
-    reads: Arc<AtomicU64>,
-}
-
-#[derive(Debug)]
-struct CountingFile {
-    inner: Arc<dyn BackendFile>,
-    reads: Arc<AtomicU64>,
-}
-
-impl ForwardFile for CountingFile {
-    fn inner(&self) -> &dyn BackendFile {
-        &*self.inner
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_at(buf, offset)
-    }
-}
-
-impl Forward for CountingReads {
-    fn inner(&self) -> &dyn Backend {
-        &*self.inner
-    }
-    fn open(&self, path: &RelPath, options: OpenOptions) -> std::io::Result<Arc<dyn BackendFile>> {
-        Ok(Arc::new(CountingFile {
-            inner: self.inner.open(path, options)?,
-            reads: Arc::clone(&self.reads),
-        }))
-    }
-}
 
 struct Rig {
     engine: Engine,
@@ -58,11 +26,10 @@ struct Rig {
 
 /// A `fast-all` engine of 2 regions keeping `memory_copy` bytes of copies.
 fn rig(memory_copy: u64) -> Rig {
-    let reads = Arc::new(AtomicU64::new(0));
-    let fast: Arc<dyn Backend> = Arc::new(CountingReads {
-        inner: Arc::new(MemBackend::new()),
-        reads: Arc::clone(&reads),
-    });
+    // A fast tier that counts its reads (never armed: nothing is held).
+    let fast = Gated::new(Arc::new(MemBackend::new()), &Arc::new(Gate::default()));
+    let reads = Arc::clone(&fast.reads);
+    let fast: Arc<dyn Backend> = Arc::new(fast);
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let engine = Engine::open(
         fast,

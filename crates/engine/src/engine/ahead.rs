@@ -48,16 +48,22 @@ pub(super) fn bound(state: &State, id: FileId) -> u64 {
         .map_or(next, |first| first.min(next))
 }
 
-/// A flush run wrote every piece of `range` below `bound`, not synced yet.
-pub(super) fn note(state: &mut State, id: FileId, range: Range<u64>, bound: u64) {
+/// Every piece of `range` below `bound` is on the capacity file, and
+/// `synced` says whether that file was synced since.
+fn push(state: &mut State, id: FileId, range: Range<u64>, bound: u64, synced: bool) {
     if range.is_empty() {
         return;
     }
     state.ahead.entry(id).or_default().push(Ahead {
         range,
         bound,
-        synced: false,
+        synced,
     });
+}
+
+/// A flush run wrote every piece of `range` below `bound`, not synced yet.
+pub(super) fn note(state: &mut State, id: FileId, range: Range<u64>, bound: u64) {
+    push(state, id, range, bound, false);
 }
 
 /// A sync wrote every piece of `range` below `bound` and synced the
@@ -65,14 +71,7 @@ pub(super) fn note(state: &mut State, id: FileId, range: Range<u64>, bound: u64)
 /// clean record drops those pieces from the index skips them
 /// ([`forget_sync`] once it has).
 pub(super) fn note_sync(state: &mut State, id: FileId, range: Range<u64>, bound: u64) {
-    if range.is_empty() {
-        return;
-    }
-    state.ahead.entry(id).or_default().push(Ahead {
-        range,
-        bound,
-        synced: true,
-    });
+    push(state, id, range, bound, true);
 }
 
 /// The sync's clean record is in (or could not be taken): its note of

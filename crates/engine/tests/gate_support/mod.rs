@@ -1,6 +1,6 @@
 //! Shared by tests that hold a tier call in flight (`mod gate_support;`):
 //! a backend whose files hold a write of marked bytes ([`Gated`], which
-//! also counts the writes), one that holds a `set_attr`
+//! also counts the writes and reads), one that holds a `set_attr`
 //! ([`AttrGated`]) or a `sync_data` ([`SyncGated`]), once armed, until the test lets it go, so a test can open the window a lock-free wait leaves
 //! and act in it; and the engine the log's tests put over it
 //! ([`fast_all`] on [`gated_memory`]). Not every test uses every helper.
@@ -32,6 +32,7 @@ struct GatedFile {
     gate: Arc<Gate>,
     byte: u8,
     writes: Arc<AtomicU64>,
+    reads: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for GatedFile {
@@ -44,6 +45,10 @@ impl ForwardFile for GatedFile {
     fn inner(&self) -> &dyn BackendFile {
         &*self.inner
     }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_at(buf, offset)
+    }
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.writes.fetch_add(1, Ordering::SeqCst);
         if buf.iter().filter(|&&b| b == self.byte).count() >= 64 {
@@ -54,12 +59,14 @@ impl ForwardFile for GatedFile {
 }
 
 /// A tier whose files, once the gate is armed, hold the next write of 64
-/// or more `byte`s ([`MARKER`] unless set), and count every write.
+/// or more `byte`s ([`MARKER`] unless set), and count every write and
+/// every read.
 pub struct Gated {
     pub inner: Arc<dyn Backend>,
     pub gate: Arc<Gate>,
     pub byte: u8,
     pub writes: Arc<AtomicU64>,
+    pub reads: Arc<AtomicU64>,
 }
 
 impl Gated {
@@ -70,6 +77,7 @@ impl Gated {
             gate: Arc::clone(gate),
             byte: MARKER,
             writes: Arc::default(),
+            reads: Arc::default(),
         }
     }
 }
@@ -91,6 +99,7 @@ impl Forward for Gated {
             gate: Arc::clone(&self.gate),
             byte: self.byte,
             writes: Arc::clone(&self.writes),
+            reads: Arc::clone(&self.reads),
         }))
     }
 }

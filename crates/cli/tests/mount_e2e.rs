@@ -3270,3 +3270,63 @@ fn f_getlk_reports_the_holders_pid() {
     drop(f);
     m.unmount(false);
 }
+
+/// Issue 33 (readers and workers: docs/fuse.md, "Threads"): closes that
+/// write files back to a slow disk hold no reader of /dev/fuse. Six files
+/// buffered under close-to-open are closed at once, each close writing its
+/// 32 MiB back to the emulated disk, one file after another; meanwhile a
+/// lookup and a listing through the mount are answered at once. Were the
+/// closes answered on the few readers, the lookup would queue behind them
+/// (seconds).
+#[test]
+fn closes_writing_back_leave_the_mount_answering() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    if !fuse_available() {
+        return;
+    }
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = config_file(
+        conf_dir.path(),
+        "[capacity]\ndevice = \"hdd\"\n[policy]\nname = \"fast-all\"\n\
+         [flush]\nwrite_back_idle = \"0\"\n",
+    );
+    let mut m = Mounted::new(&["--config", &conf]);
+    let files: Vec<File> = (0..6u8)
+        .map(|i| {
+            let mut f = File::create(m.path(&format!("f{i}"))).unwrap();
+            f.write_all(&vec![i; 32 << 20]).unwrap();
+            f
+        })
+        .collect();
+    let closed = AtomicUsize::new(0);
+    let (lookup, listed, pending) = std::thread::scope(|scope| {
+        for f in files {
+            let closed = &closed;
+            scope.spawn(move || {
+                drop(f);
+                closed.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let pending = 6 - closed.load(Ordering::SeqCst);
+        let started = Instant::now();
+        let missing = fs::metadata(m.path("not-there"));
+        assert_eq!(missing.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        let names = fs::read_dir(&m.point).unwrap().count();
+        (started.elapsed(), names, pending)
+    });
+    assert_eq!(listed, 6);
+    assert!(
+        pending >= 3,
+        "the closes ended too soon to tell anything ({pending} pending)"
+    );
+    assert!(
+        lookup < Duration::from_millis(500),
+        "a lookup and a listing took {lookup:?} behind {pending} closes writing back"
+    );
+    for i in 0..6u8 {
+        let cap = fs::read(m.capacity().join(format!("f{i}"))).unwrap();
+        assert!(cap.len() == 32 << 20 && cap.iter().all(|&b| b == i), "f{i}");
+    }
+    m.unmount(false);
+}

@@ -260,7 +260,8 @@ pub struct MountConfig {
     /// The mount point (or the command line's MOUNTPOINT).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub point: Option<PathBuf>,
-    /// Threads serving FUSE requests.
+    /// Worker threads for FUSE requests that may wait on a tier (one
+    /// reader per CPU, at most this many, takes the requests).
     pub threads: u32,
     /// Let other users than the mounting one use the mount.
     pub allow_other: bool,

@@ -33,6 +33,7 @@ use sluice_env::{StatKind, TimeSet};
 use crate::errno::{errno, is_failure};
 use crate::passthrough::Passthrough;
 use crate::volume::{Attr, AttrChanges, Caller, LockRange, Volume};
+use crate::workers::Workers;
 
 pub use crate::volume::{Consistency, CONTROL_XATTR};
 
@@ -64,8 +65,15 @@ pub struct OpCounters {
     pub open_files: AtomicU64,
 }
 
-/// The mounted file system.
+/// The mounted file system: fuser's handlers on the reader threads, each
+/// answering its request here or handing it to a worker (workers.rs).
 pub struct SluiceFs {
+    core: Arc<Core>,
+    workers: Workers,
+}
+
+/// What a request is answered with, on a reader or a worker.
+pub struct Core {
     /// Shared with the threads that wait for a lock (`F_SETLKW`).
     volume: Arc<Volume>,
     /// How long the kernel may cache attributes and entries
@@ -120,11 +128,29 @@ fn file_attr(attr: &Attr) -> FileAttr {
     }
 }
 
+/// The smallest read or write that [`SluiceFs::serve`] counts as one that
+/// may wait: a small one (mdtest's 3,901 bytes) is answered on its reader,
+/// as a hand-over would cost more than it does.
+const BULK_BYTES: u64 = 64 << 10;
+
+/// Whether a read or write of `len` bytes is bulk data ([`BULK_BYTES`]).
+fn bulk(len: u64) -> bool {
+    len >= BULK_BYTES
+}
+
 fn caller(req: &Request, umask: u32) -> Caller {
     Caller {
         uid: req.uid(),
         gid: req.gid(),
         umask,
+    }
+}
+
+impl std::ops::Deref for SluiceFs {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
     }
 }
 
@@ -134,7 +160,9 @@ impl SluiceFs {
     /// [`CONTROL_XATTR`] on the root. Close and fsync follow
     /// `consistency`; the kernel keeps attributes `attr_timeout`. With
     /// `passthrough`, files the engine never buffers are served by the
-    /// kernel itself where it allows (crate::passthrough).
+    /// kernel itself where it allows (crate::passthrough). `readers`
+    /// threads read requests (fuser's `n_threads`) and `workers` serve those
+    /// handed over (workers.rs).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         engine: Arc<Engine>,
@@ -146,8 +174,10 @@ impl SluiceFs {
         passthrough: bool,
         consistency: Consistency,
         attr_timeout: Duration,
-    ) -> SluiceFs {
-        SluiceFs {
+        readers: usize,
+        workers: usize,
+    ) -> io::Result<SluiceFs> {
+        let core = Core {
             volume: Arc::new(Volume::new(engine, ckpt, control).with_consistency(consistency)),
             ttl: attr_timeout,
             counters,
@@ -161,6 +191,47 @@ impl SluiceFs {
                 FopenFlags::empty()
             },
             passthrough: Passthrough::new(passthrough),
+        };
+        Ok(SluiceFs {
+            core: Arc::new(core),
+            workers: Workers::new(readers, workers)?,
+        })
+    }
+
+    /// Answer a request here, unless it `may_wait` on a tier or another
+    /// node and no other reader waits for the next request: then on a
+    /// worker (workers.rs). Called under the reader's
+    /// [`Busy`](crate::workers::Busy).
+    fn serve(&self, may_wait: bool, answer: impl FnOnce(&Core) + Send + 'static) {
+        if !may_wait || self.workers.another_reader_waits() {
+            answer(&self.core);
+        } else {
+            let core = Arc::clone(&self.core);
+            self.workers.hand_over(move || answer(&core));
+        }
+    }
+}
+
+impl Core {
+    /// A write of `data` at `offset` through handle `fh` of `ino`.
+    fn write(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        kill_setid: bool,
+        reply: ReplyWrite,
+    ) {
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        match self.volume.write(ino.0, fh.0, offset, data, kill_setid) {
+            Ok(()) => {
+                self.counters
+                    .write_bytes
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX));
+            }
+            Err(e) => reply.error(self.fail("write", ino.0, None, &e)),
         }
     }
 
@@ -295,7 +366,11 @@ impl Filesystem for SluiceFs {
             if !granted {
                 tracing::info!("FUSE passthrough: not offered by this kernel");
             }
-            self.passthrough.granted(granted);
+            // No request has been served yet: the core is not shared.
+            match Arc::get_mut(&mut self.core) {
+                Some(core) => core.passthrough.granted(granted),
+                None => tracing::warn!("FUSE passthrough: could not be set up at init"),
+            }
         }
         Ok(())
     }
@@ -312,10 +387,12 @@ impl Filesystem for SluiceFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _busy = self.workers.busy();
         self.volume.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _busy = self.workers.busy();
         self.meta();
         self.reply_attr(
             "getattr",
@@ -343,7 +420,7 @@ impl Filesystem for SluiceFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.meta();
+        let _busy = self.workers.busy();
         let changes = AttrChanges {
             mode,
             uid,
@@ -352,11 +429,16 @@ impl Filesystem for SluiceFs {
             atime: atime.map(to_time_set),
             mtime: mtime.map(to_time_set),
         };
-        let result = self.volume.setattr(ino.0, fh.map(|fh| fh.0), &changes);
-        self.reply_attr("setattr", ino.0, result, reply);
+        // A truncate waits for the file's writes in flight.
+        self.serve(size.is_some(), move |fs| {
+            fs.meta();
+            let result = fs.volume.setattr(ino.0, fh.map(|fh| fh.0), &changes);
+            fs.reply_attr("setattr", ino.0, result, reply);
+        });
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _busy = self.workers.busy();
         self.meta();
         match self.volume.readlink(ino.0) {
             Ok(target) => reply.data(sluice_env::name_to_os(&target).as_encoded_bytes()),
@@ -374,6 +456,7 @@ impl Filesystem for SluiceFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self
             .volume
@@ -390,18 +473,21 @@ impl Filesystem for SluiceFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self.volume.mkdir(&caller(req, umask), parent.0, name, mode);
         self.reply_entry("mkdir", parent.0, name, result, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self.volume.unlink(parent.0, name);
         self.reply_empty("unlink", parent.0, Some(name), result, reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self.volume.rmdir(parent.0, name);
         self.reply_empty("rmdir", parent.0, Some(name), result, reply);
@@ -415,6 +501,7 @@ impl Filesystem for SluiceFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self
             .volume
@@ -432,6 +519,7 @@ impl Filesystem for SluiceFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self
             .volume
@@ -447,24 +535,31 @@ impl Filesystem for SluiceFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self.volume.link(ino.0, newparent.0, newname);
         self.reply_entry("link", newparent.0, newname, result, reply);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.meta();
-        match self.volume.open(ino.0, flags.0) {
-            Ok(fh) => {
-                self.counters.open_files.fetch_add(1, Ordering::Relaxed);
-                match self.passthrough_open(ino.0, fh, flags.0, |fd| reply.open_backing(fd)) {
-                    // Without FOPEN_DIRECT_IO, which would override it.
-                    Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
-                    None => reply.opened(FileHandle(fh), self.open_flags),
+        let _busy = self.workers.busy();
+        // May recall the file from its holder, or wait for room (a checkpoint).
+        self.serve(self.volume.open_may_wait(ino.0), move |fs| {
+            fs.meta();
+            match fs.volume.open(ino.0, flags.0) {
+                Ok(fh) => {
+                    fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
+                    match fs.passthrough_open(ino.0, fh, flags.0, |fd| reply.open_backing(fd)) {
+                        // Without FOPEN_DIRECT_IO, which would override it.
+                        Some(id) => {
+                            reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id)
+                        }
+                        None => reply.opened(FileHandle(fh), fs.open_flags),
+                    }
                 }
+                Err(e) => reply.error(fs.fail("open", ino.0, None, &e)),
             }
-            Err(e) => reply.error(self.fail("open", ino.0, None, &e)),
-        }
+        });
     }
 
     fn read(
@@ -478,16 +573,19 @@ impl Filesystem for SluiceFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        match self.volume.read(fh.0, offset, u64::from(size)) {
-            Ok(data) => {
-                self.counters
-                    .read_bytes
-                    .fetch_add(data.len() as u64, Ordering::Relaxed);
-                reply.data(&data);
+        let _busy = self.workers.busy();
+        self.serve(bulk(u64::from(size)), move |fs| {
+            fs.counters.reads.fetch_add(1, Ordering::Relaxed);
+            match fs.volume.read(fh.0, offset, u64::from(size)) {
+                Ok(data) => {
+                    fs.counters
+                        .read_bytes
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    reply.data(&data);
+                }
+                Err(e) => reply.error(fs.fail("read", ino.0, None, &e)),
             }
-            Err(e) => reply.error(self.fail("read", ino.0, None, &e)),
-        }
+        });
     }
 
     fn write(
@@ -502,16 +600,15 @@ impl Filesystem for SluiceFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        let _busy = self.workers.busy();
         let kill_setid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.volume.write(ino.0, fh.0, offset, data, kill_setid) {
-            Ok(()) => {
-                self.counters
-                    .write_bytes
-                    .fetch_add(data.len() as u64, Ordering::Relaxed);
-                reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX));
-            }
-            Err(e) => reply.error(self.fail("write", ino.0, None, &e)),
+        if !bulk(data.len() as u64) || self.workers.another_reader_waits() {
+            self.core.write(ino, fh, offset, data, kill_setid, reply);
+        } else {
+            // The payload lives in this reader's buffer: a worker gets a copy.
+            let (core, data) = (Arc::clone(&self.core), data.to_vec());
+            self.workers
+                .hand_over(move || core.write(ino, fh, offset, &data, kill_setid, reply));
         }
     }
 
@@ -523,13 +620,12 @@ impl Filesystem for SluiceFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(
-            "close",
-            ino.0,
-            None,
-            self.volume.flush(fh.0, lock_owner.0),
-            reply,
-        );
+        let _busy = self.workers.busy();
+        // Close-to-open: may write the file back.
+        self.serve(self.volume.flush_may_wait(fh.0), move |fs| {
+            let result = fs.volume.flush(fh.0, lock_owner.0);
+            fs.reply_empty("close", ino.0, None, result, reply);
+        });
     }
 
     fn release(
@@ -542,6 +638,7 @@ impl Filesystem for SluiceFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.workers.busy();
         // An flock owner's lock goes with its open file; a failure to put
         // the bytes on the capacity tier first is counted (release has no
         // caller to tell: the bytes stay buffered and flush later).
@@ -571,11 +668,15 @@ impl Filesystem for SluiceFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-        self.reply_empty("fsync", ino.0, None, self.volume.fsync(fh.0), reply);
+        let _busy = self.workers.busy();
+        self.serve(true, move |fs| {
+            fs.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+            fs.reply_empty("fsync", ino.0, None, fs.volume.fsync(fh.0), reply);
+        });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _busy = self.workers.busy();
         self.meta();
         match self.volume.opendir(ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
@@ -591,6 +692,7 @@ impl Filesystem for SluiceFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _busy = self.workers.busy();
         let listed = self.volume.readdir(ino.0, fh.0, offset, |entry| {
             reply.add(
                 INodeNo(entry.ino),
@@ -613,6 +715,7 @@ impl Filesystem for SluiceFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.workers.busy();
         self.volume.releasedir(fh.0);
         reply.ok();
     }
@@ -625,10 +728,12 @@ impl Filesystem for SluiceFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.workers.busy();
         self.reply_empty("fsyncdir", ino.0, None, self.volume.fsyncdir(ino.0), reply);
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let _busy = self.workers.busy();
         match self.volume.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks,
@@ -654,12 +759,14 @@ impl Filesystem for SluiceFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self.volume.set_xattr(ino.0, name, value, flags);
         self.reply_empty("setxattr", ino.0, None, result, reply);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _busy = self.workers.busy();
         self.meta();
         match self.volume.get_xattr(ino.0, name) {
             Ok(value) => self.reply_xattr("getxattr", ino.0, Ok(value), size, reply),
@@ -669,12 +776,14 @@ impl Filesystem for SluiceFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _busy = self.workers.busy();
         self.meta();
         let result = self.volume.list_xattr(ino.0);
         self.reply_xattr("listxattr", ino.0, result, size, reply);
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = self.workers.busy();
         self.meta();
         match self.volume.remove_xattr(ino.0, name) {
             Ok(()) => reply.ok(),
@@ -683,6 +792,7 @@ impl Filesystem for SluiceFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let _busy = self.workers.busy();
         self.meta();
         match self
             .volume
@@ -703,28 +813,35 @@ impl Filesystem for SluiceFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.meta();
-        match self
-            .volume
-            .open_or_create(&caller(req, umask), parent.0, name, mode, flags)
-        {
-            Ok((attr, fh)) => {
-                self.counters.open_files.fetch_add(1, Ordering::Relaxed);
-                let (ttl, attr, fh) = (&self.ttl, &file_attr(&attr), FileHandle(fh));
-                match self.passthrough_open(attr.ino.0, fh.0, flags, |fd| reply.open_backing(fd)) {
-                    Some(id) => reply.created_passthrough(
-                        ttl,
-                        attr,
-                        Generation(0),
-                        fh,
-                        FopenFlags::empty(),
-                        &id,
-                    ),
-                    None => reply.created(ttl, attr, Generation(0), fh, self.open_flags),
+        let _busy = self.workers.busy();
+        let may_wait = self.volume.create_may_wait(parent.0, name);
+        let (caller, name) = (caller(req, umask), name.to_os_string());
+        // May wait for the file's holder, or for room (a checkpoint).
+        self.serve(may_wait, move |fs| {
+            fs.meta();
+            match fs
+                .volume
+                .open_or_create(&caller, parent.0, &name, mode, flags)
+            {
+                Ok((attr, fh)) => {
+                    fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
+                    let (ttl, attr, fh) = (&fs.ttl, &file_attr(&attr), FileHandle(fh));
+                    match fs.passthrough_open(attr.ino.0, fh.0, flags, |fd| reply.open_backing(fd))
+                    {
+                        Some(id) => reply.created_passthrough(
+                            ttl,
+                            attr,
+                            Generation(0),
+                            fh,
+                            FopenFlags::empty(),
+                            &id,
+                        ),
+                        None => reply.created(ttl, attr, Generation(0), fh, fs.open_flags),
+                    }
                 }
+                Err(e) => reply.error(fs.fail("create", parent.0, Some(&name), &e)),
             }
-            Err(e) => reply.error(self.fail("create", parent.0, Some(name), &e)),
-        }
+        });
     }
 
     fn getlk(
@@ -739,6 +856,7 @@ impl Filesystem for SluiceFs {
         _pid: u32,
         reply: ReplyLock,
     ) {
+        let _busy = self.workers.busy();
         let range = LockRange { start, end, typ };
         match self.volume.get_lock(fh.0, lock_owner.0, range) {
             Ok((found, pid)) => reply.locked(found.start, found.end, found.typ, pid),
@@ -759,6 +877,7 @@ impl Filesystem for SluiceFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = self.workers.busy();
         let range = LockRange { start, end, typ };
         if !sleep {
             let result = self.volume.set_lock(fh.0, lock_owner.0, range, false, pid);
@@ -814,12 +933,12 @@ impl Filesystem for SluiceFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.counters.fallocates.fetch_add(1, Ordering::Relaxed);
-        let result = self.volume.fallocate(fh.0, offset, length, mode);
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail("fallocate", ino.0, None, &e)),
-        }
+        let _busy = self.workers.busy();
+        self.serve(true, move |fs| {
+            fs.counters.fallocates.fetch_add(1, Ordering::Relaxed);
+            let result = fs.volume.fallocate(fh.0, offset, length, mode);
+            fs.reply_empty("fallocate", ino.0, None, result, reply);
+        });
     }
 }
 

@@ -28,6 +28,7 @@ pub mod mount;
 mod passthrough;
 pub mod status;
 pub mod volume;
+mod workers;
 
 pub use mount::{
     clear_dead_mount, control_request, control_request_at, control_socket_of, mount_of, preflight,

@@ -710,6 +710,20 @@ impl Engine {
         Some(Arc::clone(&open.handle))
     }
 
+    /// Whether a close-to-open close of the open `file` may write bytes
+    /// back (some are buffered, being appended or being written): the
+    /// mount answers such a close off the threads that read requests
+    /// (crates/fuse/src/workers.rs). Unknown files: false.
+    pub fn may_write_back(&self, file: FileId) -> bool {
+        let state = lock(&self.shared);
+        state.files.get(&file).is_some_and(|open| {
+            !open.appending.is_empty()
+                || open.busy > 0
+                || open.syncing
+                || state.buffer.has_buffered(file)
+        })
+    }
+
     /// The kernel writes the open `file` itself from now on (a handle
     /// opened for writing by FUSE passthrough): its syncs sync its capacity
     /// file, since the engine cannot tell whether anything was written.

@@ -336,6 +336,9 @@ impl Mount {
         let control = fast_dir.as_deref().map(|p| {
             control_socket_path(&std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
         });
+        // A few readers of /dev/fuse, the threads beside them serving the
+        // requests that wait on a tier (crate::workers).
+        let readers = request_readers(config.mount.threads as usize);
         let fs = SluiceFs::new(
             Arc::clone(&engine),
             ckpt.clone(),
@@ -346,7 +349,9 @@ impl Mount {
             config.mount.passthrough,
             config.mount.consistency,
             config.mount.attr_timeout.0,
-        );
+            readers,
+            config.mount.threads as usize,
+        )?;
         let mut options = vec![
             MountOption::FSName("sluice".to_string()),
             MountOption::Subtype("sluice".to_string()),
@@ -368,7 +373,7 @@ impl Mount {
             options.push(MountOption::DefaultPermissions);
         }
         fuse_config.mount_options = options;
-        fuse_config.n_threads = Some(config.mount.threads as usize);
+        fuse_config.n_threads = Some(readers);
         fuse_config.clone_fd = true;
         let session = fuser::spawn_mount(fs, mountpoint, &fuse_config).map_err(|e| {
             io::Error::new(
@@ -733,6 +738,13 @@ impl Mount {
         metrics::http::spawn(listener, metrics::http::Limits::DEFAULT, Arc::new(render))?;
         Ok(bound)
     }
+}
+
+/// The threads that read requests from /dev/fuse: one per CPU, at least
+/// two, at most `mount.threads` (crate::workers says why so few).
+fn request_readers(threads: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+    cpus.max(2).min(threads.max(1))
 }
 
 /// Drop the engine, the stager and LiU (their threads write to the fast

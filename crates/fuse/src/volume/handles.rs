@@ -184,6 +184,36 @@ impl Volume {
         }
     }
 
+    /// Whether closing handle `fh` ([`Volume::flush`]) may wait on a tier
+    /// or another node: a write-back under close-to-open, a checkpoint's
+    /// close, the held mark's update under on-demand.
+    pub fn flush_may_wait(&self, fh: u64) -> bool {
+        if self.ckpt_handle(fh).is_some() {
+            return true;
+        }
+        match self.consistency {
+            Consistency::CloseToOpen => self.engine.may_write_back(FileId(fh)),
+            Consistency::OnDemand => true,
+            Consistency::NodeLocal => false,
+        }
+    }
+
+    /// Whether an open of `ino` may wait for another node or for room:
+    /// under on-demand, the recall of a file another node holds; for a
+    /// checkpoint-class path, the stager's admission (`bbos.admit_wait`).
+    pub fn open_may_wait(&self, ino: u64) -> bool {
+        self.consistency == Consistency::OnDemand
+            || self.path(ino).is_ok_and(|p| self.ckpt_for(&p).is_some())
+    }
+
+    /// [`Volume::open_may_wait`] for a create of `name` in `parent`.
+    pub fn create_may_wait(&self, parent: u64, name: &OsStr) -> bool {
+        self.consistency == Consistency::OnDemand
+            || self
+                .child(parent, name)
+                .is_ok_and(|p| self.ckpt_for(&p).is_some())
+    }
+
     /// A `close(2)` of a descriptor of handle `fh` by lock owner `owner`
     /// (the kernel's FLUSH; `close` returns its error). Under
     /// `close-to-open` the file's buffered bytes go to its capacity file,

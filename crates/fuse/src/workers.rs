@@ -1,8 +1,10 @@
 //! Who serves a FUSE request (docs/fuse.md, "Threads"): a few *reader*
 //! threads take requests from /dev/fuse and answer most of them at once;
-//! a request that may wait on a tier or on another node (a read, a write,
-//! an fsync, a close that writes back, an open that recalls) goes to a
-//! pool of *workers* when no other reader is waiting for the next one.
+//! a request that may wait on a tier or on another node (a bulk read or
+//! write, an fsync, a close that writes back, an open that recalls or
+//! waits for a checkpoint's admission) goes to a pool of *workers* when
+//! no other reader is waiting for the next request (fs.rs decides which
+//! requests may wait).
 //!
 //! Why: the kernel hands each request to the reader that has waited
 //! longest, so with many readers every request wakes a different, cold
@@ -10,9 +12,9 @@
 //! readers and at 0.8–1.4× with 2 (docs/results/mdtest.md). A request that
 //! holds its reader while it waits on the disk would, with only a few
 //! readers, stall every other request behind it: such a request is handed
-//! to a worker whenever answering it here would leave no reader waiting.
-//! Data requests always go to the workers, so many writes of one
-//! checkpoint (and their tiers' latencies) still overlap.
+//! to a worker whenever answering it here would leave no reader waiting,
+//! so at most all but one reader wait on tiers, and the writes of many
+//! ranks still overlap on the workers.
 //!
 //! INVARIANT: `idle` counts the readers in `read(2)` on /dev/fuse: every
 //! handler that runs on a reader holds one [`Busy`] for its whole run.

@@ -449,6 +449,13 @@ pub(super) fn file_sync_lock(shared: &Shared, file: FileId) -> io::Result<Arc<Mu
         .ok_or_else(|| unknown(file))
 }
 
+/// Whether nothing of the open file `id` is buffered, being appended,
+/// being written to its capacity file or being synced: a close has
+/// nothing to write back, passthrough may serve it, a held mark may go.
+pub(super) fn at_rest(state: &State, id: FileId, open: &OpenFile) -> bool {
+    open.appending.is_empty() && open.busy == 0 && !open.syncing && !state.buffer.has_buffered(id)
+}
+
 /// Hold a file's I/O lock (a panic while holding it leaves nothing half
 /// done that the lock protects, so poisoning is ignored).
 pub(super) fn hold(io: &Mutex<()>) -> MutexGuard<'_, ()> {

@@ -43,7 +43,7 @@ use sluice_policy::{FileId, Tier};
 
 use super::config::{Doorbell, OnDemand};
 use super::files::{
-    file_io, file_of, forget_if_unused, forget_stale_name, hold, hold_alone, unknown,
+    at_rest, file_io, file_of, forget_if_unused, forget_stale_name, hold, hold_alone, unknown,
 };
 use super::marks::{make_dirs, MarkStore, Marked};
 use super::read::read_fully;
@@ -977,10 +977,7 @@ pub(super) fn sweep(shared: &Shared, limit: usize, closed_only: bool) -> io::Res
             .filter(|(id, open)| {
                 open.held.is_some()
                     && (!closed_only || open.opens == 0)
-                    && open.appending.is_empty()
-                    && open.busy == 0
-                    && !open.syncing
-                    && !state.buffer.has_buffered(**id)
+                    && at_rest(&state, **id, open)
             })
             .map(|(id, _)| *id)
             .take(limit)

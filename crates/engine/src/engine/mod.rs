@@ -87,8 +87,8 @@ pub use config::{
     OnDemand, FILES_PLACED_MAX,
 };
 use files::{
-    add_name, capacity_stat, file_io, file_of, forget_if_unused, hold_alone, opened, register,
-    unknown, wait_not_busy,
+    add_name, at_rest, capacity_stat, file_io, file_of, forget_if_unused, hold_alone, opened,
+    register, unknown, wait_not_busy,
 };
 use flush::flush_until;
 pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
@@ -702,8 +702,7 @@ impl Engine {
         }
         let state = lock(&self.shared);
         let open = state.files.get(&file)?;
-        let quiet = open.appending.is_empty() && open.busy == 0 && !open.syncing;
-        if !quiet || state.buffer.has_buffered(file) {
+        if !at_rest(&state, file, open) {
             return None;
         }
         open.handle.as_fd()?;
@@ -716,12 +715,10 @@ impl Engine {
     /// (crates/fuse/src/workers.rs). Unknown files: false.
     pub fn may_write_back(&self, file: FileId) -> bool {
         let state = lock(&self.shared);
-        state.files.get(&file).is_some_and(|open| {
-            !open.appending.is_empty()
-                || open.busy > 0
-                || open.syncing
-                || state.buffer.has_buffered(file)
-        })
+        state
+            .files
+            .get(&file)
+            .is_some_and(|open| !at_rest(&state, file, open))
     }
 
     /// The kernel writes the open `file` itself from now on (a handle

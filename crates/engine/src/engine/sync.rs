@@ -14,7 +14,9 @@ use crate::log::RecordHeader;
 
 use super::append::{append_if_room, append_required, commit, sync_log_unlocked};
 use super::degrade::{regions_holding, wait_reset};
-use super::files::{file_sync_lock, forget_if_unused, hold, unknown, wait_appended, wait_not_busy};
+use super::files::{
+    at_rest, file_sync_lock, forget_if_unused, hold, unknown, wait_appended, wait_not_busy,
+};
 use super::read::{pin, unpin, Pinned};
 use super::writeback::{write_back, StretchError};
 use super::{cache, context, lock, ChangeStamp, Engine, KernelStamp, Shared, State};
@@ -165,11 +167,7 @@ fn close_needs(shared: &Shared, id: FileId) -> io::Result<CloseNeeds> {
     };
     let state = lock(shared);
     let open = state.files.get(&id).ok_or_else(|| unknown(id))?;
-    let quiet = open.appending.is_empty()
-        && open.busy == 0
-        && !open.syncing
-        && !state.buffer.has_buffered(id);
-    if !quiet {
+    if !at_rest(&state, id, open) {
         return Ok(CloseNeeds::WriteBack);
     }
     if !open.capacity_unsynced && !open.kernel_writes {

@@ -356,6 +356,11 @@ impl Filesystem for SluiceFs {
         // file), not to the kernel's node-local lock table.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS);
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_FLOCK_LOCKS);
+        // Lookups and readdirs of one directory run side by side (the
+        // kernel still serialises them against creates, unlinks and
+        // renames there by the directory's own lock): without this, every
+        // lookup in a directory shared by many ranks waits for the last.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
         // Backing files one level deep: the capacity tier may not itself
         // be stacked (overlayfs), but sluice may be stacked on.
         if self.passthrough.enabled() {

@@ -725,12 +725,14 @@ impl Engine {
     /// opened for writing by FUSE passthrough): its syncs sync its capacity
     /// file, since the engine cannot tell whether anything was written.
     ///
-    /// On a tier with exact change times the capacity file is stat'ed
-    /// first (the kernel cannot write through the handle before the open
-    /// is answered), so a close that finds it unchanged syncs nothing
-    /// (issue 33: mdtest's read phase opens its files for reading and
-    /// writing). A second handle for writing opened before that stat is
-    /// taken may write into it: the stamp is then not kept.
+    /// On a tier with exact change times whose closes sync bytes written
+    /// straight to it ([`CloseSync`]) the capacity file is stat'ed first
+    /// (the kernel cannot write through the handle before the open is
+    /// answered), so a close that finds it unchanged syncs nothing (issue
+    /// 33: mdtest's read phase opens its files for reading and writing).
+    /// A second handle for writing opened before that stat is taken may
+    /// write into it: the stamp is then not kept. Where closes sync no
+    /// such bytes, no stamp is taken: only a close would compare it.
     pub fn note_kernel_writes(&self, file: FileId) {
         let shared = &*self.shared;
         let handle = {
@@ -746,7 +748,7 @@ impl Engine {
             }
             open.kernel_writes = true;
             open.kernel_stamp = KernelStamp::Unknown;
-            if !shared.capacity.change_times_exact() {
+            if !shared.capacity.change_times_exact() || !sync::syncs_straight_writes(shared) {
                 return;
             }
             open.kernel_stamp = KernelStamp::Pending { poisoned: false };

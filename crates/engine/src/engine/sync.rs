@@ -194,7 +194,7 @@ fn close_needs(shared: &Shared, id: FileId) -> io::Result<CloseNeeds> {
 
 /// Whether a close syncs bytes written straight to the capacity tier
 /// (`mount.close_sync`, [`CloseSync`]).
-fn syncs_straight_writes(shared: &Shared) -> bool {
+pub(super) fn syncs_straight_writes(shared: &Shared) -> bool {
     shared
         .config
         .close_sync

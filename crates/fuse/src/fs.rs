@@ -31,7 +31,7 @@ use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{StatKind, TimeSet};
 
 use crate::errno::{errno, is_failure};
-use crate::passthrough::Passthrough;
+use crate::passthrough::{Passthrough, Place};
 use crate::volume::{Attr, AttrChanges, Caller, LockRange, Volume};
 use crate::workers::Workers;
 
@@ -242,11 +242,12 @@ impl Core {
         ino: u64,
         fh: u64,
         flags: i32,
+        place: Place,
         register: impl FnOnce(BorrowedFd<'_>) -> io::Result<BackingId>,
     ) -> Option<Arc<BackingId>> {
         let backing = self
             .passthrough
-            .open(&self.volume, ino, fh, flags, register);
+            .open(&self.volume, ino, fh, flags, place, register);
         if backing.is_some() {
             self.counters
                 .passthrough_opens
@@ -554,7 +555,17 @@ impl Filesystem for SluiceFs {
             match fs.volume.open(ino.0, flags.0) {
                 Ok(fh) => {
                     fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
-                    match fs.passthrough_open(ino.0, fh, flags.0, |fd| reply.open_backing(fd)) {
+                    let place = Place {
+                        dir: fs
+                            .passthrough
+                            .enabled()
+                            .then(|| fs.volume.parent_dir(ino.0))
+                            .flatten(),
+                        len: None,
+                    };
+                    match fs
+                        .passthrough_open(ino.0, fh, flags.0, place, |fd| reply.open_backing(fd))
+                    {
                         // Without FOPEN_DIRECT_IO, which would override it.
                         Some(id) => {
                             reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id)
@@ -652,8 +663,8 @@ impl Filesystem for SluiceFs {
                 self.fail("release", ino.0, None, &e);
             }
         }
-        self.volume.release(ino.0, fh.0);
-        self.passthrough.release(ino.0);
+        let len = self.volume.release(ino.0, fh.0);
+        self.passthrough.release(ino.0, len);
         // Saturating: a release the kernel sends for a handle it was never
         // given must not wrap the count around.
         let _ = self
@@ -831,8 +842,13 @@ impl Filesystem for SluiceFs {
                 Ok((attr, fh)) => {
                     fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
                     let (ttl, attr, fh) = (&fs.ttl, &file_attr(&attr), FileHandle(fh));
-                    match fs.passthrough_open(attr.ino.0, fh.0, flags, |fd| reply.open_backing(fd))
-                    {
+                    let place = Place {
+                        dir: Some(parent.0),
+                        len: Some(attr.size),
+                    };
+                    match fs.passthrough_open(attr.ino.0, fh.0, flags, place, |fd| {
+                        reply.open_backing(fd)
+                    }) {
                         Some(id) => reply.created_passthrough(
                             ttl,
                             attr,

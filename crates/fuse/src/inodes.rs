@@ -98,6 +98,13 @@ impl Inodes {
         self.nodes.get(&ino)?.names.first().cloned()
     }
 
+    /// The node of the directory that holds `ino`'s name ([`Inodes::path`]),
+    /// if known.
+    pub fn parent(&self, ino: u64) -> Option<u64> {
+        let name = self.nodes.get(&ino)?.names.first()?;
+        self.by_path.get(&name.parent()?).copied()
+    }
+
     /// The node `path` names for the kernel, for a reply that hands it
     /// over (lookup, create, mkdir, mknod, symlink): `identity` is what a
     /// stat of `path` just said. Another name of a known node (a hard

@@ -669,12 +669,16 @@ impl Engine {
     /// Match one `create`/`open_file`. When every open is released and
     /// nothing of the file is buffered, the engine forgets it (closing its
     /// capacity-tier handle); otherwise after the flush that empties it.
-    pub fn release(&self, file: FileId) {
+    /// Returns the file's logical size then, unless the kernel wrote it
+    /// unseen ([`Engine::note_kernel_writes`]) or the file is unknown.
+    pub fn release(&self, file: FileId) -> Option<u64> {
         let mut state = lock(&self.shared);
-        if let Some(open) = state.files.get_mut(&file) {
+        let size = state.files.get_mut(&file).and_then(|open| {
             open.opens = open.opens.saturating_sub(1);
-        }
+            (!open.kernel_writes).then_some(open.size)
+        });
         forget_if_unused(&mut state, file);
+        size
     }
 
     /// The capacity tier's handle of `file`, shared with the engine: for

@@ -76,7 +76,9 @@ impl Volume {
             Err(e) => {
                 match ckpt {
                     Some(c) => c.release(fh),
-                    None => self.engine.release(FileId(fh)),
+                    None => {
+                        self.engine.release(FileId(fh));
+                    }
                 }
                 Err(e)
             }
@@ -308,12 +310,25 @@ impl Volume {
         }
     }
 
-    /// Close handle `fh` of node `ino`.
-    pub fn release(&self, ino: u64, fh: u64) {
+    /// Close handle `fh` of node `ino`: the file's length as the engine
+    /// knew it then ([`Engine::release`]; `None` for the stager's
+    /// handles).
+    ///
+    /// [`Engine::release`]: sluice_engine::Engine::release
+    pub fn release(&self, ino: u64, fh: u64) -> Option<u64> {
         lock(&self.inodes).released(ino, fh);
         match self.ckpt_handle(fh) {
-            Some(c) => c.release(fh),
+            Some(c) => {
+                c.release(fh);
+                None
+            }
             None => self.engine.release(FileId(fh)),
         }
+    }
+
+    /// The node of the directory `ino` was last opened by (a name of it),
+    /// if known.
+    pub fn parent_dir(&self, ino: u64) -> Option<u64> {
+        lock(&self.inodes).parent(ino)
     }
 }

@@ -304,10 +304,25 @@ impl PosixBackend {
 
     /// `lstat` of `path`: the root's descriptor, or the last component in
     /// its parent without following it.
+    ///
+    /// First one `openat2` of the path itself, as [`Self::walk`] opens a
+    /// directory, with `O_PATH | O_NOFOLLOW` (a trailing link is opened,
+    /// not followed) and an `fstat` of it: a name that does not exist (a
+    /// create's lookup) costs that one call instead of the parent's walk,
+    /// a `statat` and a `close`. Any other failure stats in the walked
+    /// parent, for the precise errno.
     fn lstat(&self, path: &RelPath) -> Result<rfs::Stat, Errno> {
         match path.parent() {
             None => rfs::fstat(self.root_dir()?),
             Some(parent) => {
+                let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+                let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let name = name_to_os(path.as_str());
+                match rfs::openat2(self.root_dir()?, &*name, flags, Mode::empty(), resolve) {
+                    Ok(fd) => return rfs::fstat(&fd),
+                    Err(Errno::NOENT) => return Err(Errno::NOENT),
+                    Err(_) => {}
+                }
                 let dir = self.walk(&parent)?;
                 rfs::statat(
                     &dir,

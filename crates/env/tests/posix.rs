@@ -56,8 +56,21 @@ fn symlinks_out_of_the_root_are_refused() {
     assert!(backend.metadata(&p("flink")).is_err());
     assert_eq!(fs::read(outside.join("secret")).unwrap(), b"secret");
 
+    // A stat neither follows a link on the way nor leaves the root; a
+    // trailing link is the link's own (lstat), and each failure says why.
+    let stat_errno = |path: &str| raw_os_error(&backend.stat(&p(path)).unwrap_err());
+    assert_eq!(stat_errno("link/secret"), Some(40), "ELOOP through a link");
+    assert_eq!(stat_errno("link/missing"), Some(40), "ELOOP before ENOENT");
+    assert_eq!(stat_errno("missing/x"), Some(2), "ENOENT");
+    assert_eq!(
+        backend.stat(&p("flink")).unwrap().kind,
+        sluice_env::StatKind::Symlink
+    );
+
     // Links are not listed.
     backend.open(&p("real"), OpenOptions::CREATE).unwrap();
+    assert_eq!(stat_errno("real/x"), Some(20), "ENOTDIR under a file");
+    assert_eq!(stat_errno("real-not"), Some(2), "ENOENT");
     assert_eq!(
         backend.read_dir(&RelPath::root()).unwrap(),
         vec![DirEntry {

@@ -413,7 +413,6 @@ impl Backend for PosixBackend {
 
     fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {
         let fail = |errno| self.error(errno, "open", path);
-        let (dir, name) = self.walk_parent(path, Errno::ISDIR).map_err(fail)?;
         let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         if options.create_new {
             flags |= OFlags::CREATE | OFlags::EXCL;
@@ -425,16 +424,40 @@ impl Backend for PosixBackend {
         }
         let mode = if options.private { 0o600 } else { 0o644 };
         let mut read_only = false;
-        let fd = match rfs::openat(&dir, &*name, flags, Mode::from_raw_mode(mode)) {
-            // A read-only file system (a read-only export, a tier turned
-            // read-only): the file is still there to read. Opened
-            // read-only; its writes answer EROFS as the open would have.
-            Err(Errno::ROFS) if !options.create && !options.create_new && !options.truncate => {
-                read_only = true;
-                let flags = (flags - OFlags::RDWR) | OFlags::RDONLY;
-                rfs::openat(&dir, &*name, flags, Mode::empty()).map_err(fail)?
+        // One openat2 of the whole path, as `walk` opens a directory (no
+        // link followed on the way, the file itself included; nothing
+        // outside the root): an open or a create in two calls with the
+        // fstat below, where the walked parent took four (issue 33:
+        // mdtest's create and read phases). Any failure opens again in
+        // the walked parent, for the precise errno and the read-only
+        // fallback.
+        let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+        let whole = rfs::openat2(
+            self.root_dir().map_err(fail)?,
+            &*name_to_os(path.as_str()),
+            flags,
+            Mode::from_raw_mode(mode),
+            resolve,
+        );
+        let fd = match whole {
+            Ok(fd) => fd,
+            Err(_) => {
+                let (dir, name) = self.walk_parent(path, Errno::ISDIR).map_err(fail)?;
+                match rfs::openat(&dir, &*name, flags, Mode::from_raw_mode(mode)) {
+                    // A read-only file system (a read-only export, a tier
+                    // turned read-only): the file is still there to read.
+                    // Opened read-only; its writes answer EROFS as the open
+                    // would have.
+                    Err(Errno::ROFS)
+                        if !options.create && !options.create_new && !options.truncate =>
+                    {
+                        read_only = true;
+                        let flags = (flags - OFlags::RDWR) | OFlags::RDONLY;
+                        rfs::openat(&dir, &*name, flags, Mode::empty()).map_err(fail)?
+                    }
+                    opened => opened.map_err(fail)?,
+                }
             }
-            opened => opened.map_err(fail)?,
         };
         let stat = rfs::fstat(&fd).map_err(fail)?;
         if PosixBackend::stat_kind(&stat) != Some(FileKind::File) {

@@ -238,8 +238,13 @@ pub(super) fn opened(state: &mut State, id: FileId) {
 }
 
 /// Drop `id` from the maps if no open is outstanding, the flusher is not
-/// writing it and nothing of it is buffered.
-pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
+/// writing it and nothing of it is buffered. Returns its capacity-tier
+/// handle then, for the caller to drop once it has let the engine lock go:
+/// the last drop closes the descriptor, a system call (a file system's
+/// release work on the file) that every lookup, open and release of the
+/// mount would otherwise wait behind (issue 33).
+#[must_use = "drop the handle after the engine lock"]
+pub(super) fn forget_if_unused(state: &mut State, id: FileId) -> Option<Arc<dyn BackendFile>> {
     // Not while one of this node's writers of its capacity file is still
     // at work (cache.rs, `begin_own_write`): a flush restores the file's
     // mtime after its writes, and a file parked before that kept a stamp
@@ -253,16 +258,17 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) {
             && o.appending.is_empty()
             && o.held.is_none()
     }) && !state.buffer.has_buffered(id);
-    if unused {
-        if let Some(open) = remove_file_entry(state, id) {
-            cache::park(state, id, open.ino.filter(|_| !open.unlinked));
-            if open.created_unsynced && !open.unlinked {
-                // A later fsync of the file (opened again) still owes
-                // its directory entry a sync.
-                state.unsynced_creates.insert(open.path);
-            }
-        }
+    if !unused {
+        return None;
     }
+    let open = remove_file_entry(state, id)?;
+    cache::park(state, id, open.ino.filter(|_| !open.unlinked));
+    if open.created_unsynced && !open.unlinked {
+        // A later fsync of the file (opened again) still owes its
+        // directory entry a sync.
+        state.unsynced_creates.insert(open.path);
+    }
+    Some(open.handle)
 }
 
 pub(super) fn wait_not_busy<'a>(
@@ -344,7 +350,7 @@ pub(super) fn drop_name<'a>(
     }
     if lives_on {
         remove_name(&mut state, id, name);
-        forget_if_unused(&mut state, id);
+        let _handle = forget_if_unused(&mut state, id);
     } else {
         remove_file_entry(&mut state, id);
         cache::forget_file(&mut state, id);

@@ -368,9 +368,12 @@ fn write_and_retire(
         cache::end_own_write(&mut state, file);
     }
     let flushed: Vec<FileId> = state.files.keys().copied().collect();
-    for id in flushed {
-        forget_if_unused(&mut state, id);
-    }
+    let handles: Vec<_> = flushed
+        .into_iter()
+        .filter_map(|id| forget_if_unused(&mut state, id))
+        .collect();
+    drop(state);
+    drop(handles);
     shared.changed.notify_all();
     Ok(None)
 }

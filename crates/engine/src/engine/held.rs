@@ -897,7 +897,9 @@ fn give_back(
     if let Some(open) = state.files.get_mut(&id) {
         open.held = None;
     }
-    forget_if_unused(&mut state, id);
+    let handle = forget_if_unused(&mut state, id);
+    drop(state);
+    drop(handle);
     Ok(true)
 }
 

@@ -677,7 +677,9 @@ impl Engine {
             open.opens = open.opens.saturating_sub(1);
             (!open.kernel_writes).then_some(open.size)
         });
-        forget_if_unused(&mut state, file);
+        let handle = forget_if_unused(&mut state, file);
+        drop(state);
+        drop(handle);
         size
     }
 

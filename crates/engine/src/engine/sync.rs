@@ -451,7 +451,9 @@ pub(super) fn write_back_file(
         // Released while this pass wrote it (a background pass, or the
         // last handle closed meanwhile): forgotten now, its copies parked
         // with the stamp just taken.
-        forget_if_unused(&mut state, id);
+        let handle = forget_if_unused(&mut state, id);
+        drop(state);
+        drop(handle);
     }
     // Where a pass's time went: waiting for its turn and the records in
     // flight, writing and syncing, then the clean record.

@@ -40,7 +40,7 @@
 //! empty and 3,901-byte files, a directory of job scripts or logs), and
 //! for such a file the backing file costs more than the few requests it
 //! takes through sluice: mdtest-easy's create and read, both opens for
-//! writing of an empty file, ran at 0.80-0.84x and 0.65-0.81x mergerfs
+//! writing of an empty file, ran at 0.81-0.84x and 0.65-0.77x mergerfs
 //! registered, 0.91-1.10x and 1.12-1.25x with passthrough off
 //! (docs/results/mdtest.md). A file closed at 64 KiB or more ends its
 //! directory's run, so the files after it are registered again; a large

@@ -406,6 +406,67 @@ fn issue_34_a_recall_rings_the_holders_doorbell() {
     }
 }
 
+/// A capacity tier whose renames into `.sluice/recall/` (a recall entry
+/// put in place) take `delay`: a small write queued behind other nodes'
+/// write-backs on a congested disk.
+#[derive(Debug)]
+struct SlowEntries {
+    inner: Arc<dyn Backend>,
+    delay: Duration,
+}
+
+impl sluice_env::Forward for SlowEntries {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
+    }
+    fn rename(&self, from: &RelPath, to: &RelPath) -> std::io::Result<()> {
+        if to.as_str().starts_with(".sluice/recall/") {
+            std::thread::sleep(self.delay);
+        }
+        self.inner.rename(from, to)
+    }
+}
+
+/// With a doorbell, the requester waits for the mark, not for its recall
+/// entry: the ring carried the request, and the entry (for a lost ring or
+/// the holder's restart) is written beside the wait. Its renames here take
+/// 2 s; the recall returns as soon as the holder's write-back ends
+/// (docs/results/multinode-ondemand.md: opens 2.0-3.6 s late while the
+/// entry's write queued behind the nodes' write-backs).
+#[test]
+fn issue_34_a_rung_recall_does_not_wait_for_its_entry() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    for tier in TIERS {
+        let c = Cluster::new(tier);
+        let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
+        let bell = || Some(Doorbell(Arc::from(redis.catalog())));
+        let wait = Duration::from_secs(10);
+        let slow: Arc<dyn Backend> = Arc::new(SlowEntries {
+            inner: Arc::clone(&c.capacity),
+            delay: Duration::from_secs(2),
+        });
+        let a = c.node_over(&fast_a, &c.capacity, "node-a", wait, bell());
+        let b = c.node_over(&fast_b, &slow, "node-b", wait, bell());
+        let path = RelPath::new("f").unwrap();
+        let data = pattern(100_000, 7);
+        let id = a.create(&path).unwrap();
+        a.write(id, 0, &data).unwrap();
+        a.fsync(id).unwrap();
+        a.release(id);
+        let started = Instant::now();
+        b.recall(&path).unwrap();
+        let took = started.elapsed();
+        assert_eq!(capacity_bytes(&c.capacity, &path), data, "{tier:?}");
+        assert!(took < Duration::from_millis(1500), "{tier:?}: {took:?}");
+        assert_eq!(a.stats().recalls_answered, 1, "{tier:?}");
+        // The entry lands later; the holder, holding nothing of it now,
+        // removes it at its next listing of its recall directory.
+        std::thread::sleep(Duration::from_millis(2200));
+    }
+}
+
 /// Recovery marks again every file it still holds bytes of, before the
 /// engine answers anything (a mark lost meanwhile is put back).
 #[test]

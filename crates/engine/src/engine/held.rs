@@ -699,8 +699,19 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
         // the entry's rewrite, a small write that queues on a congested
         // disk, would keep this loop from seeing the mark go meanwhile.
         if asked.as_deref() != Some(holder.as_str()) {
-            write_entry(capacity, held, &holder, path)
-                .map_err(context(format!("recall {path} from node {holder}")))?;
+            if ring(held, &holder, path) {
+                // The holder answers from the ring. The entry, which
+                // outlives a lost ring and the holder's restart, is written
+                // beside this wait: on a congested capacity tier its
+                // create, write and rename queue behind the nodes'
+                // write-backs, and this loop saw the mark go only after
+                // them (opens 2.0-3.6 s after the holder's write-back had
+                // ended, docs/results/multinode-ondemand.md).
+                write_entry_behind(shared, held, &holder, path);
+            } else {
+                write_entry_file(capacity, &held.node, &holder, path)
+                    .map_err(context(format!("recall {path} from node {holder}")))?;
+            }
             asked = Some(holder.clone());
         } else if polls.is_multiple_of(REASK_EVERY_POLLS) && !ring(held, &holder, path) {
             write_entry(capacity, held, &holder, path)
@@ -774,9 +785,20 @@ fn write_entry(
     path: &RelPath,
 ) -> io::Result<()> {
     ring(held, holder, path);
+    write_entry_file(capacity, &held.node, holder, path)
+}
+
+/// [`write_entry`]'s entry file, of requester `node` for `path` in
+/// `holder`'s directory (no ring).
+fn write_entry_file(
+    capacity: &dyn Backend,
+    node: &str,
+    holder: &str,
+    path: &RelPath,
+) -> io::Result<()> {
     let dir = recall_dir(holder)?;
     make_dirs(capacity, &dir)?;
-    let name = entry_name(held, path);
+    let name = entry_name(node, path);
     let entry = dir.join(&name)?;
     let writing = dir.join(&format!("{ENTRY_WRITING_PREFIX}{name}"))?;
     let file = capacity.open(
@@ -792,9 +814,34 @@ fn write_entry(
     capacity.rename(&writing, &entry)
 }
 
-/// The name of this node's recall entry for `path`.
-fn entry_name(held: &Held, path: &RelPath) -> String {
-    format!("{}-{:016x}", held.node, path_hash(path))
+/// The name of requester `node`'s recall entry for `path`.
+fn entry_name(node: &str, path: &RelPath) -> String {
+    format!("{node}-{:016x}", path_hash(path))
+}
+
+/// [`write_entry_file`] on a thread of its own, for a recall whose ring
+/// the holder already has (the caller waits for the mark meanwhile). A
+/// failure, or no thread to write it, is logged: the ring carried the
+/// request, and the waiting requester rings again every few polls.
+fn write_entry_behind(shared: &Shared, held: &Held, holder: &str, path: &RelPath) {
+    let capacity = Arc::clone(&shared.capacity);
+    let (node, holder, path) = (held.node.clone(), holder.to_string(), path.clone());
+    let write = move || {
+        if let Err(e) = write_entry_file(capacity.as_ref(), &node, &holder, &path) {
+            tracing::warn!(
+                error = %e,
+                holder = %holder,
+                path = %path,
+                "recall entry not written (the doorbell carried the request)"
+            );
+        }
+    };
+    let spawned = std::thread::Builder::new()
+        .name("sluice-recall-entry".into())
+        .spawn(write);
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "recall entry not written: no thread to write it");
+    }
 }
 
 /// Ring `holder`'s doorbell for `path` (`NAME\nPATH`), if there is one:
@@ -804,7 +851,7 @@ fn ring(held: &Held, holder: &str, path: &RelPath) -> bool {
     let Some(bell) = &held.doorbell else {
         return false;
     };
-    let name = entry_name(held, path);
+    let name = entry_name(&held.node, path);
     match bell.0.ring_recall(holder, &format!("{name}\n{path}")) {
         Ok(rang) => rang,
         Err(e) => {

@@ -846,28 +846,13 @@ fn a_directory_of_small_files_is_served_plainly_until_a_large_one_closes() {
     let mut m = Mounted::new(&["--policy", "capacity-only"]);
     // (opens by passthrough, write requests) from status.
     let counts = |m: &Mounted| -> (u64, u64) {
-        let out = m.sluice(&["status", m.point.to_str().unwrap()]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let before = |marker: &str| -> u64 {
-            text.split(marker)
-                .next()
-                .and_then(|head| head.rsplit([' ', ';', ',']).find(|w| !w.is_empty()))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0)
+        let status = status_json(m);
+        let count = |key: &str| {
+            status[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no {key} in status: {status}"))
         };
-        let writes = text
-            .lines()
-            .find(|l| l.starts_with("requests"))
-            .and_then(|l| l.split(" writes (").next())
-            .and_then(|head| head.rsplit(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no writes in status: {text}"));
-        let passthrough = if text.contains("opens by passthrough") {
-            before(" opens by passthrough")
-        } else {
-            0
-        };
-        (passthrough, writes)
+        (count("fuse_passthrough_opens"), count("fuse_writes"))
     };
     fs::create_dir(m.path("d")).unwrap();
     for i in 0..8 {

@@ -258,17 +258,27 @@ impl PosixBackend {
         if path.is_root() {
             return Ok(DirFd::Root(root));
         }
-        let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
-        match rfs::openat2(
-            root,
-            &*name_to_os(path.as_str()),
-            dir_flags(),
-            Mode::empty(),
-            resolve,
-        ) {
+        match self.open_beneath(path, dir_flags(), Mode::empty()) {
             Ok(fd) => Ok(DirFd::Opened(fd)),
             Err(_) => self.walk_components(path),
         }
+    }
+
+    /// One `openat2` of `path` from the root with `RESOLVE_NO_SYMLINKS |
+    /// RESOLVE_BENEATH`: no link followed on the way (the last component
+    /// too, unless `flags` has `O_PATH | O_NOFOLLOW`), nothing outside the
+    /// root. The one resolution [`Self::walk`], [`Self::lstat`] and `open`
+    /// share; each falls back to a walk one component at a time for the
+    /// precise errno.
+    fn open_beneath(&self, path: &RelPath, flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
+        let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+        rfs::openat2(
+            self.root_dir()?,
+            &*name_to_os(path.as_str()),
+            flags,
+            mode,
+            resolve,
+        )
     }
 
     /// [`Self::walk`] one component at a time, each with `openat` and
@@ -315,10 +325,8 @@ impl PosixBackend {
         match path.parent() {
             None => rfs::fstat(self.root_dir()?),
             Some(parent) => {
-                let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
                 let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                let name = name_to_os(path.as_str());
-                match rfs::openat2(self.root_dir()?, &*name, flags, Mode::empty(), resolve) {
+                match self.open_beneath(path, flags, Mode::empty()) {
                     Ok(fd) => return rfs::fstat(&fd),
                     Err(Errno::NOENT) => return Err(Errno::NOENT),
                     Err(_) => {}
@@ -431,15 +439,7 @@ impl Backend for PosixBackend {
         // mdtest's create and read phases). Any failure opens again in
         // the walked parent, for the precise errno and the read-only
         // fallback.
-        let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
-        let whole = rfs::openat2(
-            self.root_dir().map_err(fail)?,
-            &*name_to_os(path.as_str()),
-            flags,
-            Mode::from_raw_mode(mode),
-            resolve,
-        );
-        let fd = match whole {
+        let fd = match self.open_beneath(path, flags, Mode::from_raw_mode(mode)) {
             Ok(fd) => fd,
             Err(_) => {
                 let (dir, name) = self.walk_parent(path, Errno::ISDIR).map_err(fail)?;

@@ -197,6 +197,7 @@ impl<B> Passthrough<B> {
         // The table's lock is held only to count: the engine's answer and
         // the kernel's registration (an ioctl) run without it, so the opens
         // and releases of other nodes go on meanwhile (issue 33).
+        let writes = opens_for_writing(flags);
         let mut table = lock(&self.table);
         let small_dir = table.small_dir(place.dir);
         let node = table.nodes.entry(ino).or_insert(Node {
@@ -228,7 +229,7 @@ impl<B> Passthrough<B> {
                 }
                 drop(table);
                 let wanted = Wanted {
-                    writes: opens_for_writing(flags),
+                    writes,
                     small_dir,
                     len: place.len,
                 };
@@ -245,7 +246,7 @@ impl<B> Passthrough<B> {
                 backing?
             }
         };
-        if opens_for_writing(flags) {
+        if writes {
             volume.note_kernel_writes(fh);
         }
         Some(backing)

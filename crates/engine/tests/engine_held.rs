@@ -70,6 +70,15 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Write `data` as the new file `path` through `node`, fsync it (its bytes
+/// in the node's log, its mark set) and close it: a file `node` holds.
+fn write_held(node: &Engine, path: &RelPath, data: &[u8]) {
+    let id = node.create(path).unwrap();
+    node.write(id, 0, data).unwrap();
+    node.fsync(id).unwrap();
+    node.release(id);
+}
+
 /// Where the scenarios' marks live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tier {
@@ -287,10 +296,7 @@ fn issue_34_a_recall_of_a_node_that_is_down_times_out_then_its_restart_answers()
             .unwrap();
         let data = pattern(200_000, 9);
         let a = c.node(&fast_a, "node-a", Duration::from_secs(10));
-        let id = a.create(&path).unwrap();
-        a.write(id, 0, &data).unwrap();
-        a.fsync(id).unwrap();
-        a.release(id);
+        write_held(&a, &path, &data);
         a.close();
 
         let wait = Duration::from_millis(600);
@@ -341,10 +347,7 @@ fn issue_34_a_holder_whose_heartbeat_stopped_fails_the_recall_early() {
         let (fast_a, fast_b) = (c.fast("fast-a"), c.fast("fast-b"));
         let path = RelPath::new("ckpt").unwrap();
         let a = c.node(&fast_a, "node-a", Duration::from_secs(10));
-        let id = a.create(&path).unwrap();
-        a.write(id, 0, &pattern(50_000, 3)).unwrap();
-        a.fsync(id).unwrap();
-        a.release(id);
+        write_held(&a, &path, &pattern(50_000, 3));
         a.close();
 
         let b = c.node(&fast_b, "node-b", Duration::from_secs(30));
@@ -383,10 +386,7 @@ fn issue_34_a_recall_rings_the_holders_doorbell() {
             .map(|i| {
                 let path = RelPath::new(&format!("f{i}")).unwrap();
                 let data = pattern(100_000, i);
-                let id = a.create(&path).unwrap();
-                a.write(id, 0, &data).unwrap();
-                a.fsync(id).unwrap();
-                a.release(id);
+                write_held(&a, &path, &data);
                 (path, data)
             })
             .collect();
@@ -451,10 +451,7 @@ fn issue_34_a_rung_recall_does_not_wait_for_its_entry() {
         let b = c.node_over(&fast_b, &slow, "node-b", wait, bell());
         let path = RelPath::new("f").unwrap();
         let data = pattern(100_000, 7);
-        let id = a.create(&path).unwrap();
-        a.write(id, 0, &data).unwrap();
-        a.fsync(id).unwrap();
-        a.release(id);
+        write_held(&a, &path, &data);
         let started = Instant::now();
         b.recall(&path).unwrap();
         let took = started.elapsed();
@@ -476,10 +473,7 @@ fn issue_34_recovery_marks_what_it_still_holds() {
         let fast_a = c.fast("fast-a");
         let path = RelPath::new("kept").unwrap();
         let a = c.node(&fast_a, "node-a", Duration::from_secs(10));
-        let id = a.create(&path).unwrap();
-        a.write(id, 0, &pattern(50_000, 3)).unwrap();
-        a.fsync(id).unwrap();
-        a.release(id);
+        write_held(&a, &path, &pattern(50_000, 3));
         a.close();
         c.lose_mark(&path, "node-a");
         let a = c.node(&fast_a, "node-a", Duration::from_secs(10));
@@ -718,10 +712,7 @@ fn issue_34_a_recall_entry_slow_to_write_is_not_read_half_written() {
         let b = c.node_over(&fast_b, &slow, "node-b", Duration::from_secs(4), None);
         let path = RelPath::new("ckpt").unwrap();
         let data = pattern(100_000, 9);
-        let id = a.create(&path).unwrap();
-        a.write(id, 0, &data).unwrap();
-        a.fsync(id).unwrap();
-        a.release(id);
+        write_held(&a, &path, &data);
         let started = Instant::now();
         b.recall(&path)
             .expect("the recall is answered, not timed out");

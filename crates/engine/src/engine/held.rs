@@ -14,10 +14,12 @@
 //! lists its directory every [`ANSWER_EVERY`], writes each recalled file
 //! back through the per-file write-back (`sync.rs`), removes the mark and
 //! the entry; it also sweeps the marks of closed files the flusher
-//! emptied. Every node's heartbeat thread also beats a counter in
+//! emptied. Every node's heartbeat thread also sets the mtime of
 //! [`ALIVE_DIR`]`/NODE` on the capacity tier every second: a requester
-//! whose holder's counter stops moving for [`DOWN_AFTER`] knows the
-//! holder is down and fails at once, instead of after `recall_wait`.
+//! whose holder's mtime stops moving for [`DOWN_AFTER`] knows the holder
+//! is down and fails at once, instead of after `recall_wait`. The beat is
+//! metadata only, so it does not queue behind the holder's own
+//! write-backs on a congested data path.
 //!
 //! INVARIANTS:
 //! - a file with a byte in the index or being appended has
@@ -38,7 +40,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use sluice_env::{Backend, BackendFile, OpenOptions, RelPath, Stat};
+use sluice_env::{Backend, OpenOptions, RelPath, SetAttr, Stat, TimeSet};
 use sluice_policy::{FileId, Tier};
 
 use super::config::{Doorbell, OnDemand};
@@ -72,10 +74,6 @@ const ENTRY_WRITING_PREFIX: &str = ".writing-";
 
 /// Where every on-demand node beats: `ALIVE_DIR/NODE`.
 const ALIVE_DIR: &str = ".sluice/alive";
-
-/// The first line of a heartbeat file; a counter (20 digits) follows on
-/// the second, one more at every beat.
-const ALIVE_MAGIC: &str = "sluice-alive v1";
 
 /// A holder whose heartbeat has not moved for this long is down (three
 /// beats missed: the heartbeat thread beats every second).
@@ -121,8 +119,9 @@ pub(super) struct Held {
     /// that this node buffers nothing of the file and the removal are one
     /// step for every other change of a mark.
     marks: Mutex<()>,
-    /// This node's heartbeat file on the capacity tier and its counter.
-    alive: Mutex<(Arc<dyn BackendFile>, u64)>,
+    /// The mtime this node's last beat gave its heartbeat file
+    /// ([`ALIVE_DIR`]`/NODE` on the capacity tier).
+    alive: Mutex<Option<SystemTime>>,
     /// The shared catalogue's recall doorbell, if configured.
     doorbell: Option<Doorbell>,
 }
@@ -283,7 +282,7 @@ pub(super) fn open(
     make_dirs(capacity, &dir).map_err(refused)?;
     let store = super::marks::resolve(capacity, config.mark, &node, &dir)?;
     make_dirs(capacity, &rel(ALIVE_DIR)?).map_err(refused)?;
-    let alive = capacity
+    capacity
         .open(&alive_path(&node)?, OpenOptions::CREATE)
         .map_err(refused)?;
     Ok(Held {
@@ -291,7 +290,7 @@ pub(super) fn open(
         store,
         recall_wait: config.recall_wait,
         marks: Mutex::new(()),
-        alive: Mutex::new((alive, 0)),
+        alive: Mutex::new(None),
         doorbell: config.doorbell.clone(),
     })
 }
@@ -301,30 +300,43 @@ fn alive_path(node: &str) -> io::Result<RelPath> {
 }
 
 /// One beat of this node's heartbeat on the capacity tier (under
-/// on-demand; the heartbeat thread calls it every second): the counter,
-/// one more, written in place (fixed width, so a reader never sees a
-/// shorter file).
+/// on-demand; the heartbeat thread calls it every second): the heartbeat
+/// file's mtime set to now, or a second past the last beat's where the
+/// clock has not passed it (other nodes only look for a change: no clocks
+/// are compared). Metadata only: a data write here queued on a congested
+/// disk behind this node's own write-backs, and a requester took this
+/// node for down while it was answering (docs/results/multinode-ondemand.md).
+/// A heartbeat file removed behind this node's back is made again.
 pub(super) fn beat(shared: &Shared) -> io::Result<()> {
     let Some(held) = &shared.held else {
         return Ok(());
     };
-    let mut alive = sluice_env::lock(&held.alive);
-    alive.1 += 1;
-    let text = format!("{ALIVE_MAGIC}\n{:020}\n", alive.1);
-    alive.0.write_at(text.as_bytes(), 0)
+    let mut last = sluice_env::lock(&held.alive);
+    let wall = shared.clock.wall();
+    let at = match *last {
+        Some(last) if wall <= last => last + Duration::from_secs(1),
+        _ => wall,
+    };
+    let path = alive_path(&held.node)?;
+    let attr = SetAttr {
+        mtime: Some(TimeSet::At(at)),
+        ..SetAttr::default()
+    };
+    let capacity = shared.capacity.as_ref();
+    match capacity.set_attr(&path, &attr) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            capacity.open(&path, OpenOptions::CREATE)?;
+            capacity.set_attr(&path, &attr)
+        }
+        result => result,
+    }?;
+    *last = Some(at);
+    Ok(())
 }
 
-/// `node`'s heartbeat counter, if it has a heartbeat file that reads as one.
-fn heartbeat_of(capacity: &dyn Backend, node: &str) -> Option<u64> {
-    let file = capacity
-        .open(&alive_path(node).ok()?, OpenOptions::default())
-        .ok()?;
-    let mut buf = [0u8; 64];
-    let n = file.read_at(&mut buf, 0).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
-    let mut lines = text.lines();
-    (lines.next()? == ALIVE_MAGIC).then_some(())?;
-    lines.next()?.parse().ok()
+/// `node`'s heartbeat (its heartbeat file's mtime), if it has one.
+fn heartbeat_of(capacity: &dyn Backend, node: &str) -> Option<SystemTime> {
+    Some(capacity.stat(&alive_path(node).ok()?).ok()?.mtime)
 }
 
 /// The on-demand state, or an Unsupported error saying that `what` needs
@@ -676,7 +688,7 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
     let mut asked: Option<String> = None;
     let mut polls = 0u32;
     // The holder's heartbeat as last read, and since when it reads so.
-    let mut beat: Option<(String, Option<u64>, Instant)> = None;
+    let mut beat: Option<(String, Option<SystemTime>, Instant)> = None;
     loop {
         let holder = match read_mark(shared, held, path)? {
             None => {

@@ -86,10 +86,11 @@ pub(super) fn beat(file: &dyn BackendFile) -> io::Result<()> {
 /// tier's health (health.rs).
 pub(super) fn heartbeat_loop(shared: &Shared, file: &dyn BackendFile) {
     loop {
-        let _ = beat(file);
-        // Before the capacity tier's health check, which may be slow: other
-        // nodes take a heartbeat that stops for a node that is down.
+        // First, before this node's own writes and the capacity tier's
+        // health check, which may be slow: other nodes take a heartbeat
+        // that stops for a node that is down.
         let _ = super::held::beat(shared);
+        let _ = beat(file);
         super::health::watch_capacity(shared);
         let stop = shared
             .alive_stop

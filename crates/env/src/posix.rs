@@ -414,6 +414,28 @@ impl PosixBackend {
     }
 }
 
+/// The flags and mode [`Backend::open`] opens a file with. The mode is
+/// empty unless the open may create: `openat2` refuses a mode without
+/// `O_CREAT` (EINVAL), and every open of an existing file then took the
+/// walked parent's three calls instead of one.
+fn open_how(options: OpenOptions) -> (OFlags, Mode) {
+    let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if options.create_new {
+        flags |= OFlags::CREATE | OFlags::EXCL;
+    } else if options.create {
+        flags |= OFlags::CREATE;
+    }
+    if options.truncate {
+        flags |= OFlags::TRUNC;
+    }
+    let mode = match (flags.contains(OFlags::CREATE), options.private) {
+        (false, _) => Mode::empty(),
+        (true, true) => Mode::from_raw_mode(0o600),
+        (true, false) => Mode::from_raw_mode(0o644),
+    };
+    (flags, mode)
+}
+
 impl Backend for PosixBackend {
     fn describe(&self) -> String {
         self.label.to_string()
@@ -421,16 +443,7 @@ impl Backend for PosixBackend {
 
     fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {
         let fail = |errno| self.error(errno, "open", path);
-        let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        if options.create_new {
-            flags |= OFlags::CREATE | OFlags::EXCL;
-        } else if options.create {
-            flags |= OFlags::CREATE;
-        }
-        if options.truncate {
-            flags |= OFlags::TRUNC;
-        }
-        let mode = if options.private { 0o600 } else { 0o644 };
+        let (flags, mode) = open_how(options);
         let mut read_only = false;
         // One openat2 of the whole path, as `walk` opens a directory (no
         // link followed on the way, the file itself included; nothing
@@ -439,11 +452,11 @@ impl Backend for PosixBackend {
         // mdtest's create and read phases). Any failure opens again in
         // the walked parent, for the precise errno and the read-only
         // fallback.
-        let fd = match self.open_beneath(path, flags, Mode::from_raw_mode(mode)) {
+        let fd = match self.open_beneath(path, flags, mode) {
             Ok(fd) => fd,
             Err(_) => {
                 let (dir, name) = self.walk_parent(path, Errno::ISDIR).map_err(fail)?;
-                match rfs::openat(&dir, &*name, flags, Mode::from_raw_mode(mode)) {
+                match rfs::openat(&dir, &*name, flags, mode) {
                     // A read-only file system (a read-only export, a tier
                     // turned read-only): the file is still there to read.
                     // Opened read-only; its writes answer EROFS as the open
@@ -990,6 +1003,32 @@ mod tests {
         for not_local in ["/proc", "/sys"] {
             let fd = root(not_local).unwrap();
             assert!(!local_file_system(fd.as_fd()), "{not_local}");
+        }
+    }
+
+    /// The one-call open takes every kind of open, not only creates: with
+    /// a mode and no `O_CREAT`, `openat2` answered EINVAL to each open of
+    /// an existing file, which then went through the walked parent.
+    #[test]
+    fn the_one_call_open_takes_opens_and_creates() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = PosixBackend::new(dir.path().to_path_buf()).unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let path = RelPath::new("d/f").unwrap();
+        let kinds = [
+            OpenOptions::CREATE,
+            OpenOptions::default(),
+            OpenOptions::CREATE.private(),
+            OpenOptions {
+                truncate: true,
+                ..OpenOptions::default()
+            },
+        ];
+        for options in kinds {
+            let (flags, mode) = open_how(options);
+            if let Err(errno) = backend.open_beneath(&path, flags, mode) {
+                panic!("{options:?}: {errno}");
+            }
         }
     }
 

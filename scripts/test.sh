@@ -20,12 +20,20 @@ else
 fi
 
 echo "== status layering: the clients read a mount without linking the daemon (issue 35)"
-if cargo tree -p sluice-term -e normal --prefix none | grep -q '^sluice-fuse '; then
-  echo "sluice-term must not depend on sluice-fuse (the snapshot and the control client are sluice-status's)"; exit 1
+if cargo tree -p sluice-term -e normal --prefix none | grep -qE '^sluice-(fuse|daemon) '; then
+  echo "sluice-term must not depend on sluice-fuse or sluice-daemon (the snapshot and the control client are sluice-status's)"; exit 1
 fi
-heavy=$(cargo tree -p sluice-status -e normal --prefix none | grep -E '^(sluice-engine|sluice-fuse|fuser|rustls) ' || true)
+heavy=$(cargo tree -p sluice-status -e normal --prefix none | grep -E '^(sluice-engine|sluice-fuse|sluice-daemon|fuser|rustls) ' || true)
 if [ -n "$heavy" ]; then
-  echo "sluice-status must not depend on the engine, FUSE or TLS; found:"; echo "$heavy"; exit 1
+  echo "sluice-status must not depend on the engine, FUSE, the daemon or TLS; found:"; echo "$heavy"; exit 1
+fi
+echo "== daemon layering: the FUSE crate is the adapter, the config typed data (issue 35)"
+if cargo tree -p sluice-fuse -e normal --prefix none | grep -qE '^(sluice-daemon|prometheus-client) '; then
+  echo "sluice-fuse must not hold the daemon (mount, control socket, metrics: sluice-daemon's)"; exit 1
+fi
+direct=$(cargo tree -p sluice-config -e normal --prefix none --depth 1 | sed 1d | grep -E '^(sluice-env|sluice-devices|sluice-fuse|sluice-daemon) ' || true)
+if [ -n "$direct" ]; then
+  echo "sluice-config must not open tiers or mount (sluice-daemon's); it depends on:"; echo "$direct"; exit 1
 fi
 
 echo "== tests (unit, property, integration, doc; benches run once in test mode)"

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use sluice_catalog::{Catalog, CatalogError, Failure, JobSpec, MetaSpec};
 use sluice_config::{ByteSize, Span};
-use sluice_fuse::control_request;
+use sluice_daemon::control_request;
 
 use crate::error::{Error, Result};
 use crate::mount::ConfigArgs;

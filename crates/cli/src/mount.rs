@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use sluice_config::{Config, Device, PolicyName};
-use sluice_fuse::{control_request, Mount, Status};
+use sluice_daemon::{control_request, Mount, Status};
 use sluice_term::service;
 
 use crate::error::{Error, Result};
@@ -126,7 +126,7 @@ fn apply_flags(args: &ConfigArgs, mut config: Config) -> Config {
 pub fn config_show(args: &ConfigArgs) -> Result<()> {
     let config = args.resolve()?;
     print!("{}", config.to_toml());
-    if let Err(e) = sluice_fuse::preflight(&config, None) {
+    if let Err(e) = sluice_daemon::preflight(&config, None) {
         eprintln!(
             "sluice: note: this config cannot mount yet: {e}\n\
              sluice: note: `sluice config check` with the same arguments exits non-zero on it"
@@ -136,14 +136,14 @@ pub fn config_show(args: &ConfigArgs) -> Result<()> {
 }
 
 /// `sluice config check [MOUNTPOINT]`: the checks `sluice mount` runs
-/// before it writes anything (`sluice_fuse::preflight`, one list for
+/// before it writes anything (`sluice_daemon::preflight`, one list for
 /// both), without mounting, creating, writing or locking anything. An
 /// error (and a non-zero exit) unless the config can mount, at
 /// `mountpoint` or `mount.point` when either is given; the warnings
 /// `sluice mount` would log go to stderr.
 pub fn config_check(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> {
     let config = args.resolve()?;
-    let preflight = sluice_fuse::preflight(&config, mountpoint).map_err(Error::Mount)?;
+    let preflight = sluice_daemon::preflight(&config, mountpoint).map_err(Error::Mount)?;
     for warning in &preflight.warnings {
         eprintln!("sluice: warning: {warning}");
     }
@@ -202,7 +202,7 @@ pub fn mount(args: &ConfigArgs, mountpoint: Option<&Path>) -> Result<()> {
     let point = config.mount.point.clone().ok_or_else(no_mount_point)?;
     // Refused before anything is measured or written (Mount::start runs
     // the same checks again).
-    sluice_fuse::preflight(&config, Some(&point)).map_err(Error::Mount)?;
+    sluice_daemon::preflight(&config, Some(&point)).map_err(Error::Mount)?;
     // A tier that cannot be measured keeps the default, and the mount
     // says so; it is no reason to refuse.
     match sluice_workload::profile::stored::settle_cost_seek(&mut config) {
@@ -268,7 +268,7 @@ pub fn mount_daemon(
         .map(Path::to_path_buf)
         .or(config.mount.point.clone())
         .ok_or_else(no_mount_point)?;
-    sluice_fuse::preflight(&config, Some(&point)).map_err(Error::Mount)?;
+    sluice_daemon::preflight(&config, Some(&point)).map_err(Error::Mount)?;
     let log_file = match log_file {
         Some(f) => f,
         None => service::default_log_file(&point)?,
@@ -315,7 +315,7 @@ pub fn seal(paths: &[std::path::PathBuf], wait: bool, timeout: Option<f64>) -> R
     };
     let mut pending = Vec::new();
     for path in paths {
-        let (root, relative) = sluice_fuse::mount_of(path).map_err(Error::Mount)?;
+        let (root, relative) = sluice_daemon::mount_of(path).map_err(Error::Mount)?;
         if relative.is_empty() {
             return Err(Error::Usage(format!(
                 "{}: a mount's root is not a file; seal its files",
@@ -381,7 +381,7 @@ pub fn seal(paths: &[std::path::PathBuf], wait: bool, timeout: Option<f64>) -> R
 
 pub fn sync(paths: &[std::path::PathBuf]) -> Result<()> {
     for path in paths {
-        let (root, relative) = sluice_fuse::mount_of(path).map_err(Error::Mount)?;
+        let (root, relative) = sluice_daemon::mount_of(path).map_err(Error::Mount)?;
         if relative.is_empty() {
             return Err(Error::Usage(format!(
                 "{}: a mount's root is not a file; sync its files, or drain it",

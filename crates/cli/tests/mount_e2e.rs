@@ -959,7 +959,7 @@ fn dashboard_queries() -> Vec<(String, String)> {
 
 /// Issue 21: the shipped Grafana dashboard works on a real mount. With
 /// LiU and BBOS on and a stream classified, the scrape has every metric
-/// of the table (`sluice_fuse::metrics::METRICS`), so every name the
+/// of the table (`sluice_daemon::metrics::METRICS`), so every name the
 /// dashboard queries; then a real Prometheus (on 127.0.0.1) scrapes the
 /// mount and answers every query of the dashboard with data, which also
 /// proves that Prometheus's own parser takes the exposition.
@@ -988,7 +988,7 @@ fn every_metric_the_grafana_dashboard_queries_is_scraped() {
     assert!(
         head.contains(&format!(
             "Content-Type: {}",
-            sluice_fuse::metrics::CONTENT_TYPE
+            sluice_daemon::metrics::CONTENT_TYPE
         )),
         "{head}"
     );
@@ -998,7 +998,7 @@ fn every_metric_the_grafana_dashboard_queries_is_scraped() {
         .filter(|l| !l.starts_with('#'))
         .map(|l| l.split(['{', ' ']).next().unwrap())
         .collect();
-    let declared: std::collections::BTreeSet<&str> = sluice_fuse::metrics::METRICS
+    let declared: std::collections::BTreeSet<&str> = sluice_daemon::metrics::METRICS
         .iter()
         .map(|m| m.name)
         .collect();
@@ -1006,7 +1006,7 @@ fn every_metric_the_grafana_dashboard_queries_is_scraped() {
     let queries = dashboard_queries();
     let mut queried = 0;
     for (title, expr) in &queries {
-        for (_, name) in sluice_fuse::metrics::names_in_promql(expr) {
+        for (_, name) in sluice_daemon::metrics::names_in_promql(expr) {
             assert!(
                 scraped.contains(name),
                 "{title}: {name} is not exported by a mount"

@@ -151,7 +151,7 @@ fn why(outer: &str, inner: &str) -> &'static str {
 }
 
 /// The error for a tier directory that does not exist.
-pub(crate) fn missing(key: &str, given: &Path) -> ConfigError {
+pub fn missing(key: &str, given: &Path) -> ConfigError {
     let section = key.split('.').next().unwrap_or(key);
     ConfigError(format!(
         "{key} {} does not exist: check it for a typo and create it, or pass --create \

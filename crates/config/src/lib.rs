@@ -1,6 +1,8 @@
 //! sluice's one typed configuration (DESIGN §2): a TOML file whose unknown
 //! keys are errors, printed back normalized by `sluice config show`, and
-//! the wiring from it to the engine's config and the two tier backends.
+//! its conversion to the engine's options (which is also how most values
+//! are checked). Typed data: opening the tiers and starting anything is
+//! `sluice-daemon`'s.
 //!
 //! Every section and key has a default, so an empty file is a valid config
 //! once the two tier paths are given (in the file or by `--fast` /
@@ -17,20 +19,11 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sluice_catalog::MetaSpec;
-use sluice_devices::hdd::HddConfig;
-use sluice_devices::ssd::SsdConfig;
 use sluice_engine::log::{record_len, MAX_PATH_BYTES};
-use sluice_engine::{
-    CkptOptions, CloseSync, EngineConfig, HeldMark, LiuBackend, LiuOptions, OnDemand,
-};
-use sluice_env::emulated::EmulatedBackend;
-use sluice_env::memory::MemBackend;
-use sluice_env::posix::PosixBackend;
-use sluice_env::{Backend, Clock};
+use sluice_engine::{CkptOptions, CloseSync, EngineConfig, HeldMark, LiuOptions, OnDemand};
 use sluice_policy::bbos::{Bandwidths, Eviction, Scheme};
 use sluice_policy::cost::CostModel;
 use sluice_policy::detector::{self, DetectorConfig};
@@ -42,8 +35,8 @@ use sluice_policy::redirector::{
 use sluice_policy::segments::{Geometry, LiuConfig, SegmentBuffer, Sharing};
 use sluice_policy::threshold::ThresholdConfig;
 
+pub use layout::missing as missing_tier_dir;
 pub use units::{ByteSize, Span};
-pub use wiring::{open_tier, Tiers};
 
 /// A configuration that cannot be used, with the key and what it must be.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -954,25 +947,6 @@ mod tests {
     }
 
     #[test]
-    fn liu_wraps_the_capacity_tier_when_enabled() {
-        let dir = tempfile::tempdir().unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
-        let mut config = Config::default();
-        config.fast.path = Some(dir.path().join("fast"));
-        config.capacity.path = Some(dir.path().join("capacity"));
-        config.fast.create = true;
-        config.capacity.create = true;
-        let tiers = config.open_tiers(&clock).unwrap();
-        assert!(tiers.liu.is_none());
-        assert!(!tiers.capacity.describe().contains("LiU"));
-        config.liu.enabled = true;
-        let tiers = config.open_tiers(&clock).unwrap();
-        assert!(tiers.liu.is_some());
-        assert!(tiers.capacity.describe().contains("LiU"));
-        assert!(dir.path().join("fast").join("liu-heads").exists());
-    }
-
-    #[test]
     fn a_shared_device_is_an_emulated_disk_only() {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("disk");
@@ -995,16 +969,6 @@ mod tests {
             error.to_string().contains("capacity.shared_device"),
             "{error}"
         );
-        // Opened, it is a disk on that state file.
-        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
-        let tier = TierConfig {
-            path: Some(dir.path().join("capacity")),
-            device: Device::Hdd,
-            create: true,
-            shared_device: Some(state.clone()),
-        };
-        open_tier("capacity", &tier, &clock).unwrap();
-        assert!(state.exists());
     }
 
     #[test]
@@ -1028,109 +992,6 @@ mod tests {
             engine.redirector.policy,
             RedirectPolicy::Ssdup { .. }
         ));
-    }
-
-    /// A config with these two tier directories, and `keys` over the
-    /// defaults.
-    fn with_tiers(fast: &Path, capacity: &Path) -> Config {
-        let mut config = Config::default();
-        config.fast.path = Some(fast.to_path_buf());
-        config.capacity.path = Some(capacity.to_path_buf());
-        config
-    }
-
-    /// Issue 19: tier paths were compared as text, so `--fast c/../c
-    /// --capacity c` mounted, as did a fast tier nested inside the capacity
-    /// tier (the log and catalogue then show inside the mount, writable),
-    /// one around it, and one reached through a symlink into the other.
-    #[test]
-    fn unsafe_tier_layouts_are_refused_issue_19() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let c = root.join("c");
-        std::fs::create_dir_all(c.join("inner")).unwrap();
-        std::fs::create_dir_all(root.join("f")).unwrap();
-        std::os::unix::fs::symlink(c.join("inner"), root.join("into-c")).unwrap();
-        std::os::unix::fs::symlink(&c, root.join("c-again")).unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
-        for (fast, capacity, fragment) in [
-            (root.join("c/../c"), c.clone(), "same directory"),
-            (root.join("c-again"), c.clone(), "same directory"),
-            (c.join("inner"), c.clone(), "inside"),
-            (c.clone(), c.join("inner"), "inside"),
-            (root.join("into-c"), c.clone(), "inside"),
-            (root.join("f"), root.join("f/./new"), "inside"),
-        ] {
-            let config = with_tiers(&fast, &capacity);
-            let err = config.open_tiers(&clock).unwrap_err();
-            let what = format!("fast {}, capacity {}", fast.display(), capacity.display());
-            assert!(err.0.contains(fragment), "{what}: {err}");
-            assert!(
-                err.0.contains("fast.path") && err.0.contains("capacity.path"),
-                "{what}: {err}"
-            );
-        }
-        assert!(!root.join("f/new").exists(), "nothing is created");
-        // Siblings are fine, also when reached through a symlink.
-        std::fs::create_dir_all(c.join("cap")).unwrap();
-        with_tiers(&root.join("f"), &root.join("c-again/cap"))
-            .open_tiers(&clock)
-            .unwrap();
-    }
-
-    /// Issue 19: a mount point that is a tier, inside one, or around one
-    /// (sluice would serve its own mount, or hide its socket) is refused.
-    #[test]
-    fn a_mount_point_inside_or_around_a_tier_is_refused_issue_19() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        for d in ["tiers/fast", "tiers/capacity/mnt", "mnt"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
-        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
-        let mut config = with_tiers(&root.join("tiers/fast"), &root.join("tiers/capacity"));
-        for point in [
-            "tiers/capacity/mnt",
-            "tiers/fast",
-            "tiers",
-            "tiers/capacity/../capacity",
-        ] {
-            config.mount.point = Some(root.join(point));
-            let err = config.open_tiers(&clock).unwrap_err();
-            assert!(err.0.contains("mount.point"), "{point}: {err}");
-        }
-        config.mount.point = Some(root.join("mnt"));
-        config.open_tiers(&clock).unwrap();
-    }
-
-    /// Issue 19: a missing tier directory (a typo) was created silently,
-    /// with its parents.
-    #[test]
-    fn a_missing_tier_directory_is_an_error_issue_19() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("fast")).unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
-        let config = with_tiers(&root.join("fast"), &root.join("typo/capacity"));
-        let err = config.open_tiers(&clock).unwrap_err();
-        for fragment in ["capacity.path", "does not exist", "--create"] {
-            assert!(err.0.contains(fragment), "{err}");
-        }
-        assert!(!root.join("typo").exists(), "nothing is created");
-        let config = with_tiers(&root.join("nvme/fast"), &root.join("fast"));
-        let err = config.open_tiers(&clock).unwrap_err();
-        assert!(err.0.contains("fast.path"), "{err}");
-        assert!(!root.join("nvme").exists(), "nothing is created");
-        // With `create` (`--create`), it is made, parents and all.
-        let mut config = with_tiers(&root.join("fast"), &root.join("typo/capacity"));
-        config.capacity.create = true;
-        config.open_tiers(&clock).unwrap();
-        assert!(root.join("typo/capacity").is_dir());
-        // `create` does not excuse a bad layout, and creates nothing then.
-        let mut config = with_tiers(&root.join("fast/new"), &root.join("fast"));
-        config.fast.create = true;
-        assert!(config.open_tiers(&clock).is_err());
-        assert!(!root.join("fast/new").exists());
     }
 
     /// Issue 19: config errors spoke serde's and the engine's words
@@ -1387,27 +1248,5 @@ vCNxS5RO/UVkD0lK1+bT6eX0lo7AsH5pcPwFBQ==
         }
         let text = format!("{base}ssdup_low_water = 0.4\nssdup_high_water = 0.4\n");
         Config::from_toml(&text).unwrap().validate().unwrap();
-    }
-
-    #[test]
-    fn tiers_open_as_configured() {
-        let dir = tempfile::tempdir().unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(sluice_env::SystemClock::new());
-        for (device, described) in [
-            (Device::Posix, "posix"),
-            (Device::Hdd, "hdd"),
-            (Device::Ssd, "ssd"),
-            (Device::Memory, "memory"),
-        ] {
-            let tier = TierConfig {
-                path: Some(dir.path().join(format!("{device:?}"))),
-                device,
-                create: true,
-                shared_device: None,
-            };
-            let backend = open_tier("fast", &tier, &clock).unwrap();
-            let text = backend.describe();
-            assert!(text.contains(described), "{device:?}: {text}");
-        }
     }
 }

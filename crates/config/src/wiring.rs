@@ -1,6 +1,6 @@
-//! From a checked config to the running parts: the engine's config, the
-//! tiers' backends, the `cost` model, LiU's and BBOS's options and the
-//! catalogue's spec.
+//! From a checked config to the engine's typed options: the engine's
+//! config, the `cost` model, LiU's and BBOS's options and the catalogue's
+//! spec (the daemon's `tiers` opens the backends).
 
 use super::*;
 
@@ -282,91 +282,6 @@ impl Config {
             }),
         })
     }
-
-    /// Open both tiers, after [`Config::check_layout`]; a missing directory
-    /// is created only with its tier's `create`. With `liu.enabled` the
-    /// capacity tier is wrapped in LiU's read path, its heads on the fast
-    /// tier.
-    pub fn open_tiers(&self, clock: &Arc<dyn Clock>) -> Result<Tiers, ConfigError> {
-        self.check_layout()?;
-        let fast = open_tier("fast", &self.fast, clock)?;
-        let mut capacity = open_tier("capacity", &self.capacity, clock)?;
-        let liu = if self.liu.enabled {
-            let liu = Arc::new(
-                LiuBackend::new(capacity, &fast, self.liu_options()?)
-                    .map_err(|e| ConfigError(format!("liu: {e}")))?,
-            );
-            capacity = Arc::clone(&liu) as Arc<dyn Backend>;
-            Some(liu)
-        } else {
-            None
-        };
-        Ok(Tiers {
-            fast,
-            capacity,
-            liu,
-        })
-    }
-}
-
-/// The two opened tiers.
-#[derive(Clone, Debug)]
-pub struct Tiers {
-    /// Holds the log.
-    pub fast: Arc<dyn Backend>,
-    /// Holds the files (through `liu` when it is on).
-    pub capacity: Arc<dyn Backend>,
-    /// LiU's read path, for its status.
-    pub liu: Option<Arc<LiuBackend>>,
-}
-
-/// One tier's backend from its section; a missing directory is an error
-/// unless the section's `create` is set.
-pub fn open_tier(
-    name: &str,
-    tier: &TierConfig,
-    clock: &Arc<dyn Clock>,
-) -> Result<Arc<dyn Backend>, ConfigError> {
-    let error = |e: std::io::Error| ConfigError(format!("{name} tier: {e}"));
-    let directory = || -> Result<Arc<dyn Backend>, ConfigError> {
-        let path = tier
-            .path
-            .clone()
-            .ok_or_else(|| ConfigError(format!("{name}.path is not set")))?;
-        if !path.exists() {
-            if !tier.create {
-                return Err(layout::missing(&format!("{name}.path"), &path));
-            }
-            std::fs::create_dir_all(&path)
-                .map_err(|e| ConfigError(format!("{name} tier {}: {e}", path.display())))?;
-        }
-        Ok(Arc::new(PosixBackend::new(path).map_err(error)?))
-    };
-    Ok(match tier.device {
-        Device::Posix => directory()?,
-        Device::Memory => Arc::new(MemBackend::new()),
-        Device::Hdd => Arc::new(
-            match &tier.shared_device {
-                None => {
-                    EmulatedBackend::hdd(directory()?, HddConfig::default(), Arc::clone(clock), 1)
-                }
-                // A seed per process: the nodes sharing the platter draw
-                // their rotational delays independently.
-                Some(state) => EmulatedBackend::shared_hdd(
-                    directory()?,
-                    HddConfig::default(),
-                    Arc::clone(clock),
-                    u64::from(std::process::id()),
-                    state,
-                ),
-            }
-            .map_err(error)?,
-        ),
-        Device::Ssd => Arc::new(
-            EmulatedBackend::ssd(directory()?, SsdConfig::default(), Arc::clone(clock))
-                .map_err(error)?,
-        ),
-    })
 }
 
 /// `bbos.meta`'s value as a catalogue spec, or the error naming the key.

@@ -9,29 +9,15 @@
 //! - [`inodes`]: inode numbers and the paths they name;
 //! - `passthrough`: the kernel's rules for FUSE passthrough handles (files
 //!   the engine never buffers, read and written by the kernel itself);
-//! - [`mount::Mount`]: a running mount with its control socket, metrics
-//!   endpoint and flush-rate sampler;
-//! - [`fast_lock`]: the fast tier's lock (one mount per fast tier);
-//! - [`status`]: taking the [`Status`] snapshot that `sluice status` and
-//!   `/metrics` report (its types, JSON and text are `sluice-status`'s);
-//! - [`metrics`]: the one table of metrics, encoded from a `Status` by
-//!   prometheus-client, and the `/metrics` endpoint.
+//! - `workers`: the threads that read /dev/fuse and the pool that takes
+//!   the requests that may wait on a tier.
 //!
-//! Design and consistency model: docs/fuse.md; metric names: docs/metrics.md.
+//! The daemon around it (the mount, its control socket, metrics and
+//! status) is `sluice-daemon`. Design and consistency model: docs/fuse.md.
 
 pub mod errno;
-pub mod fast_lock;
 pub mod fs;
 pub mod inodes;
-pub mod metrics;
-pub mod mount;
 mod passthrough;
-pub mod status;
 pub mod volume;
 mod workers;
-
-pub use mount::{
-    clear_dead_mount, control_request, control_request_at, control_socket_of, mount_of, preflight,
-    Mount, Preflight,
-};
-pub use status::Status;

@@ -7,7 +7,7 @@
 //! (EACCES: who may use it), a dead mount (ENOTCONN: `fusermount3 -u`,
 //! which `sluice unmount` runs itself for a dead sluice mount), or a path
 //! that is not a sluice mount at all. The protocol (a request line, one
-//! answer line: JSON, `ok ...` or `error: ...`) is served by `sluice-fuse`'s
+//! answer line: JSON, `ok ...` or `error: ...`) is served by `sluice-daemon`'s
 //! mount.
 
 use std::io::{self, BufRead, BufReader, Write};

@@ -11,8 +11,8 @@
 //! - [`mounts`]: the kernel's mount table as sluice reads it, and one
 //!   unmount attempt, shared by the client and the mount daemon.
 //!
-//! The crate knows nothing of the engine, FUSE or TLS: the mount
-//! (`sluice-fuse`) takes a snapshot from the live engine and serves it;
+//! The crate knows nothing of the engine, FUSE or TLS: the mount daemon
+//! (`sluice-daemon`) takes a snapshot from the live engine and serves it;
 //! `sluice status`, `sluice top` and the drain and unmount clients read it
 //! through this crate alone.
 

@@ -3,7 +3,7 @@
 //! labels, and where the samples come from (`read`: a function of the
 //! [`Status`] snapshot, the one `sluice status` shows and `sluice status
 //! --json` prints, so nothing is counted twice). The Prometheus exposition
-//! (`sluice-fuse`'s `metrics`, through prometheus-client) and the table of
+//! (`sluice-daemon`'s `metrics`, through prometheus-client) and the table of
 //! docs/metrics.md ([`markdown_table`]) are drawn from it; a new metric is
 //! one entry here, read from a field the mount already reports.
 //!
@@ -672,7 +672,7 @@ pub fn markdown_table() -> String {
 
 /// A snapshot in which every metric applies (LiU and BBOS on, a stream
 /// classified), with distinct values: for the tests of every view drawn
-/// from [`METRICS`] (its invariants here, the exposition in `sluice-fuse`).
+/// from [`METRICS`] (its invariants here, the exposition in `sluice-daemon`).
 pub fn every_metric_applies() -> Status {
     Status {
         route: "fast".into(),

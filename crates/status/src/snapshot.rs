@@ -2,10 +2,10 @@
 //! is made of, rendered as JSON (serde: the control socket's `status`
 //! answer, `sluice status --json`), as text ([`Status::text`], `sluice
 //! status`; [`Status::line`], the demo's progress), as metrics (the table
-//! [`crate::metrics::METRICS`], which `sluice-fuse` encodes for
+//! [`crate::metrics::METRICS`], which `sluice-daemon` encodes for
 //! Prometheus) and by `sluice top`.
 //!
-//! Only data and its rendering: the mount (`sluice-fuse`) takes the
+//! Only data and its rendering: the mount (`sluice-daemon`) takes the
 //! snapshot from the live engine; this crate never sees the engine, so a
 //! client (`sluice status`, `sluice top`) reads a snapshot without linking
 //! the daemon. Invariant: every field added after the first release is

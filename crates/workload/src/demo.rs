@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_config::{Config, PolicyName};
-use sluice_fuse::{Mount, Status};
+use sluice_daemon::{Mount, Status};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use sluice_config::{open_tier, ByteSize, Device, Span, TierConfig};
+use sluice_config::{ByteSize, Device, Span, TierConfig};
+use sluice_daemon::tiers::open_tier;
 use sluice_env::{Backend, BackendFile, Clock, OpenOptions, RelPath, SystemClock};
 use sluice_policy::units::human_bytes;
 use sluice_sim::output::{Plot, PlotKind, Series, XScale};

@@ -1,6 +1,6 @@
 //! The shipped Grafana dashboard (`contrib/grafana/sluice.json`) queries
 //! only metrics that exist, as they exist: every `sluice_*` name in every
-//! panel's `expr` is in the one metric table (`sluice_fuse::metrics::METRICS`),
+//! panel's `expr` is in the one metric table (`sluice_daemon::metrics::METRICS`),
 //! counters only under `rate`/`increase`, gauges never, and label matchers
 //! and `by` clauses name labels (and values) the metric has. That a real
 //! mount exports each of them is checked through a mount in
@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use sluice_fuse::metrics::{names_in_promql, Kind, Metric, METRICS};
+use sluice_daemon::metrics::{names_in_promql, Kind, Metric, METRICS};
 
 const DASHBOARD: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -52,9 +52,9 @@ use sluice_engine::{Checkpoints, Drained, Engine, LiuBackend};
 use sluice_env::{Clock, SystemClock};
 
 use crate::fast_lock::{self, FastTierLock};
-use crate::fs::{OpCounters, SluiceFs};
 use crate::metrics;
 use crate::status::Status;
+use sluice_fuse::fs::{OpCounters, SluiceFs};
 
 mod checks;
 mod control;
@@ -225,7 +225,7 @@ impl Mount {
             _ => None,
         };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        let mut tiers = config.open_tiers(&clock).map_err(invalid)?;
+        let mut tiers = crate::tiers::open_tiers(config, &clock).map_err(invalid)?;
         tiers.capacity = faults::wrap_capacity(tiers.capacity)?;
         if let (Some(dir), false) = (&fast_dir, fast_existed) {
             fast_lock::make_private(dir)?;
@@ -337,7 +337,7 @@ impl Mount {
             control_socket_path(&std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
         });
         // A few readers of /dev/fuse, the threads beside them serving the
-        // requests that wait on a tier (crate::workers).
+        // requests that wait on a tier (sluice_fuse::workers).
         let readers = request_readers(config.mount.threads as usize);
         let fs = SluiceFs::new(
             Arc::clone(&engine),
@@ -741,7 +741,7 @@ impl Mount {
 }
 
 /// The threads that read requests from /dev/fuse: one per CPU, at least
-/// two, at most `mount.threads` (crate::workers says why so few).
+/// two, at most `mount.threads` (`sluice_fuse`'s workers say why so few).
 fn request_readers(threads: usize) -> usize {
     let cpus = std::thread::available_parallelism().map_or(2, usize::from);
     cpus.max(2).min(threads.max(1))

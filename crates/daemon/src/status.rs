@@ -10,7 +10,7 @@ use sluice_engine::{Checkpoints, Engine, Incident, LiuBackend};
 use sluice_policy::Tier;
 pub use sluice_status::snapshot::*;
 
-use crate::fs::OpCounters;
+use sluice_fuse::fs::OpCounters;
 
 /// A snapshot of the mount now: the engine's status, LiU's and the
 /// stager's when on, the FUSE request counters, the flush rate the sampler

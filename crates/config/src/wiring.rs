@@ -288,3 +288,14 @@ impl Config {
 fn parse_meta(m: &str) -> Result<MetaSpec, ConfigError> {
     MetaSpec::parse(m).map_err(|e| ConfigError(format!("bbos.meta = {m:?}: {e}")))
 }
+
+impl From<Consistency> for sluice_engine::Consistency {
+    /// The engine's router takes the mode as the config spells it.
+    fn from(consistency: Consistency) -> sluice_engine::Consistency {
+        match consistency {
+            Consistency::CloseToOpen => sluice_engine::Consistency::CloseToOpen,
+            Consistency::NodeLocal => sluice_engine::Consistency::NodeLocal,
+            Consistency::OnDemand => sluice_engine::Consistency::OnDemand,
+        }
+    }
+}

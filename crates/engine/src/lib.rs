@@ -9,6 +9,9 @@
 //!   sectioned loads as a wrapper around the capacity backend;
 //! * [`ckpt`] — BBOS: checkpoint files staged on the fast tier, admitted
 //!   per job, throttled, demoted, cached for restarts and evicted cold-first;
+//! * [`router`] — one way in to both: a path or handle goes to the engine
+//!   or, checkpoint-class, to the stager; what close and fsync do under
+//!   the mount's consistency;
 //! * [`incidents`] — `last_errors`: the ring of a mount's newest failures,
 //!   each logged as it is recorded.
 
@@ -17,6 +20,7 @@ pub mod engine;
 pub mod incidents;
 pub mod liu;
 pub mod log;
+pub mod router;
 
 pub use ckpt::{Checkpoints, CkptOptions, CkptStats, CkptStatus};
 pub use engine::{
@@ -26,3 +30,4 @@ pub use engine::{
 };
 pub use incidents::{Incident, Incidents};
 pub use liu::{LiuBackend, LiuOptions, LiuStatus};
+pub use router::{Consistency, Router};

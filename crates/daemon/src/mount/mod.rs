@@ -347,7 +347,7 @@ impl Mount {
             u32::try_from(config.mount.max_write.0).unwrap_or(1 << 20),
             config.mount.direct_io,
             config.mount.passthrough,
-            config.mount.consistency,
+            config.mount.consistency.into(),
             config.mount.attr_timeout.0,
             readers,
             config.mount.threads as usize,

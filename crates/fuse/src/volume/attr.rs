@@ -17,7 +17,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::time::SystemTime;
 
-use sluice_engine::Checkpoints;
+use sluice_engine::Router;
 use sluice_env::{RelPath, SetAttr, Stat, StatKind, TimeSet, XattrFlags};
 use sluice_policy::FileId;
 
@@ -157,10 +157,10 @@ impl Volume {
                 // A name-less open file: ftruncate through its handle.
                 let handle = fh
                     .or_else(|| lock(&self.inodes).open_handle(ino))
-                    .filter(|&h| !Checkpoints::owns(h));
+                    .filter(|&h| !Router::staged_handle(h));
                 let only_size = mode.is_none() && uid.is_none() && gid.is_none();
                 match (handle, size) {
-                    (Some(h), Some(size)) if only_size => self.engine.truncate(FileId(h), size)?,
+                    (Some(h), Some(size)) if only_size => self.router.truncate(h, size)?,
                     (Some(_), None) if only_size => {}
                     _ => return Err(e),
                 }
@@ -168,28 +168,9 @@ impl Volume {
             }
         };
         if let Some(size) = size {
-            let staged = match (fh, self.ckpt.as_deref()) {
-                (Some(fh), Some(c)) if Checkpoints::owns(fh) => {
-                    c.truncate(fh, size)?;
-                    true
-                }
-                (None, Some(c)) => c.truncate_path(&path, size)?,
-                _ => false,
-            };
-            if !staged {
-                // On-demand: another node's buffered bytes of the file
-                // land before the truncate, never after it.
-                self.engine.recall(&path)?;
-            }
             match fh {
-                _ if staged => {}
-                Some(fh) => self.engine.truncate(FileId(fh), size)?,
-                None => {
-                    let id = self.engine.open_file(&path)?;
-                    let result = self.engine.truncate(id, size);
-                    self.engine.release(id);
-                    result?;
-                }
+                Some(fh) => self.router.truncate_at(fh, &path, size)?,
+                None => self.router.truncate_path(&path, size)?,
             }
         }
         let attr = SetAttr {
@@ -204,10 +185,10 @@ impl Volume {
         // ext4's does (pjdfstest's chown/00.t). A size alone has changed
         // it already (the truncate).
         if attr != SetAttr::default() || size.is_none() {
-            self.engine.capacity_tier().set_attr(&path, &attr)?;
+            self.engine().capacity_tier().set_attr(&path, &attr)?;
         }
         let attr = self.attr(ino, &path)?;
-        if self.consistency == Consistency::OnDemand
+        if self.router.consistency() == Consistency::OnDemand
             && mode.is_some_and(|m| m & 0o222 == 0)
             && attr.kind == StatKind::File
         {
@@ -216,7 +197,7 @@ impl Volume {
             // it) and its mark goes, so every node reads it without a
             // recall. The chmod is done: a seal that cannot start is
             // logged, and the file stays held (recalled as before).
-            if let Err(e) = self.engine.seal(&path) {
+            if let Err(e) = self.engine().seal(&path) {
                 tracing::warn!(path = %path, error = %e, "chmod a-w: the seal did not start");
             }
         }
@@ -229,7 +210,7 @@ impl Volume {
     /// nobody may). PermissionDenied (EACCES) when not.
     pub fn access(&self, caller: &Caller, ino: u64, mask: u32) -> io::Result<()> {
         let path = self.path(ino)?;
-        let st = self.engine.capacity_tier().stat(&path)?;
+        let st = self.engine().capacity_tier().stat(&path)?;
         let want = mask & 0o7;
         if want & !granted(caller, &st, want) == 0 {
             Ok(())
@@ -241,7 +222,7 @@ impl Volume {
     /// The target of the symbolic link `ino`.
     pub fn readlink(&self, ino: u64) -> io::Result<String> {
         let path = self.path(ino)?;
-        self.engine.capacity_tier().read_link(&path)
+        self.engine().capacity_tier().read_link(&path)
     }
 
     /// Attributes of `path` as the kernel sees them.
@@ -253,15 +234,15 @@ impl Volume {
     /// of a staged copy, or the engine's logical size for a file it holds
     /// open (under this or another name).
     pub(super) fn stat(&self, path: &RelPath) -> io::Result<Stat> {
-        let epoch = self.engine.log_epoch();
-        let mut st: Stat = self.engine.capacity_tier().stat(path)?;
+        let epoch = self.engine().log_epoch();
+        let mut st: Stat = self.engine().capacity_tier().stat(path)?;
         if st.kind == StatKind::File {
-            match self.ckpt.as_ref().and_then(|c| c.size(path)) {
+            match self.router.staged_size(path) {
                 Some(staged) => {
                     st.len = staged;
                     st.blocks = st.blocks.max(staged.div_ceil(512));
                 }
-                None => self.engine.overlay(path, &mut st, epoch),
+                None => self.engine().overlay(path, &mut st, epoch),
             }
         }
         Ok(st)
@@ -273,9 +254,9 @@ impl Volume {
     pub(super) fn open_attr(&self, ino: u64, fh: Option<u64>) -> io::Result<Attr> {
         let handle = fh
             .or_else(|| lock(&self.inodes).open_handle(ino))
-            .filter(|&h| !Checkpoints::owns(h))
+            .filter(|&h| !Router::staged_handle(h))
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        let st = self.engine.stat_open(FileId(handle))?;
+        let st = self.engine().stat_open(FileId(handle))?;
         Ok(self.attr_of(ino, &st))
     }
 
@@ -311,7 +292,7 @@ impl Volume {
 
     pub(super) fn own(&self, caller: &Caller, path: &RelPath, mode: u32) -> io::Result<()> {
         let foreign = caller.uid != self.euid || caller.gid != self.egid;
-        self.engine.capacity_tier().set_attr(
+        self.engine().capacity_tier().set_attr(
             path,
             &SetAttr {
                 mode: Some(mode & !caller.umask & 0o7777),
@@ -329,7 +310,7 @@ impl Volume {
         let Some((path, epoch)) = lock(&self.inodes).setid_check(ino) else {
             return Ok(());
         };
-        let tier = self.engine.capacity_tier();
+        let tier = self.engine().capacity_tier();
         let st = match tier.stat(&path) {
             Ok(st) => st,
             // Gone from the tier meanwhile: no bits to clear; the write
@@ -373,7 +354,7 @@ impl Volume {
             XATTR_REPLACE => XattrFlags::ReplaceOnly,
             _ => return Err(super::invalid("unknown xattr flags")),
         };
-        self.engine
+        self.engine()
             .capacity_tier()
             .set_xattr(&path, name, value, flags)
     }
@@ -389,32 +370,33 @@ impl Volume {
                 None => Err(os_error(rustix::io::Errno::NODATA)),
             };
         }
-        if self.consistency == Consistency::OnDemand && name == sluice_engine::STATE_XATTR {
+        if self.router.consistency() == Consistency::OnDemand && name == sluice_engine::STATE_XATTR
+        {
             // Virtual: the file's held, sealed or clean state, from its
             // mark and mode on the capacity tier (not listed: `cp -a`
             // would copy it).
-            return match self.engine.held_state(&path)? {
+            return match self.engine().held_state(&path)? {
                 Some(state) => Ok(state.to_string().into_bytes()),
                 None => Err(os_error(rustix::io::Errno::NODATA)),
             };
         }
-        if self.consistency == Consistency::OnDemand && name == sluice_engine::HELD_XATTR {
+        if self.router.consistency() == Consistency::OnDemand && name == sluice_engine::HELD_XATTR {
             // The held mark, from where this mount keeps marks: the xattr
             // itself, or a sidecar entry on a tier without user xattrs
             // (docs/fuse.md, "On demand"); either reads the same.
-            return match self.engine.mark_of(&path)? {
+            return match self.engine().mark_of(&path)? {
                 Some(mark) => Ok(mark.encode()),
                 None => Err(os_error(rustix::io::Errno::NODATA)),
             };
         }
-        self.engine.capacity_tier().get_xattr(&path, name)
+        self.engine().capacity_tier().get_xattr(&path, name)
     }
 
     /// The xattr names of `ino`, each followed by a NUL (listxattr's list).
     pub fn list_xattr(&self, ino: u64) -> io::Result<Vec<u8>> {
         let path = self.path(ino)?;
         let mut list = Vec::new();
-        for name in self.engine.capacity_tier().list_xattr(&path)? {
+        for name in self.engine().capacity_tier().list_xattr(&path)? {
             list.extend_from_slice(name.as_bytes());
             list.push(0);
         }
@@ -428,7 +410,7 @@ impl Volume {
         if self.guards_mark(name) {
             return Err(os_error(rustix::io::Errno::PERM));
         }
-        self.engine.capacity_tier().remove_xattr(&path, name)
+        self.engine().capacity_tier().remove_xattr(&path, name)
     }
 
     /// Under on-demand the held mark ([`sluice_engine::HELD_XATTR`]) is
@@ -438,7 +420,7 @@ impl Volume {
     /// read (EPERM for changes); so can the virtual
     /// [`sluice_engine::STATE_XATTR`].
     fn guards_mark(&self, name: &str) -> bool {
-        self.consistency == Consistency::OnDemand
+        self.router.consistency() == Consistency::OnDemand
             && (name == sluice_engine::HELD_XATTR || name == sluice_engine::STATE_XATTR)
     }
 
@@ -446,7 +428,7 @@ impl Volume {
     /// capacity tier's; the fast tier is a cache in front of it (its use
     /// is in `sluice status`).
     pub fn statfs(&self) -> io::Result<FsStats> {
-        let space = self.engine.capacity_tier().space()?;
+        let space = self.engine().capacity_tier().space()?;
         let block = 4096u64;
         Ok(FsStats {
             blocks: space.total_bytes / block,

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
 use rustix::io::Errno;
-use sluice_engine::Checkpoints;
+use sluice_engine::Router;
 use sluice_policy::FileId;
 
 use super::{lock, os_error, Volume};
@@ -182,17 +182,17 @@ impl Volume {
     /// capacity file; ENOLCK when there is none (a checkpoint handle, or a
     /// capacity backend without kernel files).
     fn lockable(&self, fh: u64) -> io::Result<FileId> {
-        if Checkpoints::owns(fh) {
+        if Router::staged_handle(fh) {
             return Err(no_locks(
                 "locks on checkpoint-class files (staged on the fast tier)",
             ));
         }
         let id = FileId(fh);
-        let handle = self.engine.capacity_file(id)?;
+        let handle = self.engine().capacity_file(id)?;
         if handle.as_fd().is_none() {
             return Err(no_locks(&format!(
                 "capacity tier {} cannot lock (no kernel file)",
-                self.engine.capacity_tier().describe()
+                self.engine().capacity_tier().describe()
             )));
         }
         Ok(id)
@@ -201,7 +201,7 @@ impl Volume {
     /// A new open file description of `file`'s capacity file (the same
     /// inode as the engine's handle, through `/proc/self/fd`).
     fn reopen(&self, file: FileId) -> io::Result<OwnedFd> {
-        let handle = self.engine.capacity_file(file)?;
+        let handle = self.engine().capacity_file(file)?;
         let fd = handle
             .as_fd()
             .ok_or_else(|| no_locks("capacity tier without kernel files"))?;
@@ -293,14 +293,14 @@ impl Volume {
             let Some(fd) = self.locks.get(file.0, owner) else {
                 return Ok(());
             };
-            self.engine.sync_file(file, false)?;
+            self.engine().sync_file(file, false)?;
             return fcntl(fd.as_fd(), FcntlArg::F_OFD_SETLK(&flock))
                 .map(drop)
                 .map_err(lock_error);
         }
         // On-demand: another node's bytes of the file reach the capacity
         // tier before the lock is taken (nothing under the other modes).
-        self.engine.recall_open(file)?;
+        self.engine().recall_open(file)?;
         let fd = self.owner_fd(file, owner)?;
         let arg = if wait {
             FcntlArg::F_OFD_SETLKW(&flock)
@@ -309,7 +309,7 @@ impl Volume {
         };
         fcntl(fd.as_fd(), arg).map_err(lock_error)?;
         lock(&self.locks.pids).insert((file.0, owner), pid);
-        self.engine.refresh_size(file)?;
+        self.engine().refresh_size(file)?;
         Ok(())
     }
 
@@ -319,10 +319,10 @@ impl Volume {
     /// if the owner may hold a lock, then the owner's description is
     /// closed.
     pub(super) fn drop_locks(&self, fh: u64, owner: u64) -> io::Result<()> {
-        if Checkpoints::owns(fh) || !self.locks.has(fh, owner) {
+        if Router::staged_handle(fh) || !self.locks.has(fh, owner) {
             return Ok(());
         }
-        let synced = self.engine.sync_file(FileId(fh), false).map(drop);
+        let synced = self.engine().sync_file(FileId(fh), false).map(drop);
         let dropped = self.locks.drop_owner(fh, owner);
         synced.and(dropped)
     }

@@ -1,6 +1,7 @@
 //! [`Volume`]: the mounted namespace as plain methods, without FUSE. It owns
-//! the inode table, the engine and the optional checkpoint stager, and
-//! makes every decision a request needs; `fs.rs` only converts fuser's
+//! the inode table and the engine's [`Router`] (the engine and the
+//! optional checkpoint stager behind one interface), and makes every
+//! decision a request needs but which side serves a file; `fs.rs` only converts fuser's
 //! arguments, calls one method and maps the `io::Error` to an errno (as
 //! mountpoint-s3's `fuse.rs` forwards to its file system type). So all of
 //! it is tested without a mount (`tests/volume_model.rs` drives it against
@@ -17,14 +18,13 @@
 //! - `attr`: attributes (the capacity tier's, with the engine's or the
 //!   stager's logical size), setattr (truncate by path or handle),
 //!   `access(2)`, ownership of new nodes, set-ID clearing, xattrs, statfs;
-//! - `handles`: class routing — a checkpoint-class path (a registered BBOS
-//!   job's glob matches it, or it has a staged copy) goes to the stager,
-//!   whose handles carry [`sluice_engine::ckpt::HANDLE_BIT`], everything
-//!   else to the engine — and open/read/write/flush/fsync/release, with
-//!   the node's open handles kept so a file that lost its name is still
-//!   served; the consistency mode (what close and fsync put on the
-//!   capacity tier, docs/fuse.md "Many nodes"); a create that meets a
-//!   file another node made since the kernel's lookup opens it;
+//! - `handles`: open/read/write/flush/fsync/release through the router
+//!   (which says whether a path or handle is the stager's, a
+//!   checkpoint-class file, or the engine's, and what close and fsync put
+//!   on the capacity tier under the mount's consistency, docs/fuse.md
+//!   "Many nodes"), with the node's open handles kept so a file that lost
+//!   its name is still served; a create that meets a file another node
+//!   made since the kernel's lookup opens it;
 //! - `locks`: `fcntl` and `flock` locks, taken on the capacity file so the
 //!   capacity tier arbitrates them between nodes (ENOLCK where it cannot).
 //!
@@ -48,7 +48,7 @@ use std::io;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use sluice_engine::{Checkpoints, Engine};
+use sluice_engine::{Checkpoints, Engine, Router};
 use sluice_env::{RelPath, Stat, StatKind};
 
 use crate::inodes::{Inodes, ROOT};
@@ -56,7 +56,7 @@ use crate::inodes::{Inodes, ROOT};
 pub use attr::{mode_after_unprivileged_write, Attr, AttrChanges, FsStats};
 pub use locks::LockRange;
 pub use names::{node_to_make, DirEntry, NodeToMake, RENAME_NOREPLACE};
-pub use sluice_config::Consistency;
+pub use sluice_engine::Consistency;
 
 /// The virtual xattr on the root that names the control socket (defined
 /// beside the client that reads it).
@@ -80,10 +80,10 @@ type DirSnapshot = Vec<(String, StatKind)>;
 
 /// The mounted namespace: see the module doc.
 pub struct Volume {
-    engine: Arc<Engine>,
-    /// BBOS: checkpoint-class files go here instead of the engine; its
-    /// handles carry [`sluice_engine::ckpt::HANDLE_BIT`].
-    ckpt: Option<Arc<Checkpoints>>,
+    /// The engine and, with BBOS on, the checkpoint stager, with the
+    /// mount's consistency: every call that depends on a file's class
+    /// (checkpoint or not) goes through it.
+    router: Router,
     inodes: Mutex<Inodes>,
     /// Directory handles: a snapshot of the entries taken at opendir.
     dirs: Mutex<HashMap<u64, Arc<DirSnapshot>>>,
@@ -97,9 +97,6 @@ pub struct Volume {
     /// given to the caller when they differ.
     euid: u32,
     egid: u32,
-    /// What close and fsync of a general-class file put on the capacity
-    /// tier.
-    consistency: Consistency,
     /// Lock owners' descriptions of capacity files.
     locks: locks::Locks,
 }
@@ -152,8 +149,7 @@ impl Volume {
         control: Option<String>,
     ) -> Volume {
         Volume {
-            engine,
-            ckpt,
+            router: Router::new(engine, ckpt, Consistency::default()),
             inodes: Mutex::new(Inodes::default()),
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
@@ -161,7 +157,6 @@ impl Volume {
             control,
             euid: rustix::process::geteuid().as_raw(),
             egid: rustix::process::getegid().as_raw(),
-            consistency: Consistency::default(),
             locks: locks::Locks::default(),
         }
     }
@@ -169,13 +164,22 @@ impl Volume {
     /// The same volume with consistency mode `consistency` (the default is
     /// `close-to-open`).
     pub fn with_consistency(mut self, consistency: Consistency) -> Volume {
-        self.consistency = consistency;
+        self.router = Router::new(
+            Arc::clone(self.router.engine()),
+            self.router.stager().cloned(),
+            consistency,
+        );
         self
     }
 
     /// The engine under it.
     pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+        self.router.engine()
+    }
+
+    /// The engine and the stager, one way in by path or handle.
+    pub fn router(&self) -> &Router {
+        &self.router
     }
 
     /// Nodes in the inode table, the root included.
@@ -231,7 +235,7 @@ impl Volume {
     /// the capacity tier ([`sluice_engine::HIDDEN_DIR`]: the recall
     /// entries), which an on-demand mount does not show.
     pub(super) fn hides(&self, parent: u64, name: &OsStr) -> bool {
-        self.consistency == Consistency::OnDemand
+        self.router.consistency() == Consistency::OnDemand
             && parent == ROOT
             && name == OsStr::new(sluice_engine::HIDDEN_DIR)
     }

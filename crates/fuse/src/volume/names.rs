@@ -86,11 +86,11 @@ impl Volume {
         let path = self.child(parent, name)?;
         match node {
             NodeToMake::File => {
-                let id = self.engine.create(&path)?;
-                self.engine.release(id);
+                let id = self.engine().create(&path)?;
+                self.engine().release(id);
             }
             NodeToMake::Special(special) => {
-                self.engine
+                self.engine()
                     .capacity_tier()
                     .mknod(&path, special, mode & !caller.umask)?;
             }
@@ -102,7 +102,7 @@ impl Volume {
     /// Make the directory `name` in `parent`, owned by `caller`.
     pub fn mkdir(&self, caller: &Caller, parent: u64, name: &OsStr, mode: u32) -> io::Result<Attr> {
         let path = self.child(parent, name)?;
-        self.engine.mkdir(&path)?;
+        self.engine().mkdir(&path)?;
         self.own(caller, &path, mode)?;
         self.entry(&path)
     }
@@ -119,7 +119,7 @@ impl Volume {
         let path = self.child(parent, name)?;
         // A target that is not UTF-8 is held escaped, as names are.
         let target = sluice_env::name_from_os(target.as_os_str());
-        let tier = self.engine.capacity_tier();
+        let tier = self.engine().capacity_tier();
         tier.symlink(&target, &path)?;
         if caller.uid != self.euid {
             tier.set_attr(
@@ -140,16 +140,16 @@ impl Volume {
     pub fn link(&self, ino: u64, new_parent: u64, new_name: &OsStr) -> io::Result<Attr> {
         let existing = self.path(ino)?;
         let new = self.child(new_parent, new_name)?;
-        if self.ckpt_for(&existing).is_some() || self.ckpt_for(&new).is_some() {
+        if self.router.staged(&existing) || self.router.staged(&new) {
             // A staged checkpoint is one path's copy on the fast tier; a
             // second name would miss it.
             return Err(io::ErrorKind::Unsupported.into());
         }
-        let tier = self.engine.capacity_tier();
+        let tier = self.engine().capacity_tier();
         match tier.stat(&existing)?.kind {
             // The engine learns the name of a file, so its buffered bytes
             // are seen through both.
-            StatKind::File => self.engine.link(&existing, &new)?,
+            StatKind::File => self.engine().link(&existing, &new)?,
             _ => tier.hard_link(&existing, &new)?,
         }
         // The reply names the existing node (the kernel relies on it).
@@ -162,14 +162,11 @@ impl Volume {
     /// lives on under its other names, or through its open handles.
     pub fn unlink(&self, parent: u64, name: &OsStr) -> io::Result<()> {
         let path = self.child(parent, name)?;
-        if let Some(c) = self.ckpt.as_deref() {
-            c.unlink(&path)?;
-        }
         // A symbolic link or a special file is never an engine file, and
         // the engine removes a name it does not hold with the tier's
         // `remove_file` (`unlinkat`, whatever the entry is): no stat
         // first to tell them apart (one more path walk per unlink).
-        self.engine.unlink(&path)?;
+        self.router.unlink(&path)?;
         lock(&self.inodes).detach(&path);
         Ok(())
     }
@@ -177,7 +174,7 @@ impl Volume {
     /// Remove the empty directory `name` from `parent`.
     pub fn rmdir(&self, parent: u64, name: &OsStr) -> io::Result<()> {
         let path = self.child(parent, name)?;
-        self.engine.rmdir(&path)?;
+        self.engine().rmdir(&path)?;
         lock(&self.inodes).detach(&path);
         Ok(())
     }
@@ -199,13 +196,11 @@ impl Volume {
             return Err(invalid("rename: only RENAME_NOREPLACE is supported"));
         }
         let _serial = lock(&self.renames);
-        let tier = self.engine.capacity_tier();
+        let tier = self.engine().capacity_tier();
         if flags & RENAME_NOREPLACE != 0 && tier.stat(&to).is_ok() {
             return Err(io::ErrorKind::AlreadyExists.into());
         }
-        if let Some(c) = self.ckpt.as_deref() {
-            c.rename(&from, &to)?;
-        }
+        self.router.rename_staged(&from, &to)?;
         let from_stat = tier.stat(&from);
         let same_file = match (&from_stat, tier.stat(&to)) {
             (Ok(a), Ok(b)) => from != to && a.identity() == b.identity(),
@@ -220,7 +215,7 @@ impl Volume {
         match from_stat {
             // Links, FIFOs, sockets and devices are not engine files.
             Ok(st) if !st.kind.is_file_or_dir() => tier.rename(&from, &to)?,
-            _ => self.engine.rename(&from, &to)?,
+            _ => self.engine().rename(&from, &to)?,
         }
         lock(&self.inodes).rename(&from, &to);
         Ok(())
@@ -229,7 +224,7 @@ impl Volume {
     /// Open directory `ino`: a handle on a sorted snapshot of its entries.
     pub fn opendir(&self, ino: u64) -> io::Result<u64> {
         let path = self.path(ino)?;
-        let mut entries = self.engine.capacity_tier().read_dir_all(&path)?;
+        let mut entries = self.engine().capacity_tier().read_dir_all(&path)?;
         entries.retain(|(name, _)| !self.hides(ino, OsStr::new(name)));
         entries.sort();
         let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
@@ -293,7 +288,7 @@ impl Volume {
     /// Make directory `ino`'s entries durable.
     pub fn fsyncdir(&self, ino: u64) -> io::Result<()> {
         let path = self.path(ino)?;
-        self.engine.capacity_tier().sync_dir(&path)
+        self.engine().capacity_tier().sync_dir(&path)
     }
 }
 

@@ -1,0 +1,75 @@
+//! The router (issue 35, deliverable 4): one way in to the engine and the
+//! checkpoint stager. Its rules through a mount's namespace are tested in
+//! `crates/fuse/tests/volume_rules.rs`; here, the invariant the router
+//! states: a handle keeps its class for its whole life, and a path whose
+//! file the engine holds stays the engine's, even when a job registered
+//! meanwhile makes the path checkpoint-class.
+
+mod ckpt_support;
+
+use std::sync::Arc;
+
+use ckpt_support::*;
+use sluice_catalog::Failure;
+use sluice_engine::{Consistency, Engine, EngineConfig, Router};
+use sluice_env::memory::MemBackend;
+use sluice_env::{Backend, SystemClock};
+
+#[test]
+fn a_handle_keeps_its_class_when_a_job_claims_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    capacity.create_dir(&p("ckpt")).unwrap();
+    let engine = Arc::new(
+        Engine::open(
+            Arc::clone(&fast),
+            Arc::clone(&capacity),
+            Arc::new(SystemClock::new()),
+            EngineConfig {
+                regions: 3,
+                region_bytes: 256 * KIB,
+                record_max_bytes: 16 * 1024,
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap(),
+    );
+    let stager = Arc::new(open(&fast, &capacity, dir.path(), options(1024 * KIB)).unwrap());
+    let router = Router::new(
+        Arc::clone(&engine),
+        Some(Arc::clone(&stager)),
+        Consistency::NodeLocal,
+    );
+    let path = p("ckpt/f");
+    let data = bytes(3, 40 * KIB);
+
+    // No job yet: the engine's file, its bytes buffered (node-local).
+    assert!(!router.staged(&path));
+    let (fh, _) = router.create(&path).unwrap();
+    assert!(!Router::staged_handle(fh));
+    router.write(fh, 0, &data).unwrap();
+    router.close(fh).unwrap();
+
+    // A job now claims the path; the engine holds the file: still its.
+    stager
+        .register(job("j", 64 * KIB, "ckpt/*", Failure::Nodes(4), 1))
+        .unwrap();
+    assert!(!router.staged(&path), "the engine holds it");
+    let second = router.open(&path, false, false).unwrap();
+    assert!(!Router::staged_handle(second));
+    assert_eq!(router.read(fh, 0, 1 << 20).unwrap(), data);
+    assert_eq!(router.read(second, 0, 1 << 20).unwrap(), data);
+    assert_eq!(router.staged_size(&path), None);
+
+    // Released and drained: the engine lets the file go, and the next
+    // open is the stager's, reading the bytes the engine wrote back.
+    assert_eq!(router.release(second), Some(data.len() as u64));
+    assert_eq!(router.release(fh), Some(data.len() as u64));
+    engine.drain().unwrap();
+    assert!(router.staged(&path));
+    let staged = router.open(&path, false, false).unwrap();
+    assert!(Router::staged_handle(staged));
+    assert_eq!(router.read(staged, 0, 1 << 20).unwrap(), data);
+    assert_eq!(router.release(staged), None);
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# More seeds of the seeded crash harness than CI runs (issue 35;
+# crates/engine/tests/seeded.rs, docs/crash-consistency.md "The seeded
+# harness"): each seed draws a workload and a crash point, crashes there,
+# recovers and checks every acknowledged byte. A failing seed is printed
+# with what it lost; replay it alone with
+#   SLUICE_SEED=N SLUICE_SEED_VERBOSE=1 cargo test -p sluice-engine --test seeded -- --nocapture
+#
+# Usage: scripts/seeds.sh [N]   (N seeds from 0; default 2000, release build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source-path=SCRIPTDIR source=path.sh
+source scripts/path.sh
+n=${1:-2000}
+case "$n" in
+    '' | *[!0-9]*) echo "usage: scripts/seeds.sh [N]  (N: a number of seeds)" >&2; exit 2 ;;
+esac
+started=$(date +%s)
+SLUICE_SEEDS=$n cargo test --release -p sluice-engine --test seeded issue_35_seeded
+echo "== $n seeds in $(($(date +%s) - started)) s"

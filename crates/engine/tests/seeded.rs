@@ -1,7 +1,7 @@
 //! The seeded crash harness (issue 35, deliverable 1; docs/crash-consistency.md,
 //! "The seeded harness"): a seed draws a workload over a few files
-//! (random and sequential writes, truncates, fsyncs, drains and clean
-//! restarts), a crash point (either tier, before or after one of its sync
+//! (random and sequential writes, truncates, fsyncs, close-to-open's
+//! closes and fsyncs (write-backs), drains and clean restarts), a crash point (either tier, before or after one of its sync
 //! points, torn writes or not, with or without a power cut of the other
 //! tier), and the crash backends' own seeds. A clean restart (close, open:
 //! recovery) ends with the drain of what it recovered. The workload runs once to
@@ -82,6 +82,15 @@ enum Op {
     Fsync {
         file: usize,
     },
+    /// Close-to-open's close: the file's buffered bytes written back to
+    /// its capacity file and synced, a clean record in the log.
+    Close {
+        file: usize,
+    },
+    /// Close-to-open's fsync: the write-back, then the fsync.
+    SyncFsync {
+        file: usize,
+    },
     Drain,
     Restart,
 }
@@ -118,7 +127,9 @@ fn workload(rng: &mut Rng) -> Vec<Op> {
                     file,
                     size: rng.below(SPAN),
                 },
-                68..=87 => Op::Fsync { file },
+                68..=77 => Op::Fsync { file },
+                78..=83 => Op::Close { file },
+                84..=87 => Op::SyncFsync { file },
                 88..=95 => Op::Drain,
                 _ => Op::Restart,
             };
@@ -199,13 +210,16 @@ impl Ack {
 }
 
 /// What a file must hold after a crash. Two acknowledgements, of two
-/// strengths (docs/crash-consistency.md, invariants 1 and 4):
-/// - `fsynced`, by a completed fsync: survives any crash;
-/// - `drained`, by a completed drain: every byte is then on the capacity
-///   tier, but only the bytes the drain flushed from the log are synced
-///   there (a write that went straight to the capacity file, or a new
-///   file's name, is as durable as the application made it), so it binds
-///   only when the capacity tier did not lose its unsynced state.
+/// strengths (docs/crash-consistency.md, invariants 1, 3 and 4):
+/// - `fsynced`, by a completed fsync (close-to-open's too): survives any
+///   crash;
+/// - `drained`, by a completed drain, or for one file its close-to-open
+///   close: every byte is then on the capacity tier (and no older byte in
+///   the log may be replayed over it), but only the bytes written back
+///   from the log are synced there (a write that went straight to the
+///   capacity file, or a new file's name, is as durable as the
+///   application made it), so it binds only when the capacity tier did
+///   not lose its unsynced state.
 #[derive(Clone, Debug, Default)]
 struct Model {
     current: Vec<u8>,
@@ -346,6 +360,18 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Ve
             Op::Fsync { file } => {
                 let id = id_of(&engine, &mut ids, file)?;
                 engine.fsync(id)?;
+                models[file].fsynced();
+                Ok(())
+            }
+            Op::Close { file } => {
+                let id = id_of(&engine, &mut ids, file)?;
+                engine.sync_file(id, false)?;
+                models[file].drained();
+                Ok(())
+            }
+            Op::SyncFsync { file } => {
+                let id = id_of(&engine, &mut ids, file)?;
+                engine.sync_file_and_fsync(id)?;
                 models[file].fsynced();
                 Ok(())
             }

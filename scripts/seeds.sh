@@ -6,15 +6,19 @@
 # with what it lost; replay it alone with
 #   SLUICE_SEED=N SLUICE_SEED_VERBOSE=1 cargo test -p sluice-engine --test seeded -- --nocapture
 #
-# Usage: scripts/seeds.sh [N]   (N seeds from 0; default 2000, release build)
+# Usage: scripts/seeds.sh [N [FROM]]   (N seeds from FROM; default 2000
+# from 0, release build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source-path=SCRIPTDIR source=path.sh
 source scripts/path.sh
 n=${1:-2000}
-case "$n" in
-    '' | *[!0-9]*) echo "usage: scripts/seeds.sh [N]  (N: a number of seeds)" >&2; exit 2 ;;
-esac
+from=${2:-0}
+for v in "$n" "$from"; do
+    case "$v" in
+        '' | *[!0-9]*) echo "usage: scripts/seeds.sh [N [FROM]]  (numbers: how many seeds, the first)" >&2; exit 2 ;;
+    esac
+done
 started=$(date +%s)
-SLUICE_SEEDS=$n cargo test --release -p sluice-engine --test seeded issue_35_seeded
-echo "== $n seeds in $(($(date +%s) - started)) s"
+SLUICE_SEEDS=$n SLUICE_SEED_FROM=$from cargo test --release -p sluice-engine --test seeded issue_35_seeded
+echo "== seeds $from..$((from + n)) in $(($(date +%s) - started)) s"

@@ -12,7 +12,8 @@
 //!
 //! A failure names its seed; `SLUICE_SEED=N cargo test -p sluice-engine
 //! --test seeded` replays it alone. CI runs [`SEEDS_IN_CI`] seeds;
-//! `SLUICE_SEEDS=N` (or `scripts/seeds.sh N`) runs more.
+//! `SLUICE_SEEDS=N` (from `SLUICE_SEED_FROM`, or `scripts/seeds.sh N
+//! [FROM]`) runs more.
 //!
 //! What makes a seed replay the same run: the engine's own threads are
 //! kept idle (regions large enough that none fills, so nothing flushes
@@ -222,6 +223,8 @@ impl Ack {
 ///   not lose its unsynced state.
 #[derive(Clone, Debug, Default)]
 struct Model {
+    /// The file was made (no name to keep before).
+    exists: bool,
     current: Vec<u8>,
     fsynced: Option<Ack>,
     drained: Option<Ack>,
@@ -256,6 +259,9 @@ impl Model {
     }
 
     fn drained(&mut self) {
+        if !self.exists {
+            return;
+        }
         self.drained = Some(Ack::of(&self.current));
     }
 
@@ -325,19 +331,21 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Ve
         return models;
     };
     let mut ids: Vec<Option<FileId>> = vec![None; FILES.len()];
-    let id_of = |engine: &Engine, ids: &mut Vec<Option<FileId>>, file: usize| {
-        if let Some(id) = ids[file] {
-            return Ok(id);
-        }
-        let p = path(file);
-        let id = match engine.open_file(&p) {
-            Ok(id) => id,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => engine.create(&p)?,
-            Err(e) => return Err(e),
+    let id_of =
+        |engine: &Engine, ids: &mut Vec<Option<FileId>>, models: &mut Vec<Model>, file: usize| {
+            if let Some(id) = ids[file] {
+                return Ok(id);
+            }
+            let p = path(file);
+            let id = match engine.open_file(&p) {
+                Ok(id) => id,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => engine.create(&p)?,
+                Err(e) => return Err(e),
+            };
+            ids[file] = Some(id);
+            models[file].exists = true;
+            Ok(id)
         };
-        ids[file] = Some(id);
-        Ok(id)
-    };
     for op in ops {
         let done: std::io::Result<()> = (|| match *op {
             Op::Write {
@@ -346,31 +354,31 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Ve
                 len,
                 seed,
             } => {
-                let id = id_of(&engine, &mut ids, file)?;
+                let id = id_of(&engine, &mut ids, &mut models, file)?;
                 let data = payload(seed, offset, len);
                 // Touched before the call: a failed write may have landed.
                 models[file].write(offset, &data);
                 engine.write(id, offset, &data)
             }
             Op::Truncate { file, size } => {
-                let id = id_of(&engine, &mut ids, file)?;
+                let id = id_of(&engine, &mut ids, &mut models, file)?;
                 models[file].truncate(size);
                 engine.truncate(id, size)
             }
             Op::Fsync { file } => {
-                let id = id_of(&engine, &mut ids, file)?;
+                let id = id_of(&engine, &mut ids, &mut models, file)?;
                 engine.fsync(id)?;
                 models[file].fsynced();
                 Ok(())
             }
             Op::Close { file } => {
-                let id = id_of(&engine, &mut ids, file)?;
+                let id = id_of(&engine, &mut ids, &mut models, file)?;
                 engine.sync_file(id, false)?;
                 models[file].drained();
                 Ok(())
             }
             Op::SyncFsync { file } => {
-                let id = id_of(&engine, &mut ids, file)?;
+                let id = id_of(&engine, &mut ids, &mut models, file)?;
                 engine.sync_file_and_fsync(id)?;
                 models[file].fsynced();
                 Ok(())
@@ -546,12 +554,13 @@ fn verbose() -> bool {
 }
 
 /// The seeds to run: `SLUICE_SEED` alone, else `SLUICE_SEEDS` of them
-/// from 0, else [`SEEDS_IN_CI`].
+/// from `SLUICE_SEED_FROM` (0), else [`SEEDS_IN_CI`] from 0.
 fn seeds() -> Vec<u64> {
     let var = |name| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let from = var("SLUICE_SEED_FROM").unwrap_or(0);
     match (var("SLUICE_SEED"), var("SLUICE_SEEDS")) {
         (Some(seed), _) => vec![seed],
-        (None, Some(n)) => (0..n).collect(),
+        (None, Some(n)) => (from..from.saturating_add(n)).collect(),
         (None, None) => (0..SEEDS_IN_CI).collect(),
     }
 }
@@ -592,8 +601,11 @@ fn the_model_catches_a_lost_acknowledged_byte() {
     assert!(model.check(Some(&[1]), true).is_ok(), "size touched since");
     assert!(model.check(Some(&[5]), true).is_err());
     // A drain's acknowledgement binds while the capacity tier keeps its
-    // state, and not after it lost it.
+    // state, and not after it lost it; a file never made has none.
     let mut model = Model::default();
+    model.drained();
+    assert!(model.check(None, true).is_ok());
+    model.exists = true;
     model.write(0, &[1, 2]);
     model.drained();
     assert!(model.check(Some(&[1, 2]), true).is_ok());

@@ -1,14 +1,20 @@
 //! The seeded crash harness (issue 35, deliverable 1; docs/crash-consistency.md,
-//! "The seeded harness"): a seed draws a workload over a few files
-//! (random and sequential writes, truncates, fsyncs, close-to-open's
-//! closes and fsyncs (write-backs), drains and clean restarts), a crash point (either tier, before or after one of its sync
-//! points, torn writes or not, with or without a power cut of the other
-//! tier), and the crash backends' own seeds. A clean restart (close, open:
-//! recovery) ends with the drain of what it recovered. The workload runs once to
-//! count the sync points, then again on fresh backends with the crash
-//! armed; after recovery every byte an fsync or a drain acknowledged, and
-//! not touched since, must read back, and a drain must put exactly what
-//! the engine reads on the capacity tier.
+//! "The seeded harness"). A seed draws:
+//! - a workload over three names in two directories: random and
+//!   sequential writes, truncates, fsyncs, close-to-open's closes and
+//!   fsyncs (write-backs), renames of one name over another, unlinks, the
+//!   application's fsync of the directories, drains and clean restarts (a
+//!   restart ends with the drain of what recovery found);
+//! - a crash point: either tier, before or after one of its sync points,
+//!   torn writes or not, with or without a power cut of the other tier;
+//! - the crash backends' own seeds.
+//!
+//! The workload runs once to count the sync points, then again on fresh
+//! backends with the crash armed. After recovery, every file ([`Model`],
+//! followed across renames) must read back what an fsync, a drain or a
+//! close acknowledged and was not touched since, at a name it may have
+//! (see [`Model`]), and a drain must put exactly what the engine reads on
+//! the capacity tier.
 //!
 //! A failure names its seed; `SLUICE_SEED=N cargo test -p sluice-engine
 //! --test seeded` replays it alone. CI runs [`SEEDS_IN_CI`] seeds;
@@ -25,6 +31,7 @@
 //! in random orders. That needs the engine's core without its threads
 //! (the rest of deliverable 1); here the order is the engine's.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,6 +99,20 @@ enum Op {
     SyncFsync {
         file: usize,
     },
+    /// A rename of one name over another (the file there, if any, is
+    /// replaced).
+    Rename {
+        from: usize,
+        to: usize,
+    },
+    Unlink {
+        file: usize,
+    },
+    /// The application's `fsync` of the directories (the root and `d`):
+    /// what makes a rename durable under POSIX. The engine's fsync of a
+    /// file syncs its parent only for a file it created (docs/crash-consistency.md,
+    /// "create"); a renamed file's new name is the application's to sync.
+    SyncDirs,
     Drain,
     Restart,
 }
@@ -103,7 +124,7 @@ fn workload(rng: &mut Rng) -> Vec<Op> {
         .map(|_| {
             let file = rng.below(FILES.len() as u64) as usize;
             let op = match rng.below(100) {
-                0..=39 => {
+                0..=34 => {
                     let len = 1 + rng.below(WRITE_MAX);
                     let offset = rng.below(SPAN);
                     Op::Write {
@@ -115,7 +136,7 @@ fn workload(rng: &mut Rng) -> Vec<Op> {
                 }
                 // Appends: a sequential stream the policy may send to the
                 // capacity tier.
-                40..=59 => {
+                35..=51 => {
                     let len = 1 + rng.below(WRITE_MAX);
                     Op::Write {
                         file,
@@ -124,19 +145,30 @@ fn workload(rng: &mut Rng) -> Vec<Op> {
                         seed: rng.below(256) as u8,
                     }
                 }
-                60..=67 => Op::Truncate {
+                52..=58 => Op::Truncate {
                     file,
                     size: rng.below(SPAN),
                 },
-                68..=77 => Op::Fsync { file },
-                78..=83 => Op::Close { file },
-                84..=87 => Op::SyncFsync { file },
+                59..=68 => Op::Fsync { file },
+                69..=73 => Op::Close { file },
+                74..=77 => Op::SyncFsync { file },
+                78..=83 => Op::Rename {
+                    from: file,
+                    to: rng.below(FILES.len() as u64) as usize,
+                },
+                84..=86 => Op::Unlink { file },
+                87 => Op::SyncDirs,
                 88..=95 => Op::Drain,
                 _ => Op::Restart,
             };
             match op {
                 Op::Write { offset, len, .. } => sizes[file] = sizes[file].max(offset + len),
                 Op::Truncate { size, .. } => sizes[file] = size,
+                Op::Rename { from, to } if from != to => {
+                    sizes[to] = sizes[from];
+                    sizes[from] = 0;
+                }
+                Op::Unlink { file } => sizes[file] = 0,
                 _ => {}
             }
             op
@@ -221,10 +253,31 @@ impl Ack {
 ///   capacity file, or a new file's name, is as durable as the
 ///   application made it), so it binds only when the capacity tier did
 ///   not lose its unsynced state.
+///
+/// Where it must be found: at its name (or, if the crash cut a rename of
+/// it, at either name) while the capacity tier kept its state; after a
+/// power cut of that tier, at any name it had, and nowhere in particular
+/// if it was renamed since the directories were last synced. A file
+/// unlinked or renamed over is owed nothing.
 #[derive(Clone, Debug, Default)]
 struct Model {
     /// The file was made (no name to keep before).
     exists: bool,
+    /// Not unlinked, not renamed over: a file the workload still has.
+    live: bool,
+    /// Its name now, and every name it had (after a power cut of the
+    /// capacity tier, a rename nobody synced may be undone: the file may
+    /// be at any of them).
+    name: usize,
+    names: BTreeSet<usize>,
+    /// The name it had before a rename that has not returned (the crash
+    /// cut it): it may be at either.
+    renaming_from: Option<usize>,
+    /// Renamed since the directories were last synced: after a power cut
+    /// of the capacity tier it may have no name at all (POSIX: the new
+    /// name needed the directory's fsync, and its old one may hold
+    /// another file by then), so nothing is required of it.
+    renamed_unsynced: bool,
     current: Vec<u8>,
     fsynced: Option<Ack>,
     drained: Option<Ack>,
@@ -315,38 +368,87 @@ fn open(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>) -> std::io::Resu
     Engine::open(f, c, Arc::new(SystemClock::new()), config())
 }
 
-/// Fresh tiers: the capacity tier with the files' directory, durable.
+/// Fresh tiers: the capacity tier with the files' directory, durable, and
+/// inode numbers, as a POSIX tier has them (recovery tells by them that a
+/// name now holds another file, whose bytes the log's records for the
+/// name must not land in).
 fn tiers() -> (Arc<CrashBackend>, Arc<CrashBackend>) {
     let fast = Arc::new(CrashBackend::new());
     let capacity = Arc::new(CrashBackend::new());
+    capacity.set_inode_numbers(true);
     capacity.create_dir(&RelPath::new("d").unwrap()).unwrap();
     capacity.sync_dir(&RelPath::root()).unwrap();
     (fast, capacity)
 }
 
-/// Run `ops` until the first error (the crash). Returns the models.
-fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Vec<Model> {
-    let mut models = vec![Model::default(); FILES.len()];
+/// The files a workload made, and which one each name holds now.
+#[derive(Debug, Default)]
+struct World {
+    files: Vec<Model>,
+    at: [Option<usize>; FILES.len()],
+}
+
+impl World {
+    /// The file name `name` holds, made now if it holds none.
+    fn at(&mut self, name: usize) -> &mut Model {
+        let index = match self.at[name] {
+            Some(index) => index,
+            None => {
+                self.files.push(Model {
+                    exists: true,
+                    live: true,
+                    name,
+                    names: BTreeSet::from([name]),
+                    ..Model::default()
+                });
+                self.at[name] = Some(self.files.len() - 1);
+                self.files.len() - 1
+            }
+        };
+        &mut self.files[index]
+    }
+
+    /// The file at `name` is gone (unlinked, or renamed over).
+    fn drop_name(&mut self, name: usize) {
+        if let Some(index) = self.at[name].take() {
+            self.files[index].live = false;
+        }
+    }
+
+    fn drained(&mut self) {
+        for file in &mut self.files {
+            file.drained();
+        }
+    }
+}
+
+/// Run `ops` until the first error (the crash). Returns what was made.
+fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> World {
+    let mut world = World::default();
     let Ok(mut engine) = open(fast, capacity) else {
-        return models;
+        return world;
     };
     let mut ids: Vec<Option<FileId>> = vec![None; FILES.len()];
-    let id_of =
-        |engine: &Engine, ids: &mut Vec<Option<FileId>>, models: &mut Vec<Model>, file: usize| {
-            if let Some(id) = ids[file] {
-                return Ok(id);
-            }
-            let p = path(file);
-            let id = match engine.open_file(&p) {
-                Ok(id) => id,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => engine.create(&p)?,
-                Err(e) => return Err(e),
-            };
-            ids[file] = Some(id);
-            models[file].exists = true;
-            Ok(id)
+    let id_of = |engine: &Engine, ids: &mut Vec<Option<FileId>>, world: &mut World, file: usize| {
+        if let Some(id) = ids[file] {
+            return Ok(id);
+        }
+        let p = path(file);
+        let id = match engine.open_file(&p) {
+            Ok(id) => id,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => engine.create(&p)?,
+            Err(e) => return Err(e),
         };
-    for op in ops {
+        ids[file] = Some(id);
+        world.at(file);
+        Ok(id)
+    };
+    let release = |engine: &Engine, ids: &mut Vec<Option<FileId>>, file: usize| {
+        if let Some(id) = ids[file].take() {
+            engine.release(id);
+        }
+    };
+    for (i, op) in ops.iter().enumerate() {
         let done: std::io::Result<()> = (|| match *op {
             Op::Write {
                 file,
@@ -354,55 +456,93 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Ve
                 len,
                 seed,
             } => {
-                let id = id_of(&engine, &mut ids, &mut models, file)?;
+                let id = id_of(&engine, &mut ids, &mut world, file)?;
                 let data = payload(seed, offset, len);
                 // Touched before the call: a failed write may have landed.
-                models[file].write(offset, &data);
+                world.at(file).write(offset, &data);
                 engine.write(id, offset, &data)
             }
             Op::Truncate { file, size } => {
-                let id = id_of(&engine, &mut ids, &mut models, file)?;
-                models[file].truncate(size);
+                let id = id_of(&engine, &mut ids, &mut world, file)?;
+                world.at(file).truncate(size);
                 engine.truncate(id, size)
             }
             Op::Fsync { file } => {
-                let id = id_of(&engine, &mut ids, &mut models, file)?;
+                let id = id_of(&engine, &mut ids, &mut world, file)?;
                 engine.fsync(id)?;
-                models[file].fsynced();
+                world.at(file).fsynced();
                 Ok(())
             }
             Op::Close { file } => {
-                let id = id_of(&engine, &mut ids, &mut models, file)?;
+                let id = id_of(&engine, &mut ids, &mut world, file)?;
                 engine.sync_file(id, false)?;
-                models[file].drained();
+                world.at(file).drained();
                 Ok(())
             }
             Op::SyncFsync { file } => {
-                let id = id_of(&engine, &mut ids, &mut models, file)?;
+                let id = id_of(&engine, &mut ids, &mut world, file)?;
                 engine.sync_file_and_fsync(id)?;
-                models[file].fsynced();
+                world.at(file).fsynced();
+                Ok(())
+            }
+            Op::Rename { from, to } => {
+                if from == to || world.at[from].is_none() {
+                    return Ok(());
+                }
+                release(&engine, &mut ids, from);
+                release(&engine, &mut ids, to);
+                // Taken before the call: a rename cut by the crash may
+                // have happened.
+                world.drop_name(to);
+                let index = world.at[from].take().expect("checked above");
+                let moved = &mut world.files[index];
+                moved.name = to;
+                moved.names.insert(to);
+                moved.renaming_from = Some(from);
+                moved.renamed_unsynced = true;
+                world.at[to] = Some(index);
+                engine.rename(&path(from), &path(to))?;
+                world.files[index].renaming_from = None;
+                Ok(())
+            }
+            Op::Unlink { file } => {
+                if world.at[file].is_none() {
+                    return Ok(());
+                }
+                release(&engine, &mut ids, file);
+                world.drop_name(file);
+                engine.unlink(&path(file))
+            }
+            Op::SyncDirs => {
+                for dir in ["", "d"] {
+                    capacity.sync_dir(&RelPath::new(dir).unwrap())?;
+                }
+                for file in &mut world.files {
+                    file.renamed_unsynced = false;
+                }
                 Ok(())
             }
             Op::Drain => {
                 engine.drain()?;
-                for model in &mut models {
-                    model.drained();
-                }
+                world.drained();
                 Ok(())
             }
             Op::Restart => Ok(()),
         })();
-        if done.is_err() {
+        if let Err(e) = done {
+            if verbose() {
+                eprintln!("  op {i} failed: {e}");
+            }
             break;
         }
         if let Op::Restart = op {
-            for id in ids.iter_mut().filter_map(Option::take) {
-                engine.release(id);
+            for file in 0..FILES.len() {
+                release(&engine, &mut ids, file);
             }
             engine.close();
             engine = match open(fast, capacity) {
                 Ok(engine) => engine,
-                Err(_) => return models,
+                Err(_) => return world,
             };
             // A recovered engine flushes what it recovered at once, while
             // nothing is written (the gate's quiet rule); waited for here,
@@ -410,16 +550,14 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Ve
             if engine.drain().is_err() {
                 break;
             }
-            for model in &mut models {
-                model.drained();
-            }
+            world.drained();
         }
     }
-    for id in ids.into_iter().flatten() {
-        engine.release(id);
+    for file in 0..FILES.len() {
+        release(&engine, &mut ids, file);
     }
     engine.close();
-    models
+    world
 }
 
 /// The whole file at `path` as the engine reads it, or `None` if it has
@@ -506,7 +644,7 @@ fn check_seed(seed: u64) -> Result<String, String> {
     if verbose() {
         eprintln!("seed {seed}: {what}");
     }
-    let models = run(&fast, &capacity, &ops);
+    let world = run(&fast, &capacity, &ops);
     if crashing.crashed_at().is_none() {
         return Err(format!("{what}: the armed crash never fired"));
     }
@@ -519,13 +657,36 @@ fn check_seed(seed: u64) -> Result<String, String> {
 
     let engine = open(&fast, &capacity).map_err(|e| format!("{what}: recovery failed: {e}"))?;
     let mut seen = Vec::new();
-    for (file, model) in models.iter().enumerate() {
-        let p = path(file);
-        let got = read_all(&engine, &p).map_err(|e| format!("{what}: {e}"))?;
-        model
-            .check(got.as_deref(), capacity_kept)
-            .map_err(|e| format!("{what}: {p}: {e}"))?;
+    for file in 0..FILES.len() {
+        let got = read_all(&engine, &path(file)).map_err(|e| format!("{what}: {e}"))?;
         seen.push(got);
+    }
+    let required = |m: &&Model| m.live && (capacity_kept || !m.renamed_unsynced);
+    for model in world.files.iter().filter(required) {
+        // With the capacity tier's state kept, every name is as the
+        // workload left it; after a power cut of it, a file may be at any
+        // name it had.
+        let names: Vec<usize> = if capacity_kept {
+            std::iter::once(model.name)
+                .chain(model.renaming_from)
+                .collect()
+        } else {
+            model.names.iter().copied().collect()
+        };
+        let mut errors = Vec::new();
+        let found =
+            names.iter().any(
+                |&name| match model.check(seen[name].as_deref(), capacity_kept) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        errors.push(format!("{}: {e}", FILES[name]));
+                        false
+                    }
+                },
+            );
+        if !found {
+            return Err(format!("{what}: {}", errors.join("; ")));
+        }
     }
     engine
         .drain()

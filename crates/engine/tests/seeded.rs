@@ -109,9 +109,8 @@ enum Op {
         file: usize,
     },
     /// The application's `fsync` of the directories (the root and `d`):
-    /// what makes a rename durable under POSIX. The engine's fsync of a
-    /// file syncs its parent only for a file it created (docs/crash-consistency.md,
-    /// "create"); a renamed file's new name is the application's to sync.
+    /// what makes a rename durable under POSIX (the engine's fsync of the
+    /// renamed file does too: docs/crash-consistency.md, "rename").
     SyncDirs,
     Drain,
     Restart,
@@ -257,8 +256,8 @@ impl Ack {
 /// Where it must be found: at its name (or, if the crash cut a rename of
 /// it, at either name) while the capacity tier kept its state; after a
 /// power cut of that tier, at any name it had, and nowhere in particular
-/// if it was renamed since the directories were last synced. A file
-/// unlinked or renamed over is owed nothing.
+/// if it was renamed since the directories were last synced or it was
+/// last fsynced. A file unlinked or renamed over is owed nothing.
 #[derive(Clone, Debug, Default)]
 struct Model {
     /// The file was made (no name to keep before).
@@ -273,9 +272,9 @@ struct Model {
     /// The name it had before a rename that has not returned (the crash
     /// cut it): it may be at either.
     renaming_from: Option<usize>,
-    /// Renamed since the directories were last synced: after a power cut
-    /// of the capacity tier it may have no name at all (POSIX: the new
-    /// name needed the directory's fsync, and its old one may hold
+    /// Renamed since the directories were last synced or it was last
+    /// fsynced: after a power cut of the capacity tier it may have no name
+    /// at all (its new name was not synced, and its old one may hold
     /// another file by then), so nothing is required of it.
     renamed_unsynced: bool,
     current: Vec<u8>,
@@ -307,8 +306,11 @@ impl Model {
         self.touch(size.min(old), size.max(old), true);
     }
 
+    /// An fsync: the bytes, and the name (the engine syncs the parent of
+    /// a file it created or renamed at its next fsync).
     fn fsynced(&mut self) {
         self.fsynced = Some(Ack::of(&self.current));
+        self.renamed_unsynced = false;
     }
 
     fn drained(&mut self) {

@@ -213,7 +213,8 @@ struct OpenFile {
     /// looks its bytes up again (gone once the sync dropped them), instead
     /// of writing the same bytes a second time beside it.
     syncing: bool,
-    /// Created by the engine and its directory not yet synced.
+    /// Created by the engine, or renamed by it, and its (new) directory
+    /// entry not yet synced: its next fsync syncs the parent.
     created_unsynced: bool,
     /// `create`/`open_file` calls not yet matched by `release`. A released
     /// file is forgotten once nothing of it is buffered.
@@ -314,8 +315,9 @@ struct State {
     /// Files by capacity identity (`Stat::identity`), so another name of
     /// an open file opens that file (hard links).
     by_ino: HashMap<(u64, u64), FileId>,
-    /// Files created by the engine, forgotten before an fsync synced their
-    /// directory entry.
+    /// Files created or renamed by the engine, forgotten (or never held)
+    /// before an fsync synced their directory entry; a clean stop syncs
+    /// their parents.
     unsynced_creates: HashSet<RelPath>,
     /// Counts the engine's changes of what a path names (link, unlink,
     /// rename), each bumped right after the capacity tier's change, under

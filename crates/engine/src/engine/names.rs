@@ -171,6 +171,7 @@ impl Engine {
         for (old_path, _, _) in &moved {
             state.ids.remove(old_path);
         }
+        let mut held = false;
         for (old_path, new_path, id) in moved {
             state.ids.insert(new_path.clone(), id);
             if let Some(open) = state.files.get_mut(&id) {
@@ -180,9 +181,21 @@ impl Engine {
                     }
                 }
                 if !open.unlinked && open.path == old_path {
+                    // The renamed file's new entry is owed a sync, as a
+                    // new file's is: at its next fsync ("durable with its
+                    // name"), or at a clean stop.
+                    if old_path == *from {
+                        open.created_unsynced = true;
+                        held = true;
+                    }
                     open.path = new_path;
                 }
             }
+        }
+        if !held && from != to {
+            // Not held (or a directory): its new entry is owed the same
+            // sync, when a later open of it is fsynced or at a clean stop.
+            state.unsynced_creates.insert(to.clone());
         }
         let unsynced: Vec<(RelPath, RelPath)> = state
             .unsynced_creates

@@ -263,6 +263,12 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) -> Option<Arc<dyn 
     }
     let open = remove_file_entry(state, id)?;
     cache::park(state, id, open.ino.filter(|_| !open.unlinked));
+    // The id may come back (unparked by its identity) under another name:
+    // a rename while it was not held moves no path record. Its next
+    // record then names it afresh, or recovery would replay it to the old
+    // name, which may hold another file by then (the seeded harness, seed
+    // 75: the bytes quarantined as "replaced").
+    state.buffer.forget_descriptions(id);
     if open.created_unsynced && !open.unlinked {
         // A later fsync of the file (opened again) still owes its
         // directory entry a sync.

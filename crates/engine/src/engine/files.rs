@@ -77,7 +77,7 @@ pub(super) fn attach(
     path: RelPath,
     handle: Arc<dyn BackendFile>,
     size: u64,
-    created_unsynced: bool,
+    name_unsynced: bool,
     ino: Option<(u64, u64)>,
 ) {
     state.ids.insert(path.clone(), id);
@@ -98,7 +98,7 @@ pub(super) fn attach(
             size,
             busy: 0,
             syncing: false,
-            created_unsynced,
+            name_unsynced,
             opens: 0,
             appending: BTreeSet::new(),
             quiescing: 0,
@@ -269,10 +269,10 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) -> Option<Arc<dyn 
     // name, which may hold another file by then (the seeded harness, seed
     // 75: the bytes quarantined as "replaced").
     state.buffer.forget_descriptions(id);
-    if open.created_unsynced && !open.unlinked {
+    if open.name_unsynced && !open.unlinked {
         // A later fsync of the file (opened again) still owes its
         // directory entry a sync.
-        state.unsynced_creates.insert(open.path);
+        state.unsynced_names.insert(open.path);
     }
     Some(open.handle)
 }

@@ -215,7 +215,7 @@ struct OpenFile {
     syncing: bool,
     /// Created by the engine, or renamed by it, and its (new) directory
     /// entry not yet synced: its next fsync syncs the parent.
-    created_unsynced: bool,
+    name_unsynced: bool,
     /// `create`/`open_file` calls not yet matched by `release`. A released
     /// file is forgotten once nothing of it is buffered.
     opens: u32,
@@ -318,7 +318,7 @@ struct State {
     /// Files created or renamed by the engine, forgotten (or never held)
     /// before an fsync synced their directory entry; a clean stop syncs
     /// their parents.
-    unsynced_creates: HashSet<RelPath>,
+    unsynced_names: HashSet<RelPath>,
     /// Counts the engine's changes of what a path names (link, unlink,
     /// rename), each bumped right after the capacity tier's change, under
     /// the same hold of the engine lock (an unlink of an unheld name,
@@ -602,7 +602,7 @@ impl Engine {
         if let Some(id) = file_of(&state, path, ino) {
             add_name(&mut state, id, path);
             if let Some(open) = state.files.get_mut(&id) {
-                open.created_unsynced = true;
+                open.name_unsynced = true;
             }
             opened(&mut state, id);
             return Ok((id, stat));
@@ -1082,7 +1082,7 @@ impl Engine {
             let _ = flusher.join();
             // Once per engine: a stop after the flusher ended changes no
             // name.
-            sync_unsynced_creates(&self.shared);
+            sync_unsynced_names(&self.shared);
         }
         *self
             .shared
@@ -1097,23 +1097,23 @@ impl Engine {
     }
 }
 
-/// At a clean stop, sync the directories of the files this run created
-/// (or recovered) whose names no fsync has made durable yet. The next run
+/// At a clean stop, sync the directories of the files this run created,
+/// renamed or recovered whose names no fsync has made durable yet. The next run
 /// does not know of them: its fsync of such a file synced the bytes and
 /// left the name to chance, and a power cut of the capacity tier lost the
 /// file (found by the seeded harness, `tests/seeded.rs`, seed 43). Sorted,
 /// so the syncs come in one order; a failure is logged (the names stay as
 /// durable as before).
-fn sync_unsynced_creates(shared: &Shared) {
+fn sync_unsynced_names(shared: &Shared) {
     let dirs: std::collections::BTreeSet<RelPath> = {
         let state = lock(shared);
         let open = state
             .files
             .values()
-            .filter(|open| open.created_unsynced && !open.unlinked)
+            .filter(|open| open.name_unsynced && !open.unlinked)
             .map(|open| &open.path);
         state
-            .unsynced_creates
+            .unsynced_names
             .iter()
             .chain(open)
             .map(|path| path.parent().unwrap_or_else(RelPath::root))

@@ -60,7 +60,7 @@ impl Engine {
         let removed = shared.capacity.remove_file(path);
         state.names_epoch += 1;
         removed.map_err(context(format!("unlink {path}")))?;
-        state.unsynced_creates.remove(path);
+        state.unsynced_names.remove(path);
         Ok(())
     }
 
@@ -185,7 +185,7 @@ impl Engine {
                     // new file's is: at its next fsync ("durable with its
                     // name"), or at a clean stop.
                     if old_path == *from {
-                        open.created_unsynced = true;
+                        open.name_unsynced = true;
                         held = true;
                     }
                     open.path = new_path;
@@ -195,16 +195,16 @@ impl Engine {
         if !held && from != to {
             // Not held (or a directory): its new entry is owed the same
             // sync, when a later open of it is fsynced or at a clean stop.
-            state.unsynced_creates.insert(to.clone());
+            state.unsynced_names.insert(to.clone());
         }
         let unsynced: Vec<(RelPath, RelPath)> = state
-            .unsynced_creates
+            .unsynced_names
             .iter()
             .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
             .collect();
         for (old_path, new_path) in unsynced {
-            state.unsynced_creates.remove(&old_path);
-            state.unsynced_creates.insert(new_path);
+            state.unsynced_names.remove(&old_path);
+            state.unsynced_names.insert(new_path);
         }
         Ok(())
     }
@@ -241,6 +241,6 @@ fn unlink_unheld(
         shared.changed.notify_all();
     }
     removed.map_err(context(format!("unlink {path}")))?;
-    state.unsynced_creates.remove(path);
+    state.unsynced_names.remove(path);
     Ok(())
 }

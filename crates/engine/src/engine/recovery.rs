@@ -349,7 +349,7 @@ fn restore_state(
         files: HashMap::new(),
         ids: HashMap::new(),
         by_ino: HashMap::new(),
-        unsynced_creates: HashSet::new(),
+        unsynced_names: HashSet::new(),
         names_epoch: 0,
         unlinking: 0,
         awaiting_unlinks: 0,

@@ -51,7 +51,7 @@ impl Engine {
         let handle = Arc::clone(&open.handle);
         let path = open.path.clone();
         let dir_unsynced =
-            !open.unlinked && (open.created_unsynced || state.unsynced_creates.contains(&path));
+            !open.unlinked && (open.name_unsynced || state.unsynced_names.contains(&path));
         drop(state);
         if data {
             handle.sync_data().map_err(context(&what))?;
@@ -59,7 +59,7 @@ impl Engine {
         if dir_unsynced {
             let parent = path.parent().unwrap_or_else(RelPath::root);
             shared.capacity.sync_dir(&parent).map_err(context(&what))?;
-            lock(shared).unsynced_creates.remove(&path);
+            lock(shared).unsynced_names.remove(&path);
         }
         let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
         let synced = synced.map_err(context(&what))?;
@@ -72,7 +72,7 @@ impl Engine {
         settled?;
         if dir_unsynced {
             if let Some(open) = state.files.get_mut(&file) {
-                open.created_unsynced = false;
+                open.name_unsynced = false;
             }
         }
         Ok(())

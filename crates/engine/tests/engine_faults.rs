@@ -215,24 +215,32 @@ fn a_corrupt_payload_is_never_served_and_later_records_survive() {
     }
 }
 
+/// A file `old` written (8 slots) and fsynced over `fast` and `inner`, then
+/// renamed to `new`: the log records the new name durably, then the
+/// capacity rename fails, as if the machine died between the two.
+fn rename_cut_by_a_crash(
+    fast: &Arc<dyn Backend>,
+    inner: &Arc<dyn Backend>,
+    old: &RelPath,
+    new: &RelPath,
+) {
+    let faulty = Arc::new(FaultBackend::new(Arc::clone(inner)));
+    let capacity: Arc<dyn Backend> = faulty.clone();
+    let engine = open(fast, &capacity);
+    let id = engine.create(old).unwrap();
+    write_slots(&engine, id, 8);
+    engine.fsync(id).unwrap();
+    faulty.inject(FaultRule::new(FaultOp::Rename, EIO));
+    assert!(engine.rename(old, new).is_err());
+    engine.close();
+}
+
 #[test]
 fn a_rename_cut_in_half_by_a_crash_is_redone_at_recovery() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let inner: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let faulty = Arc::new(FaultBackend::new(Arc::clone(&inner)));
-    let capacity: Arc<dyn Backend> = faulty.clone();
     let (old, new) = (RelPath::new("old").unwrap(), RelPath::new("new").unwrap());
-    {
-        let engine = open(&fast, &capacity);
-        let id = engine.create(&old).unwrap();
-        write_slots(&engine, id, 8);
-        engine.fsync(id).unwrap();
-        // The log records the new name durably, then the capacity rename
-        // fails: as if the machine died between the two.
-        faulty.inject(FaultRule::new(FaultOp::Rename, EIO));
-        assert!(engine.rename(&old, &new).is_err());
-        engine.close();
-    }
+    rename_cut_by_a_crash(&fast, &inner, &old, &new);
     let engine = open(&fast, &inner);
     assert!(inner.metadata(&old).is_err(), "the rename was redone");
     let id = engine.open_file(&new).unwrap();
@@ -254,8 +262,6 @@ fn a_rename_cut_in_half_by_a_crash_is_redone_at_recovery() {
 fn a_rename_over_another_file_cut_by_a_crash_replays_at_the_old_name() {
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let inner: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let faulty = Arc::new(FaultBackend::new(Arc::clone(&inner)));
-    let capacity: Arc<dyn Backend> = faulty.clone();
     let (old, new) = (RelPath::new("old").unwrap(), RelPath::new("new").unwrap());
     let other = b"the other file".to_vec();
     {
@@ -263,15 +269,7 @@ fn a_rename_over_another_file_cut_by_a_crash_replays_at_the_old_name() {
         f.write_at(&other, 0).unwrap();
         f.sync_data().unwrap();
     }
-    {
-        let engine = open(&fast, &capacity);
-        let id = engine.create(&old).unwrap();
-        write_slots(&engine, id, 8);
-        engine.fsync(id).unwrap();
-        faulty.inject(FaultRule::new(FaultOp::Rename, EIO));
-        assert!(engine.rename(&old, &new).is_err());
-        engine.close();
-    }
+    rename_cut_by_a_crash(&fast, &inner, &old, &new);
     let engine = open(&fast, &inner);
     assert_eq!(engine.stats().quarantined_files, 0);
     let id = engine.open_file(&old).unwrap();

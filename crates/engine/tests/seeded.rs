@@ -277,11 +277,6 @@ struct Model {
     /// at all (its new name was not synced, and its old one may hold
     /// another file by then), so nothing is required of it.
     renamed_unsynced: bool,
-    /// That rename moved it to another directory: the engine's fsync
-    /// syncs the new parent only, and the old one still names it (the
-    /// crash backend keeps a file named twice at its first place), so
-    /// only the directories' fsync makes it owed its new name.
-    renamed_across: bool,
     current: Vec<u8>,
     fsynced: Option<Ack>,
     drained: Option<Ack>,
@@ -312,12 +307,11 @@ impl Model {
     }
 
     /// An fsync: the bytes, and the name (the engine syncs the parent of
-    /// a file it created or renamed at its next fsync).
+    /// a file it created or renamed at its next fsync, and the old parent
+    /// of one renamed from another directory).
     fn fsynced(&mut self) {
         self.fsynced = Some(Ack::of(&self.current));
-        if !self.renamed_across {
-            self.renamed_unsynced = false;
-        }
+        self.renamed_unsynced = false;
     }
 
     fn drained(&mut self) {
@@ -370,10 +364,6 @@ fn config() -> EngineConfig {
 
 fn path(file: usize) -> RelPath {
     RelPath::new(FILES[file]).unwrap()
-}
-
-fn parent(file: usize) -> RelPath {
-    path(file).parent().unwrap_or_else(RelPath::root)
 }
 
 fn open(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>) -> std::io::Result<Engine> {
@@ -513,7 +503,6 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Wo
                 moved.names.insert(to);
                 moved.renaming_from = Some(from);
                 moved.renamed_unsynced = true;
-                moved.renamed_across = parent(from) != parent(to);
                 world.at[to] = Some(index);
                 engine.rename(&path(from), &path(to))?;
                 world.files[index].renaming_from = None;
@@ -533,7 +522,6 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Wo
                 }
                 for file in &mut world.files {
                     file.renamed_unsynced = false;
-                    file.renamed_across = false;
                 }
                 Ok(())
             }

@@ -54,7 +54,10 @@ pub(super) fn register(
         Some(stat) => stat.len,
         None => handle.len()?,
     };
-    attach(state, id, path, handle, size, created, ino);
+    if created {
+        state.unsynced_names.created(&path);
+    }
+    attach(state, id, path, handle, size, ino);
     Ok(id)
 }
 
@@ -77,7 +80,6 @@ pub(super) fn attach(
     path: RelPath,
     handle: Arc<dyn BackendFile>,
     size: u64,
-    name_unsynced: bool,
     ino: Option<(u64, u64)>,
 ) {
     state.ids.insert(path.clone(), id);
@@ -98,7 +100,6 @@ pub(super) fn attach(
             size,
             busy: 0,
             syncing: false,
-            name_unsynced,
             opens: 0,
             appending: BTreeSet::new(),
             quiescing: 0,
@@ -269,11 +270,6 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) -> Option<Arc<dyn 
     // name, which may hold another file by then (the seeded harness, seed
     // 75: the bytes quarantined as "replaced").
     state.buffer.forget_descriptions(id);
-    if open.name_unsynced && !open.unlinked {
-        // A later fsync of the file (opened again) still owes its
-        // directory entry a sync.
-        state.unsynced_names.insert(open.path);
-    }
     Some(open.handle)
 }
 

@@ -30,9 +30,17 @@ pub(super) enum Step {
 pub(super) const FLUSH_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// The longest wait between two attempts of a failing flush.
 const FLUSH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Names owed a directory sync kept before the flusher syncs them all.
+const UNSYNCED_NAMES_MAX: usize = 8192;
 
 pub(super) fn flusher_loop(shared: &Shared) {
     loop {
+        // Names no fsync made durable are kept until a clean stop: past a
+        // bound (mdtest's millions of creates), their directories are
+        // synced now, which settles them and keeps the set small.
+        if lock(shared).unsynced_names.len() > UNSYNCED_NAMES_MAX {
+            super::sync_unsynced_names(shared);
+        }
         let mut polled = flush_regions(shared);
         // No region to flush now: while the capacity tier is idle, write a
         // file's bytes back instead (close-to-open; sync.rs).

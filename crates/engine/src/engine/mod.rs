@@ -41,7 +41,7 @@
 //! - a region is reset only after every capacity file it was flushed to has
 //!   been synced, and only when it is the oldest region holding records.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -78,6 +78,7 @@ mod read;
 mod recovery;
 mod sync;
 mod traffic;
+mod unsynced;
 mod writeback;
 
 use append::{append_data, append_required, sync_log, wait_appends};
@@ -213,9 +214,6 @@ struct OpenFile {
     /// looks its bytes up again (gone once the sync dropped them), instead
     /// of writing the same bytes a second time beside it.
     syncing: bool,
-    /// Created by the engine, or renamed by it, and its (new) directory
-    /// entry not yet synced: its next fsync syncs the parent.
-    name_unsynced: bool,
     /// `create`/`open_file` calls not yet matched by `release`. A released
     /// file is forgotten once nothing of it is buffered.
     opens: u32,
@@ -315,10 +313,10 @@ struct State {
     /// Files by capacity identity (`Stat::identity`), so another name of
     /// an open file opens that file (hard links).
     by_ino: HashMap<(u64, u64), FileId>,
-    /// Files created or renamed by the engine, forgotten (or never held)
-    /// before an fsync synced their directory entry; a clean stop syncs
-    /// their parents.
-    unsynced_names: HashSet<RelPath>,
+    /// Names created, renamed or recovered by the engine whose directory
+    /// entries no sync has made durable yet: a file's fsync syncs what its
+    /// name needs, a clean stop syncs them all.
+    unsynced_names: unsynced::UnsyncedNames,
     /// Counts the engine's changes of what a path names (link, unlink,
     /// rename), each bumped right after the capacity tier's change, under
     /// the same hold of the engine lock (an unlink of an unheld name,
@@ -601,9 +599,7 @@ impl Engine {
         let ino = stat.as_ref().map(Stat::identity);
         if let Some(id) = file_of(&state, path, ino) {
             add_name(&mut state, id, path);
-            if let Some(open) = state.files.get_mut(&id) {
-                open.name_unsynced = true;
-            }
+            state.unsynced_names.created(path);
             opened(&mut state, id);
             return Ok((id, stat));
         }
@@ -1103,26 +1099,19 @@ impl Engine {
 /// left the name to chance, and a power cut of the capacity tier lost the
 /// file (found by the seeded harness, `tests/seeded.rs`, seed 43). Sorted,
 /// so the syncs come in one order; a failure is logged (the names stay as
-/// durable as before).
+/// durable as before, and owed). The flusher calls it too, when more
+/// names are owed than it keeps (`flush.rs`).
 fn sync_unsynced_names(shared: &Shared) {
-    let dirs: std::collections::BTreeSet<RelPath> = {
-        let state = lock(shared);
-        let open = state
-            .files
-            .values()
-            .filter(|open| open.name_unsynced && !open.unlinked)
-            .map(|open| &open.path);
-        state
-            .unsynced_names
-            .iter()
-            .chain(open)
-            .map(|path| path.parent().unwrap_or_else(RelPath::root))
-            .collect()
-    };
-    for dir in dirs {
-        if let Err(e) = shared.capacity.sync_dir(&dir) {
-            tracing::warn!(dir = %dir, error = %e, "stop: new names not synced");
+    let sync = lock(shared).unsynced_names.all();
+    let mut failed = false;
+    for dir in &sync.dirs {
+        if let Err(e) = shared.capacity.sync_dir(dir) {
+            tracing::warn!(dir = %dir, error = %e, "new names not synced");
+            failed = true;
         }
+    }
+    if !failed {
+        lock(shared).unsynced_names.settle(&sync);
     }
 }
 

@@ -60,7 +60,7 @@ impl Engine {
         let removed = shared.capacity.remove_file(path);
         state.names_epoch += 1;
         removed.map_err(context(format!("unlink {path}")))?;
-        state.unsynced_names.remove(path);
+        state.unsynced_names.removed(path);
         Ok(())
     }
 
@@ -171,7 +171,6 @@ impl Engine {
         for (old_path, _, _) in &moved {
             state.ids.remove(old_path);
         }
-        let mut held = false;
         for (old_path, new_path, id) in moved {
             state.ids.insert(new_path.clone(), id);
             if let Some(open) = state.files.get_mut(&id) {
@@ -181,31 +180,14 @@ impl Engine {
                     }
                 }
                 if !open.unlinked && open.path == old_path {
-                    // The renamed file's new entry is owed a sync, as a
-                    // new file's is: at its next fsync ("durable with its
-                    // name"), or at a clean stop.
-                    if old_path == *from {
-                        open.name_unsynced = true;
-                        held = true;
-                    }
                     open.path = new_path;
                 }
             }
         }
-        if !held && from != to {
-            // Not held (or a directory): its new entry is owed the same
-            // sync, when a later open of it is fsynced or at a clean stop.
-            state.unsynced_names.insert(to.clone());
-        }
-        let unsynced: Vec<(RelPath, RelPath)> = state
-            .unsynced_names
-            .iter()
-            .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
-            .collect();
-        for (old_path, new_path) in unsynced {
-            state.unsynced_names.remove(&old_path);
-            state.unsynced_names.insert(new_path);
-        }
+        // The new entry is owed a sync, as a new file's is, and so is the
+        // old one if it was in another directory: at the next fsync of the
+        // file (or of one under a renamed directory), or at a clean stop.
+        state.unsynced_names.renamed(from, to);
         Ok(())
     }
 }
@@ -241,6 +223,6 @@ fn unlink_unheld(
         shared.changed.notify_all();
     }
     removed.map_err(context(format!("unlink {path}")))?;
-    state.unsynced_names.remove(path);
+    state.unsynced_names.removed(path);
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! buffered bytes (redoing a rename a crash cut in half), start the
 //! flusher (docs/crash-consistency.md, recovery).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -349,7 +349,7 @@ fn restore_state(
         files: HashMap::new(),
         ids: HashMap::new(),
         by_ino: HashMap::new(),
-        unsynced_names: HashSet::new(),
+        unsynced_names: Default::default(),
         names_epoch: 0,
         unlinking: 0,
         awaiting_unlinks: 0,
@@ -429,15 +429,10 @@ fn reattach(
             .or_else(|_| capacity.stat(&path))
             .ok()
             .map(|stat| stat.identity());
-        attach(
-            state,
-            id,
-            path,
-            handle,
-            capacity_len.max(buffered_end),
-            true,
-            ino,
-        );
+        // Recovered files are marked as created: their next fsync syncs
+        // the parent (docs/crash-consistency.md, "create").
+        state.unsynced_names.created(&path);
+        attach(state, id, path, handle, capacity_len.max(buffered_end), ino);
     }
     Ok(())
 }

@@ -50,16 +50,21 @@ impl Engine {
         let what = format!("fsync {}", open.path);
         let handle = Arc::clone(&open.handle);
         let path = open.path.clone();
-        let dir_unsynced =
-            !open.unlinked && (open.name_unsynced || state.unsynced_names.contains(&path));
+        let dirs = match open.unlinked {
+            true => Default::default(),
+            false => state.unsynced_names.for_path(&path),
+        };
         drop(state);
         if data {
             handle.sync_data().map_err(context(&what))?;
         }
-        if dir_unsynced {
-            let parent = path.parent().unwrap_or_else(RelPath::root);
-            shared.capacity.sync_dir(&parent).map_err(context(&what))?;
-            lock(shared).unsynced_names.remove(&path);
+        if !dirs.is_empty() {
+            // The new parent first, then the old ones: a crash between
+            // leaves the file named twice, never at no name.
+            for dir in &dirs.dirs {
+                shared.capacity.sync_dir(dir).map_err(context(&what))?;
+            }
+            lock(shared).unsynced_names.settle(&dirs);
         }
         let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
         let synced = synced.map_err(context(&what))?;
@@ -67,15 +72,7 @@ impl Engine {
         // Bytes of the file in a region behind a failed append are not
         // recovered from it (degrade.rs): durable only once flushed.
         let behind_hole = regions_holding(&state, file, 0, u64::MAX, true);
-        let (s, settled) = wait_reset(shared, state, &behind_hole, &what);
-        state = s;
-        settled?;
-        if dir_unsynced {
-            if let Some(open) = state.files.get_mut(&file) {
-                open.name_unsynced = false;
-            }
-        }
-        Ok(())
+        wait_reset(shared, state, &behind_hole, &what).1
     }
 
     /// `sluice sync PATH`: write every buffered byte of the file at `path`

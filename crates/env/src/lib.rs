@@ -41,7 +41,7 @@
 
 use std::fmt;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use sluice_policy::Time;
@@ -951,6 +951,40 @@ pub(crate) fn owner_id(id: Option<u32>, what: &str) -> io::Result<Option<u32>> {
 /// (allocation failure aborts instead).
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One wait on `changed`, of at most `max` (a notification may end it
+/// sooner), poisoning ignored as by [`lock`].
+pub fn wait_for<'a, T>(
+    changed: &Condvar,
+    guard: MutexGuard<'a, T>,
+    max: Duration,
+) -> MutexGuard<'a, T> {
+    changed
+        .wait_timeout(guard, max)
+        .unwrap_or_else(PoisonError::into_inner)
+        .0
+}
+
+/// Wait on `changed` while `cond` holds of what `guard` guards, poisoning
+/// ignored as by [`lock`]; with `poll`, look again at least that often,
+/// for a condition whose change may come without a notification. The one
+/// places besides [`lock`] and [`wait_for`] where a guard is passed: the
+/// callers keep their own helpers free of guards, as predicates on the
+/// guarded state.
+pub fn wait_while<'a, T>(
+    changed: &Condvar,
+    mut guard: MutexGuard<'a, T>,
+    poll: Option<Duration>,
+    mut cond: impl FnMut(&mut T) -> bool,
+) -> MutexGuard<'a, T> {
+    while cond(&mut guard) {
+        guard = match poll {
+            None => changed.wait(guard).unwrap_or_else(PoisonError::into_inner),
+            Some(poll) => wait_for(changed, guard, poll),
+        };
+    }
+    guard
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_catalog::Location;
-use sluice_env::{copy_range, BackendFile, CopyHow, OpenOptions, RelPath};
+use sluice_env::{copy_range, wait_for, BackendFile, CopyHow, OpenOptions, RelPath};
 use sluice_policy::bbos::{cold_order, newest_versions, Resident};
 
 use super::{Checkpoints, Shared, State};
@@ -39,7 +39,11 @@ impl Checkpoints {
                     return Err(io::Error::other(format!("drain checkpoints: {e}")));
                 }
             }
-            drop(self.shared.wait(state, Duration::from_millis(20)));
+            drop(wait_for(
+                &self.shared.changed,
+                state,
+                Duration::from_millis(20),
+            ));
         }
     }
 }
@@ -84,7 +88,7 @@ pub(super) fn demoter_loop(shared: &Shared) {
         if state.shutdown {
             return;
         }
-        drop(shared.wait(state, wait));
+        drop(wait_for(&shared.changed, state, wait));
     }
 }
 
@@ -207,7 +211,7 @@ pub(super) fn copy_out(
             let (_, rate) = shared.rates(&state);
             let Some(rate) = NonZeroU64::new(rate as u64) else {
                 // No demotion under writes now (MaxBW, pattern 1).
-                drop(shared.wait(state, Duration::from_millis(20)));
+                drop(wait_for(&shared.changed, state, Duration::from_millis(20)));
                 continue;
             };
             state.demote_bucket.set_rate(now, rate);

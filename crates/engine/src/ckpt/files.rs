@@ -4,11 +4,11 @@
 
 use std::io;
 use std::num::NonZeroU64;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_catalog::{CkptRecord, JobSpec, Location};
-use sluice_env::{copy_range, with_context, OpenOptions, RelPath};
+use sluice_env::{copy_range, wait_for, with_context, OpenOptions, RelPath};
 use sluice_policy::bbos::{
     datawarp_grant, Admission, FastCopy, FastTier, PlaceConfig, Placement, Placer, Resident,
     Scheme, Ticket,
@@ -137,7 +137,8 @@ impl Checkpoints {
                         ticket = None;
                         break;
                     }
-                    state = shared.wait(
+                    state = wait_for(
+                        &shared.changed,
                         state,
                         deadline
                             .saturating_since(now)
@@ -149,10 +150,33 @@ impl Checkpoints {
                 state.stats.admission_wait_ns += u64::try_from(waited.as_nanos()).unwrap_or(0);
             }
         }
-        let result = self.place(state, path, &job, key, create_new, ticket);
+        // 2. Where it goes (sluice_policy::bbos decides; waits for room
+        // with the lock let go), 3. carried out.
+        let result = 'place: {
+            let (mut placer, grant, version) = match self.placer(&mut state, path, &job, key) {
+                Err(e) => break 'place Err(e),
+                Ok(Err(cause)) => {
+                    break 'place self.fallback(&mut state, path, &job, create_new, ticket, &cause)
+                }
+                Ok(Ok(placer)) => placer,
+            };
+            let placement = loop {
+                match self.decide(&mut state, &mut placer, grant) {
+                    Err(e) => break 'place Err(e),
+                    Ok(Placement::Wait { until }) => {
+                        let t = shared.clock.now();
+                        let wait = until.saturating_since(t).min(Duration::from_millis(50));
+                        state = wait_for(&shared.changed, state, wait);
+                    }
+                    Ok(placement) => break placement,
+                }
+            };
+            self.carry_out(
+                &mut state, path, &job, version, placement, create_new, ticket,
+            )
+        };
         if result.is_err() {
             if let Some(t) = ticket {
-                let mut state = shared.lock();
                 admit(&mut state, t);
                 shared.changed.notify_all();
             }
@@ -160,25 +184,28 @@ impl Checkpoints {
         result
     }
 
-    pub(super) fn place(
+    /// The placement of a new checkpoint of `job` at `path` about to be
+    /// decided: the old copy of the path removed, the version taken, the
+    /// policy's placer made (with DataWarp's grant). `Err(cause)` inside:
+    /// the catalogue gave no version ([`Checkpoints::fallback`]).
+    #[allow(clippy::type_complexity)]
+    fn placer(
         &self,
-        mut state: MutexGuard<'_, State>,
+        state: &mut State,
         path: &RelPath,
         job: &JobSpec,
         key: u64,
-        create_new: bool,
-        ticket: Option<Ticket>,
-    ) -> io::Result<u64> {
+    ) -> io::Result<Result<(Placer, Option<u64>, u64), String>> {
         let shared = &*self.shared;
         let options = &shared.options;
         let now = shared.clock.now();
         // The old copy of this path is being replaced.
         if let Some(old) = state.by_path.get(path).copied() {
-            shared.remove_copy(&mut state, old)?;
+            shared.remove_copy(state, old)?;
         }
-        let version = match shared.version_for(&mut state, job, now) {
+        let version = match shared.version_for(state, job, now) {
             Ok(version) => version,
-            Err(cause) => return self.fallback(state, path, job, create_new, ticket, &cause),
+            Err(cause) => return Ok(Err(cause)),
         };
         // Where it goes is sluice_policy::bbos's decision; this carries it
         // out: evictions, MaxBW's wait, then the files below.
@@ -197,7 +224,6 @@ impl Checkpoints {
             cold_direct: true,
         };
         let deadline = now.saturating_add(options.admit_wait);
-        let mut placer = Placer::new(config, incoming, job.versions, deadline);
         let grant = if options.scheme == Scheme::DataWarp {
             let sizes: Vec<u64> = state.jobs.iter().map(|j| j.ckpt_bytes).collect();
             let index = state.jobs.iter().position(|j| j.id == job.id);
@@ -205,42 +231,65 @@ impl Checkpoints {
         } else {
             None
         };
-        let placement = loop {
-            let (ids, copies): (Vec<u64>, Vec<FastCopy>) = state
-                .copies
-                .iter()
-                .map(|(&id, c)| {
-                    let evictable = c.rec.location == Location::Cached && c.unused();
-                    let resident = shared.resident(&state, c);
-                    (
-                        id,
-                        FastCopy {
-                            resident,
-                            evictable,
-                        },
-                    )
-                })
-                .unzip();
-            let decision = placer.decide(&FastTier {
-                now: shared.clock.now(),
-                copies: &copies,
-                grant,
-                closing: state.shutdown,
-            });
-            for i in decision.evict {
-                shared.evict(&mut state, ids[i])?;
-            }
-            match decision.placement {
-                Placement::Wait { until } => {
-                    let t = shared.clock.now();
-                    state = shared.wait(
-                        state,
-                        until.saturating_since(t).min(Duration::from_millis(50)),
-                    );
-                }
-                placement => break placement,
-            }
-        };
+        Ok(Ok((
+            Placer::new(config, incoming, job.versions, deadline),
+            grant,
+            version,
+        )))
+    }
+
+    /// One decision of `placer` over the fast tier now, its evictions
+    /// carried out: a final placement, or `Placement::Wait`.
+    fn decide(
+        &self,
+        state: &mut State,
+        placer: &mut Placer,
+        grant: Option<u64>,
+    ) -> io::Result<Placement> {
+        let shared = &*self.shared;
+        let (ids, copies): (Vec<u64>, Vec<FastCopy>) = state
+            .copies
+            .iter()
+            .map(|(&id, c)| {
+                let evictable = c.rec.location == Location::Cached && c.unused();
+                let resident = shared.resident(state, c);
+                (
+                    id,
+                    FastCopy {
+                        resident,
+                        evictable,
+                    },
+                )
+            })
+            .unzip();
+        let decision = placer.decide(&FastTier {
+            now: shared.clock.now(),
+            copies: &copies,
+            grant,
+            closing: state.shutdown,
+        });
+        for i in decision.evict {
+            shared.evict(state, ids[i])?;
+        }
+        Ok(decision.placement)
+    }
+
+    /// Carry out the final `placement` of checkpoint `version` of `job`
+    /// at `path`: a staged copy on the fast tier, or the capacity file
+    /// straight away. Returns its handle.
+    #[allow(clippy::too_many_arguments)]
+    fn carry_out(
+        &self,
+        state: &mut State,
+        path: &RelPath,
+        job: &JobSpec,
+        version: u64,
+        placement: Placement,
+        create_new: bool,
+        ticket: Option<Ticket>,
+    ) -> io::Result<u64> {
+        let shared = &*self.shared;
+        let now = shared.clock.now();
         // The name on the capacity tier (empty while staged).
         let placeholder = shared.create_on_capacity(path, create_new)?;
         state.stats.checkpoints += 1;
@@ -272,7 +321,7 @@ impl Checkpoints {
                 )?;
                 shared.fast.sync_dir(&dir())?;
                 let r = shared.catalog.put_ckpt(&rec);
-                shared.note_catalog(&mut state, r);
+                shared.note_catalog(state, r);
                 state.copies.insert(
                     id,
                     Copy {
@@ -302,13 +351,13 @@ impl Checkpoints {
                     state.stats.cold_direct += 1;
                 }
                 let r = shared.catalog.put_ckpt(&rec);
-                shared.note_catalog(&mut state, r);
+                shared.note_catalog(state, r);
                 Target::Capacity(placeholder)
             }
         };
         let created = matches!(target, Target::Capacity(_)).then(|| path.clone());
         Ok(add_handle(
-            &mut state,
+            state,
             Handle {
                 target,
                 writing: true,

@@ -392,13 +392,6 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         sluice_env::lock(&self.state)
     }
-
-    fn wait<'a>(&self, state: MutexGuard<'a, State>, max: Duration) -> MutexGuard<'a, State> {
-        self.changed
-            .wait_timeout(state, max)
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-    }
 }
 
 impl Checkpoints {

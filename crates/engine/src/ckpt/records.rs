@@ -3,7 +3,6 @@
 //! records put again once it answers), and copies staged on other nodes.
 
 use std::io;
-use std::sync::MutexGuard;
 
 use sluice_catalog::{CkptRecord, JobSpec, Location};
 use sluice_env::{OpenOptions, RelPath};
@@ -216,7 +215,7 @@ impl Checkpoints {
     /// outage costs the fast tier, never the create).
     pub(super) fn fallback(
         &self,
-        mut state: MutexGuard<'_, State>,
+        state: &mut State,
         path: &RelPath,
         job: &JobSpec,
         create_new: bool,
@@ -233,7 +232,7 @@ impl Checkpoints {
             "new checkpoint written to the capacity tier as an ordinary file: no catalogue"
         );
         Ok(add_handle(
-            &mut state,
+            state,
             Handle {
                 target: Target::Capacity(file),
                 writing: true,

@@ -6,13 +6,16 @@ use std::io;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
+use sluice_env::wait_while;
 use sluice_policy::extent_index::Extent;
 use sluice_policy::write_buffer::Placement;
 use sluice_policy::{FileId, LogLocation, RegionId, Tier};
 
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, REGION_HEADER_BYTES};
 
-use super::degrade::{evacuate, fall_back, fast_append_failed, fast_append_worked, fast_degraded};
+use super::degrade::{
+    fallback_wait, fast_append_failed, fast_append_worked, fast_degraded, fell_back, wait_reset,
+};
 use super::files::unknown;
 use super::{cache, context, lock, Shared, State, FORCED_WAIT_MAX};
 
@@ -292,7 +295,7 @@ pub(super) fn reserve_and_append<'a>(
                     state = lock(shared);
                     let log_region = &mut state.regions[region.0 as usize];
                     // Waiters look at the oldest record in flight of each
-                    // region (`wait_appends`, the flusher): wake them when
+                    // region (`appends_in_flight`, the flusher): wake them when
                     // it lands.
                     let oldest = log_region.in_flight.first() == Some(&header.seq);
                     log_region.in_flight.remove(&header.seq);
@@ -409,23 +412,22 @@ fn fall_back_or_fail<'a>(
     MutexGuard<'a, State>,
     io::Result<Option<(LogLocation, u64)>>,
 ) {
-    let (state, settled) = match header.kind {
-        RecordKind::Data => fall_back(
-            shared,
-            state,
-            header.file_id,
-            header.offset,
-            u64::from(header.len),
-            &e,
-        ),
-        RecordKind::Truncate | RecordKind::Unlink | RecordKind::Path => {
-            evacuate(shared, state, header.file_id, &e)
-        }
-        // A clean record only saves a later flush the same bytes: its
-        // caller keeps them buffered (sync.rs).
-        RecordKind::Commit | RecordKind::Clean => return (state, Err(e)),
+    // A clean record only saves a later flush the same bytes: its caller
+    // keeps them buffered (sync.rs).
+    let Some((holding, what)) = fallback_wait(&state, header, &e) else {
+        return (state, Err(e));
     };
-    (state, settled.map(|()| None))
+    let mut state = state;
+    if !holding.is_empty() {
+        drop(state);
+        let settled = wait_reset(shared, &holding, &what);
+        state = lock(shared);
+        if let Err(e) = settled {
+            return (state, Err(e));
+        }
+    }
+    fell_back(&mut state, header);
+    (state, Ok(None))
 }
 
 pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {
@@ -438,7 +440,7 @@ pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {
     )
 }
 
-/// Wait until no data record reserved before now is being written outside
+/// Whether a data record reserved before now is being written outside
 /// the lock, so a sync covers a hole-free prefix of every region up to
 /// every record placed so far. Records reserved meanwhile lie past them
 /// (sequence numbers and offsets grow together in a region, and regions
@@ -446,26 +448,21 @@ pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {
 /// in flight without pause (eight IOR ranks), waiting for none in flight
 /// at all held a close-to-open write-back's clean record, and with it the
 /// flusher, until the burst ended (issue 32, docs/engine.md).
-pub(super) fn wait_appends<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
-) -> MutexGuard<'a, State> {
+///
+/// The condition to wait on (`wait_while(&shared.changed, state, None,
+/// appends_in_flight(&state))`): true while one is.
+pub(super) fn appends_in_flight(state: &State) -> impl FnMut(&mut State) -> bool {
     let bound = state.buffer.next_seq();
-    while state
-        .regions
-        .iter()
-        .any(|r| r.in_flight.first().is_some_and(|&seq| seq < bound))
-    {
-        state = shared
-            .changed
-            .wait(state)
-            .unwrap_or_else(|e| e.into_inner());
+    move |state| {
+        state
+            .regions
+            .iter()
+            .any(|r| r.in_flight.first().is_some_and(|&seq| seq < bound))
     }
-    state
 }
 
 /// Sync every log region appended to since its last sync. Callers first
-/// [`wait_appends`].
+/// wait out [`appends_in_flight`].
 pub(super) fn sync_log(shared: &Shared, state: &mut State) -> io::Result<Vec<RegionId>> {
     let mut synced = Vec::new();
     for region in state.regions.iter_mut().filter(|r| r.dirty) {
@@ -482,14 +479,16 @@ pub(super) fn sync_log(shared: &Shared, state: &mut State) -> io::Result<Vec<Reg
 /// Sync every log region appended to since its last sync, with the engine
 /// lock released during the syncs (for fsync: writers of other files go
 /// on). Waits for records in flight first, so each synced region is a
-/// hole-free prefix. Returns each synced region with its append count at
-/// the time of the sync, for [`commit`]. A failed sync leaves the regions
-/// dirty.
-pub(super) fn sync_log_unlocked<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
-) -> (MutexGuard<'a, State>, io::Result<Vec<(RegionId, u64)>>) {
-    let mut state = wait_appends(shared, state);
+/// hole-free prefix. `then` gets each synced region with its append count
+/// at the time of the sync, for [`commit`], under the hold of the lock
+/// taken after the syncs. A failed sync leaves the regions dirty.
+pub(super) fn sync_log_unlocked<R>(
+    shared: &Shared,
+    then: impl FnOnce(&mut State, io::Result<Vec<(RegionId, u64)>>) -> R,
+) -> R {
+    let state = lock(shared);
+    let pending = appends_in_flight(&state);
+    let mut state = wait_while(&shared.changed, state, None, pending);
     let dirty: Vec<(RegionId, u64, Arc<RegionFile>)> = state
         .regions
         .iter_mut()
@@ -519,7 +518,7 @@ pub(super) fn sync_log_unlocked<'a>(
     let synced = dirty
         .into_iter()
         .map(|(region, appends, _)| (region, appends));
-    (state, result.map(|()| synced.collect()))
+    then(&mut state, result.map(|()| synced.collect()))
 }
 
 /// After `synced` regions were synced (each with its append count then):

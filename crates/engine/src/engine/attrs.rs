@@ -4,7 +4,7 @@
 //! further ([`logical_size`]), re-read whenever it is asked for.
 
 use std::io;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 use sluice_env::{BackendFile, RelPath, Stat};
 use sluice_policy::FileId;
@@ -51,7 +51,7 @@ fn update_size(state: &mut State, file: FileId, capacity_len: u64) -> u64 {
 pub(super) fn refresh_size(shared: &Shared, file: FileId) -> io::Result<u64> {
     // One fstat gives the size and the stamp the clean copies are
     // compared with (the length alone on a backend without one).
-    let (mut state, (capacity_len, stamp)) = read_steady(shared, file, |handle, path| {
+    let read = |handle: &dyn BackendFile, path: &RelPath| {
         match handle.stat() {
             Ok(stat) => Ok((stat.len, Some(ChangeStamp::of(&stat)))),
             Err(_) => handle.len().map(|len| (len, None)),
@@ -60,22 +60,25 @@ pub(super) fn refresh_size(shared: &Shared, file: FileId) -> io::Result<u64> {
             "capacity tier {}: size of {path}",
             shared.capacity.describe()
         )))
-    })?;
-    // Clean copies of a capacity file changed behind them go.
-    cache::check(&mut state, file, stamp);
-    Ok(update_size(&mut state, file, capacity_len))
+    };
+    read_steady(shared, file, read, |state, (capacity_len, stamp)| {
+        // Clean copies of a capacity file changed behind them go.
+        cache::check(state, file, stamp);
+        update_size(state, file, capacity_len)
+    })
 }
 
 /// `read` of `file`'s capacity handle (with its name, for messages), made
 /// outside the engine lock, and made again while buffered bytes left the
 /// index meanwhile (`State::left_log`: a length read before that may miss
-/// bytes the index no longer shows). Returns the lock, taken after the
-/// last read, with what it read.
-fn read_steady<'a, T>(
-    shared: &'a Shared,
+/// bytes the index no longer shows). `then` gets what it read under the
+/// hold of the lock taken after the last read.
+fn read_steady<T, R>(
+    shared: &Shared,
     file: FileId,
     read: impl Fn(&dyn BackendFile, &RelPath) -> io::Result<T>,
-) -> io::Result<(MutexGuard<'a, State>, T)> {
+    then: impl FnOnce(&mut State, T) -> R,
+) -> io::Result<R> {
     let mut state = lock(shared);
     loop {
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
@@ -85,7 +88,7 @@ fn read_steady<'a, T>(
         let value = read(handle.as_ref(), &path)?;
         state = lock(shared);
         if state.left_log == epoch {
-            return Ok((state, value));
+            return Ok(then(&mut state, value));
         }
     }
 }
@@ -102,13 +105,15 @@ impl Engine {
     /// logical size (buffered bytes included): they outlive its name, so a
     /// file unlinked or renamed over while open still has them.
     pub fn stat_open(&self, file: FileId) -> io::Result<Stat> {
-        let (mut state, mut stat) = read_steady(&self.shared, file, |handle, _| handle.stat())?;
-        cache::check(&mut state, file, Some(ChangeStamp::of(&stat)));
-        update_size(&mut state, file, stat.len);
-        if let Some(open) = state.files.get(&file) {
-            open.overlay(&mut stat);
-        }
-        Ok(stat)
+        let read = |handle: &dyn BackendFile, _: &RelPath| handle.stat();
+        read_steady(&self.shared, file, read, |state, mut stat| {
+            cache::check(state, file, Some(ChangeStamp::of(&stat)));
+            update_size(state, file, stat.len);
+            if let Some(open) = state.files.get(&file) {
+                open.overlay(&mut stat);
+            }
+            stat
+        })
     }
 
     /// Correct the capacity tier's attributes `stat` of `path` (a stat

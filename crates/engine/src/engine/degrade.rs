@@ -20,14 +20,15 @@
 //! reset (regions reset oldest first, so older copies went before).
 
 use std::io;
-use std::sync::MutexGuard;
 use std::time::Duration;
 
 use sluice_policy::{FileId, RegionId};
 
+use crate::log::{RecordHeader, RecordKind};
+
 use super::append::append_error;
 use super::flush::flush_until;
-use super::{Shared, State, FORCED_WAIT_MAX};
+use super::{lock, Shared, State, FORCED_WAIT_MAX};
 
 /// The first wait before the log is tried again after a failed append.
 pub(super) const FAST_RETRY_MIN: Duration = Duration::from_secs(1);
@@ -117,59 +118,58 @@ pub(super) fn regions_holding(
 /// Wait until every region of `regions` (each with the generation it had)
 /// has been reset, flushing as a drain does meanwhile. Fails after
 /// [`FORCED_WAIT_MAX`] with `what` and the flusher's last error.
-pub(super) fn wait_reset<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
+pub(super) fn wait_reset(
+    shared: &Shared,
     regions: &[(RegionId, u64)],
     what: &str,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
+) -> io::Result<()> {
     let reset = |state: &State| {
         regions
             .iter()
             .all(|&(r, generation)| state.regions[r.0 as usize].file.generation() != generation)
     };
-    if reset(&state) {
-        return (state, Ok(()));
+    if regions.is_empty() || reset(&lock(shared)) {
+        return Ok(());
     }
-    flush_until(shared, state, what, Some(FORCED_WAIT_MAX), reset)
+    flush_until(shared, what, Some(FORCED_WAIT_MAX), reset)
 }
 
-/// A truncate, unlink or path record of `file` could not be appended
-/// (`cause`): wait until no region holds any byte of the file (each is
-/// flushed to the capacity tier, then reset), so recovery has nothing of
-/// it to replay and the record is not needed; its next record comes with a
-/// new path record.
-pub(super) fn evacuate<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
-    file: FileId,
+/// A record (`header`) could not be appended (`cause`). What makes it
+/// safe to go on without it: the regions to wait for (their reset) and
+/// what to say if that wait fails; `None` if nothing does.
+///
+/// - A data record goes to the capacity tier instead, once no region holds
+///   an older copy of its range (the overlap rule above).
+/// - A truncate, unlink or path record is not needed once no region holds
+///   any byte of the file (each flushed to the capacity tier, then reset):
+///   recovery has nothing of it to replay, and its next record comes with
+///   a new path record.
+/// - A commit or clean record cannot be done without.
+pub(super) fn fallback_wait(
+    state: &State,
+    header: &RecordHeader,
     cause: &io::Error,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
-    let holding = regions_holding(&state, file, 0, u64::MAX, false);
-    let what = format!("after a fast tier failure ({cause})");
-    let (mut state, result) = wait_reset(shared, state, &holding, &what);
-    if result.is_ok() {
-        state.buffer.forget_descriptions(file);
+) -> Option<(Vec<(RegionId, u64)>, String)> {
+    let file = header.file_id;
+    match header.kind {
+        RecordKind::Data => Some((
+            regions_holding(state, file, header.offset, u64::from(header.len), false),
+            format!("write after a fast tier failure ({cause})"),
+        )),
+        RecordKind::Truncate | RecordKind::Unlink | RecordKind::Path => Some((
+            regions_holding(state, file, 0, u64::MAX, false),
+            format!("after a fast tier failure ({cause})"),
+        )),
+        RecordKind::Commit | RecordKind::Clean => None,
     }
-    (state, result)
 }
 
-/// A data record of `file` (`len` bytes at `offset`) could not be placed in
-/// the log after all (`cause`): make it safe to write to the capacity tier
-/// instead (module docs), and count it. The caller writes it there.
-pub(super) fn fall_back<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
-    file: FileId,
-    offset: u64,
-    len: u64,
-    cause: &io::Error,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
-    let older = regions_holding(&state, file, offset, len, false);
-    let what = format!("write after a fast tier failure ({cause})");
-    let (mut state, result) = wait_reset(shared, state, &older, &what);
-    if result.is_ok() {
-        state.stats.fast_fallback_bytes += len;
+/// The wait [`fallback_wait`] asked for is over: a data record's bytes are
+/// counted (the caller writes them to the capacity tier); any other
+/// record's file gets a new path record with its next one.
+pub(super) fn fell_back(state: &mut State, header: &RecordHeader) {
+    match header.kind {
+        RecordKind::Data => state.stats.fast_fallback_bytes += u64::from(header.len),
+        _ => state.buffer.forget_descriptions(header.file_id),
     }
-    (state, result)
 }

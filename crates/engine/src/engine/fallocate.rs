@@ -41,11 +41,11 @@
 use std::io;
 use std::sync::Arc;
 
-use sluice_env::Allocate;
+use sluice_env::{wait_while, Allocate};
 use sluice_policy::FileId;
 
 use super::degrade::{regions_holding, wait_reset};
-use super::files::{file_io, hold_alone, unknown, wait_not_busy};
+use super::files::{busy, file_io, hold_alone, unknown};
 use super::{cache, context, lock, Engine, Shared, State};
 
 impl Engine {
@@ -82,7 +82,7 @@ impl Engine {
         // A flush write of the file looked up before the write-back must
         // land before the capacity file changes, or it would land on the
         // hole (the same wait as a truncate's).
-        let mut state = wait_not_busy(shared, lock(shared), file);
+        let mut state = wait_while(&shared.changed, lock(shared), None, busy(file));
         if let Some((from, count)) = affected(mode, offset, len) {
             // Still indexed after the write-back: the fast tier refused its
             // clean record (full, or failing: degrade.rs), so a later flush
@@ -92,8 +92,9 @@ impl Engine {
             // flush of the last one frees room for the log again.
             let holding = regions_holding(&state, file, from, count, false);
             if !holding.is_empty() {
-                let (s, settled) = wait_reset(shared, state, &holding, &what);
-                state = wait_not_busy(shared, s, file);
+                drop(state);
+                let settled = wait_reset(shared, &holding, &what);
+                state = wait_while(&shared.changed, lock(shared), None, busy(file));
                 settled?;
             }
         }

@@ -14,12 +14,12 @@ use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-use sluice_env::{BackendFile, RelPath, Stat};
+use sluice_env::{wait_while, BackendFile, RelPath, Stat};
 use sluice_policy::FileId;
 
 use crate::log::RecordHeader;
 
-use super::append::{append_required, sync_log, wait_appends};
+use super::append::{append_required, appends_in_flight, sync_log};
 use super::read::{locate, Pinned};
 use super::writeback::{write_stretches, StretchError};
 use super::{cache, context, lock, KernelStamp, OpenFile, Shared, State};
@@ -205,7 +205,7 @@ pub(super) fn forget_stale_name(shared: &Shared, path: &RelPath) -> io::Result<(
     if state.names_epoch != epoch || state.unlinking > 0 || state.ids.get(path) != Some(&id) {
         return Ok(());
     }
-    let state = wait_not_busy(shared, state, id);
+    let state = wait_while(&shared.changed, state, None, busy(id));
     if state.ids.get(path) != Some(&id) {
         return Ok(());
     }
@@ -273,18 +273,10 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) -> Option<Arc<dyn 
     Some(open.handle)
 }
 
-pub(super) fn wait_not_busy<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
-    file: FileId,
-) -> MutexGuard<'a, State> {
-    while state.files.get(&file).is_some_and(|f| f.busy > 0) {
-        state = shared
-            .changed
-            .wait(state)
-            .unwrap_or_else(|e| e.into_inner());
-    }
-    state
+/// The condition to wait on while flush writes of `file` run outside the
+/// lock (`busy`): `wait_while(&shared.changed, state, None, busy(file))`.
+pub(super) fn busy(file: FileId) -> impl FnMut(&mut State) -> bool {
+    move |state| state.files.get(&file).is_some_and(|f| f.busy > 0)
 }
 
 /// The name `name` of file `id` is about to be removed from the capacity
@@ -314,10 +306,19 @@ pub(super) fn drop_name<'a>(
         if lives_on {
             // Its handles and other names keep reading what was written: the
             // buffered bytes go to its capacity file (which outlives the name)
-            // first.
-            let (s, flushed) = flush_file(shared, state, id);
-            state = s;
-            if let Err(e) = flushed {
+            // first. Every record in flight lands first, not only those
+            // older than now: the flush goes on under this hold of the
+            // lock, and no new one starts meanwhile (`quiescing`).
+            quiescing(&mut state, id, 1);
+            state = wait_while(
+                &shared.changed,
+                state,
+                APPENDED_POLL,
+                appending_before(id, u64::MAX),
+            );
+            quiescing(&mut state, id, -1);
+            shared.changed.notify_all();
+            if let Err(e) = flush_file(shared, &state, id) {
                 return (state, Err(e));
             }
         }
@@ -331,7 +332,8 @@ pub(super) fn drop_name<'a>(
             break;
         }
         let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
-        state = wait_appends(shared, s);
+        let pending = appends_in_flight(&s);
+        state = wait_while(&shared.changed, s, None, pending);
         if let Err(e) = result.and_then(|_| sync_log(shared, &mut state)) {
             return (state, Err(e));
         }
@@ -370,73 +372,60 @@ pub(super) fn has_other_names(shared: &Shared, path: &RelPath) -> bool {
         .is_ok_and(|stat| stat.kind == sluice_env::StatKind::File && stat.nlink > 1)
 }
 
+/// New records of `id` wait while a caller waits for those in flight
+/// (`delta` 1) until it is done (`delta` -1).
+fn quiescing(state: &mut State, id: FileId, delta: i32) {
+    if let Some(open) = state.files.get_mut(&id) {
+        open.quiescing = open.quiescing.saturating_add_signed(delta);
+    }
+}
+
 /// Write every buffered byte of `id` to its capacity file and sync it,
 /// under the engine lock (for the rare unlink or rename over a file still
-/// open). Records of the file still being written are waited for first,
-/// so none is indexed after. The bytes stay indexed (the caller drops
-/// them durably).
-fn flush_file<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
-    id: FileId,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
-    // Every record in flight, not only those older than now: the caller
-    // goes on under this hold of the lock, and no new one starts meanwhile.
-    if let Some(open) = state.files.get_mut(&id) {
-        open.quiescing += 1;
-    }
-    state = wait_appended(shared, state, id, u64::MAX);
-    if let Some(open) = state.files.get_mut(&id) {
-        open.quiescing -= 1;
-    }
-    shared.changed.notify_all();
+/// open). The caller waits for the file's records in flight first, so
+/// none is indexed after. The bytes stay indexed (the caller drops them
+/// durably).
+fn flush_file(shared: &Shared, state: &State, id: FileId) -> io::Result<()> {
     let Some(open) = state.files.get(&id) else {
-        return (state, Ok(()));
+        return Ok(());
     };
     let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
     let pieces: Vec<(u64, u64, Pinned)> = state
         .buffer
         .buffered_pieces(id, 0, u64::MAX, None)
         .into_iter()
-        .map(|(file_offset, len, location)| (file_offset, len, locate(&state, location)))
+        .map(|(file_offset, len, location)| (file_offset, len, locate(state, location)))
         .collect();
     if pieces.is_empty() {
-        return (state, Ok(()));
+        return Ok(());
     }
     let (_, written) = write_stretches(&shared.traffic, handle.as_ref(), &pieces);
-    let result = written
+    written
         .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e)
         .and_then(|()| handle.sync_data())
         .map_err(context(format!(
             "capacity tier {}: flush {path} before removing its name",
             shared.capacity.describe()
-        )));
-    (state, result)
+        )))
 }
 
-/// Wait until no data record of `id` older than sequence number `before`
-/// is being written outside the lock, so none of them is indexed after
-/// the caller's lookup. Newer ones may be (writers of the file go on).
-pub(super) fn wait_appended<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
-    id: FileId,
-    before: u64,
-) -> MutexGuard<'a, State> {
-    while state
-        .files
-        .get(&id)
-        .and_then(|o| o.appending.first())
-        .is_some_and(|&seq| seq < before)
-    {
-        state = shared
-            .changed
-            .wait_timeout(state, Duration::from_millis(10))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+/// The condition to wait on while a data record of `id` older than
+/// sequence number `before` is being written outside the lock, so none of
+/// them is indexed after the caller's lookup once it is false. Newer ones
+/// may be (writers of the file go on). Polled (`APPENDED_POLL`): the
+/// append that lands wakes waiters only when it was its region's oldest.
+pub(super) fn appending_before(id: FileId, before: u64) -> impl FnMut(&mut State) -> bool {
+    move |state| {
+        state
+            .files
+            .get(&id)
+            .and_then(|o| o.appending.first())
+            .is_some_and(|&seq| seq < before)
     }
-    state
 }
+
+/// How often a wait on [`appending_before`] looks again.
+pub(super) const APPENDED_POLL: Option<Duration> = Some(Duration::from_millis(10));
 
 /// `file`'s I/O lock ([`OpenFile::io`]), looked up under the engine lock
 /// and returned with it released: take it before the engine lock.

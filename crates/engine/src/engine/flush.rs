@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_env::{BackendFile, SetAttr, TimeSet};
@@ -110,14 +110,14 @@ pub(super) fn flusher_loop(shared: &Shared) {
 /// nothing else is pending, so everything buffered flushes in merged
 /// passes. Fails, saying `what`, after five more flush errors, or once
 /// `deadline` has passed.
-pub(super) fn flush_until<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
+pub(super) fn flush_until(
+    shared: &Shared,
     what: &str,
     deadline: Option<Duration>,
-    done: impl Fn(&State) -> bool,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
+    mut done: impl FnMut(&State) -> bool,
+) -> io::Result<()> {
     let started = Instant::now();
+    let mut state = lock(shared);
     state.draining += 1;
     state.buffer.set_draining(true);
     state.flush_backoff = FLUSH_BACKOFF_MIN;
@@ -162,7 +162,7 @@ pub(super) fn flush_until<'a>(
     if state.draining == 0 {
         state.buffer.set_draining(false);
     }
-    (state, result)
+    result
 }
 
 /// When the gate allows, flush every full region together (docs/engine.md,

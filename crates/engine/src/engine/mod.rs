@@ -49,7 +49,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use sluice_env::{
-    Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath, Stat,
+    wait_while, Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath,
+    Stat,
 };
 use sluice_policy::extent_index::Piece;
 use sluice_policy::token_bucket::TokenBucket;
@@ -81,15 +82,15 @@ mod traffic;
 mod unsynced;
 mod writeback;
 
-use append::{append_data, append_required, sync_log, wait_appends};
+use append::{append_data, append_required, appends_in_flight, sync_log};
 use config::Placements;
 pub use config::{
     CloseSync, Doorbell, EngineConfig, EngineStats, EngineStatus, FilePlacement, HeldMark,
     OnDemand, FILES_PLACED_MAX,
 };
 use files::{
-    add_name, at_rest, capacity_stat, file_io, file_of, forget_if_unused, hold_alone, opened,
-    register, unknown, wait_not_busy,
+    add_name, at_rest, busy, capacity_stat, file_io, file_of, forget_if_unused, hold_alone, opened,
+    register, unknown,
 };
 use flush::flush_until;
 pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
@@ -143,7 +144,7 @@ struct LogRegion {
     file: Arc<RegionFile>,
     /// Sequence numbers of the data records reserved in this region whose
     /// payload is being written outside the lock: a sync waits for those
-    /// reserved before it (`wait_appends`), so a synced region never has a
+    /// reserved before it (`appends_in_flight`), so a synced region never has a
     /// hole before a record the sync covers; a flush of the region waits
     /// for none.
     in_flight: BTreeSet<u64>,
@@ -326,11 +327,11 @@ struct State {
     /// ([`Engine::open_file`]).
     names_epoch: u64,
     /// Unlinks of names the engine does not hold, running without the
-    /// lock (names.rs, `unlink_unheld`).
+    /// lock (names.rs, `begin_unheld_unlink`).
     unlinking: u32,
-    /// Opens waiting for `unlinking` to reach 0 (woken through
-    /// `Shared::changed` only when there are any).
-    awaiting_unlinks: u32,
+    /// An open or create waits for `unlinking` to reach 0 (woken through
+    /// `Shared::changed` only when one does: `unlinks_running`).
+    awaiting_unlinks: bool,
     next_file_id: u64,
     draining: u32,
     shutdown: bool,
@@ -418,22 +419,14 @@ fn region_path(r: u32) -> io::Result<RelPath> {
     RelPath::new(&format!("log/region-{r:04}"))
 }
 
-/// Wait until no unlink of a name the engine does not hold is under way
-/// (names.rs, `unlink_unheld`): their end is a change of names an open
-/// or create made without the lock must see.
-fn wait_unlinks<'a>(shared: &'a Shared, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-    if state.unlinking == 0 {
-        return state;
-    }
-    state.awaiting_unlinks += 1;
-    while state.unlinking > 0 {
-        state = shared
-            .changed
-            .wait(state)
-            .unwrap_or_else(|e| e.into_inner());
-    }
-    state.awaiting_unlinks -= 1;
-    state
+/// The condition to wait on while an unlink of a name the engine does not
+/// hold is under way (names.rs, `begin_unheld_unlink`): their end is a change of
+/// names an open or create made without the lock must see. A waiter leaves
+/// `awaiting_unlinks` set, so the last unlink to end wakes it.
+fn unlinks_running(state: &mut State) -> bool {
+    let running = state.unlinking > 0;
+    state.awaiting_unlinks |= running;
+    running
 }
 
 /// Whether `path` on the capacity tier names the file whose attributes
@@ -582,7 +575,7 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        let mut state = wait_unlinks(shared, lock(shared));
+        let mut state = wait_while(&shared.changed, lock(shared), None, unlinks_running);
         let stat = capacity_stat(shared, handle.as_ref(), path);
         if state.names_epoch != epoch && !still_named(shared, path, stat.as_ref()) {
             // A rename over the name, or of a directory above it, ran
@@ -642,7 +635,7 @@ impl Engine {
         let handle = match unlocked {
             found if state.names_epoch == epoch && state.unlinking == 0 => found,
             _ => {
-                state = wait_unlinks(shared, state);
+                state = wait_while(&shared.changed, state, None, unlinks_running);
                 open()
             }
         }
@@ -927,7 +920,7 @@ impl Engine {
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
         let _io = hold_alone(&io);
-        let mut state = wait_not_busy(shared, lock(shared), file);
+        let mut state = wait_while(&shared.changed, lock(shared), None, busy(file));
         let appending = state
             .files
             .get(&file)
@@ -952,12 +945,13 @@ impl Engine {
                     open.truncations.push((seq, size));
                 }
             }
-            state = wait_appends(shared, state);
+            let pending = appends_in_flight(&state);
+            state = wait_while(&shared.changed, state, None, pending);
             sync_log(shared, &mut state)?;
             // The locks above may have been released while waiting: a
             // flush run of bytes past `size` looked up before the index
             // was cut must land before the capacity file is cut.
-            state = wait_not_busy(shared, state, file);
+            state = wait_while(&shared.changed, state, None, busy(file));
         }
         // Clean copies past the new end go with the bytes (the capacity
         // file is cut below; a truncate that grows the file changes no
@@ -1036,11 +1030,13 @@ impl Engine {
     pub fn drain_or_stop(&self, stop: &AtomicBool) -> io::Result<Drained> {
         let shared = &*self.shared;
         let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
-        let (state, result) = flush_until(shared, lock(shared), "drain", None, |state| {
-            state.buffer.is_drained() || stopped()
+        // Whether it was drained at the last look, under the hold of the
+        // lock that ended the wait.
+        let mut drained = false;
+        let result = flush_until(shared, "drain", None, |state| {
+            drained = state.buffer.is_drained();
+            drained || stopped()
         });
-        let drained = state.buffer.is_drained();
-        drop(state);
         if result.is_ok() && !drained {
             return Ok(Drained::Stopped);
         }

@@ -6,15 +6,14 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::sync::MutexGuard;
 
-use sluice_env::{FileKind, RelPath};
+use sluice_env::{wait_while, FileKind, RelPath};
 use sluice_policy::FileId;
 
 use crate::log::RecordHeader;
 
-use super::append::{append_required, sync_log, wait_appends};
-use super::files::{add_name, drop_name, file_of, has_other_names, same_file, wait_not_busy};
+use super::append::{append_required, appends_in_flight, sync_log};
+use super::files::{add_name, busy, drop_name, file_of, has_other_names, same_file};
 use super::{cache, context, lock, Engine, Shared, State};
 
 impl Engine {
@@ -47,13 +46,16 @@ impl Engine {
     /// `drop_name`).
     pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let state = lock(shared);
+        let mut state = lock(shared);
         let Some(id) = state.ids.get(path).copied() else {
-            return unlink_unheld(shared, state, path);
+            begin_unheld_unlink(shared, &mut state, path);
+            drop(state);
+            let removed = shared.capacity.remove_file(path);
+            return end_unheld_unlink(shared, path, removed);
         };
         // The lock is held across the capacity unlink of a file the engine
         // holds, so no write to the file can slip in between.
-        let state = wait_not_busy(shared, state, id);
+        let state = wait_while(&shared.changed, state, None, busy(id));
         let survives = has_other_names(shared, path);
         let (mut state, dropped) = drop_name(shared, state, id, path, survives);
         dropped?;
@@ -80,7 +82,7 @@ impl Engine {
                 .map_err(context(format!("rename {from} to {to}")));
         }
         if let Some(&id) = state.ids.get(from) {
-            state = wait_not_busy(shared, state, id);
+            state = wait_while(&shared.changed, state, None, busy(id));
         }
         if from != to {
             if let Some(&old) = state.ids.get(to) {
@@ -107,7 +109,7 @@ impl Engine {
                         ENOTDIR,
                     )));
                 }
-                state = wait_not_busy(shared, state, old);
+                state = wait_while(&shared.changed, state, None, busy(old));
                 if Some(&old) != state.ids.get(from) {
                     let survives = has_other_names(shared, to);
                     let (s, dropped) = drop_name(shared, state, old, to, survives);
@@ -162,7 +164,8 @@ impl Engine {
             if !logged {
                 break moved;
             }
-            state = wait_appends(shared, state);
+            let pending = appends_in_flight(&state);
+            state = wait_while(&shared.changed, state, None, pending);
             sync_log(shared, &mut state)?;
         };
         let renamed = shared.capacity.rename(from, to);
@@ -199,27 +202,29 @@ impl Engine {
 /// `State::unlinking` counts it: an open that looked the name up without
 /// the lock and finds an unlink under way waits for it to end, then opens
 /// again under the lock ([`Engine::open_file`]), so it never registers a
-/// name being removed.
-fn unlink_unheld(
-    shared: &Shared,
-    mut state: MutexGuard<'_, State>,
-    path: &RelPath,
-) -> io::Result<()> {
+/// name being removed. Begun under the caller's hold of the lock that
+/// found the name not held; the caller then lets the lock go, unlinks,
+/// and ends it with [`end_unheld_unlink`].
+fn begin_unheld_unlink(shared: &Shared, state: &mut State, path: &RelPath) {
     // Its last name goes: so do clean copies kept for it.
     if !state.parked.is_empty() {
         if let Ok(stat) = shared.capacity.stat(path) {
             if stat.nlink <= 1 {
-                cache::forget_parked(&mut state, stat.identity());
+                cache::forget_parked(state, stat.identity());
             }
         }
     }
     state.unlinking += 1;
-    drop(state);
-    let removed = shared.capacity.remove_file(path);
+}
+
+/// The capacity tier's unlink begun by [`begin_unheld_unlink`] ended
+/// (`removed`).
+fn end_unheld_unlink(shared: &Shared, path: &RelPath, removed: io::Result<()>) -> io::Result<()> {
     let mut state = lock(shared);
     state.unlinking -= 1;
     state.names_epoch += 1;
-    if state.unlinking == 0 && state.awaiting_unlinks > 0 {
+    if state.unlinking == 0 && state.awaiting_unlinks {
+        state.awaiting_unlinks = false;
         shared.changed.notify_all();
     }
     removed.map_err(context(format!("unlink {path}")))?;

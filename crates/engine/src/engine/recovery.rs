@@ -352,7 +352,7 @@ fn restore_state(
         unsynced_names: Default::default(),
         names_epoch: 0,
         unlinking: 0,
-        awaiting_unlinks: 0,
+        awaiting_unlinks: false,
         next_file_id: replayed.next_file_id,
         draining: 0,
         fast_retry_at: None,

@@ -4,10 +4,10 @@
 //! close and fsync under `close-to-open`; docs/fuse.md, "Many nodes").
 
 use std::io;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_env::{OpenOptions, RelPath};
+use sluice_env::{wait_while, OpenOptions, RelPath};
 use sluice_policy::FileId;
 
 use crate::log::RecordHeader;
@@ -15,7 +15,7 @@ use crate::log::RecordHeader;
 use super::append::{append_if_room, append_required, commit, sync_log_unlocked};
 use super::degrade::{regions_holding, wait_reset};
 use super::files::{
-    at_rest, file_sync_lock, forget_if_unused, hold, unknown, wait_appended, wait_not_busy,
+    appending_before, at_rest, busy, file_sync_lock, forget_if_unused, hold, unknown, APPENDED_POLL,
 };
 use super::read::{pin, unpin, Pinned};
 use super::writeback::{write_back, StretchError};
@@ -66,13 +66,14 @@ impl Engine {
             }
             lock(shared).unsynced_names.settle(&dirs);
         }
-        let (mut state, synced) = sync_log_unlocked(shared, lock(shared));
-        let synced = synced.map_err(context(&what))?;
-        commit(shared, &mut state, &synced).map_err(context(&what))?;
-        // Bytes of the file in a region behind a failed append are not
-        // recovered from it (degrade.rs): durable only once flushed.
-        let behind_hole = regions_holding(&state, file, 0, u64::MAX, true);
-        wait_reset(shared, state, &behind_hole, &what).1
+        let behind_hole = sync_log_unlocked(shared, |state, synced| {
+            let synced = synced.map_err(context(&what))?;
+            commit(shared, state, &synced).map_err(context(&what))?;
+            // Bytes of the file in a region behind a failed append are not
+            // recovered from it (degrade.rs): durable only once flushed.
+            Ok::<_, io::Error>(regions_holding(state, file, 0, u64::MAX, true))
+        })?;
+        wait_reset(shared, &behind_hole, &what)
     }
 
     /// `sluice sync PATH`: write every buffered byte of the file at `path`
@@ -296,12 +297,17 @@ pub(super) fn write_back_file(
     // than the newest (superseded since, masked by the index): it must
     // land before this pass writes the newest, or it would land after them
     // once they are dropped from the index, and win.
-    let state = wait_not_busy(shared, state, id);
+    let state = wait_while(&shared.changed, state, None, busy(id));
     // Every record reserved before the bound is indexed: what is in flight
     // lands first (new ones get a sequence number past it, and writers of
     // the file go on meanwhile).
     let bound = state.buffer.next_seq();
-    let mut state = wait_appended(shared, state, id, bound);
+    let mut state = wait_while(
+        &shared.changed,
+        state,
+        APPENDED_POLL,
+        appending_before(id, bound),
+    );
     let waited = started.elapsed();
     // Pieces a flush run wrote already (ahead.rs) are synced here, not
     // written again; the clean record below covers them too.
@@ -437,14 +443,16 @@ pub(super) fn write_back_file(
         Pass::Background => state.stats.written_back_bytes += written,
     }
     if !pieces.is_empty() || flushed_unsynced {
-        state = clean(shared, state, id, bound, range.clone(), pass, &what);
-        if noted {
-            super::ahead::forget_sync(&mut state, id, &range, bound);
-        }
+        drop(state);
+        clean(shared, id, bound, range.clone(), pass, &what, |state| {
+            if noted {
+                super::ahead::forget_sync(state, id, &range, bound);
+            }
+        });
         // A flush of these same bytes looked up before they were dropped
         // lands before the caller goes on (a write of another node after
         // this returns must not be overwritten by it).
-        let mut state = wait_not_busy(shared, state, id);
+        let mut state = wait_while(&shared.changed, lock(shared), None, busy(id));
         // Released while this pass wrote it (a background pass, or the
         // last handle closed meanwhile): forgotten now, its copies parked
         // with the stamp just taken.
@@ -473,54 +481,57 @@ pub(super) fn write_back_file(
 /// outside the range, stay buffered. On a
 /// failing fast tier (degrade.rs) the bytes stay indexed and a later flush
 /// writes the same bytes again: reported, not failed (the capacity tier
-/// holds them, which is what the caller asked for).
-fn clean<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
+/// holds them, which is what the caller asked for). `then` runs under the
+/// hold of the lock that drops them (or finds the record refused).
+fn clean(
+    shared: &Shared,
     id: FileId,
     bound: u64,
     range: std::ops::Range<u64>,
     pass: Pass,
     what: &str,
-) -> MutexGuard<'a, State> {
+    then: impl FnOnce(&mut State),
+) {
     let (header, payload) = RecordHeader::clean(id, bound, range.clone(), 0);
     // The flusher's own pass must not wait for room only the flusher makes
     // (a full log would stop it for good): without room now, the bytes
     // stay indexed, and a flush or sync writes them again later.
-    let (s, appended) = match pass {
+    let state = lock(shared);
+    let (mut state, appended) = match pass {
         Pass::Background => append_if_room(shared, state, header, &payload),
         Pass::Sync { .. } => append_required(shared, state, header, &payload, None),
     };
-    if appended
-        .as_ref()
-        .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock)
-    {
-        return s;
-    }
-    // The log is synced with the lock released, as an fsync syncs it:
-    // writers go on meanwhile (a sync of the emulated SSD waits for every
-    // append queued before it).
-    let (mut state, cleaned) = match appended {
-        Ok(_) => {
-            let (state, synced) = sync_log_unlocked(shared, s);
-            (state, synced.map(drop).map_err(context(what)))
-        }
-        Err(e) => (s, Err(context(what)(e))),
-    };
-    match cleaned {
-        Ok(_) => {
-            if state.buffer.clean(id, bound, range) > 0 {
-                state.left_log += 1;
+    // `None`: no room now, nothing to say.
+    let settle = |state: &mut State, cleaned: Option<io::Result<()>>| {
+        match cleaned {
+            Some(Ok(())) => {
+                if state.buffer.clean(id, bound, range) > 0 {
+                    state.left_log += 1;
+                }
+                cache::restamp(state, id);
             }
-            cache::restamp(&mut state, id);
+            Some(Err(e)) => {
+                shared
+                    .incidents
+                    .record_error("sync", None, Some("fast"), &e);
+            }
+            None => {}
         }
-        Err(e) => {
-            shared
-                .incidents
-                .record_error("sync", None, Some("fast"), &e);
+        then(state);
+    };
+    match appended {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => settle(&mut state, None),
+        Err(e) => settle(&mut state, Some(Err(context(what)(e)))),
+        Ok(_) => {
+            // The log is synced with the lock released, as an fsync syncs
+            // it: writers go on meanwhile (a sync of the emulated SSD waits
+            // for every append queued before it).
+            drop(state);
+            sync_log_unlocked(shared, |state, synced| {
+                settle(state, Some(synced.map(drop).map_err(context(what))));
+            });
         }
     }
-    state
 }
 
 /// The sync of `id` is done with its capacity writes: flush runs of the

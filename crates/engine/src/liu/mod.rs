@@ -65,7 +65,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -558,14 +558,9 @@ impl Inner {
         u64::from(slot) * self.geometry.head_bytes()
     }
 
-    /// Do the policy's queued actions, release the lock, then queue `jobs`
-    /// and the actions' lifts.
-    fn settle(&self, mut state: MutexGuard<'_, State>, mut jobs: Vec<Job>) {
-        jobs.extend(run_actions(&mut state));
-        drop(state);
-        self.submit(jobs);
-    }
-
+    /// Queue `jobs` (parts to load, lifts): the policy's queued actions
+    /// are run first under the lock ([`run_actions`]), and the lock let
+    /// go, by the caller.
     fn submit(&self, jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
@@ -629,7 +624,9 @@ impl Inner {
                 );
                 // The segment is dropped so the next access reloads it.
                 drop_if_current(&mut state, segment);
-                self.settle(state, Vec::new());
+                let lifts = run_actions(&mut state);
+                drop(state);
+                self.submit(lifts);
                 segment.set(part, Part::Failed(e.kind(), e.to_string()));
             }
         }
@@ -831,7 +828,9 @@ impl Inner {
                     }),
             );
         }
-        self.settle(state, jobs);
+        jobs.extend(run_actions(&mut state));
+        drop(state);
+        self.submit(jobs);
         match plan {
             Plan::Wait(segment) => {
                 if segment.copy(slice_start, out).is_ok() {
@@ -901,7 +900,9 @@ impl Inner {
                 .written(id, from, from + slice.len, segment_len);
             forget_segments(&mut state, &dropped);
         }
-        self.settle(state, Vec::new());
+        let lifts = run_actions(&mut state);
+        drop(state);
+        self.submit(lifts);
     }
 
     /// Bytes from `start` on of `id` changed (a truncation).
@@ -910,7 +911,9 @@ impl Inner {
         state.stash.changed(id);
         let dropped = state.buffer.invalidate(id, start, u64::MAX);
         forget_segments(&mut state, &dropped);
-        self.settle(state, Vec::new());
+        let lifts = run_actions(&mut state);
+        drop(state);
+        self.submit(lifts);
     }
 
     /// Forget `path`'s cache id and everything cached for it.
@@ -920,7 +923,9 @@ impl Inner {
             state.stash.changed(id);
             let dropped = state.buffer.forget_file(id);
             forget_segments(&mut state, &dropped);
-            self.settle(state, Vec::new());
+            let lifts = run_actions(&mut state);
+            drop(state);
+            self.submit(lifts);
         }
     }
 }

@@ -3,13 +3,13 @@
 //! the log, log syncs and commit records.
 
 use std::io;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_env::wait_while;
 use sluice_policy::extent_index::Extent;
 use sluice_policy::write_buffer::Placement;
-use sluice_policy::{FileId, LogLocation, RegionId, Tier};
+use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time};
 
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, REGION_HEADER_BYTES};
 
@@ -19,26 +19,519 @@ use super::degrade::{
 use super::files::unknown;
 use super::{cache, context, lock, Shared, State, FORCED_WAIT_MAX};
 
+/// What a record's append asks of its driver next ([`Append::step`]).
+pub(super) enum Next<'p> {
+    /// Done: the payload's location and the record's sequence number, or
+    /// `None`: nothing was appended, and a data record is the caller's to
+    /// write to the capacity tier (placed there, or falling back to it),
+    /// any other record is not needed ([`fallback_wait`]).
+    Done(io::Result<Option<(LogLocation, u64)>>),
+    /// Wait on `Shared::changed` at most this long, then step again.
+    Wait(Duration),
+    /// Let the engine lock go, do this, take the lock again, hand its
+    /// outcome to [`Append::resume`] and step again.
+    Unlocked(Work<'p>),
+}
+
+/// What an append does with the engine lock let go.
+pub(super) enum Work<'p> {
+    /// Checksum and write a data record's payload to its place in the log.
+    Payload {
+        region_file: Arc<RegionFile>,
+        at: u64,
+        header: RecordHeader,
+        payload: &'p [u8],
+        mirrored: bool,
+    },
+    /// Wait until these regions were reset (each with the generation it
+    /// had), flushing as a drain does ([`wait_reset`]).
+    Reset {
+        regions: Vec<(RegionId, u64)>,
+        what: String,
+    },
+}
+
+/// What [`Work`] came to.
+pub(super) enum Outcome {
+    Payload {
+        crc: u32,
+        written: io::Result<()>,
+        /// The memory copy (mirror.rs), made outside the lock.
+        copy: Option<Arc<[u8]>>,
+    },
+    Reset(io::Result<()>),
+}
+
+impl Work<'_> {
+    pub(super) fn run(self, shared: &Shared) -> Outcome {
+        match self {
+            Work::Payload {
+                region_file,
+                at,
+                mut header,
+                payload,
+                mirrored,
+            } => {
+                header.payload_crc = crc32c::crc32c(payload);
+                let written = region_file.append_at(at, &header, payload);
+                let copy = (mirrored && written.is_ok()).then(|| Arc::<[u8]>::from(payload));
+                Outcome::Payload {
+                    crc: header.payload_crc,
+                    written,
+                    copy,
+                }
+            }
+            Work::Reset { regions, what } => Outcome::Reset(wait_reset(shared, &regions, &what)),
+        }
+    }
+}
+
+/// The sequence number of a record that must reach the log, from its
+/// outcome; 0 when it was not needed after all ([`fallback_wait`]).
+pub(super) fn seq_of(done: io::Result<Option<(LogLocation, u64)>>) -> io::Result<u64> {
+    done.map(|appended| appended.map_or(0, |(_, seq)| seq))
+}
+
+/// Where an [`Append`] is.
+enum Phase {
+    /// To be placed (again, after a wait for room).
+    Place,
+    /// Its payload is being written at `at` of `region` ([`Work::Payload`]).
+    Writing {
+        region: RegionId,
+        at: u64,
+        full_before: u32,
+    },
+    /// The payload write ended.
+    Written {
+        region: RegionId,
+        at: u64,
+        full_before: u32,
+        written: io::Result<()>,
+        copy: Option<Arc<[u8]>>,
+    },
+    /// Not appended after all: waiting for the regions that make going on
+    /// without it safe ([`Work::Reset`]).
+    FallingBack,
+    /// That wait ended.
+    FellBack(io::Result<()>),
+    Done,
+}
+
+/// One record on its way into the log: a state machine over the engine
+/// state. [`Append::step`] runs under the engine lock and never lets it
+/// go; it says what comes next ([`Next`]), and the caller carries that out
+/// (`drive!`): a wait, or [`Work`] with the lock let go, whose outcome it
+/// hands back with [`Append::resume`]. So every release of the engine
+/// lock is in the driver, in plain sight.
+///
+/// The write buffer places the record in the log, preceded by a path
+/// record of `file` when the region does not describe it yet. A data
+/// record (`tier` given: the route of its write) may be placed on the
+/// capacity tier instead. Any other record must reach the log and waits
+/// for room (unless `!wait`: then it fails with `WouldBlock` at once).
+pub(super) struct Append<'p> {
+    header: RecordHeader,
+    payload: &'p [u8],
+    file: Option<FileId>,
+    tier: Option<Tier>,
+    wait: bool,
+    /// The first try's instant: the pipeline counts a wait when a try's
+    /// `now` is later.
+    first_attempt: Option<Time>,
+    phase: Phase,
+}
+
+impl<'p> Append<'p> {
+    /// A data record of `file` (at most `record_max_bytes`), routed to
+    /// `tier`.
+    pub(super) fn data(header: RecordHeader, payload: &'p [u8], file: FileId, tier: Tier) -> Self {
+        Append::new(header, payload, Some(file), Some(tier), true)
+    }
+
+    /// A record that must reach the log (truncate, unlink, path for a
+    /// rename, clean), waiting for room.
+    pub(super) fn required(header: RecordHeader, payload: &'p [u8], file: Option<FileId>) -> Self {
+        Append::new(header, payload, file, None, true)
+    }
+
+    /// [`Append::required`], but only if the log has room now:
+    /// `WouldBlock` instead of waiting. For the flusher's own records,
+    /// which must not wait for the room only the flusher makes.
+    pub(super) fn if_room(header: RecordHeader, payload: &'p [u8]) -> Self {
+        Append::new(header, payload, None, None, false)
+    }
+
+    fn new(
+        header: RecordHeader,
+        payload: &'p [u8],
+        file: Option<FileId>,
+        tier: Option<Tier>,
+        wait: bool,
+    ) -> Self {
+        Append {
+            header,
+            payload,
+            file,
+            tier,
+            wait,
+            first_attempt: None,
+            phase: Phase::Place,
+        }
+    }
+
+    /// The outcome of the [`Work`] the last step asked for.
+    pub(super) fn resume(&mut self, outcome: Outcome) {
+        self.phase = match (std::mem::replace(&mut self.phase, Phase::Done), outcome) {
+            (
+                Phase::Writing {
+                    region,
+                    at,
+                    full_before,
+                },
+                Outcome::Payload { crc, written, copy },
+            ) => {
+                self.header.payload_crc = crc;
+                Phase::Written {
+                    region,
+                    at,
+                    full_before,
+                    written,
+                    copy,
+                }
+            }
+            (Phase::FallingBack, Outcome::Reset(settled)) => Phase::FellBack(settled),
+            // INVARIANT: the driver hands back the outcome of the work the
+            // step asked for, once.
+            (phase, _) => unreachable!("an outcome that does not fit {}", phase.name()),
+        };
+    }
+
+    /// The next step, under the engine lock.
+    pub(super) fn step(&mut self, shared: &Shared, state: &mut State) -> Next<'p> {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Place => self.place(shared, state),
+            Phase::Written {
+                region,
+                at,
+                full_before,
+                written,
+                copy,
+            } => self.landed(shared, state, region, at, full_before, written, copy),
+            Phase::FellBack(Err(e)) => Next::Done(Err(e)),
+            Phase::FellBack(Ok(())) => {
+                fell_back(state, &self.header);
+                Next::Done(Ok(None))
+            }
+            // INVARIANT: a step that asks for work is followed by `resume`.
+            phase @ (Phase::Writing { .. } | Phase::FallingBack | Phase::Done) => {
+                unreachable!("a step while {}", phase.name())
+            }
+        }
+    }
+
+    fn place(&mut self, shared: &Shared, state: &mut State) -> Next<'p> {
+        let header = &mut self.header;
+        let record = record_len(header.len);
+        // Looked up at every try: a rename while this record waited for
+        // room changes the name its path record must carry.
+        // `in_flight`: records of the file other writers are still writing
+        // (writes of one file run at once, `Engine::write`): not indexed
+        // yet, so the write buffer treats them as overlapping.
+        // A caller waits for the file's records in flight to land
+        // (`quiescing`): a new one waits for it.
+        let quiescing = self
+            .file
+            .and_then(|id| state.files.get(&id))
+            .is_some_and(|open| open.quiescing > 0);
+        if quiescing && header.kind == RecordKind::Data {
+            self.phase = Phase::Place;
+            return Next::Wait(Duration::from_millis(10));
+        }
+        let (path_len, nameless, in_flight) = match self.file {
+            Some(id) => match state.files.get(&id) {
+                Some(open) => (
+                    record_len(open.path.as_str().len() as u32),
+                    open.unlinked,
+                    // A name-less file indexes nothing (append_data).
+                    !open.appending.is_empty() && !open.unlinked,
+                ),
+                None => return Next::Done(Err(unknown(id))),
+            },
+            None => (0, false, false),
+        };
+        let now = shared.clock.now();
+        // The same instant as `now` on the first try: the pipeline counts
+        // a wait when the two are equal.
+        let first_attempt = *self.first_attempt.get_or_insert(now);
+        let full_before = state.buffer.pipeline().full_count();
+        // A name-less file takes no log record (module docs of `OpenFile`),
+        // and has nothing buffered for a write to overlap.
+        // While the fast tier is failing (degrade.rs), data writes take the
+        // capacity tier unless they overlap buffered bytes.
+        let degraded = fast_degraded(shared, state);
+        let tier = self.tier.map(|tier| {
+            if nameless || degraded {
+                Tier::Capacity
+            } else {
+                tier
+            }
+        });
+        let placement = match (tier, self.file) {
+            (Some(tier), Some(id)) => state.buffer.place_write(
+                now,
+                id,
+                header.offset,
+                u64::from(header.len),
+                record,
+                path_len,
+                tier,
+                first_attempt,
+                in_flight,
+            ),
+            _ => state
+                .buffer
+                .place_required(now, self.file, record, path_len, first_attempt),
+        };
+        match placement {
+            Placement::Log(reservation) => {
+                let region = reservation.region;
+                // Filled again: its clean copies go before any byte lands.
+                cache::reuse(state, region);
+                state.regions[region.0 as usize].appends += 1;
+                let mut at = REGION_HEADER_BYTES + reservation.offset;
+                let describe = reservation.describe.zip(self.file).and_then(|(seq, id)| {
+                    state
+                        .files
+                        .get(&id)
+                        .map(|open| (seq, id, open.path.clone(), open.ino))
+                });
+                if let Some((seq, id, path, ino)) = describe {
+                    let path_header = match RecordHeader::path(id, &path, seq) {
+                        Ok(h) => h.with_identity(ino.map_or(0, |(_, ino)| ino)),
+                        Err(e) => {
+                            return Next::Done(Err(io::Error::new(
+                                io::ErrorKind::InvalidInput,
+                                e.to_string(),
+                            )))
+                        }
+                    };
+                    let log_region = &mut state.regions[region.0 as usize];
+                    if let Err(e) =
+                        log_region
+                            .file
+                            .append_at(at, &path_header, path.as_str().as_bytes())
+                    {
+                        let e = fast_append_failed(shared, state, region, at, e);
+                        return self.fall_back_or_fail(state, e);
+                    }
+                    at += path_header.record_len();
+                }
+                debug_assert_eq!(at, REGION_HEADER_BYTES + reservation.record_offset);
+                header.seq = reservation.seq;
+                let log_region = &mut state.regions[region.0 as usize];
+                if header.kind == RecordKind::Data {
+                    // The payload is written outside the lock; the index
+                    // learns of it only once it is there (append_data).
+                    log_region.in_flight.insert(header.seq);
+                    let region_file = Arc::clone(&log_region.file);
+                    let mirrored = state.mirror.enabled();
+                    if let Some(open) = self.file.and_then(|id| state.files.get_mut(&id)) {
+                        open.appending.insert(header.seq);
+                    }
+                    self.phase = Phase::Writing {
+                        region,
+                        at,
+                        full_before,
+                    };
+                    return Next::Unlocked(Work::Payload {
+                        region_file,
+                        at,
+                        header: *header,
+                        payload: self.payload,
+                        mirrored,
+                    });
+                }
+                if let Err(e) = log_region.file.append_at(at, header, self.payload) {
+                    let e = fast_append_failed(shared, state, region, at, e);
+                    return self.fall_back_or_fail(state, e);
+                }
+                self.appended(shared, state, region, at, full_before, None)
+            }
+            Placement::Capacity => Next::Done(Ok(None)),
+            Placement::Wait { .. } if !self.wait => {
+                let e = io::Error::new(io::ErrorKind::WouldBlock, "no room in the log now");
+                Next::Done(Err(e))
+            }
+            Placement::Wait { retry_at_latest } => {
+                if now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
+                    // Only records that must reach the log wait this long;
+                    // others go through after `wait_max`.
+                    let message = format!(
+                        "fast tier {} is full and has not freed a region for {} s; is the capacity tier failing? ({})",
+                        shared.fast.describe(),
+                        FORCED_WAIT_MAX.as_secs(),
+                        state.stats.last_flush_error.clone().unwrap_or_default()
+                    );
+                    return Next::Done(Err(io::Error::new(io::ErrorKind::StorageFull, message)));
+                }
+                // Wake the flusher (the starvation guard lets it flush now).
+                shared.changed.notify_all();
+                self.phase = Phase::Place;
+                Next::Wait(
+                    retry_at_latest
+                        .saturating_since(now)
+                        .clamp(Duration::from_millis(1), Duration::from_millis(100)),
+                )
+            }
+            Placement::TooLarge => {
+                let message = format!(
+                    "fast tier {}: no room for a {} B record",
+                    shared.fast.describe(),
+                    record + path_len
+                );
+                Next::Done(Err(io::Error::new(io::ErrorKind::StorageFull, message)))
+            }
+        }
+    }
+
+    /// A data record's payload write ended (`written`).
+    #[allow(clippy::too_many_arguments)]
+    fn landed(
+        &mut self,
+        shared: &Shared,
+        state: &mut State,
+        region: RegionId,
+        at: u64,
+        full_before: u32,
+        written: io::Result<()>,
+        copy: Option<Arc<[u8]>>,
+    ) -> Next<'p> {
+        let seq = self.header.seq;
+        let log_region = &mut state.regions[region.0 as usize];
+        // Waiters look at the oldest record in flight of each region
+        // (`appends_in_flight`, the flusher): wake them when it lands.
+        let oldest = log_region.in_flight.first() == Some(&seq);
+        log_region.in_flight.remove(&seq);
+        if let Some(open) = self.file.and_then(|id| state.files.get_mut(&id)) {
+            open.appending.remove(&seq);
+            if open.appending.is_empty() {
+                open.truncations.clear();
+            }
+        }
+        if oldest {
+            shared.changed.notify_all();
+        }
+        if let Err(e) = written {
+            let e = fast_append_failed(shared, state, region, at, e);
+            return self.fall_back_or_fail(state, e);
+        }
+        // An append before this one in the region failed while this one
+        // was being written: recovery ends the region at that hole, so
+        // this record must not be relied on.
+        let hole = state.regions[region.0 as usize].broken_at;
+        if let Some(hole) = hole.filter(|&hole| hole < at) {
+            let e = io::Error::other(format!(
+                "fast tier {}: an earlier append to region {} at {hole} failed",
+                shared.fast.describe(),
+                region.0
+            ));
+            return self.fall_back_or_fail(state, e);
+        }
+        self.appended(shared, state, region, at, full_before, copy)
+    }
+
+    /// The record is in the log at `at` of `region`.
+    fn appended(
+        &mut self,
+        shared: &Shared,
+        state: &mut State,
+        region: RegionId,
+        at: u64,
+        full_before: u32,
+        copy: Option<Arc<[u8]>>,
+    ) -> Next<'p> {
+        let header = &self.header;
+        fast_append_worked(state);
+        let log_region = &mut state.regions[region.0 as usize];
+        log_region.dirty = true;
+        let payload_offset = at + crate::log::RECORD_HEADER_BYTES;
+        if header.kind == RecordKind::Data {
+            log_region
+                .records
+                .insert(payload_offset, (header.len, header.payload_crc));
+            if let Some(copy) = copy {
+                state.mirror.keep(region, payload_offset, copy);
+            }
+        }
+        // Wake the flusher only when a region filled: waking it at every
+        // append costs a context switch and lock contention per write
+        // (docs/benchmarks.md, absorption).
+        if state.buffer.pipeline().full_count() > full_before {
+            shared.changed.notify_all();
+        }
+        let location = LogLocation {
+            region,
+            offset: payload_offset,
+        };
+        Next::Done(Ok(Some((location, header.seq))))
+    }
+
+    /// The record could not be appended (`e`): done with `None` once that
+    /// is safe (degrade.rs, [`fallback_wait`]), after waiting for regions
+    /// if need be; a commit or clean record fails with `e` (a clean record
+    /// only saves a later flush the same bytes: its caller keeps them
+    /// buffered, sync.rs).
+    fn fall_back_or_fail(&mut self, state: &mut State, e: io::Error) -> Next<'p> {
+        match fallback_wait(state, &self.header, &e) {
+            None => Next::Done(Err(e)),
+            Some((regions, _)) if regions.is_empty() => {
+                fell_back(state, &self.header);
+                Next::Done(Ok(None))
+            }
+            Some((regions, what)) => {
+                self.phase = Phase::FallingBack;
+                Next::Unlocked(Work::Reset { regions, what })
+            }
+        }
+    }
+}
+
+impl Phase {
+    fn name(&self) -> &'static str {
+        match self {
+            Phase::Place => "placing",
+            Phase::Writing { .. } => "writing",
+            Phase::Written { .. } => "written",
+            Phase::FallingBack => "falling back",
+            Phase::FellBack(_) => "fell back",
+            Phase::Done => "done",
+        }
+    }
+}
+
 /// Write `data` at `offset` of `file`, routed to `tier`, record by record:
 /// the write buffer places each in the log (a data record, indexed once
-/// its payload is there) or on the capacity tier (written here).
-pub(super) fn append_data<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
+/// its payload is there) or on the capacity tier (written here). `then`
+/// runs under the hold of the engine lock that saw the last record done.
+pub(super) fn append_data(
+    shared: &Shared,
     file: FileId,
     offset: u64,
     data: &[u8],
     tier: Tier,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
+    then: impl FnOnce(&mut State),
+) -> io::Result<()> {
     let chunk = shared.config.record_max_bytes as usize;
+    let mut state = lock(shared);
     let mut done = 0usize;
     while done < data.len() {
         let part = &data[done..(done + chunk).min(data.len())];
         let part_offset = offset + done as u64;
         // The payload's checksum is computed only once the write buffer
         // places the record in the log, outside the engine lock
-        // (reserve_and_append): a write that goes to the capacity tier
-        // needs none.
+        // (`Work::Payload`): a write that goes to the capacity tier needs
+        // none.
         // INVARIANT: a part is at most `record_max_bytes`, a u32.
         let len = u32::try_from(part.len()).expect("a part fits a record");
         let header = RecordHeader {
@@ -49,11 +542,9 @@ pub(super) fn append_data<'a>(
             payload_crc: 0,
             seq: 0,
         };
-        let (s, appended) =
-            reserve_and_append(shared, state, header, part, Some(file), Some(tier), true);
-        state = s;
-        match appended {
-            Ok(Some((location, seq))) => {
+        let mut append = Append::data(header, part, file, tier);
+        match drive!(shared, state, append)? {
+            Some((location, seq)) => {
                 // A truncation newer than this record, made while it was
                 // being written, clips it (as replay in sequence order
                 // would); an unlinked file takes nothing.
@@ -87,7 +578,7 @@ pub(super) fn append_data<'a>(
                     );
                 }
             }
-            Ok(None) => {
+            None => {
                 // Placed on the capacity tier: nothing buffered overlaps it.
                 // Written outside the engine lock; the caller holds the
                 // file's I/O lock, so this file's writes stay in order.
@@ -104,7 +595,7 @@ pub(super) fn append_data<'a>(
                     files, placements, ..
                 } = &mut *state;
                 let Some(open) = files.get(&file) else {
-                    return (state, Err(unknown(file)));
+                    return Err(unknown(file));
                 };
                 let handle = Arc::clone(&open.handle);
                 placements.add(file, &open.path, Tier::Capacity, part.len() as u64);
@@ -114,320 +605,18 @@ pub(super) fn append_data<'a>(
                 cache::end_own_write(&mut state, file);
                 if let Err(e) = written {
                     let path = state.files.get(&file).map(|open| open.path.to_string());
-                    let e = context(format!(
+                    return Err(context(format!(
                         "capacity tier {}: write {}",
                         shared.capacity.describe(),
                         path.unwrap_or_else(|| format!("file {}", file.0))
-                    ))(e);
-                    return (state, Err(e));
+                    ))(e));
                 }
             }
-            Err(e) => return (state, Err(e)),
         }
         done += part.len();
     }
-    (state, Ok(()))
-}
-
-/// Append a record that must reach the log (truncate, unlink, path for a
-/// rename), waiting for space; returns its sequence number.
-pub(super) fn append_required<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
-    header: RecordHeader,
-    payload: &[u8],
-    file: Option<FileId>,
-) -> (MutexGuard<'a, State>, io::Result<u64>) {
-    let (state, result) = reserve_and_append(shared, state, header, payload, file, None, true);
-    (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
-}
-
-/// [`append_required`], but only if the log has room now: `WouldBlock`
-/// instead of waiting. For the flusher's own records, which must not wait
-/// for the room only the flusher makes.
-pub(super) fn append_if_room<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
-    header: RecordHeader,
-    payload: &[u8],
-) -> (MutexGuard<'a, State>, io::Result<u64>) {
-    let (state, result) = reserve_and_append(shared, state, header, payload, None, None, false);
-    (state, result.map(|r| r.map_or(0, |(_, seq)| seq)))
-}
-
-/// Place `header` + `payload` through the write buffer and append it,
-/// preceded by a path record of `file` when the region does not describe
-/// it yet. A data record (`tier` given: the route of its write) may be
-/// placed on the capacity tier instead: then `None` is returned and nothing
-/// was appended. Any other record must reach the log and waits for room
-/// (unless `!wait`: then it fails with `WouldBlock` at once).
-/// Returns the payload's location and the record's sequence number.
-pub(super) fn reserve_and_append<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
-    mut header: RecordHeader,
-    payload: &[u8],
-    file: Option<FileId>,
-    tier: Option<Tier>,
-    wait: bool,
-) -> (
-    MutexGuard<'a, State>,
-    io::Result<Option<(LogLocation, u64)>>,
-) {
-    let record = record_len(header.len);
-    let mut first_attempt = None;
-    loop {
-        // Looked up at every try: a rename while this record waited for
-        // room changes the name its path record must carry.
-        // `in_flight`: records of the file other writers are still writing
-        // (writes of one file run at once, `Engine::write`): not indexed
-        // yet, so the write buffer treats them as overlapping.
-        // A caller waits for the file's records in flight to land
-        // (`quiescing`): a new one waits for it.
-        let quiescing = file
-            .and_then(|id| state.files.get(&id))
-            .is_some_and(|open| open.quiescing > 0);
-        if quiescing && header.kind == RecordKind::Data {
-            state = shared
-                .changed
-                .wait_timeout(state, Duration::from_millis(10))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            continue;
-        }
-        let (path_len, nameless, in_flight) = match file {
-            Some(id) => match state.files.get(&id) {
-                Some(open) => (
-                    record_len(open.path.as_str().len() as u32),
-                    open.unlinked,
-                    // A name-less file indexes nothing (append_data).
-                    !open.appending.is_empty() && !open.unlinked,
-                ),
-                None => return (state, Err(unknown(id))),
-            },
-            None => (0, false, false),
-        };
-        let now = shared.clock.now();
-        // The same instant as `now` on the first try: the pipeline counts
-        // a wait when the two are equal.
-        let first_attempt = *first_attempt.get_or_insert(now);
-        let full_before = state.buffer.pipeline().full_count();
-        // A name-less file takes no log record (module docs of `OpenFile`),
-        // and has nothing buffered for a write to overlap.
-        // While the fast tier is failing (degrade.rs), data writes take the
-        // capacity tier unless they overlap buffered bytes.
-        let degraded = fast_degraded(shared, &state);
-        let tier = tier.map(|tier| {
-            if nameless || degraded {
-                Tier::Capacity
-            } else {
-                tier
-            }
-        });
-        let placement = match (tier, file) {
-            (Some(tier), Some(id)) => state.buffer.place_write(
-                now,
-                id,
-                header.offset,
-                u64::from(header.len),
-                record,
-                path_len,
-                tier,
-                first_attempt,
-                in_flight,
-            ),
-            _ => state
-                .buffer
-                .place_required(now, file, record, path_len, first_attempt),
-        };
-        match placement {
-            Placement::Log(reservation) => {
-                let region = reservation.region;
-                // Filled again: its clean copies go before any byte lands.
-                cache::reuse(&mut state, region);
-                state.regions[region.0 as usize].appends += 1;
-                let mut at = REGION_HEADER_BYTES + reservation.offset;
-                let describe = reservation.describe.zip(file).and_then(|(seq, id)| {
-                    state
-                        .files
-                        .get(&id)
-                        .map(|open| (seq, id, open.path.clone(), open.ino))
-                });
-                if let Some((seq, id, path, ino)) = describe {
-                    let path_header = match RecordHeader::path(id, &path, seq) {
-                        Ok(h) => h.with_identity(ino.map_or(0, |(_, ino)| ino)),
-                        Err(e) => {
-                            return (
-                                state,
-                                Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string())),
-                            )
-                        }
-                    };
-                    let log_region = &mut state.regions[region.0 as usize];
-                    if let Err(e) =
-                        log_region
-                            .file
-                            .append_at(at, &path_header, path.as_str().as_bytes())
-                    {
-                        let e = fast_append_failed(shared, &mut state, region, at, e);
-                        return fall_back_or_fail(shared, state, &header, e);
-                    }
-                    at += path_header.record_len();
-                }
-                debug_assert_eq!(at, REGION_HEADER_BYTES + reservation.record_offset);
-                header.seq = reservation.seq;
-                let log_region = &mut state.regions[region.0 as usize];
-                let mut copy = None;
-                if header.kind == RecordKind::Data {
-                    // The payload is written outside the lock; the index
-                    // learns of it only once it is there (append_data).
-                    log_region.in_flight.insert(header.seq);
-                    let region_file = Arc::clone(&log_region.file);
-                    let mirrored = state.mirror.enabled();
-                    if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
-                        open.appending.insert(header.seq);
-                    }
-                    drop(state);
-                    header.payload_crc = crc32c::crc32c(payload);
-                    let written = region_file.append_at(at, &header, payload);
-                    // The memory copy (mirror.rs), made outside the lock.
-                    copy = (mirrored && written.is_ok()).then(|| Arc::<[u8]>::from(payload));
-                    state = lock(shared);
-                    let log_region = &mut state.regions[region.0 as usize];
-                    // Waiters look at the oldest record in flight of each
-                    // region (`appends_in_flight`, the flusher): wake them when
-                    // it lands.
-                    let oldest = log_region.in_flight.first() == Some(&header.seq);
-                    log_region.in_flight.remove(&header.seq);
-                    if let Some(open) = file.and_then(|id| state.files.get_mut(&id)) {
-                        open.appending.remove(&header.seq);
-                        if open.appending.is_empty() {
-                            open.truncations.clear();
-                        }
-                    }
-                    if oldest {
-                        shared.changed.notify_all();
-                    }
-                    if let Err(e) = written {
-                        let e = fast_append_failed(shared, &mut state, region, at, e);
-                        return fall_back_or_fail(shared, state, &header, e);
-                    }
-                    // An append before this one in the region failed while
-                    // this one was being written: recovery ends the region
-                    // at that hole, so this record must not be relied on.
-                    let hole = state.regions[region.0 as usize].broken_at;
-                    if let Some(hole) = hole.filter(|&hole| hole < at) {
-                        let e = io::Error::other(format!(
-                            "fast tier {}: an earlier append to region {} at {hole} failed",
-                            shared.fast.describe(),
-                            region.0
-                        ));
-                        return fall_back_or_fail(shared, state, &header, e);
-                    }
-                } else if let Err(e) = log_region.file.append_at(at, &header, payload) {
-                    let e = fast_append_failed(shared, &mut state, region, at, e);
-                    return fall_back_or_fail(shared, state, &header, e);
-                }
-                fast_append_worked(&mut state);
-                let log_region = &mut state.regions[region.0 as usize];
-                log_region.dirty = true;
-                let payload_offset = at + crate::log::RECORD_HEADER_BYTES;
-                if header.kind == RecordKind::Data {
-                    log_region
-                        .records
-                        .insert(payload_offset, (header.len, header.payload_crc));
-                    if let Some(copy) = copy {
-                        state.mirror.keep(region, payload_offset, copy);
-                    }
-                }
-                // Wake the flusher only when a region filled: waking it at
-                // every append costs a context switch and lock contention
-                // per write (docs/benchmarks.md, absorption).
-                if state.buffer.pipeline().full_count() > full_before {
-                    shared.changed.notify_all();
-                }
-                let location = LogLocation {
-                    region,
-                    offset: payload_offset,
-                };
-                return (state, Ok(Some((location, header.seq))));
-            }
-            Placement::Capacity => return (state, Ok(None)),
-            Placement::Wait { .. } if !wait => {
-                let e = io::Error::new(io::ErrorKind::WouldBlock, "no room in the log now");
-                return (state, Err(e));
-            }
-            Placement::Wait { retry_at_latest } => {
-                if now.saturating_since(first_attempt) > FORCED_WAIT_MAX {
-                    // Only records that must reach the log wait this long;
-                    // others go through after `wait_max`.
-                    let message = format!(
-                        "fast tier {} is full and has not freed a region for {} s; is the capacity tier failing? ({})",
-                        shared.fast.describe(),
-                        FORCED_WAIT_MAX.as_secs(),
-                        state.stats.last_flush_error.clone().unwrap_or_default()
-                    );
-                    return (
-                        state,
-                        Err(io::Error::new(io::ErrorKind::StorageFull, message)),
-                    );
-                }
-                // Wake the flusher (the starvation guard lets it flush now).
-                shared.changed.notify_all();
-                let wait = retry_at_latest
-                    .saturating_since(now)
-                    .clamp(Duration::from_millis(1), Duration::from_millis(100));
-                state = shared
-                    .changed
-                    .wait_timeout(state, wait)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-            Placement::TooLarge => {
-                let message = format!(
-                    "fast tier {}: no room for a {} B record",
-                    shared.fast.describe(),
-                    record + path_len
-                );
-                return (
-                    state,
-                    Err(io::Error::new(io::ErrorKind::StorageFull, message)),
-                );
-            }
-        }
-    }
-}
-
-/// A record could not be appended (`e`), and `None` is returned once that
-/// is safe (degrade.rs): a data record goes to the capacity tier instead,
-/// and the caller writes it there; a truncate, unlink or path record of a
-/// file is not needed once no region holds any of the file's bytes, so the
-/// caller goes on without it. A commit or clean record fails with `e`.
-fn fall_back_or_fail<'a>(
-    shared: &'a Shared,
-    state: MutexGuard<'a, State>,
-    header: &RecordHeader,
-    e: io::Error,
-) -> (
-    MutexGuard<'a, State>,
-    io::Result<Option<(LogLocation, u64)>>,
-) {
-    // A clean record only saves a later flush the same bytes: its caller
-    // keeps them buffered (sync.rs).
-    let Some((holding, what)) = fallback_wait(&state, header, &e) else {
-        return (state, Err(e));
-    };
-    let mut state = state;
-    if !holding.is_empty() {
-        drop(state);
-        let settled = wait_reset(shared, &holding, &what);
-        state = lock(shared);
-        if let Err(e) = settled {
-            return (state, Err(e));
-        }
-    }
-    fell_back(&mut state, header);
-    (state, Ok(None))
+    then(&mut state);
+    Ok(())
 }
 
 pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use sluice_env::{wait_while, BackendFile, RelPath, Stat};
@@ -19,7 +19,7 @@ use sluice_policy::FileId;
 
 use crate::log::RecordHeader;
 
-use super::append::{append_required, appends_in_flight, sync_log};
+use super::append::{appends_in_flight, sync_log, Append};
 use super::read::{locate, Pinned};
 use super::writeback::{write_stretches, StretchError};
 use super::{cache, context, lock, KernelStamp, OpenFile, Shared, State};
@@ -201,17 +201,17 @@ pub(super) fn forget_stale_name(shared: &Shared, path: &RelPath) -> io::Result<(
     if now == Some(ino) {
         return Ok(());
     }
-    let state = lock(shared);
-    if state.names_epoch != epoch || state.unlinking > 0 || state.ids.get(path) != Some(&id) {
-        return Ok(());
-    }
-    let state = wait_while(&shared.changed, state, None, busy(id));
-    if state.ids.get(path) != Some(&id) {
-        return Ok(());
-    }
-    tracing::debug!(path = %path, "a name another node gave to another file (or removed) is forgotten");
-    let (_state, result) = drop_name(shared, state, id, path, true);
-    result.map_err(context(format!(
+    // No change of names by this engine since the look above, none under
+    // way, and the name still the file's: another node's doing.
+    let still = |state: &State| {
+        let still =
+            state.names_epoch == epoch && state.unlinking == 0 && state.ids.get(path) == Some(&id);
+        if still {
+            tracing::debug!(path = %path, "a name another node gave to another file (or removed) is forgotten");
+        }
+        still
+    };
+    drop_name(shared, id, path, true, still, |_| Ok(())).map_err(context(format!(
         "{path}: another node replaced or removed it: write this node's bytes of the file it named back"
     )))
 }
@@ -293,13 +293,24 @@ pub(super) fn busy(file: FileId) -> impl FnMut(&mut State) -> bool {
 /// is open ([`OpenFile::unlinked`]). A file that does not live on is
 /// forgotten at once, unless an open joined it while the unlink record
 /// was waited for: then it lives on after all.
-pub(super) fn drop_name<'a>(
-    shared: &'a Shared,
-    mut state: MutexGuard<'a, State>,
+///
+/// It starts once no flush write of the file runs (`busy`), if `still`
+/// holds then (the caller's reason to drop the name, looked at again under
+/// this hold of the lock); `then` runs under the hold that ends it (the
+/// capacity unlink, so no write to the file slips in between), whether or
+/// not the name was dropped, and not if dropping it failed.
+pub(super) fn drop_name<R>(
+    shared: &Shared,
     id: FileId,
     name: &RelPath,
     survives: bool,
-) -> (MutexGuard<'a, State>, io::Result<()>) {
+    still: impl FnOnce(&State) -> bool,
+    then: impl FnOnce(&mut State) -> io::Result<R>,
+) -> io::Result<R> {
+    let mut state = wait_while(&shared.changed, lock(shared), None, busy(id));
+    if !still(&state) {
+        return then(&mut state);
+    }
     let open_now = |state: &State| state.files.get(&id).is_some_and(|o| o.opens > 0);
     let mut lives_on = open_now(&state) || survives;
     loop {
@@ -318,9 +329,7 @@ pub(super) fn drop_name<'a>(
             );
             quiescing(&mut state, id, -1);
             shared.changed.notify_all();
-            if let Err(e) = flush_file(shared, &state, id) {
-                return (state, Err(e));
-            }
+            flush_file(shared, &state, id)?;
         }
         // A record of the file still being written needs the unlink record
         // too, or recovery would bring the file back with it.
@@ -331,12 +340,11 @@ pub(super) fn drop_name<'a>(
         if !(state.buffer.has_buffered(id) || appending) {
             break;
         }
-        let (s, result) = append_required(shared, state, RecordHeader::unlink(id, 0), &[], None);
-        let pending = appends_in_flight(&s);
-        state = wait_while(&shared.changed, s, None, pending);
-        if let Err(e) = result.and_then(|_| sync_log(shared, &mut state)) {
-            return (state, Err(e));
-        }
+        let mut append = Append::required(RecordHeader::unlink(id, 0), &[], None);
+        let result = drive!(shared, state, append);
+        let pending = appends_in_flight(&state);
+        state = wait_while(&shared.changed, state, None, pending);
+        result.and_then(|_| sync_log(shared, &mut state))?;
         // The waits let the lock go: an open of the name may have joined
         // the file meanwhile. Then it lives on after all, and reads every
         // byte written before the unlink: its buffered bytes go to the
@@ -359,7 +367,7 @@ pub(super) fn drop_name<'a>(
         remove_file_entry(&mut state, id);
         cache::forget_file(&mut state, id);
     }
-    (state, Ok(()))
+    then(&mut state)
 }
 
 /// Whether the file `path` names on the capacity tier has another name
@@ -451,12 +459,6 @@ pub(super) fn file_sync_lock(shared: &Shared, file: FileId) -> io::Result<Arc<Mu
 /// nothing to write back, passthrough may serve it, a held mark may go.
 pub(super) fn at_rest(state: &State, id: FileId, open: &OpenFile) -> bool {
     open.appending.is_empty() && open.busy == 0 && !open.syncing && !state.buffer.has_buffered(id)
-}
-
-/// Hold a file's I/O lock (a panic while holding it leaves nothing half
-/// done that the lock protects, so poisoning is ignored).
-pub(super) fn hold(io: &Mutex<()>) -> MutexGuard<'_, ()> {
-    io.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A file's I/O lock ([`OpenFile::io`]) held by one writer alone.

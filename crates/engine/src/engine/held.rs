@@ -45,7 +45,7 @@ use sluice_policy::{FileId, Tier};
 
 use super::config::{Doorbell, OnDemand};
 use super::files::{
-    at_rest, file_io, file_of, forget_if_unused, forget_stale_name, hold, hold_alone, unknown,
+    at_rest, file_io, file_of, forget_if_unused, forget_stale_name, hold_alone, unknown,
 };
 use super::marks::{make_dirs, MarkStore, Marked};
 use super::read::read_fully;
@@ -404,7 +404,7 @@ pub(super) fn mark_recovered(shared: &Shared) -> io::Result<()> {
     let Some(held) = &shared.held else {
         return Ok(());
     };
-    let _marks = hold(&held.marks);
+    let _marks = sluice_env::lock(&held.marks);
     let files: Vec<(FileId, RelPath, MarkWritten)> = {
         let state = lock(shared);
         state
@@ -508,7 +508,7 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
     }
     let started = Instant::now();
     loop {
-        let marks = hold(&held.marks);
+        let marks = sluice_env::lock(&held.marks);
         let Some((path, now)) = needs_mark(&lock(shared), file, tier)? else {
             return Ok(());
         };
@@ -608,7 +608,7 @@ pub(super) fn update(shared: &Shared, file: FileId) -> io::Result<()> {
     let Some(held) = &shared.held else {
         return Ok(());
     };
-    let _marks = hold(&held.marks);
+    let _marks = sluice_env::lock(&held.marks);
     let state = lock(shared);
     let Some(open) = state.files.get(&file) else {
         return Ok(());
@@ -884,7 +884,7 @@ fn parse_entry(bytes: &[u8]) -> Option<RelPath> {
 /// nothing of the file it names there (a mark left by an earlier run, or
 /// by a file the sweep has not reached).
 fn clear_unheld(shared: &Shared, held: &Held, path: &RelPath) -> io::Result<()> {
-    let _marks = hold(&held.marks);
+    let _marks = sluice_env::lock(&held.marks);
     if held_at(shared, path).is_some() {
         return Ok(());
     }
@@ -921,7 +921,7 @@ fn give_back(
     if write_back {
         sync::write_back_file(shared, id, sync::Pass::Sync { always: true }, 0..u64::MAX)?;
     }
-    let _marks = hold(&held.marks);
+    let _marks = sluice_env::lock(&held.marks);
     let state = lock(shared);
     let Some(open) = state.files.get(&id) else {
         return Ok(true);

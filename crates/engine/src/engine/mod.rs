@@ -60,6 +60,31 @@ use sluice_policy::{FileId, Tier, Time, WriteRequest};
 use crate::incidents::Incidents;
 use crate::log::{RecordHeader, RegionFile};
 
+/// Carry an [`append::Append`] through to its end, with `$state` the
+/// engine lock's guard (a `let mut` binding): its waits, and its work with
+/// the lock let go, happen here in the caller, so every place the engine
+/// lock is released is in plain sight. Evaluates to the record's outcome
+/// (`io::Result<Option<(LogLocation, u64)>>`, as `append::Next::Done`).
+macro_rules! drive {
+    ($shared:expr, $state:ident, $append:expr) => {{
+        let append = &mut $append;
+        loop {
+            match append.step($shared, &mut $state) {
+                $crate::engine::append::Next::Done(done) => break done,
+                $crate::engine::append::Next::Wait(wait) => {
+                    $state = sluice_env::wait_for(&$shared.changed, $state, wait);
+                }
+                $crate::engine::append::Next::Unlocked(work) => {
+                    drop($state);
+                    let outcome = work.run($shared);
+                    $state = $crate::engine::lock($shared);
+                    append.resume(outcome);
+                }
+            }
+        }
+    }};
+}
+
 mod ahead;
 mod append;
 mod attrs;
@@ -82,7 +107,7 @@ mod traffic;
 mod unsynced;
 mod writeback;
 
-use append::{append_data, append_required, appends_in_flight, sync_log};
+use append::{append_data, appends_in_flight, seq_of, sync_log, Append};
 use config::Placements;
 pub use config::{
     CloseSync, Doorbell, EngineConfig, EngineStats, EngineStatus, FilePlacement, HeldMark,
@@ -813,17 +838,15 @@ impl Engine {
         // On-demand: the capacity file is marked as held by this node
         // before any byte of it is placed in the log (held.rs).
         held::before_write(shared, file, routing.tier)?;
-        let state = lock(shared);
-        let (mut state, written) = append_data(shared, state, file, offset, data, routing.tier);
-        written?;
-        // An unlink while the bytes went to the capacity tier outside the
-        // lock has forgotten the file: the write still happened.
-        if let Some(open) = state.files.get_mut(&file) {
-            open.size = open.size.max(end);
-            open.written = Some(shared.clock.wall());
-            open.capacity_unsynced = true;
-        }
-        Ok(())
+        append_data(shared, file, offset, data, routing.tier, |state| {
+            // An unlink while the bytes went to the capacity tier outside
+            // the lock has forgotten the file: the write still happened.
+            if let Some(open) = state.files.get_mut(&file) {
+                open.size = open.size.max(end);
+                open.written = Some(shared.clock.wall());
+                open.capacity_unsynced = true;
+            }
+        })
     }
 
     /// Read up to `len` bytes at `offset`: buffered bytes over capacity bytes.
@@ -927,15 +950,8 @@ impl Engine {
             .is_some_and(|o| !o.appending.is_empty());
         let logged = state.buffer.has_buffered(file) || appending;
         if logged {
-            let (s, appended) = append_required(
-                shared,
-                state,
-                RecordHeader::truncate(file, size, 0),
-                &[],
-                None,
-            );
-            state = s;
-            let seq = appended?;
+            let mut append = Append::required(RecordHeader::truncate(file, size, 0), &[], None);
+            let seq = seq_of(drive!(shared, state, append))?;
             // Applied at once, under the same hold of the lock as the
             // record: records still being written are older and are clipped
             // when indexed; newer ones are not touched.

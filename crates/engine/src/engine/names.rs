@@ -12,7 +12,7 @@ use sluice_policy::FileId;
 
 use crate::log::RecordHeader;
 
-use super::append::{append_required, appends_in_flight, sync_log};
+use super::append::{appends_in_flight, sync_log, Append};
 use super::files::{add_name, busy, drop_name, file_of, has_other_names, same_file};
 use super::{cache, context, lock, Engine, Shared, State};
 
@@ -53,17 +53,18 @@ impl Engine {
             let removed = shared.capacity.remove_file(path);
             return end_unheld_unlink(shared, path, removed);
         };
+        drop(state);
+        let survives = has_other_names(shared, path);
+        let still = |state: &State| state.ids.get(path) == Some(&id);
         // The lock is held across the capacity unlink of a file the engine
         // holds, so no write to the file can slip in between.
-        let state = wait_while(&shared.changed, state, None, busy(id));
-        let survives = has_other_names(shared, path);
-        let (mut state, dropped) = drop_name(shared, state, id, path, survives);
-        dropped?;
-        let removed = shared.capacity.remove_file(path);
-        state.names_epoch += 1;
-        removed.map_err(context(format!("unlink {path}")))?;
-        state.unsynced_names.removed(path);
-        Ok(())
+        drop_name(shared, id, path, survives, still, |state| {
+            let removed = shared.capacity.remove_file(path);
+            state.names_epoch += 1;
+            removed.map_err(context(format!("unlink {path}")))?;
+            state.unsynced_names.removed(path);
+            Ok(())
+        })
     }
 
     /// Rename `from` to `to`, replacing a file at `to` (which lives on if
@@ -109,12 +110,12 @@ impl Engine {
                         ENOTDIR,
                     )));
                 }
-                state = wait_while(&shared.changed, state, None, busy(old));
                 if Some(&old) != state.ids.get(from) {
+                    drop(state);
                     let survives = has_other_names(shared, to);
-                    let (s, dropped) = drop_name(shared, state, old, to, survives);
-                    state = s;
-                    dropped?;
+                    let still = |state: &State| state.ids.get(to) == Some(&old);
+                    drop_name(shared, old, to, survives, still, |_| Ok(()))?;
+                    state = lock(shared);
                 }
             }
         }
@@ -149,10 +150,8 @@ impl Engine {
                     let header = RecordHeader::path(*id, new_path, 0)
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?
                         .with_identity(open.ino.map_or(0, |(_, ino)| ino));
-                    let (s, appended) =
-                        append_required(shared, state, header, new_path.as_str().as_bytes(), None);
-                    state = s;
-                    appended?;
+                    let mut append = Append::required(header, new_path.as_str().as_bytes(), None);
+                    drive!(shared, state, append)?;
                     logged_for.insert(*id);
                     logged = true;
                 } else {

@@ -12,10 +12,10 @@ use sluice_policy::FileId;
 
 use crate::log::RecordHeader;
 
-use super::append::{append_if_room, append_required, commit, sync_log_unlocked};
+use super::append::{commit, sync_log_unlocked, Append};
 use super::degrade::{regions_holding, wait_reset};
 use super::files::{
-    appending_before, at_rest, busy, file_sync_lock, forget_if_unused, hold, unknown, APPENDED_POLL,
+    appending_before, at_rest, busy, file_sync_lock, forget_if_unused, unknown, APPENDED_POLL,
 };
 use super::read::{pin, unpin, Pinned};
 use super::writeback::{write_back, StretchError};
@@ -279,7 +279,7 @@ pub(super) fn write_back_file(
     let started = Instant::now();
     let turn = file_sync_lock(shared, id)?;
     let _turn = match pass {
-        Pass::Sync { .. } => hold(&turn),
+        Pass::Sync { .. } => sluice_env::lock(&turn),
         Pass::Background => match turn.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
@@ -496,11 +496,12 @@ fn clean(
     // The flusher's own pass must not wait for room only the flusher makes
     // (a full log would stop it for good): without room now, the bytes
     // stay indexed, and a flush or sync writes them again later.
-    let state = lock(shared);
-    let (mut state, appended) = match pass {
-        Pass::Background => append_if_room(shared, state, header, &payload),
-        Pass::Sync { .. } => append_required(shared, state, header, &payload, None),
+    let mut state = lock(shared);
+    let mut append = match pass {
+        Pass::Background => Append::if_room(header, &payload),
+        Pass::Sync { .. } => Append::required(header, &payload, None),
     };
+    let appended = drive!(shared, state, append);
     // `None`: no room now, nothing to say.
     let settle = |state: &mut State, cleaned: Option<io::Result<()>>| {
         match cleaned {

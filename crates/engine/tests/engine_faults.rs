@@ -323,6 +323,46 @@ fn a_file_renamed_into_another_directory_and_fsynced_survives_a_power_cut_at_its
     check_slots(&engine, id, 8);
 }
 
+/// A sync of one file (a close under close-to-open, `sluice sync`) whose
+/// clean record the fast tier does not take: the bytes it wrote back are
+/// not undone after a crash by an older record of the log, durable while
+/// the newer one that superseded it was not. The sync waits until the
+/// regions holding the file's bytes were flushed and reset. Before, it
+/// reported the failure and returned: recovery replayed the older record
+/// over the capacity file (the seeded harness, seed 6429).
+#[test]
+fn a_sync_whose_clean_record_fails_is_not_undone_by_an_older_record_after_a_crash() {
+    let crash = Arc::new(CrashBackend::new());
+    let faulty = Arc::new(FaultBackend::new(crash.clone()));
+    let fast: Arc<dyn Backend> = faulty.clone();
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let path = RelPath::new("f").unwrap();
+    let engine = open(&fast, &capacity);
+    let id = engine.create(&path).unwrap();
+    engine.write(id, 0, &pattern(1)).unwrap();
+    engine.fsync(id).unwrap();
+    // Newer bytes over them, in the log and not synced.
+    engine.write(id, 0, &pattern(2)).unwrap();
+    // The log's next sync fails: the clean record's.
+    faulty.inject(FaultRule {
+        path_prefix: Some("log/region".into()),
+        remaining: Some(1),
+        ..FaultRule::new(FaultOp::Sync, EIO)
+    });
+    engine.sync_path(&path).unwrap();
+    assert_eq!(faulty.injected(), 1, "the clean record's sync failed");
+    assert!(capacity_bytes(&capacity, "f", 0, SLOT as usize) == pattern(2));
+    // The fast tier loses what was not synced.
+    crash.crash();
+    engine.close();
+    let engine = open(&fast, &capacity);
+    let id = engine.open_file(&path).unwrap();
+    assert!(
+        engine.read(id, 0, SLOT).unwrap() == pattern(2),
+        "the older record was replayed over the bytes the sync wrote back"
+    );
+}
+
 /// The fast tier fills while the flush cannot finish (the capacity tier's
 /// sync fails): `wait` waits up to `wait_max` then writes through,
 /// `write_through` writes through at once; both keep every byte readable.

@@ -44,7 +44,6 @@ use std::sync::Arc;
 use sluice_env::{wait_while, Allocate};
 use sluice_policy::FileId;
 
-use super::degrade::{regions_holding, wait_reset};
 use super::files::{busy, file_io, hold_alone, unknown};
 use super::{cache, context, lock, Engine, Shared, State};
 
@@ -77,27 +76,18 @@ impl Engine {
         mode.new_len(size, offset, len)
             .map_err(|e| sluice_env::with_context(io::Error::from(e), &what))?;
         if needs_write_back(shared, file, mode, offset, len)? {
-            self.sync_file(file, false)?;
+            // When the fast tier refuses the write-back's clean record
+            // (full, or failing: degrade.rs), the sync waits until every
+            // region holding the bytes was flushed and reset, or fails
+            // (sync.rs, `clean`): no later flush or recovery writes them
+            // over the range again.
+            self.sync_file(file, false)
+                .map_err(|e| sluice_env::with_context(e, &what))?;
         }
         // A flush write of the file looked up before the write-back must
         // land before the capacity file changes, or it would land on the
         // hole (the same wait as a truncate's).
-        let mut state = wait_while(&shared.changed, lock(shared), None, busy(file));
-        if let Some((from, count)) = affected(mode, offset, len) {
-            // Still indexed after the write-back: the fast tier refused its
-            // clean record (full, or failing: degrade.rs), so a later flush
-            // or a recovery would write them over the range again. Wait,
-            // as a write that falls back to the capacity tier does, until
-            // every region holding them has been flushed and reset; the
-            // flush of the last one frees room for the log again.
-            let holding = regions_holding(&state, file, from, count, false);
-            if !holding.is_empty() {
-                drop(state);
-                let settled = wait_reset(shared, &holding, &what);
-                state = wait_while(&shared.changed, lock(shared), None, busy(file));
-                settled?;
-            }
-        }
+        let state = wait_while(&shared.changed, lock(shared), None, busy(file));
         if let Some(byte) = first_in_the_way(&state, file, mode, offset, len) {
             // Cannot happen while the file's I/O lock is held alone (no
             // write of it is placed meanwhile); refused rather than risk a

@@ -135,6 +135,14 @@ pub(super) fn flush_until(
         if let Some(refused) = super::health::flush_refusal(shared, &state, what) {
             break Err(refused);
         }
+        // The flusher has stopped (a close under way): nothing more will
+        // be flushed, so say so rather than wait out the deadline.
+        if state.shutdown {
+            break Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("{what}: the engine is stopping ({})", last_error(&state)),
+            ));
+        }
         if !state.buffer.flush_pending() {
             state.buffer.seal();
             shared.changed.notify_all();

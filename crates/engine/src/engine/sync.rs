@@ -444,7 +444,7 @@ pub(super) fn write_back_file(
     }
     if !pieces.is_empty() || flushed_unsynced {
         drop(state);
-        clean(shared, id, bound, range.clone(), pass, &what, |state| {
+        let cleaned = clean(shared, id, bound, range.clone(), pass, &what, |state| {
             if noted {
                 super::ahead::forget_sync(state, id, &range, bound);
             }
@@ -459,6 +459,7 @@ pub(super) fn write_back_file(
         let handle = forget_if_unused(&mut state, id);
         drop(state);
         drop(handle);
+        cleaned?;
     }
     // Where a pass's time went: waiting for its turn and the records in
     // flight, writing and syncing, then the clean record.
@@ -478,11 +479,20 @@ pub(super) fn write_back_file(
 /// Every byte in `range` of `id` buffered before sequence number `bound` is
 /// on the capacity tier, synced: say so durably (a clean record, the log
 /// synced), then drop those bytes from the index; newer bytes, and bytes
-/// outside the range, stay buffered. On a
-/// failing fast tier (degrade.rs) the bytes stay indexed and a later flush
-/// writes the same bytes again: reported, not failed (the capacity tier
-/// holds them, which is what the caller asked for). `then` runs under the
-/// hold of the lock that drops them (or finds the record refused).
+/// outside the range, stay buffered. `then` runs under the hold of the
+/// lock that drops them (or finds the record refused).
+///
+/// When the fast tier does not take the clean record (failing, or crashed
+/// under it: degrade.rs), the bytes stay indexed, and it is reported. A
+/// background pass ends there: a later flush writes the same bytes again,
+/// and nothing was promised of them. A sync (a close, `sluice sync`) has
+/// promised that the capacity tier holds them, and without the record a
+/// recovery could replay an older durable record of the range over them
+/// (the newer one that superseded it in the log not synced yet: the
+/// seeded harness, seed 6429). So it waits, as a write falling back to the
+/// capacity tier does, until the regions holding the range's newest copies
+/// were flushed and reset (older copies lie in those regions or older
+/// ones, reset first); if that fails too, the sync fails.
 fn clean(
     shared: &Shared,
     id: FileId,
@@ -491,7 +501,8 @@ fn clean(
     pass: Pass,
     what: &str,
     then: impl FnOnce(&mut State),
-) {
+) -> io::Result<()> {
+    let (start, len) = (range.start, range.end - range.start);
     let (header, payload) = RecordHeader::clean(id, bound, range.clone(), 0);
     // The flusher's own pass must not wait for room only the flusher makes
     // (a full log would stop it for good): without room now, the bytes
@@ -502,8 +513,10 @@ fn clean(
         Pass::Sync { .. } => Append::required(header, &payload, None),
     };
     let appended = drive!(shared, state, append);
-    // `None`: no room now, nothing to say.
+    // `None`: no room now, nothing to say. Returns, for a sync whose
+    // record failed, the regions to wait for, with the failure.
     let settle = |state: &mut State, cleaned: Option<io::Result<()>>| {
+        let mut evacuate = None;
         match cleaned {
             Some(Ok(())) => {
                 if state.buffer.clean(id, bound, range) > 0 {
@@ -515,23 +528,44 @@ fn clean(
                 shared
                     .incidents
                     .record_error("sync", None, Some("fast"), &e);
+                if let Pass::Sync { .. } = pass {
+                    evacuate = Some((regions_holding(state, id, start, len, false), e));
+                }
             }
             None => {}
         }
         then(state);
+        evacuate
     };
-    match appended {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => settle(&mut state, None),
-        Err(e) => settle(&mut state, Some(Err(context(what)(e)))),
+    // The lock is let go in every arm: the wait below takes it again.
+    let evacuate = match appended {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            let evacuate = settle(&mut state, None);
+            drop(state);
+            evacuate
+        }
+        Err(e) => {
+            let evacuate = settle(&mut state, Some(Err(context(what)(e))));
+            drop(state);
+            evacuate
+        }
         Ok(_) => {
             // The log is synced with the lock released, as an fsync syncs
             // it: writers go on meanwhile (a sync of the emulated SSD waits
             // for every append queued before it).
             drop(state);
             sync_log_unlocked(shared, |state, synced| {
-                settle(state, Some(synced.map(drop).map_err(context(what))));
-            });
+                settle(state, Some(synced.map(drop).map_err(context(what))))
+            })
         }
+    };
+    match evacuate {
+        Some((holding, e)) => wait_reset(
+            shared,
+            &holding,
+            &format!("{what}: the fast tier took no clean record ({e})"),
+        ),
+        None => Ok(()),
     }
 }
 

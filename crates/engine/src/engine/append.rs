@@ -333,11 +333,14 @@ impl<'p> Append<'p> {
                 if header.kind == RecordKind::Data {
                     // The payload is written outside the lock; the index
                     // learns of it only once it is there (append_data).
-                    log_region.in_flight.insert(header.seq);
+                    // INVARIANT: a sequence number is placed once.
+                    let fresh = log_region.in_flight.insert(header.seq);
+                    debug_assert!(fresh, "record {} placed twice", header.seq);
                     let region_file = Arc::clone(&log_region.file);
                     let mirrored = state.mirror.enabled();
                     if let Some(open) = self.file.and_then(|id| state.files.get_mut(&id)) {
-                        open.appending.insert(header.seq);
+                        let fresh = open.appending.insert(header.seq);
+                        debug_assert!(fresh, "record {} in flight twice", header.seq);
                     }
                     self.phase = Phase::Writing {
                         region,
@@ -412,7 +415,9 @@ impl<'p> Append<'p> {
         // Waiters look at the oldest record in flight of each region
         // (`appends_in_flight`, the flusher): wake them when it lands.
         let oldest = log_region.in_flight.first() == Some(&seq);
-        log_region.in_flight.remove(&seq);
+        // INVARIANT: a payload lands once, while it is in flight.
+        let was_in_flight = log_region.in_flight.remove(&seq);
+        debug_assert!(was_in_flight, "record {seq} landed but was not in flight");
         if let Some(open) = self.file.and_then(|id| state.files.get_mut(&id)) {
             open.appending.remove(&seq);
             if open.appending.is_empty() {
@@ -457,9 +462,15 @@ impl<'p> Append<'p> {
         log_region.dirty = true;
         let payload_offset = at + crate::log::RECORD_HEADER_BYTES;
         if header.kind == RecordKind::Data {
-            log_region
+            // INVARIANT: one record per place in a region until its reset.
+            let earlier = log_region
                 .records
                 .insert(payload_offset, (header.len, header.payload_crc));
+            debug_assert!(
+                earlier.is_none(),
+                "two records at {payload_offset} of region {}",
+                region.0
+            );
             if let Some(copy) = copy {
                 state.mirror.keep(region, payload_offset, copy);
             }

@@ -92,24 +92,23 @@ pub(super) fn seq_of(done: io::Result<Option<(LogLocation, u64)>>) -> io::Result
     done.map(|appended| appended.map_or(0, |(_, seq)| seq))
 }
 
+/// Where a placed record goes: at `at` of `region`, placed when the
+/// pipeline had `full_before` full regions.
+#[derive(Clone, Copy)]
+struct Slot {
+    region: RegionId,
+    at: u64,
+    full_before: u32,
+}
+
 /// Where an [`Append`] is.
 enum Phase {
     /// To be placed (again, after a wait for room).
     Place,
-    /// Its payload is being written at `at` of `region` ([`Work::Payload`]).
-    Writing {
-        region: RegionId,
-        at: u64,
-        full_before: u32,
-    },
-    /// The payload write ended.
-    Written {
-        region: RegionId,
-        at: u64,
-        full_before: u32,
-        written: io::Result<()>,
-        copy: Option<Arc<[u8]>>,
-    },
+    /// Its payload is being written to its slot ([`Work::Payload`]).
+    Writing(Slot),
+    /// The payload write ended (`written`), with the memory copy made.
+    Written(Slot, io::Result<()>, Option<Arc<[u8]>>),
     /// Not appended after all: waiting for the regions that make going on
     /// without it safe ([`Work::Reset`]).
     FallingBack,
@@ -183,22 +182,9 @@ impl<'p> Append<'p> {
     /// The outcome of the [`Work`] the last step asked for.
     pub(super) fn resume(&mut self, outcome: Outcome) {
         self.phase = match (std::mem::replace(&mut self.phase, Phase::Done), outcome) {
-            (
-                Phase::Writing {
-                    region,
-                    at,
-                    full_before,
-                },
-                Outcome::Payload { crc, written, copy },
-            ) => {
+            (Phase::Writing(slot), Outcome::Payload { crc, written, copy }) => {
                 self.header.payload_crc = crc;
-                Phase::Written {
-                    region,
-                    at,
-                    full_before,
-                    written,
-                    copy,
-                }
+                Phase::Written(slot, written, copy)
             }
             (Phase::FallingBack, Outcome::Reset(settled)) => Phase::FellBack(settled),
             // INVARIANT: the driver hands back the outcome of the work the
@@ -211,20 +197,14 @@ impl<'p> Append<'p> {
     pub(super) fn step(&mut self, shared: &Shared, state: &mut State) -> Next<'p> {
         match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Place => self.place(shared, state),
-            Phase::Written {
-                region,
-                at,
-                full_before,
-                written,
-                copy,
-            } => self.landed(shared, state, region, at, full_before, written, copy),
+            Phase::Written(slot, written, copy) => self.landed(shared, state, slot, written, copy),
             Phase::FellBack(Err(e)) => Next::Done(Err(e)),
             Phase::FellBack(Ok(())) => {
                 fell_back(state, &self.header);
                 Next::Done(Ok(None))
             }
             // INVARIANT: a step that asks for work is followed by `resume`.
-            phase @ (Phase::Writing { .. } | Phase::FallingBack | Phase::Done) => {
+            phase @ (Phase::Writing(_) | Phase::FallingBack | Phase::Done) => {
                 unreachable!("a step while {}", phase.name())
             }
         }
@@ -342,11 +322,11 @@ impl<'p> Append<'p> {
                         let fresh = open.appending.insert(header.seq);
                         debug_assert!(fresh, "record {} in flight twice", header.seq);
                     }
-                    self.phase = Phase::Writing {
+                    self.phase = Phase::Writing(Slot {
                         region,
                         at,
                         full_before,
-                    };
+                    });
                     return Next::Unlocked(Work::Payload {
                         region_file,
                         at,
@@ -359,7 +339,12 @@ impl<'p> Append<'p> {
                     let e = fast_append_failed(shared, state, region, at, e);
                     return self.fall_back_or_fail(state, e);
                 }
-                self.appended(shared, state, region, at, full_before, None)
+                let slot = Slot {
+                    region,
+                    at,
+                    full_before,
+                };
+                self.appended(shared, state, slot, None)
             }
             Placement::Capacity => Next::Done(Ok(None)),
             Placement::Wait { .. } if !self.wait => {
@@ -399,17 +384,15 @@ impl<'p> Append<'p> {
     }
 
     /// A data record's payload write ended (`written`).
-    #[allow(clippy::too_many_arguments)]
     fn landed(
         &mut self,
         shared: &Shared,
         state: &mut State,
-        region: RegionId,
-        at: u64,
-        full_before: u32,
+        slot: Slot,
         written: io::Result<()>,
         copy: Option<Arc<[u8]>>,
     ) -> Next<'p> {
+        let Slot { region, at, .. } = slot;
         let seq = self.header.seq;
         let log_region = &mut state.regions[region.0 as usize];
         // Waiters look at the oldest record in flight of each region
@@ -443,19 +426,22 @@ impl<'p> Append<'p> {
             ));
             return self.fall_back_or_fail(state, e);
         }
-        self.appended(shared, state, region, at, full_before, copy)
+        self.appended(shared, state, slot, copy)
     }
 
-    /// The record is in the log at `at` of `region`.
+    /// The record is in its slot of the log.
     fn appended(
         &mut self,
         shared: &Shared,
         state: &mut State,
-        region: RegionId,
-        at: u64,
-        full_before: u32,
+        slot: Slot,
         copy: Option<Arc<[u8]>>,
     ) -> Next<'p> {
+        let Slot {
+            region,
+            at,
+            full_before,
+        } = slot;
         let header = &self.header;
         fast_append_worked(state);
         let log_region = &mut state.regions[region.0 as usize];
@@ -512,8 +498,8 @@ impl Phase {
     fn name(&self) -> &'static str {
         match self {
             Phase::Place => "placing",
-            Phase::Writing { .. } => "writing",
-            Phase::Written { .. } => "written",
+            Phase::Writing(_) => "writing",
+            Phase::Written(..) => "written",
             Phase::FallingBack => "falling back",
             Phase::FellBack(_) => "fell back",
             Phase::Done => "done",

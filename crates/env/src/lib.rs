@@ -968,10 +968,10 @@ pub fn wait_for<'a, T>(
 
 /// Wait on `changed` while `cond` holds of what `guard` guards, poisoning
 /// ignored as by [`lock`]; with `poll`, look again at least that often,
-/// for a condition whose change may come without a notification. The one
-/// places besides [`lock`] and [`wait_for`] where a guard is passed: the
-/// callers keep their own helpers free of guards, as predicates on the
-/// guarded state.
+/// for a condition whose change may come without a notification. With
+/// [`lock`] and [`wait_for`], the only places a guard is passed: callers
+/// keep their own helpers free of guards, as predicates on the guarded
+/// state.
 pub fn wait_while<'a, T>(
     changed: &Condvar,
     mut guard: MutexGuard<'a, T>,

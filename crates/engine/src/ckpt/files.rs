@@ -21,6 +21,15 @@ use super::{
     Handle, Shared, State, Target,
 };
 
+/// A new checkpoint's placement being decided ([`Checkpoints::placer`]):
+/// the policy's placer, DataWarp's grant for the job, and the version the
+/// checkpoint takes.
+struct Placing {
+    placer: Placer,
+    grant: Option<u64>,
+    version: u64,
+}
+
 impl Checkpoints {
     /// The length of `path`'s fast-tier copy, if it has one.
     pub fn size(&self, path: &RelPath) -> Option<u64> {
@@ -153,15 +162,15 @@ impl Checkpoints {
         // 2. Where it goes (sluice_policy::bbos decides; waits for room
         // with the lock let go), 3. carried out.
         let result = 'place: {
-            let (mut placer, grant, version) = match self.placer(&mut state, path, &job, key) {
+            let mut placing = match self.placer(&mut state, path, &job, key) {
                 Err(e) => break 'place Err(e),
                 Ok(Err(cause)) => {
                     break 'place self.fallback(&mut state, path, &job, create_new, ticket, &cause)
                 }
-                Ok(Ok(placer)) => placer,
+                Ok(Ok(placing)) => placing,
             };
             let placement = loop {
-                match self.decide(&mut state, &mut placer, grant) {
+                match self.decide(&mut state, &mut placing) {
                     Err(e) => break 'place Err(e),
                     Ok(Placement::Wait { until }) => {
                         let t = shared.clock.now();
@@ -172,7 +181,13 @@ impl Checkpoints {
                 }
             };
             self.carry_out(
-                &mut state, path, &job, version, placement, create_new, ticket,
+                &mut state,
+                path,
+                &job,
+                placing.version,
+                placement,
+                create_new,
+                ticket,
             )
         };
         if result.is_err() {
@@ -188,14 +203,13 @@ impl Checkpoints {
     /// decided: the old copy of the path removed, the version taken, the
     /// policy's placer made (with DataWarp's grant). `Err(cause)` inside:
     /// the catalogue gave no version ([`Checkpoints::fallback`]).
-    #[allow(clippy::type_complexity)]
     fn placer(
         &self,
         state: &mut State,
         path: &RelPath,
         job: &JobSpec,
         key: u64,
-    ) -> io::Result<Result<(Placer, Option<u64>, u64), String>> {
+    ) -> io::Result<Result<Placing, String>> {
         let shared = &*self.shared;
         let options = &shared.options;
         let now = shared.clock.now();
@@ -231,21 +245,16 @@ impl Checkpoints {
         } else {
             None
         };
-        Ok(Ok((
-            Placer::new(config, incoming, job.versions, deadline),
+        Ok(Ok(Placing {
+            placer: Placer::new(config, incoming, job.versions, deadline),
             grant,
             version,
-        )))
+        }))
     }
 
-    /// One decision of `placer` over the fast tier now, its evictions
+    /// One decision of the placer over the fast tier now, its evictions
     /// carried out: a final placement, or `Placement::Wait`.
-    fn decide(
-        &self,
-        state: &mut State,
-        placer: &mut Placer,
-        grant: Option<u64>,
-    ) -> io::Result<Placement> {
+    fn decide(&self, state: &mut State, placing: &mut Placing) -> io::Result<Placement> {
         let shared = &*self.shared;
         let (ids, copies): (Vec<u64>, Vec<FastCopy>) = state
             .copies
@@ -262,10 +271,10 @@ impl Checkpoints {
                 )
             })
             .unzip();
-        let decision = placer.decide(&FastTier {
+        let decision = placing.placer.decide(&FastTier {
             now: shared.clock.now(),
             copies: &copies,
-            grant,
+            grant: placing.grant,
             closing: state.shutdown,
         });
         for i in decision.evict {

@@ -636,10 +636,12 @@ pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {
 /// flusher, until the burst ended (issue 32, docs/engine.md).
 ///
 /// The condition to wait on (`wait_while(&shared.changed, state, None,
-/// appends_in_flight(&state))`): true while one is.
-pub(super) fn appends_in_flight(state: &State) -> impl FnMut(&mut State) -> bool {
-    let bound = state.buffer.next_seq();
+/// appends_in_flight())`): true while one is. "Now" is its first look,
+/// which `wait_while` makes under the caller's hold, before any wait.
+pub(super) fn appends_in_flight() -> impl FnMut(&mut State) -> bool {
+    let mut bound = None;
     move |state| {
+        let bound = *bound.get_or_insert_with(|| state.buffer.next_seq());
         state
             .regions
             .iter()
@@ -672,9 +674,7 @@ pub(super) fn sync_log_unlocked<R>(
     shared: &Shared,
     then: impl FnOnce(&mut State, io::Result<Vec<(RegionId, u64)>>) -> R,
 ) -> R {
-    let state = lock(shared);
-    let pending = appends_in_flight(&state);
-    let mut state = wait_while(&shared.changed, state, None, pending);
+    let mut state = wait_while(&shared.changed, lock(shared), None, appends_in_flight());
     let dirty: Vec<(RegionId, u64, Arc<RegionFile>)> = state
         .regions
         .iter_mut()

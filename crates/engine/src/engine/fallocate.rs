@@ -81,8 +81,7 @@ impl Engine {
             // region holding the bytes was flushed and reset, or fails
             // (sync.rs, `clean`): no later flush or recovery writes them
             // over the range again.
-            self.sync_file(file, false)
-                .map_err(|e| sluice_env::with_context(e, &what))?;
+            self.sync_file(file, false).map_err(context(&what))?;
         }
         // A flush write of the file looked up before the write-back must
         // land before the capacity file changes, or it would land on the

@@ -320,14 +320,14 @@ pub(super) fn drop_name<R>(
             // first. Every record in flight lands first, not only those
             // older than now: the flush goes on under this hold of the
             // lock, and no new one starts meanwhile (`quiescing`).
-            quiescing(&mut state, id, 1);
+            quiescing(&mut state, id, true);
             state = wait_while(
                 &shared.changed,
                 state,
                 APPENDED_POLL,
                 appending_before(id, u64::MAX),
             );
-            quiescing(&mut state, id, -1);
+            quiescing(&mut state, id, false);
             shared.changed.notify_all();
             flush_file(shared, &state, id)?;
         }
@@ -342,8 +342,7 @@ pub(super) fn drop_name<R>(
         }
         let mut append = Append::required(RecordHeader::unlink(id, 0), &[], None);
         let result = drive!(shared, state, append);
-        let pending = appends_in_flight(&state);
-        state = wait_while(&shared.changed, state, None, pending);
+        state = wait_while(&shared.changed, state, None, appends_in_flight());
         result.and_then(|_| sync_log(shared, &mut state))?;
         // The waits let the lock go: an open of the name may have joined
         // the file meanwhile. Then it lives on after all, and reads every
@@ -381,10 +380,14 @@ pub(super) fn has_other_names(shared: &Shared, path: &RelPath) -> bool {
 }
 
 /// New records of `id` wait while a caller waits for those in flight
-/// (`delta` 1) until it is done (`delta` -1).
-fn quiescing(state: &mut State, id: FileId, delta: i32) {
+/// (`on`) until it is done (`!on`).
+fn quiescing(state: &mut State, id: FileId, on: bool) {
     if let Some(open) = state.files.get_mut(&id) {
-        open.quiescing = open.quiescing.saturating_add_signed(delta);
+        if on {
+            open.quiescing += 1;
+        } else {
+            open.quiescing -= 1;
+        }
     }
 }
 

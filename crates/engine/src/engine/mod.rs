@@ -961,8 +961,7 @@ impl Engine {
                     open.truncations.push((seq, size));
                 }
             }
-            let pending = appends_in_flight(&state);
-            state = wait_while(&shared.changed, state, None, pending);
+            state = wait_while(&shared.changed, state, None, appends_in_flight());
             sync_log(shared, &mut state)?;
             // The locks above may have been released while waiting: a
             // flush run of bytes past `size` looked up before the index

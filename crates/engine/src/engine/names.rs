@@ -163,8 +163,7 @@ impl Engine {
             if !logged {
                 break moved;
             }
-            let pending = appends_in_flight(&state);
-            state = wait_while(&shared.changed, state, None, pending);
+            state = wait_while(&shared.changed, state, None, appends_in_flight());
             sync_log(shared, &mut state)?;
         };
         let renamed = shared.capacity.rename(from, to);

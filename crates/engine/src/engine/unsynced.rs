@@ -121,6 +121,9 @@ impl UnsyncedNames {
     /// parents its renames left. Empty if nothing is owed.
     pub(super) fn for_path(&self, path: &RelPath) -> DirSync {
         let mut sync = DirSync::default();
+        if self.names.is_empty() {
+            return sync;
+        }
         let mut at = Some(path.clone());
         while let Some(name) = at {
             if let Some(owed) = self.names.get(&name) {

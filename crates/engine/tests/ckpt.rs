@@ -543,3 +543,96 @@ fn a_publish_during_another_handles_write_leaves_the_copy_staged() {
     ck.release(fh1);
     ck.release(fh2);
 }
+
+/// A fast tier whose file system holds less than `S` says (shared with
+/// the log, or with other users): a staged checkpoint that finds no room
+/// mid-write moves to the capacity tier, and every write lands. (Before,
+/// the write failed with ENOSPC although the capacity tier had room.)
+#[test]
+fn a_staged_checkpoint_the_fast_tier_has_no_room_for_moves_to_the_capacity_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let fast = Arc::new(CrashBackend::with_capacity(200 * KIB));
+    let f: Arc<dyn Backend> = fast.clone();
+    let (_, _, _, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(1024 * KIB)).unwrap();
+    ck.register(job("j", 600 * KIB, "ck/*", Failure::Nodes(4), 1))
+        .unwrap();
+    let data = bytes(1, 600 * KIB);
+    let fh = ck.create(&p("ck/v1")).unwrap();
+    let reader = ck.open_file(&p("ck/v1"), false, false).unwrap();
+    for (i, chunk) in data.chunks(64 * KIB as usize).enumerate() {
+        ck.write(fh, i as u64 * 64 * KIB, chunk)
+            .unwrap_or_else(|e| panic!("write {i}: {e}"));
+    }
+    ck.fsync(fh).unwrap();
+    // A handle open across the move reads the capacity file too.
+    assert_eq!(ck.read(reader, 0, 1 << 30).unwrap(), data);
+    ck.release(reader);
+    ck.release(fh);
+    let s = ck.status();
+    assert_eq!((s.stats.full_moves, s.stats.spills), (1, 0), "{s:?}");
+    assert!(s.stats.full_moved_bytes > 0 && s.stats.full_moved_bytes < 200 * KIB);
+    assert_eq!((s.staged.0, s.cached.0, s.writers), (0, 0, 0), "{s:?}");
+    assert_eq!(ck.size(&p("ck/v1")), None, "no copy left on the fast tier");
+    assert_eq!(capacity_bytes(&c, &p("ck/v1")), data);
+    let rec = ck.catalog().ckpt("ck/v1").unwrap().unwrap();
+    assert_eq!(rec.location, Location::Capacity);
+    let left: Vec<String> = f
+        .read_dir(&p("ckpt"))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| n.ends_with(".data") || n.ends_with(".rec"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The room is the next checkpoint's again.
+    let small = bytes(2, 64 * KIB);
+    write_file(&ck, &p("ck/v2"), &small);
+    assert_eq!(ck.size(&p("ck/v2")), Some(64 * KIB), "staged");
+    // A crash now keeps both.
+    fast.crash();
+    fast.restart();
+    drop(ck);
+    let ck = open(&f, &c, dir.path(), options(1024 * KIB)).unwrap();
+    assert_eq!(read_all(&ck, &p("ck/v1")), data);
+    assert_eq!(read_all(&ck, &p("ck/v2")), small);
+}
+
+/// Threads writing one checkpoint file through one handle when the fast
+/// tier fills (the stager begins a new checkpoint at each open for
+/// writing, so ranks of one file share it): one moves the copy, the
+/// others wait for the move and write on to the capacity file; no write
+/// fails or is lost.
+#[test]
+fn writers_of_one_checkpoint_all_land_when_the_fast_tier_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    let f: Arc<dyn Backend> = Arc::new(CrashBackend::with_capacity(256 * KIB));
+    let (_, _, _, c) = mem();
+    let ck = Arc::new(open(&f, &c, dir.path(), options(4096 * KIB)).unwrap());
+    ck.register(job("j", 1024 * KIB, "ck/*", Failure::Nodes(4), 1))
+        .unwrap();
+    let data = bytes(3, 1024 * KIB);
+    let fh = ck.create(&p("ck/n1")).unwrap();
+    let ranks = 4u64;
+    let block = 16 * KIB;
+    std::thread::scope(|scope| {
+        for rank in 0..ranks {
+            let (ck, data) = (Arc::clone(&ck), &data);
+            scope.spawn(move || {
+                // Strided: rank r writes blocks r, r + ranks, ...
+                let mut at = rank * block;
+                while at < data.len() as u64 {
+                    let end = (at + block) as usize;
+                    ck.write(fh, at, &data[at as usize..end])
+                        .unwrap_or_else(|e| panic!("rank {rank} at {at}: {e}"));
+                    at += ranks * block;
+                }
+            });
+        }
+    });
+    ck.fsync(fh).unwrap();
+    ck.release(fh);
+    assert_eq!(ck.status().stats.full_moves, 1);
+    assert_eq!(capacity_bytes(&c, &p("ck/n1")), data);
+    assert_eq!(read_all(&ck, &p("ck/n1")), data);
+}

@@ -553,6 +553,20 @@ pub const METRICS: &[Metric] = &[
         read: |s| bbos(s, |b| vec![b.stats.staged_written_bytes, b.stats.direct_bytes]),
     },
     Metric {
+        name: "sluice_ckpt_full_moves_total",
+        kind: Counter,
+        help: "BBOS: staged copies moved to the capacity tier mid-write because the fast tier's file system was full (ENOSPC or EDQUOT).",
+        labels: None,
+        read: |s| bbos(s, |b| vec![b.stats.full_moves]),
+    },
+    Metric {
+        name: "sluice_ckpt_full_moved_bytes_total",
+        kind: Counter,
+        help: "BBOS: bytes those copies held when they moved.",
+        labels: None,
+        read: |s| bbos(s, |b| vec![b.stats.full_moved_bytes]),
+    },
+    Metric {
         name: "sluice_ckpt_demotions_total",
         kind: Counter,
         help: "BBOS: checkpoint copies demoted to the capacity tier.",

@@ -76,6 +76,12 @@ pub struct CkptStats {
     /// Checkpoints written to the capacity tier because no room could be
     /// made.
     pub spills: u64,
+    /// Staged copies moved to the capacity tier in the middle of their
+    /// writes because the fast tier's file system had no room (ENOSPC or
+    /// EDQUOT; docs/bbos.md, "A full fast tier").
+    pub full_moves: u64,
+    /// Bytes those copies held when they moved.
+    pub full_moved_bytes: u64,
     /// Bytes written to checkpoint files on the capacity tier directly.
     pub direct_bytes: u64,
     /// Copies demoted.
@@ -814,7 +820,7 @@ impl Status {
         if let Some(b) = &self.bbos {
             let _ = writeln!(
                 out,
-                "bbos        {} ({} eviction), {} jobs, catalogue {} (node {}); S {}: {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled, {} without catalogue), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
+                "bbos        {} ({} eviction), {} jobs, catalogue {} (node {}); S {}: {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled, {} without catalogue, {} moved when the fast tier was full), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
                 b.scheme,
                 b.eviction,
                 b.jobs,
@@ -832,6 +838,7 @@ impl Status {
                 b.stats.cold_direct,
                 b.stats.spills,
                 b.stats.catalog_fallbacks,
+                b.stats.full_moves,
                 b.stats.demotions,
                 mib(b.stats.demoted_bytes),
                 b.stats.evictions,

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_catalog::{CkptRecord, JobSpec, Location};
-use sluice_env::{copy_range, wait_for, with_context, OpenOptions, RelPath};
+use sluice_env::{
+    copy_range, wait_for, wait_while, with_context, BackendFile, OpenOptions, RelPath,
+};
 use sluice_policy::bbos::{
     datawarp_grant, Admission, FastCopy, FastTier, PlaceConfig, Placement, Placer, Resident,
     Scheme, Ticket,
@@ -20,6 +22,19 @@ use super::{
     add_handle, bad_handle, data_path, dir, gone, invalid, rec_path, unix_ns, Checkpoints, Copy,
     Handle, Shared, State, Target,
 };
+
+/// How often a write waiting for its copy's move to the capacity tier,
+/// and the move waiting for writes in flight, look again.
+const MOVE_POLL: Duration = Duration::from_millis(10);
+
+/// Whether a fast tier's error says it has no room: ENOSPC, or EDQUOT (a
+/// quota on the fast tier's file system).
+fn no_room(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
+}
 
 /// A new checkpoint's placement being decided ([`Checkpoints::placer`]):
 /// the policy's placer, DataWarp's grant for the job, and the version the
@@ -342,6 +357,8 @@ impl Checkpoints {
                         generation: 0,
                         writing: 0,
                         demoting: false,
+                        moving: false,
+                        broken: None,
                         name_synced: false,
                         written: now,
                         accessed: now,
@@ -410,75 +427,242 @@ impl Checkpoints {
         Ok(buf)
     }
 
-    /// Write `data` at `offset`, paced by the write throttle.
+    /// Write `data` at `offset`, paced by the write throttle. A staged
+    /// copy the fast tier has no room for is moved to the capacity tier
+    /// ([`Checkpoints::move_when_full`]) and the write made there.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> io::Result<()> {
         let shared = &*self.shared;
         let bytes = data.len() as u64;
         let end = offset
             .checked_add(bytes)
             .ok_or_else(|| invalid("write past the largest file offset"))?;
-        // The throttle: only writes to staged copies take tokens.
-        let file = loop {
-            let mut state = shared.lock();
-            let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
-            let id = match &h.target {
-                Target::Capacity(f) => {
-                    let f = Arc::clone(f);
-                    drop(state);
-                    f.write_at(data, offset)?;
-                    shared.lock().stats.direct_bytes += bytes;
-                    return Ok(());
+        loop {
+            // The throttle: only writes to staged copies take tokens.
+            let (id, file) = loop {
+                let mut state = shared.lock();
+                let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+                let id = match &h.target {
+                    Target::Capacity(f) => {
+                        let f = Arc::clone(f);
+                        drop(state);
+                        f.write_at(data, offset)?;
+                        shared.lock().stats.direct_bytes += bytes;
+                        return Ok(());
+                    }
+                    Target::Copy(id) => *id,
+                };
+                if let Some(c) = state.copies.get(&id) {
+                    c.writable()?;
                 }
-                Target::Copy(id) => *id,
+                if state.copies.get(&id).is_some_and(|c| c.moving) {
+                    // Its handles move to the capacity file first.
+                    drop(wait_for(&shared.changed, state, MOVE_POLL));
+                    continue;
+                }
+                let now = shared.clock.now();
+                let (cap, _) = shared.rates(&state);
+                match cap.and_then(|c| NonZeroU64::new(c as u64)) {
+                    Some(rate) => state.write_bucket.set_rate(now, rate),
+                    None => state.write_bucket.set_unlimited(),
+                }
+                match state.write_bucket.try_take(now, bytes) {
+                    Ok(()) => {
+                        // A copy published at an fsync or close (cached, its
+                        // bytes on the capacity tier) is staged again first.
+                        self.stage_again(&mut state, id)?;
+                        // Under the lock before the bytes change: a demotion
+                        // finishing after this sees the change.
+                        let c = state.copies.get_mut(&id).ok_or_else(|| bad_handle(fh))?;
+                        c.generation += 1;
+                        c.writing += 1;
+                        break (id, Arc::clone(&c.file));
+                    }
+                    Err(at) => {
+                        let wait = at.saturating_since(now);
+                        state.stats.throttle_ns += u64::try_from(wait.as_nanos()).unwrap_or(0);
+                        drop(state);
+                        shared.clock.sleep(wait);
+                    }
+                }
             };
+            let written = file.write_at(data, offset);
+            let mut state = shared.lock();
             let now = shared.clock.now();
-            let (cap, _) = shared.rates(&state);
-            match cap.and_then(|c| NonZeroU64::new(c as u64)) {
-                Some(rate) => state.write_bucket.set_rate(now, rate),
-                None => state.write_bucket.set_unlimited(),
+            if let Some(c) = state.copies.get_mut(&id) {
+                // Bumped again once the bytes changed: a publication or
+                // demotion that took its snapshot while this write was in
+                // flight copied the bytes before it (or some of them), and
+                // must not mark the copy cached.
+                c.generation += 1;
+                c.writing -= 1;
+                if written.is_ok() {
+                    c.len = c.len.max(end);
+                    c.rec.bytes = c.len;
+                    c.accessed = now;
+                }
             }
-            match state.write_bucket.try_take(now, bytes) {
-                Ok(()) => {
-                    // A copy published at an fsync or close (cached, its
-                    // bytes on the capacity tier) is staged again first.
-                    self.stage_again(&mut state, id)?;
-                    // Under the lock before the bytes change: a demotion
-                    // finishing after this sees the change.
-                    let c = state.copies.get_mut(&id).ok_or_else(|| bad_handle(fh))?;
-                    c.generation += 1;
-                    c.writing += 1;
-                    break (id, Arc::clone(&c.file));
-                }
-                Err(at) => {
-                    let wait = at.saturating_since(now);
-                    state.stats.throttle_ns += u64::try_from(wait.as_nanos()).unwrap_or(0);
+            shared.changed.notify_all();
+            match written {
+                Ok(()) => {}
+                Err(e) if no_room(&e) => {
                     drop(state);
-                    shared.clock.sleep(wait);
+                    self.move_when_full(id, &e)?;
+                    // Made again through the handle, now on the capacity file.
+                    continue;
                 }
+                Err(e) => return Err(e),
+            }
+            state.stats.staged_written_bytes += bytes;
+            let closed = state.planner.handle_written(now, bytes);
+            record_periods(shared, &mut state, &closed);
+            return Ok(());
+        }
+    }
+
+    /// Move staged copy `id` to the capacity tier because a write found
+    /// the fast tier full (`cause`): once no write of it is in flight, its
+    /// bytes are copied to its capacity file, which is synced with its
+    /// directory; then its handles write that file, and the copy and its
+    /// record leave the fast tier as an eviction's do (docs/bbos.md, "A
+    /// full fast tier"). Writes of the copy wait meanwhile. A copy
+    /// already moved or removed is left alone; on an error the copy stays
+    /// staged and the error names both.
+    pub(super) fn move_when_full(&self, id: u64, cause: &io::Error) -> io::Result<()> {
+        let shared = &*self.shared;
+        let mut state = shared.lock();
+        match state.copies.get_mut(&id) {
+            Some(c) if !c.moving => c.moving = true,
+            // Another writer moves it: the caller writes through its
+            // handle again once that move ended (if it failed, the caller
+            // finds no room again and tries the move itself).
+            Some(_) => {
+                drop(wait_while(&shared.changed, state, Some(MOVE_POLL), |s| {
+                    s.copies.get(&id).is_some_and(|c| c.moving)
+                }));
+                return Ok(());
+            }
+            None => return Ok(()),
+        }
+        let moved = loop {
+            state = wait_while(&shared.changed, state, Some(MOVE_POLL), |s| {
+                s.copies.get(&id).is_some_and(|c| c.writing > 0)
+            });
+            let Some(c) = state.copies.get(&id) else {
+                return Ok(());
+            };
+            let (generation, len, path, src) =
+                (c.generation, c.len, c.rec.path.clone(), Arc::clone(&c.file));
+            drop(state);
+            let copied = self.copy_to_capacity(&path, src.as_ref(), len);
+            state = shared.lock();
+            let Some(c) = state.copies.get_mut(&id) else {
+                return Ok(());
+            };
+            match copied {
+                // A truncate or fallocate changed it meanwhile: again.
+                Ok(_) if c.generation != generation || c.rec.path != path => continue,
+                Ok(dst) => break Ok((dst, len, path)),
+                Err(e) => break Err(e),
             }
         };
-        let (id, file) = file;
-        let written = file.write_at(data, offset);
-        let mut state = shared.lock();
-        let now = shared.clock.now();
-        if let Some(c) = state.copies.get_mut(&id) {
-            // Bumped again once the bytes changed: a publication or
-            // demotion that took its snapshot while this write was in
-            // flight copied the bytes before it (or some of them), and
-            // must not mark the copy cached.
-            c.generation += 1;
-            c.writing -= 1;
-            if written.is_ok() {
-                c.len = c.len.max(end);
-                c.rec.bytes = c.len;
-                c.accessed = now;
+        let (dst, len, path) = match moved {
+            Ok(moved) => moved,
+            Err(e) => {
+                if let Some(c) = state.copies.get_mut(&id) {
+                    c.moving = false;
+                }
+                shared.changed.notify_all();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("the fast tier is full ({cause}), and moving the checkpoint to the capacity tier failed: {e}"),
+                ));
             }
+        };
+        // The record goes first, durably: a crash after that finds no copy
+        // to serve, so the capacity file, synced above, is the checkpoint;
+        // before it, the copy is. Only then do the handles write the
+        // capacity file.
+        let dropped = shared
+            .fast
+            .remove_file(&rec_path(id))
+            .and_then(|()| shared.fast.sync_dir(&dir()));
+        if let Err(e) = dropped {
+            let message = format!(
+                "the fast tier is full ({cause}), and removing the checkpoint's copy from it after its move to the capacity tier failed: {e}"
+            );
+            if let Some(c) = state.copies.get_mut(&id) {
+                c.moving = false;
+                c.broken = Some(message.clone());
+            }
+            shared.changed.notify_all();
+            let e = io::Error::new(e.kind(), message);
+            shared
+                .incidents
+                .record_error("move when full", Some(&path), Some("fast"), &e);
+            return Err(e);
         }
-        written?;
-        state.stats.staged_written_bytes += bytes;
-        let closed = state.planner.handle_written(now, bytes);
-        record_periods(shared, &mut state, &closed);
+        let removed = shared.leave_fast_tier(&mut state, id, Some(&dst));
+        state.stats.full_moves += 1;
+        state.stats.full_moved_bytes += len;
+        shared.changed.notify_all();
+        drop(state);
+        tracing::warn!(
+            bytes = len,
+            "checkpoint copy {id} moved to the capacity tier: the fast tier is full ({cause})"
+        );
+        if let Err(e) = removed {
+            // Harmless: recovery removes a data file without a record.
+            let e = io::Error::new(
+                e.kind(),
+                format!(
+                    "remove checkpoint copy {id}'s data from the fast tier after its move: {e}"
+                ),
+            );
+            shared
+                .incidents
+                .record_error("move when full", Some(&path), Some("fast"), &e);
+        }
         Ok(())
+    }
+
+    /// Copy `len` bytes of `src` to `path`'s capacity file, cut it to
+    /// that length, sync it and its directory. Returns the capacity file.
+    pub(super) fn copy_to_capacity(
+        &self,
+        path: &str,
+        src: &dyn BackendFile,
+        len: u64,
+    ) -> io::Result<Arc<dyn BackendFile>> {
+        let shared = &*self.shared;
+        let target = RelPath::new(path)?;
+        let what = format!(
+            "copy {path} to capacity tier {}",
+            shared.capacity.describe()
+        );
+        let dst = shared
+            .capacity
+            .open(&target, OpenOptions::CREATE)
+            .map_err(|e| with_context(e, &what))?;
+        let (copied, _) = copy_range(src, dst.as_ref(), 0, len, &mut Vec::new())
+            .map_err(|e| with_context(e, &what))?;
+        if copied < len {
+            return Err(with_context(
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the staged copy holds {copied} of its {len} bytes"),
+                ),
+                &what,
+            ));
+        }
+        dst.set_len(len)
+            .and_then(|()| dst.sync_data())
+            .and_then(|()| {
+                shared
+                    .capacity
+                    .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
+            })
+            .map_err(|e| with_context(e, &what))?;
+        Ok(dst)
     }
 
     /// Make the file's writes durable, and its name: the capacity file
@@ -555,36 +739,11 @@ impl Checkpoints {
                 c.len,
             )
         };
-        let target = RelPath::new(&path)?;
-        let what = format!(
-            "publish {path} to capacity tier {}",
-            shared.capacity.describe()
-        );
-        let dst = shared
-            .capacity
-            .open(&target, OpenOptions::CREATE)
-            .map_err(|e| with_context(e, &what))?;
-        let (copied, _) = copy_range(src.as_ref(), dst.as_ref(), 0, len, &mut Vec::new())
-            .map_err(|e| with_context(e, &what))?;
-        if copied < len {
-            return Err(with_context(
-                io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("the staged copy holds {copied} of its {len} bytes"),
-                ),
-                &what,
-            ));
-        }
         // The fast-tier copy is synced too (a close syncs nothing else):
         // after a crash a `cached` record's copy serves restart reads.
-        dst.set_len(len)
-            .and_then(|()| dst.sync_data())
-            .and_then(|()| {
-                shared
-                    .capacity
-                    .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
-            })
-            .and_then(|()| src.sync_data())
+        let what = format!("publish {path}");
+        self.copy_to_capacity(&path, src.as_ref(), len)
+            .and_then(|_| src.sync_data())
             .map_err(|e| with_context(e, &what))?;
         let mut state = shared.lock();
         state.stats.published_bytes += len;
@@ -632,26 +791,39 @@ impl Checkpoints {
         offset: u64,
         len: u64,
     ) -> io::Result<()> {
-        let mut state = self.shared.lock();
-        let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
-        let id = match &h.target {
-            Target::Capacity(f) => {
-                let f = Arc::clone(f);
-                drop(state);
-                return f.allocate(mode, offset, len);
+        loop {
+            let mut state = self.shared.lock();
+            let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
+            let id = match &h.target {
+                Target::Capacity(f) => {
+                    let f = Arc::clone(f);
+                    drop(state);
+                    return f.allocate(mode, offset, len);
+                }
+                Target::Copy(id) => *id,
+            };
+            if let Some(c) = state.copies.get(&id) {
+                c.writable()?;
             }
-            Target::Copy(id) => *id,
-        };
-        self.stage_again(&mut state, id)?;
-        let c = state
-            .copies
-            .get_mut(&id)
-            .ok_or_else(|| invalid("copy gone"))?;
-        c.generation += 1;
-        c.file.allocate(mode, offset, len)?;
-        c.len = c.file.len()?;
-        c.rec.bytes = c.len;
-        Ok(())
+            self.stage_again(&mut state, id)?;
+            let c = state
+                .copies
+                .get_mut(&id)
+                .ok_or_else(|| invalid("copy gone"))?;
+            c.generation += 1;
+            match c.file.allocate(mode, offset, len) {
+                Err(e) if no_room(&e) => {
+                    // As a write that finds no room: on the capacity file.
+                    drop(state);
+                    self.move_when_full(id, &e)?;
+                    continue;
+                }
+                r => r?,
+            }
+            c.len = c.file.len()?;
+            c.rec.bytes = c.len;
+            return Ok(());
+        }
     }
 
     /// Set the size of `path`'s fast-tier copy; `false` if it has none.
@@ -665,6 +837,9 @@ impl Checkpoints {
     }
 
     pub(super) fn truncate_copy(&self, state: &mut State, id: u64, size: u64) -> io::Result<()> {
+        if let Some(c) = state.copies.get(&id) {
+            c.writable()?;
+        }
         self.stage_again(state, id)?;
         let c = state
             .copies

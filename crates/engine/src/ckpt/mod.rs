@@ -31,7 +31,10 @@
 //!   were made durable when it was created, and (once) the directory of
 //!   its placeholder on the capacity tier: an acknowledged checkpoint
 //!   survives a crash under its name whether or not its demotion finished;
-//! - only `cached` copies no handle writes or reads are evicted;
+//! - only `cached` copies no handle writes or reads are evicted; a
+//!   `staged` copy leaves the fast tier for lack of room only after its
+//!   bytes are synced on the capacity tier, its record removed durably
+//!   before any handle writes there (`files.rs`, `move_when_full`);
 //! - `used` is the sum of the lengths of all copies;
 //! - every copy's job has a key in `job_keys` (given at `begin` or at
 //!   recovery), so the cold ranking never takes two jobs for one;
@@ -231,6 +234,15 @@ struct Copy {
     /// while one is in flight leaves the copy staged too.
     writing: u32,
     demoting: bool,
+    /// Being moved to the capacity tier because the fast tier had no room
+    /// for a write (`files.rs`, [`Checkpoints::move_when_full`]): writes
+    /// wait until the handles write the capacity file.
+    moving: bool,
+    /// A move's removal of its record failed, so whether a crash would
+    /// bring the copy back is unknown: it takes no more writes, truncates
+    /// or fsyncs (they fail with this message), so none is acknowledged
+    /// that either outcome would lose.
+    broken: Option<String>,
     /// Its name on the capacity tier (the placeholder the mount looks up)
     /// was made durable by an fsync since the copy was made, recovered or
     /// renamed.
@@ -240,9 +252,18 @@ struct Copy {
 }
 
 impl Copy {
-    /// Neither written, read nor being demoted: it may be evicted.
+    /// An error if the copy is [`Copy::broken`]: it takes no more
+    /// changes.
+    fn writable(&self) -> io::Result<()> {
+        match &self.broken {
+            None => Ok(()),
+            Some(message) => Err(io::Error::other(message.clone())),
+        }
+    }
+
+    /// Neither written, read, demoted nor moved: it may be evicted.
     fn unused(&self) -> bool {
-        self.writers == 0 && self.readers == 0 && !self.demoting
+        self.writers == 0 && self.readers == 0 && !self.demoting && !self.moving
     }
 }
 

@@ -86,6 +86,8 @@ pub(super) fn recover(shared: &Shared, state: &mut State, now: Time) -> io::Resu
                 generation: 0,
                 writing: 0,
                 demoting: false,
+                moving: false,
+                broken: None,
                 name_synced: false,
                 written: now,
                 accessed: now,

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::Arc;
 
 use sluice_catalog::{Location, PeriodStats};
-use sluice_env::RelPath;
+use sluice_env::{BackendFile, RelPath};
 use sluice_policy::bbos::Resident;
 
 use super::jobs::job_rate;
@@ -48,14 +48,26 @@ impl Shared {
     /// Removes a copy's data and record (the capacity tier must hold it, or
     /// the file must be going away).
     pub(super) fn remove_copy(&self, state: &mut State, id: u64) -> io::Result<()> {
+        self.remove_copy_to(state, id, None)
+    }
+
+    /// [`Shared::remove_copy`], its handles writing `to` from then on; with
+    /// `None`, the copy's own file, now unnamed, as POSIX keeps an
+    /// unlinked file for its open descriptors. The copy leaves the state
+    /// first, so after an error too.
+    fn remove_copy_to(
+        &self,
+        state: &mut State,
+        id: u64,
+        to: Option<&Arc<dyn BackendFile>>,
+    ) -> io::Result<()> {
         if let Some(c) = state.copies.remove(&id) {
             state.by_path.remove(&RelPath::new(&c.rec.path)?);
-            // Handles still open keep the (now unnamed) file, as POSIX
-            // keeps an unlinked file for its open descriptors.
+            let file = to.unwrap_or(&c.file);
             let mut writers = 0;
             for h in state.handles.values_mut() {
                 if matches!(h.target, Target::Copy(t) if t == id) {
-                    h.target = Target::Capacity(Arc::clone(&c.file));
+                    h.target = Target::Capacity(Arc::clone(file));
                     writers += u32::from(h.writing);
                 }
             }
@@ -72,19 +84,35 @@ impl Shared {
 
     /// Evicts a cached copy: the capacity tier keeps the checkpoint.
     pub(super) fn evict(&self, state: &mut State, id: u64) -> io::Result<()> {
+        if let Some(bytes) = self.leave_fast_tier(state, id, None)? {
+            state.stats.evictions += 1;
+            state.stats.evicted_bytes += bytes;
+        }
+        Ok(())
+    }
+
+    /// Removes copy `id` from the fast tier, the capacity tier holding the
+    /// checkpoint (synced), its handles writing `to` then
+    /// ([`Shared::remove_copy_to`]), and says so in the catalogue, also
+    /// when the removal failed (the copy has left the state). Returns its
+    /// length; `None` if there is no such copy.
+    pub(super) fn leave_fast_tier(
+        &self,
+        state: &mut State,
+        id: u64,
+        to: Option<&Arc<dyn BackendFile>>,
+    ) -> io::Result<Option<u64>> {
         let Some(c) = state.copies.get(&id) else {
-            return Ok(());
+            return Ok(None);
         };
         let mut rec = c.rec.clone();
         let bytes = c.len;
-        self.remove_copy(state, id)?;
+        let removed = self.remove_copy_to(state, id, to);
         rec.location = Location::Capacity;
         rec.staged_id = None;
         let r = self.catalog.put_ckpt(&rec);
         self.note_catalog(state, r);
-        state.stats.evictions += 1;
-        state.stats.evicted_bytes += bytes;
-        Ok(())
+        removed.map(|()| Some(bytes))
     }
 }
 

@@ -91,7 +91,12 @@ pub type Tiers = (
 /// Both tiers, with `dirs` made on the capacity tier, durable before the
 /// workload (the directories the jobs write in).
 pub fn tiers(dirs: &[&str]) -> Tiers {
-    let fast = Arc::new(CrashBackend::new());
+    tiers_with_fast(CrashBackend::new(), dirs)
+}
+
+/// [`tiers`] with `fast` as the fast tier (one of a given size).
+pub fn tiers_with_fast(fast: CrashBackend, dirs: &[&str]) -> Tiers {
+    let fast = Arc::new(fast);
     let capacity = Arc::new(CrashBackend::new());
     let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
     for d in dirs {

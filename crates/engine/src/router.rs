@@ -63,12 +63,21 @@ impl std::fmt::Debug for Router {
 
 impl Router {
     /// A router over `engine` and, with BBOS on, its `stager`, under
-    /// `consistency`.
+    /// `consistency`. The two share the fast tier: the stager places
+    /// checkpoints in its file system's free room less what the log's
+    /// regions may still grow by (docs/bbos.md, "A full fast tier").
     pub fn new(
         engine: Arc<Engine>,
         stager: Option<Arc<Checkpoints>>,
         consistency: Consistency,
     ) -> Router {
+        if let Some(stager) = &stager {
+            // Weak: the stager must not keep the engine open.
+            let log = Arc::downgrade(&engine);
+            stager.share_fast_tier(Box::new(move || {
+                log.upgrade().map_or(0, |engine| engine.log_growth())
+            }));
+        }
         Router {
             engine,
             stager,

@@ -545,9 +545,10 @@ fn a_publish_during_another_handles_write_leaves_the_copy_staged() {
 }
 
 /// A fast tier whose file system holds less than `S` says (shared with
-/// the log, or with other users): a staged checkpoint that finds no room
-/// mid-write moves to the capacity tier, and every write lands. (Before,
-/// the write failed with ENOSPC although the capacity tier had room.)
+/// the log, or with other users), and a checkpoint larger than its job
+/// declared, so placement staged it: when it finds no room mid-write it
+/// moves to the capacity tier, and every write lands. (Before, the write
+/// failed with ENOSPC although the capacity tier had room.)
 #[test]
 fn a_staged_checkpoint_the_fast_tier_has_no_room_for_moves_to_the_capacity_tier() {
     let dir = tempfile::tempdir().unwrap();
@@ -555,7 +556,7 @@ fn a_staged_checkpoint_the_fast_tier_has_no_room_for_moves_to_the_capacity_tier(
     let f: Arc<dyn Backend> = fast.clone();
     let (_, _, _, c) = mem();
     let ck = open(&f, &c, dir.path(), options(1024 * KIB)).unwrap();
-    ck.register(job("j", 600 * KIB, "ck/*", Failure::Nodes(4), 1))
+    ck.register(job("j", 100 * KIB, "ck/*", Failure::Nodes(4), 1))
         .unwrap();
     let data = bytes(1, 600 * KIB);
     let fh = ck.create(&p("ck/v1")).unwrap();
@@ -609,7 +610,8 @@ fn writers_of_one_checkpoint_all_land_when_the_fast_tier_fills() {
     let f: Arc<dyn Backend> = Arc::new(CrashBackend::with_capacity(256 * KIB));
     let (_, _, _, c) = mem();
     let ck = Arc::new(open(&f, &c, dir.path(), options(4096 * KIB)).unwrap());
-    ck.register(job("j", 1024 * KIB, "ck/*", Failure::Nodes(4), 1))
+    // Declared smaller than it is, so it is staged.
+    ck.register(job("j", 128 * KIB, "ck/*", Failure::Nodes(4), 1))
         .unwrap();
     let data = bytes(3, 1024 * KIB);
     let fh = ck.create(&p("ck/n1")).unwrap();
@@ -635,4 +637,44 @@ fn writers_of_one_checkpoint_all_land_when_the_fast_tier_fills() {
     assert_eq!(ck.status().stats.full_moves, 1);
     assert_eq!(capacity_bytes(&c, &p("ck/n1")), data);
     assert_eq!(read_all(&ck, &p("ck/n1")), data);
+}
+
+/// Placement sees the fast tier's file system, not only `S`: a
+/// checkpoint the tier has no room for goes to the capacity tier at its
+/// create (a spill), not staged to be moved mid-write; one that fits is
+/// staged.
+#[test]
+fn a_checkpoint_the_fast_tier_cannot_hold_spills_at_its_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let f: Arc<dyn Backend> = Arc::new(CrashBackend::with_capacity(200 * KIB));
+    let (_, _, _, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(1024 * KIB)).unwrap();
+    ck.register(job("big", 600 * KIB, "ck/*", Failure::Nodes(4), 1))
+        .unwrap();
+    ck.register(job("small", 64 * KIB, "sm/*", Failure::Nodes(4), 1))
+        .unwrap();
+    c.create_dir(&p("sm")).unwrap();
+    let data = bytes(4, 600 * KIB);
+    write_file(&ck, &p("ck/v1"), &data);
+    // To the capacity tier at its create: a spill, or BBOS's cold
+    // ranking's direct placement, which sees the same room.
+    let elsewhere = |ck: &Checkpoints| {
+        let s = ck.status().stats;
+        (s.spills + s.cold_direct, s.full_moves)
+    };
+    assert_eq!(elsewhere(&ck), (1, 0));
+    assert_eq!(ck.size(&p("ck/v1")), None);
+    assert_eq!(capacity_bytes(&c, &p("ck/v1")), data);
+    write_file(&ck, &p("sm/v1"), &bytes(5, 64 * KIB));
+    assert_eq!(ck.size(&p("sm/v1")), Some(64 * KIB), "staged");
+    // Others' claim on the tier (the log's growth, given by the router)
+    // is kept out of the room too.
+    ck.share_fast_tier(Box::new(|| 150 * KIB));
+    write_file(&ck, &p("sm/v2"), &bytes(6, 64 * KIB));
+    assert_eq!(
+        elsewhere(&ck),
+        (2, 0),
+        "64 KiB did not fit beside the claim"
+    );
+    assert_eq!(ck.size(&p("sm/v2")), None);
 }

@@ -581,7 +581,8 @@ fn fill_the_fast_tier(ck: &Checkpoints, _c: &Arc<dyn Backend>) -> FullAcks {
     let mut acks = FullAcks::default();
     let data = full_data();
     let _ = (|| -> std::io::Result<()> {
-        ck.register(job("j", 320 * KIB, "ck/*", Failure::Nodes(2), 1))?;
+        // Declared smaller than it is, so placement stages it.
+        ck.register(job("j", 96 * KIB, "ck/*", Failure::Nodes(2), 1))?;
         let fh = ck.create(&p("ck/big"))?;
         let step = 32 * KIB as usize;
         for (i, chunk) in data.chunks(step).enumerate() {

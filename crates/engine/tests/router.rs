@@ -73,3 +73,53 @@ fn a_handle_keeps_its_class_when_a_job_claims_its_path() {
     assert_eq!(router.read(staged, 0, 1 << 20).unwrap(), data);
     assert_eq!(router.release(staged), None);
 }
+
+/// The router shares the fast tier between the two: the stager places
+/// checkpoints in the file system's free room less what the log's
+/// regions may still grow by, so a checkpoint that would take the room
+/// the log needs goes to the capacity tier at its create. Without the
+/// router (the stager alone) the same checkpoint is staged.
+#[test]
+fn the_stager_keeps_the_logs_growth_out_of_its_room() {
+    let run = |routed: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(1024 * KIB));
+        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        capacity.create_dir(&p("ckpt")).unwrap();
+        let engine = Arc::new(
+            Engine::open(
+                Arc::clone(&fast),
+                Arc::clone(&capacity),
+                Arc::new(SystemClock::new()),
+                EngineConfig {
+                    regions: 2,
+                    region_bytes: 256 * KIB,
+                    record_max_bytes: 16 * 1024,
+                    ..EngineConfig::default()
+                },
+            )
+            .unwrap(),
+        );
+        // The regions are empty: the log may still take about 512 KiB.
+        assert!(engine.log_growth() > 500 * KIB, "{}", engine.log_growth());
+        let stager = Arc::new(open(&fast, &capacity, dir.path(), options(4096 * KIB)).unwrap());
+        stager
+            .register(job("j", 600 * KIB, "ckpt/*", Failure::Nodes(4), 1))
+            .unwrap();
+        let _router = routed.then(|| {
+            Router::new(
+                Arc::clone(&engine),
+                Some(Arc::clone(&stager)),
+                Consistency::NodeLocal,
+            )
+        });
+        let fh = stager.create(&p("ckpt/v1")).unwrap();
+        stager.release(fh);
+        stager.size(&p("ckpt/v1")).is_some()
+    };
+    assert!(
+        !run(true),
+        "routed: 600 KiB does not fit beside the log's 512 KiB"
+    );
+    assert!(run(false), "alone: the stager sees 1 MiB free");
+}

@@ -246,17 +246,19 @@ impl Checkpoints {
             written: now,
             accessed: now,
         };
+        // S, or the fast tier's room when its file system has less.
+        let room = shared.room(state);
         let config = PlaceConfig {
             scheme: options.scheme,
             eviction: options.eviction,
-            capacity: options.capacity,
+            capacity: room,
             cold_direct: true,
         };
         let deadline = now.saturating_add(options.admit_wait);
         let grant = if options.scheme == Scheme::DataWarp {
             let sizes: Vec<u64> = state.jobs.iter().map(|j| j.ckpt_bytes).collect();
             let index = state.jobs.iter().position(|j| j.id == job.id);
-            index.and_then(|i| datawarp_grant(&sizes, i, options.capacity))
+            index.and_then(|i| datawarp_grant(&sizes, i, room))
         } else {
             None
         };

@@ -325,7 +325,14 @@ struct Shared {
     changed: Condvar,
     /// `last_errors` of the stager: failed demotions and catalogue updates.
     incidents: Arc<Incidents>,
+    /// Bytes of the fast tier's free space others may still claim (the
+    /// log's growth), kept out of placement's room
+    /// ([`Checkpoints::share_fast_tier`]); none until told.
+    others: Mutex<Option<Claim>>,
 }
+
+/// Bytes another user of the fast tier may still take from its free space.
+pub type Claim = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// The checkpoint stager; see the module docs.
 pub struct Checkpoints {
@@ -504,6 +511,7 @@ impl Checkpoints {
             state: Mutex::new(state),
             changed: Condvar::new(),
             incidents,
+            others: Mutex::new(None),
         });
         {
             // No other thread yet: the lock only satisfies the types.
@@ -538,6 +546,14 @@ impl Checkpoints {
     /// The catalogue.
     pub fn catalog(&self) -> &dyn Catalog {
         self.shared.catalog.as_ref()
+    }
+
+    /// The fast tier is shared: `others` gives the bytes its other users
+    /// (the engine's log) may still take from its free space. A new
+    /// checkpoint is then placed in `min(S, copies + free - others)`
+    /// (docs/bbos.md, "A full fast tier"); replaces any earlier claim.
+    pub fn share_fast_tier(&self, others: Claim) {
+        *sluice_env::lock(&self.shared.others) = Some(others);
     }
 
     /// Whether `fh` is one of this stager's handles.

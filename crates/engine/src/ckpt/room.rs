@@ -45,6 +45,21 @@ impl Shared {
         }
     }
 
+    /// The room new checkpoints are placed in: `S`, or less when the fast
+    /// tier's file system has less than that free beside the copies it
+    /// holds, once its other users' claim (the log's growth) is kept out.
+    /// `S` when the tier cannot tell its free space.
+    pub(super) fn room(&self, state: &State) -> u64 {
+        let s = self.options.capacity;
+        let Ok(space) = self.fast.space() else {
+            return s;
+        };
+        let others = sluice_env::lock(&self.others)
+            .as_ref()
+            .map_or(0, |claim| claim());
+        s.min(Shared::used(state).saturating_add(space.free_bytes.saturating_sub(others)))
+    }
+
     /// Removes a copy's data and record (the capacity tier must hold it, or
     /// the file must be going away).
     pub(super) fn remove_copy(&self, state: &mut State, id: u64) -> io::Result<()> {

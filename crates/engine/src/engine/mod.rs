@@ -559,6 +559,23 @@ impl Engine {
         lock(&self.shared).ids.contains_key(path)
     }
 
+    /// Bytes the log's region files may still take from the fast tier's
+    /// file system: each grows to its full size as it fills, and stays so
+    /// (a flushed region is reused in place). The stager keeps them out of
+    /// the room it places checkpoints in ([`crate::Router::new`]).
+    pub fn log_growth(&self) -> u64 {
+        let full = self.shared.config.region_bytes + crate::log::REGION_HEADER_BYTES;
+        let files: Vec<Arc<RegionFile>> = lock(&self.shared)
+            .regions
+            .iter()
+            .map(|r| Arc::clone(&r.file))
+            .collect();
+        files
+            .iter()
+            .map(|f| full.saturating_sub(f.file().len().unwrap_or(full)))
+            .sum()
+    }
+
     /// Bytes buffered in the log (not yet on the capacity tier).
     pub fn buffered_bytes(&self) -> u64 {
         lock(&self.shared).buffer.buffered_bytes()

@@ -134,7 +134,7 @@ impl Incidents {
             incident.message
         );
         self.total.fetch_add(1, Ordering::Relaxed);
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = sluice_env::lock(&self.kept);
         if kept.len() == INCIDENTS_KEPT {
             kept.pop_front();
         }
@@ -185,7 +185,7 @@ impl Incidents {
 
     /// The kept incidents, newest first.
     pub fn newest(&self) -> Vec<Incident> {
-        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = sluice_env::lock(&self.kept);
         kept.iter().rev().cloned().collect()
     }
 

@@ -61,7 +61,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -130,20 +130,14 @@ impl HddDevice {
             if state.hdd.submit(request).is_ok() {
                 break;
             }
-            state = self
-                .progress
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = crate::wait(&self.progress, state);
         }
         self.work.notify_one();
         while !state.completed.remove(&id) {
             if state.stopped {
                 return;
             }
-            state = self
-                .progress
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = crate::wait(&self.progress, state);
         }
     }
 
@@ -161,10 +155,7 @@ impl HddDevice {
                 Some(shared) => shared.start_next(&mut state.hdd),
             };
             let Some((service, wait)) = started else {
-                state = self
-                    .work
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner);
+                state = crate::wait(&self.work, state);
                 continue;
             };
             drop(state);

@@ -953,6 +953,12 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// One wait on `changed`, until a notification (or a spurious wakeup:
+/// callers look at the state again), poisoning ignored as by [`lock`].
+pub fn wait<'a, T>(changed: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    changed.wait(guard).unwrap_or_else(PoisonError::into_inner)
+}
+
 /// One wait on `changed`, of at most `max` (a notification may end it
 /// sooner), poisoning ignored as by [`lock`].
 pub fn wait_for<'a, T>(
@@ -969,7 +975,7 @@ pub fn wait_for<'a, T>(
 /// Wait on `changed` while `cond` holds of what `guard` guards, poisoning
 /// ignored as by [`lock`]; with `poll`, look again at least that often,
 /// for a condition whose change may come without a notification. With
-/// [`lock`] and [`wait_for`], the only places a guard is passed: callers
+/// [`lock`], [`wait`] and [`wait_for`], the only places a guard is passed: callers
 /// keep their own helpers free of guards, as predicates on the guarded
 /// state.
 pub fn wait_while<'a, T>(
@@ -980,7 +986,7 @@ pub fn wait_while<'a, T>(
 ) -> MutexGuard<'a, T> {
     while cond(&mut guard) {
         guard = match poll {
-            None => changed.wait(guard).unwrap_or_else(PoisonError::into_inner),
+            None => wait(changed, guard),
             Some(poll) => wait_for(changed, guard, poll),
         };
     }

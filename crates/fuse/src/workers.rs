@@ -97,7 +97,7 @@ impl Workers {
 /// A worker: run jobs until the pool is dropped.
 fn work(queue: &Mutex<Receiver<Job>>) {
     loop {
-        let job = match queue.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+        let job = match sluice_env::lock(queue).recv() {
             Ok(job) => job,
             Err(_) => return,
         };

@@ -129,10 +129,6 @@ impl Core {
         sluice_env::lock(&self.state)
     }
 
-    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.cv.wait(g).unwrap_or_else(|p| p.into_inner())
-    }
-
     fn now(&self) -> Time {
         Time::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
@@ -355,7 +351,7 @@ fn announce(core: &Core, root: &OwnedFd, in_flight: usize, compare: Compare) {
         }
         let mut st = core.lock();
         while st.fatal.is_none() && st.files.len() >= in_flight {
-            st = core.wait(st);
+            st = sluice_env::wait(&core.cv, st);
         }
         drop(st);
         if let Err(why) = open_file(core, root, idx) {
@@ -488,7 +484,7 @@ fn worker(core: &Core) {
             if st.announced && st.files.is_empty() {
                 return;
             }
-            st = core.wait(st);
+            st = sluice_env::wait(&core.cv, st);
         };
         let id = object.file.0;
         let Some(open) = st.files.get(&id).map(|f| Arc::clone(&f.open)) else {

@@ -302,7 +302,7 @@ impl PartialCopy {
     pub fn write(&self, data: &[u8], offset: u64, crc: u32) -> io::Result<()> {
         self.file.write_at(data, offset)?;
         self.written.fetch_add(data.len() as u64, Ordering::Relaxed);
-        let mut blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut blocks = sluice_env::lock(&self.blocks);
         if let Some(map) = blocks.as_mut() {
             map.insert(offset, (data.len() as u64, crc));
             if map.len() > MAX_TRACKED_BLOCKS {
@@ -317,14 +317,14 @@ impl PartialCopy {
     /// so that [`PartialCopy::wait_writes`], once the file was taken from
     /// that map, waits for every write there will be.
     pub fn begin_write(self: &Arc<Self>) -> PendingWrite {
-        *self.writes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        *sluice_env::lock(&self.writes) += 1;
         PendingWrite(Arc::clone(self))
     }
 
     /// Wait until no counted write is in progress (before the file is
     /// verified, synced and renamed, or dropped).
     pub fn wait_writes(&self) {
-        let mut n = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = sluice_env::lock(&self.writes);
         while *n > 0 {
             n = self.writes_done.wait(n).unwrap_or_else(|p| p.into_inner());
         }
@@ -336,7 +336,7 @@ impl PartialCopy {
         if self.resumed {
             return None;
         }
-        let blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+        let blocks = sluice_env::lock(&self.blocks);
         let blocks = blocks.as_ref()?;
         let mut expect = 0u64;
         for (&offset, &(len, _)) in blocks {
@@ -431,7 +431,7 @@ impl std::ops::Deref for PendingWrite {
 
 impl Drop for PendingWrite {
     fn drop(&mut self) {
-        let mut n = self.0.writes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = sluice_env::lock(&self.0.writes);
         // INVARIANT: each token was counted once by begin_write.
         *n = n.checked_sub(1).expect("a write counted once");
         if *n == 0 {

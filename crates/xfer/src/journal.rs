@@ -127,7 +127,7 @@ impl Journal {
     fn append(&self, line: &Line) -> io::Result<()> {
         let mut text = serde_json::to_vec(line).map_err(io::Error::other)?;
         text.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = sluice_env::lock(&self.out);
         out.write_all(&text)?;
         out.flush()
     }

@@ -247,10 +247,9 @@ impl BlockQueue {
     /// A buffer to read the next frame into, once the blocks in flight are
     /// under their bound; `None` once a block failed.
     fn take(&self) -> Option<AlignedBuf> {
-        let mut st = self.lock();
-        while !st.failed && st.bytes >= BLOCK_QUEUE_BYTES {
-            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = sluice_env::wait_while(&self.cv, self.lock(), None, |st| {
+            !st.failed && st.bytes >= BLOCK_QUEUE_BYTES
+        });
         if st.failed {
             return None;
         }
@@ -286,7 +285,7 @@ fn block_writer_pool() -> SyncSender<BlockJob> {
     for _ in 0..BLOCK_WRITERS {
         let rx: Arc<Mutex<Receiver<BlockJob>>> = Arc::clone(&rx);
         thread::spawn(move || loop {
-            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            let job = sluice_env::lock(&rx).recv();
             match job {
                 Ok(job) => job.run(),
                 Err(_) => return,
@@ -302,7 +301,7 @@ fn finisher_pool() -> SyncSender<Finish> {
     for _ in 0..FINISHERS {
         let rx: Arc<Mutex<Receiver<Finish>>> = Arc::clone(&rx);
         thread::spawn(move || loop {
-            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            let job = sluice_env::lock(&rx).recv();
             match job {
                 Ok(job) => job.run(),
                 Err(_) => return,

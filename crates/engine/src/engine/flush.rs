@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_env::{BackendFile, SetAttr, TimeSet};
+use sluice_env::{wait_while, BackendFile, SetAttr, TimeSet};
 use sluice_policy::write_buffer::{FlushPoll, FlushRunRef};
 use sluice_policy::{FileId, RegionId};
 
@@ -340,14 +340,10 @@ fn write_and_retire(
     if let Some(step) = unhealthy("before resetting its regions") {
         return Ok(Some(step));
     }
-    let mut state = lock(shared);
     // Readers copying buffered bytes of the regions finish first.
-    while set.iter().any(|r| state.regions[r.0 as usize].readers > 0) {
-        state = shared
-            .changed
-            .wait(state)
-            .unwrap_or_else(|e| e.into_inner());
-    }
+    let mut state = wait_while(&shared.changed, lock(shared), None, |state| {
+        set.iter().any(|r| state.regions[r.0 as usize].readers > 0)
+    });
     // Retired, not emptied: the header's first sequence ends the log
     // before every record in it, which stay as clean copies (cache.rs).
     let first_seq = state.buffer.next_seq();
@@ -490,12 +486,9 @@ fn flush_run(
     // matter for what the file holds.)
     if state.files.get(&file).is_some_and(|f| f.syncing) {
         drop(turn.take());
-        while state.files.get(&file).is_some_and(|f| f.syncing) {
-            state = shared
-                .changed
-                .wait(state)
-                .unwrap_or_else(|e| e.into_inner());
-        }
+        state = wait_while(&shared.changed, state, None, |state| {
+            state.files.get(&file).is_some_and(|f| f.syncing)
+        });
     }
     // Every byte buffered in the run's range, wherever it is now: the
     // set's own (those still current) and the newer bytes that fill the

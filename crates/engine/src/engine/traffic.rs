@@ -66,7 +66,7 @@ impl TrafficMeter {
     pub(super) fn begin(&self, handle: &dyn BackendFile, offset: u64, bytes: u64) -> Begun {
         let file = std::ptr::from_ref(handle).cast::<()>() as usize;
         let now = Instant::now();
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = sluice_env::lock(&self.state);
         let positioned = state.last_end != Some((file, offset));
         state.last_end = Some((file, offset + bytes));
         if state.in_flight == 0 {
@@ -83,7 +83,7 @@ impl TrafficMeter {
     /// The write of `begun` ended (`ok`: it wrote every byte).
     pub(super) fn end(&self, begun: Begun, ok: bool) {
         let now = Instant::now();
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = sluice_env::lock(&self.state);
         state.in_flight = state.in_flight.saturating_sub(1);
         if ok {
             state.positionings += u32::from(begun.positioned);
@@ -105,7 +105,7 @@ impl TrafficMeter {
 
     /// The fit now, if it gives one.
     pub(super) fn estimate(&self) -> Option<SeekEstimate> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = sluice_env::lock(&self.state);
         state.fit.estimate()
     }
 

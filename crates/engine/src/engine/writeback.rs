@@ -53,11 +53,11 @@ pub(super) fn in_order<T: Send, E: Send>(
         }
         // Passed when dropped, whatever happens to the job.
         let turn = turns.take(i);
-        if failed.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        if sluice_env::lock(&failed).is_some() {
             return;
         }
         match work(i, turn) {
-            Ok(value) => done.lock().unwrap_or_else(|e| e.into_inner()).push(value),
+            Ok(value) => sluice_env::lock(&done).push(value),
             Err(e) => {
                 failed
                     .lock()
@@ -114,20 +114,19 @@ impl Turns {
 impl Turn<'_> {
     /// Wait until every earlier job has passed.
     pub(super) fn wait(&self) {
-        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
-        while state.0 < self.job {
-            state = self
-                .turns
-                .changed
-                .wait(state)
-                .unwrap_or_else(|e| e.into_inner());
-        }
+        let turns = &self.turns;
+        drop(sluice_env::wait_while(
+            &turns.changed,
+            sluice_env::lock(&turns.state),
+            None,
+            |state| state.0 < self.job,
+        ));
     }
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        let mut state = self.turns.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = sluice_env::lock(&self.turns.state);
         let (first, passed) = &mut *state;
         passed[self.job] = true;
         while passed.get(*first) == Some(&true) {
@@ -154,7 +153,7 @@ pub(super) struct SyncHold<'a> {
 impl WritebackGate {
     /// Wait for this sync's turn: every sync that asked before has written.
     pub(super) fn sync(&self) -> SyncHold<'_> {
-        let mut tickets = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tickets = sluice_env::lock(&self.tickets);
         let mine = tickets.0;
         tickets.0 += 1;
         while tickets.1 != mine {
@@ -169,7 +168,7 @@ impl WritebackGate {
     /// Wait until no sync holds or waits for the gate (the flusher, before
     /// each run's writes).
     pub(super) fn background(&self) {
-        let mut tickets = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tickets = sluice_env::lock(&self.tickets);
         while tickets.0 != tickets.1 {
             tickets = self
                 .changed
@@ -181,7 +180,7 @@ impl WritebackGate {
 
 impl Drop for SyncHold<'_> {
     fn drop(&mut self) {
-        let mut tickets = self.gate.tickets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tickets = sluice_env::lock(&self.gate.tickets);
         tickets.1 += 1;
         self.gate.changed.notify_all();
     }

@@ -463,7 +463,7 @@ impl GlusterLayout {
     fn register(&self, key: String, name: String) -> Result<TargetId, PathinfoError> {
         // A poisoned lock only means another thread panicked mid-insert;
         // both maps are updated together after all checks, so they agree.
-        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let mut registry = sluice_env::lock(&self.registry);
         if let Some(&id) = registry.ids.get(&key) {
             return Ok(TargetId(id));
         }
@@ -520,7 +520,7 @@ impl LayoutProvider for GlusterLayout {
     }
 
     fn target_name(&self, target: TargetId) -> String {
-        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let registry = sluice_env::lock(&self.registry);
         match registry.names.get(target.0 as usize) {
             Some(name) => name.clone(),
             None => format!("unknown brick #{}", target.0),

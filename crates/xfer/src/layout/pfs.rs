@@ -192,7 +192,7 @@ impl EmulatedPfs {
     }
 
     fn placement(&self, path: &Path, len: u64) -> Placement {
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut files = sluice_env::lock(&self.files);
         if let Some(p) = files.1.get(path) {
             return p.clone();
         }

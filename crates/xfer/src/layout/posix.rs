@@ -39,7 +39,7 @@ impl LayoutProvider for PosixLayout {
 
     fn layout(&self, path: &Path, _len: u64) -> io::Result<FileLayout> {
         let dev = std::fs::metadata(path)?.dev();
-        let mut devices = self.devices.lock().unwrap_or_else(|p| p.into_inner());
+        let mut devices = sluice_env::lock(&self.devices);
         let next = devices.len() as u32;
         let id = *devices.entry(dev).or_insert(next);
         let stripe =
@@ -59,7 +59,7 @@ impl LayoutProvider for PosixLayout {
     }
 
     fn target_name(&self, target: TargetId) -> String {
-        let devices = self.devices.lock().unwrap_or_else(|p| p.into_inner());
+        let devices = sluice_env::lock(&self.devices);
         devices.iter().find(|(_, &id)| id == target.0).map_or_else(
             || format!("target{}", target.0),
             |(dev, _)| format!("dev{:x}", dev),

@@ -601,7 +601,7 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     // Wait for every announced file to finish, or for a fatal error.
     let mut st = core.lock();
     while st.fatal.is_none() && st.finished < to_send {
-        st = core.wait(st);
+        st = sluice_env::wait(&core.cv, st);
     }
     st.closing = true;
     let fatal = st.fatal.clone();

@@ -95,10 +95,6 @@ impl Core {
         sluice_env::lock(&self.state)
     }
 
-    pub(super) fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.cv.wait(g).unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(super) fn now(&self) -> Time {
         Time::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
@@ -207,7 +203,7 @@ pub(super) fn unchanged(
         if let Some(found) = st.stat_replies.remove(&req) {
             break found;
         }
-        st = core.wait(st);
+        st = sluice_env::wait(&core.cv, st);
     };
     drop(st);
     if found.len() != chunk.len() {
@@ -288,7 +284,7 @@ pub(super) fn announce_file(
     };
     let mut st = core.lock();
     while st.fatal.is_none() && st.open >= files_in_flight {
-        st = core.wait(st);
+        st = sluice_env::wait(&core.cv, st);
     }
     if st.fatal.is_some() {
         return false;
@@ -552,7 +548,7 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
                     st.sched.requeue(object);
                 }
             }
-            st = core.wait(st);
+            st = sluice_env::wait(&core.cv, st);
         };
         let id = object.file.0 as u32;
         let Some(live) = st.live.get(&id) else {
@@ -651,7 +647,7 @@ pub(super) fn spill_loop(core: &Core) {
             {
                 break st.spill_q.pop_front().expect("not empty");
             }
-            st = core.wait(st);
+            st = sluice_env::wait(&core.cv, st);
         };
         let mut buf = st.bufs.pop().unwrap_or_default();
         drop(st);
@@ -683,7 +679,7 @@ pub(super) fn send_loop(core: &Core, writer: &Writer) {
             if let Some(r) = st.send_q.pop_front() {
                 break r;
             }
-            st = core.wait(st);
+            st = sluice_env::wait(&core.cv, st);
         };
         let b = ready.block;
         st.inflight.insert((b.file, b.offset), b);

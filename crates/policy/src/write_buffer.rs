@@ -39,6 +39,16 @@
 //! record). The write buffer knows which files each region describes and
 //! says in the [`Reservation`] when a description must be written first.
 //!
+//! # A failing fast tier
+//! An append the caller could not write (the fast tier's file system is
+//! full, the device returns EIO) is reported with
+//! [`WriteBuffer::append_failed`]: the region it was in is sealed (no
+//! record may follow the hole), and for a while data writes are placed
+//! as if routed to the capacity tier, the overlap rule still sending
+//! those over buffered bytes to the log. The while doubles from
+//! [`FAST_RETRY_MIN`] to [`FAST_RETRY_MAX`] as failures go on;
+//! [`WriteBuffer::append_worked`] ends it.
+//!
 //! INVARIANTS:
 //! - sequence numbers are handed out in reservation order, so log order is
 //!   sequence order in every region;
@@ -60,6 +70,11 @@ use crate::pipeline::{
 };
 use crate::redirector::{Redirector, RedirectorConfig, Routing};
 use crate::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
+
+/// The first while data writes skip the log after a failed append.
+pub const FAST_RETRY_MIN: core::time::Duration = core::time::Duration::from_secs(1);
+/// The longest while data writes skip the log after failed appends.
+pub const FAST_RETRY_MAX: core::time::Duration = core::time::Duration::from_secs(30);
 
 /// Configuration of the parts the write buffer composes.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -192,6 +207,11 @@ pub struct WriteBuffer {
     first_write: Vec<Option<Time>>,
     next_seq: u64,
     counters: WriteBufferCounters,
+    /// After a failed append: data writes skip the log until then (module
+    /// docs, "A failing fast tier").
+    fast_retry_at: Option<Time>,
+    /// The next such while.
+    fast_backoff: core::time::Duration,
 }
 
 impl WriteBuffer {
@@ -229,6 +249,8 @@ impl WriteBuffer {
                 .collect(),
             next_seq: next_seq.max(1),
             counters: WriteBufferCounters::default(),
+            fast_retry_at: None,
+            fast_backoff: FAST_RETRY_MIN,
         })
     }
 
@@ -282,6 +304,13 @@ impl WriteBuffer {
         waiting_since: Time,
         in_flight: bool,
     ) -> Placement {
+        // A failing fast tier: the capacity tier, unless the overlap rule
+        // says otherwise (module docs).
+        let tier = if self.fast_degraded(now) {
+            Tier::Capacity
+        } else {
+            tier
+        };
         let overlaps = in_flight || self.index.covered_bytes(file, offset, len) > 0;
         if tier == Tier::Capacity && !overlaps {
             self.count_capacity(now, len, false);
@@ -412,6 +441,36 @@ impl WriteBuffer {
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
+    }
+
+    /// An append placed in `region` could not be written (module docs,
+    /// "A failing fast tier"): the region is sealed if it is the one
+    /// filling, and data writes skip the log for the returned while, which
+    /// doubles (to [`FAST_RETRY_MAX`]) if failures go on.
+    pub fn append_failed(&mut self, now: Time, region: RegionId) -> core::time::Duration {
+        if self.pipeline.filling() == Some(region) {
+            self.seal();
+        }
+        let backoff = self.fast_backoff;
+        self.fast_retry_at = Some(now.saturating_add(backoff));
+        self.fast_backoff = (backoff * 2).min(FAST_RETRY_MAX);
+        backoff
+    }
+
+    /// An append was written: after failures, the log takes data writes
+    /// again and the next while starts from [`FAST_RETRY_MIN`]. Returns
+    /// whether it was skipped until now.
+    pub fn append_worked(&mut self) -> bool {
+        let recovered = self.fast_retry_at.take().is_some();
+        if recovered {
+            self.fast_backoff = FAST_RETRY_MIN;
+        }
+        recovered
+    }
+
+    /// Whether data writes skip the log at `now` (a recent append failed).
+    pub fn fast_degraded(&self, now: Time) -> bool {
+        self.fast_retry_at.is_some_and(|at| now < at)
     }
 
     /// A data record's payload is in the log: index it.

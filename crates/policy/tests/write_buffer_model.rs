@@ -614,3 +614,68 @@ fn the_oldest_unflushed_write_is_the_oldest_non_empty_regions_first_write() {
     buffer.finish_flush(sealed).unwrap();
     assert_eq!(buffer.oldest_unflushed_write(), None);
 }
+
+/// A failing fast tier ("A failing fast tier" in the module docs): after
+/// a failed append the region is sealed and data writes routed to the
+/// fast tier are placed on the capacity tier, except those over buffered
+/// bytes (the overlap rule); the while doubles as failures go on, to
+/// `FAST_RETRY_MAX`, and an append that works ends it and resets it.
+#[test]
+fn a_failed_append_sends_data_writes_to_the_capacity_tier_for_a_doubling_while() {
+    use sluice_policy::write_buffer::{FAST_RETRY_MAX, FAST_RETRY_MIN};
+    let mut h = Harness::new(WhenFull::Wait, 3);
+    let (a, b) = (h.names[0], h.names[1]);
+    let t0 = h.now;
+    let place = |h: &mut Harness, file: FileId, offset: u64, at: Time| {
+        h.buffer.place_write(
+            at,
+            file,
+            offset,
+            1024,
+            HEADER + 1024,
+            DESCRIBE,
+            Tier::Fast,
+            at,
+            false,
+        )
+    };
+    let Placement::Log(r) = place(&mut h, a, 0, t0) else {
+        panic!("the log takes it");
+    };
+    h.buffer.insert(
+        a,
+        Extent {
+            file_offset: 0,
+            len: 1024,
+            location: LogLocation {
+                region: r.region,
+                offset: r.record_offset,
+            },
+            seq: r.seq,
+        },
+    );
+    assert_eq!(h.buffer.append_failed(t0, r.region), FAST_RETRY_MIN);
+    assert_ne!(h.buffer.pipeline().filling(), Some(r.region), "sealed");
+    assert!(h.buffer.fast_degraded(t0));
+    assert_eq!(place(&mut h, b, 0, t0), Placement::Capacity);
+    // Over buffered bytes: the log all the same.
+    assert!(matches!(place(&mut h, a, 512, t0), Placement::Log(_)));
+    // The while ends, then doubles at the next failure, up to the most.
+    let later = t0.saturating_add(FAST_RETRY_MIN);
+    assert!(!h.buffer.fast_degraded(later));
+    assert!(matches!(place(&mut h, b, 0, later), Placement::Log(_)));
+    let mut expected = FAST_RETRY_MIN * 2;
+    for _ in 0..8 {
+        assert_eq!(h.buffer.append_failed(later, r.region), expected);
+        expected = (expected * 2).min(FAST_RETRY_MAX);
+    }
+    assert_eq!(expected, FAST_RETRY_MAX);
+    assert!(h
+        .buffer
+        .fast_degraded(later.saturating_add(Duration::from_secs(29))));
+    // An append that works ends it, and the next failure starts over.
+    assert!(h.buffer.append_worked());
+    assert!(!h.buffer.append_worked());
+    assert!(!h.buffer.fast_degraded(later));
+    assert_eq!(h.buffer.append_failed(later, r.region), FAST_RETRY_MIN);
+}

@@ -14,7 +14,7 @@ use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time};
 use crate::log::{record_len, RecordHeader, RecordKind, RegionFile, REGION_HEADER_BYTES};
 
 use super::degrade::{
-    fallback_wait, fast_append_failed, fast_append_worked, fast_degraded, fell_back, wait_reset,
+    fallback_wait, fast_append_failed, fast_append_worked, fell_back, wait_reset,
 };
 use super::files::unknown;
 use super::{cache, context, lock, Shared, State, FORCED_WAIT_MAX};
@@ -246,17 +246,12 @@ impl<'p> Append<'p> {
         let first_attempt = *self.first_attempt.get_or_insert(now);
         let full_before = state.buffer.pipeline().full_count();
         // A name-less file takes no log record (module docs of `OpenFile`),
-        // and has nothing buffered for a write to overlap.
-        // While the fast tier is failing (degrade.rs), data writes take the
-        // capacity tier unless they overlap buffered bytes.
-        let degraded = fast_degraded(shared, state);
-        let tier = self.tier.map(|tier| {
-            if nameless || degraded {
-                Tier::Capacity
-            } else {
-                tier
-            }
-        });
+        // and has nothing buffered for a write to overlap. (While the fast
+        // tier is failing, the write buffer places data writes on the
+        // capacity tier unless they overlap buffered bytes: degrade.rs.)
+        let tier = self
+            .tier
+            .map(|tier| if nameless { Tier::Capacity } else { tier });
         let placement = match (tier, self.file) {
             (Some(tier), Some(id)) => state.buffer.place_write(
                 now,

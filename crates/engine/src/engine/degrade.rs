@@ -1,10 +1,13 @@
 //! A failing fast tier (docs/engine.md, "A failing fast tier"): an append
 //! to the log that fails (its file system is full, the device returns EIO)
-//! does not fail the application's write. The region is closed at the
-//! failed record, data writes go to the capacity tier for a while
-//! (doubling from [`FAST_RETRY_MIN`] to [`FAST_RETRY_MAX`] while the
-//! failures go on), and a write whose range overlaps buffered bytes first
-//! waits until no log copy of those bytes can be replayed over it.
+//! does not fail the application's write. The write buffer decides what
+//! follows (`sluice_policy::write_buffer`, "A failing fast tier"): the
+//! region is closed at the failed record, data writes go to the capacity
+//! tier for a while (doubling from `FAST_RETRY_MIN` to `FAST_RETRY_MAX`
+//! while the failures go on), and a write whose range overlaps buffered
+//! bytes first waits until no log copy of those bytes can be replayed
+//! over it. This module carries it out: the hole's place, the report,
+//! the wait.
 //!
 //! Why the region is closed: the failed record leaves a hole (zeros, or a
 //! record whose checksum fails) after the last commit, where recovery ends
@@ -20,7 +23,6 @@
 //! reset (regions reset oldest first, so older copies went before).
 
 use std::io;
-use std::time::Duration;
 
 use sluice_policy::{FileId, RegionId};
 
@@ -29,11 +31,6 @@ use crate::log::{RecordHeader, RecordKind};
 use super::append::append_error;
 use super::flush::flush_until;
 use super::{lock, Shared, State, FORCED_WAIT_MAX};
-
-/// The first wait before the log is tried again after a failed append.
-pub(super) const FAST_RETRY_MIN: Duration = Duration::from_secs(1);
-/// The longest wait before the log is tried again.
-pub(super) const FAST_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// An append at `at` in `region` failed with `e`: close the region there,
 /// send data writes to the capacity tier until the retry time, count and
@@ -47,12 +44,7 @@ pub(super) fn fast_append_failed(
 ) -> io::Error {
     let log_region = &mut state.regions[region.0 as usize];
     log_region.broken_at = Some(log_region.broken_at.map_or(at, |b| b.min(at)));
-    if state.buffer.pipeline().filling() == Some(region) {
-        state.buffer.seal();
-    }
-    let backoff = state.fast_backoff;
-    state.fast_retry_at = Some(shared.clock.now().saturating_add(backoff));
-    state.fast_backoff = (backoff * 2).min(FAST_RETRY_MAX);
+    let backoff = state.buffer.append_failed(shared.clock.now(), region);
     state.stats.fast_errors += 1;
     let e = append_error(shared, e);
     state.stats.last_fast_error = Some(e.to_string());
@@ -72,17 +64,9 @@ pub(super) fn fast_append_failed(
 /// An append to the log worked: after a failure, the retry time passed and
 /// the fast tier takes records again.
 pub(super) fn fast_append_worked(state: &mut State) {
-    if state.fast_retry_at.take().is_some() {
-        state.fast_backoff = FAST_RETRY_MIN;
+    if state.buffer.append_worked() {
         tracing::info!("the fast tier takes log records again");
     }
-}
-
-/// Data writes skip the log now (a recent append failed).
-pub(super) fn fast_degraded(shared: &Shared, state: &State) -> bool {
-    state
-        .fast_retry_at
-        .is_some_and(|at| shared.clock.now() < at)
 }
 
 /// Each region holding a buffered piece of `file` in `offset..offset+len`

@@ -55,7 +55,7 @@ use sluice_env::{
 use sluice_policy::extent_index::Piece;
 use sluice_policy::token_bucket::TokenBucket;
 use sluice_policy::write_buffer::WriteBuffer;
-use sluice_policy::{FileId, Tier, Time, WriteRequest};
+use sluice_policy::{FileId, Tier, WriteRequest};
 
 use crate::incidents::Incidents;
 use crate::log::{RecordHeader, RegionFile};
@@ -367,11 +367,6 @@ struct State {
     /// A drain asks the flusher to retry now instead of sitting out its
     /// backoff.
     flush_retry_now: bool,
-    /// After an append to the log failed: until when data writes go to the
-    /// capacity tier (degrade.rs).
-    fast_retry_at: Option<Time>,
-    /// How long the next failure sends them there.
-    fast_backoff: Duration,
     stats: EngineStats,
     /// Where the most recently written files' bytes went.
     placements: Placements,

@@ -21,7 +21,6 @@ use crate::log::{
 };
 
 use super::config::{EngineConfig, EngineStats, Placements};
-use super::degrade::FAST_RETRY_MIN;
 use super::files::attach;
 use super::flush::flusher_loop;
 use super::mirror::Mirror;
@@ -355,8 +354,6 @@ fn restore_state(
         awaiting_unlinks: false,
         next_file_id: replayed.next_file_id,
         draining: 0,
-        fast_retry_at: None,
-        fast_backoff: FAST_RETRY_MIN,
         shutdown: false,
         flush_backoff: flush::FLUSH_BACKOFF_MIN,
         flush_retry_now: false,

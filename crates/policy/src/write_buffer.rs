@@ -39,6 +39,17 @@
 //! record). The write buffer knows which files each region describes and
 //! says in the [`Reservation`] when a description must be written first.
 //!
+//! # Records in flight
+//! A caller that writes data records' payloads outside its own lock says
+//! so: [`WriteBuffer::writing`] when a payload's write starts,
+//! [`WriteBuffer::landed`] when it is in the log (it is indexed then),
+//! [`WriteBuffer::abandon`] when it is not. Until then the file's bytes
+//! are on their way to the log ([`WriteBuffer::in_flight`],
+//! [`WriteBuffer::has_logged`]). A truncate placed meanwhile
+//! ([`WriteBuffer::truncate`] with its record's sequence number) clips
+//! every older record of the file that lands after it, as replay in
+//! sequence order would.
+//!
 //! # A failing fast tier
 //! An append the caller could not write (the fast tier's file system is
 //! full, the device returns EIO) is reported with
@@ -58,7 +69,7 @@
 //! - no byte of a write that overlapped buffered bytes is ever placed on
 //!   the capacity tier.
 
-use alloc::collections::BTreeSet;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -189,6 +200,15 @@ pub struct FlushRunRef {
     pub len: u64,
 }
 
+/// One file's data records in flight.
+#[derive(Debug, Default)]
+struct Flight {
+    /// Their sequence numbers.
+    seqs: BTreeSet<u64>,
+    /// Truncates placed while any was in flight: (sequence, size).
+    truncations: Vec<(u64, u64)>,
+}
+
 /// SSDUP+'s write side; see the module docs.
 #[derive(Debug)]
 pub struct WriteBuffer {
@@ -207,6 +227,9 @@ pub struct WriteBuffer {
     first_write: Vec<Option<Time>>,
     next_seq: u64,
     counters: WriteBufferCounters,
+    /// Per file: its data records in flight, and the truncates placed
+    /// while any was (module docs, "Records in flight").
+    flight: BTreeMap<FileId, Flight>,
     /// After a failed append: data writes skip the log until then (module
     /// docs, "A failing fast tier").
     fast_retry_at: Option<Time>,
@@ -249,6 +272,7 @@ impl WriteBuffer {
                 .collect(),
             next_seq: next_seq.max(1),
             counters: WriteBufferCounters::default(),
+            flight: BTreeMap::new(),
             fast_retry_at: None,
             fast_backoff: FAST_RETRY_MIN,
         })
@@ -480,10 +504,79 @@ impl WriteBuffer {
         self.index.insert(file, extent);
     }
 
-    /// `file` was truncated to `size` (its record placed and written):
-    /// buffered bytes past it are dropped. Returns the bytes dropped.
-    pub fn truncate(&mut self, file: FileId, size: u64) -> u64 {
+    /// `file` was truncated to `size` by record `seq` (placed and
+    /// written): buffered bytes past it are dropped, and so are those of
+    /// the file's older records still in flight when they land. Returns
+    /// the bytes dropped now.
+    pub fn truncate(&mut self, file: FileId, size: u64, seq: u64) -> u64 {
+        if let Some(flight) = self.flight.get_mut(&file) {
+            flight.truncations.push((seq, size));
+        }
         self.index.truncate(file, size)
+    }
+
+    /// The payload of data record `seq` of `file` (placed in the log) is
+    /// being written: the file's bytes are on their way (module docs,
+    /// "Records in flight").
+    pub fn writing(&mut self, file: FileId, seq: u64) {
+        let fresh = self.flight.entry(file).or_default().seqs.insert(seq);
+        debug_assert!(fresh, "record {seq} in flight twice");
+    }
+
+    /// Data record `extent.seq` of `file`, in flight, is in the log: it is
+    /// indexed, clipped to the smallest size a truncate placed after it
+    /// gave the file. Returns the bytes indexed.
+    pub fn landed(&mut self, file: FileId, extent: Extent) -> u64 {
+        let limit = self.leave_flight(file, extent.seq).unwrap_or(u64::MAX);
+        let len = limit
+            .saturating_sub(extent.file_offset)
+            .min(u64::from(extent.len));
+        if len == 0 {
+            return 0;
+        }
+        // INVARIANT: at most `extent.len`, a u32.
+        let len = u32::try_from(len).expect("clipped to the extent");
+        self.insert(file, Extent { len, ..extent });
+        u64::from(len)
+    }
+
+    /// Data record `seq` of `file`, in flight, will not be indexed (its
+    /// payload was not written, or the file is gone).
+    pub fn abandon(&mut self, file: FileId, seq: u64) {
+        self.leave_flight(file, seq);
+    }
+
+    /// Take record `seq` out of `file`'s flight; returns the smallest size
+    /// a newer truncate gave the file, if any.
+    fn leave_flight(&mut self, file: FileId, seq: u64) -> Option<u64> {
+        let flight = self.flight.get_mut(&file)?;
+        let was = flight.seqs.remove(&seq);
+        debug_assert!(was, "record {seq} left a flight it was not in");
+        let limit = flight
+            .truncations
+            .iter()
+            .filter(|&&(t, _)| t > seq)
+            .map(|&(_, size)| size)
+            .min();
+        if flight.seqs.is_empty() {
+            self.flight.remove(&file);
+        }
+        limit
+    }
+
+    /// Whether data records of `file` are in flight.
+    pub fn in_flight(&self, file: FileId) -> bool {
+        self.flight.contains_key(&file)
+    }
+
+    /// The oldest data record of `file` in flight.
+    pub fn first_in_flight(&self, file: FileId) -> Option<u64> {
+        self.flight.get(&file).and_then(|f| f.seqs.first().copied())
+    }
+
+    /// Whether `file` has bytes in the log: buffered, or in flight.
+    pub fn has_logged(&self, file: FileId) -> bool {
+        self.has_buffered(file) || self.in_flight(file)
     }
 
     /// `file` was removed (its record placed and written): its buffered

@@ -257,7 +257,8 @@ impl Harness {
         let id = self.names[name];
         if self.buffer.has_buffered(id) {
             self.required(None);
-            self.buffer.truncate(id, size);
+            let seq = self.buffer.next_seq() - 1;
+            self.buffer.truncate(id, size, seq);
         }
         self.capacity
             .get_mut(&id)
@@ -678,4 +679,66 @@ fn a_failed_append_sends_data_writes_to_the_capacity_tier_for_a_doubling_while()
     assert!(!h.buffer.append_worked());
     assert!(!h.buffer.fast_degraded(later));
     assert_eq!(h.buffer.append_failed(later, r.region), FAST_RETRY_MIN);
+}
+
+/// Records in flight (the module docs' "Records in flight"): a data
+/// record whose payload is being written counts as logged before it is
+/// indexed; a truncate placed meanwhile clips it when it lands, as replay
+/// in sequence order would; an abandoned one leaves no trace.
+#[test]
+fn a_truncate_placed_while_a_record_is_in_flight_clips_it_when_it_lands() {
+    let mut h = Harness::new(WhenFull::Wait, 3);
+    let (a, b) = (h.names[0], h.names[1]);
+    let t0 = h.now;
+    let place = |h: &mut Harness, file: FileId| {
+        let Placement::Log(r) = h.buffer.place_write(
+            t0,
+            file,
+            0,
+            4096,
+            HEADER + 4096,
+            DESCRIBE,
+            Tier::Fast,
+            t0,
+            h.buffer.in_flight(file),
+        ) else {
+            panic!("the log takes it");
+        };
+        h.buffer.writing(file, r.seq);
+        r
+    };
+    let first = place(&mut h, a);
+    let second = place(&mut h, a);
+    assert!(h.buffer.in_flight(a) && h.buffer.has_logged(a) && !h.buffer.has_buffered(a));
+    assert_eq!(h.buffer.first_in_flight(a), Some(first.seq));
+    // A truncate to 1 KiB, placed after both records.
+    let Placement::Log(cut) = h.buffer.place_required(t0, Some(a), HEADER, DESCRIBE, t0) else {
+        panic!("the log takes the truncate");
+    };
+    assert_eq!(
+        h.buffer.truncate(a, 1024, cut.seq),
+        0,
+        "nothing indexed yet"
+    );
+    let extent = |r: &sluice_policy::write_buffer::Reservation| Extent {
+        file_offset: 0,
+        len: 4096,
+        location: LogLocation {
+            region: r.region,
+            offset: r.record_offset,
+        },
+        seq: r.seq,
+    };
+    assert_eq!(h.buffer.landed(a, extent(&second)), 1024, "clipped");
+    assert_eq!(h.buffer.first_in_flight(a), Some(first.seq));
+    assert_eq!(h.buffer.landed(a, extent(&first)), 1024, "clipped too");
+    assert!(!h.buffer.in_flight(a));
+    assert_eq!(h.buffer.buffered_end(a), 1024);
+    // A record newer than the truncate is not clipped; an abandoned one
+    // leaves nothing.
+    let third = place(&mut h, a);
+    assert_eq!(h.buffer.landed(a, extent(&third)), 4096);
+    let lost = place(&mut h, b);
+    h.buffer.abandon(b, lost.seq);
+    assert!(!h.buffer.has_logged(b));
 }

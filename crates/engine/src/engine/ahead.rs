@@ -42,9 +42,8 @@ pub(super) struct Ahead {
 pub(super) fn bound(state: &State, id: FileId) -> u64 {
     let next = state.buffer.next_seq();
     state
-        .files
-        .get(&id)
-        .and_then(|open| open.appending.first().copied())
+        .buffer
+        .first_in_flight(id)
         .map_or(next, |first| first.min(next))
 }
 

@@ -234,7 +234,7 @@ impl<'p> Append<'p> {
                     record_len(open.path.as_str().len() as u32),
                     open.unlinked,
                     // A name-less file indexes nothing (append_data).
-                    !open.appending.is_empty() && !open.unlinked,
+                    state.buffer.in_flight(id) && !open.unlinked,
                 ),
                 None => return Next::Done(Err(unknown(id))),
             },
@@ -313,9 +313,8 @@ impl<'p> Append<'p> {
                     debug_assert!(fresh, "record {} placed twice", header.seq);
                     let region_file = Arc::clone(&log_region.file);
                     let mirrored = state.mirror.enabled();
-                    if let Some(open) = self.file.and_then(|id| state.files.get_mut(&id)) {
-                        let fresh = open.appending.insert(header.seq);
-                        debug_assert!(fresh, "record {} in flight twice", header.seq);
+                    if let Some(id) = self.file {
+                        state.buffer.writing(id, header.seq);
                     }
                     self.phase = Phase::Writing(Slot {
                         region,
@@ -396,16 +395,18 @@ impl<'p> Append<'p> {
         // INVARIANT: a payload lands once, while it is in flight.
         let was_in_flight = log_region.in_flight.remove(&seq);
         debug_assert!(was_in_flight, "record {seq} landed but was not in flight");
-        if let Some(open) = self.file.and_then(|id| state.files.get_mut(&id)) {
-            open.appending.remove(&seq);
-            if open.appending.is_empty() {
-                open.truncations.clear();
-            }
-        }
         if oldest {
             shared.changed.notify_all();
         }
+        // Landed: indexed by the caller under this hold of the lock
+        // (append_data); not landed: out of the file's flight now.
+        let abandon = |state: &mut State| {
+            if let Some(id) = self.file {
+                state.buffer.abandon(id, seq);
+            }
+        };
         if let Err(e) = written {
+            abandon(state);
             let e = fast_append_failed(shared, state, region, at, e);
             return self.fall_back_or_fail(state, e);
         }
@@ -414,6 +415,7 @@ impl<'p> Append<'p> {
         // this record must not be relied on.
         let hole = state.regions[region.0 as usize].broken_at;
         if let Some(hole) = hole.filter(|&hole| hole < at) {
+            abandon(state);
             let e = io::Error::other(format!(
                 "fast tier {}: an earlier append to region {} at {hole} failed",
                 shared.fast.describe(),
@@ -537,37 +539,28 @@ pub(super) fn append_data(
         let mut append = Append::data(header, part, file, tier);
         match drive!(shared, state, append)? {
             Some((location, seq)) => {
-                // A truncation newer than this record, made while it was
-                // being written, clips it (as replay in sequence order
-                // would); an unlinked file takes nothing.
-                let limit = state.files.get(&file).map(|open| {
-                    open.truncations
-                        .iter()
-                        .filter(|(t, _)| *t > seq)
-                        .map(|(_, size)| *size)
-                        .min()
-                        .unwrap_or(u64::MAX)
-                });
+                // Indexed, clipped by a truncation newer than the record
+                // made while it was being written (as replay in sequence
+                // order would: the write buffer's "Records in flight"); a
+                // file the engine forgot meanwhile takes nothing.
                 let State {
-                    files, placements, ..
+                    files,
+                    placements,
+                    buffer,
+                    ..
                 } = &mut *state;
-                if let Some(open) = files.get(&file) {
-                    placements.add(file, &open.path, Tier::Fast, part.len() as u64);
-                }
-                let len = match limit {
-                    Some(limit) => limit.saturating_sub(part_offset).min(part.len() as u64),
-                    None => 0,
-                };
-                if len > 0 {
-                    state.buffer.insert(
-                        file,
-                        Extent {
+                match files.get(&file) {
+                    Some(open) => {
+                        placements.add(file, &open.path, Tier::Fast, part.len() as u64);
+                        let extent = Extent {
                             file_offset: part_offset,
-                            len: len as u32,
+                            len,
                             location,
                             seq,
-                        },
-                    );
+                        };
+                        buffer.landed(file, extent);
+                    }
+                    None => buffer.abandon(file, seq),
                 }
             }
             None => {

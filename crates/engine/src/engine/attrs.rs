@@ -25,11 +25,7 @@ use super::{cache, context, held, lock, ChangeStamp, Engine, Shared, State};
 fn logical_size(state: &State, id: FileId, known: u64, capacity_len: u64) -> u64 {
     let buffered_end = state.buffer.buffered_end(id);
     let size = capacity_len.max(buffered_end);
-    let appending = state
-        .files
-        .get(&id)
-        .is_some_and(|o| !o.appending.is_empty());
-    if appending {
+    if state.buffer.in_flight(id) {
         size.max(known)
     } else {
         size

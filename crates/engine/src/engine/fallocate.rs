@@ -129,11 +129,13 @@ fn needs_write_back(
     len: u64,
 ) -> io::Result<bool> {
     let state = lock(shared);
-    let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+    if !state.files.contains_key(&file) {
+        return Err(unknown(file));
+    }
     if !mode.zeroes_range() && !mode.shifts() {
         return Ok(false);
     }
-    Ok(!open.appending.is_empty() || first_in_the_way(&state, file, mode, offset, len).is_some())
+    Ok(state.buffer.in_flight(file) || first_in_the_way(&state, file, mode, offset, len).is_some())
 }
 
 /// The first buffered byte of `file` that `mode` over `[offset, offset +

@@ -9,7 +9,6 @@
 //! `by_ino[i] = id` only if `files[id].ino = Some(i)`; a file that is not
 //! name-less (`unlinked`) has its `path` among its `names`.
 
-use std::collections::BTreeSet;
 use std::io;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -101,9 +100,7 @@ pub(super) fn attach(
             busy: 0,
             syncing: false,
             opens: 0,
-            appending: BTreeSet::new(),
             quiescing: 0,
-            truncations: Vec::new(),
             capacity_unsynced: false,
             kernel_writes: false,
             own_writers: 0,
@@ -252,13 +249,11 @@ pub(super) fn forget_if_unused(state: &mut State, id: FileId) -> Option<Arc<dyn 
     // the capacity file no longer matched, so its clean copies were
     // dropped at the next open (IO500's mixed read-back, issue 33). The
     // last writer's caller forgets it instead.
-    let unused = state.files.get(&id).is_some_and(|o| {
-        o.opens == 0
-            && o.busy == 0
-            && o.own_writers == 0
-            && o.appending.is_empty()
-            && o.held.is_none()
-    }) && !state.buffer.has_buffered(id);
+    let unused = state
+        .files
+        .get(&id)
+        .is_some_and(|o| o.opens == 0 && o.busy == 0 && o.own_writers == 0 && o.held.is_none())
+        && !state.buffer.has_logged(id);
     if !unused {
         return None;
     }
@@ -333,11 +328,7 @@ pub(super) fn drop_name<R>(
         }
         // A record of the file still being written needs the unlink record
         // too, or recovery would bring the file back with it.
-        let appending = state
-            .files
-            .get(&id)
-            .is_some_and(|o| !o.appending.is_empty());
-        if !(state.buffer.has_buffered(id) || appending) {
+        if !state.buffer.has_logged(id) {
             break;
         }
         let mut append = Append::required(RecordHeader::unlink(id, 0), &[], None);
@@ -428,10 +419,9 @@ fn flush_file(shared: &Shared, state: &State, id: FileId) -> io::Result<()> {
 pub(super) fn appending_before(id: FileId, before: u64) -> impl FnMut(&mut State) -> bool {
     move |state| {
         state
-            .files
-            .get(&id)
-            .and_then(|o| o.appending.first())
-            .is_some_and(|&seq| seq < before)
+            .buffer
+            .first_in_flight(id)
+            .is_some_and(|seq| seq < before)
     }
 }
 
@@ -461,7 +451,7 @@ pub(super) fn file_sync_lock(shared: &Shared, file: FileId) -> io::Result<Arc<Mu
 /// being written to its capacity file or being synced: a close has
 /// nothing to write back, passthrough may serve it, a held mark may go.
 pub(super) fn at_rest(state: &State, id: FileId, open: &OpenFile) -> bool {
-    open.appending.is_empty() && open.busy == 0 && !open.syncing && !state.buffer.has_buffered(id)
+    open.busy == 0 && !open.syncing && !state.buffer.has_logged(id)
 }
 
 /// A file's I/O lock ([`OpenFile::io`]) held by one writer alone.

@@ -929,7 +929,7 @@ fn give_back(
     if open.held.is_none() {
         return Ok(true);
     }
-    if state.buffer.has_buffered(id) || !open.appending.is_empty() {
+    if state.buffer.has_logged(id) {
         return Ok(false);
     }
     let (path, ino, unlinked) = (open.path.clone(), open.ino, open.unlinked);

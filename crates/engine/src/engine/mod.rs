@@ -243,17 +243,12 @@ struct OpenFile {
     /// `create`/`open_file` calls not yet matched by `release`. A released
     /// file is forgotten once nothing of it is buffered.
     opens: u32,
-    /// Sequence numbers of this file's data records being written outside
-    /// the lock (several at once: writers of one file share its I/O lock).
-    appending: BTreeSet<u64>,
-    /// Callers waiting for `appending` to empty ([`files::flush_file`]):
-    /// while nonzero, no new data record of the file is reserved, so the
-    /// wait ends however many writers the file has.
+    /// Callers waiting for the file's data records in flight (the write
+    /// buffer's, `WriteBuffer::in_flight`; several at once: writers of one
+    /// file share its I/O lock) to land ([`files::flush_file`]): while
+    /// nonzero, no new data record of the file is reserved, so the wait
+    /// ends however many writers the file has.
     quiescing: u32,
-    /// Truncations (sequence, size) made while records of the file were in
-    /// flight: a record older than one is clipped to its size when it is
-    /// indexed, as recovery's replay in sequence order would do.
-    truncations: Vec<(u64, u64)>,
     /// Written or truncated through this engine since [`Engine::sync_file`]
     /// last synced its capacity file: a sync of a file only read costs
     /// nothing.
@@ -956,23 +951,15 @@ impl Engine {
         let io = file_io(shared, file)?;
         let _io = hold_alone(&io);
         let mut state = wait_while(&shared.changed, lock(shared), None, busy(file));
-        let appending = state
-            .files
-            .get(&file)
-            .is_some_and(|o| !o.appending.is_empty());
-        let logged = state.buffer.has_buffered(file) || appending;
+        let logged = state.buffer.has_logged(file);
         if logged {
             let mut append = Append::required(RecordHeader::truncate(file, size, 0), &[], None);
             let seq = seq_of(drive!(shared, state, append))?;
             // Applied at once, under the same hold of the lock as the
             // record: records still being written are older and are clipped
-            // when indexed; newer ones are not touched.
-            state.buffer.truncate(file, size);
-            if let Some(open) = state.files.get_mut(&file) {
-                if !open.appending.is_empty() {
-                    open.truncations.push((seq, size));
-                }
-            }
+            // when they land (the write buffer's "Records in flight");
+            // newer ones are not touched.
+            state.buffer.truncate(file, size, seq);
             state = wait_while(&shared.changed, state, None, appends_in_flight());
             sync_log(shared, &mut state)?;
             // The locks above may have been released while waiting: a

@@ -143,7 +143,7 @@ impl Engine {
                 if open.unlinked || open.path != *old_path || logged_for.contains(id) {
                     continue;
                 }
-                if state.buffer.has_buffered(*id) || !open.appending.is_empty() {
+                if state.buffer.has_logged(*id) {
                     // The new path must be durable before the capacity
                     // rename, or a crash could flush buffered bytes to the
                     // old name.

@@ -160,6 +160,7 @@ fn ckpt_view(c: &Checkpoints) -> CkptStatusView {
         node: s.node,
         jobs: s.jobs,
         capacity_bytes: s.capacity_bytes,
+        room_bytes: s.room_bytes,
         staged_files: s.staged.0,
         staged_bytes: s.staged.1,
         cached_files: s.cached.0,

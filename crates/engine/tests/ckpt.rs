@@ -665,6 +665,9 @@ fn a_checkpoint_the_fast_tier_cannot_hold_spills_at_its_create() {
     assert_eq!(elsewhere(&ck), (1, 0));
     assert_eq!(ck.size(&p("ck/v1")), None);
     assert_eq!(capacity_bytes(&c, &p("ck/v1")), data);
+    // Status shows the room: less than S, as the file system has.
+    let room = ck.status().room_bytes;
+    assert!(room < 200 * KIB, "{room}");
     write_file(&ck, &p("sm/v1"), &bytes(5, 64 * KIB));
     assert_eq!(ck.size(&p("sm/v1")), Some(64 * KIB), "staged");
     // Others' claim on the tier (the log's growth, given by the router)

@@ -519,6 +519,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| bbos(s, |b| vec![b.staged_files, b.cached_files]),
     },
     Metric {
+        name: "sluice_ckpt_room_bytes",
+        kind: Gauge,
+        help: "BBOS: the room a new checkpoint is placed in now: S, or less when the fast tier's file system has less free beside the copies (the log's growth kept out).",
+        labels: None,
+        read: |s| bbos(s, |b| vec![b.room_bytes]),
+    },
+    Metric {
         name: "sluice_ckpt_copy_bytes",
         kind: Gauge,
         help: "BBOS: bytes of checkpoint copies on the fast tier.",

@@ -147,6 +147,11 @@ pub struct CkptStatusView {
     pub jobs: usize,
     /// `S`.
     pub capacity_bytes: u64,
+    /// The room a new checkpoint is placed in now: `S`, or less when the
+    /// fast tier's file system has less free beside the copies (the log's
+    /// growth kept out; docs/bbos.md, "A full fast tier").
+    #[serde(default)]
+    pub room_bytes: u64,
     /// Copies not yet demoted.
     pub staged_files: u64,
     /// Their bytes.
@@ -820,13 +825,14 @@ impl Status {
         if let Some(b) = &self.bbos {
             let _ = writeln!(
                 out,
-                "bbos        {} ({} eviction), {} jobs, catalogue {} (node {}); S {}: {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled, {} without catalogue, {} moved when the fast tier was full), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
+                "bbos        {} ({} eviction), {} jobs, catalogue {} (node {}); S {} (room now {}): {} staged ({}), {} cached ({}); pattern {}, DWSF {} of DWPP {}; {} checkpoints ({} cold to capacity, {} spilled, {} without catalogue, {} moved when the fast tier was full), {} demoted ({}), {} evicted; restarts {} hits / {} misses; {} admission waits ({} timed out); {} errors{}",
                 b.scheme,
                 b.eviction,
                 b.jobs,
                 b.catalog,
                 b.node,
                 mib(b.capacity_bytes),
+                mib(b.room_bytes),
                 b.staged_files,
                 mib(b.staged_bytes),
                 b.cached_files,

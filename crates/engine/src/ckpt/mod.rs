@@ -197,6 +197,9 @@ pub struct CkptStatus {
     pub jobs: usize,
     /// `S`.
     pub capacity_bytes: u64,
+    /// The room a new checkpoint is placed in now (`S`, or less when the
+    /// fast tier's file system has less free beside the copies).
+    pub room_bytes: u64,
     /// Copies not yet demoted, and their bytes.
     pub staged: (u64, u64),
     /// Copies demoted and kept as a restart cache, and their bytes.
@@ -590,6 +593,7 @@ impl Checkpoints {
             node: shared.node.clone(),
             jobs: state.jobs.len(),
             capacity_bytes: shared.options.capacity,
+            room_bytes: shared.room(&state),
             staged,
             cached,
             writers: u64::from(state.writers),

@@ -558,9 +558,23 @@ impl Inner {
         u64::from(slot) * self.geometry.head_bytes()
     }
 
-    /// Queue `jobs` (parts to load, lifts): the policy's queued actions
-    /// are run first under the lock ([`run_actions`]), and the lock let
-    /// go, by the caller.
+    /// Change the state with `f` under its lock; `f` may queue jobs. The
+    /// policy's queued actions then run under the same hold
+    /// ([`run_actions`]: lifts of evicted segments' heads, freed slots),
+    /// and every job is queued once the lock is let go.
+    fn update<R>(&self, f: impl FnOnce(&mut State, &mut Vec<Job>) -> R) -> R {
+        let mut jobs = Vec::new();
+        let result = {
+            let mut state = lock(&self.state);
+            let result = f(&mut state, &mut jobs);
+            jobs.extend(run_actions(&mut state));
+            result
+        };
+        self.submit(jobs);
+        result
+    }
+
+    /// Queue `jobs` (parts to load, lifts) for the loader threads.
     fn submit(&self, jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
@@ -599,19 +613,14 @@ impl Inner {
             ),
             Source::Capacity(file) => read_fully(file.as_ref(), &mut bytes, segment.start + offset),
         };
-        let mut state = lock(&self.state);
-        if let Source::Head(slot) = source {
-            state.slots.unpin(slot);
-            if result.is_ok() {
-                state.head_bytes_read += len;
+        self.update(|state, _| {
+            if let Source::Head(slot) = source {
+                state.slots.unpin(slot);
+                if result.is_ok() {
+                    state.head_bytes_read += len;
+                }
             }
-        }
-        match result {
-            Ok(()) => {
-                drop(state);
-                segment.set(part, Part::Ready(bytes.into()));
-            }
-            Err(e) => {
+            if let Err(e) = &result {
                 let (what, tier) = match source {
                     Source::Head(_) => ("fast tier (lifted head)", "fast"),
                     Source::Capacity(_) => ("capacity tier", "capacity"),
@@ -619,16 +628,16 @@ impl Inner {
                 state.record_error(
                     "liu-load",
                     tier,
-                    &e,
+                    e,
                     format!("liu: load from the {what}: {e}"),
                 );
                 // The segment is dropped so the next access reloads it.
-                drop_if_current(&mut state, segment);
-                let lifts = run_actions(&mut state);
-                drop(state);
-                self.submit(lifts);
-                segment.set(part, Part::Failed(e.kind(), e.to_string()));
+                drop_if_current(state, segment);
             }
+        });
+        match result {
+            Ok(()) => segment.set(part, Part::Ready(bytes.into())),
+            Err(e) => segment.set(part, Part::Failed(e.kind(), e.to_string())),
         }
     }
 
@@ -771,66 +780,58 @@ impl Inner {
         let key = SegmentKey { file: id, index };
         let segment_start = self.geometry.start(index);
         let len = out.len() as u64;
-        let mut state = lock(&self.state);
-        let mut jobs = Vec::new();
-        let plan = match state.buffer.access(key, slice_start, len, segment_len) {
-            Serve::Buffer => match state.loaded.get(&key) {
-                Some(segment) if segment.len >= slice_start + len => {
-                    Plan::Wait(Arc::clone(segment))
+        let plan = self.update(|state, jobs| {
+            let plan = match state.buffer.access(key, slice_start, len, segment_len) {
+                Serve::Buffer => match state.loaded.get(&key) {
+                    Some(segment) if segment.len >= slice_start + len => {
+                        Plan::Wait(Arc::clone(segment))
+                    }
+                    // The data does not match (a bug, or a file grown without a
+                    // write through this backend): the capacity tier is right.
+                    _ => Plan::Capacity,
+                },
+                Serve::Load { head_from_fast } => {
+                    let segment =
+                        self.start_load(state, key, segment_len, head_from_fast, file, jobs);
+                    if head_from_fast {
+                        self.read_ahead(state, key, file_len, file, jobs);
+                    }
+                    if segment.absent(slice_start, slice_start + len) {
+                        // This reader's bytes were requested (by this read):
+                        // read directly, as while the segment was a ghost;
+                        // the buffer loads them when a later reader needs them.
+                        Plan::Capacity
+                    } else {
+                        Plan::Wait(segment)
+                    }
                 }
-                // The data does not match (a bug, or a file grown without a
-                // write through this backend): the capacity tier is right.
-                _ => Plan::Capacity,
-            },
-            Serve::Load { head_from_fast } => {
-                let segment = self.start_load(
-                    &mut state,
-                    key,
-                    segment_len,
-                    head_from_fast,
-                    file,
-                    &mut jobs,
+                Serve::Direct { from_head: true } => match state.slots.of.get(&key).copied() {
+                    Some(slot) => {
+                        state.slots.pin(slot);
+                        Plan::Head(slot)
+                    }
+                    None => Plan::Capacity,
+                },
+                // A ghost's head, read directly: kept in the stash.
+                Serve::Direct { from_head: false } if slice_start < self.geometry.head_bytes() => {
+                    Plan::Stash(state.stash.epoch())
+                }
+                Serve::Direct { from_head: false } => Plan::Capacity,
+            };
+            if let Plan::Wait(segment) = &plan {
+                jobs.extend(
+                    segment
+                        .claim(slice_start, slice_start + len)
+                        .into_iter()
+                        .map(|part| Job::Part {
+                            segment: Arc::clone(segment),
+                            part,
+                            source: Source::Capacity(Arc::clone(file)),
+                        }),
                 );
-                if head_from_fast {
-                    self.read_ahead(&mut state, key, file_len, file, &mut jobs);
-                }
-                if segment.absent(slice_start, slice_start + len) {
-                    // This reader's bytes were requested (by this read):
-                    // read directly, as while the segment was a ghost;
-                    // the buffer loads them when a later reader needs them.
-                    Plan::Capacity
-                } else {
-                    Plan::Wait(segment)
-                }
             }
-            Serve::Direct { from_head: true } => match state.slots.of.get(&key).copied() {
-                Some(slot) => {
-                    state.slots.pin(slot);
-                    Plan::Head(slot)
-                }
-                None => Plan::Capacity,
-            },
-            // A ghost's head, read directly: kept in the stash.
-            Serve::Direct { from_head: false } if slice_start < self.geometry.head_bytes() => {
-                Plan::Stash(state.stash.epoch())
-            }
-            Serve::Direct { from_head: false } => Plan::Capacity,
-        };
-        if let Plan::Wait(segment) = &plan {
-            jobs.extend(
-                segment
-                    .claim(slice_start, slice_start + len)
-                    .into_iter()
-                    .map(|part| Job::Part {
-                        segment: Arc::clone(segment),
-                        part,
-                        source: Source::Capacity(Arc::clone(file)),
-                    }),
-            );
-        }
-        jobs.extend(run_actions(&mut state));
-        drop(state);
-        self.submit(jobs);
+            plan
+        });
         match plan {
             Plan::Wait(segment) => {
                 if segment.copy(slice_start, out).is_ok() {
@@ -883,50 +884,44 @@ impl Inner {
     /// `[old_len, start)`: those bytes now exist, as zeros (a segment cached
     /// or lifted while shorter must not serve them).
     fn written(&self, id: FileId, old_len: u64, start: u64, end: u64, file_len: u64) {
-        let mut state = lock(&self.state);
-        state.stash.changed(id);
-        if old_len < start {
-            let dropped = state.buffer.invalidate(id, old_len, start);
-            forget_segments(&mut state, &dropped);
-        }
-        for slice in self.geometry.split(start, end.saturating_sub(start)) {
-            let segment_start = self.geometry.start(slice.index);
-            let from = segment_start + slice.start;
-            let segment_len = file_len
-                .saturating_sub(segment_start)
-                .min(self.geometry.segment_bytes());
-            let dropped = state
-                .buffer
-                .written(id, from, from + slice.len, segment_len);
-            forget_segments(&mut state, &dropped);
-        }
-        let lifts = run_actions(&mut state);
-        drop(state);
-        self.submit(lifts);
+        self.update(|state, _| {
+            state.stash.changed(id);
+            if old_len < start {
+                let dropped = state.buffer.invalidate(id, old_len, start);
+                forget_segments(state, &dropped);
+            }
+            for slice in self.geometry.split(start, end.saturating_sub(start)) {
+                let segment_start = self.geometry.start(slice.index);
+                let from = segment_start + slice.start;
+                let segment_len = file_len
+                    .saturating_sub(segment_start)
+                    .min(self.geometry.segment_bytes());
+                let dropped = state
+                    .buffer
+                    .written(id, from, from + slice.len, segment_len);
+                forget_segments(state, &dropped);
+            }
+        });
     }
 
     /// Bytes from `start` on of `id` changed (a truncation).
     fn invalidate_from(&self, id: FileId, start: u64) {
-        let mut state = lock(&self.state);
-        state.stash.changed(id);
-        let dropped = state.buffer.invalidate(id, start, u64::MAX);
-        forget_segments(&mut state, &dropped);
-        let lifts = run_actions(&mut state);
-        drop(state);
-        self.submit(lifts);
+        self.update(|state, _| {
+            state.stash.changed(id);
+            let dropped = state.buffer.invalidate(id, start, u64::MAX);
+            forget_segments(state, &dropped);
+        });
     }
 
     /// Forget `path`'s cache id and everything cached for it.
     fn forget_path(&self, path: &RelPath) {
-        let mut state = lock(&self.state);
-        if let Some(id) = state.ids.remove(path) {
-            state.stash.changed(id);
-            let dropped = state.buffer.forget_file(id);
-            forget_segments(&mut state, &dropped);
-            let lifts = run_actions(&mut state);
-            drop(state);
-            self.submit(lifts);
-        }
+        self.update(|state, _| {
+            if let Some(id) = state.ids.remove(path) {
+                state.stash.changed(id);
+                let dropped = state.buffer.forget_file(id);
+                forget_segments(state, &dropped);
+            }
+        });
     }
 }
 

@@ -2,7 +2,8 @@
 # More seeds of the seeded crash harness than CI runs (issue 35;
 # crates/engine/tests/seeded.rs, docs/crash-consistency.md "The seeded
 # harness"): each seed draws a workload and a crash point, crashes there,
-# recovers and checks every acknowledged byte. A failing seed is printed
+# recovers and checks every acknowledged byte; then as many seeds of the
+# harness of completions in random orders (orders.rs). A failing seed is printed
 # with what it lost; replay it alone with
 #   SLUICE_SEED=N SLUICE_SEED_VERBOSE=1 cargo test -p sluice-engine --test seeded -- --nocapture
 #
@@ -22,3 +23,8 @@ done
 started=$(date +%s)
 SLUICE_SEEDS=$n SLUICE_SEED_FROM=$from cargo test --release -p sluice-engine --test seeded issue_35_seeded
 echo "== seeds $from..$((from + n)) in $(($(date +%s) - started)) s"
+# The harness of completions in random orders (crates/engine/src/engine/
+# orders.rs), as many seeds from 0 (it is quick: about 400 a second).
+started=$(date +%s)
+SLUICE_ORDERS_SEEDS=$((from + n)) cargo test --release -p sluice-engine --lib orders
+echo "== orders seeds 0..$((from + n)) in $(($(date +%s) - started)) s"

@@ -504,6 +504,26 @@ impl Phase {
     }
 }
 
+/// Data record `extent` of `file` is in the log: it is indexed, clipped
+/// by a truncation newer than the record made while it was being written
+/// (as replay in sequence order would: the write buffer's "Records in
+/// flight"); a file the engine forgot meanwhile takes nothing.
+pub(super) fn index_landed(state: &mut State, file: FileId, extent: Extent) {
+    let State {
+        files,
+        placements,
+        buffer,
+        ..
+    } = state;
+    match files.get(&file) {
+        Some(open) => {
+            placements.add(file, &open.path, Tier::Fast, u64::from(extent.len));
+            buffer.landed(file, extent);
+        }
+        None => buffer.abandon(file, extent.seq),
+    }
+}
+
 /// Write `data` at `offset` of `file`, routed to `tier`, record by record:
 /// the write buffer places each in the log (a data record, indexed once
 /// its payload is there) or on the capacity tier (written here). `then`
@@ -539,29 +559,13 @@ pub(super) fn append_data(
         let mut append = Append::data(header, part, file, tier);
         match drive!(shared, state, append)? {
             Some((location, seq)) => {
-                // Indexed, clipped by a truncation newer than the record
-                // made while it was being written (as replay in sequence
-                // order would: the write buffer's "Records in flight"); a
-                // file the engine forgot meanwhile takes nothing.
-                let State {
-                    files,
-                    placements,
-                    buffer,
-                    ..
-                } = &mut *state;
-                match files.get(&file) {
-                    Some(open) => {
-                        placements.add(file, &open.path, Tier::Fast, part.len() as u64);
-                        let extent = Extent {
-                            file_offset: part_offset,
-                            len,
-                            location,
-                            seq,
-                        };
-                        buffer.landed(file, extent);
-                    }
-                    None => buffer.abandon(file, seq),
-                }
+                let extent = Extent {
+                    file_offset: part_offset,
+                    len,
+                    location,
+                    seq,
+                };
+                index_landed(&mut state, file, extent);
             }
             None => {
                 // Placed on the capacity tier: nothing buffered overlaps it.

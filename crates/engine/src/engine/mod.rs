@@ -99,6 +99,8 @@ mod held;
 mod marks;
 mod mirror;
 mod names;
+#[cfg(test)]
+mod orders;
 mod quarantine;
 mod read;
 mod recovery;

@@ -16,7 +16,7 @@ use core::time::Duration;
 
 pub mod hdd;
 pub mod link;
-mod rng;
+pub mod rng;
 pub mod ssd;
 
 pub use hdd::{Hdd, HddConfig, HddRequest, HddService, HddStats};

@@ -15,26 +15,25 @@ use sluice_engine::{Consistency, Engine, EngineConfig, Router};
 use sluice_env::memory::MemBackend;
 use sluice_env::{Backend, SystemClock};
 
+/// An engine over both tiers with `regions` regions of 256 KiB.
+fn engine(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>, regions: u32) -> Arc<Engine> {
+    let config = EngineConfig {
+        regions,
+        region_bytes: 256 * KIB,
+        record_max_bytes: 16 * 1024,
+        ..EngineConfig::default()
+    };
+    let clock = Arc::new(SystemClock::new());
+    Arc::new(Engine::open(Arc::clone(fast), Arc::clone(capacity), clock, config).unwrap())
+}
+
 #[test]
 fn a_handle_keeps_its_class_when_a_job_claims_its_path() {
     let dir = tempfile::tempdir().unwrap();
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
     capacity.create_dir(&p("ckpt")).unwrap();
-    let engine = Arc::new(
-        Engine::open(
-            Arc::clone(&fast),
-            Arc::clone(&capacity),
-            Arc::new(SystemClock::new()),
-            EngineConfig {
-                regions: 3,
-                region_bytes: 256 * KIB,
-                record_max_bytes: 16 * 1024,
-                ..EngineConfig::default()
-            },
-        )
-        .unwrap(),
-    );
+    let engine = engine(&fast, &capacity, 3);
     let stager = Arc::new(open(&fast, &capacity, dir.path(), options(1024 * KIB)).unwrap());
     let router = Router::new(
         Arc::clone(&engine),
@@ -86,20 +85,7 @@ fn the_stager_keeps_the_logs_growth_out_of_its_room() {
         let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(1024 * KIB));
         let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
         capacity.create_dir(&p("ckpt")).unwrap();
-        let engine = Arc::new(
-            Engine::open(
-                Arc::clone(&fast),
-                Arc::clone(&capacity),
-                Arc::new(SystemClock::new()),
-                EngineConfig {
-                    regions: 2,
-                    region_bytes: 256 * KIB,
-                    record_max_bytes: 16 * 1024,
-                    ..EngineConfig::default()
-                },
-            )
-            .unwrap(),
-        );
+        let engine = engine(&fast, &capacity, 2);
         // The regions are empty: the log may still take about 512 KiB.
         assert!(engine.log_growth() > 500 * KIB, "{}", engine.log_growth());
         let stager = Arc::new(open(&fast, &capacity, dir.path(), options(4096 * KIB)).unwrap());

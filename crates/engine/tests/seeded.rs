@@ -35,6 +35,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_devices::rng::DeviceRng as Rng;
 use sluice_engine::{Engine, EngineConfig};
 use sluice_env::crash::CrashBackend;
 use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
@@ -53,27 +54,6 @@ const FILES: [&str; 3] = ["a", "d/b", "c"];
 const SPAN: u64 = 96 * 1024;
 const WRITE_MAX: u64 = 12 * 1024;
 const OPS: usize = 48;
-
-/// SplitMix64: small, seedable, the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -588,7 +568,7 @@ fn capacity_bytes(capacity: &Arc<CrashBackend>, path: &RelPath) -> Option<Vec<u8
 
 /// One seed, end to end; the error says what was lost.
 fn check_seed(seed: u64) -> Result<String, String> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let ops = workload(&mut rng);
     if verbose() {
         for (i, op) in ops.iter().enumerate() {

@@ -30,6 +30,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_devices::rng::DeviceRng as Rng;
 use sluice_env::memory::MemBackend;
 use sluice_env::{Backend, RelPath, SystemClock};
 use sluice_policy::extent_index::Extent;
@@ -43,27 +44,6 @@ use crate::log::{RecordHeader, RecordKind};
 const FILES: usize = 3;
 const OPS: usize = 40;
 const SPAN: u64 = 48 * 1024;
-
-/// SplitMix64, as the crash harness (tests/seeded.rs).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -177,7 +157,7 @@ fn step<'p>(
 }
 
 fn run(seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let ops = workload(&mut rng);
     let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
     let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());

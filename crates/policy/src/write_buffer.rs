@@ -50,6 +50,15 @@
 //! every older record of the file that lands after it, as replay in
 //! sequence order would.
 //!
+//! # Flushing
+//! A flusher asks [`WriteBuffer::next_flush`] what to flush now, in one
+//! of two ways ([`FlushSet`]): the papers' pipeline (the oldest full
+//! region alone, gated or not: the simulator), or sluice's (every full
+//! region whose records have landed, their runs merged across them: the
+//! engine). The answer starts the regions; the flusher writes the runs
+//! and ends each region with [`WriteBuffer::finish_flush`] or
+//! [`WriteBuffer::abort_flush`].
+//!
 //! # A failing fast tier
 //! An append the caller could not write (the fast tier's file system is
 //! full, the device returns EIO) is reported with
@@ -186,6 +195,50 @@ pub enum FlushPoll {
         region: RegionId,
         /// Why the gate allows it.
         reason: FlushReason,
+    },
+}
+
+/// Which full regions one flush takes; see [`WriteBuffer::next_flush`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlushSet {
+    /// The papers' pipeline: the oldest full region alone, its runs
+    /// within it (look each up again with [`WriteBuffer::flush_pieces`]).
+    /// `gated`: only when the flush gate allows (SSDUP+); otherwise at
+    /// once (OrangeFS-BB, SSDUP).
+    Oldest {
+        /// Ask the flush gate first.
+        gated: bool,
+    },
+    /// sluice's flusher, when the gate allows: every full region, oldest
+    /// first, up to the first one a record is still being written into;
+    /// their runs merged across them, gaps other regions' bytes fill
+    /// joined (look them up with [`WriteBuffer::buffered_pieces`] over
+    /// every region).
+    EveryFull,
+}
+
+/// What a flusher does now; see [`WriteBuffer::next_flush`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlushStart {
+    /// No region is full.
+    Idle,
+    /// The gate holds flushing back until `recheck_at` (or any route
+    /// change, drain or newly full region).
+    Pause {
+        /// When the gate could next allow a flush.
+        recheck_at: Option<Time>,
+    },
+    /// The oldest full region still has a record being written into it:
+    /// look again once it landed.
+    Busy,
+    /// Flush `regions` (started: end each with
+    /// [`WriteBuffer::finish_flush`] or [`WriteBuffer::abort_flush`]),
+    /// oldest first, by `runs`.
+    Flush {
+        /// The regions, in the order they became full.
+        regions: Vec<RegionId>,
+        /// The runs to write.
+        runs: Vec<FlushRunRef>,
     },
 }
 
@@ -791,6 +844,50 @@ impl WriteBuffer {
             }
             GateDecision::Pause { recheck_at } => FlushPoll::Pause { recheck_at },
         }
+    }
+
+    /// What to flush now, the way `set` says ([`FlushSet`]), runs of at
+    /// most `run_max_bytes`; `busy(region)`: a record is still being
+    /// written into it (sluice's set stops before such a region). A
+    /// [`FlushStart::Flush`] has started its regions.
+    pub fn next_flush(
+        &mut self,
+        now: Time,
+        set: FlushSet,
+        run_max_bytes: u64,
+        busy: impl Fn(RegionId) -> bool,
+    ) -> Result<FlushStart, PipelineError> {
+        let gated = match set {
+            FlushSet::Oldest { gated: false } => None,
+            _ => Some(self.poll_flush(now)),
+        };
+        let regions: Vec<RegionId> = match (set, gated) {
+            (_, Some(FlushPoll::Idle)) => return Ok(FlushStart::Idle),
+            (_, Some(FlushPoll::Pause { recheck_at })) => {
+                return Ok(FlushStart::Pause { recheck_at })
+            }
+            (FlushSet::Oldest { .. }, Some(FlushPoll::Flush { region, .. })) => alloc::vec![region],
+            (FlushSet::Oldest { .. }, None) => match self.oldest_full_region() {
+                Some(region) => alloc::vec![region],
+                None => return Ok(FlushStart::Idle),
+            },
+            (FlushSet::EveryFull, _) => {
+                // Regions are reset oldest first, so that a truncate or
+                // unlink record never goes before older data it supersedes.
+                let set: Vec<RegionId> = self
+                    .full_regions()
+                    .into_iter()
+                    .take_while(|&r| !busy(r))
+                    .collect();
+                if set.is_empty() {
+                    return Ok(FlushStart::Busy);
+                }
+                set
+            }
+        };
+        let fill_gaps = set == FlushSet::EveryFull;
+        let runs = self.start_flush_set(&regions, run_max_bytes, fill_gaps)?;
+        Ok(FlushStart::Flush { regions, runs })
     }
 
     /// The filling region if its first record is older than the flush age;

@@ -24,7 +24,9 @@ use sluice_policy::extent_index::{Extent, Piece};
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::pipeline::{PipelineConfig, WhenFull};
 use sluice_policy::redirector::RedirectorConfig;
-use sluice_policy::write_buffer::{Placement, WriteBuffer, WriteBufferConfig};
+use sluice_policy::write_buffer::{
+    FlushSet, FlushStart, Placement, WriteBuffer, WriteBufferConfig,
+};
 use sluice_policy::{FileId, LogLocation, Tier, Time};
 
 const REGION_BYTES: u64 = 16 * 1024;
@@ -141,15 +143,14 @@ impl Harness {
             self.buffer.set_draining(false);
             return false;
         }
-        match self.buffer.poll_flush(self.now) {
-            sluice_policy::write_buffer::FlushPoll::Flush { .. } => {}
-            other => panic!("a draining flusher with a full region must flush, got {other:?}"),
-        };
-        let set = self.buffer.full_regions();
-        let runs = self
+        // As the engine's flusher asks (nothing is in flight here).
+        let next = self
             .buffer
-            .start_flush_set(&set, 4096, true)
+            .next_flush(self.now, FlushSet::EveryFull, 4096, |_| false)
             .expect("full regions");
+        let FlushStart::Flush { regions: set, runs } = next else {
+            panic!("a draining flusher with a full region must flush, got {next:?}");
+        };
         for run in runs {
             let pieces = self
                 .buffer

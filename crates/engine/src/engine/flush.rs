@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_env::{wait_while, BackendFile, SetAttr, TimeSet};
-use sluice_policy::write_buffer::{FlushPoll, FlushRunRef};
+use sluice_policy::write_buffer::{FlushRunRef, FlushSet, FlushStart};
 use sluice_policy::{FileId, RegionId};
 
 use super::files::forget_if_unused;
@@ -191,33 +191,32 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         return Ok(Some(Step::Idle(Duration::from_millis(250))));
     }
     let now = shared.clock.now();
-    match state.buffer.poll_flush(now) {
-        FlushPoll::Idle => return Ok(Some(Step::Idle(Duration::from_millis(100)))),
-        FlushPoll::Pause { recheck_at } => {
+    // Every full region together, up to the first with a record still
+    // being written into it (the record's end notifies): the write
+    // buffer's sluice set (`FlushSet::EveryFull`).
+    let State {
+        buffer, regions, ..
+    } = &mut *state;
+    let busy = |r: RegionId| !regions[r.0 as usize].in_flight.is_empty();
+    let next = buffer
+        .next_flush(
+            now,
+            FlushSet::EveryFull,
+            shared.config.flush_run_max_bytes,
+            busy,
+        )
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let (set, runs) = match next {
+        FlushStart::Idle => return Ok(Some(Step::Idle(Duration::from_millis(100)))),
+        FlushStart::Pause { recheck_at } => {
             let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));
             return Ok(Some(Step::Idle(
                 wait.clamp(Duration::from_millis(1), Duration::from_millis(100)),
             )));
         }
-        FlushPoll::Flush { .. } => {}
-    }
-    // A region with a record still being written into it waits for the
-    // next round (the record's end notifies), and so do the regions that
-    // became full after it: regions are reset oldest first, so that a
-    // truncate or unlink record never goes before older data it supersedes.
-    let set: Vec<RegionId> = state
-        .buffer
-        .full_regions()
-        .into_iter()
-        .take_while(|r| state.regions[r.0 as usize].in_flight.is_empty())
-        .collect();
-    if set.is_empty() {
-        return Ok(Some(Step::Idle(Duration::from_millis(10))));
-    }
-    let runs = state
-        .buffer
-        .start_flush_set(&set, shared.config.flush_run_max_bytes, true)
-        .map_err(|e| io::Error::other(e.to_string()))?;
+        FlushStart::Busy => return Ok(Some(Step::Idle(Duration::from_millis(10)))),
+        FlushStart::Flush { regions, runs } => (regions, runs),
+    };
     // This node writes these files now: their clean copies are compared
     // with them first, and stamped again once every write of theirs ended
     // (cache.rs), however the flush ends.

@@ -71,7 +71,8 @@ use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
 use sluice_policy::segments::{Action, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve};
 use sluice_policy::threshold::ThresholdConfig;
 use sluice_policy::write_buffer::{
-    FlushPoll, FlushRunRef, Placement, WriteBuffer, WriteBufferConfig, WriteBufferCounters,
+    FlushRunRef, FlushSet, FlushStart, Placement, WriteBuffer, WriteBufferConfig,
+    WriteBufferCounters,
 };
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time, WriteRequest};
 

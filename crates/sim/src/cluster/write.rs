@@ -236,21 +236,32 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// The full region `server` should start flushing now, if any: the
-    /// oldest, once the gate allows it (SSDUP+, sluice), or at once (the
-    /// others).
-    pub(super) fn region_to_flush(&mut self, now: Time, server: u32) -> Option<RegionId> {
+    /// Start flushing the full region `server` should flush now, if any:
+    /// the oldest, once the gate allows it (SSDUP+, sluice), or at once
+    /// (the others); the write buffer's papers' set
+    /// ([`FlushSet::Oldest`]). Returns the region and its runs.
+    pub(super) fn start_flush(
+        &mut self,
+        now: Time,
+        server: u32,
+    ) -> Option<(RegionId, Vec<FlushRunRef>)> {
+        let run_max = self.config.flush_run_max_bytes;
         let s = &mut self.servers[server as usize];
-        if !s.traffic_aware {
-            return s.buffer.oldest_full_region();
-        }
-        match s.buffer.poll_flush(now) {
-            FlushPoll::Idle => None,
-            FlushPoll::Pause { recheck_at } => {
+        let set = FlushSet::Oldest {
+            gated: s.traffic_aware,
+        };
+        // INVARIANT: the regions the write buffer names are full.
+        match s
+            .buffer
+            .next_flush(now, set, run_max, |_| false)
+            .expect("the write buffer starts full regions")
+        {
+            FlushStart::Idle | FlushStart::Busy => None,
+            FlushStart::Pause { recheck_at } => {
                 self.schedule_recheck(now, server, recheck_at);
                 None
             }
-            FlushPoll::Flush { region, .. } => Some(region),
+            FlushStart::Flush { regions, runs } => Some((regions[0], runs)),
         }
     }
 
@@ -260,15 +271,10 @@ impl<'a> Sim<'a> {
             let region = match self.servers[server as usize].flush.region {
                 Some(region) => region,
                 None => {
-                    let Some(region) = self.region_to_flush(now, server) else {
+                    let Some((region, runs)) = self.start_flush(now, server) else {
                         return;
                     };
                     let s = &mut self.servers[server as usize];
-                    // INVARIANT: region_to_flush returned a full region.
-                    let runs = s
-                        .buffer
-                        .start_flush(region, self.config.flush_run_max_bytes)
-                        .expect("region_to_flush gives a full region");
                     s.flush.runs = runs.into();
                     s.flush.region = Some(region);
                     region

@@ -955,6 +955,32 @@ impl Engine {
         let mut state = wait_while(&shared.changed, lock(shared), None, busy(file));
         let logged = state.buffer.has_logged(file);
         if logged {
+            // A capacity file shorter than `size` grows to it, synced,
+            // before the record can be: once the record is durable,
+            // recovery clips the file's older records to `size`, and a
+            // capacity file that kept a shorter length (the record synced,
+            // then a power cut before the cut below) came back shorter
+            // than both the length before the truncate and after it (the
+            // seeded harness, seed 21404: an fsynced file's hole gone).
+            // Growing first is safe: before the record, the older records
+            // still cover every byte below the old length.
+            cache::begin_own_write(&mut state, file);
+            let handle = Arc::clone(&state.files.get(&file).ok_or_else(|| unknown(file))?.handle);
+            drop(state);
+            let grown = handle.len().and_then(|len| {
+                if len < size {
+                    handle.set_len(size).and_then(|()| handle.sync_data())
+                } else {
+                    Ok(())
+                }
+            });
+            state = lock(shared);
+            cache::end_own_write(&mut state, file);
+            grown.map_err(context(format!(
+                "capacity tier {}: truncate: grow the file first",
+                shared.capacity.describe()
+            )))?;
+            state = wait_while(&shared.changed, state, None, busy(file));
             let mut append = Append::required(RecordHeader::truncate(file, size, 0), &[], None);
             let seq = seq_of(drive!(shared, state, append))?;
             // Applied at once, under the same hold of the lock as the

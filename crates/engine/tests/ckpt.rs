@@ -681,3 +681,53 @@ fn a_checkpoint_the_fast_tier_cannot_hold_spills_at_its_create() {
     );
     assert_eq!(ck.size(&p("sm/v2")), None);
 }
+
+/// An N-1 checkpoint (one shared file, every rank opening it): the ranks
+/// open the file while it is still empty, and with `O_TRUNC`, while the
+/// others write it. It is one checkpoint, written through every handle.
+/// (Before, an open for writing of an empty file, or with `O_TRUNC`,
+/// always began a new checkpoint and replaced the copy: the handles
+/// already open wrote on into the replaced copy, unnamed, and their bytes
+/// were lost. The same for a checkpoint written straight to the capacity
+/// tier, whose next open staged a new copy over it.)
+#[test]
+fn ranks_opening_one_checkpoint_file_all_write_it() {
+    for (size, capacity) in [(64 * KIB, 1024 * KIB), (600 * KIB, 256 * KIB)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_fast, _cap, f, c) = mem();
+        let ck = open(&f, &c, dir.path(), options(capacity)).unwrap();
+        ck.register(job("j", size, "ck/*", Failure::Nodes(4), 1))
+            .unwrap();
+        let path = p("ck/n1");
+        let ranks = 4u64;
+        let block = 4 * KIB;
+        // Rank 0 creates it; the others open it empty, one with O_TRUNC.
+        let mut handles = vec![ck.create(&path).unwrap()];
+        for rank in 1..ranks {
+            handles.push(ck.open_file(&path, true, rank == 2).unwrap());
+        }
+        let data = bytes(9, ranks * block * 4);
+        for (rank, &fh) in handles.iter().enumerate() {
+            let mut at = rank as u64 * block;
+            while at < data.len() as u64 {
+                ck.write(fh, at, &data[at as usize..(at + block) as usize])
+                    .unwrap();
+                at += ranks * block;
+            }
+        }
+        for &fh in &handles {
+            ck.fsync(fh).unwrap();
+            ck.release(fh);
+        }
+        assert_eq!(ck.status().stats.checkpoints, 1, "one checkpoint");
+        assert!(
+            read_all(&ck, &path) == data,
+            "S {capacity}: every rank's blocks"
+        );
+        ck.drain().unwrap();
+        assert!(
+            capacity_bytes(&c, &path) == data,
+            "and on the capacity tier"
+        );
+    }
+}

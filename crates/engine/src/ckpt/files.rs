@@ -59,12 +59,20 @@ impl Checkpoints {
     }
 
     /// Open `path`. For writing, an empty checkpoint-class file (or one
-    /// opened with `truncate`) starts a new checkpoint; one with data is
-    /// written in place where it is. For reading, a fast-tier copy is a
-    /// restart hit, the capacity tier a miss.
+    /// opened with `truncate`) starts a new checkpoint, unless another
+    /// handle writes it now: then it is that checkpoint (an N-1
+    /// checkpoint's ranks each open the shared file), joined, and cut to
+    /// zero in place with `truncate`. A file with data is written in place
+    /// where it is. For reading, a fast-tier copy is a restart hit, the
+    /// capacity tier a miss.
     pub fn open_file(&self, path: &RelPath, write: bool, truncate: bool) -> io::Result<u64> {
         let shared = &*self.shared;
-        if write && Checkpoints::job_of(&shared.lock(), path).is_some() {
+        let (class, written) = {
+            let state = shared.lock();
+            let written = state.handles.values().any(|h| h.writing && h.path == *path);
+            (Checkpoints::job_of(&state, path).is_some(), written)
+        };
+        if write && class && !written {
             let empty = match self.size(path) {
                 Some(len) => len == 0,
                 None => shared.capacity.metadata(path)?.len == 0,
@@ -96,6 +104,13 @@ impl Checkpoints {
             }
             None => Target::Capacity(shared.capacity.open(path, OpenOptions::default())?),
         };
+        if write && truncate && written {
+            // O_TRUNC of the checkpoint the others write: cut in place.
+            match &target {
+                Target::Copy(id) => self.truncate_copy(&mut state, *id, 0)?,
+                Target::Capacity(file) => file.set_len(0)?,
+            }
+        }
         let copy = matches!(target, Target::Copy(_));
         if write && copy {
             state.writers += 1;
@@ -111,6 +126,7 @@ impl Checkpoints {
             &mut state,
             Handle {
                 target,
+                path: path.clone(),
                 writing: write,
                 hit: (!write).then_some(copy),
                 ticket: None,
@@ -388,6 +404,7 @@ impl Checkpoints {
             state,
             Handle {
                 target,
+                path: path.clone(),
                 writing: true,
                 hit: None,
                 ticket,
@@ -951,6 +968,15 @@ impl Checkpoints {
         }
         if let Some(id) = over {
             state.by_path.insert(to.clone(), id);
+        }
+        // Handles follow their file to its new name (a handle of a file
+        // the rename replaced keeps its old name, now another file's: it
+        // can only make a later open join rather than begin, which writes
+        // in place as any open does).
+        for h in state.handles.values_mut() {
+            if let Some(new) = h.path.rebase(from, to) {
+                h.path = new;
+            }
         }
         Ok(())
     }

@@ -277,6 +277,11 @@ enum Target {
 
 struct Handle {
     target: Target,
+    /// The checkpoint's name, as opened (following the stager's renames):
+    /// an open for writing of a name another handle writes joins that
+    /// checkpoint instead of beginning a new one (`files.rs`,
+    /// [`Checkpoints::open_file`]).
+    path: RelPath,
     writing: bool,
     /// For a reader: whether a fast-tier copy serves it (a restart hit) or
     /// the capacity tier (a miss).

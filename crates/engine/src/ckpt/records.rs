@@ -235,6 +235,7 @@ impl Checkpoints {
             state,
             Handle {
                 target: Target::Capacity(file),
+                path: path.clone(),
                 writing: true,
                 hit: None,
                 ticket,

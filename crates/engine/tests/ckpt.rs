@@ -544,6 +544,41 @@ fn a_publish_during_another_handles_write_leaves_the_copy_staged() {
     ck.release(fh2);
 }
 
+/// A stager over a crash-backed fast tier of `fast_bytes` (its file
+/// system, whatever `S` says) and the usual capacity tier, with S =
+/// `capacity` and job `j` of `job_bytes` over `ck/*`.
+fn on_a_small_fast_tier(
+    dir: &tempfile::TempDir,
+    fast_bytes: u64,
+    capacity: u64,
+    job_bytes: u64,
+) -> (
+    Arc<CrashBackend>,
+    Arc<dyn Backend>,
+    Arc<dyn Backend>,
+    Checkpoints,
+) {
+    let fast = Arc::new(CrashBackend::with_capacity(fast_bytes));
+    let f: Arc<dyn Backend> = fast.clone();
+    let (_, _, _, c) = mem();
+    let ck = open(&f, &c, dir.path(), options(capacity)).unwrap();
+    ck.register(job("j", job_bytes, "ck/*", Failure::Nodes(4), 1))
+        .unwrap();
+    (fast, f, c, ck)
+}
+
+/// Rank `rank` of `ranks` writes its blocks of `data` through `fh`:
+/// blocks `rank`, `rank + ranks`, ... of `block` bytes each.
+fn write_strided(ck: &Checkpoints, fh: u64, data: &[u8], rank: u64, ranks: u64, block: u64) {
+    let mut at = rank * block;
+    while at < data.len() as u64 {
+        let end = (at + block) as usize;
+        ck.write(fh, at, &data[at as usize..end])
+            .unwrap_or_else(|e| panic!("rank {rank} at {at}: {e}"));
+        at += ranks * block;
+    }
+}
+
 /// A fast tier whose file system holds less than `S` says (shared with
 /// the log, or with other users), and a checkpoint larger than its job
 /// declared, so placement staged it: when it finds no room mid-write it
@@ -552,12 +587,7 @@ fn a_publish_during_another_handles_write_leaves_the_copy_staged() {
 #[test]
 fn a_staged_checkpoint_the_fast_tier_has_no_room_for_moves_to_the_capacity_tier() {
     let dir = tempfile::tempdir().unwrap();
-    let fast = Arc::new(CrashBackend::with_capacity(200 * KIB));
-    let f: Arc<dyn Backend> = fast.clone();
-    let (_, _, _, c) = mem();
-    let ck = open(&f, &c, dir.path(), options(1024 * KIB)).unwrap();
-    ck.register(job("j", 100 * KIB, "ck/*", Failure::Nodes(4), 1))
-        .unwrap();
+    let (fast, f, c, ck) = on_a_small_fast_tier(&dir, 200 * KIB, 1024 * KIB, 100 * KIB);
     let data = bytes(1, 600 * KIB);
     let fh = ck.create(&p("ck/v1")).unwrap();
     let reader = ck.open_file(&p("ck/v1"), false, false).unwrap();
@@ -600,36 +630,21 @@ fn a_staged_checkpoint_the_fast_tier_has_no_room_for_moves_to_the_capacity_tier(
 }
 
 /// Threads writing one checkpoint file through one handle when the fast
-/// tier fills (the stager begins a new checkpoint at each open for
-/// writing, so ranks of one file share it): one moves the copy, the
-/// others wait for the move and write on to the capacity file; no write
-/// fails or is lost.
+/// tier fills: one moves the copy, the others wait for the move and
+/// write on to the capacity file; no write fails or is lost.
 #[test]
 fn writers_of_one_checkpoint_all_land_when_the_fast_tier_fills() {
     let dir = tempfile::tempdir().unwrap();
-    let f: Arc<dyn Backend> = Arc::new(CrashBackend::with_capacity(256 * KIB));
-    let (_, _, _, c) = mem();
-    let ck = Arc::new(open(&f, &c, dir.path(), options(4096 * KIB)).unwrap());
     // Declared smaller than it is, so it is staged.
-    ck.register(job("j", 128 * KIB, "ck/*", Failure::Nodes(4), 1))
-        .unwrap();
+    let (_fast, _f, c, ck) = on_a_small_fast_tier(&dir, 256 * KIB, 4096 * KIB, 128 * KIB);
     let data = bytes(3, 1024 * KIB);
     let fh = ck.create(&p("ck/n1")).unwrap();
     let ranks = 4u64;
     let block = 16 * KIB;
     std::thread::scope(|scope| {
         for rank in 0..ranks {
-            let (ck, data) = (Arc::clone(&ck), &data);
-            scope.spawn(move || {
-                // Strided: rank r writes blocks r, r + ranks, ...
-                let mut at = rank * block;
-                while at < data.len() as u64 {
-                    let end = (at + block) as usize;
-                    ck.write(fh, at, &data[at as usize..end])
-                        .unwrap_or_else(|e| panic!("rank {rank} at {at}: {e}"));
-                    at += ranks * block;
-                }
-            });
+            let (ck, data) = (&ck, &data);
+            scope.spawn(move || write_strided(ck, fh, data, rank, ranks, block));
         }
     });
     ck.fsync(fh).unwrap();
@@ -646,11 +661,7 @@ fn writers_of_one_checkpoint_all_land_when_the_fast_tier_fills() {
 #[test]
 fn a_checkpoint_the_fast_tier_cannot_hold_spills_at_its_create() {
     let dir = tempfile::tempdir().unwrap();
-    let f: Arc<dyn Backend> = Arc::new(CrashBackend::with_capacity(200 * KIB));
-    let (_, _, _, c) = mem();
-    let ck = open(&f, &c, dir.path(), options(1024 * KIB)).unwrap();
-    ck.register(job("big", 600 * KIB, "ck/*", Failure::Nodes(4), 1))
-        .unwrap();
+    let (_fast, _f, c, ck) = on_a_small_fast_tier(&dir, 200 * KIB, 1024 * KIB, 600 * KIB);
     ck.register(job("small", 64 * KIB, "sm/*", Failure::Nodes(4), 1))
         .unwrap();
     c.create_dir(&p("sm")).unwrap();
@@ -708,12 +719,7 @@ fn ranks_opening_one_checkpoint_file_all_write_it() {
         }
         let data = bytes(9, ranks * block * 4);
         for (rank, &fh) in handles.iter().enumerate() {
-            let mut at = rank as u64 * block;
-            while at < data.len() as u64 {
-                ck.write(fh, at, &data[at as usize..(at + block) as usize])
-                    .unwrap();
-                at += ranks * block;
-            }
+            write_strided(&ck, fh, &data, rank as u64, ranks, block);
         }
         for &fh in &handles {
             ck.fsync(fh).unwrap();

@@ -232,13 +232,9 @@ pub(super) fn copy_out(
         }
         offset += n;
     }
-    dst.set_len(len)?;
-    dst.sync_data()?;
     // The name too: the copy is `cached` only once the capacity tier would
     // keep it through a crash.
-    shared
-        .capacity
-        .sync_dir(&target.parent().unwrap_or_else(RelPath::root))?;
+    shared.settle_on_capacity(dst.as_ref(), &target, len)?;
     // And the fast-tier copy: after a crash a `cached` record's copy
     // serves restart reads, so it must hold the bytes just copied, also
     // when the application closed it without an fsync.

@@ -135,6 +135,15 @@ impl Checkpoints {
         ))
     }
 
+    /// Copy `id` is about to change (a write, truncate or fallocate): it
+    /// is refused if [`Copy::broken`], else staged again if cached.
+    fn to_change(&self, state: &mut State, id: u64) -> io::Result<()> {
+        if let Some(c) = state.copies.get(&id) {
+            c.writable()?;
+        }
+        self.stage_again(state, id)
+    }
+
     /// A write to a cached copy makes it staged again, durably first.
     pub(super) fn stage_again(&self, state: &mut State, id: u64) -> io::Result<()> {
         let Some(c) = state.copies.get_mut(&id) else {
@@ -470,9 +479,6 @@ impl Checkpoints {
                     }
                     Target::Copy(id) => *id,
                 };
-                if let Some(c) = state.copies.get(&id) {
-                    c.writable()?;
-                }
                 if state.copies.get(&id).is_some_and(|c| c.moving) {
                     // Its handles move to the capacity file first.
                     drop(wait_for(&shared.changed, state, MOVE_POLL));
@@ -488,7 +494,7 @@ impl Checkpoints {
                     Ok(()) => {
                         // A copy published at an fsync or close (cached, its
                         // bytes on the capacity tier) is staged again first.
-                        self.stage_again(&mut state, id)?;
+                        self.to_change(&mut state, id)?;
                         // Under the lock before the bytes change: a demotion
                         // finishing after this sees the change.
                         let c = state.copies.get_mut(&id).ok_or_else(|| bad_handle(fh))?;
@@ -673,13 +679,8 @@ impl Checkpoints {
                 &what,
             ));
         }
-        dst.set_len(len)
-            .and_then(|()| dst.sync_data())
-            .and_then(|()| {
-                shared
-                    .capacity
-                    .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
-            })
+        shared
+            .settle_on_capacity(dst.as_ref(), &target, len)
             .map_err(|e| with_context(e, &what))?;
         Ok(dst)
     }
@@ -821,10 +822,7 @@ impl Checkpoints {
                 }
                 Target::Copy(id) => *id,
             };
-            if let Some(c) = state.copies.get(&id) {
-                c.writable()?;
-            }
-            self.stage_again(&mut state, id)?;
+            self.to_change(&mut state, id)?;
             let c = state
                 .copies
                 .get_mut(&id)
@@ -856,10 +854,7 @@ impl Checkpoints {
     }
 
     pub(super) fn truncate_copy(&self, state: &mut State, id: u64, size: u64) -> io::Result<()> {
-        if let Some(c) = state.copies.get(&id) {
-            c.writable()?;
-        }
-        self.stage_again(state, id)?;
+        self.to_change(state, id)?;
         let c = state
             .copies
             .get_mut(&id)

@@ -425,6 +425,22 @@ impl Shared {
         )
     }
 
+    /// A copy of `len` bytes just written to `dst`, the capacity file at
+    /// `target`, made durable there: cut to `len`, synced, and its name
+    /// synced (a demotion, a publication and a move all end so before the
+    /// copy's record may say the capacity tier holds it).
+    fn settle_on_capacity(
+        &self,
+        dst: &dyn BackendFile,
+        target: &RelPath,
+        len: u64,
+    ) -> io::Result<()> {
+        dst.set_len(len)?;
+        dst.sync_data()?;
+        self.capacity
+            .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         sluice_env::lock(&self.state)
     }

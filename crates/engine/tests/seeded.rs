@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use sluice_devices::rng::DeviceRng as Rng;
 use sluice_engine::{Engine, EngineConfig};
-use sluice_env::crash::CrashBackend;
+use sluice_env::crash::{Acked as Ack, CrashBackend};
 use sluice_env::{Backend, OpenOptions, RelPath, SystemClock};
 use sluice_policy::detector::DetectorConfig;
 use sluice_policy::flush_gate::FlushGateConfig;
@@ -159,66 +159,6 @@ fn payload(seed: u8, offset: u64, len: u64) -> Vec<u8> {
     (offset..offset + len)
         .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed) | 1)
         .collect()
-}
-
-/// A file's bytes as they were at an acknowledgement, and which of them
-/// (and whether its size) changed since.
-#[derive(Clone, Debug)]
-struct Ack {
-    bytes: Vec<u8>,
-    touched: Vec<bool>,
-    size_touched: bool,
-}
-
-impl Ack {
-    fn of(bytes: &[u8]) -> Ack {
-        Ack {
-            bytes: bytes.to_vec(),
-            touched: Vec::new(),
-            size_touched: false,
-        }
-    }
-
-    fn touch(&mut self, from: u64, to: u64, size: bool) {
-        let to = to as usize;
-        if self.touched.len() < to {
-            self.touched.resize(to, false);
-        }
-        for t in &mut self.touched[from as usize..to] {
-            *t = true;
-        }
-        self.size_touched |= size;
-    }
-
-    /// Whether `got` (None: no file) keeps every byte of this
-    /// acknowledgement not touched since.
-    fn check(&self, got: Option<&[u8]>) -> Result<(), String> {
-        let Some(got) = got else {
-            return Err(format!(
-                "acknowledged at {} bytes, the file is gone",
-                self.bytes.len()
-            ));
-        };
-        if !self.size_touched && got.len() != self.bytes.len() {
-            return Err(format!(
-                "size {} where {} was acknowledged",
-                got.len(),
-                self.bytes.len()
-            ));
-        }
-        for (i, &byte) in self.bytes.iter().enumerate() {
-            if self.touched.get(i).copied().unwrap_or(false) {
-                continue;
-            }
-            if got.get(i) != Some(&byte) {
-                return Err(format!(
-                    "byte {i}: {:?} where {byte} was acknowledged",
-                    got.get(i)
-                ));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// What a file must hold after a crash. Two acknowledgements, of two

@@ -41,7 +41,9 @@
 //!   fails until [`CrashBackend::restart`], so threads of the dead workload
 //!   cannot change the post-crash state. A test runs its workload once to
 //!   count [`CrashBackend::sync_points`], then reruns it on a fresh backend
-//!   crashing at each point in turn.
+//!   crashing at each point in turn. [`CrashBackend::halt`] stops it the
+//!   same way at once, between any two calls, with or without the loss of
+//!   the unsynced state (a power cut, or a kill of the process using it).
 //! * **Extended attributes** (by path: `get_xattr`, `set_xattr`,
 //!   `list_xattr`, `remove_xattr`; by an open file's handle, its inode
 //!   whatever names it now: `set_xattr`, `remove_xattr`) are kept per file
@@ -634,6 +636,70 @@ impl CrashState {
     }
 }
 
+/// The oracle of the crash tests built on this backend: a file's bytes as
+/// they were when a sync of them was acknowledged, and which of them (and
+/// whether its length) the workload changed since. After a crash the file
+/// must keep every byte not changed since, and its length unless changed.
+#[derive(Clone, Debug)]
+pub struct Acked {
+    bytes: Vec<u8>,
+    touched: Vec<bool>,
+    size_touched: bool,
+}
+
+impl Acked {
+    /// Acknowledged as `bytes`, nothing changed since.
+    pub fn of(bytes: &[u8]) -> Acked {
+        Acked {
+            bytes: bytes.to_vec(),
+            touched: Vec::new(),
+            size_touched: false,
+        }
+    }
+
+    /// The workload changed bytes `from..to` (and the length, with `size`).
+    pub fn touch(&mut self, from: u64, to: u64, size: bool) {
+        let to = to as usize;
+        if self.touched.len() < to {
+            self.touched.resize(to, false);
+        }
+        for t in &mut self.touched[from as usize..to] {
+            *t = true;
+        }
+        self.size_touched |= size;
+    }
+
+    /// Whether `got` (None: no file) keeps every byte of this
+    /// acknowledgement not touched since.
+    pub fn check(&self, got: Option<&[u8]>) -> Result<(), String> {
+        let Some(got) = got else {
+            return Err(format!(
+                "acknowledged at {} bytes, the file is gone",
+                self.bytes.len()
+            ));
+        };
+        if !self.size_touched && got.len() != self.bytes.len() {
+            return Err(format!(
+                "size {} where {} was acknowledged",
+                got.len(),
+                self.bytes.len()
+            ));
+        }
+        for (i, &byte) in self.bytes.iter().enumerate() {
+            if self.touched.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            if got.get(i) != Some(&byte) {
+                return Err(format!(
+                    "byte {i}: {:?} where {byte} was acknowledged",
+                    got.get(i)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The crash-test tier. Cheap to create; see the module doc for the model.
 pub struct CrashBackend {
     state: Arc<Mutex<CrashState>>,
@@ -697,6 +763,29 @@ impl CrashBackend {
     /// crash.
     pub fn crash_after(&self, n: u64) {
         self.state().armed = Some(CrashPoint::After(n));
+    }
+
+    /// Stops the tier now, as the host or the process using it dies: with
+    /// `power_cut` every unsynced change is lost (as [`CrashBackend::crash`]
+    /// loses it); without, every change is kept (a kill of the process: the
+    /// tier's own cache survives it). Either way the handles from before
+    /// are closed and invalid, and the backend stays crashed until
+    /// [`CrashBackend::restart`], so nothing the dead process still tries
+    /// reaches the tier. Cancels an armed crash.
+    pub fn halt(&self, power_cut: bool) {
+        let mut state = self.state();
+        state.armed = None;
+        if power_cut {
+            state.crash();
+        } else {
+            state.epoch += 1;
+            state.crashes += 1;
+            for file in state.files.values_mut() {
+                file.open_handles = 0;
+            }
+            state.collect_garbage();
+        }
+        state.crashed_at = Some(state.sync_points);
     }
 
     /// Cancels an armed crash.

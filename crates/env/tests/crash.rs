@@ -238,6 +238,31 @@ fn stale_handles_fail_after_an_armed_crash_and_restart() {
     assert_eq!(backend.crashed_at(), None);
 }
 
+#[test]
+fn a_halt_stops_the_tier_at_once_with_or_without_the_unsynced_state() {
+    for power_cut in [false, true] {
+        let backend = CrashBackend::new();
+        let file = backend.open(&p("f"), OpenOptions::CREATE).unwrap();
+        backend.sync_dir(&RelPath::root()).unwrap();
+        file.write_at(b"synced", 0).unwrap();
+        file.sync_data().unwrap();
+        file.write_at(b"SYN", 0).unwrap();
+        backend.halt(power_cut);
+        // Down: the dead process changes nothing, by handle or by path.
+        assert!(file.write_at(b"x", 0).is_err());
+        assert!(backend.open(&p("g"), OpenOptions::CREATE).is_err());
+        assert!(backend.crashed_at().is_some());
+        backend.restart();
+        assert!(file.write_at(b"x", 0).is_err(), "a handle from before");
+        let want: &[u8] = if power_cut { b"synced" } else { b"SYNced" };
+        assert_eq!(
+            contents(&backend, "f").as_deref(),
+            Some(want),
+            "power cut {power_cut}"
+        );
+    }
+}
+
 /// Record length of [`torn_run`]: longer than a sector, so every record can
 /// tear (a write within one sector cannot).
 const RECORD: usize = 700;

@@ -403,6 +403,50 @@ fn a_truncate_cut_after_its_record_keeps_the_length_below_it() {
     );
 }
 
+/// The same window with a capacity file *longer* than the new length, but
+/// only by bytes not yet synced (here the kernel's, through passthrough;
+/// a straight write does the same). The truncate syncs that length before
+/// its record: before, it grew only a shorter file, the power cut took the
+/// unsynced length back, and the file came back empty, its fsynced hole
+/// below the new length gone (the orders harness with crashes, seed 1277).
+#[test]
+fn a_truncate_cut_after_its_record_keeps_the_length_below_it_over_unsynced_bytes() {
+    let fast = Arc::new(CrashBackend::new());
+    let cap = Arc::new(CrashBackend::new());
+    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), cap.clone());
+    let path = RelPath::new("f").unwrap();
+    let engine = open(&f, &c);
+    let id = engine.create(&path).unwrap();
+    engine.write(id, 16 * SLOT, &pattern(1)).unwrap();
+    engine.fsync(id).unwrap();
+    assert_eq!(c.metadata(&path).unwrap().len, 0);
+    // The kernel writes past the end, unsynced.
+    engine.note_kernel_writes(id);
+    c.open(&path, OpenOptions::default())
+        .unwrap()
+        .write_at(&pattern(2), 20 * SLOT)
+        .unwrap();
+    // The truncate's log sync is the fast tier's next sync point.
+    fast.crash_after(fast.sync_points() + 1);
+    assert!(engine.truncate(id, 8 * SLOT).is_err(), "cut by the crash");
+    cap.crash();
+    drop(engine);
+    fast.restart();
+    cap.restart();
+    let engine = open(&f, &c);
+    let id = engine.open_file(&path).unwrap();
+    let got = engine.read(id, 0, 32 * SLOT).unwrap();
+    assert!(
+        got.len() as u64 >= 8 * SLOT,
+        "{} bytes: shorter than the file before the truncate and after it",
+        got.len()
+    );
+    assert!(
+        got[..8 * SLOT as usize].iter().all(|&b| b == 0),
+        "the fsynced hole"
+    );
+}
+
 /// The fast tier fills while the flush cannot finish (the capacity tier's
 /// sync fails): `wait` waits up to `wait_max` then writes through,
 /// `write_through` writes through at once; both keep every byte readable.

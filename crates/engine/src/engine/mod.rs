@@ -432,6 +432,25 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
     sluice_env::lock(&shared.state)
 }
 
+/// Before a truncate record that clips a file's logged bytes to `size`:
+/// make the capacity file's *durable* length at least `size` (Engine::
+/// truncate). Once the record is durable, recovery clips the older records
+/// to `size` and sizes the file by them and the capacity file; a capacity
+/// file that came back shorter would lose the length (an fsynced hole's
+/// bytes). A shorter file grows and is synced; a longer one is synced if
+/// `owed` (changed since its last sync: its length may be one a power cut
+/// takes back). Found by the seeded harness (seed 21404) and the orders
+/// harness with crashes (seed 1277: a straight write had lengthened the
+/// file unsynced).
+fn grow_before_truncate(handle: &dyn BackendFile, size: u64, owed: bool) -> io::Result<()> {
+    if handle.len()? < size {
+        handle.set_len(size)?;
+    } else if !owed {
+        return Ok(());
+    }
+    handle.sync_data()
+}
+
 fn region_path(r: u32) -> io::Result<RelPath> {
     RelPath::new(&format!("log/region-{r:04}"))
 }
@@ -955,27 +974,25 @@ impl Engine {
         let mut state = wait_while(&shared.changed, lock(shared), None, busy(file));
         let logged = state.buffer.has_logged(file);
         if logged {
-            // A capacity file shorter than `size` grows to it, synced,
-            // before the record can be: once the record is durable,
-            // recovery clips the file's older records to `size`, and a
-            // capacity file that kept a shorter length (the record synced,
-            // then a power cut before the cut below) came back shorter
-            // than both the length before the truncate and after it (the
-            // seeded harness, seed 21404: an fsynced file's hole gone).
-            // Growing first is safe: before the record, the older records
-            // still cover every byte below the old length. Best effort: a
-            // capacity tier failing now (its sync) does not fail the
-            // truncate here; the cut below reports it if it still fails.
+            // The capacity file's durable length reaches `size` before
+            // the record can be (`grow_before_truncate`): once the record
+            // is durable, recovery clips the file's older records to
+            // `size`, and a capacity file that kept a shorter length (the
+            // record synced, then a power cut before the cut below) came
+            // back shorter than both the length before the truncate and
+            // after it (an fsynced file's hole gone). Growing first is
+            // safe: before the record, the older records still cover every
+            // byte below the old length. Best effort: a capacity tier
+            // failing now (its sync) does not fail the truncate here; the
+            // cut below reports it if it still fails.
             cache::begin_own_write(&mut state, file);
-            let handle = Arc::clone(&state.files.get(&file).ok_or_else(|| unknown(file))?.handle);
+            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+            let (handle, owed) = (
+                Arc::clone(&open.handle),
+                open.capacity_unsynced || open.kernel_writes,
+            );
             drop(state);
-            let grown = handle.len().and_then(|len| {
-                if len < size {
-                    handle.set_len(size).and_then(|()| handle.sync_data())
-                } else {
-                    Ok(())
-                }
-            });
+            let grown = grow_before_truncate(handle.as_ref(), size, owed);
             state = lock(shared);
             cache::end_own_write(&mut state, file);
             if let Err(e) = grown {

@@ -972,12 +972,27 @@ pub fn wait_for<'a, T>(
         .0
 }
 
+/// Wait on `changed` while `cond` holds of what `guard` guards, but at
+/// most `max` in all (notifications that leave `cond` true do not end
+/// it), poisoning ignored as by [`lock`].
+pub fn wait_while_at_most<'a, T>(
+    changed: &Condvar,
+    guard: MutexGuard<'a, T>,
+    max: Duration,
+    cond: impl FnMut(&mut T) -> bool,
+) -> MutexGuard<'a, T> {
+    changed
+        .wait_timeout_while(guard, max, cond)
+        .unwrap_or_else(PoisonError::into_inner)
+        .0
+}
+
 /// Wait on `changed` while `cond` holds of what `guard` guards, poisoning
 /// ignored as by [`lock`]; with `poll`, look again at least that often,
 /// for a condition whose change may come without a notification. With
-/// [`lock`], [`wait`] and [`wait_for`], the only places a guard is passed: callers
-/// keep their own helpers free of guards, as predicates on the guarded
-/// state.
+/// [`lock`], [`wait`], [`wait_for`] and [`wait_while_at_most`], the only
+/// places a guard is passed: callers keep their own helpers free of
+/// guards, as predicates on the guarded state.
 pub fn wait_while<'a, T>(
     changed: &Condvar,
     mut guard: MutexGuard<'a, T>,

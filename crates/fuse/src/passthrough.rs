@@ -215,10 +215,7 @@ impl<B> Passthrough<B> {
                 Some(node) if node.registering => node.waited = true,
                 _ => break,
             }
-            table = self
-                .registered
-                .wait(table)
-                .unwrap_or_else(|e| e.into_inner());
+            table = sluice_env::wait(&self.registered, table);
         }
         let backing = match table.nodes.get(&ino).and_then(|n| n.backing.clone()) {
             Some(backing) => backing,

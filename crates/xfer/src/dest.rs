@@ -326,7 +326,7 @@ impl PartialCopy {
     pub fn wait_writes(&self) {
         let mut n = sluice_env::lock(&self.writes);
         while *n > 0 {
-            n = self.writes_done.wait(n).unwrap_or_else(|p| p.into_inner());
+            n = sluice_env::wait(&self.writes_done, n);
         }
     }
 

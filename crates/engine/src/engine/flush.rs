@@ -94,11 +94,7 @@ pub(super) fn flusher_loop(shared: &Shared) {
                     if state.flush_retry_now || now >= until {
                         break;
                     }
-                    state = shared
-                        .changed
-                        .wait_timeout(state, until - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    state = sluice_env::wait_for(&shared.changed, state, until - now);
                 }
             }
         }
@@ -162,11 +158,7 @@ pub(super) fn flush_until(
                 last_error(&state)
             )));
         }
-        state = shared
-            .changed
-            .wait_timeout(state, Duration::from_millis(50))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        state = sluice_env::wait_for(&shared.changed, state, Duration::from_millis(50));
     };
     state.draining -= 1;
     if state.draining == 0 {

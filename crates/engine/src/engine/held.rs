@@ -1152,11 +1152,8 @@ pub(super) fn answer_loop(shared: &Shared) {
         // Woken at once by the engine's stop (which joins this thread
         // before the flusher's, so a write-back under way can still find
         // room in the log).
-        let state = lock(shared);
-        let (state, _) = shared
-            .changed
-            .wait_timeout_while(state, tick, |s| !s.shutdown)
-            .unwrap_or_else(|e| e.into_inner());
+        let state =
+            sluice_env::wait_while_at_most(&shared.changed, lock(shared), tick, |s| !s.shutdown);
         if state.shutdown {
             return;
         }

@@ -1139,12 +1139,7 @@ impl Engine {
             // name.
             sync_unsynced_names(&self.shared);
         }
-        *self
-            .shared
-            .alive_stop
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = true;
+        *sluice_env::lock(&self.shared.alive_stop.0) = true;
         self.shared.alive_stop.1.notify_all();
         if let Some(heartbeat) = self.heartbeat.take() {
             let _ = heartbeat.join();

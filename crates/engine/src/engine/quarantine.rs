@@ -92,16 +92,12 @@ pub(super) fn heartbeat_loop(shared: &Shared, file: &dyn BackendFile) {
         let _ = super::held::beat(shared);
         let _ = beat(file);
         super::health::watch_capacity(shared);
-        let stop = shared
-            .alive_stop
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let (stop, _) = shared
-            .alive_stop
-            .1
-            .wait_timeout_while(stop, HEARTBEAT_EVERY, |stop| !*stop)
-            .unwrap_or_else(|e| e.into_inner());
+        let stop = sluice_env::wait_while_at_most(
+            &shared.alive_stop.1,
+            sluice_env::lock(&shared.alive_stop.0),
+            HEARTBEAT_EVERY,
+            |stop| !*stop,
+        );
         if *stop {
             let _ = beat(file);
             return;

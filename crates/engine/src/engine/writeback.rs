@@ -59,10 +59,7 @@ pub(super) fn in_order<T: Send, E: Send>(
         match work(i, turn) {
             Ok(value) => sluice_env::lock(&done).push(value),
             Err(e) => {
-                failed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(e);
+                sluice_env::lock(&failed).get_or_insert(e);
                 return;
             }
         }
@@ -157,10 +154,7 @@ impl WritebackGate {
         let mine = tickets.0;
         tickets.0 += 1;
         while tickets.1 != mine {
-            tickets = self
-                .changed
-                .wait(tickets)
-                .unwrap_or_else(|e| e.into_inner());
+            tickets = sluice_env::wait(&self.changed, tickets);
         }
         SyncHold { gate: self }
     }
@@ -170,10 +164,7 @@ impl WritebackGate {
     pub(super) fn background(&self) {
         let mut tickets = sluice_env::lock(&self.tickets);
         while tickets.0 != tickets.1 {
-            tickets = self
-                .changed
-                .wait(tickets)
-                .unwrap_or_else(|e| e.into_inner());
+            tickets = sluice_env::wait(&self.changed, tickets);
         }
     }
 }

@@ -205,9 +205,7 @@ impl EmulatedPfs {
             len.div_ceil(self.config.object_size).div_ceil(width) * self.config.object_size;
         let bases = (0..self.config.stripe_count)
             .map(|i| {
-                let mut t = self.targets[((first + i) % n) as usize]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
+                let mut t = sluice_env::lock(&self.targets[((first + i) % n) as usize]);
                 let cap = t.disk.config().capacity_bytes;
                 let base = t.next % cap;
                 t.next = t.next.saturating_add(per_target);
@@ -250,9 +248,7 @@ impl LayoutProvider for EmulatedPfs {
         let base = bases.get(stripe_pos as usize).copied().unwrap_or(0);
         let k = object.offset / self.config.object_size / u64::from(self.config.stripe_count);
         let start = Instant::now();
-        let mut target = self.targets[t as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut target = sluice_env::lock(&self.targets[t as usize]);
         let cap = target.disk.config().capacity_bytes;
         let request = HddRequest {
             id: 0,

@@ -95,11 +95,7 @@ impl Conn<'_> {
         let dest =
             components(&dest).map_err(|e| refused(refuse(&self.writer, ErrorCode::BadPath, e)))?;
         let session = {
-            let mut sessions = self
-                .shared
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut sessions = sluice_env::lock(&self.shared.sessions);
             sessions.retain(|_, s| s.strong_count() > 0);
             if session == 0 {
                 let id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
@@ -402,10 +398,7 @@ impl Conn<'_> {
     }
 
     fn files(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<PartialCopy>>> {
-        self.session()
-            .files
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        sluice_env::lock(&self.session().files)
     }
 
     fn unknown(&self, id: u32) -> io::Error {

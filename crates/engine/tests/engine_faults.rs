@@ -323,6 +323,41 @@ fn a_file_renamed_into_another_directory_and_fsynced_survives_a_power_cut_at_its
     check_slots(&engine, id, 8);
 }
 
+/// A file renamed out of a directory that is then removed: its fsync owes
+/// the old parent a sync, and that directory is gone. The fsync syncs the
+/// nearest ancestor left instead (it holds the removal, so the old name
+/// cannot come back either). Before, the fsync failed with ENOENT (found by
+/// the FUSE layer's reference model, `volume_model.rs`).
+#[test]
+fn an_fsync_after_the_old_parent_of_a_rename_was_removed_syncs_its_ancestor() {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let crash = Arc::new(CrashBackend::new());
+    crash.set_inode_numbers(true);
+    let capacity: Arc<dyn Backend> = crash.clone();
+    let (gone, old, new) = (
+        RelPath::new("d").unwrap(),
+        RelPath::new("d/a").unwrap(),
+        RelPath::new("b").unwrap(),
+    );
+    capacity.create_dir(&gone).unwrap();
+    capacity.sync_dir(&RelPath::root()).unwrap();
+    let engine = open(&fast, &capacity);
+    let id = engine.create(&old).unwrap();
+    write_slots(&engine, id, 4);
+    engine.fsync(id).unwrap();
+    engine.drain().unwrap();
+    engine.rename(&old, &new).unwrap();
+    engine.rmdir(&gone).unwrap();
+    engine.fsync(id).unwrap();
+    // The power cut of the capacity tier: back at what was synced.
+    crash.crash();
+    engine.close();
+    let engine = open(&fast, &capacity);
+    assert!(capacity.metadata(&gone).is_err(), "the removal was synced");
+    let id = engine.open_file(&new).unwrap();
+    check_slots(&engine, id, 4);
+}
+
 /// A sync of one file (a close under close-to-open, `sluice sync`) whose
 /// clean record the fast tier does not take: the bytes it wrote back are
 /// not undone after a crash by an older record of the log, durable while

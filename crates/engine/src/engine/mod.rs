@@ -1159,7 +1159,7 @@ fn sync_unsynced_names(shared: &Shared) {
     let sync = lock(shared).unsynced_names.all();
     let mut failed = false;
     for dir in &sync.dirs {
-        if let Err(e) = shared.capacity.sync_dir(dir) {
+        if let Err(e) = unsynced::sync_dir_or_ancestor(shared.capacity.as_ref(), dir) {
             tracing::warn!(dir = %dir, error = %e, "new names not synced");
             failed = true;
         }

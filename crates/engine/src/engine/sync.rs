@@ -18,6 +18,7 @@ use super::files::{
     appending_before, at_rest, busy, file_sync_lock, forget_if_unused, unknown, APPENDED_POLL,
 };
 use super::read::{pin, unpin, Pinned};
+use super::unsynced::sync_dir_or_ancestor;
 use super::writeback::{write_back, StretchError};
 use super::{cache, context, lock, ChangeStamp, Engine, KernelStamp, Shared, State};
 
@@ -62,7 +63,7 @@ impl Engine {
             // The new parent first, then the old ones: a crash between
             // leaves the file named twice, never at no name.
             for dir in &dirs.dirs {
-                shared.capacity.sync_dir(dir).map_err(context(&what))?;
+                sync_dir_or_ancestor(shared.capacity.as_ref(), dir).map_err(context(&what))?;
             }
             lock(shared).unsynced_names.settle(&dirs);
         }

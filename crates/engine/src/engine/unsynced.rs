@@ -11,8 +11,9 @@
 //! quarantined as "deleted").
 
 use std::collections::{BTreeSet, HashMap};
+use std::io;
 
-use sluice_env::RelPath;
+use sluice_env::{Backend, RelPath};
 
 /// Names owed a sync of their directory entries, each with the old
 /// parents its renames left an entry in (its own parent is implied).
@@ -46,6 +47,22 @@ impl DirSync {
 
 fn parent(path: &RelPath) -> RelPath {
     path.parent().unwrap_or_else(RelPath::root)
+}
+
+/// Sync `dir` on `capacity`; if it is gone (removed since the names were
+/// owed, or renamed by another node), the nearest ancestor still there:
+/// that one holds the removal, so the entries the sync was for (the old
+/// name a rename left) cannot come back after a power cut either. Before,
+/// an fsync of a file renamed out of a directory then removed failed with
+/// ENOENT (the FUSE layer's reference model, `volume_model.rs`).
+pub(super) fn sync_dir_or_ancestor(capacity: &dyn Backend, dir: &RelPath) -> io::Result<()> {
+    let mut dir = dir.clone();
+    loop {
+        match capacity.sync_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !dir.is_root() => dir = parent(&dir),
+            done => return done,
+        }
+    }
 }
 
 impl UnsyncedNames {

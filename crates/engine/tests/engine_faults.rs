@@ -284,6 +284,42 @@ fn a_rename_over_another_file_cut_by_a_crash_replays_at_the_old_name() {
     assert_eq!(file.len().unwrap(), other.len() as u64);
 }
 
+/// A capacity tier that can lose power (inode numbers on) holding the
+/// durable directory `dir`, and an engine over it where `old` was made,
+/// written (4 slots), fsynced and drained, then renamed to `new`: nothing
+/// was buffered at the rename, so no record names the old name and
+/// recovery cannot redo the rename from it.
+fn fsynced_then_renamed(dir: &str, old: &RelPath, new: &RelPath) -> Renamed {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let crash = Arc::new(CrashBackend::new());
+    crash.set_inode_numbers(true);
+    let capacity: Arc<dyn Backend> = crash.clone();
+    capacity.create_dir(&RelPath::new(dir).unwrap()).unwrap();
+    capacity.sync_dir(&RelPath::root()).unwrap();
+    let engine = open(&fast, &capacity);
+    let id = engine.create(old).unwrap();
+    write_slots(&engine, id, 4);
+    engine.fsync(id).unwrap();
+    engine.drain().unwrap();
+    engine.rename(old, new).unwrap();
+    Renamed {
+        fast,
+        crash,
+        capacity,
+        engine,
+        id,
+    }
+}
+
+/// What [`fsynced_then_renamed`] made.
+struct Renamed {
+    fast: Arc<dyn Backend>,
+    crash: Arc<CrashBackend>,
+    capacity: Arc<dyn Backend>,
+    engine: Engine,
+    id: FileId,
+}
+
 /// A file renamed into another directory and fsynced is at its new name
 /// after a power cut of the capacity tier, and only there: its fsync syncs
 /// the old parent too, after the new one. Before, only the new parent was
@@ -292,25 +328,14 @@ fn a_rename_over_another_file_cut_by_a_crash_replays_at_the_old_name() {
 /// and 3977).
 #[test]
 fn a_file_renamed_into_another_directory_and_fsynced_survives_a_power_cut_at_its_new_name() {
-    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let crash = Arc::new(CrashBackend::new());
-    crash.set_inode_numbers(true);
-    let capacity: Arc<dyn Backend> = crash.clone();
-    let (old, dir, new) = (
-        RelPath::new("a").unwrap(),
-        RelPath::new("d").unwrap(),
-        RelPath::new("d/b").unwrap(),
-    );
-    capacity.create_dir(&dir).unwrap();
-    capacity.sync_dir(&RelPath::root()).unwrap();
-    let engine = open(&fast, &capacity);
-    let id = engine.create(&old).unwrap();
-    write_slots(&engine, id, 4);
-    engine.fsync(id).unwrap();
-    // Nothing buffered at the rename, so no record names the old name
-    // and recovery cannot redo the rename from it.
-    engine.drain().unwrap();
-    engine.rename(&old, &new).unwrap();
+    let (old, new) = (RelPath::new("a").unwrap(), RelPath::new("d/b").unwrap());
+    let Renamed {
+        fast,
+        crash,
+        capacity,
+        engine,
+        id,
+    } = fsynced_then_renamed("d", &old, &new);
     write_slots(&engine, id, 8);
     engine.fsync(id).unwrap();
     // The power cut of the capacity tier: back at what was synced.
@@ -330,23 +355,15 @@ fn a_file_renamed_into_another_directory_and_fsynced_survives_a_power_cut_at_its
 /// the FUSE layer's reference model, `volume_model.rs`).
 #[test]
 fn an_fsync_after_the_old_parent_of_a_rename_was_removed_syncs_its_ancestor() {
-    let fast: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let crash = Arc::new(CrashBackend::new());
-    crash.set_inode_numbers(true);
-    let capacity: Arc<dyn Backend> = crash.clone();
-    let (gone, old, new) = (
-        RelPath::new("d").unwrap(),
-        RelPath::new("d/a").unwrap(),
-        RelPath::new("b").unwrap(),
-    );
-    capacity.create_dir(&gone).unwrap();
-    capacity.sync_dir(&RelPath::root()).unwrap();
-    let engine = open(&fast, &capacity);
-    let id = engine.create(&old).unwrap();
-    write_slots(&engine, id, 4);
-    engine.fsync(id).unwrap();
-    engine.drain().unwrap();
-    engine.rename(&old, &new).unwrap();
+    let (old, new) = (RelPath::new("d/a").unwrap(), RelPath::new("b").unwrap());
+    let Renamed {
+        fast,
+        crash,
+        capacity,
+        engine,
+        id,
+    } = fsynced_then_renamed("d", &old, &new);
+    let gone = RelPath::new("d").unwrap();
     engine.rmdir(&gone).unwrap();
     engine.fsync(id).unwrap();
     // The power cut of the capacity tier: back at what was synced.

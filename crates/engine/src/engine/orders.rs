@@ -57,7 +57,7 @@ const FILES: usize = 3;
 const OPS: usize = 40;
 const SPAN: u64 = 48 * 1024;
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum Op {
     Write {
         file: usize,
@@ -72,6 +72,27 @@ enum Op {
     Fsync {
         file: usize,
     },
+}
+
+/// A write shows its length and byte, not its payload.
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Write {
+                file,
+                offset,
+                payload,
+                tier,
+            } => write!(
+                f,
+                "write f{file} {offset}+{} {tier:?} byte {}",
+                payload.len(),
+                payload[0]
+            ),
+            Op::Truncate { file, size } => write!(f, "truncate f{file} {size}"),
+            Op::Fsync { file } => write!(f, "fsync f{file}"),
+        }
+    }
 }
 
 fn workload(rng: &mut Rng) -> Vec<Op> {
@@ -317,19 +338,7 @@ fn run(seed: u64, crash: Option<Crash>) {
     if verbose {
         eprintln!("seed {seed}: {crash:?}");
         for (i, op) in ops.iter().enumerate() {
-            match op {
-                Op::Write {
-                    file,
-                    offset,
-                    payload,
-                    tier,
-                } => eprintln!(
-                    "{i:2} write f{file} {offset}+{} {tier:?} byte {}",
-                    payload.len(),
-                    payload[0]
-                ),
-                other => eprintln!("{i:2} {other:?}"),
-            }
+            eprintln!("{i:2} {op:?}");
         }
     }
     let (fast, capacity) = tiers(seed, crash.as_ref());

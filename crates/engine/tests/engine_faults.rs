@@ -499,6 +499,44 @@ fn a_truncate_cut_after_its_record_keeps_the_length_below_it_over_unsynced_bytes
     );
 }
 
+/// The same window, the capacity tier crashing at the sync that makes the
+/// new length durable, while the fast tier stays up: the truncate fails
+/// and appends no record, so the file keeps its fsynced length. Before,
+/// that sync was best effort: the record went to the log anyway, and
+/// recovery sized the file by the clipped records and the capacity
+/// file's lost length, and it came back empty (the seeded harness, seed
+/// 27616).
+#[test]
+fn a_truncate_whose_new_length_the_capacity_tier_cannot_sync_appends_no_record() {
+    let fast = Arc::new(CrashBackend::new());
+    let cap = Arc::new(CrashBackend::new());
+    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), cap.clone());
+    let path = RelPath::new("f").unwrap();
+    let engine = open_with(
+        &f,
+        &c,
+        EngineConfig {
+            wait_max: std::time::Duration::from_millis(50),
+            ..config()
+        },
+    );
+    let id = engine.create(&path).unwrap();
+    engine.write(id, 16 * SLOT, &pattern(1)).unwrap();
+    engine.fsync(id).unwrap();
+    assert_eq!(c.metadata(&path).unwrap().len, 0);
+    // The grow's sync is the capacity tier's next sync point.
+    cap.crash_at(cap.sync_points() + 1);
+    assert!(engine.truncate(id, 8 * SLOT).is_err(), "cut by the crash");
+    drop(engine);
+    cap.restart();
+    let engine = open(&f, &c);
+    let id = engine.open_file(&path).unwrap();
+    let got = engine.read(id, 0, 32 * SLOT).unwrap();
+    assert_eq!(got.len() as u64, 17 * SLOT, "the fsynced length");
+    assert!(got[..16 * SLOT as usize].iter().all(|&b| b == 0));
+    assert_eq!(&got[16 * SLOT as usize..], &pattern(1)[..]);
+}
+
 /// The fast tier fills while the flush cannot finish (the capacity tier's
 /// sync fails): `wait` waits up to `wait_max` then writes through,
 /// `write_through` writes through at once; both keep every byte readable.

@@ -46,7 +46,7 @@ use std::io;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use sluice_env::{
     wait_while, Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath,
@@ -449,6 +449,31 @@ fn grow_before_truncate(handle: &dyn BackendFile, size: u64, owed: bool) -> io::
         return Ok(());
     }
     handle.sync_data()
+}
+
+/// [`grow_before_truncate`], tried again for up to `wait_max` while the
+/// capacity tier fails it (a transient fault, as the flush retries), then
+/// its error: the truncate then fails and appends no record. It was best
+/// effort before: the record became durable over a length the tier had not
+/// synced, and a crash of the capacity tier right there lost the file's
+/// length (the seeded harness, seed 27616: the crash fell on the grow's
+/// sync, and the fast tier, still up, took the record).
+fn grow_retrying(
+    shared: &Shared,
+    handle: &dyn BackendFile,
+    size: u64,
+    owed: bool,
+) -> io::Result<()> {
+    let deadline = Instant::now() + shared.config.wait_max;
+    loop {
+        match grow_before_truncate(handle, size, owed) {
+            Err(e) if Instant::now() < deadline && !lock(shared).shutdown => {
+                tracing::debug!(error = %e, "truncate: the new length is not durable yet; trying again");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            done => return done,
+        }
+    }
 }
 
 fn region_path(r: u32) -> io::Result<RelPath> {
@@ -982,25 +1007,23 @@ impl Engine {
             // back shorter than both the length before the truncate and
             // after it (an fsynced file's hole gone). Growing first is
             // safe: before the record, the older records still cover every
-            // byte below the old length. Best effort: a capacity tier
-            // failing now (its sync) does not fail the truncate here; the
-            // cut below reports it if it still fails.
+            // byte below the old length. A capacity tier that keeps
+            // failing it fails the truncate, with no record.
             cache::begin_own_write(&mut state, file);
             let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            let (handle, owed) = (
+            let (handle, owed, path) = (
                 Arc::clone(&open.handle),
                 open.capacity_unsynced || open.kernel_writes,
+                open.path.clone(),
             );
             drop(state);
-            let grown = grow_before_truncate(handle.as_ref(), size, owed);
+            let grown = grow_retrying(shared, handle.as_ref(), size, owed);
             state = lock(shared);
             cache::end_own_write(&mut state, file);
-            if let Err(e) = grown {
-                tracing::debug!(
-                    error = %e,
-                    "truncate: the capacity file could not grow to its new length first"
-                );
-            }
+            grown.map_err(context(format!(
+                "truncate {path}: capacity tier {}: make the new length durable first",
+                shared.capacity.describe()
+            )))?;
             state = wait_while(&shared.changed, state, None, busy(file));
             let mut append = Append::required(RecordHeader::truncate(file, size, 0), &[], None);
             let seq = seq_of(drive!(shared, state, append))?;

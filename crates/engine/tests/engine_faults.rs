@@ -415,6 +415,69 @@ fn a_sync_whose_clean_record_fails_is_not_undone_by_an_older_record_after_a_cras
     );
 }
 
+/// Crash-test tiers and an engine over them where `f` was made, 4 KiB
+/// written at 16 slots (a hole below) and fsynced: every byte is in the
+/// log, the capacity file is still empty.
+fn fsynced_past_a_hole(config: EngineConfig) -> Holed {
+    let fast = Arc::new(CrashBackend::new());
+    let cap = Arc::new(CrashBackend::new());
+    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), cap.clone());
+    let path = RelPath::new("f").unwrap();
+    let engine = open_with(&f, &c, config);
+    let id = engine.create(&path).unwrap();
+    engine.write(id, 16 * SLOT, &pattern(1)).unwrap();
+    engine.fsync(id).unwrap();
+    assert_eq!(c.metadata(&path).unwrap().len, 0);
+    Holed {
+        fast,
+        cap,
+        engine,
+        id,
+        path,
+    }
+}
+
+/// What [`fsynced_past_a_hole`] made.
+struct Holed {
+    fast: Arc<CrashBackend>,
+    cap: Arc<CrashBackend>,
+    engine: Engine,
+    id: FileId,
+    path: RelPath,
+}
+
+impl Holed {
+    /// A truncate to 8 slots cut by a crash right after its record's sync
+    /// (the fast tier's next sync point), with a power cut of the capacity
+    /// tier; `f` as recovery reads it then, its fsynced hole below the new
+    /// length checked.
+    fn truncate_cut_after_its_record(self) -> Vec<u8> {
+        self.fast.crash_after(self.fast.sync_points() + 1);
+        assert!(
+            self.engine.truncate(self.id, 8 * SLOT).is_err(),
+            "cut by the crash"
+        );
+        self.cap.crash();
+        let got = self.reopened();
+        assert!(
+            got[..8 * SLOT as usize].iter().all(|&b| b == 0),
+            "the fsynced hole"
+        );
+        got
+    }
+
+    /// The engine stopped, both tiers back, and `f` as recovery reads it.
+    fn reopened(self) -> Vec<u8> {
+        drop(self.engine);
+        self.fast.restart();
+        self.cap.restart();
+        let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (self.fast, self.cap);
+        let engine = open(&f, &c);
+        let id = engine.open_file(&self.path).unwrap();
+        engine.read(id, 0, 32 * SLOT).unwrap()
+    }
+}
+
 /// A truncate of a file whose bytes are all in the log, cut by a crash
 /// right after its record was synced and before the capacity file took
 /// the new length, with a power cut of the capacity tier: the file comes
@@ -424,34 +487,12 @@ fn a_sync_whose_clean_record_fails_is_not_undone_by_an_older_record_after_a_cras
 /// back empty: the fsynced hole below the new length was gone.
 #[test]
 fn a_truncate_cut_after_its_record_keeps_the_length_below_it() {
-    let fast = Arc::new(CrashBackend::new());
-    let cap = Arc::new(CrashBackend::new());
-    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), cap.clone());
-    let path = RelPath::new("f").unwrap();
-    let engine = open(&f, &c);
-    let id = engine.create(&path).unwrap();
-    engine.write(id, 16 * SLOT, &pattern(1)).unwrap();
-    engine.fsync(id).unwrap();
-    // The capacity file is still empty: the bytes are in the log.
-    assert_eq!(c.metadata(&path).unwrap().len, 0);
-    // The truncate's log sync is the fast tier's next sync point.
-    fast.crash_after(fast.sync_points() + 1);
-    assert!(engine.truncate(id, 8 * SLOT).is_err(), "cut by the crash");
-    cap.crash();
-    drop(engine);
-    fast.restart();
-    cap.restart();
-    let engine = open(&f, &c);
-    let id = engine.open_file(&path).unwrap();
-    let got = engine.read(id, 0, 32 * SLOT).unwrap();
+    let t = fsynced_past_a_hole(config());
+    let got = t.truncate_cut_after_its_record();
     assert!(
         got.len() as u64 == 8 * SLOT || got.len() as u64 == 17 * SLOT,
         "{} bytes: neither the length before the truncate nor after it",
         got.len()
-    );
-    assert!(
-        got[..8 * SLOT as usize].iter().all(|&b| b == 0),
-        "the fsynced hole"
     );
 }
 
@@ -463,39 +504,19 @@ fn a_truncate_cut_after_its_record_keeps_the_length_below_it() {
 /// below the new length gone (the orders harness with crashes, seed 1277).
 #[test]
 fn a_truncate_cut_after_its_record_keeps_the_length_below_it_over_unsynced_bytes() {
-    let fast = Arc::new(CrashBackend::new());
-    let cap = Arc::new(CrashBackend::new());
-    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), cap.clone());
-    let path = RelPath::new("f").unwrap();
-    let engine = open(&f, &c);
-    let id = engine.create(&path).unwrap();
-    engine.write(id, 16 * SLOT, &pattern(1)).unwrap();
-    engine.fsync(id).unwrap();
-    assert_eq!(c.metadata(&path).unwrap().len, 0);
+    let t = fsynced_past_a_hole(config());
     // The kernel writes past the end, unsynced.
-    engine.note_kernel_writes(id);
-    c.open(&path, OpenOptions::default())
+    t.engine.note_kernel_writes(t.id);
+    t.cap
+        .open(&t.path, OpenOptions::default())
         .unwrap()
         .write_at(&pattern(2), 20 * SLOT)
         .unwrap();
-    // The truncate's log sync is the fast tier's next sync point.
-    fast.crash_after(fast.sync_points() + 1);
-    assert!(engine.truncate(id, 8 * SLOT).is_err(), "cut by the crash");
-    cap.crash();
-    drop(engine);
-    fast.restart();
-    cap.restart();
-    let engine = open(&f, &c);
-    let id = engine.open_file(&path).unwrap();
-    let got = engine.read(id, 0, 32 * SLOT).unwrap();
+    let got = t.truncate_cut_after_its_record();
     assert!(
         got.len() as u64 >= 8 * SLOT,
         "{} bytes: shorter than the file before the truncate and after it",
         got.len()
-    );
-    assert!(
-        got[..8 * SLOT as usize].iter().all(|&b| b == 0),
-        "the fsynced hole"
     );
 }
 
@@ -508,30 +529,17 @@ fn a_truncate_cut_after_its_record_keeps_the_length_below_it_over_unsynced_bytes
 /// 27616).
 #[test]
 fn a_truncate_whose_new_length_the_capacity_tier_cannot_sync_appends_no_record() {
-    let fast = Arc::new(CrashBackend::new());
-    let cap = Arc::new(CrashBackend::new());
-    let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), cap.clone());
-    let path = RelPath::new("f").unwrap();
-    let engine = open_with(
-        &f,
-        &c,
-        EngineConfig {
-            wait_max: std::time::Duration::from_millis(50),
-            ..config()
-        },
-    );
-    let id = engine.create(&path).unwrap();
-    engine.write(id, 16 * SLOT, &pattern(1)).unwrap();
-    engine.fsync(id).unwrap();
-    assert_eq!(c.metadata(&path).unwrap().len, 0);
+    let t = fsynced_past_a_hole(EngineConfig {
+        wait_max: std::time::Duration::from_millis(50),
+        ..config()
+    });
     // The grow's sync is the capacity tier's next sync point.
-    cap.crash_at(cap.sync_points() + 1);
-    assert!(engine.truncate(id, 8 * SLOT).is_err(), "cut by the crash");
-    drop(engine);
-    cap.restart();
-    let engine = open(&f, &c);
-    let id = engine.open_file(&path).unwrap();
-    let got = engine.read(id, 0, 32 * SLOT).unwrap();
+    t.cap.crash_at(t.cap.sync_points() + 1);
+    assert!(
+        t.engine.truncate(t.id, 8 * SLOT).is_err(),
+        "cut by the crash"
+    );
+    let got = t.reopened();
     assert_eq!(got.len() as u64, 17 * SLOT, "the fsynced length");
     assert!(got[..16 * SLOT as usize].iter().all(|&b| b == 0));
     assert_eq!(&got[16 * SLOT as usize..], &pattern(1)[..]);

@@ -203,27 +203,22 @@ struct Model {
 }
 
 impl Model {
-    fn touch(&mut self, from: u64, to: u64, size: bool) {
-        for ack in [&mut self.fsynced, &mut self.drained].into_iter().flatten() {
-            ack.touch(from, to, size);
-        }
+    fn acks(&mut self) -> impl Iterator<Item = &mut Ack> {
+        [&mut self.fsynced, &mut self.drained].into_iter().flatten()
     }
 
     fn write(&mut self, offset: u64, data: &[u8]) {
         let end = offset + data.len() as u64;
-        let old = self.current.len() as u64;
-        if end > old {
+        if end > self.current.len() as u64 {
             self.current.resize(end as usize, 0);
-            self.touch(old.min(offset), end, true);
         }
         self.current[offset as usize..end as usize].copy_from_slice(data);
-        self.touch(offset, end, false);
+        self.acks().for_each(|ack| ack.write(offset, end));
     }
 
     fn truncate(&mut self, size: u64) {
-        let old = self.current.len() as u64;
         self.current.resize(size as usize, 0);
-        self.touch(size.min(old), size.max(old), true);
+        self.acks().for_each(|ack| ack.truncate(size));
     }
 
     /// An fsync: the bytes, and the name (the engine syncs the parent of

@@ -638,11 +638,14 @@ impl CrashState {
 
 /// The oracle of the crash tests built on this backend: a file's bytes as
 /// they were when a sync of them was acknowledged, and which of them (and
-/// whether its length) the workload changed since. After a crash the file
-/// must keep every byte not changed since, and its length unless changed.
+/// whether its length) the workload changed since, told by
+/// [`Acked::write`] and [`Acked::truncate`]. After a crash the file must
+/// keep every byte not changed since, and its length unless changed.
 #[derive(Clone, Debug)]
 pub struct Acked {
     bytes: Vec<u8>,
+    /// The file's length now, after the changes since.
+    len: u64,
     touched: Vec<bool>,
     size_touched: bool,
 }
@@ -652,13 +655,30 @@ impl Acked {
     pub fn of(bytes: &[u8]) -> Acked {
         Acked {
             bytes: bytes.to_vec(),
+            len: bytes.len() as u64,
             touched: Vec::new(),
             size_touched: false,
         }
     }
 
-    /// The workload changed bytes `from..to` (and the length, with `size`).
-    pub fn touch(&mut self, from: u64, to: u64, size: bool) {
+    /// The workload wrote bytes `offset..end` (a write past the end also
+    /// changes the length and the hole it leaves).
+    pub fn write(&mut self, offset: u64, end: u64) {
+        if end > self.len {
+            self.touch(self.len.min(offset), end, true);
+            self.len = end;
+        }
+        self.touch(offset, end, false);
+    }
+
+    /// The workload set the file's length to `size`.
+    pub fn truncate(&mut self, size: u64) {
+        self.touch(size.min(self.len), size.max(self.len), true);
+        self.len = size;
+    }
+
+    /// Bytes `from..to` changed (and the length, with `size`).
+    fn touch(&mut self, from: u64, to: u64, size: bool) {
         let to = to as usize;
         if self.touched.len() < to {
             self.touched.resize(to, false);

@@ -236,30 +236,6 @@ fn replay(applied: &[Applied<'_>]) -> Vec<Vec<u8>> {
     model
 }
 
-/// What a file's last fsync acknowledged, and its length in the model
-/// since (every operation placed after an fsync comes after it in
-/// sequence order).
-struct Ack {
-    acked: Acked,
-    len: u64,
-}
-
-impl Ack {
-    fn write(&mut self, offset: u64, end: u64) {
-        if end > self.len {
-            self.acked.touch(self.len.min(offset), end, true);
-            self.len = end;
-        }
-        self.acked.touch(offset, end, false);
-    }
-
-    fn truncate(&mut self, size: u64) {
-        self.acked
-            .touch(size.min(self.len), size.max(self.len), true);
-        self.len = size;
-    }
-}
-
 /// How a run crashes (drawn from a stream of its own, so that up to the
 /// crash the run is the plain one).
 #[derive(Debug)]
@@ -353,7 +329,10 @@ fn run(seed: u64, crash: Option<Crash>) {
     let shared: &Shared = &engine.shared;
     let mut applied: Vec<Applied<'_>> = Vec::new();
     let mut waiting: Vec<Waiting<'_>> = Vec::new();
-    let mut acks: Vec<Option<Ack>> = (0..FILES).map(|_| None).collect();
+    // What each file's last fsync acknowledged, and what changed since:
+    // every operation placed after an fsync comes after it in sequence
+    // order, so it is told in the order placed.
+    let mut acks: Vec<Option<Acked>> = vec![None; FILES];
     let mut next = ops.iter();
     let mut pending = ops.len();
     let mut turn = 0;
@@ -389,10 +368,7 @@ fn run(seed: u64, crash: Option<Crash>) {
                 .fsync(ids[*file])
                 .unwrap_or_else(|e| panic!("seed {seed}: fsync: {e}"));
             let bytes = &replay(&applied)[*file];
-            acks[*file] = Some(Ack {
-                acked: Acked::of(bytes),
-                len: bytes.len() as u64,
-            });
+            acks[*file] = Some(Acked::of(bytes));
             continue;
         }
         let mut state = lock(shared);
@@ -561,7 +537,7 @@ fn recovered(
     fast: &Arc<CrashBackend>,
     capacity: &Arc<CrashBackend>,
     paths: &[RelPath],
-    acks: &[Option<Ack>],
+    acks: &[Option<Acked>],
 ) {
     let engine = open(fast, capacity)
         .unwrap_or_else(|e| panic!("seed {seed}, {crash:?}: recovery failed: {e}"));
@@ -570,7 +546,7 @@ fn recovered(
         let got = read_all(&engine, path)
             .unwrap_or_else(|e| panic!("seed {seed}, {crash:?}: read {path}: {e}"));
         if let Some(ack) = ack {
-            if let Err(e) = ack.acked.check(got.as_deref()) {
+            if let Err(e) = ack.check(got.as_deref()) {
                 panic!(
                     "seed {seed}, {crash:?}: {path}: fsynced: {e} (reads {:?} bytes)",
                     got.map(|g| g.len())

@@ -320,6 +320,17 @@ struct Renamed {
     id: FileId,
 }
 
+impl Renamed {
+    /// The file fsynced, then a power cut of the capacity tier (back at
+    /// what was synced): the engine over the tiers again, recovered.
+    fn fsynced_and_cut(self) -> Engine {
+        self.engine.fsync(self.id).unwrap();
+        self.crash.crash();
+        self.engine.close();
+        open(&self.fast, &self.capacity)
+    }
+}
+
 /// A file renamed into another directory and fsynced is at its new name
 /// after a power cut of the capacity tier, and only there: its fsync syncs
 /// the old parent too, after the new one. Before, only the new parent was
@@ -329,19 +340,10 @@ struct Renamed {
 #[test]
 fn a_file_renamed_into_another_directory_and_fsynced_survives_a_power_cut_at_its_new_name() {
     let (old, new) = (RelPath::new("a").unwrap(), RelPath::new("d/b").unwrap());
-    let Renamed {
-        fast,
-        crash,
-        capacity,
-        engine,
-        id,
-    } = fsynced_then_renamed("d", &old, &new);
-    write_slots(&engine, id, 8);
-    engine.fsync(id).unwrap();
-    // The power cut of the capacity tier: back at what was synced.
-    crash.crash();
-    engine.close();
-    let engine = open(&fast, &capacity);
+    let renamed = fsynced_then_renamed("d", &old, &new);
+    write_slots(&renamed.engine, renamed.id, 8);
+    let capacity = Arc::clone(&renamed.capacity);
+    let engine = renamed.fsynced_and_cut();
     assert_eq!(engine.stats().quarantined_files, 0);
     assert!(capacity.metadata(&old).is_err(), "not back at its old name");
     let id = engine.open_file(&new).unwrap();
@@ -356,20 +358,11 @@ fn a_file_renamed_into_another_directory_and_fsynced_survives_a_power_cut_at_its
 #[test]
 fn an_fsync_after_the_old_parent_of_a_rename_was_removed_syncs_its_ancestor() {
     let (old, new) = (RelPath::new("d/a").unwrap(), RelPath::new("b").unwrap());
-    let Renamed {
-        fast,
-        crash,
-        capacity,
-        engine,
-        id,
-    } = fsynced_then_renamed("d", &old, &new);
+    let renamed = fsynced_then_renamed("d", &old, &new);
     let gone = RelPath::new("d").unwrap();
-    engine.rmdir(&gone).unwrap();
-    engine.fsync(id).unwrap();
-    // The power cut of the capacity tier: back at what was synced.
-    crash.crash();
-    engine.close();
-    let engine = open(&fast, &capacity);
+    renamed.engine.rmdir(&gone).unwrap();
+    let capacity = Arc::clone(&renamed.capacity);
+    let engine = renamed.fsynced_and_cut();
     assert!(capacity.metadata(&gone).is_err(), "the removal was synced");
     let id = engine.open_file(&new).unwrap();
     check_slots(&engine, id, 4);

@@ -459,10 +459,27 @@ impl CrashState {
     }
 
     fn fire(&mut self, n: u64, when: &str, what: &dyn fmt::Display) -> io::Error {
-        self.armed = None;
-        self.crash();
-        self.crashed_at = Some(n);
+        self.go_down(n, true);
         io::Error::other(format!("crash-test: {what}: crashed {when} sync point {n}"))
+    }
+
+    /// Down at sync point `n` until a restart, an armed crash cancelled:
+    /// with `power_cut` back at the synced state ([`CrashState::crash`]),
+    /// without, every change kept and every handle closed (a kill of the
+    /// process using the tier).
+    fn go_down(&mut self, n: u64, power_cut: bool) {
+        self.armed = None;
+        if power_cut {
+            self.crash();
+        } else {
+            self.epoch += 1;
+            self.crashes += 1;
+            for file in self.files.values_mut() {
+                file.open_handles = 0;
+            }
+            self.collect_garbage();
+        }
+        self.crashed_at = Some(n);
     }
 
     /// Reverts to the synced state (see the module doc).
@@ -794,18 +811,8 @@ impl CrashBackend {
     /// reaches the tier. Cancels an armed crash.
     pub fn halt(&self, power_cut: bool) {
         let mut state = self.state();
-        state.armed = None;
-        if power_cut {
-            state.crash();
-        } else {
-            state.epoch += 1;
-            state.crashes += 1;
-            for file in state.files.values_mut() {
-                file.open_handles = 0;
-            }
-            state.collect_garbage();
-        }
-        state.crashed_at = Some(state.sync_points);
+        let n = state.sync_points;
+        state.go_down(n, power_cut);
     }
 
     /// Cancels an armed crash.

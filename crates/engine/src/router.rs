@@ -22,10 +22,10 @@
 use std::io;
 use std::sync::Arc;
 
-use sluice_env::{Allocate, BackendFile, RelPath, Stat};
+use sluice_env::{Allocate, RelPath, Stat};
 use sluice_policy::FileId;
 
-use crate::{Checkpoints, Engine};
+use crate::{Checkpoints, Engine, KernelFile};
 
 /// When buffered bytes of an engine file reach the capacity tier, where
 /// other nodes see them (`mount.consistency`; docs/fuse.md, "Many nodes").
@@ -294,7 +294,7 @@ impl Router {
     /// The capacity file the kernel may serve handle `fh` from itself
     /// (FUSE passthrough), when [`Engine::passthrough_file`] allows it;
     /// never for the stager's handles.
-    pub fn passthrough_file(&self, fh: u64) -> Option<Arc<dyn BackendFile>> {
+    pub fn passthrough_file(&self, fh: u64) -> Option<KernelFile> {
         if self.stager_of(fh).is_some() {
             return None;
         }

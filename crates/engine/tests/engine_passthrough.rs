@@ -52,7 +52,7 @@ fn a_file_with_buffered_bytes_is_not_passed_through_until_they_are_flushed() {
         "passed through with bytes still in the log"
     );
     e.drain().unwrap();
-    let file = e.passthrough_file(id).expect("nothing buffered now");
+    let file = e.passthrough_file(id).expect("nothing buffered now").file;
     let mut buf = [0u8; 10];
     file.read_full_at(&mut buf, 0).unwrap();
     assert_eq!(

@@ -58,6 +58,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use rustix::fs::OFlags;
 
+use sluice_engine::KernelFile;
 use sluice_env::BackendFile;
 
 use crate::volume::{lock, Volume};
@@ -266,8 +267,9 @@ impl<B> Passthrough<B> {
         {
             return None;
         }
-        let file = volume.passthrough_file(fh)?;
-        let short = match wanted.len {
+        let KernelFile { file, len } = volume.passthrough_file(fh)?;
+        // The engine's length, else the file's (one statx less an open).
+        let short = match wanted.len.or(len) {
             Some(len) => len < PASSTHROUGH_MIN_BYTES,
             None => file.len().ok()? < PASSTHROUGH_MIN_BYTES,
         };

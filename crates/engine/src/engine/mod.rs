@@ -509,6 +509,16 @@ pub enum Drained {
     Stopped,
 }
 
+/// A capacity file the kernel may serve itself ([`Engine::passthrough_file`]).
+pub struct KernelFile {
+    /// The capacity file.
+    pub file: Arc<dyn BackendFile>,
+    /// Its length as the engine knows it (at rest, the capacity file's),
+    /// so the mount need not stat it again; `None` once the kernel writes
+    /// it unseen through another handle.
+    pub len: Option<u64>,
+}
+
 impl Engine {
     /// Open the engine: create or recover the log on `fast`, then start the
     /// flusher. Buffered data found in the log is indexed and will be
@@ -771,7 +781,7 @@ impl Engine {
     /// emulated device, fault injection or LiU, which must see every byte).
     /// Nothing of such a file is buffered later either: the policy routes
     /// every write of this engine to the capacity tier. `None` otherwise.
-    pub fn passthrough_file(&self, file: FileId) -> Option<Arc<dyn BackendFile>> {
+    pub fn passthrough_file(&self, file: FileId) -> Option<KernelFile> {
         if self.shared.config.redirector.policy.may_route_fast() {
             return None;
         }
@@ -781,7 +791,10 @@ impl Engine {
             return None;
         }
         open.handle.as_fd()?;
-        Some(Arc::clone(&open.handle))
+        Some(KernelFile {
+            file: Arc::clone(&open.handle),
+            len: (!open.kernel_writes).then_some(open.size),
+        })
     }
 
     /// Whether a close-to-open close of the open `file` may write bytes

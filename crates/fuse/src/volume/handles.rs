@@ -10,10 +10,9 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::sync::Arc;
 
-use sluice_engine::Router;
-use sluice_env::{Allocate, BackendFile};
+use sluice_engine::{KernelFile, Router};
+use sluice_env::Allocate;
 
 use super::{lock, Attr, Caller, Volume};
 
@@ -70,7 +69,7 @@ impl Volume {
 
     /// The capacity file the kernel may serve handle `fh` from itself
     /// (FUSE passthrough): [`Router::passthrough_file`].
-    pub fn passthrough_file(&self, fh: u64) -> Option<Arc<dyn BackendFile>> {
+    pub fn passthrough_file(&self, fh: u64) -> Option<KernelFile> {
         self.router.passthrough_file(fh)
     }
 

@@ -65,7 +65,8 @@ impl Router {
     /// A router over `engine` and, with BBOS on, its `stager`, under
     /// `consistency`. The two share the fast tier: the stager places
     /// checkpoints in its file system's free room less what the log's
-    /// regions may still grow by (docs/bbos.md, "A full fast tier").
+    /// regions and the capacity tier's own files there (LiU's heads) may
+    /// still grow by (docs/bbos.md, "A full fast tier").
     pub fn new(
         engine: Arc<Engine>,
         stager: Option<Arc<Checkpoints>>,
@@ -75,7 +76,9 @@ impl Router {
             // Weak: the stager must not keep the engine open.
             let log = Arc::downgrade(&engine);
             stager.share_fast_tier(Box::new(move || {
-                log.upgrade().map_or(0, |engine| engine.log_growth())
+                log.upgrade().map_or(0, |engine| {
+                    engine.log_growth() + engine.capacity_tier().fast_tier_growth()
+                })
             }));
         }
         Router {

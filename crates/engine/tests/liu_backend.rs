@@ -86,10 +86,18 @@ fn lifted_heads_are_loaded_and_a_write_never_leaves_them_stale() {
     let file = liu.open(&path("f"), OpenOptions::CREATE).unwrap();
     let data = pattern(1, 6 * SEGMENT);
     file.write_at(&data, 0).unwrap();
+    // The heads file may still take its three slots from the fast tier
+    // (the stager keeps them out of its room: tests/router.rs).
+    assert_eq!(liu.fast_tier_growth(), 3 * HEAD);
     sweep(file.as_ref(), 6, 3);
     let status = liu.status();
     assert!(status.counters.lifts >= 2, "{status:?}");
     assert!(status.counters.lifted_loads >= 1, "{status:?}");
+    assert!(
+        liu.fast_tier_growth() <= 2 * HEAD,
+        "a lifted head was loaded from its written slot: {}",
+        liu.fast_tier_growth()
+    );
     assert!(status.head_bytes_read > 0, "{status:?}");
     assert!(status.lifted_segments <= 3, "at most the heads budget");
     assert_eq!(status.errors, 0, "{status:?}");

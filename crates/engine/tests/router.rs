@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use ckpt_support::*;
 use sluice_catalog::Failure;
-use sluice_engine::{Consistency, Engine, EngineConfig, Router};
+use sluice_engine::{Consistency, Engine, EngineConfig, LiuBackend, LiuOptions, Router};
 use sluice_env::memory::MemBackend;
 use sluice_env::{Backend, SystemClock};
+use sluice_policy::segments::{Geometry, LiuConfig};
 
 /// An engine over both tiers with `regions` regions of 256 KiB.
 fn engine(fast: &Arc<dyn Backend>, capacity: &Arc<dyn Backend>, regions: u32) -> Arc<Engine> {
@@ -108,4 +109,50 @@ fn the_stager_keeps_the_logs_growth_out_of_its_room() {
         "routed: 600 KiB does not fit beside the log's 512 KiB"
     );
     assert!(run(false), "alone: the stager sees 1 MiB free");
+}
+
+/// LiU's heads file on the fast tier is the third user the router counts:
+/// its slots not yet written stay out of the stager's room too, so the
+/// checkpoint that fits beside the log alone goes to the capacity tier
+/// when LiU reads the capacity tier.
+#[test]
+fn the_stager_keeps_lius_heads_growth_out_of_its_room() {
+    let run = |liu: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(1536 * KIB));
+        let mut capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        capacity.create_dir(&p("ckpt")).unwrap();
+        if liu {
+            let options = LiuOptions {
+                policy: LiuConfig {
+                    geometry: Geometry::new(64 * KIB, 192 * KIB).unwrap(),
+                    buffer_bytes: 512 * KIB,
+                    heads_bytes: 640 * KIB,
+                    ..LiuConfig::default()
+                },
+                ..LiuOptions::default()
+            };
+            capacity = Arc::new(LiuBackend::new(capacity, &fast, options).unwrap());
+            assert_eq!(capacity.fast_tier_growth(), 640 * KIB);
+        }
+        // The log may still take about 512 KiB.
+        let engine = engine(&fast, &capacity, 2);
+        let stager = Arc::new(open(&fast, &capacity, dir.path(), options(4096 * KIB)).unwrap());
+        stager
+            .register(job("j", 500 * KIB, "ckpt/*", Failure::Nodes(4), 1))
+            .unwrap();
+        let _router = Router::new(
+            Arc::clone(&engine),
+            Some(Arc::clone(&stager)),
+            Consistency::NodeLocal,
+        );
+        let fh = stager.create(&p("ckpt/v1")).unwrap();
+        stager.release(fh);
+        stager.size(&p("ckpt/v1")).is_some()
+    };
+    assert!(
+        !run(true),
+        "with LiU: 500 KiB does not fit in 1.5 MiB beside the log's 512 KiB and the heads' 640 KiB"
+    );
+    assert!(run(false), "without: it fits beside the log");
 }

@@ -336,6 +336,10 @@ impl Forward for FaultBackend {
         self.inner.page_cache_shared()
     }
 
+    fn fast_tier_growth(&self) -> u64 {
+        self.inner.fast_tier_growth()
+    }
+
     fn health(&self) -> crate::TierHealth {
         self.inner.health()
     }

@@ -150,6 +150,7 @@ forwarding_layer! {
             fn health(&self) -> TierHealth;
             fn change_times_exact(&self) -> bool;
             fn page_cache_shared(&self) -> bool;
+            fn fast_tier_growth(&self) -> u64;
             fn stat(&self, path: &RelPath) -> io::Result<Stat>;
             fn set_attr(&self, path: &RelPath, attr: &SetAttr) -> io::Result<()>;
             fn symlink(&self, target: &str, link: &RelPath) -> io::Result<()>;

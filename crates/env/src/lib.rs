@@ -698,6 +698,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Bytes this backend may still take from the *fast* tier's file
+    /// system for its own files: LiU's heads file until it has filled
+    /// once. The stager keeps them out of the room it places checkpoints
+    /// in, as it keeps the log's growth (docs/bbos.md, "A full fast
+    /// tier"). None for a backend that keeps nothing there (the default).
+    fn fast_tier_growth(&self) -> u64 {
+        0
+    }
+
     /// Full attributes of `path`, the link itself if it is a symbolic link
     /// (unlike [`Backend::metadata`], which refuses links). NotFound if
     /// absent.

@@ -65,6 +65,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -195,6 +196,11 @@ pub struct LiuBackend {
 struct Inner {
     capacity: Arc<dyn Backend>,
     heads: Arc<dyn BackendFile>,
+    /// The heads file's length once every slot was written.
+    heads_full: u64,
+    /// How far its written slots reach now (it grows as slots are first
+    /// written, lowest first): [`LiuBackend::heads_growth`].
+    heads_len: AtomicU64,
     geometry: Geometry,
     body_sections: u32,
     state: Mutex<State>,
@@ -364,6 +370,8 @@ impl LiuBackend {
         let inner = Arc::new(Inner {
             capacity,
             heads,
+            heads_full: u64::from(slot_count) * geometry.head_bytes(),
+            heads_len: AtomicU64::new(0),
             geometry,
             body_sections: options.body_sections,
             state: Mutex::new(State {
@@ -415,6 +423,16 @@ impl LiuBackend {
     /// The ring of LiU's newest failures (`last_errors`).
     pub fn incidents(&self) -> Arc<Incidents> {
         Arc::clone(&lock(&self.inner.state).incidents)
+    }
+
+    /// Bytes the heads file may still take from the fast tier: its slots
+    /// fill lowest first, and the file grows with them up to
+    /// `heads_bytes` (rounded down to whole heads); zero once full.
+    pub fn heads_growth(&self) -> u64 {
+        let inner = &self.inner;
+        inner
+            .heads_full
+            .saturating_sub(inner.heads_len.load(Ordering::Relaxed))
     }
 
     /// A snapshot for status displays and metrics.
@@ -642,7 +660,12 @@ impl Inner {
     }
 
     fn lift(&self, key: SegmentKey, slot: u32, bytes: &[u8]) {
-        let result = self.heads.write_at(bytes, self.slot_offset(slot));
+        let at = self.slot_offset(slot);
+        let result = self.heads.write_at(bytes, at);
+        if result.is_ok() {
+            self.heads_len
+                .fetch_max(at + bytes.len() as u64, Ordering::Relaxed);
+        }
         if let Err(e) = &result {
             lock(&self.state).record_error(
                 "liu-lift",

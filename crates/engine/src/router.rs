@@ -294,6 +294,13 @@ impl Router {
         self.consistency == Consistency::OnDemand || self.staged(path)
     }
 
+    /// Whether any open may wait ([`Router::open_may_wait`]): not under
+    /// close-to-open or node-local without BBOS, which the mount then
+    /// knows without building the path.
+    pub fn opens_may_wait(&self) -> bool {
+        self.consistency == Consistency::OnDemand || self.stager.is_some()
+    }
+
     /// The capacity file the kernel may serve handle `fh` from itself
     /// (FUSE passthrough), when [`Engine::passthrough_file`] allows it;
     /// never for the stager's handles.

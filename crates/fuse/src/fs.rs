@@ -201,9 +201,10 @@ impl SluiceFs {
     /// Answer a request here, unless it `may_wait` on a tier or another
     /// node and no other reader waits for the next request: then on a
     /// worker (workers.rs). Called under the reader's
-    /// [`Busy`](crate::workers::Busy).
-    fn serve(&self, may_wait: bool, answer: impl FnOnce(&Core) + Send + 'static) {
-        if !may_wait || self.workers.another_reader_waits() {
+    /// [`Busy`](crate::workers::Busy). `may_wait` is asked only when no
+    /// other reader waits (it may take the engine's lock).
+    fn serve(&self, may_wait: impl FnOnce() -> bool, answer: impl FnOnce(&Core) + Send + 'static) {
+        if self.workers.another_reader_waits() || !may_wait() {
             answer(&self.core);
         } else {
             let core = Arc::clone(&self.core);
@@ -436,11 +437,14 @@ impl Filesystem for SluiceFs {
             mtime: mtime.map(to_time_set),
         };
         // A truncate waits for the file's writes in flight.
-        self.serve(size.is_some(), move |fs| {
-            fs.meta();
-            let result = fs.volume.setattr(ino.0, fh.map(|fh| fh.0), &changes);
-            fs.reply_attr("setattr", ino.0, result, reply);
-        });
+        self.serve(
+            || size.is_some(),
+            move |fs| {
+                fs.meta();
+                let result = fs.volume.setattr(ino.0, fh.map(|fh| fh.0), &changes);
+                fs.reply_attr("setattr", ino.0, result, reply);
+            },
+        );
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -550,32 +554,35 @@ impl Filesystem for SluiceFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _busy = self.workers.busy();
         // May recall the file from its holder, or wait for room (a checkpoint).
-        self.serve(self.volume.open_may_wait(ino.0), move |fs| {
-            fs.meta();
-            match fs.volume.open(ino.0, flags.0) {
-                Ok(fh) => {
-                    fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
-                    let place = Place {
-                        dir: fs
-                            .passthrough
-                            .enabled()
-                            .then(|| fs.volume.parent_dir(ino.0))
-                            .flatten(),
-                        len: None,
-                    };
-                    match fs
-                        .passthrough_open(ino.0, fh, flags.0, place, |fd| reply.open_backing(fd))
-                    {
-                        // Without FOPEN_DIRECT_IO, which would override it.
-                        Some(id) => {
-                            reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id)
+        self.serve(
+            || self.volume.open_may_wait(ino.0),
+            move |fs| {
+                fs.meta();
+                match fs.volume.open(ino.0, flags.0) {
+                    Ok(fh) => {
+                        fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
+                        let place = Place {
+                            dir: fs
+                                .passthrough
+                                .enabled()
+                                .then(|| fs.volume.parent_dir(ino.0))
+                                .flatten(),
+                            len: None,
+                        };
+                        match fs.passthrough_open(ino.0, fh, flags.0, place, |fd| {
+                            reply.open_backing(fd)
+                        }) {
+                            // Without FOPEN_DIRECT_IO, which would override it.
+                            Some(id) => {
+                                reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id)
+                            }
+                            None => reply.opened(FileHandle(fh), fs.open_flags),
                         }
-                        None => reply.opened(FileHandle(fh), fs.open_flags),
                     }
+                    Err(e) => reply.error(fs.fail("open", ino.0, None, &e)),
                 }
-                Err(e) => reply.error(fs.fail("open", ino.0, None, &e)),
-            }
-        });
+            },
+        );
     }
 
     fn read(
@@ -590,18 +597,21 @@ impl Filesystem for SluiceFs {
         reply: ReplyData,
     ) {
         let _busy = self.workers.busy();
-        self.serve(bulk(u64::from(size)), move |fs| {
-            fs.counters.reads.fetch_add(1, Ordering::Relaxed);
-            match fs.volume.read(fh.0, offset, u64::from(size)) {
-                Ok(data) => {
-                    fs.counters
-                        .read_bytes
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
-                    reply.data(&data);
+        self.serve(
+            || bulk(u64::from(size)),
+            move |fs| {
+                fs.counters.reads.fetch_add(1, Ordering::Relaxed);
+                match fs.volume.read(fh.0, offset, u64::from(size)) {
+                    Ok(data) => {
+                        fs.counters
+                            .read_bytes
+                            .fetch_add(data.len() as u64, Ordering::Relaxed);
+                        reply.data(&data);
+                    }
+                    Err(e) => reply.error(fs.fail("read", ino.0, None, &e)),
                 }
-                Err(e) => reply.error(fs.fail("read", ino.0, None, &e)),
-            }
-        });
+            },
+        );
     }
 
     fn write(
@@ -638,10 +648,13 @@ impl Filesystem for SluiceFs {
     ) {
         let _busy = self.workers.busy();
         // Close-to-open: may write the file back.
-        self.serve(self.volume.flush_may_wait(fh.0), move |fs| {
-            let result = fs.volume.flush(fh.0, lock_owner.0);
-            fs.reply_empty("close", ino.0, None, result, reply);
-        });
+        self.serve(
+            || self.volume.flush_may_wait(fh.0),
+            move |fs| {
+                let result = fs.volume.flush(fh.0, lock_owner.0);
+                fs.reply_empty("close", ino.0, None, result, reply);
+            },
+        );
     }
 
     fn release(
@@ -685,10 +698,13 @@ impl Filesystem for SluiceFs {
         reply: ReplyEmpty,
     ) {
         let _busy = self.workers.busy();
-        self.serve(true, move |fs| {
-            fs.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-            fs.reply_empty("fsync", ino.0, None, fs.volume.fsync(fh.0), reply);
-        });
+        self.serve(
+            || true,
+            move |fs| {
+                fs.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+                fs.reply_empty("fsync", ino.0, None, fs.volume.fsync(fh.0), reply);
+            },
+        );
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -833,36 +849,39 @@ impl Filesystem for SluiceFs {
         let may_wait = self.volume.create_may_wait(parent.0, name);
         let (caller, name) = (caller(req, umask), name.to_os_string());
         // May wait for the file's holder, or for room (a checkpoint).
-        self.serve(may_wait, move |fs| {
-            fs.meta();
-            match fs
-                .volume
-                .open_or_create(&caller, parent.0, &name, mode, flags)
-            {
-                Ok((attr, fh)) => {
-                    fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
-                    let (ttl, attr, fh) = (&fs.ttl, &file_attr(&attr), FileHandle(fh));
-                    let place = Place {
-                        dir: Some(parent.0),
-                        len: Some(attr.size),
-                    };
-                    match fs.passthrough_open(attr.ino.0, fh.0, flags, place, |fd| {
-                        reply.open_backing(fd)
-                    }) {
-                        Some(id) => reply.created_passthrough(
-                            ttl,
-                            attr,
-                            Generation(0),
-                            fh,
-                            FopenFlags::empty(),
-                            &id,
-                        ),
-                        None => reply.created(ttl, attr, Generation(0), fh, fs.open_flags),
+        self.serve(
+            || may_wait,
+            move |fs| {
+                fs.meta();
+                match fs
+                    .volume
+                    .open_or_create(&caller, parent.0, &name, mode, flags)
+                {
+                    Ok((attr, fh)) => {
+                        fs.counters.open_files.fetch_add(1, Ordering::Relaxed);
+                        let (ttl, attr, fh) = (&fs.ttl, &file_attr(&attr), FileHandle(fh));
+                        let place = Place {
+                            dir: Some(parent.0),
+                            len: Some(attr.size),
+                        };
+                        match fs.passthrough_open(attr.ino.0, fh.0, flags, place, |fd| {
+                            reply.open_backing(fd)
+                        }) {
+                            Some(id) => reply.created_passthrough(
+                                ttl,
+                                attr,
+                                Generation(0),
+                                fh,
+                                FopenFlags::empty(),
+                                &id,
+                            ),
+                            None => reply.created(ttl, attr, Generation(0), fh, fs.open_flags),
+                        }
                     }
+                    Err(e) => reply.error(fs.fail("create", parent.0, Some(&name), &e)),
                 }
-                Err(e) => reply.error(fs.fail("create", parent.0, Some(&name), &e)),
-            }
-        });
+            },
+        );
     }
 
     fn getlk(
@@ -955,11 +974,14 @@ impl Filesystem for SluiceFs {
         reply: ReplyEmpty,
     ) {
         let _busy = self.workers.busy();
-        self.serve(true, move |fs| {
-            fs.counters.fallocates.fetch_add(1, Ordering::Relaxed);
-            let result = fs.volume.fallocate(fh.0, offset, length, mode);
-            fs.reply_empty("fallocate", ino.0, None, result, reply);
-        });
+        self.serve(
+            || true,
+            move |fs| {
+                fs.counters.fallocates.fetch_add(1, Ordering::Relaxed);
+                let result = fs.volume.fallocate(fh.0, offset, length, mode);
+                fs.reply_empty("fallocate", ino.0, None, result, reply);
+            },
+        );
     }
 }
 

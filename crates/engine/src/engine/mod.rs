@@ -706,9 +706,13 @@ impl Engine {
     /// runs again under the lock, as before, once no unlink runs.
     pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
         let shared = &*self.shared;
-        // Another node may have given the name to another file.
-        files::forget_stale_name(shared, path)?;
         let mut state = lock(shared);
+        if state.ids.contains_key(path) {
+            // Another node may have given the name to another file.
+            drop(state);
+            files::forget_stale_name(shared, path)?;
+            state = lock(shared);
+        }
         if let Some(&id) = state.ids.get(path) {
             opened(&mut state, id);
             drop(state);

@@ -158,14 +158,16 @@ enum CloseNeeds {
 /// pass, and its wake-up of every thread waiting on the engine's
 /// condition variable (the flusher among them) at each close.
 fn close_needs(shared: &Shared, id: FileId) -> io::Result<CloseNeeds> {
-    let turn = file_sync_lock(shared, id)?;
+    // One take of the engine lock (a close of every file takes it): the
+    // file's sync turn is only tried under it, never waited for.
+    let state = lock(shared);
+    let open = state.files.get(&id).ok_or_else(|| unknown(id))?;
+    let turn = Arc::clone(&open.sync_lock);
     let _turn = match turn.try_lock() {
         Ok(guard) => guard,
         Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => return Ok(CloseNeeds::WriteBack),
     };
-    let state = lock(shared);
-    let open = state.files.get(&id).ok_or_else(|| unknown(id))?;
     if !at_rest(&state, id, open) {
         return Ok(CloseNeeds::WriteBack);
     }

@@ -117,13 +117,15 @@ impl Volume {
     /// Whether an open of `ino` may wait for another node or for room
     /// ([`Router::open_may_wait`]).
     pub fn open_may_wait(&self, ino: u64) -> bool {
-        self.path(ino).is_ok_and(|p| self.router.open_may_wait(&p))
+        self.router.opens_may_wait() && self.path(ino).is_ok_and(|p| self.router.open_may_wait(&p))
     }
 
     /// [`Volume::open_may_wait`] for a create of `name` in `parent`.
     pub fn create_may_wait(&self, parent: u64, name: &OsStr) -> bool {
-        self.child(parent, name)
-            .is_ok_and(|p| self.router.open_may_wait(&p))
+        self.router.opens_may_wait()
+            && self
+                .child(parent, name)
+                .is_ok_and(|p| self.router.open_may_wait(&p))
     }
 
     /// A `close(2)` of a descriptor of handle `fh` by lock owner `owner`

@@ -67,6 +67,7 @@ pub(crate) fn allowed(key: &str) -> Option<&'static str> {
         "liu.head" | "liu.body" => "a size above 0, like \"1MiB\"",
         "liu.buffer" => "a size that holds one segment (liu.head + liu.body)",
         "liu.heads" => "a size of at most 2^32 - 1 heads (liu.heads / liu.head)",
+        "liu.bodies" => "a size of at most 2^32 - 1 bodies (liu.bodies / liu.body); 0 = heads only",
         "liu.lift_locality" => "within [0, 1]",
         "liu.body_sections" => "1 to 64",
         "liu.workers" => "1 to 256",

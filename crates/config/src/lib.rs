@@ -522,6 +522,10 @@ pub struct LiuSection {
     pub buffer: ByteSize,
     /// Fast-tier space for lifted heads (the file `FAST/liu-heads`).
     pub heads: ByteSize,
+    /// Fast-tier space for lifted bodies (the file `FAST/liu-bodies`):
+    /// whole segments lifted while it has room; 0 = heads only, as the
+    /// paper (docs/liu.md, "Whole segments").
+    pub bodies: ByteSize,
     /// Locality from which a segment is loaded whole and lifted, in [0, 1].
     pub lift_locality: f64,
     /// Capacity reads a segment body is loaded in, at once (1 to 64).
@@ -559,6 +563,7 @@ impl Default for LiuSection {
             body: ByteSize(policy.geometry.body_bytes()),
             buffer: ByteSize(policy.buffer_bytes),
             heads: ByteSize(policy.heads_bytes),
+            bodies: ByteSize(options.bodies_bytes),
             lift_locality: policy.lift_locality,
             body_sections: options.body_sections,
             workers: options.workers,
@@ -926,6 +931,7 @@ mod tests {
             ("workers = 1000\n", "liu.workers"),
             ("time_share = 9\n", "liu.time_share"),
             ("time_share = -1\n", "liu.time_share"),
+            ("body = 1\nbodies = \"8TiB\"\n", "liu.bodies"),
         ] {
             let config = Config::from_toml(&format!("{base}{keys}")).unwrap();
             let err = config.validate().unwrap_err();
@@ -941,6 +947,9 @@ mod tests {
         assert_eq!(options.time_share, 0.5, "half the disk time by default");
         let off = Config::from_toml(&format!("{base}time_share = 0\n")).unwrap();
         assert_eq!(off.liu_options().unwrap().time_share, 0.0);
+        assert_eq!(options.bodies_bytes, 4 << 30, "whole segments by default");
+        let heads_only = Config::from_toml(&format!("{base}bodies = 0\n")).unwrap();
+        assert_eq!(heads_only.liu_options().unwrap().bodies_bytes, 0);
         assert_eq!(options.policy.geometry.segment_bytes(), 6 << 20);
         assert_eq!(options.policy.buffer_bytes, 64 << 20);
         assert_eq!(Config::from_toml(&config.to_toml()).unwrap(), config);

@@ -192,6 +192,7 @@ impl Config {
             body_sections: l.body_sections,
             workers: l.workers,
             time_share: l.time_share,
+            bodies_bytes: l.bodies.0,
         };
         if l.buffer.0 < geometry.segment_bytes() {
             return Err(ConfigError(format!(

@@ -191,6 +191,8 @@ fn liu_view(liu: &LiuBackend) -> LiuStatusView {
         delifts: c.delifts,
         invalidations: c.invalidations,
         head_bytes_read: s.head_bytes_read,
+        lifted_bodies: s.lifted_bodies,
+        body_bytes_read: s.body_bytes_read,
         load_bytes_skipped: s.load_bytes_skipped,
         time_share_holds: s.time_share_holds,
         time_share_held_s: s.time_share_held_s,

@@ -24,7 +24,9 @@ const HEAD: u64 = 4096;
 const BODY: u64 = 12 * 1024;
 const SEGMENT: u64 = HEAD + BODY;
 
-/// Tiny segments: a 2-segment buffer, room for 3 heads.
+/// Tiny segments: a 2-segment buffer, room for 3 heads; under per-file
+/// sharing, 2 bodies too (so some lifted segments are whole, others head
+/// only).
 fn options() -> LiuOptions {
     LiuOptions {
         policy: LiuConfig {
@@ -38,6 +40,7 @@ fn options() -> LiuOptions {
         body_sections: 3,
         workers: 4,
         time_share: 1.0,
+        bodies_bytes: 2 * BODY,
     }
 }
 
@@ -88,6 +91,7 @@ fn lifted_heads_are_loaded_and_a_write_never_leaves_them_stale() {
     file.write_at(&data, 0).unwrap();
     // The heads file may still take its three slots from the fast tier
     // (the stager keeps them out of its room: tests/router.rs).
+    // (Under the paper's sharing, as here, no bodies are lifted.)
     assert_eq!(liu.fast_tier_growth(), 3 * HEAD);
     sweep(file.as_ref(), 6, 3);
     let status = liu.status();
@@ -473,6 +477,20 @@ fn counted_file(
     Vec<u8>,
     impl Fn() -> u64,
 ) {
+    counted_file_with(options(), seed, segments)
+}
+
+/// [`counted_file`] with LiU's `options`.
+fn counted_file_with(
+    options: LiuOptions,
+    seed: u8,
+    segments: u64,
+) -> (
+    Arc<LiuBackend>,
+    Arc<dyn BackendFile>,
+    Vec<u8>,
+    impl Fn() -> u64,
+) {
     use sluice_devices::ssd::SsdConfig;
     use sluice_env::emulated::EmulatedBackend;
     let emulated = Arc::new(
@@ -491,7 +509,7 @@ fn counted_file(
         .unwrap()
         .write_at(&data, 0)
         .unwrap();
-    let liu = liu_over(&capacity, &fast);
+    let liu = Arc::new(LiuBackend::new(Arc::clone(&capacity), &fast, options).unwrap());
     let f = liu.open(&path("f"), OpenOptions::default()).unwrap();
     (liu, f, data, move || {
         emulated.ssd_stats().unwrap().read_bytes
@@ -601,4 +619,64 @@ fn a_write_past_the_end_invalidates_the_segments_it_grew() {
             assert_eq!(a, b, "at {}", i + 13611);
         }
     }
+}
+
+/// Whole-segment lifts (sluice's, beyond the paper; docs/liu.md, "Whole
+/// segments"): under per-file sharing a lifted segment whose body found a
+/// free slot is loaded from the fast tier alone, so a pass over it reads
+/// nothing from the capacity tier; a write into its body drops the body
+/// (never served stale) while its head stays lifted; a truncation drops
+/// the rest.
+#[test]
+fn a_whole_lifted_segment_is_read_from_the_fast_tier_alone() {
+    let mut opts = options();
+    opts.policy.sharing = Sharing::PerFile;
+    let segments = 6;
+    let (liu, f, mut data, read_bytes) = counted_file_with(opts, 9, segments);
+    sweep(f.as_ref(), segments, 3);
+    let status = liu.status();
+    assert_eq!(
+        status.lifted_bodies, 2,
+        "both body slots hold a body: {status:?}"
+    );
+    assert!(status.lifted_segments >= 2, "{status:?}");
+
+    // The whole lifted segments: a pass over each reads no capacity byte.
+    let whole: Vec<u64> = (0..segments)
+        .filter(|&s| {
+            let before = read_bytes();
+            for piece in 0..4 {
+                let at = s * SEGMENT + piece * (SEGMENT / 4);
+                let want = &data[at as usize..(at + SEGMENT / 4) as usize];
+                assert_eq!(read(f.as_ref(), at, (SEGMENT / 4) as usize), want);
+            }
+            read_bytes() == before
+        })
+        .collect();
+    assert!(
+        !whole.is_empty(),
+        "a whole lifted segment was read from the fast tier"
+    );
+    assert!(liu.status().body_bytes_read > 0);
+
+    // A write into one's body: the body goes, the bytes read are new.
+    let s = whole[0];
+    let at = s * SEGMENT + HEAD + 100;
+    let bytes = pattern(200, 50);
+    f.write_at(&bytes, at).unwrap();
+    data[at as usize..at as usize + 50].copy_from_slice(&bytes);
+    assert!(
+        liu.status().lifted_bodies < 2,
+        "the written body was dropped"
+    );
+    sweep(f.as_ref(), segments, 2);
+    assert_eq!(read(f.as_ref(), 0, data.len()), data);
+
+    // A truncation drops every body past it.
+    f.set_len(SEGMENT).unwrap();
+    data.truncate(SEGMENT as usize);
+    let left = liu.status().lifted_bodies;
+    assert!(left <= 1, "only segment 0 may keep its body: {left}");
+    assert_eq!(read(f.as_ref(), 0, 2 * SEGMENT as usize), data);
+    assert_eq!(liu.status().errors, 0);
 }

@@ -948,6 +948,15 @@ pub(crate) fn owner_id(id: Option<u32>, what: &str) -> io::Result<Option<u32>> {
     }
 }
 
+/// Whether an error of a tier says it has no room: ENOSPC, or EDQUOT (a
+/// quota on its file system).
+pub fn no_room(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
+}
+
 /// Locks `mutex`, ignoring poisoning: sluice's one lock helper (every
 /// crate that holds a `Mutex` takes it through this).
 ///

@@ -429,6 +429,13 @@ pub const METRICS: &[Metric] = &[
         read: |s| liu(s, |l| vec![l.lifted_segments]),
     },
     Metric {
+        name: "sluice_liu_lifted_bodies",
+        kind: Gauge,
+        help: "LiU: lifted segments whose body is on the fast tier too (whole-segment lifts).",
+        labels: None,
+        read: |s| liu(s, |l| vec![l.lifted_bodies]),
+    },
+    Metric {
         name: "sluice_liu_buffered_segments",
         kind: Gauge,
         help: "LiU: segments in the DRAM buffer.",

@@ -207,6 +207,12 @@ pub struct LiuStatusView {
     pub invalidations: u64,
     /// Bytes read from lifted heads.
     pub head_bytes_read: u64,
+    /// Lifted segments whose body is on the fast tier too.
+    #[serde(default)]
+    pub lifted_bodies: u64,
+    /// Bytes read from lifted bodies.
+    #[serde(default)]
+    pub body_bytes_read: u64,
     /// Bytes loads left unread because direct reads had read them.
     #[serde(default)]
     pub load_bytes_skipped: u64,
@@ -801,9 +807,10 @@ impl Status {
         if let Some(l) = &self.liu {
             let _ = writeln!(
                 out,
-                "liu         {} buffered, {} lifted ({} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads, {} not re-read by loads; {} loads held for other readers ({:.1} s); {} errors{}",
+                "liu         {} buffered, {} lifted ({} whole; {} lifts, {} de-lifts, {} invalidations); {} buffer hits, loads {} head-from-fast / {} whole, direct {} head / {} capacity; {} read from heads, {} from bodies, {} not re-read by loads; {} loads held for other readers ({:.1} s); {} errors{}",
                 l.buffered_segments,
                 l.lifted_segments,
+                l.lifted_bodies,
                 l.lifts,
                 l.delifts,
                 l.invalidations,
@@ -813,6 +820,7 @@ impl Status {
                 l.head_reads,
                 l.capacity_reads,
                 mib(l.head_bytes_read),
+                mib(l.body_bytes_read),
                 mib(l.load_bytes_skipped),
                 l.time_share_holds,
                 l.time_share_held_s,

@@ -173,6 +173,7 @@ fn check_fast_tier(config: &Config, fast: &Path) -> io::Result<()> {
     let mut replaced = vec!["sluice.sock"];
     if config.liu.enabled {
         replaced.push(sluice_engine::liu::HEADS_FILE);
+        replaced.push(sluice_engine::liu::BODIES_FILE);
     }
     for name in replaced {
         let path = fast.join(name);

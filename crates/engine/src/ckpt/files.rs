@@ -27,15 +27,6 @@ use super::{
 /// and the move waiting for writes in flight, look again.
 const MOVE_POLL: Duration = Duration::from_millis(10);
 
-/// Whether a fast tier's error says it has no room: ENOSPC, or EDQUOT (a
-/// quota on the fast tier's file system).
-fn no_room(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
-    )
-}
-
 /// A new checkpoint's placement being decided ([`Checkpoints::placer`]):
 /// the policy's placer, DataWarp's grant for the job, and the version the
 /// checkpoint takes.
@@ -529,7 +520,7 @@ impl Checkpoints {
             shared.changed.notify_all();
             match written {
                 Ok(()) => {}
-                Err(e) if no_room(&e) => {
+                Err(e) if sluice_env::no_room(&e) => {
                     drop(state);
                     self.move_when_full(id, &e)?;
                     // Made again through the handle, now on the capacity file.
@@ -829,7 +820,7 @@ impl Checkpoints {
                 .ok_or_else(|| invalid("copy gone"))?;
             c.generation += 1;
             match c.file.allocate(mode, offset, len) {
-                Err(e) if no_room(&e) => {
+                Err(e) if sluice_env::no_room(&e) => {
                     // As a write that finds no room: on the capacity file.
                     drop(state);
                     self.move_when_full(id, &e)?;

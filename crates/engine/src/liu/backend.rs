@@ -179,9 +179,10 @@ impl Forward for LiuBackend {
         format!("{} (LiU)", self.inner.capacity.describe())
     }
 
-    /// The heads file's growth, beside what the tier under it claims.
+    /// The heads and bodies files' growth, beside what the tier under it
+    /// claims.
     fn fast_tier_growth(&self) -> u64 {
-        self.heads_growth() + self.inner.capacity.fast_tier_growth()
+        self.slots_growth() + self.inner.capacity.fast_tier_growth()
     }
 
     fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {

@@ -38,6 +38,10 @@
 //!   (`liu-heads`, `heads_bytes / head_bytes` slots) by a worker; it is
 //!   served from there only after [`SegmentBuffer::lift_done`] accepts it.
 //!   A slot that a reader is using (pinned) is not reused until released.
+//!   Under per-file sharing an evicted segment whose whole body is in
+//!   DRAM may take the body to a slot of `liu-bodies` too, and is then
+//!   loaded from the fast tier alone; the body goes with its head's
+//!   de-lift (docs/liu.md, "Whole segments").
 //! * **Coherence.** Writes and truncations call [`SegmentBuffer::written`]
 //!   / [`SegmentBuffer::invalidate`] **before and after** the capacity
 //!   write. The first call stops new readers from being served old bytes
@@ -65,12 +69,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use sluice_env::{Backend, BackendFile, OpenOptions, RelPath};
+use sluice_env::{Backend, BackendFile, RelPath};
 use sluice_policy::segments::{
     Action, FileCounters, Geometry, LiuConfig, LiuCounters, SegmentBuffer, SegmentKey, Serve,
     Sharing,
@@ -85,12 +88,15 @@ mod segment;
 mod share;
 mod stash;
 
-use segment::{cut_learned, parts, Part, Segment, Slots};
+use segment::{cut_learned, parts, Bodies, Part, Segment, SlotFile, Slots};
 use share::TimeShare;
 use stash::HeadStash;
 
 /// Name of the heads file on the fast tier.
 pub const HEADS_FILE: &str = "liu-heads";
+
+/// Name of the bodies file on the fast tier (whole-segment lifts).
+pub const BODIES_FILE: &str = "liu-bodies";
 
 /// Parameters of the LiU read path.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -106,6 +112,12 @@ pub struct LiuOptions {
     /// times the disk's time of those loads (`share.rs`; docs/liu.md,
     /// "The disk's time"; default 0.5); 0 is off, the paper's behaviour.
     pub time_share: f64,
+    /// Fast-tier space for lifted *bodies*: a segment lifted while a
+    /// slot of `body_bytes` is free has its whole body copied too, and is
+    /// then loaded from the fast tier alone (docs/liu.md, "Whole
+    /// segments"; sluice's, beyond the paper; default 4 GiB). 0, or
+    /// [`Sharing::Paper`], lifts heads only, as the paper does.
+    pub bodies_bytes: u64,
 }
 
 impl LiuOptions {
@@ -124,7 +136,8 @@ impl LiuOptions {
         if !(0.0..=8.0).contains(&self.time_share) {
             return Err(format!("time_share = {}: must be 0 to 8", self.time_share));
         }
-        self.slot_count().map(|_| ())
+        self.slot_count()?;
+        self.body_slot_count().map(|_| ())
     }
 
     /// Slots of the heads file: `heads_bytes / head_bytes`.
@@ -134,6 +147,21 @@ impl LiuOptions {
             format!(
                 "heads = {} B: {slots} head slots, at most 2^32 - 1",
                 self.policy.heads_bytes
+            )
+        })
+    }
+
+    /// Slots of the bodies file: `bodies_bytes / body_bytes`, none under
+    /// the paper's sharing.
+    fn body_slot_count(&self) -> Result<u32, String> {
+        if self.policy.sharing == Sharing::Paper {
+            return Ok(0);
+        }
+        let slots = self.bodies_bytes / self.policy.geometry.body_bytes();
+        u32::try_from(slots).map_err(|_| {
+            format!(
+                "bodies = {} B: {slots} body slots, at most 2^32 - 1",
+                self.bodies_bytes
             )
         })
     }
@@ -151,6 +179,7 @@ impl Default for LiuOptions {
             body_sections: 4,
             workers: 16,
             time_share: 0.5,
+            bodies_bytes: 4 * 1024 * 1024 * 1024,
         }
     }
 }
@@ -168,6 +197,10 @@ pub struct LiuStatus {
     pub lifted_segments: u64,
     /// Bytes read from lifted heads (loads and direct reads).
     pub head_bytes_read: u64,
+    /// Lifted segments whose body is on the fast tier too.
+    pub lifted_bodies: u64,
+    /// Bytes read from lifted bodies (loads and direct reads).
+    pub body_bytes_read: u64,
     /// Bytes loads left unread because the pass that learned the segment
     /// had read them directly: heads taken from the stash, body runs left
     /// absent (a run loaded later, when a reader needs it, is not taken
@@ -195,12 +228,8 @@ pub struct LiuBackend {
 
 struct Inner {
     capacity: Arc<dyn Backend>,
-    heads: Arc<dyn BackendFile>,
-    /// The heads file's length once every slot was written.
-    heads_full: u64,
-    /// How far its written slots reach now (it grows as slots are first
-    /// written, lowest first): [`LiuBackend::heads_growth`].
-    heads_len: AtomicU64,
+    heads: SlotFile,
+    bodies: SlotFile,
     geometry: Geometry,
     body_sections: u32,
     state: Mutex<State>,
@@ -218,6 +247,8 @@ struct State {
     ids: HashMap<RelPath, FileId>,
     next_id: u64,
     slots: Slots,
+    bodies: Bodies,
+    body_bytes_read: u64,
     /// Heads of ghosts, from their direct reads.
     stash: HeadStash,
     head_bytes_read: u64,
@@ -286,37 +317,63 @@ enum Job {
         part: usize,
         source: Source,
     },
-    /// Copy `bytes` (a head) to `slot` of the heads file.
+    /// Copy `bytes` (a head) to `slot` of the heads file, and the body
+    /// of the evicted segment, if any, to its slot of the bodies file.
     Lift {
         key: SegmentKey,
         slot: u32,
         bytes: Arc<[u8]>,
+        body: Option<BodyCopy>,
     },
+    /// Copy the body of evicted segment `key`, whose head is lifted.
+    Body { key: SegmentKey, copy: BodyCopy },
 }
 
 impl Job {
     fn file(&self) -> FileId {
         match self {
             Job::Part { segment, .. } => segment.key.file,
-            Job::Lift { key, .. } => key.file,
+            Job::Lift { key, .. } | Job::Body { key, .. } => key.file,
         }
     }
 
     /// Whether it reads the capacity tier.
     fn reads_capacity(&self) -> bool {
-        matches!(
-            self,
-            Job::Part {
-                source: Source::Capacity(_),
-                ..
-            }
-        )
+        match self {
+            Job::Part { source, .. } => matches!(source, Source::Capacity(_)),
+            Job::Lift { .. } | Job::Body { .. } => false,
+        }
+    }
+}
+
+/// The copy of an evicted segment's body to `slot` of the bodies file
+/// (docs/liu.md, "Whole segments").
+struct BodyCopy {
+    slot: u32,
+    body: Vec<u8>,
+}
+
+impl BodyCopy {
+    /// A slot for the body of the evicted `segment` (`key`), if one is
+    /// free, it has a body not lifted yet, and every part of that body is
+    /// in DRAM: a lift reads nothing from the capacity tier (copies that
+    /// read the parts the learning pass left absent took the other
+    /// readers' disk time; docs/liu.md, "Whole segments").
+    fn take(state: &mut State, key: SegmentKey, segment: &Segment) -> Option<BodyCopy> {
+        if !state.bodies.has_room(key, segment.len) {
+            return None;
+        }
+        let body = segment.ready_body()?;
+        let slot = state.bodies.take(key, segment.len)?;
+        Some(BodyCopy { slot, body })
     }
 }
 
 enum Source {
     /// The lifted head in this slot of the heads file.
     Head(u32),
+    /// The lifted body in this slot of the bodies file.
+    Body(u32),
     /// The capacity file, from the segment's start.
     Capacity(Arc<dyn BackendFile>),
 }
@@ -338,40 +395,25 @@ impl LiuBackend {
     ) -> io::Result<LiuBackend> {
         options.check().map_err(invalid)?;
         let slot_count = options.slot_count().map_err(invalid)?;
+        let body_slots = options.body_slot_count().map_err(invalid)?;
         let buffer = SegmentBuffer::new(options.policy).map_err(invalid)?;
         // A quarter of the buffer's segment count in heads (at least 4):
         // about a twentieth of the buffer's bytes more in DRAM.
         let stash = HeadStash::new((buffer.capacity_segments() / 4).max(4) as usize);
         let geometry = options.policy.geometry;
-        let path = RelPath::new(HEADS_FILE)?;
-        let what = |e: io::Error| {
-            io::Error::new(
-                e.kind(),
-                format!("fast tier {}: {HEADS_FILE}: {e}", fast.describe()),
-            )
-        };
-        match fast.remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(what(e)),
-            _ => {}
-        }
-        let heads = fast
-            .open(
-                &path,
-                OpenOptions {
-                    create: true,
-                    truncate: true,
-                    ..OpenOptions::default()
-                }
-                .private(),
-            )
-            .map_err(what)?;
+        let heads = SlotFile::create(fast.as_ref(), HEADS_FILE, slot_count, geometry.head_bytes())?;
+        let bodies = SlotFile::create(
+            fast.as_ref(),
+            BODIES_FILE,
+            body_slots,
+            geometry.body_bytes(),
+        )?;
         let incidents = Arc::new(Incidents::new(fast.describe(), capacity.describe()));
         let time_share = options.policy.sharing == Sharing::PerFile && options.time_share > 0.0;
         let inner = Arc::new(Inner {
             capacity,
             heads,
-            heads_full: u64::from(slot_count) * geometry.head_bytes(),
-            heads_len: AtomicU64::new(0),
+            bodies,
             geometry,
             body_sections: options.body_sections,
             state: Mutex::new(State {
@@ -379,11 +421,9 @@ impl LiuBackend {
                 loaded: HashMap::new(),
                 ids: HashMap::new(),
                 next_id: 1,
-                slots: Slots {
-                    free: (0..slot_count).rev().collect(),
-                    pins: vec![0; slot_count as usize],
-                    ..Slots::default()
-                },
+                slots: Slots::new(slot_count),
+                bodies: Bodies::new(body_slots, geometry.head_bytes()),
+                body_bytes_read: 0,
                 stash,
                 head_bytes_read: 0,
                 load_bytes_skipped: 0,
@@ -425,14 +465,12 @@ impl LiuBackend {
         Arc::clone(&lock(&self.inner.state).incidents)
     }
 
-    /// Bytes the heads file may still take from the fast tier: its slots
-    /// fill lowest first, and the file grows with them up to
-    /// `heads_bytes` (rounded down to whole heads); zero once full.
-    pub fn heads_growth(&self) -> u64 {
-        let inner = &self.inner;
-        inner
-            .heads_full
-            .saturating_sub(inner.heads_len.load(Ordering::Relaxed))
+    /// Bytes the heads and bodies files may still take from the fast
+    /// tier: their slots fill lowest first, and each file grows with them
+    /// up to `heads_bytes` / `bodies_bytes` (rounded down to whole
+    /// slots); zero once full.
+    pub fn slots_growth(&self) -> u64 {
+        self.inner.heads.growth() + self.inner.bodies.growth()
     }
 
     /// A snapshot for status displays and metrics.
@@ -450,6 +488,8 @@ impl LiuBackend {
             ghost_segments: state.buffer.ghost_count(),
             lifted_segments: state.buffer.lifted_count(),
             head_bytes_read: state.head_bytes_read,
+            lifted_bodies: state.bodies.count(),
+            body_bytes_read: state.body_bytes_read,
             load_bytes_skipped: state.load_bytes_skipped,
             errors: state.errors,
             last_error: state.last_error.clone(),
@@ -548,7 +588,19 @@ fn worker(inner: &Inner) {
                     inner.job_ready.notify_all();
                 }
             }
-            Job::Lift { key, slot, bytes } => inner.lift(key, slot, &bytes),
+            Job::Lift {
+                key,
+                slot,
+                bytes,
+                body,
+            } => inner.lift(key, slot, &bytes, body),
+            Job::Body { key, copy } => {
+                let copied = inner.lift_body(&copy);
+                let mut state = lock(&inner.state);
+                // Kept only while the head is still lifted.
+                let keep = copied && state.buffer.is_lifted(key);
+                state.bodies.landed(key, copy.slot, keep);
+            }
         }
     }
 }
@@ -571,11 +623,6 @@ impl State {
 }
 
 impl Inner {
-    /// Where `slot` starts in the heads file.
-    fn slot_offset(&self, slot: u32) -> u64 {
-        u64::from(slot) * self.geometry.head_bytes()
-    }
-
     /// Change the state with `f` under its lock; `f` may queue jobs. The
     /// policy's queued actions then run under the same hold
     /// ([`run_actions`]: lifts of evicted segments' heads, freed slots),
@@ -608,7 +655,12 @@ impl Inner {
                         part,
                         Part::Failed(io::ErrorKind::Other, "liu: shutting down".into()),
                     ),
-                    Job::Lift { key, .. } => self.lift_finished(key, false),
+                    Job::Lift { key, body, .. } => {
+                        self.lift_finished(key, false, body.map(|copy| (copy.slot, false)))
+                    }
+                    Job::Body { key, copy } => {
+                        lock(&self.state).bodies.landed(key, copy.slot, false)
+                    }
                 }
             }
             return;
@@ -623,24 +675,34 @@ impl Inner {
     fn load_part(&self, segment: &Segment, part: usize, source: Source) {
         let (offset, len) = segment.parts[part];
         let mut bytes = vec![0u8; len as usize];
+        let head = self.geometry.head_bytes();
         let result = match &source {
-            Source::Head(slot) => read_fully(
-                self.heads.as_ref(),
-                &mut bytes,
-                self.slot_offset(*slot) + offset,
-            ),
+            Source::Head(slot) => self.heads.read(*slot, offset, &mut bytes),
+            Source::Body(slot) => self.bodies.read(*slot, offset - head, &mut bytes),
             Source::Capacity(file) => read_fully(file.as_ref(), &mut bytes, segment.start + offset),
         };
         self.update(|state, _| {
-            if let Source::Head(slot) = source {
-                state.slots.unpin(slot);
-                if result.is_ok() {
-                    state.head_bytes_read += len;
+            match source {
+                Source::Head(slot) => {
+                    state.slots.unpin(slot);
+                    if result.is_ok() {
+                        state.head_bytes_read += len;
+                    }
                 }
+                Source::Body(slot) => {
+                    state.bodies.slots.unpin(slot);
+                    match &result {
+                        Ok(()) => state.body_bytes_read += len,
+                        // Not served again: the capacity tier has it.
+                        Err(_) => state.bodies.release(segment.key),
+                    }
+                }
+                Source::Capacity(_) => {}
             }
             if let Err(e) = &result {
                 let (what, tier) = match source {
                     Source::Head(_) => ("fast tier (lifted head)", "fast"),
+                    Source::Body(_) => ("fast tier (lifted body)", "fast"),
                     Source::Capacity(_) => ("capacity tier", "capacity"),
                 };
                 state.record_error(
@@ -659,13 +721,9 @@ impl Inner {
         }
     }
 
-    fn lift(&self, key: SegmentKey, slot: u32, bytes: &[u8]) {
-        let at = self.slot_offset(slot);
-        let result = self.heads.write_at(bytes, at);
-        if result.is_ok() {
-            self.heads_len
-                .fetch_max(at + bytes.len() as u64, Ordering::Relaxed);
-        }
+    /// A lift job: the head, then the body if a slot was taken for it.
+    fn lift(&self, key: SegmentKey, slot: u32, bytes: &[u8], body: Option<BodyCopy>) {
+        let result = self.heads.write(slot, bytes);
         if let Err(e) = &result {
             lock(&self.state).record_error(
                 "liu-lift",
@@ -674,13 +732,41 @@ impl Inner {
                 format!("liu: lift a head to the fast tier: {e}"),
             );
         }
-        self.lift_finished(key, result.is_ok());
+        let body = body.map(|copy| (copy.slot, result.is_ok() && self.lift_body(&copy)));
+        self.lift_finished(key, result.is_ok(), body);
     }
 
-    fn lift_finished(&self, key: SegmentKey, copied: bool) {
+    /// Copy a body to its slot: whether it landed. A full fast tier is
+    /// no error: the segment keeps its head lifted alone.
+    fn lift_body(&self, copy: &BodyCopy) -> bool {
+        match self.bodies.write(copy.slot, &copy.body) {
+            Ok(()) => true,
+            Err(e) if sluice_env::no_room(&e) => {
+                tracing::debug!(error = %e, "liu: no room for a lifted body");
+                false
+            }
+            Err(e) => {
+                lock(&self.state).record_error(
+                    "liu-lift",
+                    "fast",
+                    &e,
+                    format!("liu: lift a body to the fast tier: {e}"),
+                );
+                false
+            }
+        }
+    }
+
+    /// A lift ended: the head is served from its slot if `copied` and the
+    /// policy still wants it; the body, `(slot, copied)`, only with it.
+    fn lift_finished(&self, key: SegmentKey, copied: bool, body: Option<(u32, bool)>) {
         let mut state = lock(&self.state);
-        if !state.buffer.lift_done(key, copied) {
+        let lifted = state.buffer.lift_done(key, copied);
+        if !lifted {
             state.slots.release(key);
+        }
+        if let Some((slot, copied)) = body {
+            state.bodies.landed(key, slot, copied && lifted);
         }
     }
 
@@ -702,6 +788,7 @@ impl Inner {
         } else {
             None
         };
+        let body_slot = state.bodies.ready(key);
         let (cut, mut initial, skipped) = cut_learned(
             &state.buffer,
             key,
@@ -727,10 +814,14 @@ impl Inner {
             if !matches!(initial, Part::Pending) {
                 continue;
             }
-            let source = match slot {
-                Some(slot) if part == 0 => {
+            let source = match (slot, body_slot) {
+                (Some(slot), _) if part == 0 => {
                     state.slots.pin(slot);
                     Source::Head(slot)
+                }
+                (_, Some(body)) if part > 0 => {
+                    state.bodies.slots.pin(body);
+                    Source::Body(body)
                 }
                 _ => Source::Capacity(Arc::clone(file)),
             };
@@ -839,19 +930,31 @@ impl Inner {
                 Serve::Direct { from_head: false } if slice_start < self.geometry.head_bytes() => {
                     Plan::Stash(state.stash.epoch())
                 }
-                Serve::Direct { from_head: false } => Plan::Capacity,
+                // Past the head, of a segment whose body is lifted too.
+                Serve::Direct { from_head: false } => match state.bodies.ready(key) {
+                    Some(slot) => {
+                        state.bodies.slots.pin(slot);
+                        Plan::Body(slot)
+                    }
+                    None => Plan::Capacity,
+                },
             };
             if let Plan::Wait(segment) = &plan {
-                jobs.extend(
-                    segment
-                        .claim(slice_start, slice_start + len)
-                        .into_iter()
-                        .map(|part| Job::Part {
-                            segment: Arc::clone(segment),
-                            part,
-                            source: Source::Capacity(Arc::clone(file)),
-                        }),
-                );
+                let body = state.bodies.ready(key);
+                for part in segment.claim(slice_start, slice_start + len) {
+                    let source = match body {
+                        Some(slot) if part > 0 => {
+                            state.bodies.slots.pin(slot);
+                            Source::Body(slot)
+                        }
+                        _ => Source::Capacity(Arc::clone(file)),
+                    };
+                    jobs.push(Job::Part {
+                        segment: Arc::clone(segment),
+                        part,
+                        source,
+                    });
+                }
             }
             plan
         });
@@ -864,12 +967,31 @@ impl Inner {
                 // answers instead.
                 self.read_direct(id, file, out, segment_start + slice_start)
             }
+            Plan::Body(slot) => {
+                let head = self.geometry.head_bytes();
+                let result = self.bodies.read(slot, slice_start - head, out);
+                let mut state = lock(&self.state);
+                state.bodies.slots.unpin(slot);
+                match result {
+                    Ok(()) => {
+                        state.body_bytes_read += len;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        state.bodies.release(key);
+                        state.record_error(
+                            "liu-read-body",
+                            "fast",
+                            &e,
+                            format!("liu: read a lifted body: {e}"),
+                        );
+                        drop(state);
+                        self.read_direct(id, file, out, segment_start + slice_start)
+                    }
+                }
+            }
             Plan::Head(slot) => {
-                let result = read_fully(
-                    self.heads.as_ref(),
-                    out,
-                    self.slot_offset(slot) + slice_start,
-                );
+                let result = self.heads.read(slot, slice_start, out);
                 let mut state = lock(&self.state);
                 state.slots.unpin(slot);
                 match result {
@@ -951,6 +1073,8 @@ impl Inner {
 enum Plan {
     Wait(Arc<Segment>),
     Head(u32),
+    /// Read the lifted body in this slot of the bodies file.
+    Body(u32),
     /// Read the capacity tier and keep what falls in the head, read under
     /// this stash epoch.
     Stash(u64),
@@ -988,12 +1112,35 @@ fn run_actions(state: &mut State) -> Vec<Job> {
             Action::Evict { key, lift, .. } => {
                 let segment = state.loaded.remove(&key);
                 if !lift {
+                    // A lifted segment evicted whole, its body not lifted
+                    // with its head (parts of it were not loaded then):
+                    // the body joins the head if a slot is free.
+                    if state.buffer.is_lifted(key) {
+                        if let Some(copy) = segment
+                            .as_ref()
+                            .and_then(|segment| BodyCopy::take(state, key, segment))
+                        {
+                            jobs.push(Job::Body { key, copy });
+                        }
+                    }
                     continue;
                 }
                 let head = segment.as_ref().and_then(|s| s.ready_head());
                 let slot = head.as_ref().and_then(|_| state.slots.take(key));
                 match (head, slot) {
-                    (Some(bytes), Some(slot)) => jobs.push(Job::Lift { key, slot, bytes }),
+                    (Some(bytes), Some(slot)) => {
+                        // The whole body too, if it is all here and a slot
+                        // is free (docs/liu.md, "Whole segments").
+                        let body = segment
+                            .as_ref()
+                            .and_then(|segment| BodyCopy::take(state, key, segment));
+                        jobs.push(Job::Lift {
+                            key,
+                            slot,
+                            bytes,
+                            body,
+                        })
+                    }
                     // The head was still loading, or every free slot is
                     // being read: no lift this time.
                     _ => {
@@ -1001,7 +1148,10 @@ fn run_actions(state: &mut State) -> Vec<Job> {
                     }
                 }
             }
-            Action::DeLift { key } => state.slots.release(key),
+            Action::DeLift { key } => {
+                state.slots.release(key);
+                state.bodies.release(key);
+            }
         }
     }
     jobs
@@ -1031,6 +1181,7 @@ mod tests {
             },
             slot: 0,
             bytes: Arc::from(&[][..]),
+            body: None,
         }
     }
 
@@ -1050,7 +1201,7 @@ mod tests {
             std::iter::from_fn(|| q.pop(|_| true))
                 .map(|job| match job {
                     Job::Lift { key, .. } => (key.file.0, key.index),
-                    Job::Part { .. } => unreachable!(),
+                    Job::Part { .. } | Job::Body { .. } => unreachable!(),
                 })
                 .collect::<Vec<_>>()
         };

@@ -1,12 +1,16 @@
 //! A segment in the DRAM buffer (its parts, head and body sections, as
-//! they arrive) and the slots of the heads file on the fast tier.
+//! they arrive), the files of slots on the fast tier (lifted heads, lifted
+//! bodies) and the slots' bookkeeping.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use sluice_env::lock;
+use sluice_env::{lock, Backend, BackendFile, OpenOptions, RelPath};
 use sluice_policy::segments::{Geometry, SegmentBuffer, SegmentKey};
+
+use crate::engine::read_fully;
 
 /// A segment in the DRAM buffer: its parts (head, then body sections) and
 /// their data as they arrive.
@@ -119,6 +123,23 @@ impl Segment {
         self.arrived.notify_all();
     }
 
+    /// The body's bytes (the segment's past its head), joined, if every
+    /// part of it has arrived.
+    pub(super) fn ready_body(&self) -> Option<Vec<u8>> {
+        let head = self.parts[0].1;
+        let mut body = Vec::with_capacity(self.len.saturating_sub(head) as usize);
+        let parts = lock(&self.state);
+        for (n, part) in parts.iter().enumerate().skip(1) {
+            match part {
+                Part::Ready(bytes) if self.parts[n].0 == head + body.len() as u64 => {
+                    body.extend_from_slice(bytes);
+                }
+                _ => return None,
+            }
+        }
+        (head + body.len() as u64 == self.len).then_some(body)
+    }
+
     /// The head's bytes if they have arrived.
     pub(super) fn ready_head(&self) -> Option<Arc<[u8]>> {
         match lock(&self.state).first() {
@@ -191,7 +212,166 @@ impl Segment {
     }
 }
 
+/// A file of equal slots on the fast tier (`liu-heads`, `liu-bodies`),
+/// removed and recreated when the backend opens (module docs, "Restart").
+/// It grows as slots are first written, lowest first.
+pub(super) struct SlotFile {
+    file: Arc<dyn BackendFile>,
+    slot_bytes: u64,
+    /// Its length once every slot was written.
+    full: u64,
+    /// How far its written slots reach now.
+    len: AtomicU64,
+}
+
+impl SlotFile {
+    /// `name` on `fast`, emptied, for `slots` slots of `slot_bytes`.
+    pub(super) fn create(
+        fast: &dyn Backend,
+        name: &str,
+        slots: u32,
+        slot_bytes: u64,
+    ) -> io::Result<SlotFile> {
+        let path = RelPath::new(name)?;
+        let what = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("fast tier {}: {name}: {e}", fast.describe()),
+            )
+        };
+        match fast.remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(what(e)),
+            _ => {}
+        }
+        let file = fast
+            .open(
+                &path,
+                OpenOptions {
+                    create: true,
+                    truncate: true,
+                    ..OpenOptions::default()
+                }
+                .private(),
+            )
+            .map_err(what)?;
+        Ok(SlotFile {
+            file,
+            slot_bytes,
+            full: u64::from(slots) * slot_bytes,
+            len: AtomicU64::new(0),
+        })
+    }
+
+    fn offset(&self, slot: u32) -> u64 {
+        u64::from(slot) * self.slot_bytes
+    }
+
+    /// Write `bytes` at the start of `slot`.
+    pub(super) fn write(&self, slot: u32, bytes: &[u8]) -> io::Result<()> {
+        let at = self.offset(slot);
+        self.file.write_at(bytes, at)?;
+        self.len
+            .fetch_max(at + bytes.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Fill `out` from `slot`, `at` bytes into it.
+    pub(super) fn read(&self, slot: u32, at: u64, out: &mut [u8]) -> io::Result<()> {
+        read_fully(self.file.as_ref(), out, self.offset(slot) + at)
+    }
+
+    /// Bytes it may still take from the fast tier.
+    pub(super) fn growth(&self) -> u64 {
+        self.full.saturating_sub(self.len.load(Ordering::Relaxed))
+    }
+}
+
+/// Lifted bodies (sluice's whole-segment lifts, beyond the paper;
+/// docs/liu.md, "Whole segments"): the slots of the bodies file, each the
+/// body of a segment whose head is lifted. A body is served only once
+/// its copy has landed ([`Bodies::ready`]), and goes with its head's
+/// de-lift, which every write, truncation or removal over any byte of
+/// the segment causes (`SegmentBuffer::invalidate`).
+pub(super) struct Bodies {
+    pub(super) slots: Slots,
+    /// Taken, their copy not yet written.
+    lifting: HashSet<SegmentKey>,
+    head_bytes: u64,
+}
+
+impl Bodies {
+    /// `count` free slots, for segments with heads of `head_bytes`.
+    pub(super) fn new(count: u32, head_bytes: u64) -> Bodies {
+        Bodies {
+            slots: Slots::new(count),
+            lifting: HashSet::new(),
+            head_bytes,
+        }
+    }
+
+    /// A slot for the body of `key`, a segment of `segment_len` bytes,
+    /// pinned while its copy is written; none when it has one already,
+    /// every slot is taken, or the segment has no body.
+    pub(super) fn take(&mut self, key: SegmentKey, segment_len: u64) -> Option<u32> {
+        if self.slots.of.contains_key(&key) || segment_len <= self.head_bytes {
+            return None;
+        }
+        let slot = self.slots.take(key)?;
+        self.slots.pin(slot);
+        self.lifting.insert(key);
+        Some(slot)
+    }
+
+    /// The copy of `key`'s body to `slot` ended: kept if `keep` and the
+    /// slot is still the key's (no write dropped it meanwhile).
+    pub(super) fn landed(&mut self, key: SegmentKey, slot: u32, keep: bool) {
+        if self.slots.of.get(&key) == Some(&slot) {
+            self.lifting.remove(&key);
+            if !keep {
+                self.slots.release(key);
+            }
+        }
+        self.slots.unpin(slot);
+    }
+
+    /// Whether a slot is free for the body of `key`, a segment of
+    /// `segment_len` bytes ([`Bodies::take`]).
+    pub(super) fn has_room(&self, key: SegmentKey, segment_len: u64) -> bool {
+        !self.slots.free.is_empty()
+            && !self.slots.of.contains_key(&key)
+            && segment_len > self.head_bytes
+    }
+
+    /// The slot serving `key`'s body, if its copy has landed.
+    pub(super) fn ready(&self, key: SegmentKey) -> Option<u32> {
+        if self.lifting.contains(&key) {
+            return None;
+        }
+        self.slots.of.get(&key).copied()
+    }
+
+    /// Drop `key`'s body (its head was de-lifted).
+    pub(super) fn release(&mut self, key: SegmentKey) {
+        self.lifting.remove(&key);
+        self.slots.release(key);
+    }
+
+    /// Bodies served now.
+    pub(super) fn count(&self) -> u64 {
+        (self.slots.of.len() - self.lifting.len()) as u64
+    }
+}
+
 impl Slots {
+    /// `count` free slots.
+    pub(super) fn new(count: u32) -> Slots {
+        Slots {
+            free: (0..count).rev().collect(),
+            pins: vec![0; count as usize],
+            ..Slots::default()
+        }
+    }
+
     pub(super) fn take(&mut self, key: SegmentKey) -> Option<u32> {
         let slot = self.free.pop()?;
         self.of.insert(key, slot);

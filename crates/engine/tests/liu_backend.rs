@@ -680,3 +680,36 @@ fn a_whole_lifted_segment_is_read_from_the_fast_tier_alone() {
     assert_eq!(read(f.as_ref(), 0, 2 * SEGMENT as usize), data);
     assert_eq!(liu.status().errors, 0);
 }
+
+/// With lifted bodies the learning pass still reads each byte of the
+/// capacity file once, and the segments it evicts are whole in DRAM (the
+/// runs it read directly come from the stash, the read that made a load
+/// is loaded for it): their bodies are lifted with their heads, so the
+/// second pass reads them from the fast tier alone.
+#[test]
+fn a_learning_pass_lifts_whole_segments_reading_each_byte_once() {
+    let mut opts = options();
+    opts.policy.sharing = Sharing::PerFile;
+    let segments = 6;
+    let (liu, f, data, read_bytes) = counted_file_with(opts, 7, segments);
+    let pass = || {
+        for offset in (0..segments * SEGMENT).step_by(1024) {
+            let want = &data[offset as usize..offset as usize + 1024];
+            assert_eq!(read(f.as_ref(), offset, 1024), want, "at {offset}");
+        }
+    };
+    let before = read_bytes();
+    pass();
+    assert_eq!(read_bytes() - before, segments * SEGMENT, "read once");
+    let status = liu.status();
+    assert_eq!(status.lifted_bodies, 2, "both body slots: {status:?}");
+    let before = read_bytes();
+    pass();
+    assert!(liu.status().body_bytes_read > 0);
+    assert!(
+        read_bytes() - before <= (segments - 2) * SEGMENT,
+        "the two whole segments came from the fast tier: {}",
+        read_bytes() - before
+    );
+    assert_eq!(liu.status().errors, 0);
+}

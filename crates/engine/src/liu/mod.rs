@@ -26,7 +26,10 @@
 //!   the load reads its own bytes directly, and the head comes from the
 //!   direct reads' copies (`stash`). So the pass that learns a segment
 //!   reads each byte once, and its load continues where the disk is
-//!   (docs/liu.md, "The learning pass").
+//!   (docs/liu.md, "The learning pass"). With lifted bodies on, the stash
+//!   keeps whole segments and the load takes every run it covers, loads
+//!   the rest (the loading read's own bytes included), so the segment is
+//!   whole in DRAM at its eviction (docs/liu.md, "Whole segments").
 //! * **Two readers** (`Sharing::PerFile`, the default; docs/liu.md, "Two
 //!   readers"): a load of a lifted segment also loads the next one when
 //!   [`SegmentBuffer::read_ahead`] says so, the workers take the files'
@@ -398,8 +401,15 @@ impl LiuBackend {
         let body_slots = options.body_slot_count().map_err(invalid)?;
         let buffer = SegmentBuffer::new(options.policy).map_err(invalid)?;
         // A quarter of the buffer's segment count in heads (at least 4):
-        // about a twentieth of the buffer's bytes more in DRAM.
-        let stash = HeadStash::new((buffer.capacity_segments() / 4).max(4) as usize);
+        // about a twentieth of the buffer's bytes more in DRAM. With lifted
+        // bodies it keeps whole segments, as many as the buffer holds (every
+        // rank of a reader may be learning a segment of its own): at most
+        // the buffer's bytes again.
+        let entries = match body_slots {
+            0 => buffer.capacity_segments() / 4,
+            _ => buffer.capacity_segments(),
+        };
+        let stash = HeadStash::new(entries.max(4) as usize);
         let geometry = options.policy.geometry;
         let heads = SlotFile::create(fast.as_ref(), HEADS_FILE, slot_count, geometry.head_bytes())?;
         let bodies = SlotFile::create(
@@ -770,6 +780,17 @@ impl Inner {
         }
     }
 
+    /// Bytes of a ghost segment of `segment_len` bytes that its direct
+    /// reads keep in the stash: the head, or with lifted bodies on, the
+    /// whole segment (a lifted body must be whole in DRAM).
+    fn stash_len(&self, segment_len: u64) -> u64 {
+        if self.bodies.slots() > 0 {
+            segment_len
+        } else {
+            self.geometry.head_bytes().min(segment_len)
+        }
+    }
+
     /// Create segment `key` (`segment_len` bytes) in the buffer and queue
     /// the loads of its pending parts on `jobs` (see [`cut_learned`]): the
     /// head from the fast tier with `head_from_fast`.
@@ -794,14 +815,37 @@ impl Inner {
             key,
             parts(self.geometry, segment_len, self.body_sections),
         );
-        state.load_bytes_skipped += skipped;
-        // A head that direct reads assembled is not read again.
-        if slot.is_none() {
-            if let Some(head) = state.stash.take(key, cut[0].1) {
-                state.load_bytes_skipped += cut[0].1;
-                initial[0] = Part::Ready(head.into());
+        // What direct reads assembled is not read again: the head, and
+        // with lifted bodies the runs the learning pass read, so that the
+        // segment is whole in DRAM when it is evicted (its body lifted).
+        let whole = self.bodies.slots() > 0;
+        let stashed = state.stash.take(key, self.stash_len(segment_len), &cut);
+        let mut from_stash = 0;
+        for (n, bytes) in stashed.into_iter().enumerate() {
+            let Some(bytes) = bytes else { continue };
+            let wanted = match initial[n] {
+                Part::Pending => n > 0 || slot.is_none(),
+                Part::Absent => whole,
+                _ => false,
+            };
+            if wanted {
+                from_stash += cut[n].1;
+                initial[n] = Part::Ready(bytes.into());
             }
         }
+        state.load_bytes_skipped += if whole {
+            // What the stash missed (reads still in flight when the load
+            // came, holes not read yet) is loaded now: the segment must be
+            // whole at its eviction for its body to go.
+            for part in initial.iter_mut() {
+                if matches!(part, Part::Absent) {
+                    *part = Part::Pending;
+                }
+            }
+            from_stash
+        } else {
+            skipped + from_stash
+        };
         let segment = Arc::new(Segment {
             key,
             start: segment_start,
@@ -910,10 +954,13 @@ impl Inner {
                     if head_from_fast {
                         self.read_ahead(state, key, file_len, file, jobs);
                     }
-                    if segment.absent(slice_start, slice_start + len) {
+                    if segment.absent(slice_start, slice_start + len) && self.bodies.slots() == 0 {
                         // This reader's bytes were requested (by this read):
                         // read directly, as while the segment was a ghost;
-                        // the buffer loads them when a later reader needs them.
+                        // the buffer loads them when a later reader needs
+                        // them. With lifted bodies they are claimed instead
+                        // (loaded for this reader, below): the segment must
+                        // be whole at its eviction for its body to go.
                         Plan::Capacity
                     } else {
                         Plan::Wait(segment)
@@ -926,17 +973,18 @@ impl Inner {
                     }
                     None => Plan::Capacity,
                 },
-                // A ghost's head, read directly: kept in the stash.
-                Serve::Direct { from_head: false } if slice_start < self.geometry.head_bytes() => {
-                    Plan::Stash(state.stash.epoch())
-                }
-                // Past the head, of a segment whose body is lifted too.
                 Serve::Direct { from_head: false } => match state.bodies.ready(key) {
-                    Some(slot) => {
+                    // Past the head, of a segment whose body is lifted too.
+                    Some(slot) if slice_start >= self.geometry.head_bytes() => {
                         state.bodies.slots.pin(slot);
                         Plan::Body(slot)
                     }
-                    None => Plan::Capacity,
+                    // A ghost's head (and body, with lifted bodies), read
+                    // directly: kept in the stash.
+                    _ if slice_start < self.stash_len(segment_len) => {
+                        Plan::Stash(state.stash.epoch())
+                    }
+                    _ => Plan::Capacity,
                 },
             };
             if let Plan::Wait(segment) = &plan {
@@ -1013,10 +1061,13 @@ impl Inner {
             }
             Plan::Stash(epoch) => {
                 self.read_direct(id, file, out, segment_start + slice_start)?;
-                let head_len = self.geometry.head_bytes().min(segment_len);
-                lock(&self.state)
-                    .stash
-                    .store(key, head_len, slice_start, out, epoch);
+                lock(&self.state).stash.store(
+                    key,
+                    self.stash_len(segment_len),
+                    slice_start,
+                    out,
+                    epoch,
+                );
                 Ok(())
             }
             Plan::Capacity => self.read_direct(id, file, out, segment_start + slice_start),

@@ -280,6 +280,11 @@ impl SlotFile {
         read_fully(self.file.as_ref(), out, self.offset(slot) + at)
     }
 
+    /// Its slots.
+    pub(super) fn slots(&self) -> u64 {
+        self.full / self.slot_bytes
+    }
+
     /// Bytes it may still take from the fast tier.
     pub(super) fn growth(&self) -> u64 {
         self.full.saturating_sub(self.len.load(Ordering::Relaxed))

@@ -9,9 +9,13 @@
 //! reader needs it), but the head must be loaded whole because an eviction
 //! lifts it. Direct reads that fall in a ghost's head copy their bytes
 //! here; a load finds the head complete and takes it instead of reading
-//! it.
+//! it. With lifted bodies on (docs/liu.md, "Whole segments") the whole
+//! segment is kept so: the load takes every part the direct reads covered
+//! (the head and the runs left absent), so the segment is whole in DRAM at
+//! its eviction and its body is lifted with its head, without a second
+//! read from the disk.
 //!
-//! Bounded: at most `capacity` heads, the least recently stored dropped
+//! Bounded: at most `capacity` entries, the least recently stored dropped
 //! first. Coherent: every write, truncation and removal of a file drops its
 //! heads and bumps [`HeadStash::epoch`]; a direct read stores its bytes only
 //! if the epoch is the one it read under, so bytes read before a write
@@ -99,16 +103,30 @@ impl HeadStash {
         fill(&mut partial.filled, offset, end);
     }
 
-    /// The head of `key`, `head_len` bytes, if the stash holds all of it
-    /// (removed from the stash).
-    pub(super) fn take(&mut self, key: SegmentKey, head_len: u64) -> Option<Vec<u8>> {
-        let complete = self.heads.get(&key).is_some_and(|p| {
-            p.bytes.len() as u64 == head_len && p.filled.as_slice() == [(0, head_len)]
-        });
-        if !complete {
-            return None;
-        }
-        self.heads.remove(&key).map(|p| p.bytes)
+    /// The stashed bytes of `key` (stored for its first `len` bytes), for
+    /// each of `parts` (offset, length) it holds whole; the entry is
+    /// removed.
+    pub(super) fn take(
+        &mut self,
+        key: SegmentKey,
+        len: u64,
+        parts: &[(u64, u64)],
+    ) -> Vec<Option<Vec<u8>>> {
+        let stashed = self
+            .heads
+            .remove(&key)
+            .filter(|p| p.bytes.len() as u64 == len);
+        parts
+            .iter()
+            .map(|&(offset, part)| {
+                let p = stashed.as_ref()?;
+                let end = offset + part;
+                p.filled
+                    .iter()
+                    .any(|&(s, e)| s <= offset && end <= e)
+                    .then(|| p.bytes[offset as usize..end as usize].to_vec())
+            })
+            .collect()
     }
 
     /// Bytes of `file` changed: drop its heads and refuse stores of reads
@@ -122,6 +140,14 @@ impl HeadStash {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.heads.len()
+    }
+
+    /// Whether it holds all of `key`'s first `len` bytes (kept).
+    #[cfg(test)]
+    fn whole(&self, key: SegmentKey, len: u64) -> bool {
+        self.heads
+            .get(&key)
+            .is_some_and(|p| p.bytes.len() as u64 == len && p.filled.as_slice() == [(0, len)])
     }
 }
 
@@ -155,9 +181,12 @@ mod tests {
     fn a_head_read_in_pieces_out_of_order_is_taken_whole() {
         let mut s = HeadStash::new(4);
         s.store(key(1, 0), 8, 4, b"efgh", 0);
-        assert_eq!(s.take(key(1, 0), 8), None, "half of it");
+        assert!(!s.whole(key(1, 0), 8), "half of it");
         s.store(key(1, 0), 8, 0, b"abcdXX", 0);
-        assert_eq!(s.take(key(1, 0), 8).as_deref(), Some(&b"abcdXXgh"[..]));
+        assert_eq!(
+            s.take(key(1, 0), 8, &[(0, 8)])[0].as_deref(),
+            Some(&b"abcdXXgh"[..])
+        );
         assert_eq!(s.len(), 0, "taken");
     }
 
@@ -167,7 +196,10 @@ mod tests {
         s.store(key(1, 0), 4, 2, b"cdefgh", 0);
         s.store(key(1, 0), 4, 6, b"zz", 0);
         s.store(key(1, 0), 4, 0, b"ab", 0);
-        assert_eq!(s.take(key(1, 0), 4).as_deref(), Some(&b"abcd"[..]));
+        assert_eq!(
+            s.take(key(1, 0), 4, &[(0, 4)])[0].as_deref(),
+            Some(&b"abcd"[..])
+        );
     }
 
     #[test]
@@ -178,13 +210,15 @@ mod tests {
         s.changed(FileId(1));
         s.store(key(1, 0), 4, 2, b"cd", epoch);
         s.store(key(1, 0), 4, 0, b"AB", s.epoch());
-        assert_eq!(
-            s.take(key(1, 0), 4),
-            None,
+        assert!(
+            !s.whole(key(1, 0), 4),
             "neither the half stored before the change nor the read that started before it"
         );
         s.store(key(1, 0), 4, 2, b"CD", s.epoch());
-        assert_eq!(s.take(key(1, 0), 4).as_deref(), Some(&b"ABCD"[..]));
+        assert_eq!(
+            s.take(key(1, 0), 4, &[(0, 4)])[0].as_deref(),
+            Some(&b"ABCD"[..])
+        );
     }
 
     #[test]
@@ -193,8 +227,11 @@ mod tests {
         s.store(key(1, 0), 2, 0, b"ab", 0);
         s.store(key(2, 0), 2, 0, b"cd", 0);
         s.changed(FileId(1));
-        assert_eq!(s.take(key(1, 0), 2), None);
-        assert_eq!(s.take(key(2, 0), 2).as_deref(), Some(&b"cd"[..]));
+        assert_eq!(s.take(key(1, 0), 2, &[(0, 2)])[0], None);
+        assert_eq!(
+            s.take(key(2, 0), 2, &[(0, 2)])[0].as_deref(),
+            Some(&b"cd"[..])
+        );
     }
 
     #[test]
@@ -205,11 +242,32 @@ mod tests {
         s.store(key(1, 0), 2, 1, b"A", 0);
         s.store(key(1, 2), 2, 0, b"cC", 0);
         assert_eq!(s.len(), 2);
-        assert_eq!(s.take(key(1, 1), 2), None, "dropped: oldest");
-        assert_eq!(s.take(key(1, 0), 2).as_deref(), Some(&b"aA"[..]));
+        assert_eq!(s.take(key(1, 1), 2, &[(0, 2)])[0], None, "dropped: oldest");
+        assert_eq!(
+            s.take(key(1, 0), 2, &[(0, 2)])[0].as_deref(),
+            Some(&b"aA"[..])
+        );
         s.store(key(1, 3), 4, 0, b"xy", 0);
         s.store(key(1, 3), 2, 0, b"x", 0);
-        assert_eq!(s.take(key(1, 3), 2), None, "restarted at the new length");
+        assert_eq!(
+            s.take(key(1, 3), 2, &[(0, 2)])[0],
+            None,
+            "restarted at the new length"
+        );
+    }
+
+    #[test]
+    fn a_segment_read_in_runs_gives_each_part_it_holds_whole() {
+        let mut s = HeadStash::new(4);
+        s.store(key(1, 0), 10, 0, b"abcd", 0);
+        s.store(key(1, 0), 10, 6, b"gh", 0);
+        let parts = s.take(key(1, 0), 10, &[(0, 4), (4, 2), (6, 2), (8, 2)]);
+        assert_eq!(
+            parts,
+            vec![Some(b"abcd".to_vec()), None, Some(b"gh".to_vec()), None],
+            "the head and the run read; not the hole or the tail"
+        );
+        assert_eq!(s.len(), 0, "taken");
     }
 
     #[test]

@@ -954,13 +954,12 @@ impl Inner {
                     if head_from_fast {
                         self.read_ahead(state, key, file_len, file, jobs);
                     }
-                    if segment.absent(slice_start, slice_start + len) && self.bodies.slots() == 0 {
+                    if segment.absent(slice_start, slice_start + len) {
                         // This reader's bytes were requested (by this read):
                         // read directly, as while the segment was a ghost;
                         // the buffer loads them when a later reader needs
-                        // them. With lifted bodies they are claimed instead
-                        // (loaded for this reader, below): the segment must
-                        // be whole at its eviction for its body to go.
+                        // them. (With lifted bodies nothing is left absent:
+                        // `start_load`.)
                         Plan::Capacity
                     } else {
                         Plan::Wait(segment)

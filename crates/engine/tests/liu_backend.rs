@@ -466,22 +466,9 @@ proptest! {
 }
 
 /// A file of `segments` segments of `pattern(seed)` on a capacity tier
-/// behind an emulated SSD, opened through LiU, and the tier's bytes read
-/// so far.
+/// behind an emulated SSD, opened through LiU with `options`, and the
+/// tier's bytes read so far.
 fn counted_file(
-    seed: u8,
-    segments: u64,
-) -> (
-    Arc<LiuBackend>,
-    Arc<dyn BackendFile>,
-    Vec<u8>,
-    impl Fn() -> u64,
-) {
-    counted_file_with(options(), seed, segments)
-}
-
-/// [`counted_file`] with LiU's `options`.
-fn counted_file_with(
     options: LiuOptions,
     seed: u8,
     segments: u64,
@@ -525,7 +512,7 @@ fn counted_file_with(
 #[test]
 fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
     let segments = 4;
-    let (liu, f, data, read_bytes) = counted_file(7, segments);
+    let (liu, f, data, read_bytes) = counted_file(options(), 7, segments);
     let before = read_bytes();
     for offset in (0..segments * SEGMENT).step_by(1024) {
         let want = &data[offset as usize..offset as usize + 1024];
@@ -557,7 +544,7 @@ fn a_learning_pass_reads_each_byte_once_and_still_lifts_heads() {
 #[test]
 fn a_hole_left_by_a_late_reader_is_loaded_alone() {
     let segments = 4;
-    let (liu, f, data, read_bytes) = counted_file(9, segments);
+    let (liu, f, data, read_bytes) = counted_file(options(), 9, segments);
     let before = read_bytes();
     let check = |offset: u64| {
         let want = &data[offset as usize..offset as usize + 1024];
@@ -632,7 +619,7 @@ fn a_whole_lifted_segment_is_read_from_the_fast_tier_alone() {
     let mut opts = options();
     opts.policy.sharing = Sharing::PerFile;
     let segments = 6;
-    let (liu, f, mut data, read_bytes) = counted_file_with(opts, 9, segments);
+    let (liu, f, mut data, read_bytes) = counted_file(opts, 9, segments);
     sweep(f.as_ref(), segments, 3);
     let status = liu.status();
     assert_eq!(
@@ -691,7 +678,7 @@ fn a_learning_pass_lifts_whole_segments_reading_each_byte_once() {
     let mut opts = options();
     opts.policy.sharing = Sharing::PerFile;
     let segments = 6;
-    let (liu, f, data, read_bytes) = counted_file_with(opts, 7, segments);
+    let (liu, f, data, read_bytes) = counted_file(opts, 7, segments);
     let pass = || {
         for offset in (0..segments * SEGMENT).step_by(1024) {
             let want = &data[offset as usize..offset as usize + 1024];

@@ -74,6 +74,43 @@ fn a_handle_keeps_its_class_when_a_job_claims_its_path() {
     assert_eq!(router.release(staged), None);
 }
 
+/// Whether a checkpoint of a job declaring `job_bytes` is staged on
+/// `fast` (a small tier) beside an engine with two 256 KiB regions (the
+/// log may still take about 512 KiB), with the router over both when
+/// `routed`.
+fn staged_beside_the_log(
+    fast: &Arc<dyn Backend>,
+    capacity: &Arc<dyn Backend>,
+    job_bytes: u64,
+    routed: bool,
+) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(fast, capacity, 2);
+    assert!(engine.log_growth() > 500 * KIB, "{}", engine.log_growth());
+    let stager = Arc::new(open(fast, capacity, dir.path(), options(4096 * KIB)).unwrap());
+    stager
+        .register(job("j", job_bytes, "ckpt/*", Failure::Nodes(4), 1))
+        .unwrap();
+    let _router = routed.then(|| {
+        Router::new(
+            Arc::clone(&engine),
+            Some(Arc::clone(&stager)),
+            Consistency::NodeLocal,
+        )
+    });
+    let fh = stager.create(&p("ckpt/v1")).unwrap();
+    stager.release(fh);
+    stager.size(&p("ckpt/v1")).is_some()
+}
+
+/// A fast tier of `kib` KiB and a capacity tier with `ckpt/`.
+fn tiers(kib: u64) -> (Arc<dyn Backend>, Arc<dyn Backend>) {
+    let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(kib * KIB));
+    let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    capacity.create_dir(&p("ckpt")).unwrap();
+    (fast, capacity)
+}
+
 /// The router shares the fast tier between the two: the stager places
 /// checkpoints in the file system's free room less what the log's
 /// regions may still grow by, so a checkpoint that would take the room
@@ -82,27 +119,8 @@ fn a_handle_keeps_its_class_when_a_job_claims_its_path() {
 #[test]
 fn the_stager_keeps_the_logs_growth_out_of_its_room() {
     let run = |routed: bool| {
-        let dir = tempfile::tempdir().unwrap();
-        let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(1024 * KIB));
-        let capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-        capacity.create_dir(&p("ckpt")).unwrap();
-        let engine = engine(&fast, &capacity, 2);
-        // The regions are empty: the log may still take about 512 KiB.
-        assert!(engine.log_growth() > 500 * KIB, "{}", engine.log_growth());
-        let stager = Arc::new(open(&fast, &capacity, dir.path(), options(4096 * KIB)).unwrap());
-        stager
-            .register(job("j", 600 * KIB, "ckpt/*", Failure::Nodes(4), 1))
-            .unwrap();
-        let _router = routed.then(|| {
-            Router::new(
-                Arc::clone(&engine),
-                Some(Arc::clone(&stager)),
-                Consistency::NodeLocal,
-            )
-        });
-        let fh = stager.create(&p("ckpt/v1")).unwrap();
-        stager.release(fh);
-        stager.size(&p("ckpt/v1")).is_some()
+        let (fast, capacity) = tiers(1024);
+        staged_beside_the_log(&fast, &capacity, 600 * KIB, routed)
     };
     assert!(
         !run(true),
@@ -118,10 +136,7 @@ fn the_stager_keeps_the_logs_growth_out_of_its_room() {
 #[test]
 fn the_stager_keeps_lius_heads_growth_out_of_its_room() {
     let run = |liu: bool| {
-        let dir = tempfile::tempdir().unwrap();
-        let fast: Arc<dyn Backend> = Arc::new(MemBackend::with_capacity(1536 * KIB));
-        let mut capacity: Arc<dyn Backend> = Arc::new(MemBackend::new());
-        capacity.create_dir(&p("ckpt")).unwrap();
+        let (fast, mut capacity) = tiers(1536);
         if liu {
             let options = LiuOptions {
                 policy: LiuConfig {
@@ -135,20 +150,7 @@ fn the_stager_keeps_lius_heads_growth_out_of_its_room() {
             capacity = Arc::new(LiuBackend::new(capacity, &fast, options).unwrap());
             assert_eq!(capacity.fast_tier_growth(), 640 * KIB);
         }
-        // The log may still take about 512 KiB.
-        let engine = engine(&fast, &capacity, 2);
-        let stager = Arc::new(open(&fast, &capacity, dir.path(), options(4096 * KIB)).unwrap());
-        stager
-            .register(job("j", 500 * KIB, "ckpt/*", Failure::Nodes(4), 1))
-            .unwrap();
-        let _router = Router::new(
-            Arc::clone(&engine),
-            Some(Arc::clone(&stager)),
-            Consistency::NodeLocal,
-        );
-        let fh = stager.create(&p("ckpt/v1")).unwrap();
-        stager.release(fh);
-        stager.size(&p("ckpt/v1")).is_some()
+        staged_beside_the_log(&fast, &capacity, 500 * KIB, true)
     };
     assert!(
         !run(true),

@@ -243,6 +243,15 @@ def main() -> None:
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    # As scripts/bench-lib.sh's sluice_commit: a tree measured before its
+    # commit says so.
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if dirty:
+        rev += " (with uncommitted changes under crates/)"
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     drawn = plots(name, doc, table)
     block = f"""{begin}

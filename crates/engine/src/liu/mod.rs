@@ -353,7 +353,8 @@ impl Job {
 /// (docs/liu.md, "Whole segments").
 struct BodyCopy {
     slot: u32,
-    body: Vec<u8>,
+    /// The body's parts, in order ([`Segment::ready_body`]).
+    parts: Vec<Arc<[u8]>>,
 }
 
 impl BodyCopy {
@@ -366,9 +367,9 @@ impl BodyCopy {
         if !state.bodies.has_room(key, segment.len) {
             return None;
         }
-        let body = segment.ready_body()?;
+        let parts = segment.ready_body()?;
         let slot = state.bodies.take(key, segment.len)?;
-        Some(BodyCopy { slot, body })
+        Some(BodyCopy { slot, parts })
     }
 }
 
@@ -733,7 +734,7 @@ impl Inner {
 
     /// A lift job: the head, then the body if a slot was taken for it.
     fn lift(&self, key: SegmentKey, slot: u32, bytes: &[u8], body: Option<BodyCopy>) {
-        let result = self.heads.write(slot, bytes);
+        let result = self.heads.write(slot, &[bytes]);
         if let Err(e) = &result {
             lock(&self.state).record_error(
                 "liu-lift",
@@ -749,7 +750,8 @@ impl Inner {
     /// Copy a body to its slot: whether it landed. A full fast tier is
     /// no error: the segment keeps its head lifted alone.
     fn lift_body(&self, copy: &BodyCopy) -> bool {
-        match self.bodies.write(copy.slot, &copy.body) {
+        let parts: Vec<&[u8]> = copy.parts.iter().map(|p| &p[..]).collect();
+        match self.bodies.write(copy.slot, &parts) {
             Ok(()) => true,
             Err(e) if sluice_env::no_room(&e) => {
                 tracing::debug!(error = %e, "liu: no room for a lifted body");

@@ -123,21 +123,24 @@ impl Segment {
         self.arrived.notify_all();
     }
 
-    /// The body's bytes (the segment's past its head), joined, if every
-    /// part of it has arrived.
-    pub(super) fn ready_body(&self) -> Option<Vec<u8>> {
+    /// The body's parts (the segment past its head), in order, if every
+    /// one has arrived: shared, not copied (an arrived part never
+    /// changes), so the lift copies them out of every lock.
+    pub(super) fn ready_body(&self) -> Option<Vec<Arc<[u8]>>> {
         let head = self.parts[0].1;
-        let mut body = Vec::with_capacity(self.len.saturating_sub(head) as usize);
+        let mut end = head;
+        let mut body = Vec::with_capacity(self.parts.len().saturating_sub(1));
         let parts = lock(&self.state);
         for (n, part) in parts.iter().enumerate().skip(1) {
             match part {
-                Part::Ready(bytes) if self.parts[n].0 == head + body.len() as u64 => {
-                    body.extend_from_slice(bytes);
+                Part::Ready(bytes) if self.parts[n].0 == end => {
+                    end += bytes.len() as u64;
+                    body.push(Arc::clone(bytes));
                 }
                 _ => return None,
             }
         }
-        (head + body.len() as u64 == self.len).then_some(body)
+        (end == self.len).then_some(body)
     }
 
     /// The head's bytes if they have arrived.
@@ -266,12 +269,12 @@ impl SlotFile {
         u64::from(slot) * self.slot_bytes
     }
 
-    /// Write `bytes` at the start of `slot`.
-    pub(super) fn write(&self, slot: u32, bytes: &[u8]) -> io::Result<()> {
+    /// Write `bufs`, one after another, from the start of `slot`.
+    pub(super) fn write(&self, slot: u32, bufs: &[&[u8]]) -> io::Result<()> {
         let at = self.offset(slot);
-        self.file.write_at(bytes, at)?;
-        self.len
-            .fetch_max(at + bytes.len() as u64, Ordering::Relaxed);
+        self.file.write_vectored_at(bufs, at)?;
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        self.len.fetch_max(at + len as u64, Ordering::Relaxed);
         Ok(())
     }
 

@@ -65,8 +65,8 @@ impl Router {
     /// A router over `engine` and, with BBOS on, its `stager`, under
     /// `consistency`. The two share the fast tier: the stager places
     /// checkpoints in its file system's free room less what the log's
-    /// regions and the capacity tier's own files there (LiU's heads) may
-    /// still grow by (docs/bbos.md, "A full fast tier").
+    /// regions and the capacity tier's own files there (LiU's heads and
+    /// bodies) may still grow by (docs/bbos.md, "A full fast tier").
     pub fn new(
         engine: Arc<Engine>,
         stager: Option<Arc<Checkpoints>>,

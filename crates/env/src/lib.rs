@@ -699,8 +699,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
 
     /// Bytes this backend may still take from the *fast* tier's file
-    /// system for its own files: LiU's heads file until it has filled
-    /// once. The stager keeps them out of the room it places checkpoints
+    /// system for its own files: LiU's heads and bodies files until they
+    /// have filled once. The stager keeps them out of the room it places checkpoints
     /// in, as it keeps the log's growth (docs/bbos.md, "A full fast
     /// tier"). None for a backend that keeps nothing there (the default).
     fn fast_tier_growth(&self) -> u64 {

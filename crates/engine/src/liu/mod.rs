@@ -364,11 +364,8 @@ impl BodyCopy {
     /// read the parts the learning pass left absent took the other
     /// readers' disk time; docs/liu.md, "Whole segments").
     fn take(state: &mut State, key: SegmentKey, segment: &Segment) -> Option<BodyCopy> {
-        if !state.bodies.has_room(key, segment.len) {
-            return None;
-        }
         let parts = segment.ready_body()?;
-        let slot = state.bodies.take(key, segment.len)?;
+        let slot = state.bodies.take(key)?;
         Some(BodyCopy { slot, parts })
     }
 }
@@ -433,7 +430,7 @@ impl LiuBackend {
                 ids: HashMap::new(),
                 next_id: 1,
                 slots: Slots::new(slot_count),
-                bodies: Bodies::new(body_slots, geometry.head_bytes()),
+                bodies: Bodies::new(body_slots),
                 body_bytes_read: 0,
                 stash,
                 head_bytes_read: 0,

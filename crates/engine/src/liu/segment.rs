@@ -123,9 +123,10 @@ impl Segment {
         self.arrived.notify_all();
     }
 
-    /// The body's parts (the segment past its head), in order, if every
-    /// one has arrived: shared, not copied (an arrived part never
-    /// changes), so the lift copies them out of every lock.
+    /// The body's parts (the segment past its head), in order, if it has
+    /// a body and every part of it has arrived: shared, not copied (an
+    /// arrived part never changes), so the lift copies them out of every
+    /// lock.
     pub(super) fn ready_body(&self) -> Option<Vec<Arc<[u8]>>> {
         let head = self.parts[0].1;
         let mut end = head;
@@ -140,7 +141,7 @@ impl Segment {
                 _ => return None,
             }
         }
-        (end == self.len).then_some(body)
+        (end == self.len && !body.is_empty()).then_some(body)
     }
 
     /// The head's bytes if they have arrived.
@@ -304,24 +305,21 @@ pub(super) struct Bodies {
     pub(super) slots: Slots,
     /// Taken, their copy not yet written.
     lifting: HashSet<SegmentKey>,
-    head_bytes: u64,
 }
 
 impl Bodies {
-    /// `count` free slots, for segments with heads of `head_bytes`.
-    pub(super) fn new(count: u32, head_bytes: u64) -> Bodies {
+    /// `count` free slots.
+    pub(super) fn new(count: u32) -> Bodies {
         Bodies {
             slots: Slots::new(count),
             lifting: HashSet::new(),
-            head_bytes,
         }
     }
 
-    /// A slot for the body of `key`, a segment of `segment_len` bytes,
-    /// pinned while its copy is written; none when it has one already,
-    /// every slot is taken, or the segment has no body.
-    pub(super) fn take(&mut self, key: SegmentKey, segment_len: u64) -> Option<u32> {
-        if self.slots.of.contains_key(&key) || segment_len <= self.head_bytes {
+    /// A slot for the body of `key`, pinned while its copy is written;
+    /// none when it has one already or every slot is taken.
+    pub(super) fn take(&mut self, key: SegmentKey) -> Option<u32> {
+        if self.slots.of.contains_key(&key) {
             return None;
         }
         let slot = self.slots.take(key)?;
@@ -340,14 +338,6 @@ impl Bodies {
             }
         }
         self.slots.unpin(slot);
-    }
-
-    /// Whether a slot is free for the body of `key`, a segment of
-    /// `segment_len` bytes ([`Bodies::take`]).
-    pub(super) fn has_room(&self, key: SegmentKey, segment_len: u64) -> bool {
-        !self.slots.free.is_empty()
-            && !self.slots.of.contains_key(&key)
-            && segment_len > self.head_bytes
     }
 
     /// The slot serving `key`'s body, if its copy has landed.

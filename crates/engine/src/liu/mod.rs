@@ -62,7 +62,7 @@
 //!   failed lift is refused. Both are counted with the last error message.
 //!
 //! Modules: `segment` (a buffered segment's parts, the heads file's slots),
-//! `stash` (heads assembled from direct reads), `share` (the capacity
+//! `stash` (heads, or whole segments, assembled from direct reads), `share` (the capacity
 //! tier's time shared between files' loads), `backend` (the `Backend`
 //! and `BackendFile` wrappers that every capacity access passes through).
 //!
@@ -93,7 +93,7 @@ mod stash;
 
 use segment::{cut_learned, parts, Bodies, Part, Segment, SlotFile, Slots};
 use share::TimeShare;
-use stash::HeadStash;
+use stash::Stash;
 
 /// Name of the heads file on the fast tier.
 pub const HEADS_FILE: &str = "liu-heads";
@@ -252,8 +252,8 @@ struct State {
     slots: Slots,
     bodies: Bodies,
     body_bytes_read: u64,
-    /// Heads of ghosts, from their direct reads.
-    stash: HeadStash,
+    /// Heads (or whole segments) of ghosts, from their direct reads.
+    stash: Stash,
     head_bytes_read: u64,
     load_bytes_skipped: u64,
     errors: u64,
@@ -407,7 +407,7 @@ impl LiuBackend {
             0 => buffer.capacity_segments() / 4,
             _ => buffer.capacity_segments(),
         };
-        let stash = HeadStash::new(entries.max(4) as usize);
+        let stash = Stash::new(entries.max(4) as usize);
         let geometry = options.policy.geometry;
         let heads = SlotFile::create(fast.as_ref(), HEADS_FILE, slot_count, geometry.head_bytes())?;
         let bodies = SlotFile::create(

@@ -1,4 +1,5 @@
-//! The head stash: what direct reads of a ghost segment's head returned,
+//! The stash: what direct reads of a ghost segment's head (or, with lifted
+//! bodies, of all of it) returned,
 //! kept so that the load that follows when the segment turns out to be
 //! wanted does not read the head from the disk a second time (docs/liu.md,
 //! "The learning pass").
@@ -17,7 +18,7 @@
 //!
 //! Bounded: at most `capacity` entries, the least recently stored dropped
 //! first. Coherent: every write, truncation and removal of a file drops its
-//! heads and bumps [`HeadStash::epoch`]; a direct read stores its bytes only
+//! entries and bumps [`Stash::epoch`]; a direct read stores its bytes only
 //! if the epoch is the one it read under, so bytes read before a write
 //! never land after it.
 
@@ -26,11 +27,12 @@ use std::collections::HashMap;
 use sluice_policy::segments::SegmentKey;
 use sluice_policy::FileId;
 
-/// Heads assembled from direct reads; see the module docs.
+/// Heads (or whole segments) assembled from direct reads; see the module
+/// docs.
 #[derive(Debug)]
-pub(super) struct HeadStash {
+pub(super) struct Stash {
     capacity: usize,
-    heads: HashMap<SegmentKey, Partial>,
+    entries: HashMap<SegmentKey, Partial>,
     epoch: u64,
     tick: u64,
 }
@@ -44,12 +46,12 @@ struct Partial {
     stored: u64,
 }
 
-impl HeadStash {
-    /// A stash of at most `capacity` heads (0: stores nothing).
-    pub(super) fn new(capacity: usize) -> HeadStash {
-        HeadStash {
+impl Stash {
+    /// A stash of at most `capacity` entries (0: stores nothing).
+    pub(super) fn new(capacity: usize) -> Stash {
+        Stash {
             capacity,
-            heads: HashMap::new(),
+            entries: HashMap::new(),
             epoch: 0,
             tick: 0,
         }
@@ -75,18 +77,18 @@ impl HeadStash {
         if epoch != self.epoch || self.capacity == 0 || offset >= end {
             return;
         }
-        if !self.heads.contains_key(&key) && self.heads.len() >= self.capacity {
+        if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity {
             let oldest = self
-                .heads
+                .entries
                 .iter()
                 .min_by_key(|(_, p)| p.stored)
                 .map(|(k, _)| *k);
             if let Some(oldest) = oldest {
-                self.heads.remove(&oldest);
+                self.entries.remove(&oldest);
             }
         }
         self.tick += 1;
-        let partial = self.heads.entry(key).or_insert_with(|| Partial {
+        let partial = self.entries.entry(key).or_insert_with(|| Partial {
             bytes: vec![0; head_len as usize],
             filled: Vec::new(),
             stored: 0,
@@ -113,7 +115,7 @@ impl HeadStash {
         parts: &[(u64, u64)],
     ) -> Vec<Option<Vec<u8>>> {
         let stashed = self
-            .heads
+            .entries
             .remove(&key)
             .filter(|p| p.bytes.len() as u64 == len);
         parts
@@ -129,23 +131,23 @@ impl HeadStash {
             .collect()
     }
 
-    /// Bytes of `file` changed: drop its heads and refuse stores of reads
+    /// Bytes of `file` changed: drop its entries and refuse stores of reads
     /// that started before.
     pub(super) fn changed(&mut self, file: FileId) {
         self.epoch += 1;
-        self.heads.retain(|key, _| key.file != file);
+        self.entries.retain(|key, _| key.file != file);
     }
 
     /// Heads held.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.heads.len()
+        self.entries.len()
     }
 
     /// Whether it holds all of `key`'s first `len` bytes (kept).
     #[cfg(test)]
     fn whole(&self, key: SegmentKey, len: u64) -> bool {
-        self.heads
+        self.entries
             .get(&key)
             .is_some_and(|p| p.bytes.len() as u64 == len && p.filled.as_slice() == [(0, len)])
     }
@@ -179,7 +181,7 @@ mod tests {
 
     #[test]
     fn a_head_read_in_pieces_out_of_order_is_taken_whole() {
-        let mut s = HeadStash::new(4);
+        let mut s = Stash::new(4);
         s.store(key(1, 0), 8, 4, b"efgh", 0);
         assert!(!s.whole(key(1, 0), 8), "half of it");
         s.store(key(1, 0), 8, 0, b"abcdXX", 0);
@@ -192,7 +194,7 @@ mod tests {
 
     #[test]
     fn bytes_past_the_head_are_not_kept() {
-        let mut s = HeadStash::new(4);
+        let mut s = Stash::new(4);
         s.store(key(1, 0), 4, 2, b"cdefgh", 0);
         s.store(key(1, 0), 4, 6, b"zz", 0);
         s.store(key(1, 0), 4, 0, b"ab", 0);
@@ -204,7 +206,7 @@ mod tests {
 
     #[test]
     fn a_read_that_started_before_a_change_is_not_stored() {
-        let mut s = HeadStash::new(4);
+        let mut s = Stash::new(4);
         s.store(key(1, 0), 4, 0, b"ab", 0);
         let epoch = s.epoch();
         s.changed(FileId(1));
@@ -223,7 +225,7 @@ mod tests {
 
     #[test]
     fn a_change_drops_only_that_files_heads() {
-        let mut s = HeadStash::new(4);
+        let mut s = Stash::new(4);
         s.store(key(1, 0), 2, 0, b"ab", 0);
         s.store(key(2, 0), 2, 0, b"cd", 0);
         s.changed(FileId(1));
@@ -236,7 +238,7 @@ mod tests {
 
     #[test]
     fn the_least_recently_stored_head_goes_first_and_a_length_change_restarts() {
-        let mut s = HeadStash::new(2);
+        let mut s = Stash::new(2);
         s.store(key(1, 0), 2, 0, b"a", 0);
         s.store(key(1, 1), 2, 0, b"b", 0);
         s.store(key(1, 0), 2, 1, b"A", 0);
@@ -258,7 +260,7 @@ mod tests {
 
     #[test]
     fn a_segment_read_in_runs_gives_each_part_it_holds_whole() {
-        let mut s = HeadStash::new(4);
+        let mut s = Stash::new(4);
         s.store(key(1, 0), 10, 0, b"abcd", 0);
         s.store(key(1, 0), 10, 6, b"gh", 0);
         let parts = s.take(key(1, 0), 10, &[(0, 4), (4, 2), (6, 2), (8, 2)]);

@@ -829,7 +829,7 @@ impl Inner {
             };
             if wanted {
                 from_stash += cut[n].1;
-                initial[n] = Part::Ready(bytes.into());
+                initial[n] = Part::Ready(bytes);
             }
         }
         state.load_bytes_skipped += if whole {

@@ -23,6 +23,7 @@
 //! never land after it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sluice_policy::segments::SegmentKey;
 use sluice_policy::FileId;
@@ -113,7 +114,7 @@ impl Stash {
         key: SegmentKey,
         len: u64,
         parts: &[(u64, u64)],
-    ) -> Vec<Option<Vec<u8>>> {
+    ) -> Vec<Option<Arc<[u8]>>> {
         let stashed = self
             .entries
             .remove(&key)
@@ -126,7 +127,7 @@ impl Stash {
                 p.filled
                     .iter()
                     .any(|&(s, e)| s <= offset && end <= e)
-                    .then(|| p.bytes[offset as usize..end as usize].to_vec())
+                    .then(|| Arc::from(&p.bytes[offset as usize..end as usize]))
             })
             .collect()
     }
@@ -265,8 +266,8 @@ mod tests {
         s.store(key(1, 0), 10, 6, b"gh", 0);
         let parts = s.take(key(1, 0), 10, &[(0, 4), (4, 2), (6, 2), (8, 2)]);
         assert_eq!(
-            parts,
-            vec![Some(b"abcd".to_vec()), None, Some(b"gh".to_vec()), None],
+            parts.iter().map(|p| p.as_deref()).collect::<Vec<_>>(),
+            vec![Some(&b"abcd"[..]), None, Some(&b"gh"[..]), None],
             "the head and the run read; not the hole or the tail"
         );
         assert_eq!(s.len(), 0, "taken");

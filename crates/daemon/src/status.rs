@@ -55,7 +55,10 @@ pub fn take(
         capacity_fit_seek_us: s
             .capacity_fit
             .map(|f| u64::try_from(f.seek.as_micros()).unwrap_or(u64::MAX)),
-        capacity_fit_mb_per_s: s.capacity_fit.map(|f| f.bytes_per_s / 1e6),
+        capacity_fit_mb_per_s: s
+            .capacity_fit
+            .and_then(|f| f.bytes_per_s)
+            .map(|rate| rate / 1e6),
         capacity_fit_observations: s.capacity_fit.map(|f| f.observations),
         regions: s
             .regions

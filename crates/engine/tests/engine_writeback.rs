@@ -444,11 +444,12 @@ fn the_capacity_tiers_seek_is_fitted_to_the_write_backs_and_routes_cost() {
     // machine the device thread wakes late, and every write's time grows.
     let seek = fit.seek.as_secs_f64();
     assert!((0.002..0.03).contains(&seek), "fitted t_seek {seek} s");
-    assert!(
-        (10e6..1e9).contains(&fit.bytes_per_s),
-        "fitted rate {} B/s",
-        fit.bytes_per_s
-    );
+    // The rate only when the fit pins it: 16 KiB stretches pin `t_seek`
+    // long before the bytes' few milliseconds stand out of a loaded
+    // machine's noise (the fit's own tests check both ways).
+    if let Some(rate) = fit.bytes_per_s {
+        assert!((10e6..1e9).contains(&rate), "fitted rate {rate} B/s");
+    }
     // Routed with a fitted value, replaced only when the fit moved more
     // than 20% from it since.
     let routed = status.cost_seek.unwrap().as_secs_f64();

@@ -24,7 +24,10 @@
 //! before [`OBSERVATIONS_MIN`] observations holding [`POSITIONINGS_MIN`]
 //! positionings (weighted), while the mixes do not separate the terms, or
 //! while the fit's standard error of `t_seek` is above half of it
-//! (or [`SEEK_ERROR_FLOOR`] for a `t_seek` near zero). A burst whose
+//! (or [`SEEK_ERROR_FLOOR`] for a `t_seek` near zero); the rate is given
+//! only while its inverse's standard error is at most half of it, since a
+//! mix of short stretches pins `t_seek` long before the bytes' time
+//! stands out of a loaded machine's noise. A burst whose
 //! write-backs trail it contiguously (IO500's ior-hard) positions once per
 //! pass: its first fits, from a few passes, put `t_seek` anywhere from 0
 //! to 15 ms, and routing by them sent ior-hard's interleaved records
@@ -81,8 +84,11 @@ pub struct SeekEstimate {
     /// `t_seek`: the positioning time per stretch that does not continue
     /// the previous one.
     pub seek: Duration,
-    /// `B_cap`: the capacity tier's write rate, bytes per second.
-    pub bytes_per_s: f64,
+    /// `B_cap`: the capacity tier's write rate, bytes per second; `None`
+    /// while the fit's standard error of its inverse is above half of it
+    /// (the bytes' time is small beside the times' noise). `t_seek` may be
+    /// known without it: positionings and bytes are separated either way.
+    pub bytes_per_s: Option<f64>,
     /// Observations behind it.
     pub observations: u64,
 }
@@ -147,17 +153,20 @@ impl SeekFit {
         if freedom <= 0.0 {
             return None;
         }
-        let seek_variance = rss / freedom * self.mm / det;
+        let residual_variance = rss / freedom;
+        let seek_variance = residual_variance * self.mm / det;
         let floor = SEEK_ERROR_FLOOR.as_secs_f64();
         let allowed = (0.5 * seek).max(floor);
         let certain = seek_variance <= allowed * allowed;
         if !certain {
             return None;
         }
+        let per_mib_variance = residual_variance * self.kk / det;
+        let rate_known = per_mib_variance <= 0.25 * per_mib * per_mib;
         let seek = seek.clamp(0.0, SEEK_MAX.as_secs_f64());
         Some(SeekEstimate {
             seek: Duration::from_secs_f64(seek),
-            bytes_per_s: (1u64 << 20) as f64 / per_mib,
+            bytes_per_s: rate_known.then(|| (1u64 << 20) as f64 / per_mib),
             observations: self.observations,
         })
     }
@@ -188,7 +197,7 @@ mod tests {
         }
         let e = fit.estimate().expect("an estimate");
         assert!((e.seek.as_secs_f64() - 0.005).abs() < 1e-5, "{e:?}");
-        assert!((e.bytes_per_s - 150e6).abs() < 1e4, "{e:?}");
+        assert!((e.bytes_per_s.unwrap() - 150e6).abs() < 1e4, "{e:?}");
         assert_eq!(e.observations, 40);
     }
 
@@ -270,6 +279,38 @@ mod tests {
             fit.observe(1, bytes, Duration::from_secs_f64(t));
         }
         assert_eq!(fit.estimate(), None, "one positioning per pass");
+    }
+
+    #[test]
+    fn a_rate_the_noise_hides_is_not_given_beside_a_known_seek() {
+        // Busy periods of four positionings with 16 KiB each, and of two
+        // with 64 KiB each: the bytes take 0.4-0.9 ms of each, their
+        // positionings 10-20 ms; `noise` (a loaded machine's late
+        // wake-ups) is drawn from a seeded generator.
+        let observe = |noise: f64| {
+            let mut fit = SeekFit::new();
+            let mut x: u64 = 1;
+            for i in 0..128u32 {
+                let (k, bytes) = if i.is_multiple_of(2) {
+                    (4, 64 * 1024)
+                } else {
+                    (2, 128 * 1024)
+                };
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let uniform = (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+                let t = took(k, bytes, 0.005, 150e6).as_secs_f64() + noise * uniform;
+                fit.observe(k, bytes, Duration::from_secs_f64(t));
+            }
+            fit.estimate().expect("t_seek is pinned")
+        };
+        let e = observe(0.005);
+        assert!((e.seek.as_secs_f64() - 0.005).abs() < 0.0005, "{e:?}");
+        assert_eq!(e.bytes_per_s, None, "{e:?}");
+        // The same mix with a tenth of the noise gives the rate.
+        let rate = observe(0.0005).bytes_per_s.expect("the rate");
+        assert!((rate - 150e6).abs() < 0.2 * 150e6, "{rate}");
     }
 
     #[test]

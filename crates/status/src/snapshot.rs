@@ -341,7 +341,8 @@ pub struct Status {
     /// until the fit gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_fit_seek_us: Option<u64>,
-    /// The capacity tier's write rate fitted with it, MB/s.
+    /// The capacity tier's write rate fitted with it, MB/s, once the fit
+    /// pins it (it may know `t_seek` first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_fit_mb_per_s: Option<f64>,
     /// Observations (busy periods of write-backs) behind the fit.
@@ -616,13 +617,15 @@ impl Status {
             "policy      {}{} — route {}, last stream {} random, threshold {:.3} ({} streams, {} to fast)",
             self.policy,
             self.cost_seek_us.map_or_else(String::new, |us| {
-                let fit = match (self.capacity_fit_seek_us, self.capacity_fit_mb_per_s) {
-                    (Some(seek), Some(rate)) => format!(
-                        "; write-backs measure {seek} µs, {rate:.0} MB/s over {} busy periods",
+                let fit = self.capacity_fit_seek_us.map_or_else(String::new, |seek| {
+                    let rate = self
+                        .capacity_fit_mb_per_s
+                        .map_or_else(String::new, |rate| format!(", {rate:.0} MB/s"));
+                    format!(
+                        "; write-backs measure {seek} µs{rate} over {} busy periods",
                         self.capacity_fit_observations.unwrap_or(0)
-                    ),
-                    _ => String::new(),
-                };
+                    )
+                });
                 format!(" (capacity seek {us} µs{fit})")
             }),
             self.route,

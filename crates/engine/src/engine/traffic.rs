@@ -151,7 +151,7 @@ pub(super) fn keep_model_current(shared: &Shared, state: &mut State) {
     tracing::info!(
         was_us = current.as_micros() as u64,
         now_us = estimate.seek.as_micros() as u64,
-        mb_per_s = (estimate.bytes_per_s / 1e6).round(),
+        mb_per_s = estimate.bytes_per_s.map(|rate| (rate / 1e6).round()),
         observations = estimate.observations,
         "policy.cost_seek follows the capacity tier's write-backs"
     );

@@ -44,7 +44,7 @@
 //! double the wait).
 
 use std::io;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::model::{decode_ckpt, decode_job, decode_period, encode, non_empty};
@@ -194,11 +194,6 @@ impl RedisCatalog {
         &self.spec
     }
 
-    fn idle(&self) -> MutexGuard<'_, Vec<Connection>> {
-        // A panic while holding the lock cannot leave the Vec inconsistent.
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn connect(&self) -> Result<Connection, CatalogError> {
         let connect_error = |error| CatalogError::RedisConnect {
             url: self.url.clone(),
@@ -325,7 +320,11 @@ impl RedisCatalog {
     /// reconnects once if the connection had dropped. Error replies become
     /// [`CatalogError::RedisReply`].
     fn call(&self, command: &'static str, args: &[&[u8]]) -> Result<Reply, CatalogError> {
-        let pooled = self.idle().pop();
+        let pooled = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
         let mut conn = match pooled {
             Some(conn) => conn,
             None => self.connect()?,
@@ -333,7 +332,10 @@ impl RedisCatalog {
         let result = match conn.call(args) {
             Err(CallError::Io(e)) if connection_dropped(&e) => {
                 // Every idle connection predates the drop: discard them all.
-                self.idle().clear();
+                self.idle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clear();
                 conn = self.connect()?;
                 conn.call(args)
             }
@@ -341,7 +343,7 @@ impl RedisCatalog {
         };
         match result {
             Ok(reply) => {
-                let mut idle = self.idle();
+                let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
                 if idle.len() < IDLE_CONNECTIONS_MAX {
                     idle.push(conn);
                 }

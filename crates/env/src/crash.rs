@@ -92,7 +92,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
 use rustix::io::Errno;
@@ -775,14 +775,10 @@ impl CrashBackend {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, CrashState> {
-        lock(&self.state)
-    }
-
     /// Crashes now: reverts to the synced state and invalidates every open
     /// handle. The backend stays usable (this is the crash and the reboot).
     pub fn crash(&self) {
-        self.state().crash();
+        lock(&self.state).crash();
     }
 
     /// Arms a crash *instead of* sync point `n` (1-based, counted since
@@ -791,7 +787,7 @@ impl CrashBackend {
     /// [`CrashBackend::restart`]. Replaces any armed crash; a point already
     /// passed never fires.
     pub fn crash_at(&self, n: u64) {
-        self.state().armed = Some(CrashPoint::Before(n));
+        lock(&self.state).armed = Some(CrashPoint::Before(n));
     }
 
     /// Arms a crash right *after* sync point `n`: the sync takes effect,
@@ -799,7 +795,7 @@ impl CrashBackend {
     /// stays crashed until [`CrashBackend::restart`]. Replaces any armed
     /// crash.
     pub fn crash_after(&self, n: u64) {
-        self.state().armed = Some(CrashPoint::After(n));
+        lock(&self.state).armed = Some(CrashPoint::After(n));
     }
 
     /// Stops the tier now, as the host or the process using it dies: with
@@ -810,53 +806,53 @@ impl CrashBackend {
     /// [`CrashBackend::restart`], so nothing the dead process still tries
     /// reaches the tier. Cancels an armed crash.
     pub fn halt(&self, power_cut: bool) {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         let n = state.sync_points;
         state.go_down(n, power_cut);
     }
 
     /// Cancels an armed crash.
     pub fn disarm(&self) {
-        self.state().armed = None;
+        lock(&self.state).armed = None;
     }
 
     /// Sync calls (`sync_data` + `sync_dir`) counted so far.
     pub fn sync_points(&self) -> u64 {
-        self.state().sync_points
+        lock(&self.state).sync_points
     }
 
     /// The sync point at which an armed crash fired, while the backend is
     /// crashed (`None` once restarted or if none fired).
     pub fn crashed_at(&self) -> Option<u64> {
-        self.state().crashed_at
+        lock(&self.state).crashed_at
     }
 
     /// Brings the backend back after an armed crash fired: operations work
     /// again on the post-crash state (handles from before stay invalid).
     pub fn restart(&self) {
-        self.state().crashed_at = None;
+        lock(&self.state).crashed_at = None;
     }
 
     /// Crashes so far (manual and armed).
     pub fn crashes(&self) -> u64 {
-        self.state().crashes
+        lock(&self.state).crashes
     }
 
     /// Whether a crash keeps a random prefix of each file's unsynced changes
     /// (see the module doc). Off by default.
     pub fn set_torn_writes(&self, enabled: bool) {
-        self.state().torn_writes = enabled;
+        lock(&self.state).torn_writes = enabled;
     }
 
     /// Seeds the generator that picks torn prefixes (0 by default).
     pub fn set_seed(&self, seed: u64) {
-        self.state().rng_state = seed;
+        lock(&self.state).rng_state = seed;
     }
 
     /// Whether `stat` answers with inode numbers (module doc, "Inode
     /// numbers"); off by default: EOPNOTSUPP, as before they were modelled.
     pub fn set_inode_numbers(&self, enabled: bool) {
-        self.state().inode_numbers = enabled;
+        lock(&self.state).inode_numbers = enabled;
     }
 }
 
@@ -880,7 +876,7 @@ impl Backend for CrashBackend {
 
     fn open(&self, path: &RelPath, options: OpenOptions) -> io::Result<Arc<dyn BackendFile>> {
         let what = What("open", path);
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(&what)?;
         let candidate = state.next_file_id;
         let (id, created) = state
@@ -911,7 +907,7 @@ impl Backend for CrashBackend {
     }
 
     fn metadata(&self, path: &RelPath) -> io::Result<Metadata> {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What("stat", path))?;
         let (kind, file) = state
             .tree
@@ -930,7 +926,7 @@ impl Backend for CrashBackend {
     }
 
     fn remove_file(&self, path: &RelPath) -> io::Result<()> {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What("remove", path))?;
         state
             .tree
@@ -941,7 +937,7 @@ impl Backend for CrashBackend {
     }
 
     fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         let what = format!("rename {:?} to {:?}", from.as_str(), to.as_str());
         state.check_up(&what)?;
         if let (Ok((_, Some(a))), Ok((_, Some(b)))) =
@@ -961,7 +957,7 @@ impl Backend for CrashBackend {
     }
 
     fn create_dir(&self, path: &RelPath) -> io::Result<()> {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What("mkdir", path))?;
         state
             .tree
@@ -971,7 +967,7 @@ impl Backend for CrashBackend {
     }
 
     fn remove_dir(&self, path: &RelPath) -> io::Result<()> {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What("rmdir", path))?;
         state
             .tree
@@ -980,7 +976,7 @@ impl Backend for CrashBackend {
     }
 
     fn read_dir(&self, path: &RelPath) -> io::Result<Vec<DirEntry>> {
-        let state = self.state();
+        let state = lock(&self.state);
         state.check_up(What("read_dir", path))?;
         state
             .tree
@@ -990,7 +986,7 @@ impl Backend for CrashBackend {
 
     fn sync_dir(&self, path: &RelPath) -> io::Result<()> {
         let what = What("sync_dir", path);
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(&what)?;
         let n = state.begin_sync(&what)?;
         let dir = state
@@ -1007,7 +1003,7 @@ impl Backend for CrashBackend {
     }
 
     fn space(&self) -> io::Result<SpaceInfo> {
-        let state = self.state();
+        let state = lock(&self.state);
         Ok(SpaceInfo {
             total_bytes: state.capacity_bytes,
             free_bytes: state.capacity_bytes.saturating_sub(state.used_bytes),
@@ -1015,7 +1011,7 @@ impl Backend for CrashBackend {
     }
 
     fn stat(&self, path: &RelPath) -> io::Result<Stat> {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What("stat", path))?;
         let file = match state.tree.lookup(path) {
             Ok((_, file)) => file.copied(),
@@ -1038,7 +1034,7 @@ impl Backend for CrashBackend {
 
     fn hard_link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
         let what = format!("link {:?} to {:?}", existing.as_str(), new.as_str());
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(&what)?;
         // One directory only (module doc, "Hard links"), after the
         // errors a kernel finds first: a missing file or parent.
@@ -1063,7 +1059,7 @@ impl Backend for CrashBackend {
 
     fn get_xattr(&self, path: &RelPath, name: &str) -> io::Result<Vec<u8>> {
         let op = format!("get_xattr {name:?}");
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What(&op, path))?;
         let owner = state
             .xattr_owner(path)
@@ -1084,7 +1080,7 @@ impl Backend for CrashBackend {
         flags: XattrFlags,
     ) -> io::Result<()> {
         let op = format!("set_xattr {name:?}");
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What(&op, path))?;
         state
             .xattr_owner(path)
@@ -1094,7 +1090,7 @@ impl Backend for CrashBackend {
 
     fn list_xattr(&self, path: &RelPath) -> io::Result<Vec<String>> {
         let op = "list_xattr";
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What(op, path))?;
         let owner = state
             .xattr_owner(path)
@@ -1105,7 +1101,7 @@ impl Backend for CrashBackend {
 
     fn remove_xattr(&self, path: &RelPath, name: &str) -> io::Result<()> {
         let op = format!("remove_xattr {name:?}");
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         state.check_up(What(&op, path))?;
         state
             .xattr_owner(path)
@@ -1133,13 +1129,6 @@ impl fmt::Debug for CrashHandle {
 }
 
 impl CrashHandle {
-    /// The state, after checking that this handle is still valid.
-    fn valid_state(&self, op: &str) -> io::Result<MutexGuard<'_, CrashState>> {
-        let state = lock(&self.state);
-        state.check_handle(self.epoch, What(op, &self.path))?;
-        Ok(state)
-    }
-
     fn error(&self, e: Errno, op: &str) -> io::Error {
         errno(e, What(op, &self.path))
     }
@@ -1160,13 +1149,15 @@ impl Drop for CrashHandle {
 
 impl BackendFile for CrashHandle {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let mut state = self.valid_state("read")?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What("read", &self.path))?;
         let file = state.file(self.id).map_err(|e| self.error(e, "read"))?;
         Ok(read_slice(&file.current, buf, offset))
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut state = self.valid_state("write")?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What("write", &self.path))?;
         if buf.is_empty() {
             return Ok(());
         }
@@ -1195,7 +1186,8 @@ impl BackendFile for CrashHandle {
 
     fn sync_data(&self) -> io::Result<()> {
         let what = What("sync_data", &self.path);
-        let mut state = self.valid_state("sync_data")?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What("sync_data", &self.path))?;
         let n = state.begin_sync(&what)?;
         state
             .file(self.id)
@@ -1205,13 +1197,15 @@ impl BackendFile for CrashHandle {
     }
 
     fn len(&self) -> io::Result<u64> {
-        let mut state = self.valid_state("len")?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What("len", &self.path))?;
         let file = state.file(self.id).map_err(|e| self.error(e, "len"))?;
         Ok(file.current.len() as u64)
     }
 
     fn allocate(&self, mode: crate::Allocate, offset: u64, len: u64) -> io::Result<()> {
-        let mut state = self.valid_state("fallocate")?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What("fallocate", &self.path))?;
         let old_len = state
             .file(self.id)
             .map_err(|e| self.error(e, "fallocate"))?
@@ -1239,7 +1233,8 @@ impl BackendFile for CrashHandle {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        let mut state = self.valid_state("set_len")?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What("set_len", &self.path))?;
         let new_len = end_index(len, 0).map_err(|e| self.error(e, "set_len"))?;
         state
             .resize(self.id, new_len)
@@ -1250,7 +1245,8 @@ impl BackendFile for CrashHandle {
     }
 
     fn stat(&self) -> io::Result<Stat> {
-        let mut state = self.valid_state("stat")?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What("stat", &self.path))?;
         state
             .stat_of(Some(self.id), 0)
             .map_err(|e| self.error(e, "stat"))
@@ -1258,7 +1254,8 @@ impl BackendFile for CrashHandle {
 
     fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
         let op = format!("set_xattr {name:?}");
-        let mut state = self.valid_state(&op)?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What(&op, &self.path))?;
         state
             .file(self.id)
             .and_then(|file| file.xattrs.set(name, value, flags))
@@ -1267,7 +1264,8 @@ impl BackendFile for CrashHandle {
 
     fn remove_xattr(&self, name: &str) -> io::Result<()> {
         let op = format!("remove_xattr {name:?}");
-        let mut state = self.valid_state(&op)?;
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What(&op, &self.path))?;
         state
             .file(self.id)
             .and_then(|file| file.xattrs.remove(name))
@@ -1291,7 +1289,7 @@ mod tests {
         file.set_len(5).unwrap();
         file.write_at(b"!", 8).unwrap();
         file.sync_data().unwrap();
-        let state = backend.state();
+        let state = lock(&backend.state);
         let crash_file = &state.files[&0];
         assert_eq!(crash_file.synced, crash_file.current);
         assert_eq!(crash_file.current, b"hello\0\0\0!");
@@ -1372,9 +1370,9 @@ mod tests {
         backend.remove_file(&p("f")).unwrap();
         drop(file);
         // Still named by the synced root.
-        assert_eq!(backend.state().files.len(), 1);
+        assert_eq!(lock(&backend.state).files.len(), 1);
         backend.sync_dir(&RelPath::root()).unwrap();
-        assert_eq!(backend.state().files.len(), 0);
+        assert_eq!(lock(&backend.state).files.len(), 0);
     }
 
     fn code(error: &io::Error) -> Option<i32> {
@@ -1467,7 +1465,7 @@ mod tests {
         assert_eq!(code(&error), errno_named("ENODATA"), "{error}");
         backend.remove_xattr(&p("d"), "user.dir").unwrap();
         assert!(backend.list_xattr(&p("d")).unwrap().is_empty());
-        assert_eq!(backend.state().used_bytes, 0);
+        assert_eq!(lock(&backend.state).used_bytes, 0);
     }
 
     /// `fsetxattr`: the handle's file, whatever names it now.
@@ -1526,7 +1524,7 @@ mod tests {
             assert_eq!(backend.get_xattr(&f, "user.kept").unwrap(), b"1");
             assert_eq!(backend.get_xattr(&d, "user.dir").unwrap(), b"1");
             assert!(backend.list_xattr(&g).unwrap().is_empty(), "never synced");
-            let state = backend.state();
+            let state = lock(&backend.state);
             for file in state.files.values() {
                 assert_eq!(file.xattrs.current, file.xattrs.synced);
             }
@@ -1588,7 +1586,7 @@ mod tests {
         backend.sync_dir(&d).unwrap();
         backend.crash();
         assert!(backend.metadata(&d).is_err(), "its name was never synced");
-        assert!(backend.state().dir_xattrs.is_empty());
+        assert!(lock(&backend.state).dir_xattrs.is_empty());
         backend.create_dir(&d).unwrap();
         assert!(backend.list_xattr(&d).unwrap().is_empty());
     }

@@ -61,7 +61,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -106,14 +106,10 @@ struct HddDevice {
 }
 
 impl HddDevice {
-    fn state(&self) -> MutexGuard<'_, HddState> {
-        lock(&self.state)
-    }
-
     /// Submits `kind, offset, len` and blocks until the model served it
     /// (or the device stopped).
     fn serve(&self, kind: IoKind, offset: u64, len: u64) {
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         let id = state.next_id;
         state.next_id += 1;
         let request = HddRequest {
@@ -144,7 +140,7 @@ impl HddDevice {
     /// The device thread's loop: serve until stopped.
     fn run(&self, clock: &dyn Clock) {
         let _stop_on_exit = StopOnExit(self);
-        let mut state = self.state();
+        let mut state = lock(&self.state);
         while !state.stopped {
             let started = match &self.shared {
                 None => state.hdd.start_next().map(|service| {
@@ -164,7 +160,7 @@ impl HddDevice {
             // Alone: the service's duration; shared: until the platter's
             // reservation for it ends.
             clock.sleep(wait);
-            state = self.state();
+            state = lock(&self.state);
             state.hdd.complete();
             state
                 .completed
@@ -180,7 +176,7 @@ struct StopOnExit<'a>(&'a HddDevice);
 
 impl Drop for StopOnExit<'_> {
     fn drop(&mut self) {
-        self.0.state().stopped = true;
+        lock(&self.0.state).stopped = true;
         self.0.progress.notify_all();
     }
 }
@@ -454,7 +450,7 @@ impl EmulatedBackend {
     /// Counters of the HDD model (`None` for an SSD).
     pub fn hdd_stats(&self) -> Option<HddStats> {
         match &self.device.model {
-            Model::Hdd(hdd) => Some(hdd.state().hdd.stats()),
+            Model::Hdd(hdd) => Some(lock(&hdd.state).hdd.stats()),
             Model::Ssd(_) => None,
         }
     }
@@ -490,7 +486,7 @@ impl EmulatedBackend {
 impl Drop for EmulatedBackend {
     fn drop(&mut self) {
         if let Model::Hdd(hdd) = &self.device.model {
-            hdd.state().stopped = true;
+            lock(&hdd.state).stopped = true;
             hdd.work.notify_all();
             hdd.progress.notify_all();
         }

@@ -34,7 +34,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -125,16 +125,12 @@ struct Core {
 }
 
 impl Core {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        sluice_env::lock(&self.state)
-    }
-
     fn now(&self) -> Time {
         Time::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
     fn fail(&self, why: String) {
-        self.lock().fatal.get_or_insert(why);
+        sluice_env::lock(&self.state).fatal.get_or_insert(why);
         self.cv.notify_all();
     }
 
@@ -275,7 +271,7 @@ pub fn copy(options: CopyOptions) -> io::Result<Summary> {
         SchedMode::RoundRobin | SchedMode::CongestionAware => options.files_in_flight,
     };
     announce(&core, &root, in_flight, options.compare);
-    core.lock().announced = true;
+    sluice_env::lock(&core.state).announced = true;
     core.cv.notify_all();
     for w in workers {
         let _ = w.join();
@@ -286,7 +282,7 @@ pub fn copy(options: CopyOptions) -> io::Result<Summary> {
         let _ = t.join();
     }
 
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let stats = st.sched.stats();
     let targets = st.targets.len() as u64;
     let fatal = st.fatal.take();
@@ -314,7 +310,7 @@ fn make_entries(core: &Core, root: &OwnedFd, dirs: &[String], links: &[(String, 
         let made = dest::components(path)
             .map_err(invalid)
             .and_then(|parts| dest::open_dirs(root, &parts));
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         match made {
             Ok(_) => st.summary.dirs += 1,
             Err(e) => st.summary.failed.push(format!("{path}: {e}")),
@@ -324,7 +320,7 @@ fn make_entries(core: &Core, root: &OwnedFd, dirs: &[String], links: &[(String, 
         let made = split(path).and_then(|(parents, name)| {
             dest::open_dirs(root, &parents).and_then(|dir| dest::make_symlink(&dir, &name, target))
         });
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         match made {
             Ok(()) => st.summary.links += 1,
             Err(e) => st.summary.failed.push(format!("{path}: {e}")),
@@ -336,26 +332,26 @@ fn make_entries(core: &Core, root: &OwnedFd, dirs: &[String], links: &[(String, 
 /// the others, at most `in_flight` at once.
 fn announce(core: &Core, root: &OwnedFd, in_flight: usize, compare: Compare) {
     for (idx, e) in core.entries.iter().enumerate() {
-        if core.lock().fatal.is_some() {
+        if sluice_env::lock(&core.state).fatal.is_some() {
             return;
         }
         if core.progress.files.contains(&e.key) {
-            core.lock().summary.files_already_done += 1;
+            sluice_env::lock(&core.state).summary.files_already_done += 1;
             continue;
         }
         if compare != Compare::Never && unchanged(root, e, compare) {
-            let mut st = core.lock();
+            let mut st = sluice_env::lock(&core.state);
             st.summary.files_unchanged += 1;
             st.summary.bytes_unchanged += e.size;
             continue;
         }
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         while st.fatal.is_none() && st.files.len() >= in_flight {
             st = sluice_env::wait(&core.cv, st);
         }
         drop(st);
         if let Err(why) = open_file(core, root, idx) {
-            core.lock().summary.failed.push(why);
+            sluice_env::lock(&core.state).summary.failed.push(why);
         }
     }
 }
@@ -431,7 +427,7 @@ fn open_file(core: &Core, root: &OwnedFd, idx: usize) -> Result<(), String> {
     if earlier.is_some() && !copy.resumed {
         core.journal(core.journal.as_ref().map(|j| j.forget(&e.key)));
     }
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let id = idx as u64;
     let mut crcs = BTreeMap::new();
     let mut left = 0;
@@ -473,7 +469,7 @@ fn open_file(core: &Core, root: &OwnedFd, idx: usize) -> Result<(), String> {
 fn worker(core: &Core) {
     let mut buf = AlignedBuf::new();
     loop {
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         let object = loop {
             if st.fatal.is_some() {
                 return;
@@ -520,7 +516,7 @@ fn worker(core: &Core) {
                 }
             },
         };
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         st.sched.complete(&object, started, finished);
         let Some(f) = st.files.get_mut(&id) else {
             drop(st);
@@ -554,8 +550,7 @@ fn worker(core: &Core) {
 /// Check, verify, sync and rename file `id` (all its objects are written),
 /// or drop its partial copy if the source changed or the check failed.
 fn finish_file(core: &Core, id: u64) {
-    let Some(f) = core
-        .lock()
+    let Some(f) = sluice_env::lock(&core.state)
         .files
         .remove(&id)
         .map(|f| (f.open, f.crcs, f.changed))
@@ -588,7 +583,7 @@ fn finish_file(core: &Core, id: u64) {
             }
         }
     };
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let done = match outcome {
         Ok(()) => {
             st.summary.files += 1;
@@ -621,7 +616,7 @@ fn progress_loop(core: &Core, observer: &(dyn Fn(&SendProgress) + Send + Sync)) 
     let (bytes_total, bytes_earlier) = SendProgress::totals(&core.entries, &core.progress);
     let ended = |st: &State| st.fatal.is_some() || (st.announced && st.files.is_empty());
     loop {
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         let tick = Instant::now() + Duration::from_millis(250);
         loop {
             let now = Instant::now();

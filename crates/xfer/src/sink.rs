@@ -240,14 +240,10 @@ impl BlockQueue {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        sluice_env::lock(&self.state)
-    }
-
     /// A buffer to read the next frame into, once the blocks in flight are
     /// under their bound; `None` once a block failed.
     fn take(&self) -> Option<AlignedBuf> {
-        let mut st = sluice_env::wait_while(&self.cv, self.lock(), None, |st| {
+        let mut st = sluice_env::wait_while(&self.cv, sluice_env::lock(&self.state), None, |st| {
             !st.failed && st.bytes >= BLOCK_QUEUE_BYTES
         });
         if st.failed {
@@ -258,11 +254,11 @@ impl BlockQueue {
 
     /// `len` bytes go to a writer thread.
     fn sent(&self, len: usize) {
-        self.lock().bytes += len;
+        sluice_env::lock(&self.state).bytes += len;
     }
 
     fn give_back(&self, buf: AlignedBuf) {
-        let mut st = self.lock();
+        let mut st = sluice_env::lock(&self.state);
         st.bytes -= buf.len();
         st.free.push(buf);
         drop(st);
@@ -270,12 +266,12 @@ impl BlockQueue {
     }
 
     fn fail(&self) {
-        self.lock().failed = true;
+        sluice_env::lock(&self.state).failed = true;
         self.cv.notify_all();
     }
 
     fn failed(&self) -> bool {
-        self.lock().failed
+        sluice_env::lock(&self.state).failed
     }
 }
 

@@ -26,7 +26,7 @@ impl Checkpoints {
             if !self.shared.options.background && !self.demote_next()? {
                 return Ok(());
             }
-            let state = self.shared.lock();
+            let state = sluice_env::lock(&self.shared.state);
             let pending = state
                 .copies
                 .values()
@@ -60,7 +60,7 @@ pub(super) fn demoter_loop(shared: &Shared) {
     let mut backoff = DEMOTE_BACKOFF_MIN;
     loop {
         {
-            let mut state = shared.lock();
+            let mut state = sluice_env::lock(&shared.state);
             if state.shutdown {
                 return;
             }
@@ -84,7 +84,7 @@ pub(super) fn demoter_loop(shared: &Shared) {
                 wait
             }
         };
-        let state = shared.lock();
+        let state = sluice_env::lock(&shared.state);
         if state.shutdown {
             return;
         }
@@ -94,7 +94,7 @@ pub(super) fn demoter_loop(shared: &Shared) {
 
 pub(super) fn demote_next(shared: &Shared) -> io::Result<bool> {
     let (id, generation, path, src, len) = {
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         let candidates: Vec<(u64, Resident)> = state
             .copies
             .iter()
@@ -121,7 +121,7 @@ pub(super) fn demote_next(shared: &Shared) -> io::Result<bool> {
         )
     };
     let result = copy_out(shared, id, generation, &path, src.as_ref(), len);
-    let mut state = shared.lock();
+    let mut state = sluice_env::lock(&shared.state);
     // Found by its file: a rename over another copy may have given it a
     // new id meanwhile (`Shared::renumber`).
     if let Some(c) = state
@@ -199,7 +199,7 @@ pub(super) fn copy_out(
         let chunk = (len - offset).min(shared.options.chunk_bytes);
         // Pace: wait for tokens at the current demotion rate.
         loop {
-            let mut state = shared.lock();
+            let mut state = sluice_env::lock(&shared.state);
             let changed = state
                 .copies
                 .get(&id)
@@ -225,7 +225,7 @@ pub(super) fn copy_out(
         }
         let (n, how) = copy_range(src, dst.as_ref(), offset, chunk, &mut buf)?;
         if how == CopyHow::Kernel {
-            shared.lock().stats.kernel_copies += 1;
+            sluice_env::lock(&shared.state).stats.kernel_copies += 1;
         }
         if n < chunk {
             break;

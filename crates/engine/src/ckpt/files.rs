@@ -39,7 +39,7 @@ struct Placing {
 impl Checkpoints {
     /// The length of `path`'s fast-tier copy, if it has one.
     pub fn size(&self, path: &RelPath) -> Option<u64> {
-        let state = self.shared.lock();
+        let state = sluice_env::lock(&self.shared.state);
         let id = state.by_path.get(path)?;
         state.copies.get(id).map(|c| c.len)
     }
@@ -59,7 +59,7 @@ impl Checkpoints {
     pub fn open_file(&self, path: &RelPath, write: bool, truncate: bool) -> io::Result<u64> {
         let shared = &*self.shared;
         let (class, written) = {
-            let state = shared.lock();
+            let state = sluice_env::lock(&shared.state);
             let written = state.handles.values().any(|h| h.writing && h.path == *path);
             (Checkpoints::job_of(&state, path).is_some(), written)
         };
@@ -72,11 +72,11 @@ impl Checkpoints {
                 return self.begin(path, false);
             }
         }
-        let local = shared.lock().by_path.contains_key(path);
+        let local = sluice_env::lock(&shared.state).by_path.contains_key(path);
         if !write && !local {
             self.wait_for_demotion_elsewhere(path)?;
         }
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         let now = shared.clock.now();
         let target = match state.by_path.get(path).copied() {
             Some(id) => {
@@ -156,7 +156,7 @@ impl Checkpoints {
     pub(super) fn begin(&self, path: &RelPath, create_new: bool) -> io::Result<u64> {
         let shared = &*self.shared;
         let options = &shared.options;
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         let job = Checkpoints::job_of(&state, path)
             .ok_or_else(|| invalid(format!("{path}: no registered job's glob matches it")))?;
         let key = Shared::job_key(&mut state, &job.id);
@@ -416,7 +416,7 @@ impl Checkpoints {
     /// Read up to `len` bytes at `offset`.
     pub fn read(&self, fh: u64, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         let (file, size, hit) = {
-            let state = self.shared.lock();
+            let state = sluice_env::lock(&self.shared.state);
             let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
             match &h.target {
                 Target::Copy(id) => {
@@ -437,7 +437,7 @@ impl Checkpoints {
         let mut buf = vec![0u8; n];
         let got = file.read_at(&mut buf, offset)?;
         buf.truncate(got);
-        let mut state = self.shared.lock();
+        let mut state = sluice_env::lock(&self.shared.state);
         match hit {
             Some(true) => state.stats.hit_bytes += got as u64,
             Some(false) => state.stats.miss_bytes += got as u64,
@@ -458,14 +458,14 @@ impl Checkpoints {
         loop {
             // The throttle: only writes to staged copies take tokens.
             let (id, file) = loop {
-                let mut state = shared.lock();
+                let mut state = sluice_env::lock(&shared.state);
                 let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
                 let id = match &h.target {
                     Target::Capacity(f) => {
                         let f = Arc::clone(f);
                         drop(state);
                         f.write_at(data, offset)?;
-                        shared.lock().stats.direct_bytes += bytes;
+                        sluice_env::lock(&shared.state).stats.direct_bytes += bytes;
                         return Ok(());
                     }
                     Target::Copy(id) => *id,
@@ -502,7 +502,7 @@ impl Checkpoints {
                 }
             };
             let written = file.write_at(data, offset);
-            let mut state = shared.lock();
+            let mut state = sluice_env::lock(&shared.state);
             let now = shared.clock.now();
             if let Some(c) = state.copies.get_mut(&id) {
                 // Bumped again once the bytes changed: a publication or
@@ -545,7 +545,7 @@ impl Checkpoints {
     /// staged and the error names both.
     pub(super) fn move_when_full(&self, id: u64, cause: &io::Error) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         match state.copies.get_mut(&id) {
             Some(c) if !c.moving => c.moving = true,
             // Another writer moves it: the caller writes through its
@@ -570,7 +570,7 @@ impl Checkpoints {
                 (c.generation, c.len, c.rec.path.clone(), Arc::clone(&c.file));
             drop(state);
             let copied = self.copy_to_capacity(&path, src.as_ref(), len);
-            state = shared.lock();
+            state = sluice_env::lock(&shared.state);
             let Some(c) = state.copies.get_mut(&id) else {
                 return Ok(());
             };
@@ -683,7 +683,7 @@ impl Checkpoints {
     /// demotion, and a create of the name would replace it).
     pub fn fsync(&self, fh: u64) -> io::Result<()> {
         let (file, created, copy) = {
-            let state = self.shared.lock();
+            let state = sluice_env::lock(&self.shared.state);
             let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
             match &h.target {
                 Target::Copy(id) => {
@@ -702,7 +702,7 @@ impl Checkpoints {
         if let Some((id, path)) = copy {
             let parent = RelPath::new(&path)?.parent().unwrap_or_else(RelPath::root);
             self.shared.capacity.sync_dir(&parent)?;
-            let mut state = self.shared.lock();
+            let mut state = sluice_env::lock(&self.shared.state);
             if let Some(c) = state.copies.get_mut(&id) {
                 // Renamed meanwhile: the new name's directory is synced
                 // at the next fsync.
@@ -733,7 +733,7 @@ impl Checkpoints {
     pub(super) fn publish(&self, fh: u64) -> io::Result<()> {
         let shared = &*self.shared;
         let (id, generation, path, src, len) = {
-            let state = shared.lock();
+            let state = sluice_env::lock(&shared.state);
             let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
             let Target::Copy(id) = &h.target else {
                 return Ok(());
@@ -756,7 +756,7 @@ impl Checkpoints {
         self.copy_to_capacity(&path, src.as_ref(), len)
             .and_then(|_| src.sync_data())
             .map_err(|e| with_context(e, &what))?;
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         state.stats.published_bytes += len;
         let Some(c) = state.copies.get_mut(&id) else {
             return Ok(());
@@ -780,7 +780,7 @@ impl Checkpoints {
 
     /// Set the file's size.
     pub fn truncate(&self, fh: u64, size: u64) -> io::Result<()> {
-        let mut state = self.shared.lock();
+        let mut state = sluice_env::lock(&self.shared.state);
         let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
         match &h.target {
             Target::Capacity(f) => f.set_len(size),
@@ -803,7 +803,7 @@ impl Checkpoints {
         len: u64,
     ) -> io::Result<()> {
         loop {
-            let mut state = self.shared.lock();
+            let mut state = sluice_env::lock(&self.shared.state);
             let h = state.handles.get(&fh).ok_or_else(|| bad_handle(fh))?;
             let id = match &h.target {
                 Target::Capacity(f) => {
@@ -836,7 +836,7 @@ impl Checkpoints {
 
     /// Set the size of `path`'s fast-tier copy; `false` if it has none.
     pub fn truncate_path(&self, path: &RelPath, size: u64) -> io::Result<bool> {
-        let mut state = self.shared.lock();
+        let mut state = sluice_env::lock(&self.shared.state);
         let Some(id) = state.by_path.get(path).copied() else {
             return Ok(false);
         };
@@ -861,7 +861,7 @@ impl Checkpoints {
     /// demoted.
     pub fn release(&self, fh: u64) {
         let shared = &*self.shared;
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         let Some(h) = state.handles.remove(&fh) else {
             return;
         };
@@ -888,7 +888,7 @@ impl Checkpoints {
     /// being removed; the caller removes the capacity name).
     pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         if let Some(id) = state.by_path.get(path).copied() {
             shared.remove_copy(&mut state, id)?;
         }
@@ -908,7 +908,7 @@ impl Checkpoints {
     /// before the moved record was durable.
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         let replaced = state
             .by_path
             .get(to)

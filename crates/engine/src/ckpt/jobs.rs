@@ -99,7 +99,7 @@ impl Checkpoints {
     pub fn handles(&self, path: &RelPath) -> bool {
         let shared = &*self.shared;
         {
-            let mut state = shared.lock();
+            let mut state = sluice_env::lock(&shared.state);
             if state.by_path.contains_key(path) {
                 return true;
             }
@@ -113,7 +113,7 @@ impl Checkpoints {
             state.jobs_checked = Some(now);
         }
         self.refresh_jobs();
-        Checkpoints::job_of(&shared.lock(), path).is_some()
+        Checkpoints::job_of(&sluice_env::lock(&shared.state), path).is_some()
     }
 
     /// Reads the jobs again if the catalogue's job generation changed;
@@ -123,21 +123,21 @@ impl Checkpoints {
         let generation = match shared.catalog.jobs_generation() {
             Ok(g) => g,
             Err(e) => {
-                shared.note_catalog(&mut shared.lock(), Err(e));
+                shared.note_catalog(&mut sluice_env::lock(&shared.state), Err(e));
                 return false;
             }
         };
-        if generation == shared.lock().jobs_generation {
+        if generation == sluice_env::lock(&shared.state).jobs_generation {
             return false;
         }
         let jobs = match shared.catalog.jobs() {
             Ok(jobs) => jobs,
             Err(e) => {
-                shared.note_catalog(&mut shared.lock(), Err(e));
+                shared.note_catalog(&mut sluice_env::lock(&shared.state), Err(e));
                 return false;
             }
         };
-        let mut state = shared.lock();
+        let mut state = sluice_env::lock(&shared.state);
         let p = prior(&jobs, shared.options.period);
         state.planner.set_prior(p);
         tracing::info!(
@@ -174,7 +174,7 @@ impl Checkpoints {
     pub(super) fn reload_jobs(&self) -> io::Result<()> {
         let generation = self.shared.catalog.jobs_generation().map_err(catalog_io)?;
         let jobs = self.shared.catalog.jobs().map_err(catalog_io)?;
-        let mut state = self.shared.lock();
+        let mut state = sluice_env::lock(&self.shared.state);
         let p = prior(&jobs, self.shared.options.period);
         state.planner.set_prior(p);
         state.jobs = jobs;
@@ -189,7 +189,7 @@ impl Checkpoints {
 
     /// The registered jobs.
     pub fn jobs(&self) -> Vec<JobSpec> {
-        self.shared.lock().jobs.clone()
+        sluice_env::lock(&self.shared.state).jobs.clone()
     }
 }
 

@@ -61,7 +61,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::num::NonZeroU64;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -440,10 +440,6 @@ impl Shared {
         self.capacity
             .sync_dir(&target.parent().unwrap_or_else(RelPath::root))
     }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        sluice_env::lock(&self.state)
-    }
 }
 
 impl Checkpoints {
@@ -539,7 +535,7 @@ impl Checkpoints {
         });
         {
             // No other thread yet: the lock only satisfies the types.
-            let mut state = shared.lock();
+            let mut state = sluice_env::lock(&shared.state);
             recover(&shared, &mut state, now)?;
         }
         let demoter = if shared.options.background {
@@ -594,7 +590,7 @@ impl Checkpoints {
     /// A snapshot for status and metrics.
     pub fn status(&self) -> CkptStatus {
         let shared = &*self.shared;
-        let state = shared.lock();
+        let state = sluice_env::lock(&shared.state);
         let (mut staged, mut cached) = ((0, 0), (0, 0));
         for c in state.copies.values() {
             let slot = if c.rec.location == Location::Cached {
@@ -635,7 +631,7 @@ impl Checkpoints {
 
 impl Drop for Checkpoints {
     fn drop(&mut self) {
-        self.shared.lock().shutdown = true;
+        sluice_env::lock(&self.shared.state).shutdown = true;
         self.shared.changed.notify_all();
         if let Some(d) = self.demoter.take() {
             let _ = d.join();

@@ -175,7 +175,7 @@ impl Checkpoints {
                         "restart read served by the capacity tier without asking the \
                          catalogue: a copy staged on another node would not be seen"
                     );
-                    shared.note_catalog(&mut shared.lock(), Err(e));
+                    shared.note_catalog(&mut sluice_env::lock(&shared.state), Err(e));
                     return Ok(());
                 }
             };
@@ -183,7 +183,7 @@ impl Checkpoints {
                 Some(rec) if shared.staged_elsewhere(&rec) => rec.node,
                 _ => {
                     if waited {
-                        shared.lock().stats.remote_waits += 1;
+                        sluice_env::lock(&shared.state).stats.remote_waits += 1;
                     }
                     return Ok(());
                 }
@@ -197,7 +197,7 @@ impl Checkpoints {
                     shared.options.remote_wait.as_millis()
                 );
                 tracing::warn!(path = %path, node = %holder, "restart read refused: {message}");
-                let mut state = shared.lock();
+                let mut state = sluice_env::lock(&shared.state);
                 state.stats.remote_waits += 1;
                 state.stats.remote_timeouts += 1;
                 state.stats.last_error = Some(message.clone());

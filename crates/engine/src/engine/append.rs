@@ -17,7 +17,7 @@ use super::degrade::{
     fallback_wait, fast_append_failed, fast_append_worked, fell_back, wait_reset,
 };
 use super::files::unknown;
-use super::{cache, context, lock, Shared, State, FORCED_WAIT_MAX};
+use super::{cache, context, Shared, State, FORCED_WAIT_MAX};
 
 /// What a record's append asks of its driver next ([`Append::step`]).
 pub(super) enum Next<'p> {
@@ -537,7 +537,7 @@ pub(super) fn append_data(
     then: impl FnOnce(&mut State),
 ) -> io::Result<()> {
     let chunk = shared.config.record_max_bytes as usize;
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     let mut done = 0usize;
     while done < data.len() {
         let part = &data[done..(done + chunk).min(data.len())];
@@ -590,7 +590,7 @@ pub(super) fn append_data(
                 placements.add(file, &open.path, Tier::Capacity, part.len() as u64);
                 drop(state);
                 let written = handle.write_at(part, part_offset);
-                state = lock(shared);
+                state = sluice_env::lock(&shared.state);
                 cache::end_own_write(&mut state, file);
                 if let Err(e) = written {
                     let path = state.files.get(&file).map(|open| open.path.to_string());
@@ -666,7 +666,12 @@ pub(super) fn sync_log_unlocked<R>(
     shared: &Shared,
     then: impl FnOnce(&mut State, io::Result<Vec<(RegionId, u64)>>) -> R,
 ) -> R {
-    let mut state = wait_while(&shared.changed, lock(shared), None, appends_in_flight());
+    let mut state = wait_while(
+        &shared.changed,
+        sluice_env::lock(&shared.state),
+        None,
+        appends_in_flight(),
+    );
     let dirty: Vec<(RegionId, u64, Arc<RegionFile>)> = state
         .regions
         .iter_mut()
@@ -687,7 +692,7 @@ pub(super) fn sync_log_unlocked<R>(
             break;
         }
     }
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     if result.is_err() {
         for (region, _, _) in &dirty {
             state.regions[region.0 as usize].dirty = true;

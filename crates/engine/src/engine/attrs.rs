@@ -10,7 +10,7 @@ use sluice_env::{BackendFile, RelPath, Stat};
 use sluice_policy::FileId;
 
 use super::files::{file_of, unknown};
-use super::{cache, context, held, lock, ChangeStamp, Engine, Shared, State};
+use super::{cache, context, held, ChangeStamp, Engine, Shared, State};
 
 /// The logical size of an open file whose capacity file is now
 /// `capacity_len` bytes long (docs/fuse.md, "Many nodes"): the capacity
@@ -75,14 +75,14 @@ fn read_steady<T, R>(
     read: impl Fn(&dyn BackendFile, &RelPath) -> io::Result<T>,
     then: impl FnOnce(&mut State, T) -> R,
 ) -> io::Result<R> {
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     loop {
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
         let epoch = state.left_log;
         drop(state);
         let value = read(handle.as_ref(), &path)?;
-        state = lock(shared);
+        state = sluice_env::lock(&shared.state);
         if state.left_log == epoch {
             return Ok(then(&mut state, value));
         }
@@ -140,7 +140,7 @@ impl Engine {
     /// [`Engine::overlay`] from what this engine holds; whether this node
     /// holds the file's held mark (on-demand).
     fn overlay_held_here(&self, path: &RelPath, stat: &mut Stat, epoch: u64) -> bool {
-        let mut state = lock(&self.shared);
+        let mut state = sluice_env::lock(&self.shared.state);
         let mut epoch = epoch;
         while state.left_log != epoch {
             epoch = state.left_log;
@@ -150,7 +150,7 @@ impl Engine {
                 // Gone meanwhile: the caller's stat stands.
                 Err(_) => return true,
             }
-            state = lock(&self.shared);
+            state = sluice_env::lock(&self.shared.state);
         }
         let Some(id) = file_of(&state, path, Some(stat.identity())) else {
             return false;
@@ -176,6 +176,6 @@ impl Engine {
 
     /// The count [`Engine::overlay`] compares: take it before a stat.
     pub fn log_epoch(&self) -> u64 {
-        lock(&self.shared).left_log
+        sluice_env::lock(&self.shared.state).left_log
     }
 }

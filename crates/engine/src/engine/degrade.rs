@@ -30,7 +30,7 @@ use crate::log::{RecordHeader, RecordKind};
 
 use super::append::append_error;
 use super::flush::flush_until;
-use super::{lock, Shared, State, FORCED_WAIT_MAX};
+use super::{Shared, State, FORCED_WAIT_MAX};
 
 /// An append at `at` in `region` failed with `e`: close the region there,
 /// send data writes to the capacity tier until the retry time, count and
@@ -112,7 +112,7 @@ pub(super) fn wait_reset(
             .iter()
             .all(|&(r, generation)| state.regions[r.0 as usize].file.generation() != generation)
     };
-    if regions.is_empty() || reset(&lock(shared)) {
+    if regions.is_empty() || reset(&sluice_env::lock(&shared.state)) {
         return Ok(());
     }
     flush_until(shared, what, Some(FORCED_WAIT_MAX), reset)

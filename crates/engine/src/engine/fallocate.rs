@@ -45,7 +45,7 @@ use sluice_env::{wait_while, Allocate};
 use sluice_policy::FileId;
 
 use super::files::{busy, file_io, hold_alone, unknown};
-use super::{cache, context, lock, Engine, Shared, State};
+use super::{cache, context, Engine, Shared, State};
 
 impl Engine {
     /// `fallocate(2)` of `[offset, offset + len)` of the open `file` in
@@ -61,7 +61,7 @@ impl Engine {
         // other nodes may have changed it.
         let size = self.refresh_size(file)?;
         let path = {
-            let state = lock(shared);
+            let state = sluice_env::lock(&shared.state);
             state
                 .files
                 .get(&file)
@@ -86,7 +86,12 @@ impl Engine {
         // A flush write of the file looked up before the write-back must
         // land before the capacity file changes, or it would land on the
         // hole (the same wait as a truncate's).
-        let state = wait_while(&shared.changed, lock(shared), None, busy(file));
+        let state = wait_while(
+            &shared.changed,
+            sluice_env::lock(&shared.state),
+            None,
+            busy(file),
+        );
         if let Some(byte) = first_in_the_way(&state, file, mode, offset, len) {
             // Cannot happen while the file's I/O lock is held alone (no
             // write of it is placed meanwhile); refused rather than risk a
@@ -106,7 +111,7 @@ impl Engine {
         )))?;
         // The logical size follows the capacity file's new length (and
         // buffered bytes past it, which plain allocation leaves).
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         if let Some(open) = state.files.get_mut(&file) {
             open.capacity_unsynced = true;
         }
@@ -128,7 +133,7 @@ fn needs_write_back(
     offset: u64,
     len: u64,
 ) -> io::Result<bool> {
-    let state = lock(shared);
+    let state = sluice_env::lock(&shared.state);
     if !state.files.contains_key(&file) {
         return Err(unknown(file));
     }

@@ -21,7 +21,7 @@ use crate::log::RecordHeader;
 use super::append::{appends_in_flight, sync_log, Append};
 use super::read::{locate, Pinned};
 use super::writeback::{write_stretches, StretchError};
-use super::{cache, context, lock, KernelStamp, OpenFile, Shared, State};
+use super::{cache, context, KernelStamp, OpenFile, Shared, State};
 
 pub(super) fn unknown(file: FileId) -> io::Error {
     io::Error::new(
@@ -180,7 +180,7 @@ fn remove_name(state: &mut State, id: FileId, path: &RelPath) {
 /// (this node's rename or unlink keeps the maps itself).
 pub(super) fn forget_stale_name(shared: &Shared, path: &RelPath) -> io::Result<()> {
     let (id, ino, epoch) = {
-        let state = lock(shared);
+        let state = sluice_env::lock(&shared.state);
         let Some(&id) = state.ids.get(path) else {
             return Ok(());
         };
@@ -302,7 +302,12 @@ pub(super) fn drop_name<R>(
     still: impl FnOnce(&State) -> bool,
     then: impl FnOnce(&mut State) -> io::Result<R>,
 ) -> io::Result<R> {
-    let mut state = wait_while(&shared.changed, lock(shared), None, busy(id));
+    let mut state = wait_while(
+        &shared.changed,
+        sluice_env::lock(&shared.state),
+        None,
+        busy(id),
+    );
     if !still(&state) {
         return then(&mut state);
     }
@@ -431,7 +436,7 @@ pub(super) const APPENDED_POLL: Option<Duration> = Some(Duration::from_millis(10
 /// `file`'s I/O lock ([`OpenFile::io`]), looked up under the engine lock
 /// and returned with it released: take it before the engine lock.
 pub(super) fn file_io(shared: &Shared, file: FileId) -> io::Result<Arc<RwLock<()>>> {
-    lock(shared)
+    sluice_env::lock(&shared.state)
         .files
         .get(&file)
         .map(|open| Arc::clone(&open.io))
@@ -440,7 +445,7 @@ pub(super) fn file_io(shared: &Shared, file: FileId) -> io::Result<Arc<RwLock<()
 
 /// `file`'s sync lock ([`OpenFile::sync_lock`]).
 pub(super) fn file_sync_lock(shared: &Shared, file: FileId) -> io::Result<Arc<Mutex<()>>> {
-    lock(shared)
+    sluice_env::lock(&shared.state)
         .files
         .get(&file)
         .map(|open| Arc::clone(&open.sync_lock))

@@ -15,7 +15,7 @@ use sluice_policy::{FileId, RegionId};
 use super::files::forget_if_unused;
 use super::read::{locate, Pinned};
 use super::writeback::{copy_stretches, in_order, write_copied, StretchError, Turn};
-use super::{ahead, cache, lock, Shared, State};
+use super::{ahead, cache, Shared, State};
 
 /// One region flush step's outcome.
 pub(super) enum Step {
@@ -40,7 +40,7 @@ pub(super) fn flusher_loop(shared: &Shared) {
         // Names no fsync made durable are kept until a clean stop: past a
         // bound (mdtest's millions of creates), their directories are
         // synced now, which settles them and keeps the set small.
-        if lock(shared).unsynced_names.len() > UNSYNCED_NAMES_MAX {
+        if sluice_env::lock(&shared.state).unsynced_names.len() > UNSYNCED_NAMES_MAX {
             super::sync_unsynced_names(shared);
         }
         let mut polled = flush_regions(shared);
@@ -55,7 +55,7 @@ pub(super) fn flusher_loop(shared: &Shared) {
         }
         match polled {
             Ok(Some(step)) => {
-                let state = lock(shared);
+                let state = sluice_env::lock(&shared.state);
                 match step {
                     Step::Shutdown => return,
                     Step::Idle(d) => {
@@ -63,12 +63,12 @@ pub(super) fn flusher_loop(shared: &Shared) {
                     }
                 }
             }
-            Ok(None) => lock(shared).flush_backoff = FLUSH_BACKOFF_MIN,
+            Ok(None) => sluice_env::lock(&shared.state).flush_backoff = FLUSH_BACKOFF_MIN,
             Err(e) => {
                 // A write refused or failed because the tier went away or
                 // turned read-only: the flusher stops until it is back.
                 super::health::note_health(shared);
-                let mut state = lock(shared);
+                let mut state = sluice_env::lock(&shared.state);
                 if state.shutdown && e.kind() == io::ErrorKind::Interrupted {
                     // Stopped on purpose by `close`: not a failure.
                     return;
@@ -115,7 +115,7 @@ pub(super) fn flush_until(
     mut done: impl FnMut(&State) -> bool,
 ) -> io::Result<()> {
     let started = Instant::now();
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     state.draining += 1;
     state.buffer.set_draining(true);
     state.flush_backoff = FLUSH_BACKOFF_MIN;
@@ -173,7 +173,7 @@ pub(super) fn flush_until(
 /// and reset, `Ok(Some(step))` when there was nothing to do, `Err` when a
 /// flush failed (the regions not yet reset stay buffered).
 pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     if state.shutdown {
         return Ok(Some(Step::Shutdown));
     }
@@ -219,7 +219,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
     drop(state);
     let result = write_and_retire(shared, &set, &runs, &files);
     if !matches!(result, Ok(None)) {
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         ahead::forget_unsynced(&mut state);
         for &file in &files {
             cache::end_own_write(&mut state, file);
@@ -241,7 +241,7 @@ fn write_and_retire(
     files: &BTreeSet<FileId>,
 ) -> io::Result<Option<Step>> {
     let abort = |e: io::Error| {
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         for &region in set {
             let _ = state.buffer.abort_flush(region);
         }
@@ -260,7 +260,7 @@ fn write_and_retire(
             regions = set.len(),
             "flush stopped {at}: the capacity tier is {health}; the regions stay in the log"
         );
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         ahead::forget_all(&mut state);
         for &region in set {
             let _ = state.buffer.abort_flush(region);
@@ -291,7 +291,7 @@ fn write_and_retire(
     let mut again = Vec::new();
     if !later.is_empty() {
         again = runs_again(
-            &lock(shared),
+            &sluice_env::lock(&shared.state),
             set,
             &later,
             shared.config.flush_run_max_bytes,
@@ -332,9 +332,12 @@ fn write_and_retire(
         return Ok(Some(step));
     }
     // Readers copying buffered bytes of the regions finish first.
-    let mut state = wait_while(&shared.changed, lock(shared), None, |state| {
-        set.iter().any(|r| state.regions[r.0 as usize].readers > 0)
-    });
+    let mut state = wait_while(
+        &shared.changed,
+        sluice_env::lock(&shared.state),
+        None,
+        |state| set.iter().any(|r| state.regions[r.0 as usize].readers > 0),
+    );
     // Retired, not emptied: the header's first sequence ends the log
     // before every record in it, which stay as clean copies (cache.rs).
     let first_seq = state.buffer.next_seq();
@@ -441,7 +444,7 @@ fn write_runs(
             // a second Ctrl-C): the runs not started stay in the log,
             // whose regions are not reset, as after a crash in the middle
             // of a flush; the next open flushes them again.
-            if lock(shared).shutdown {
+            if sluice_env::lock(&shared.state).shutdown {
                 return Err(io::Error::new(
                     io::ErrorKind::Interrupted,
                     "flush stopped: the engine is closing",
@@ -467,7 +470,7 @@ fn flush_run(
     turn: Turn<'_>,
 ) -> io::Result<Option<Arc<dyn BackendFile>>> {
     let file = run.file;
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     let mut turn = Some(turn);
     // A sync of the file is writing all its buffered bytes: wait for it,
     // then look up what is left (nothing, unless the sync failed). The
@@ -540,7 +543,7 @@ fn flush_run(
             ),
         ),
     });
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     let mut written_at = None;
     if let Some(open) = state.files.get_mut(&file) {
         open.busy -= 1;
@@ -585,7 +588,7 @@ fn flush_run(
 pub(super) fn take_flush_tokens(shared: &Shared, bytes: u64) {
     loop {
         let now = shared.clock.now();
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         if state.shutdown {
             return;
         }

@@ -30,7 +30,7 @@ use std::time::SystemTime;
 
 use sluice_env::TierHealth;
 
-use super::{lock, Shared, State};
+use super::{Shared, State};
 
 /// Look at the capacity tier again (the heartbeat calls this every
 /// second), then note what was found.
@@ -44,7 +44,7 @@ pub(super) fn watch_capacity(shared: &Shared) {
 /// Returns it.
 pub(super) fn note_health(shared: &Shared) -> TierHealth {
     let health = shared.capacity.health();
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     if state.capacity_health.name() == health.name() {
         return health;
     }

@@ -49,7 +49,7 @@ use super::files::{
 };
 use super::marks::{make_dirs, MarkStore, Marked};
 use super::read::read_fully;
-use super::{context, lock, sync, Engine, OpenFile, Shared, State};
+use super::{context, sync, Engine, OpenFile, Shared, State};
 
 /// The extended attribute that marks a capacity file as held by a node.
 pub const HELD_XATTR: &str = "user.sluice.held";
@@ -406,7 +406,7 @@ pub(super) fn mark_recovered(shared: &Shared) -> io::Result<()> {
     };
     let _marks = sluice_env::lock(&held.marks);
     let files: Vec<(FileId, RelPath, MarkWritten)> = {
-        let state = lock(shared);
+        let state = sluice_env::lock(&shared.state);
         state
             .files
             .iter()
@@ -421,7 +421,7 @@ pub(super) fn mark_recovered(shared: &Shared) -> io::Result<()> {
     // Sidecar: every other entry this node made is an earlier run's, with
     // nothing behind it now (and its file may be gone, its inode number
     // another file's): removed before anything is answered.
-    let holding: std::collections::HashSet<u64> = lock(shared)
+    let holding: std::collections::HashSet<u64> = sluice_env::lock(&shared.state)
         .files
         .values()
         .filter(|open| open.held.is_some())
@@ -474,7 +474,7 @@ fn mark(
     };
     held.store
         .set(shared.capacity.as_ref(), &held.node, &target, &mark, flags)?;
-    if let Some(open) = lock(shared).files.get_mut(&file) {
+    if let Some(open) = sluice_env::lock(&shared.state).files.get_mut(&file) {
         open.held = Some(now);
     }
     Ok(())
@@ -486,7 +486,7 @@ type HandleAndIdentity = (Arc<dyn sluice_env::BackendFile>, Option<(u64, u64)>);
 /// The capacity handle of open `file` and its identity, which a mark is
 /// set and read through ([`Marked`]).
 fn file_identity(shared: &Shared, file: FileId) -> io::Result<HandleAndIdentity> {
-    let state = lock(shared);
+    let state = sluice_env::lock(&shared.state);
     let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
     Ok((Arc::clone(&open.handle), open.ino))
 }
@@ -503,13 +503,13 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
     };
     // The common case, without the mark lock: held already, or nothing of
     // the write can reach the log.
-    if needs_mark(&lock(shared), file, tier)?.is_none() {
+    if needs_mark(&sluice_env::lock(&shared.state), file, tier)?.is_none() {
         return Ok(());
     }
     let started = Instant::now();
     loop {
         let marks = sluice_env::lock(&held.marks);
-        let Some((path, now)) = needs_mark(&lock(shared), file, tier)? else {
+        let Some((path, now)) = needs_mark(&sluice_env::lock(&shared.state), file, tier)? else {
             return Ok(());
         };
         match mark(
@@ -528,7 +528,7 @@ pub(super) fn before_write(shared: &Shared, file: FileId, tier: Tier) -> io::Res
             // open do; the file counts as held, so its bytes are given
             // back (and nothing is marked) as any held file's.
             Err(e) if file_gone(&e) => {
-                if let Some(open) = lock(shared).files.get_mut(&file) {
+                if let Some(open) = sluice_env::lock(&shared.state).files.get_mut(&file) {
                     open.held = Some(now);
                 }
                 return Ok(());
@@ -609,7 +609,7 @@ pub(super) fn update(shared: &Shared, file: FileId) -> io::Result<()> {
         return Ok(());
     };
     let _marks = sluice_env::lock(&held.marks);
-    let state = lock(shared);
+    let state = sluice_env::lock(&shared.state);
     let Some(open) = state.files.get(&file) else {
         return Ok(());
     };
@@ -645,7 +645,7 @@ fn holds(state: &State, file: Option<FileId>) -> bool {
 /// since this node marked it, and the mark went with it).
 fn held_at(shared: &Shared, path: &RelPath) -> Option<FileId> {
     let ino = shared.capacity.stat(path).ok().map(|st| st.identity());
-    let state = lock(shared);
+    let state = sluice_env::lock(&shared.state);
     // By identity first: a name this node knows may name another file now
     // (another node renamed a file over it, or removed it and made a new
     // one), and that file is not the one this node holds.
@@ -673,7 +673,7 @@ pub(super) fn recall(shared: &Shared, path: &RelPath, file: Option<FileId>) -> i
         forget_stale_name(shared, path)?;
     }
     {
-        let state = lock(shared);
+        let state = sluice_env::lock(&shared.state);
         let file = file.or_else(|| state.ids.get(path).copied());
         if holds(&state, file) {
             return Ok(());
@@ -773,7 +773,7 @@ fn recall_path(shared: &Shared, held: &Held, path: &RelPath, wait: Duration) -> 
 /// and its wait).
 fn count_recall(shared: &Shared, started: Instant, timed_out: bool) {
     let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     state.stats.recalls += 1;
     state.stats.recall_timeouts += u64::from(timed_out);
     state.stats.recall_wait_ns = state.stats.recall_wait_ns.saturating_add(waited);
@@ -922,7 +922,7 @@ fn give_back(
         sync::write_back_file(shared, id, sync::Pass::Sync { always: true }, 0..u64::MAX)?;
     }
     let _marks = sluice_env::lock(&held.marks);
-    let state = lock(shared);
+    let state = sluice_env::lock(&shared.state);
     let Some(open) = state.files.get(&id) else {
         return Ok(true);
     };
@@ -952,7 +952,7 @@ fn give_back(
             named,
         )
         .map_err(context(format!("remove the held mark of {path}")))?;
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     if let Some(open) = state.files.get_mut(&id) {
         open.held = None;
     }
@@ -998,7 +998,7 @@ fn answer_for(shared: &Shared, held: &Held, entry: &RelPath, path: &RelPath) -> 
                 .strip_prefix(held.node.as_str())
                 .and_then(|rest| rest.strip_prefix('-'))
                 .is_some_and(|hash| hash.len() == 16);
-            lock(shared).stats.recalls_answered += u64::from(given && !sealed);
+            sluice_env::lock(&shared.state).stats.recalls_answered += u64::from(given && !sealed);
             given
         }
         None => {
@@ -1031,7 +1031,7 @@ pub(super) fn sweep(shared: &Shared, limit: usize, closed_only: bool) -> io::Res
         return Ok(());
     };
     let idle: Vec<FileId> = {
-        let state = lock(shared);
+        let state = sluice_env::lock(&shared.state);
         state
             .files
             .iter()
@@ -1049,8 +1049,8 @@ pub(super) fn sweep(shared: &Shared, limit: usize, closed_only: bool) -> io::Res
             // Forgotten since it was listed: another sweep (the recall
             // thread's, beside a drain's) gave it back meanwhile.
             Err(e)
-                if e.kind() == io::ErrorKind::NotFound && !lock(shared).files.contains_key(&id) => {
-            }
+                if e.kind() == io::ErrorKind::NotFound
+                    && !sluice_env::lock(&shared.state).files.contains_key(&id) => {}
             given => {
                 given?;
             }
@@ -1103,7 +1103,7 @@ pub(super) fn answer_loop(shared: &Shared) {
                             warn("recall doorbell rung with a bad entry", &ring);
                             continue;
                         };
-                        if lock(shared).shutdown {
+                        if sluice_env::lock(&shared.state).shutdown {
                             return;
                         }
                         match answer_for(shared, held, &entry, &path) {
@@ -1128,7 +1128,7 @@ pub(super) fn answer_loop(shared: &Shared) {
                         let Ok(path) = dir.join(&entry.name) else {
                             continue;
                         };
-                        if lock(shared).shutdown {
+                        if sluice_env::lock(&shared.state).shutdown {
                             return;
                         }
                         if let Err(e) = answer(shared, held, &path) {
@@ -1152,8 +1152,12 @@ pub(super) fn answer_loop(shared: &Shared) {
         // Woken at once by the engine's stop (which joins this thread
         // before the flusher's, so a write-back under way can still find
         // room in the log).
-        let state =
-            sluice_env::wait_while_at_most(&shared.changed, lock(shared), tick, |s| !s.shutdown);
+        let state = sluice_env::wait_while_at_most(
+            &shared.changed,
+            sluice_env::lock(&shared.state),
+            tick,
+            |s| !s.shutdown,
+        );
         if state.shutdown {
             return;
         }
@@ -1180,7 +1184,7 @@ impl Engine {
             return Ok(());
         }
         let path = {
-            let state = lock(&self.shared);
+            let state = sluice_env::lock(&self.shared.state);
             let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
             if open.unlinked {
                 return Ok(());
@@ -1242,7 +1246,7 @@ impl Engine {
 
     /// On-demand, how many files this node holds the mark of now.
     pub fn held_files(&self) -> usize {
-        lock(&self.shared)
+        sluice_env::lock(&self.shared.state)
             .files
             .values()
             .filter(|open| open.held.is_some())

@@ -44,7 +44,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -77,7 +77,7 @@ macro_rules! drive {
                 $crate::engine::append::Next::Unlocked(work) => {
                     drop($state);
                     let outcome = work.run($shared);
-                    $state = $crate::engine::lock($shared);
+                    $state = sluice_env::lock(&$shared.state);
                     append.resume(outcome);
                 }
             }
@@ -428,10 +428,6 @@ fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error 
     move |e| sluice_env::with_context(e, what)
 }
 
-fn lock(shared: &Shared) -> MutexGuard<'_, State> {
-    sluice_env::lock(&shared.state)
-}
-
 /// Before a truncate record that clips a file's logged bytes to `size`:
 /// make the capacity file's *durable* length at least `size` (Engine::
 /// truncate). Once the record is durable, recovery clips the older records
@@ -467,7 +463,7 @@ fn grow_retrying(
     let deadline = Instant::now() + shared.config.wait_max;
     loop {
         match grow_before_truncate(handle, size, owed) {
-            Err(e) if Instant::now() < deadline && !lock(shared).shutdown => {
+            Err(e) if Instant::now() < deadline && !sluice_env::lock(&shared.state).shutdown => {
                 tracing::debug!(error = %e, "truncate: the new length is not durable yet; trying again");
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -534,12 +530,12 @@ impl Engine {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> EngineStats {
-        lock(&self.shared).stats()
+        sluice_env::lock(&self.shared.state).stats()
     }
 
     /// A snapshot for status displays and metrics.
     pub fn status(&self) -> EngineStatus {
-        let state = lock(&self.shared);
+        let state = sluice_env::lock(&self.shared.state);
         let redirector = state.buffer.redirector();
         let pipeline = state.buffer.pipeline();
         let last = redirector.last_report();
@@ -602,7 +598,7 @@ impl Engine {
     /// path has since joined another class (a checkpoint job registered
     /// after it was written).
     pub fn holds(&self, path: &RelPath) -> bool {
-        lock(&self.shared).ids.contains_key(path)
+        sluice_env::lock(&self.shared.state).ids.contains_key(path)
     }
 
     /// Bytes the log's region files may still take from the fast tier's
@@ -611,7 +607,7 @@ impl Engine {
     /// the room it places checkpoints in ([`crate::Router::new`]).
     pub fn log_growth(&self) -> u64 {
         let full = self.shared.config.region_bytes + crate::log::REGION_HEADER_BYTES;
-        let files: Vec<Arc<RegionFile>> = lock(&self.shared)
+        let files: Vec<Arc<RegionFile>> = sluice_env::lock(&self.shared.state)
             .regions
             .iter()
             .map(|r| Arc::clone(&r.file))
@@ -624,7 +620,7 @@ impl Engine {
 
     /// Bytes buffered in the log (not yet on the capacity tier).
     pub fn buffered_bytes(&self) -> u64 {
-        lock(&self.shared).buffer.buffered_bytes()
+        sluice_env::lock(&self.shared.state).buffer.buffered_bytes()
     }
 
     /// Create a new regular file (error if it exists).
@@ -643,7 +639,7 @@ impl Engine {
     /// registered after it, as [`Engine::open_file`] does.
     pub fn create_stat(&self, path: &RelPath) -> io::Result<(FileId, Option<Stat>)> {
         let shared = &*self.shared;
-        let state = lock(shared);
+        let state = sluice_env::lock(&shared.state);
         if state.ids.contains_key(path) {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -663,7 +659,12 @@ impl Engine {
                 },
             )
             .map_err(context(format!("create {path}")))?;
-        let mut state = wait_while(&shared.changed, lock(shared), None, unlinks_running);
+        let mut state = wait_while(
+            &shared.changed,
+            sluice_env::lock(&shared.state),
+            None,
+            unlinks_running,
+        );
         let stat = capacity_stat(shared, handle.as_ref(), path);
         if state.names_epoch != epoch && !still_named(shared, path, stat.as_ref()) {
             // A rename over the name, or of a directory above it, ran
@@ -706,12 +707,12 @@ impl Engine {
     /// runs again under the lock, as before, once no unlink runs.
     pub fn open_file(&self, path: &RelPath) -> io::Result<FileId> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         if state.ids.contains_key(path) {
             // Another node may have given the name to another file.
             drop(state);
             files::forget_stale_name(shared, path)?;
-            state = lock(shared);
+            state = sluice_env::lock(&shared.state);
         }
         if let Some(&id) = state.ids.get(path) {
             opened(&mut state, id);
@@ -723,7 +724,7 @@ impl Engine {
         drop(state);
         let open = || shared.capacity.open(path, OpenOptions::default());
         let unlocked = open();
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         let handle = match unlocked {
             found if state.names_epoch == epoch && state.unlinking == 0 => found,
             _ => {
@@ -755,7 +756,7 @@ impl Engine {
     /// Returns the file's logical size then, unless the kernel wrote it
     /// unseen ([`Engine::note_kernel_writes`]) or the file is unknown.
     pub fn release(&self, file: FileId) -> Option<u64> {
-        let mut state = lock(&self.shared);
+        let mut state = sluice_env::lock(&self.shared.state);
         let size = state.files.get_mut(&file).and_then(|open| {
             open.opens = open.opens.saturating_sub(1);
             (!open.kernel_writes).then_some(open.size)
@@ -770,7 +771,7 @@ impl Engine {
     /// what the mount forwards to the capacity file itself (byte-range
     /// locks, through [`BackendFile::as_fd`]).
     pub fn capacity_file(&self, file: FileId) -> io::Result<Arc<dyn BackendFile>> {
-        let state = lock(&self.shared);
+        let state = sluice_env::lock(&self.shared.state);
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         Ok(Arc::clone(&open.handle))
     }
@@ -789,7 +790,7 @@ impl Engine {
         if self.shared.config.redirector.policy.may_route_fast() {
             return None;
         }
-        let state = lock(&self.shared);
+        let state = sluice_env::lock(&self.shared.state);
         let open = state.files.get(&file)?;
         if !at_rest(&state, file, open) {
             return None;
@@ -806,7 +807,7 @@ impl Engine {
     /// mount answers such a close off the threads that read requests
     /// (crates/fuse/src/workers.rs). Unknown files: false.
     pub fn may_write_back(&self, file: FileId) -> bool {
-        let state = lock(&self.shared);
+        let state = sluice_env::lock(&self.shared.state);
         state
             .files
             .get(&file)
@@ -828,7 +829,7 @@ impl Engine {
     pub fn note_kernel_writes(&self, file: FileId) {
         let shared = &*self.shared;
         let handle = {
-            let mut state = lock(shared);
+            let mut state = sluice_env::lock(&shared.state);
             let Some(open) = state.files.get_mut(&file) else {
                 return;
             };
@@ -847,7 +848,7 @@ impl Engine {
             Arc::clone(&open.handle)
         };
         let stamp = handle.stat().ok().map(|st| ChangeStamp::of(&st));
-        if let Some(open) = lock(shared).files.get_mut(&file) {
+        if let Some(open) = sluice_env::lock(&shared.state).files.get_mut(&file) {
             open.kernel_stamp = match (open.kernel_stamp, stamp) {
                 (KernelStamp::Pending { poisoned: false }, Some(stamp)) => {
                     KernelStamp::Taken(stamp)
@@ -859,7 +860,7 @@ impl Engine {
 
     /// Files the engine holds open (for status and tests).
     pub fn open_files(&self) -> usize {
-        lock(&self.shared).files.len()
+        sluice_env::lock(&self.shared.state).files.len()
     }
 
     /// Write `data` at `offset` of `file`.
@@ -875,7 +876,7 @@ impl Engine {
         })?;
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         keep_model_current(shared, &mut state);
         let now = shared.clock.now();
         let routing = state.buffer.handle_write(
@@ -932,12 +933,12 @@ impl Engine {
     /// first ([`Engine::refresh_size`]): another node may have appended.
     pub fn read(&self, file: FileId, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         let known = state.files.get(&file).ok_or_else(|| unknown(file))?.size;
         if offset.saturating_add(len) > known {
             drop(state);
             self.refresh_size(file)?;
-            state = lock(shared);
+            state = sluice_env::lock(&shared.state);
         }
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         if offset >= open.size {
@@ -981,7 +982,7 @@ impl Engine {
             .iter()
             .map(|c| c.pinned.copy_to(&mut buf[c.start..c.start + c.len]))
             .collect();
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         cache::settle(shared, &mut state, file, &cached, &copied, &mut holes);
         for (_, _, pinned) in &buffered {
             unpin(shared, &mut state, pinned.region);
@@ -1013,7 +1014,12 @@ impl Engine {
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
         let _io = hold_alone(&io);
-        let mut state = wait_while(&shared.changed, lock(shared), None, busy(file));
+        let mut state = wait_while(
+            &shared.changed,
+            sluice_env::lock(&shared.state),
+            None,
+            busy(file),
+        );
         let logged = state.buffer.has_logged(file);
         if logged {
             // The capacity file's durable length reaches `size` before
@@ -1035,7 +1041,7 @@ impl Engine {
             );
             drop(state);
             let grown = grow_retrying(shared, handle.as_ref(), size, owed);
-            state = lock(shared);
+            state = sluice_env::lock(&shared.state);
             cache::end_own_write(&mut state, file);
             grown.map_err(context(format!(
                 "truncate {path}: capacity tier {}: make the new length durable first",
@@ -1080,7 +1086,7 @@ impl Engine {
             .set_len(size)
             .and_then(|()| if logged { handle.sync_data() } else { Ok(()) })
             .map_err(context(format!("truncate {path}")));
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         cache::end_own_write(&mut state, file);
         cut?;
         if let Some(open) = state.files.get_mut(&file) {
@@ -1092,7 +1098,7 @@ impl Engine {
 
     /// Attributes of a path; a file's size includes buffered bytes.
     pub fn getattr(&self, path: &RelPath) -> io::Result<Metadata> {
-        let state = lock(&self.shared);
+        let state = sluice_env::lock(&self.shared.state);
         if let Some(open) = state.ids.get(path).and_then(|id| state.files.get(id)) {
             return Ok(Metadata {
                 kind: FileKind::File,
@@ -1165,7 +1171,7 @@ impl Engine {
     }
 
     fn stop(&mut self) {
-        lock(&self.shared).shutdown = true;
+        sluice_env::lock(&self.shared.state).shutdown = true;
         self.shared.changed.notify_all();
         // Before the flusher: a recall's write-back under way may wait for
         // log room that only the flusher makes.
@@ -1196,7 +1202,7 @@ impl Engine {
 /// durable as before, and owed). The flusher calls it too, when more
 /// names are owed than it keeps (`flush.rs`).
 fn sync_unsynced_names(shared: &Shared) {
-    let sync = lock(shared).unsynced_names.all();
+    let sync = sluice_env::lock(&shared.state).unsynced_names.all();
     let mut failed = false;
     for dir in &sync.dirs {
         if let Err(e) = unsynced::sync_dir_or_ancestor(shared.capacity.as_ref(), dir) {
@@ -1205,7 +1211,7 @@ fn sync_unsynced_names(shared: &Shared) {
         }
     }
     if !failed {
-        lock(shared).unsynced_names.settle(&sync);
+        sluice_env::lock(&shared.state).unsynced_names.settle(&sync);
     }
 }
 

@@ -14,7 +14,7 @@ use crate::log::RecordHeader;
 
 use super::append::{appends_in_flight, sync_log, Append};
 use super::files::{add_name, busy, drop_name, file_of, has_other_names, same_file};
-use super::{cache, context, lock, Engine, Shared, State};
+use super::{cache, context, Engine, Shared, State};
 
 impl Engine {
     /// Give the file `existing` the second name `new` (a hard link) on the
@@ -22,7 +22,7 @@ impl Engine {
     /// its buffered bytes are seen through either name.
     pub fn link(&self, existing: &RelPath, new: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         shared
             .capacity
             .hard_link(existing, new)
@@ -46,7 +46,7 @@ impl Engine {
     /// `drop_name`).
     pub fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         let Some(id) = state.ids.get(path).copied() else {
             begin_unheld_unlink(shared, &mut state, path);
             drop(state);
@@ -72,7 +72,7 @@ impl Engine {
     /// file: nothing happens (POSIX).
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> io::Result<()> {
         let shared = &*self.shared;
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         if from != to && same_file(shared, from, to) {
             drop(state);
             // rename(2) between two names of one file does nothing; the
@@ -115,7 +115,7 @@ impl Engine {
                     let survives = has_other_names(shared, to);
                     let still = |state: &State| state.ids.get(to) == Some(&old);
                     drop_name(shared, old, to, survives, still, |_| Ok(()))?;
-                    state = lock(shared);
+                    state = sluice_env::lock(&shared.state);
                 }
             }
         }
@@ -218,7 +218,7 @@ fn begin_unheld_unlink(shared: &Shared, state: &mut State, path: &RelPath) {
 /// The capacity tier's unlink begun by [`begin_unheld_unlink`] ended
 /// (`removed`).
 fn end_unheld_unlink(shared: &Shared, path: &RelPath, removed: io::Result<()>) -> io::Result<()> {
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     state.unlinking -= 1;
     state.names_epoch += 1;
     if state.unlinking == 0 && state.awaiting_unlinks {

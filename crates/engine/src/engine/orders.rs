@@ -50,7 +50,7 @@ use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::{FileId, Tier};
 
 use super::append::{index_landed, Append, Next, Work};
-use super::{grow_before_truncate, lock, Engine, EngineConfig, Shared, State};
+use super::{grow_before_truncate, Engine, EngineConfig, Shared, State};
 use crate::log::{RecordHeader, RecordKind};
 
 const FILES: usize = 3;
@@ -205,7 +205,7 @@ fn finish(shared: &Shared, waiting: Waiting<'_>, seed: u64) {
         len,
     } = waiting;
     let outcome = work.run(shared);
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     append.resume(outcome);
     if step(shared, &mut state, &mut append, file, offset, len, seed).is_err() {
         panic!("seed {seed}: a landed record asked for more work");
@@ -371,7 +371,7 @@ fn run(seed: u64, crash: Option<Crash>) {
             acks[*file] = Some(Acked::of(bytes));
             continue;
         }
-        let mut state = lock(shared);
+        let mut state = sluice_env::lock(&shared.state);
         match op {
             Op::Write {
                 file,
@@ -463,7 +463,7 @@ fn run(seed: u64, crash: Option<Crash>) {
                     drop(state);
                     grow_before_truncate(handle.as_ref(), *size, owed)
                         .unwrap_or_else(|e| panic!("seed {seed}: grow: {e}"));
-                    state = lock(shared);
+                    state = sluice_env::lock(&shared.state);
                 }
                 let mut append = Append::required(RecordHeader::truncate(id, *size, 0), &[], None);
                 let Next::Done(Ok(Some((_, seq)))) = append.step(shared, &mut state) else {

@@ -20,7 +20,7 @@ use super::files::{
 use super::read::{pin, unpin, Pinned};
 use super::unsynced::sync_dir_or_ancestor;
 use super::writeback::{write_back, StretchError};
-use super::{cache, context, lock, ChangeStamp, Engine, KernelStamp, Shared, State};
+use super::{cache, context, ChangeStamp, Engine, KernelStamp, Shared, State};
 
 impl Engine {
     /// Make `file`'s writes durable: its capacity file, the log regions
@@ -46,7 +46,7 @@ impl Engine {
     /// [`Engine::fsync`], syncing the capacity file only if `data`.
     fn fsync_with(&self, file: FileId, data: bool) -> io::Result<()> {
         let shared = &*self.shared;
-        let state = lock(shared);
+        let state = sluice_env::lock(&shared.state);
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let what = format!("fsync {}", open.path);
         let handle = Arc::clone(&open.handle);
@@ -65,7 +65,7 @@ impl Engine {
             for dir in &dirs.dirs {
                 sync_dir_or_ancestor(shared.capacity.as_ref(), dir).map_err(context(&what))?;
             }
-            lock(shared).unsynced_names.settle(&dirs);
+            sluice_env::lock(&shared.state).unsynced_names.settle(&dirs);
         }
         let behind_hole = sync_log_unlocked(shared, |state, synced| {
             let synced = synced.map_err(context(&what))?;
@@ -84,7 +84,7 @@ impl Engine {
     pub fn sync_path(&self, path: &RelPath) -> io::Result<u64> {
         let shared = &*self.shared;
         let what = format!("sync {path}");
-        let Some(id) = lock(shared).ids.get(path).copied() else {
+        let Some(id) = sluice_env::lock(&shared.state).ids.get(path).copied() else {
             // Nothing of it is buffered: its capacity file is all of it.
             let handle = shared
                 .capacity
@@ -160,7 +160,7 @@ enum CloseNeeds {
 fn close_needs(shared: &Shared, id: FileId) -> io::Result<CloseNeeds> {
     // One take of the engine lock (a close of every file takes it): the
     // file's sync turn is only tried under it, never waited for.
-    let state = lock(shared);
+    let state = sluice_env::lock(&shared.state);
     let open = state.files.get(&id).ok_or_else(|| unknown(id))?;
     let turn = Arc::clone(&open.sync_lock);
     let _turn = match turn.try_lock() {
@@ -209,7 +209,10 @@ pub(super) fn syncs_straight_writes(shared: &Shared) -> bool {
 /// would have found (docs/crash-consistency.md, "Capacity-tier faults").
 fn tier_check(shared: &Shared, id: FileId) -> io::Result<()> {
     shared.capacity.check_root().map_err(|e| {
-        let path = lock(shared).files.get(&id).map(|o| o.path.to_string());
+        let path = sluice_env::lock(&shared.state)
+            .files
+            .get(&id)
+            .map(|o| o.path.to_string());
         context(format!("sync {}", path.unwrap_or_default()))(e)
     })
 }
@@ -237,7 +240,7 @@ pub(super) enum Pass {
 /// whose bytes are one stretch goes too, however short (the tail a writer
 /// left). Returns whether bytes were written.
 pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result<bool> {
-    let state = lock(shared);
+    let state = sluice_env::lock(&shared.state);
     if state.shutdown || !state.capacity_health.is_healthy() {
         return Ok(false);
     }
@@ -290,7 +293,7 @@ pub(super) fn write_back_file(
             Err(std::sync::TryLockError::WouldBlock) => return Ok(0),
         },
     };
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     // From here on no flush run of the file starts (it waits for this
     // pass, then looks up what is left): the pass writes every buffered
     // byte once, instead of beside a flush writing the same bytes on the
@@ -372,7 +375,7 @@ pub(super) fn write_back_file(
                 .as_ref()
                 .map(ChangeStamp::of)
                 .filter(|_| stamp.is_some());
-            state = lock(shared);
+            state = sluice_env::lock(&shared.state);
             if judged && (empty || (stamp.is_some() && seen_stamp == stamp)) {
                 unsynced = false;
             }
@@ -401,7 +404,7 @@ pub(super) fn write_back_file(
         handle.sync_data()
     });
     let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     for (_, _, p) in &pinned {
         unpin(shared, &mut state, p.region);
     }
@@ -429,14 +432,16 @@ pub(super) fn write_back_file(
         shared.capacity.describe()
     )));
     if let Err(e) = synced {
-        if let (Pass::Sync { .. }, Some(open)) = (pass, lock(shared).files.get_mut(&id)) {
+        if let (Pass::Sync { .. }, Some(open)) =
+            (pass, sluice_env::lock(&shared.state).files.get_mut(&id))
+        {
             // Still owed: the next sync tries again.
             open.capacity_unsynced = true;
         }
         return Err(e);
     }
     let written_at = started.elapsed();
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     if let (Some(stamp), Some(open)) = (seen_stamp, state.files.get_mut(&id)) {
         // Synced as seen then: a write since changed the ctime.
         open.kernel_stamp = KernelStamp::Taken(stamp);
@@ -455,7 +460,12 @@ pub(super) fn write_back_file(
         // A flush of these same bytes looked up before they were dropped
         // lands before the caller goes on (a write of another node after
         // this returns must not be overwritten by it).
-        let mut state = wait_while(&shared.changed, lock(shared), None, busy(id));
+        let mut state = wait_while(
+            &shared.changed,
+            sluice_env::lock(&shared.state),
+            None,
+            busy(id),
+        );
         // Released while this pass wrote it (a background pass, or the
         // last handle closed meanwhile): forgotten now, its copies parked
         // with the stamp just taken.
@@ -510,7 +520,7 @@ fn clean(
     // The flusher's own pass must not wait for room only the flusher makes
     // (a full log would stop it for good): without room now, the bytes
     // stay indexed, and a flush or sync writes them again later.
-    let mut state = lock(shared);
+    let mut state = sluice_env::lock(&shared.state);
     let mut append = match pass {
         Pass::Background => Append::if_room(header, &payload),
         Pass::Sync { .. } => Append::required(header, &payload, None),

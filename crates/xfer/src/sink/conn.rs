@@ -292,7 +292,9 @@ impl Conn<'_> {
     ) -> io::Result<()> {
         // Counted under the files lock: once FileDone took the file, no
         // write can start that its finisher would not wait for.
-        let found = self.files().get(&file).map(PartialCopy::begin_write);
+        let found = sluice_env::lock(&self.session().files)
+            .get(&file)
+            .map(PartialCopy::begin_write);
         let f = found.ok_or_else(|| self.unknown(file))?;
         self.check_bounds(&f, file, offset, data.len())?;
         queue.sent(data.len());
@@ -393,12 +395,8 @@ impl Conn<'_> {
         let resumed = f.resumed;
         let id = session.next_file.fetch_add(1, Ordering::Relaxed);
         let f = Arc::new(f);
-        self.files().insert(id, f);
+        sluice_env::lock(&self.session().files).insert(id, f);
         Ok((id, resumed))
-    }
-
-    fn files(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<PartialCopy>>> {
-        sluice_env::lock(&self.session().files)
     }
 
     fn unknown(&self, id: u32) -> io::Error {
@@ -411,7 +409,7 @@ impl Conn<'_> {
 
     /// The open file `id`, forgotten (its `FileDone` arrived).
     fn take_file(&self, id: u32) -> io::Result<Arc<PartialCopy>> {
-        let found = self.files().remove(&id);
+        let found = sluice_env::lock(&self.session().files).remove(&id);
         found.ok_or_else(|| self.unknown(id))
     }
 }

@@ -46,7 +46,7 @@ use std::net::TcpStream;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -599,7 +599,7 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     let to_send = announce(&core, &writers[0], in_flight, options.compare);
 
     // Wait for every announced file to finish, or for a fatal error.
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     while st.fatal.is_none() && st.finished < to_send {
         st = sluice_env::wait(&core.cv, st);
     }
@@ -621,7 +621,7 @@ pub fn send(options: SendOptions) -> io::Result<Summary> {
     if let Some(t) = progress_thread {
         let _ = t.join();
     }
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let stats = st.sched.stats();
     let spilled = st.pool.spilled();
     let targets = st.targets.len() as u64;

@@ -91,16 +91,12 @@ pub(super) struct Core {
 pub(super) const READY_PER_CONNECTION: usize = 4;
 
 impl Core {
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        sluice_env::lock(&self.state)
-    }
-
     pub(super) fn now(&self) -> Time {
         Time::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
     pub(super) fn fail(&self, why: String) {
-        let mut st = self.lock();
+        let mut st = sluice_env::lock(&self.state);
         st.fatal.get_or_insert(why);
         drop(st);
         self.cv.notify_all();
@@ -147,7 +143,7 @@ pub(super) fn announce(
     let mut pending = Vec::new();
     for (idx, e) in core.entries.iter().enumerate() {
         if core.progress.files.contains(&e.key) {
-            core.lock().summary.files_already_done += 1;
+            sluice_env::lock(&core.state).summary.files_already_done += 1;
         } else {
             pending.push(idx);
         }
@@ -195,7 +191,7 @@ pub(super) fn unchanged(
         core.fail(network_error(&core.sink, "sending", &err));
         return None;
     }
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let found = loop {
         if st.fatal.is_some() {
             return None;
@@ -244,7 +240,7 @@ pub(super) fn unchanged(
             }
         };
         if same {
-            let mut st = core.lock();
+            let mut st = sluice_env::lock(&core.state);
             st.summary.files_unchanged += 1;
             st.summary.bytes_unchanged += e.size;
         } else {
@@ -274,7 +270,7 @@ pub(super) fn announce_file(
     let (file, objects) = match prepared {
         Ok(p) => p,
         Err(why) => {
-            let mut st = core.lock();
+            let mut st = sluice_env::lock(&core.state);
             st.summary.failed.push(why);
             st.finished += 1;
             drop(st);
@@ -282,7 +278,7 @@ pub(super) fn announce_file(
             return true;
         }
     };
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     while st.fatal.is_none() && st.open >= files_in_flight {
         st = sluice_env::wait(&core.cv, st);
     }
@@ -327,13 +323,15 @@ pub(super) fn read_loop(core: &Core, mut reader: tls::Reader, writer: &Writer) {
     loop {
         let msg = match wire::read_message(&mut reader, &mut buf) {
             Ok(Some(m)) => m,
-            Ok(None) | Err(_) if core.lock().closing => return,
+            Ok(None) | Err(_) if sluice_env::lock(&core.state).closing => return,
             Ok(None) => return core.fail(format!("the sink {} closed the connection", core.sink)),
             Err(e) => return core.fail(network_error(&core.sink, "receiving", &e)),
         };
         match msg {
             Message::StatReply { req, entries } => {
-                core.lock().stat_replies.insert(req, entries);
+                sluice_env::lock(&core.state)
+                    .stat_replies
+                    .insert(req, entries);
                 core.cv.notify_all();
             }
             Message::EntryDone { req, failure } => entry_done(core, req, failure),
@@ -350,7 +348,7 @@ pub(super) fn read_loop(core: &Core, mut reader: tls::Reader, writer: &Writer) {
 }
 
 pub(super) fn entry_done(core: &Core, req: u32, failure: Option<String>) {
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let req = req as usize;
     if req >= core.dirs.len() + core.links.len() {
         drop(st);
@@ -367,7 +365,7 @@ pub(super) fn entry_done(core: &Core, req: u32, failure: Option<String>) {
 }
 
 pub(super) fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: bool) {
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let Some(a) = st.waiting.remove(&req) else {
         drop(st);
         return core.fail(format!("FileId for unknown request {req}"));
@@ -418,7 +416,7 @@ pub(super) fn file_id(core: &Core, writer: &Writer, req: u32, id: u32, resumed: 
 }
 
 pub(super) fn block_done(core: &Core, writer: &Writer, id: u32, offset: u64) {
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let Some(Block { len, crc, .. }) = st.inflight.remove(&(id, offset)) else {
         drop(st);
         return core.fail(format!(
@@ -446,14 +444,14 @@ pub(super) fn block_done(core: &Core, writer: &Writer, id: u32, offset: u64) {
 }
 
 pub(super) fn file_done(core: &Core, writer: &Writer, id: u32) {
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let Some(live) = st.live.get(&id) else { return };
     let (entry, file, seen) = (live.entry, Arc::clone(&live.file), live.changed.clone());
     drop(st);
     // Checked after the last object was read: a file that changed since
     // the walk is dropped at the sink, not put in place torn.
     if let Some(why) = seen.or_else(|| core.entries[entry].changed(&file.file)) {
-        st = core.lock();
+        st = sluice_env::lock(&core.state);
         if let Some(live) = st.live.get_mut(&id) {
             live.changed = Some(why.clone());
         }
@@ -466,7 +464,7 @@ pub(super) fn file_done(core: &Core, writer: &Writer, id: u32) {
         }
         return;
     }
-    st = core.lock();
+    st = sluice_env::lock(&core.state);
     let Some(live) = st.live.get(&id) else { return };
     let mut expect = 0u64;
     for (&off, &(len, _)) in &live.crcs {
@@ -494,7 +492,7 @@ pub(super) fn file_done(core: &Core, writer: &Writer, id: u32) {
 }
 
 pub(super) fn file_finished(core: &Core, id: u32, failure: Option<String>) {
-    let mut st = core.lock();
+    let mut st = sluice_env::lock(&core.state);
     let Some(live) = st.live.remove(&id) else {
         drop(st);
         return core.fail(format!("result for unknown file {id}"));
@@ -525,7 +523,7 @@ pub(super) fn file_finished(core: &Core, id: u32, failure: Option<String>) {
 pub(super) fn io_loop(core: &Core, writer: &Writer) {
     let mut scratch = AlignedBuf::new();
     loop {
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         let (object, slot) = loop {
             if Core::stopped(&st) {
                 return;
@@ -578,7 +576,7 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
                     object.offset
                 ));
             };
-            let mut st = core.lock();
+            let mut st = sluice_env::lock(&core.state);
             st.sched.complete(&object, started, finished);
             st.pool.release(slot);
             match slot {
@@ -598,7 +596,7 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
             continue;
         }
         let crc = crc32c::crc32c(buf.as_slice());
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         st.sched.complete(&object, started, finished);
         let block = Block {
             file: id,
@@ -621,7 +619,7 @@ pub(super) fn io_loop(core: &Core, writer: &Writer) {
                     return core.fail(format!("spill: {e}"));
                 }
                 scratch = buf;
-                st = core.lock();
+                st = sluice_env::lock(&core.state);
                 st.spill_q.push_back(Spilled { block, slot: idx });
             }
         }
@@ -636,7 +634,7 @@ pub(super) fn spill_loop(core: &Core) {
         .as_ref()
         .expect("spill thread only with a spill file");
     loop {
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         let item = loop {
             if Core::stopped(&st) {
                 return;
@@ -657,7 +655,7 @@ pub(super) fn spill_loop(core: &Core) {
         {
             return core.fail(format!("spill: {e}"));
         }
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         st.pool.release(Slot::Spill);
         st.spill_free.push(item.slot);
         st.send_q.push_back(Ready {
@@ -671,7 +669,7 @@ pub(super) fn spill_loop(core: &Core) {
 
 pub(super) fn send_loop(core: &Core, writer: &Writer) {
     loop {
-        let mut st = core.lock();
+        let mut st = sluice_env::lock(&core.state);
         let ready = loop {
             if Core::stopped(&st) {
                 return;
@@ -690,7 +688,7 @@ pub(super) fn send_loop(core: &Core, writer: &Writer) {
         if let Err(e) = writer.send(&[&header, ready.buf.as_slice()]) {
             return core.fail(network_error(&core.sink, "sending", &e));
         }
-        core.lock().bufs.push(ready.buf);
+        sluice_env::lock(&core.state).bufs.push(ready.buf);
     }
 }
 
@@ -700,7 +698,7 @@ pub(super) fn progress_loop(core: &Core, observer: &(dyn Fn(&SendProgress) + Sen
     let (bytes_total, bytes_earlier) = SendProgress::totals(&core.entries, &core.progress);
     let files_total = core.entries.len() as u64;
     loop {
-        let st = core.lock();
+        let st = sluice_env::lock(&core.state);
         let stop = Core::stopped(&st);
         let now = SendProgress::of(&st.summary, bytes_total, bytes_earlier, files_total, stop);
         drop(st);

@@ -6,7 +6,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_env::wait_while;
+use sluice_env::{wait_while, BackendFile};
 use sluice_policy::extent_index::Extent;
 use sluice_policy::write_buffer::Placement;
 use sluice_policy::{FileId, LogLocation, RegionId, Tier, Time};
@@ -571,23 +571,7 @@ pub(super) fn append_data(
                 // Placed on the capacity tier: nothing buffered overlaps it.
                 // Written outside the engine lock; the caller holds the
                 // file's I/O lock, so this file's writes stay in order.
-                // Clean copies of the range are superseded now (a copy may
-                // have joined the cache while this write waited for an
-                // older buffered copy to be flushed: degrade.rs).
-                state
-                    .buffer
-                    .forget_cached(file, part_offset, part.len() as u64);
-                // The file's other copies stay valid across this node's own
-                // write: checked before it, stamped again after it.
-                cache::begin_own_write(&mut state, file);
-                let State {
-                    files, placements, ..
-                } = &mut *state;
-                let Some(open) = files.get(&file) else {
-                    return Err(unknown(file));
-                };
-                let handle = Arc::clone(&open.handle);
-                placements.add(file, &open.path, Tier::Capacity, part.len() as u64);
+                let handle = begin_capacity_write(&mut state, file, part_offset, part.len())?;
                 drop(state);
                 let written = handle.write_at(part, part_offset);
                 state = sluice_env::lock(&shared.state);
@@ -606,6 +590,31 @@ pub(super) fn append_data(
     }
     then(&mut state);
     Ok(())
+}
+
+/// Before a write of `len` bytes at `offset` that the write buffer placed
+/// on the capacity tier, under the lock: the handle to write with,
+/// outside it, and [`cache::end_own_write`] after. Clean copies of the
+/// range are superseded now (a copy may have joined the cache while this
+/// write waited for an older buffered copy to be flushed: degrade.rs); the
+/// file's other copies stay valid across this node's own write: checked
+/// before it, stamped again after it.
+pub(super) fn begin_capacity_write(
+    state: &mut State,
+    file: FileId,
+    offset: u64,
+    len: usize,
+) -> io::Result<Arc<dyn BackendFile>> {
+    state.buffer.forget_cached(file, offset, len as u64);
+    cache::begin_own_write(state, file);
+    let State {
+        files, placements, ..
+    } = state;
+    let Some(open) = files.get(&file) else {
+        return Err(unknown(file));
+    };
+    placements.add(file, &open.path, Tier::Capacity, len as u64);
+    Ok(Arc::clone(&open.handle))
 }
 
 pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {

@@ -16,6 +16,7 @@ use super::files::forget_if_unused;
 use super::read::{locate, Pinned};
 use super::writeback::{copy_stretches, in_order, write_copied, StretchError, Turn};
 use super::{ahead, cache, Shared, State};
+use crate::log::RegionFile;
 
 /// One region flush step's outcome.
 pub(super) enum Step {
@@ -171,16 +172,83 @@ pub(super) fn flush_until(
 /// "Flush and region reuse"): their bytes merged per file and written in file order,
 /// `flush_writers` writes in flight. `Ok(None)` when regions were flushed
 /// and reset, `Ok(Some(step))` when there was nothing to do, `Err` when a
-/// flush failed (the regions not yet reset stay buffered).
+/// flush failed (the regions not yet reset stay buffered). In two steps,
+/// which the harness of random orders also takes apart (`orders.rs`):
+/// [`start_flush`] writes the set, [`retire_set`] retires it once every
+/// record its lookups may have seen has landed.
 pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
+    let written = match start_flush(shared)? {
+        Started::Step(step) => return Ok(Some(step)),
+        Started::Written(written) => written,
+    };
+    let state = wait_while(
+        &shared.changed,
+        sluice_env::lock(&shared.state),
+        None,
+        |state| !state.shutdown && written.waits(state),
+    );
+    if state.shutdown && written.waits(&state) {
+        // A close while a writer's append is stuck: the set stays in the
+        // log, written, as after a crash before its retirement.
+        drop(state);
+        abandon(shared, written);
+        return Ok(Some(Step::Shutdown));
+    }
+    drop(state);
+    retire_set(shared, written)
+}
+
+/// A set written and not retired goes back to the write buffer unflushed
+/// (the next flush writes it again).
+fn abandon(shared: &Shared, written: Written) {
+    let Written { set, files, .. } = written;
+    unflush(shared, &set);
+    forget_own_writes(shared, &files);
+}
+
+/// What [`start_flush`] did.
+pub(super) enum Started {
+    /// Nothing written: nothing to do now, or the tier is not healthy.
+    Step(Step),
+    /// A set written, to retire.
+    Written(Written),
+}
+
+/// A flush set written to the capacity tier, its files synced, not yet
+/// retired ([`retire_set`]).
+#[derive(Debug)]
+pub(super) struct Written {
+    set: Vec<RegionId>,
+    files: BTreeSet<FileId>,
+    /// One past every record the runs' lookups may have seen.
+    bound: u64,
+}
+
+impl Written {
+    /// Whether a record placed before the runs' lookups is still being
+    /// appended: the retirement's sync of the newer records
+    /// ([`sync_newer_records`]) waits for it, since a region's scan ends
+    /// at the first record whose payload never landed, and the records
+    /// behind it with it.
+    pub(super) fn waits(&self, state: &State) -> bool {
+        state
+            .regions
+            .iter()
+            .any(|r| r.in_flight.first().is_some_and(|&seq| seq < self.bound))
+    }
+}
+
+/// The first step of [`flush_regions`]: pick the set the gate allows,
+/// write its runs and sync the files they went to.
+pub(super) fn start_flush(shared: &Shared) -> io::Result<Started> {
     let mut state = sluice_env::lock(&shared.state);
     if state.shutdown {
-        return Ok(Some(Step::Shutdown));
+        return Ok(Started::Step(Step::Shutdown));
     }
     if !state.capacity_health.is_healthy() {
         // Lost or read-only: the bytes stay in the log (health.rs); the
         // heartbeat looks again every second and wakes this thread.
-        return Ok(Some(Step::Idle(Duration::from_millis(250))));
+        return Ok(Started::Step(Step::Idle(Duration::from_millis(250))));
     }
     let now = shared.clock.now();
     // Every full region together, up to the first with a record still
@@ -198,15 +266,14 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
             busy,
         )
         .map_err(|e| io::Error::other(e.to_string()))?;
+    let idle = |wait| Ok(Started::Step(Step::Idle(wait)));
     let (set, runs) = match next {
-        FlushStart::Idle => return Ok(Some(Step::Idle(Duration::from_millis(100)))),
+        FlushStart::Idle => return idle(Duration::from_millis(100)),
         FlushStart::Pause { recheck_at } => {
             let wait = recheck_at.map_or(Duration::from_millis(100), |t| t.saturating_since(now));
-            return Ok(Some(Step::Idle(
-                wait.clamp(Duration::from_millis(1), Duration::from_millis(100)),
-            )));
+            return idle(wait.clamp(Duration::from_millis(1), Duration::from_millis(100)));
         }
-        FlushStart::Busy => return Ok(Some(Step::Idle(Duration::from_millis(10)))),
+        FlushStart::Busy => return idle(Duration::from_millis(10)),
         FlushStart::Flush { regions, runs } => (regions, runs),
     };
     // This node writes these files now: their clean copies are compared
@@ -217,57 +284,68 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         cache::begin_own_write(&mut state, file);
     }
     drop(state);
-    let result = write_and_retire(shared, &set, &runs, &files);
-    if !matches!(result, Ok(None)) {
-        let mut state = sluice_env::lock(&shared.state);
-        ahead::forget_unsynced(&mut state);
-        for &file in &files {
-            cache::end_own_write(&mut state, file);
+    match write_set(shared, &set, &runs) {
+        Ok(None) => {
+            let bound = sluice_env::lock(&shared.state).buffer.next_seq();
+            Ok(Started::Written(Written { set, files, bound }))
+        }
+        Ok(Some(step)) => {
+            forget_own_writes(shared, &files);
+            Ok(Started::Step(step))
+        }
+        Err(e) => {
+            forget_own_writes(shared, &files);
+            Err(e)
         }
     }
-    result
 }
 
-/// The flush of `set` once its runs are looked up ([`flush_regions`]):
-/// write them, sync the files, retire the regions; when it worked, end
-/// this node's writes of `files` under the same hold of the lock as the
-/// retirement, so no one sees the regions flushed before the files'
-/// copies are stamped (a drain returning in between let a release forget
-/// the copies of a file not stamped yet).
-fn write_and_retire(
-    shared: &Shared,
-    set: &[RegionId],
-    runs: &[FlushRunRef],
-    files: &BTreeSet<FileId>,
-) -> io::Result<Option<Step>> {
+/// A flush that did not retire its set: the notes of bytes written ahead
+/// that were not synced are dropped, and this node's writes of `files`
+/// end (cache.rs).
+fn forget_own_writes(shared: &Shared, files: &BTreeSet<FileId>) {
+    let mut state = sluice_env::lock(&shared.state);
+    ahead::forget_unsynced(&mut state);
+    for &file in files {
+        cache::end_own_write(&mut state, file);
+    }
+}
+
+/// The set's regions back to the write buffer unflushed.
+fn unflush(shared: &Shared, set: &[RegionId]) {
+    let mut state = sluice_env::lock(&shared.state);
+    for &region in set {
+        let _ = state.buffer.abort_flush(region);
+    }
+}
+
+/// The tier must still be the directory its name leads to before any
+/// byte goes to it, and again before the regions are reset: otherwise
+/// the set's regions go back unflushed and the bytes stay in the log
+/// (health.rs), and the flusher waits.
+fn stopped_unhealthy(shared: &Shared, set: &[RegionId], at: &str) -> Option<Step> {
+    let found = shared.capacity.check_root();
+    let health = super::health::note_health(shared);
+    if found.is_ok() && health.is_healthy() {
+        return None;
+    }
+    tracing::warn!(
+        regions = set.len(),
+        "flush stopped {at}: the capacity tier is {health}; the regions stay in the log"
+    );
+    ahead::forget_all(&mut sluice_env::lock(&shared.state));
+    unflush(shared, set);
+    Some(Step::Idle(Duration::from_millis(250)))
+}
+
+/// The flush of `set` once its runs are looked up ([`start_flush`]):
+/// write them and sync the files. `Ok(None)` when written.
+fn write_set(shared: &Shared, set: &[RegionId], runs: &[FlushRunRef]) -> io::Result<Option<Step>> {
     let abort = |e: io::Error| {
-        let mut state = sluice_env::lock(&shared.state);
-        for &region in set {
-            let _ = state.buffer.abort_flush(region);
-        }
+        unflush(shared, set);
         e
     };
-    // The tier must still be the directory its name leads to before any
-    // byte goes to it, and again before the regions are reset: otherwise
-    // the bytes stay in the log (health.rs).
-    let unhealthy = |at: &str| {
-        let found = shared.capacity.check_root();
-        let health = super::health::note_health(shared);
-        if found.is_ok() && health.is_healthy() {
-            return None;
-        }
-        tracing::warn!(
-            regions = set.len(),
-            "flush stopped {at}: the capacity tier is {health}; the regions stay in the log"
-        );
-        let mut state = sluice_env::lock(&shared.state);
-        ahead::forget_all(&mut state);
-        for &region in set {
-            let _ = state.buffer.abort_flush(region);
-        }
-        Some(Step::Idle(Duration::from_millis(250)))
-    };
-    if let Some(step) = unhealthy("before writing") {
+    if let Some(step) = stopped_unhealthy(shared, set, "before writing") {
         return Ok(Some(step));
     }
     // Short runs (a positioning each) go last, formed again then: the
@@ -328,7 +406,28 @@ fn write_and_retire(
             ))
         })?;
     }
-    if let Some(step) = unhealthy("before resetting its regions") {
+    Ok(None)
+}
+
+/// The second step of [`flush_regions`], once no record placed before the
+/// runs' lookups is in flight ([`Written::waits`]): sync the newer
+/// records, retire the regions, and end this node's writes of the set's
+/// files under the same hold of the lock as the retirement, so no one
+/// sees the regions flushed before the files' copies are stamped (a drain
+/// returning in between let a release forget the copies of a file not
+/// stamped yet).
+pub(super) fn retire_set(shared: &Shared, written: Written) -> io::Result<Option<Step>> {
+    let Written { set, files, .. } = written;
+    let result = retire(shared, &set, &files);
+    if !matches!(result, Ok(None)) {
+        forget_own_writes(shared, &files);
+    }
+    result
+}
+
+fn retire(shared: &Shared, set: &[RegionId], files: &BTreeSet<FileId>) -> io::Result<Option<Step>> {
+    sync_newer_records(shared, set).inspect_err(|_| unflush(shared, set))?;
+    if let Some(step) = stopped_unhealthy(shared, set, "before resetting its regions") {
         return Ok(Some(step));
     }
     // Readers copying buffered bytes of the regions finish first.
@@ -386,6 +485,37 @@ fn write_and_retire(
     drop(handles);
     shared.changed.notify_all();
     Ok(None)
+}
+
+/// Before `set` retires: sync every other region appended to since its
+/// last sync. The runs left out the set's bytes that newer records
+/// superseded (a write over them, a truncate, an unlink); once the set
+/// retires its records are gone from the log, so those newer records must
+/// be durable first, or a power cut of the fast tier loses the old bytes
+/// and the new (an fsynced file came back shorter: the harness of random
+/// orders, seed 1382; docs/crash-consistency.md, "Superseded bytes"). The
+/// lookups saw only records that had landed, so their payloads are
+/// written and a sync covers them. The regions stay marked for the next
+/// fsync: a record still in flight in one is not covered.
+fn sync_newer_records(shared: &Shared, set: &[RegionId]) -> io::Result<()> {
+    let newer: Vec<Arc<RegionFile>> = sluice_env::lock(&shared.state)
+        .regions
+        .iter()
+        .filter(|r| r.dirty && !set.contains(&r.file.region()))
+        .map(|r| Arc::clone(&r.file))
+        .collect();
+    for file in newer {
+        file.sync().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "fast tier {}: sync the log before a flush retires its regions: {e}",
+                    shared.fast.describe()
+                ),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Whether `runs[i]` (file order) has a hole between it and the run of

@@ -428,6 +428,23 @@ fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error 
     move |e| sluice_env::with_context(e, what)
 }
 
+/// Before the capacity file of `file` is cut to `size`, under the lock:
+/// its handle and path to cut it with, outside the lock, and
+/// [`cache::end_own_write`] after. Clean copies past the new end go with
+/// the bytes (a truncate that grows the file changes no byte a copy
+/// holds); the copies below it stay across this node's own change of the
+/// capacity file (cache.rs).
+fn begin_cut(
+    state: &mut State,
+    file: FileId,
+    size: u64,
+) -> io::Result<(Arc<dyn BackendFile>, RelPath)> {
+    state.buffer.forget_cached(file, size, u64::MAX - size);
+    cache::begin_own_write(state, file);
+    let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
+    Ok((Arc::clone(&open.handle), open.path.clone()))
+}
+
 /// Before a truncate record that clips a file's logged bytes to `size`:
 /// make the capacity file's *durable* length at least `size` (Engine::
 /// truncate). Once the record is durable, recovery clips the older records
@@ -525,7 +542,16 @@ impl Engine {
         clock: Arc<dyn Clock>,
         config: EngineConfig,
     ) -> io::Result<Engine> {
-        recovery::open(fast, capacity, clock, config)
+        recovery::open(fast, capacity, clock, config, true)
+    }
+
+    /// The flusher of an engine opened without one (`orders.rs`).
+    #[cfg(test)]
+    fn start_flusher(&mut self) -> io::Result<()> {
+        if self.flusher.is_none() {
+            self.flusher = Some(recovery::spawn_flusher(&self.shared)?);
+        }
+        Ok(())
     }
 
     /// A snapshot of the counters.
@@ -1062,19 +1088,12 @@ impl Engine {
             // was cut must land before the capacity file is cut.
             state = wait_while(&shared.changed, state, None, busy(file));
         }
-        // Clean copies past the new end go with the bytes (the capacity
-        // file is cut below; a truncate that grows the file changes no
-        // byte a copy holds). Only now, after every wait above: while the
-        // truncate waited for log room with the lock released, a flush
-        // could finish and move bytes past the end that the index still
-        // held into the clean cache, and a read of the hole a later
-        // extension leaves there served them (fsx, full-fast seed 2).
-        state.buffer.forget_cached(file, size, u64::MAX - size);
-        // The copies below the new end stay across this node's own change
-        // of the capacity file (cache.rs).
-        cache::begin_own_write(&mut state, file);
-        let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-        let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
+        // Only now, after every wait above: while the truncate waited for
+        // log room with the lock released, a flush could finish and move
+        // bytes past the end that the index still held into the clean
+        // cache, and a read of the hole a later extension leaves there
+        // served them (fsx, full-fast seed 2).
+        let (handle, path) = begin_cut(&mut state, file, size)?;
         drop(state);
         // With a truncate record in the log, the capacity file's new
         // length is synced before the truncate returns: the record clips

@@ -31,8 +31,20 @@
 //! acknowledged and nothing changed since ([`Acked`]), and a drain must
 //! put on the capacity tier exactly what the engine reads.
 //!
-//! The flusher runs, but nothing gives it work before the drain: the
-//! regions never fill and the gate neither ages nor idles them out.
+//! The flusher is the harness's too: the engine runs without its thread,
+//! and the regions are small (four of 16 KiB), so they fill and are
+//! reused. A flush is two turns of its own, drawn as the others are, the
+//! flusher's two steps: the first writes every full region up to the
+//! first with a payload still waiting and syncs the files
+//! ([`start_flush`]); a later one retires the set ([`retire_set`]) once
+//! no payload placed before its lookups waits. A record that finds no
+//! room (the flusher's thread would have made some) lands every waiting
+//! payload in the seed's order, as the writers the engine would wait for
+//! do, retires, and flushes (`flush_regions`); so does an fsync, whose
+//! write-back appends a record. A crash may so come after any number of
+//! flushes, between a set's writes and its retirement, and with payloads
+//! in flight in regions flushed and reused before them. The drain at the
+//! end starts the flusher's thread.
 //!
 //! A failure names its seed and its crash; `SLUICE_ORDERS_SEED=N cargo
 //! test -p sluice-engine --lib orders` replays it, `SLUICE_ORDERS_SEEDS=N`
@@ -49,8 +61,11 @@ use sluice_policy::extent_index::Extent;
 use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::{FileId, Tier};
 
-use super::append::{index_landed, Append, Next, Work};
-use super::{grow_before_truncate, Engine, EngineConfig, Shared, State};
+use super::append::{begin_capacity_write, index_landed, Append, Next, Work};
+use super::flush::{flush_regions, retire_set, start_flush, Started, Written};
+use super::{
+    begin_cut, cache, grow_before_truncate, recovery, Engine, EngineConfig, Shared, State,
+};
 use crate::log::{RecordHeader, RecordKind};
 
 const FILES: usize = 3;
@@ -130,10 +145,12 @@ fn workload(rng: &mut Rng) -> Vec<Op> {
 fn config() -> EngineConfig {
     EngineConfig {
         regions: 4,
-        region_bytes: 4 * 1024 * 1024,
+        region_bytes: 16 * 1024,
         record_max_bytes: 8 * 1024,
+        // A flush turn flushes every full region: no foreground write
+        // holds it, and only full regions go.
         flush_gate: FlushGateConfig {
-            flush_idle: Duration::MAX,
+            flush_idle: Duration::ZERO,
             flush_age: None,
             hold_while_writing: true,
         },
@@ -162,10 +179,20 @@ struct Applied<'p> {
     truncate: Option<u64>,
 }
 
-/// Step `append` under the lock until it hands out work or ends; an end
-/// with a place in the log is indexed as `append_data` indexes it.
-/// Returns the work, or how it ended: `Some(seq)` placed in the log,
-/// `None` placed on the capacity tier.
+/// How a record's step under the lock ended ([`step`]).
+enum Stepped<'p> {
+    /// Placed in the log at this sequence number, and indexed.
+    Logged(u64),
+    /// Placed on the capacity tier.
+    Capacity,
+    /// Its payload's write, handed out.
+    Unlocked(Work<'p>),
+    /// No room in the log: [`make_room`], then step it again.
+    NoRoom,
+}
+
+/// Step `append` under the lock until it hands out work, waits, or ends;
+/// an end with a place in the log is indexed as `append_data` indexes it.
 fn step<'p>(
     shared: &Shared,
     state: &mut State,
@@ -174,7 +201,7 @@ fn step<'p>(
     offset: u64,
     len: usize,
     seed: u64,
-) -> Result<Option<u64>, Work<'p>> {
+) -> Stepped<'p> {
     match append.step(shared, state) {
         Next::Done(Ok(Some((location, seq)))) => {
             // INVARIANT: records of the harness are at most 4 KiB.
@@ -186,12 +213,68 @@ fn step<'p>(
                 seq,
             };
             index_landed(state, file, extent);
-            Ok(Some(seq))
+            Stepped::Logged(seq)
         }
-        Next::Done(Ok(None)) => Ok(None),
+        Next::Done(Ok(None)) => Stepped::Capacity,
         Next::Done(Err(e)) => panic!("seed {seed}: a record failed: {e}"),
-        Next::Wait(_) => panic!("seed {seed}: no room in the log (the regions are large)"),
-        Next::Unlocked(work) => Err(work),
+        Next::Wait(_) => Stepped::NoRoom,
+        Next::Unlocked(work) => Stepped::Unlocked(work),
+    }
+}
+
+/// A flush turn, as the flusher's thread takes its two steps: with no set
+/// written, write every full region up to the first with a record in
+/// flight, and keep the set in `unretired`; with one, retire it if no
+/// record its lookups may have seen is still in flight (else the turn
+/// does nothing).
+fn flush_turn(shared: &Shared, unretired: &mut Option<Written>, seed: u64) {
+    let verbose = std::env::var_os("SLUICE_ORDERS_VERBOSE").is_some();
+    match unretired.take() {
+        Some(set) if set.waits(&sluice_env::lock(&shared.state)) => *unretired = Some(set),
+        Some(set) => {
+            if verbose {
+                eprintln!("  retire {set:?}");
+            }
+            retire(shared, set, seed);
+        }
+        None => match start_flush(shared) {
+            Ok(Started::Written(set)) => {
+                if verbose {
+                    eprintln!("  written {set:?}");
+                }
+                *unretired = Some(set);
+            }
+            Ok(Started::Step(_)) => {}
+            Err(e) => panic!("seed {seed}: a flush failed: {e}"),
+        },
+    }
+}
+
+fn retire(shared: &Shared, set: Written, seed: u64) {
+    if let Err(e) = retire_set(shared, set) {
+        panic!("seed {seed}: a flush's retirement failed: {e}");
+    }
+}
+
+/// What the engine's waits for room come to: every waiting payload lands,
+/// in the seed's order, the set written is retired, and the full regions
+/// are flushed.
+fn make_room(
+    shared: &Shared,
+    waiting: &mut Vec<Waiting<'_>>,
+    unretired: &mut Option<Written>,
+    rng: &mut Rng,
+    seed: u64,
+) {
+    while !waiting.is_empty() {
+        let i = rng.below(waiting.len() as u64) as usize;
+        finish(shared, waiting.swap_remove(i), seed);
+    }
+    if let Some(set) = unretired.take() {
+        retire(shared, set, seed);
+    }
+    if let Err(e) = flush_regions(shared) {
+        panic!("seed {seed}: a flush failed: {e}");
     }
 }
 
@@ -207,7 +290,9 @@ fn finish(shared: &Shared, waiting: Waiting<'_>, seed: u64) {
     let outcome = work.run(shared);
     let mut state = sluice_env::lock(&shared.state);
     append.resume(outcome);
-    if step(shared, &mut state, &mut append, file, offset, len, seed).is_err() {
+    if let Stepped::Unlocked(_) | Stepped::NoRoom =
+        step(shared, &mut state, &mut append, file, offset, len, seed)
+    {
         panic!("seed {seed}: a landed record asked for more work");
     }
 }
@@ -276,9 +361,14 @@ fn tiers(seed: u64, crash: Option<&Crash>) -> (Arc<CrashBackend>, Arc<CrashBacke
     (fast, capacity)
 }
 
-fn open(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>) -> std::io::Result<Engine> {
+/// The engine over the tiers; with `flusher`, its flusher's thread runs.
+fn open(
+    fast: &Arc<CrashBackend>,
+    capacity: &Arc<CrashBackend>,
+    flusher: bool,
+) -> std::io::Result<Engine> {
     let (f, c): (Arc<dyn Backend>, Arc<dyn Backend>) = (fast.clone(), capacity.clone());
-    Engine::open(f, c, Arc::new(SystemClock::new()), config())
+    recovery::open(f, c, Arc::new(SystemClock::new()), config(), flusher)
 }
 
 /// The first byte where `got` and `want` differ (zero past either's end).
@@ -306,8 +396,9 @@ fn capacity_bytes(capacity: &CrashBackend, path: &RelPath) -> Option<Vec<u8>> {
     Some(got)
 }
 
-/// One seed's run, crashed as `crash` says or not at all.
-fn run(seed: u64, crash: Option<Crash>) {
+/// One seed's run, crashed as `crash` says or not at all: the regions its
+/// flush turns flushed before the drain (0 after a crash).
+fn run(seed: u64, crash: Option<Crash>) -> u64 {
     let mut rng = Rng::new(seed);
     let ops = workload(&mut rng);
     let verbose = std::env::var_os("SLUICE_ORDERS_VERBOSE").is_some();
@@ -318,7 +409,8 @@ fn run(seed: u64, crash: Option<Crash>) {
         }
     }
     let (fast, capacity) = tiers(seed, crash.as_ref());
-    let engine = open(&fast, &capacity).unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
+    let mut engine =
+        open(&fast, &capacity, false).unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
     let paths: Vec<RelPath> = (0..FILES)
         .map(|i| RelPath::new(&format!("f{i}")).expect("a path"))
         .collect();
@@ -329,6 +421,8 @@ fn run(seed: u64, crash: Option<Crash>) {
     let shared: &Shared = &engine.shared;
     let mut applied: Vec<Applied<'_>> = Vec::new();
     let mut waiting: Vec<Waiting<'_>> = Vec::new();
+    // A flush set written and not retired yet.
+    let mut unretired: Option<Written> = None;
     // What each file's last fsync acknowledged, and what changed since:
     // every operation placed after an fsync comes after it in sequence
     // order, so it is told in the order placed.
@@ -348,7 +442,11 @@ fn run(seed: u64, crash: Option<Crash>) {
             );
         }
         turn += 1;
-        // Finish a waiting payload, or place the next operation.
+        // Flush, finish a waiting payload, or place the next operation.
+        if rng.chance(10) {
+            flush_turn(shared, &mut unretired, seed);
+            continue;
+        }
         let finishing = !waiting.is_empty() && (pending == 0 || rng.chance(45));
         if finishing {
             let i = rng.below(waiting.len() as u64) as usize;
@@ -359,11 +457,9 @@ fn run(seed: u64, crash: Option<Crash>) {
         // INVARIANT: `pending` counts the operations `next` still has.
         let op = next.next().expect("an operation left");
         if let Op::Fsync { file } = op {
-            // As the engine's fsync waits for every record in flight.
-            while !waiting.is_empty() {
-                let i = rng.below(waiting.len() as u64) as usize;
-                finish(shared, waiting.swap_remove(i), seed);
-            }
+            // As the engine's fsync waits for every record in flight; and
+            // its write-back's record finds room.
+            make_room(shared, &mut waiting, &mut unretired, &mut rng, seed);
             engine
                 .fsync(ids[*file])
                 .unwrap_or_else(|e| panic!("seed {seed}: fsync: {e}"));
@@ -406,16 +502,27 @@ fn run(seed: u64, crash: Option<Crash>) {
                     write: Some((*offset, payload)),
                     truncate: None,
                 };
-                match step(
-                    shared,
-                    &mut state,
-                    &mut append,
-                    id,
-                    *offset,
-                    payload.len(),
-                    seed,
-                ) {
-                    Err(work) => {
+                let mut stepped;
+                loop {
+                    stepped = step(
+                        shared,
+                        &mut state,
+                        &mut append,
+                        id,
+                        *offset,
+                        payload.len(),
+                        seed,
+                    );
+                    if !matches!(stepped, Stepped::NoRoom) {
+                        break;
+                    }
+                    drop(state);
+                    make_room(shared, &mut waiting, &mut unretired, &mut rng, seed);
+                    state = sluice_env::lock(&shared.state);
+                }
+                match stepped {
+                    Stepped::NoRoom => unreachable!("stepped again above"),
+                    Stepped::Unlocked(work) => {
                         waiting.push(Waiting {
                             append,
                             work,
@@ -427,18 +534,24 @@ fn run(seed: u64, crash: Option<Crash>) {
                         let seq = state.buffer.next_seq() - 1;
                         applied.push(Applied { seq, ..written });
                     }
-                    Ok(Some(seq)) => applied.push(Applied { seq, ..written }),
-                    Ok(None) => {
+                    Stepped::Logged(seq) => applied.push(Applied { seq, ..written }),
+                    Stepped::Capacity => {
                         // Placed on the capacity tier: written there now,
-                        // as append_data does (nothing buffered overlaps),
+                        // as append_data does (nothing buffered overlaps;
+                        // the clean copies of the range are forgotten),
                         // and owed to the next fsync.
-                        let open = state.files.get_mut(&id).expect("an open file");
-                        open.capacity_unsynced = true;
-                        let handle = Arc::clone(&open.handle);
+                        let handle = begin_capacity_write(&mut state, id, *offset, payload.len())
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                        state
+                            .files
+                            .get_mut(&id)
+                            .expect("an open file")
+                            .capacity_unsynced = true;
                         drop(state);
                         handle
                             .write_at(payload, *offset)
                             .unwrap_or_else(|e| panic!("seed {seed}: capacity write: {e}"));
+                        cache::end_own_write(&mut sluice_env::lock(&shared.state), id);
                         // Before every record placed after it, after every
                         // one placed before.
                         applied.push(Applied {
@@ -466,19 +579,30 @@ fn run(seed: u64, crash: Option<Crash>) {
                     state = sluice_env::lock(&shared.state);
                 }
                 let mut append = Append::required(RecordHeader::truncate(id, *size, 0), &[], None);
-                let Next::Done(Ok(Some((_, seq)))) = append.step(shared, &mut state) else {
-                    panic!("seed {seed}: a truncate record did not land at once");
+                let seq = loop {
+                    match append.step(shared, &mut state) {
+                        Next::Done(Ok(Some((_, seq)))) => break seq,
+                        Next::Wait(_) => {
+                            drop(state);
+                            make_room(shared, &mut waiting, &mut unretired, &mut rng, seed);
+                            state = sluice_env::lock(&shared.state);
+                        }
+                        _ => panic!("seed {seed}: a truncate record did not land at once"),
+                    }
                 };
                 state.buffer.truncate(id, *size, seq);
                 let open = state.files.get_mut(&id).expect("an open file");
                 open.size = *size;
                 open.capacity_unsynced = true;
-                // Cut the capacity file too (bytes written there before).
-                let handle = Arc::clone(&open.handle);
+                // Cut the capacity file too (bytes written there before),
+                // and the clean copies past the end, as Engine::truncate.
+                let (handle, _) =
+                    begin_cut(&mut state, id, *size).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 drop(state);
                 handle
                     .set_len(*size)
                     .unwrap_or_else(|e| panic!("seed {seed}: cut: {e}"));
+                cache::end_own_write(&mut sluice_env::lock(&shared.state), id);
                 applied.push(Applied {
                     seq,
                     capacity: false,
@@ -491,14 +615,19 @@ fn run(seed: u64, crash: Option<Crash>) {
         }
     }
     if let Some(crash) = crash {
-        // The payloads still waiting never land.
-        drop(waiting);
+        // The payloads still waiting never land, and a set written is
+        // never retired.
+        drop((waiting, unretired));
         fast.halt(crash.fast_lost);
         capacity.halt(crash.capacity_lost);
         drop(engine);
         fast.restart();
         capacity.restart();
-        return recovered(seed, &crash, &fast, &capacity, &paths, &acks);
+        recovered(seed, &crash, &fast, &capacity, &paths, &acks);
+        return 0;
+    }
+    if let Some(set) = unretired {
+        retire(shared, set, seed);
     }
     let model = replay(&applied);
     for (i, want) in model.iter().enumerate() {
@@ -514,6 +643,10 @@ fn run(seed: u64, crash: Option<Crash>) {
             );
         }
     }
+    let flushed = engine.stats().regions_flushed;
+    engine
+        .start_flusher()
+        .unwrap_or_else(|e| panic!("seed {seed}: the flusher: {e}"));
     engine
         .drain()
         .unwrap_or_else(|e| panic!("seed {seed}: drain: {e}"));
@@ -527,6 +660,7 @@ fn run(seed: u64, crash: Option<Crash>) {
             );
         }
     }
+    flushed
 }
 
 /// After `crash` and recovery: every fsync's acknowledgement is kept, and
@@ -539,7 +673,7 @@ fn recovered(
     paths: &[RelPath],
     acks: &[Option<Acked>],
 ) {
-    let engine = open(fast, capacity)
+    let engine = open(fast, capacity, true)
         .unwrap_or_else(|e| panic!("seed {seed}, {crash:?}: recovery failed: {e}"));
     let mut seen = Vec::new();
     for (path, ack) in paths.iter().zip(acks) {
@@ -582,11 +716,108 @@ fn seeds() -> Vec<u64> {
     }
 }
 
+/// A data record of `id` at `offset` placed in the log, its payload's
+/// write handed out and waiting.
+fn place<'p>(shared: &Shared, id: FileId, offset: u64, payload: &'p [u8]) -> Waiting<'p> {
+    let header = RecordHeader {
+        kind: RecordKind::Data,
+        file_id: id,
+        offset,
+        len: u32::try_from(payload.len()).expect("a small record"),
+        payload_crc: 0,
+        seq: 0,
+    };
+    let mut append = Append::data(header, payload, id, Tier::Fast);
+    let mut state = sluice_env::lock(&shared.state);
+    match step(
+        shared,
+        &mut state,
+        &mut append,
+        id,
+        offset,
+        payload.len(),
+        0,
+    ) {
+        Stepped::Unlocked(work) => Waiting {
+            append,
+            work,
+            file: id,
+            offset,
+            len: payload.len(),
+        },
+        _ => panic!("the record at {offset} did not wait for its payload"),
+    }
+}
+
+/// The case behind `Written::waits` (docs/crash-consistency.md,
+/// "superseded bytes"): a flush leaves out fsynced bytes that a newer
+/// record Y superseded, and Y lies behind a record X still in flight in
+/// its region. Retired then, a power cut ends the region's scan at X, and
+/// Y goes with it: the file came back shorter than its fsync.
+#[test]
+fn a_flush_retires_only_once_the_records_it_left_bytes_out_for_are_recoverable() {
+    let crash = Crash {
+        turn: 0,
+        fast_lost: true,
+        capacity_lost: false,
+        torn: false,
+    };
+    let (fast, capacity) = tiers(1, Some(&crash));
+    let engine = open(&fast, &capacity, false).expect("open");
+    let paths: Vec<RelPath> = ["a", "b"]
+        .iter()
+        .map(|p| RelPath::new(p).unwrap())
+        .collect();
+    let (a, b) = (
+        engine.create(&paths[0]).unwrap(),
+        engine.create(&paths[1]).unwrap(),
+    );
+    let shared: &Shared = &engine.shared;
+    let (old, new, fill) = (vec![1u8; 4096], vec![2u8; 4096], vec![3u8; 4000]);
+    finish(shared, place(shared, a, 0, &old), 0);
+    engine.fsync(a).unwrap();
+    let mut acked = Acked::of(&old);
+    // Fill the first region with another file's bytes.
+    let filling = |shared: &Shared| sluice_env::lock(&shared.state).buffer.pipeline().filling();
+    let first = filling(shared);
+    let mut offset = 0;
+    while filling(shared) == first {
+        finish(shared, place(shared, b, offset, &fill), 0);
+        offset += fill.len() as u64;
+    }
+    // X in flight, then Y over the fsynced bytes, landed.
+    let x = place(shared, b, offset, &fill);
+    finish(shared, place(shared, a, 0, &new), 0);
+    acked.write(0, new.len() as u64);
+    let Ok(Started::Written(set)) = start_flush(shared) else {
+        panic!("the full region was not flushed");
+    };
+    assert!(
+        set.waits(&sluice_env::lock(&shared.state)),
+        "the retirement does not wait for X"
+    );
+    finish(shared, x, 0);
+    assert!(!set.waits(&sluice_env::lock(&shared.state)));
+    retire(shared, set, 0);
+    fast.halt(crash.fast_lost);
+    capacity.halt(crash.capacity_lost);
+    drop(engine);
+    fast.restart();
+    capacity.restart();
+    recovered(0, &crash, &fast, &capacity, &paths, &[Some(acked), None]);
+}
+
 #[test]
 fn records_landing_in_any_order_index_as_replay_in_sequence_order() {
-    for seed in seeds() {
-        run(seed, None);
-    }
+    let seeds = seeds();
+    let flushing = seeds.iter().filter(|&&seed| run(seed, None) > 0).count();
+    // The harness's reach: regions filled, flushed and reused while
+    // payloads wait, in nearly every seed (each of 0-199 does).
+    assert!(
+        seeds.len() < 10 || flushing * 10 >= seeds.len() * 9,
+        "only {flushing} of {} seeds flushed a region before the drain",
+        seeds.len()
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use sluice_env::{Backend, Clock, FileKind, OpenOptions, RelPath};
@@ -33,12 +34,15 @@ use super::{context, flush, held, quarantine, region_path, Engine, LogRegion, Sh
 /// flushed. In phases, each its own function below: the log directory,
 /// the regions scanned (or made), their records replayed in sequence
 /// order, the engine's state restored from them, the files with buffered
-/// bytes reattached (or quarantined), and the threads started.
+/// bytes reattached (or quarantined), and the threads started: the
+/// flusher only with `flusher` (the harness of completions in random
+/// orders flushes in its own turns, `orders.rs`; [`Engine::start_flusher`]).
 pub(super) fn open(
     fast: Arc<dyn Backend>,
     capacity: Arc<dyn Backend>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
+    flusher: bool,
 ) -> io::Result<Engine> {
     config.validate()?;
     let started = Instant::now();
@@ -70,7 +74,7 @@ pub(super) fn open(
     let mut state = restore_state(&config, capacity.as_ref(), scanned, &mut replayed)?;
     reattach(fast.as_ref(), capacity.as_ref(), &mut state, &replayed)?;
     log_recovery(&fast, &state, started);
-    start(fast, capacity, clock, config, state)
+    start(fast, capacity, clock, config, state, flusher)
 }
 
 /// The log's directory on the fast tier, made (and its entry synced) if
@@ -443,6 +447,7 @@ fn start(
     clock: Arc<dyn Clock>,
     config: EngineConfig,
     state: State,
+    flusher: bool,
 ) -> io::Result<Engine> {
     let held = match &config.on_demand {
         Some(on_demand) => Some(held::open(fast.as_ref(), capacity.as_ref(), on_demand)?),
@@ -467,10 +472,11 @@ fn start(
     });
     // Before anything is answered: no recovered byte is unmarked.
     held::mark_recovered(&shared)?;
-    let flusher_shared = Arc::clone(&shared);
-    let flusher = std::thread::Builder::new()
-        .name("sluice-flusher".into())
-        .spawn(move || flusher_loop(&flusher_shared))?;
+    let flusher = if flusher {
+        Some(spawn_flusher(&shared)?)
+    } else {
+        None
+    };
     let heartbeat_shared = Arc::clone(&shared);
     let heartbeat = std::thread::Builder::new()
         .name("sluice-heartbeat".into())
@@ -487,10 +493,17 @@ fn start(
     };
     Ok(Engine {
         shared,
-        flusher: Some(flusher),
+        flusher,
         heartbeat: Some(heartbeat),
         recall,
     })
+}
+
+pub(super) fn spawn_flusher(shared: &Arc<Shared>) -> io::Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("sluice-flusher".into())
+        .spawn(move || flusher_loop(&shared))
 }
 
 /// One log line per recovery: what was found in the log and replayed;

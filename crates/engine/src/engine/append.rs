@@ -643,11 +643,18 @@ pub(super) fn appends_in_flight() -> impl FnMut(&mut State) -> bool {
     let mut bound = None;
     move |state| {
         let bound = *bound.get_or_insert_with(|| state.buffer.next_seq());
-        state
-            .regions
-            .iter()
-            .any(|r| r.in_flight.first().is_some_and(|&seq| seq < bound))
+        appends_in_flight_below(state, bound)
     }
+}
+
+/// Whether a data record with a sequence number below `bound` is being
+/// written outside the lock ([`appends_in_flight`] with a bound of its
+/// own).
+pub(super) fn appends_in_flight_below(state: &State, bound: u64) -> bool {
+    state
+        .regions
+        .iter()
+        .any(|r| r.in_flight.first().is_some_and(|&seq| seq < bound))
 }
 
 /// Sync every log region appended to since its last sync. Callers first

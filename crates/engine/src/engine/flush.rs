@@ -12,6 +12,7 @@ use sluice_env::{wait_while, BackendFile, SetAttr, TimeSet};
 use sluice_policy::write_buffer::{FlushRunRef, FlushSet, FlushStart};
 use sluice_policy::{FileId, RegionId};
 
+use super::append::appends_in_flight_below;
 use super::files::forget_if_unused;
 use super::read::{locate, Pinned};
 use super::writeback::{copy_stretches, in_order, write_copied, StretchError, Turn};
@@ -202,7 +203,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
 /// (the next flush writes it again).
 fn abandon(shared: &Shared, written: Written) {
     let Written { set, files, .. } = written;
-    unflush(shared, &set);
+    unflush(&mut sluice_env::lock(&shared.state), &set);
     forget_own_writes(shared, &files);
 }
 
@@ -231,10 +232,7 @@ impl Written {
     /// at the first record whose payload never landed, and the records
     /// behind it with it.
     pub(super) fn waits(&self, state: &State) -> bool {
-        state
-            .regions
-            .iter()
-            .any(|r| r.in_flight.first().is_some_and(|&seq| seq < self.bound))
+        appends_in_flight_below(state, self.bound)
     }
 }
 
@@ -312,8 +310,7 @@ fn forget_own_writes(shared: &Shared, files: &BTreeSet<FileId>) {
 }
 
 /// The set's regions back to the write buffer unflushed.
-fn unflush(shared: &Shared, set: &[RegionId]) {
-    let mut state = sluice_env::lock(&shared.state);
+fn unflush(state: &mut State, set: &[RegionId]) {
     for &region in set {
         let _ = state.buffer.abort_flush(region);
     }
@@ -333,8 +330,9 @@ fn stopped_unhealthy(shared: &Shared, set: &[RegionId], at: &str) -> Option<Step
         regions = set.len(),
         "flush stopped {at}: the capacity tier is {health}; the regions stay in the log"
     );
-    ahead::forget_all(&mut sluice_env::lock(&shared.state));
-    unflush(shared, set);
+    let mut state = sluice_env::lock(&shared.state);
+    ahead::forget_all(&mut state);
+    unflush(&mut state, set);
     Some(Step::Idle(Duration::from_millis(250)))
 }
 
@@ -342,7 +340,7 @@ fn stopped_unhealthy(shared: &Shared, set: &[RegionId], at: &str) -> Option<Step
 /// write them and sync the files. `Ok(None)` when written.
 fn write_set(shared: &Shared, set: &[RegionId], runs: &[FlushRunRef]) -> io::Result<Option<Step>> {
     let abort = |e: io::Error| {
-        unflush(shared, set);
+        unflush(&mut sluice_env::lock(&shared.state), set);
         e
     };
     if let Some(step) = stopped_unhealthy(shared, set, "before writing") {
@@ -426,7 +424,8 @@ pub(super) fn retire_set(shared: &Shared, written: Written) -> io::Result<Option
 }
 
 fn retire(shared: &Shared, set: &[RegionId], files: &BTreeSet<FileId>) -> io::Result<Option<Step>> {
-    sync_newer_records(shared, set).inspect_err(|_| unflush(shared, set))?;
+    sync_newer_records(shared, set)
+        .inspect_err(|_| unflush(&mut sluice_env::lock(&shared.state), set))?;
     if let Some(step) = stopped_unhealthy(shared, set, "before resetting its regions") {
         return Ok(Some(step));
     }
@@ -448,9 +447,7 @@ fn retire(shared: &Shared, set: &[RegionId], files: &BTreeSet<FileId>) -> io::Re
             .retire(generation, first_seq)
             .and_then(|()| log_region.file.sync());
         if let Err(e) = reset {
-            for &later in &set[i..] {
-                let _ = state.buffer.abort_flush(later);
-            }
+            unflush(&mut state, &set[i..]);
             return Err(io::Error::new(
                 e.kind(),
                 format!(

@@ -227,8 +227,7 @@ fn step<'p>(
 /// flight, and keep the set in `unretired`; with one, retire it if no
 /// record its lookups may have seen is still in flight (else the turn
 /// does nothing).
-fn flush_turn(shared: &Shared, unretired: &mut Option<Written>, seed: u64) {
-    let verbose = std::env::var_os("SLUICE_ORDERS_VERBOSE").is_some();
+fn flush_turn(shared: &Shared, unretired: &mut Option<Written>, verbose: bool, seed: u64) {
     match unretired.take() {
         Some(set) if set.waits(&sluice_env::lock(&shared.state)) => *unretired = Some(set),
         Some(set) => {
@@ -444,7 +443,7 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
         turn += 1;
         // Flush, finish a waiting payload, or place the next operation.
         if rng.chance(10) {
-            flush_turn(shared, &mut unretired, seed);
+            flush_turn(shared, &mut unretired, verbose, seed);
             continue;
         }
         let finishing = !waiting.is_empty() && (pending == 0 || rng.chance(45));

@@ -194,6 +194,12 @@ impl RedisCatalog {
         &self.spec
     }
 
+    /// `f` on the pool of idle connections, under its lock.
+    fn with_idle<R>(&self, f: impl FnOnce(&mut Vec<Connection>) -> R) -> R {
+        // A panic while holding the lock cannot leave the Vec inconsistent.
+        f(&mut self.idle.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     fn connect(&self) -> Result<Connection, CatalogError> {
         let connect_error = |error| CatalogError::RedisConnect {
             url: self.url.clone(),
@@ -320,11 +326,7 @@ impl RedisCatalog {
     /// reconnects once if the connection had dropped. Error replies become
     /// [`CatalogError::RedisReply`].
     fn call(&self, command: &'static str, args: &[&[u8]]) -> Result<Reply, CatalogError> {
-        let pooled = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
+        let pooled = self.with_idle(Vec::pop);
         let mut conn = match pooled {
             Some(conn) => conn,
             None => self.connect()?,
@@ -332,10 +334,7 @@ impl RedisCatalog {
         let result = match conn.call(args) {
             Err(CallError::Io(e)) if connection_dropped(&e) => {
                 // Every idle connection predates the drop: discard them all.
-                self.idle
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clear();
+                self.with_idle(Vec::clear);
                 conn = self.connect()?;
                 conn.call(args)
             }
@@ -343,11 +342,11 @@ impl RedisCatalog {
         };
         match result {
             Ok(reply) => {
-                let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-                if idle.len() < IDLE_CONNECTIONS_MAX {
-                    idle.push(conn);
-                }
-                drop(idle);
+                self.with_idle(|idle| {
+                    if idle.len() < IDLE_CONNECTIONS_MAX {
+                        idle.push(conn);
+                    }
+                });
                 match reply {
                     Reply::Error(message) => Err(self.reply_error(command, message)),
                     reply => Ok(reply),

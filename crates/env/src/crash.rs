@@ -1129,6 +1129,18 @@ impl fmt::Debug for CrashHandle {
 }
 
 impl CrashHandle {
+    /// `f` on the state, after checking that this handle is still valid
+    /// (`op` names the call in the error).
+    fn checked<R>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&mut CrashState) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let mut state = lock(&self.state);
+        state.check_handle(self.epoch, What(op, &self.path))?;
+        f(&mut state)
+    }
+
     fn error(&self, e: Errno, op: &str) -> io::Error {
         errno(e, What(op, &self.path))
     }
@@ -1149,127 +1161,127 @@ impl Drop for CrashHandle {
 
 impl BackendFile for CrashHandle {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What("read", &self.path))?;
-        let file = state.file(self.id).map_err(|e| self.error(e, "read"))?;
-        Ok(read_slice(&file.current, buf, offset))
+        self.checked("read", |state| {
+            let file = state.file(self.id).map_err(|e| self.error(e, "read"))?;
+            Ok(read_slice(&file.current, buf, offset))
+        })
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What("write", &self.path))?;
-        if buf.is_empty() {
-            return Ok(());
-        }
-        let end = end_index(offset, buf.len()).map_err(|e| self.error(e, "write"))?;
-        if end
-            > state
-                .file(self.id)
-                .map_err(|e| self.error(e, "write"))?
-                .current
-                .len()
-        {
-            state
-                .resize(self.id, end)
-                .map_err(|e| self.error(e, "write"))?;
-        }
-        let file = state.file(self.id).map_err(|e| self.error(e, "write"))?;
-        let start = end - buf.len();
-        file.current[start..end].copy_from_slice(buf);
-        file.unsynced.push(Change::Write {
-            offset: start,
-            data: buf.to_vec(),
-        });
-        file.unsynced_bytes += buf.len() as u64;
-        Ok(())
+        self.checked("write", |state| {
+            if buf.is_empty() {
+                return Ok(());
+            }
+            let end = end_index(offset, buf.len()).map_err(|e| self.error(e, "write"))?;
+            if end
+                > state
+                    .file(self.id)
+                    .map_err(|e| self.error(e, "write"))?
+                    .current
+                    .len()
+            {
+                state
+                    .resize(self.id, end)
+                    .map_err(|e| self.error(e, "write"))?;
+            }
+            let file = state.file(self.id).map_err(|e| self.error(e, "write"))?;
+            let start = end - buf.len();
+            file.current[start..end].copy_from_slice(buf);
+            file.unsynced.push(Change::Write {
+                offset: start,
+                data: buf.to_vec(),
+            });
+            file.unsynced_bytes += buf.len() as u64;
+            Ok(())
+        })
     }
 
     fn sync_data(&self) -> io::Result<()> {
         let what = What("sync_data", &self.path);
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What("sync_data", &self.path))?;
-        let n = state.begin_sync(&what)?;
-        state
-            .file(self.id)
-            .map_err(|e| self.error(e, "sync_data"))?
-            .sync();
-        state.end_sync(n, &what)
+        self.checked("sync_data", |state| {
+            let n = state.begin_sync(&what)?;
+            state
+                .file(self.id)
+                .map_err(|e| self.error(e, "sync_data"))?
+                .sync();
+            state.end_sync(n, &what)
+        })
     }
 
     fn len(&self) -> io::Result<u64> {
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What("len", &self.path))?;
-        let file = state.file(self.id).map_err(|e| self.error(e, "len"))?;
-        Ok(file.current.len() as u64)
+        self.checked("len", |state| {
+            let file = state.file(self.id).map_err(|e| self.error(e, "len"))?;
+            Ok(file.current.len() as u64)
+        })
     }
 
     fn allocate(&self, mode: crate::Allocate, offset: u64, len: u64) -> io::Result<()> {
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What("fallocate", &self.path))?;
-        let old_len = state
-            .file(self.id)
-            .map_err(|e| self.error(e, "fallocate"))?
-            .current
-            .len();
-        let new_len = mode
-            .new_len(old_len as u64, offset, len)
-            .and_then(|n| usize::try_from(n).map_err(|_| Errno::FBIG))
+        self.checked("fallocate", |state| {
+            let old_len = state
+                .file(self.id)
+                .map_err(|e| self.error(e, "fallocate"))?
+                .current
+                .len();
+            let new_len = mode
+                .new_len(old_len as u64, offset, len)
+                .and_then(|n| usize::try_from(n).map_err(|_| Errno::FBIG))
+                .map_err(|e| self.error(e, "fallocate"))?;
+            let used = state.used_bytes - old_len as u64 + new_len as u64;
+            if new_len > old_len && used > state.capacity_bytes {
+                return Err(self.error(Errno::NOSPC, "fallocate"));
+            }
+            let file = state
+                .file(self.id)
+                .map_err(|e| self.error(e, "fallocate"))?;
+            mode.apply(&mut file.current, offset, len, |data, n| {
+                data.resize(n, 0);
+                Ok(())
+            })
             .map_err(|e| self.error(e, "fallocate"))?;
-        let used = state.used_bytes - old_len as u64 + new_len as u64;
-        if new_len > old_len && used > state.capacity_bytes {
-            return Err(self.error(Errno::NOSPC, "fallocate"));
-        }
-        let file = state
-            .file(self.id)
-            .map_err(|e| self.error(e, "fallocate"))?;
-        mode.apply(&mut file.current, offset, len, |data, n| {
-            data.resize(n, 0);
+            file.unsynced.push(Change::Allocate { mode, offset, len });
+            state.used_bytes = used;
             Ok(())
         })
-        .map_err(|e| self.error(e, "fallocate"))?;
-        file.unsynced.push(Change::Allocate { mode, offset, len });
-        state.used_bytes = used;
-        Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What("set_len", &self.path))?;
-        let new_len = end_index(len, 0).map_err(|e| self.error(e, "set_len"))?;
-        state
-            .resize(self.id, new_len)
-            .map_err(|e| self.error(e, "set_len"))?;
-        let file = state.file(self.id).map_err(|e| self.error(e, "set_len"))?;
-        file.unsynced.push(Change::SetLen(new_len));
-        Ok(())
+        self.checked("set_len", |state| {
+            let new_len = end_index(len, 0).map_err(|e| self.error(e, "set_len"))?;
+            state
+                .resize(self.id, new_len)
+                .map_err(|e| self.error(e, "set_len"))?;
+            let file = state.file(self.id).map_err(|e| self.error(e, "set_len"))?;
+            file.unsynced.push(Change::SetLen(new_len));
+            Ok(())
+        })
     }
 
     fn stat(&self) -> io::Result<Stat> {
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What("stat", &self.path))?;
-        state
-            .stat_of(Some(self.id), 0)
-            .map_err(|e| self.error(e, "stat"))
+        self.checked("stat", |state| {
+            state
+                .stat_of(Some(self.id), 0)
+                .map_err(|e| self.error(e, "stat"))
+        })
     }
 
     fn set_xattr(&self, name: &str, value: &[u8], flags: XattrFlags) -> io::Result<()> {
         let op = format!("set_xattr {name:?}");
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What(&op, &self.path))?;
-        state
-            .file(self.id)
-            .and_then(|file| file.xattrs.set(name, value, flags))
-            .map_err(|e| self.error(e, &op))
+        self.checked(&op, |state| {
+            state
+                .file(self.id)
+                .and_then(|file| file.xattrs.set(name, value, flags))
+                .map_err(|e| self.error(e, &op))
+        })
     }
 
     fn remove_xattr(&self, name: &str) -> io::Result<()> {
         let op = format!("remove_xattr {name:?}");
-        let mut state = lock(&self.state);
-        state.check_handle(self.epoch, What(&op, &self.path))?;
-        state
-            .file(self.id)
-            .and_then(|file| file.xattrs.remove(name))
-            .map_err(|e| self.error(e, &op))
+        self.checked(&op, |state| {
+            state
+                .file(self.id)
+                .and_then(|file| file.xattrs.remove(name))
+                .map_err(|e| self.error(e, &op))
+        })
     }
 }
 

@@ -142,6 +142,16 @@ pub(super) fn settle(state: &mut State) {
     state.ahead = notes;
 }
 
+/// Whether a flush run wrote to `id`'s capacity file since that file was
+/// last synced (its set not retired yet, or the sync that counted on it
+/// not done): the file's length may then be one a power cut takes back.
+pub(super) fn unsynced(state: &State, id: FileId) -> bool {
+    state
+        .ahead
+        .get(&id)
+        .is_some_and(|list| list.iter().any(|a| !a.synced))
+}
+
 /// A flush failed: what its runs wrote may not be durable.
 pub(super) fn forget_unsynced(state: &mut State) {
     state.ahead.retain(|_, list| {

@@ -237,16 +237,34 @@ impl Written {
 }
 
 /// The first step of [`flush_regions`]: pick the set the gate allows,
-/// write its runs and sync the files they went to.
+/// write its runs and sync the files they went to ([`begin_flush`], then
+/// [`write_set`]).
 pub(super) fn start_flush(shared: &Shared) -> io::Result<Started> {
+    match begin_flush(shared)? {
+        Begun::Step(step) => Ok(Started::Step(step)),
+        Begun::Writing(writing) => write_set(shared, *writing).map(Started::Written),
+    }
+}
+
+/// What [`begin_flush`] did.
+pub(super) enum Begun {
+    /// Nothing to write: nothing to do now, or the tier is not healthy.
+    Step(Step),
+    /// A set looked up, its writes to carry out.
+    Writing(Box<SetWrite>),
+}
+
+/// Pick the set the gate allows and look up its runs: the set's writes,
+/// as a machine to carry out ([`SetWrite`]).
+pub(super) fn begin_flush(shared: &Shared) -> io::Result<Begun> {
     let mut state = sluice_env::lock(&shared.state);
     if state.shutdown {
-        return Ok(Started::Step(Step::Shutdown));
+        return Ok(Begun::Step(Step::Shutdown));
     }
     if !state.capacity_health.is_healthy() {
         // Lost or read-only: the bytes stay in the log (health.rs); the
         // heartbeat looks again every second and wakes this thread.
-        return Ok(Started::Step(Step::Idle(Duration::from_millis(250))));
+        return Ok(Begun::Step(Step::Idle(Duration::from_millis(250))));
     }
     let now = shared.clock.now();
     // Every full region together, up to the first with a record still
@@ -264,7 +282,7 @@ pub(super) fn start_flush(shared: &Shared) -> io::Result<Started> {
             busy,
         )
         .map_err(|e| io::Error::other(e.to_string()))?;
-    let idle = |wait| Ok(Started::Step(Step::Idle(wait)));
+    let idle = |wait| Ok(Begun::Step(Step::Idle(wait)));
     let (set, runs) = match next {
         FlushStart::Idle => return idle(Duration::from_millis(100)),
         FlushStart::Pause { recheck_at } => {
@@ -282,18 +300,225 @@ pub(super) fn start_flush(shared: &Shared) -> io::Result<Started> {
         cache::begin_own_write(&mut state, file);
     }
     drop(state);
-    match write_set(shared, &set, &runs) {
-        Ok(None) => {
-            let bound = sluice_env::lock(&shared.state).buffer.next_seq();
-            Ok(Started::Written(Written { set, files, bound }))
+    if let Some(step) = stopped_unhealthy(shared, &set, "before writing") {
+        forget_own_writes(shared, &files);
+        return Ok(Begun::Step(step));
+    }
+    let short = (shared.config.flush_run_max_bytes / 4).max(1);
+    Ok(Begun::Writing(Box::new(SetWrite::new(
+        set, files, &runs, short,
+    ))))
+}
+
+/// A flush set's writes as a machine (issue 35: it says what to do, its
+/// driver does the I/O): its long runs, then the runs put last formed
+/// again, then a sync of every capacity file written, each in file order.
+/// The flusher's thread carries out each command whole ([`write_set`]);
+/// the harness of random orders one run or one sync a turn, with other
+/// records placed and landed between them, as writers do while the
+/// flusher writes outside the lock, so a crash can fall between any two
+/// (`orders.rs`).
+///
+/// Short runs (a positioning each) go last, formed again then: the gaps
+/// between them that newer bytes filled meanwhile join them (ior-hard's
+/// ranks, ragged where the region filled, have written on). So do runs
+/// with a hole before or after them (a random writer's file, mixed's: its
+/// long runs lie between holes the next region fills), so that the
+/// stretch goes out whole instead of split around them.
+pub(super) struct SetWrite {
+    set: Vec<RegionId>,
+    files: BTreeSet<FileId>,
+    /// The runs to write now, in file order.
+    runs: Vec<FlushRunRef>,
+    /// The runs put last, formed again once `runs` are written (`None`
+    /// once they were).
+    later: Option<Vec<FlushRunRef>>,
+    /// The capacity files written, by file.
+    touched: BTreeMap<FileId, Arc<dyn BackendFile>>,
+    /// The files still to sync, in file order, once every run is written
+    /// (`None` before).
+    unsynced: Option<Vec<Arc<dyn BackendFile>>>,
+    /// Where the set's time went, for its log line.
+    tally: Tally,
+}
+
+/// A set's runs and time ([`SetWrite`]'s log line).
+struct Tally {
+    started: Instant,
+    long: usize,
+    long_bytes: u64,
+    long_ms: u128,
+    later: usize,
+    later_bytes: u64,
+    again: usize,
+    again_bytes: u64,
+}
+
+/// What a [`SetWrite`] asks its driver to do next.
+pub(super) enum Command {
+    /// Write these runs ([`write_runs`]), in file order, or a first part
+    /// of them; then [`SetWrite::wrote`].
+    Write(Vec<FlushRunRef>),
+    /// Sync these capacity files, in file order, or a first part of them;
+    /// then [`SetWrite::synced`].
+    Sync(Vec<Arc<dyn BackendFile>>),
+    /// Every run written and every file synced: [`SetWrite::written`].
+    Done,
+}
+
+impl SetWrite {
+    fn new(
+        set: Vec<RegionId>,
+        files: BTreeSet<FileId>,
+        runs: &[FlushRunRef],
+        short: u64,
+    ) -> SetWrite {
+        let (mut long, mut later) = (Vec::new(), Vec::new());
+        for (i, &run) in runs.iter().enumerate() {
+            if run.len >= short && !beside_a_hole(runs, i) {
+                long.push(run);
+            } else {
+                later.push(run);
+            }
         }
-        Ok(Some(step)) => {
-            forget_own_writes(shared, &files);
-            Ok(Started::Step(step))
+        let tally = Tally {
+            started: Instant::now(),
+            long: long.len(),
+            long_bytes: long.iter().map(|r| r.len).sum(),
+            long_ms: 0,
+            later: later.len(),
+            later_bytes: later.iter().map(|r| r.len).sum(),
+            again: 0,
+            again_bytes: 0,
+        };
+        SetWrite {
+            set,
+            files,
+            runs: long,
+            later: Some(later),
+            touched: BTreeMap::new(),
+            unsynced: None,
+            tally,
         }
-        Err(e) => {
-            forget_own_writes(shared, &files);
-            Err(e)
+    }
+
+    /// What to do next. The runs put last are formed again under the
+    /// lock once the others are written.
+    pub(super) fn next(&mut self, shared: &Shared) -> Command {
+        if !self.runs.is_empty() {
+            return Command::Write(self.runs.clone());
+        }
+        if let Some(later) = self.later.take() {
+            self.tally.long_ms = self.elapsed_ms();
+            if !later.is_empty() {
+                self.runs = runs_again(
+                    &sluice_env::lock(&shared.state),
+                    &self.set,
+                    &later,
+                    shared.config.flush_run_max_bytes,
+                );
+                self.tally.again = self.runs.len();
+                self.tally.again_bytes = self.runs.iter().map(|r| r.len).sum();
+                if !self.runs.is_empty() {
+                    return Command::Write(self.runs.clone());
+                }
+            }
+        }
+        // Every capacity file the regions' bytes went to is synced before
+        // a region can be reused (DESIGN §4.5), in file order: the same
+        // run syncs in the same order (the seeded harness replays a crash
+        // at one sync point; tests/seeded.rs).
+        let unsynced = self
+            .unsynced
+            .get_or_insert_with(|| self.touched.values().cloned().collect());
+        if unsynced.is_empty() {
+            Command::Done
+        } else {
+            Command::Sync(unsynced.clone())
+        }
+    }
+
+    /// The first `n` runs of the last [`Command::Write`] were written, to
+    /// the capacity files `touched`.
+    pub(super) fn wrote(&mut self, n: usize, touched: BTreeMap<FileId, Arc<dyn BackendFile>>) {
+        self.runs.drain(..n.min(self.runs.len()));
+        self.touched.extend(touched);
+    }
+
+    /// The first `n` files of the last [`Command::Sync`] were synced.
+    pub(super) fn synced(&mut self, n: usize) {
+        if let Some(unsynced) = &mut self.unsynced {
+            unsynced.drain(..n.min(unsynced.len()));
+        }
+    }
+
+    /// A command failed: the set's regions go back to the write buffer
+    /// unflushed (their bytes stay in the log) and this node's writes of
+    /// its files end.
+    pub(super) fn abort(self, shared: &Shared) {
+        unflush(&mut sluice_env::lock(&shared.state), &self.set);
+        forget_own_writes(shared, &self.files);
+    }
+
+    /// Written and synced ([`Command::Done`]): the set, to retire.
+    pub(super) fn written(self, shared: &Shared) -> Written {
+        let t = &self.tally;
+        // Where a set's time went: its long runs, then the runs put last
+        // (short or beside a hole) formed again (how many became how many,
+        // of how many bytes).
+        tracing::debug!(
+            regions = self.set.len(),
+            long = t.long,
+            long_bytes = t.long_bytes,
+            long_ms = t.long_ms,
+            later = t.later,
+            later_bytes = t.later_bytes,
+            again = t.again,
+            again_bytes = t.again_bytes,
+            ms = self.elapsed_ms(),
+            "flush set written"
+        );
+        let bound = sluice_env::lock(&shared.state).buffer.next_seq();
+        Written {
+            set: self.set,
+            files: self.files,
+            bound,
+        }
+    }
+
+    fn elapsed_ms(&self) -> u128 {
+        self.tally.started.elapsed().as_millis()
+    }
+}
+
+/// Sync `file`, a capacity file a flush wrote.
+pub(super) fn sync_flushed(shared: &Shared, file: &dyn BackendFile) -> io::Result<()> {
+    file.sync_data().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "capacity tier {}: sync after flush: {e}",
+                shared.capacity.describe()
+            ),
+        )
+    })
+}
+
+/// Carry out `writing`'s commands, each whole (the flusher's thread): the
+/// set written and synced. A failure sends it back unflushed.
+pub(super) fn write_set(shared: &Shared, mut writing: SetWrite) -> io::Result<Written> {
+    loop {
+        let done = match writing.next(shared) {
+            Command::Write(runs) => write_runs(shared, &runs).map(|t| writing.wrote(runs.len(), t)),
+            Command::Sync(files) => files
+                .iter()
+                .try_for_each(|file| sync_flushed(shared, file.as_ref()))
+                .map(|()| writing.synced(files.len())),
+            Command::Done => return Ok(writing.written(shared)),
+        };
+        if let Err(e) = done {
+            writing.abort(shared);
+            return Err(e);
         }
     }
 }
@@ -334,77 +559,6 @@ fn stopped_unhealthy(shared: &Shared, set: &[RegionId], at: &str) -> Option<Step
     ahead::forget_all(&mut state);
     unflush(&mut state, set);
     Some(Step::Idle(Duration::from_millis(250)))
-}
-
-/// The flush of `set` once its runs are looked up ([`start_flush`]):
-/// write them and sync the files. `Ok(None)` when written.
-fn write_set(shared: &Shared, set: &[RegionId], runs: &[FlushRunRef]) -> io::Result<Option<Step>> {
-    let abort = |e: io::Error| {
-        unflush(&mut sluice_env::lock(&shared.state), set);
-        e
-    };
-    if let Some(step) = stopped_unhealthy(shared, set, "before writing") {
-        return Ok(Some(step));
-    }
-    // Short runs (a positioning each) go last, formed again then: the
-    // gaps between them that newer bytes filled meanwhile join them
-    // (ior-hard's ranks, ragged where the region filled, have written on).
-    // So do runs with a hole before or after them (a random writer's file,
-    // mixed's: its long runs lie between holes the next region fills), so
-    // that the stretch goes out whole instead of split around them.
-    let short = (shared.config.flush_run_max_bytes / 4).max(1);
-    let (mut long, mut later) = (Vec::new(), Vec::new());
-    for (i, &run) in runs.iter().enumerate() {
-        if run.len >= short && !beside_a_hole(runs, i) {
-            long.push(run);
-        } else {
-            later.push(run);
-        }
-    }
-    let started = Instant::now();
-    let mut touched = write_runs(shared, &long).map_err(abort)?;
-    let long_done = started.elapsed();
-    let mut again = Vec::new();
-    if !later.is_empty() {
-        again = runs_again(
-            &sluice_env::lock(&shared.state),
-            set,
-            &later,
-            shared.config.flush_run_max_bytes,
-        );
-        touched.extend(write_runs(shared, &again).map_err(abort)?);
-    }
-    // Where a set's time went: its long runs, then the runs put last
-    // (short or beside a hole) formed again (how many became how many, of
-    // how many bytes).
-    tracing::debug!(
-        regions = set.len(),
-        long = long.len(),
-        long_bytes = long.iter().map(|r| r.len).sum::<u64>(),
-        long_ms = long_done.as_millis(),
-        later = later.len(),
-        later_bytes = later.iter().map(|r| r.len).sum::<u64>(),
-        again = again.len(),
-        again_bytes = again.iter().map(|r| r.len).sum::<u64>(),
-        ms = started.elapsed().as_millis(),
-        "flush set written"
-    );
-    // Every capacity file the regions' bytes went to is synced before a
-    // region can be reused (DESIGN §4.5), in file order: the same run
-    // syncs in the same order (the seeded harness replays a crash at one
-    // sync point; tests/seeded.rs).
-    for handle in touched.values() {
-        handle.sync_data().map_err(|e| {
-            abort(io::Error::new(
-                e.kind(),
-                format!(
-                    "capacity tier {}: sync after flush: {e}",
-                    shared.capacity.describe()
-                ),
-            ))
-        })?;
-    }
-    Ok(None)
 }
 
 /// The second step of [`flush_regions`], once no record placed before the
@@ -559,7 +713,7 @@ fn runs_again(
 /// and the capacity device serves them without seeking. Returns the files
 /// written; the first error stops the others, and so does shutdown (an
 /// `Interrupted` error: the regions stay buffered).
-fn write_runs(
+pub(super) fn write_runs(
     shared: &Shared,
     runs: &[FlushRunRef],
 ) -> io::Result<BTreeMap<FileId, Arc<dyn BackendFile>>> {

@@ -33,18 +33,22 @@
 //!
 //! The flusher is the harness's too: the engine runs without its thread,
 //! and the regions are small (four of 16 KiB), so they fill and are
-//! reused. A flush is two turns of its own, drawn as the others are, the
-//! flusher's two steps: the first writes every full region up to the
-//! first with a payload still waiting and syncs the files
-//! ([`start_flush`]); a later one retires the set ([`retire_set`]) once
-//! no payload placed before its lookups waits. A record that finds no
-//! room (the flusher's thread would have made some) lands every waiting
-//! payload in the seed's order, as the writers the engine would wait for
-//! do, retires, and flushes (`flush_regions`); so does an fsync, whose
-//! write-back appends a record. A crash may so come after any number of
-//! flushes, between a set's writes and its retirement, and with payloads
-//! in flight in regions flushed and reused before them. The drain at the
-//! end starts the flusher's thread.
+//! reused. A flush takes turns of its own, drawn as the others are, the
+//! flusher's steps one at a time: the first looks up every full region up
+//! to the first with a payload still waiting ([`begin_flush`]); each next
+//! one carries out one command of the set's machine ([`SetWrite`]):
+//! writes one run, or syncs one file; once it is done, a later turn
+//! retires the set ([`retire_set`]) when no payload placed before its
+//! lookups waits. Other turns fall between them, as writers go on while
+//! the flusher writes outside the lock. A record that finds no room (the
+//! flusher's thread would have made some) lands every waiting payload in
+//! the seed's order, as the writers the engine would wait for do, writes
+//! the set being written whole, retires, and flushes (`flush_regions`);
+//! so does an fsync, whose write-back appends a record. A crash may so
+//! come after any number of flushes, between two runs of a set, between
+//! its writes and its syncs, before its retirement, and with payloads in
+//! flight in regions flushed and reused before them. The drain at the end
+//! starts the flusher's thread.
 //!
 //! A failure names its seed and its crash; `SLUICE_ORDERS_SEED=N cargo
 //! test -p sluice-engine --lib orders` replays it, `SLUICE_ORDERS_SEEDS=N`
@@ -62,15 +66,22 @@ use sluice_policy::flush_gate::FlushGateConfig;
 use sluice_policy::{FileId, Tier};
 
 use super::append::{begin_capacity_write, index_landed, Append, Next, Work};
-use super::flush::{flush_regions, retire_set, start_flush, Started, Written};
+use super::flush::{
+    begin_flush, flush_regions, retire_set, start_flush, sync_flushed, write_runs, write_set,
+    Begun, Command, SetWrite, Started, Written,
+};
 use super::{
-    begin_cut, cache, grow_before_truncate, recovery, Engine, EngineConfig, Shared, State,
+    begin_cut, cache, capacity_owed, grow_before_truncate, recovery, Engine, EngineConfig, Shared,
+    State,
 };
 use crate::log::{RecordHeader, RecordKind};
 
 const FILES: usize = 3;
 const OPS: usize = 40;
 const SPAN: u64 = 48 * 1024;
+/// The least share of seeds, in percent, whose crash falls while a flush
+/// set is being written (the crash test asserts it).
+const MID_SET_PERCENT_MIN: usize = 10;
 
 #[derive(Clone)]
 enum Op {
@@ -222,30 +233,80 @@ fn step<'p>(
     }
 }
 
-/// A flush turn, as the flusher's thread takes its two steps: with no set
-/// written, write every full region up to the first with a record in
-/// flight, and keep the set in `unretired`; with one, retire it if no
-/// record its lookups may have seen is still in flight (else the turn
-/// does nothing).
-fn flush_turn(shared: &Shared, unretired: &mut Option<Written>, verbose: bool, seed: u64) {
-    match unretired.take() {
-        Some(set) if set.waits(&sluice_env::lock(&shared.state)) => *unretired = Some(set),
-        Some(set) => {
-            if verbose {
-                eprintln!("  retire {set:?}");
+/// The harness's flusher: a set being written, one command of its
+/// machine a turn ([`SetWrite`]), then written and not yet retired.
+#[derive(Default)]
+struct Flusher {
+    writing: Option<SetWrite>,
+    written: Option<Written>,
+}
+
+impl Flusher {
+    /// A flush turn, one step of the flusher's: with a set written,
+    /// retire it if no record its lookups may have seen is still in
+    /// flight (else the turn does nothing); with a set being written,
+    /// write its next run or sync its next file; else look up every full
+    /// region up to the first with a record in flight.
+    fn turn(&mut self, shared: &Shared, verbose: bool, seed: u64) {
+        if let Some(set) = self.written.take() {
+            if set.waits(&sluice_env::lock(&shared.state)) {
+                self.written = Some(set);
+            } else {
+                if verbose {
+                    eprintln!("  retire {set:?}");
+                }
+                retire(shared, set, seed);
             }
-            retire(shared, set, seed);
+            return;
         }
-        None => match start_flush(shared) {
-            Ok(Started::Written(set)) => {
+        let Some(mut writing) = self.writing.take() else {
+            match begin_flush(shared) {
+                Ok(Begun::Writing(writing)) => self.writing = Some(*writing),
+                Ok(Begun::Step(_)) => {}
+                Err(e) => panic!("seed {seed}: a flush failed: {e}"),
+            }
+            return;
+        };
+        match writing.next(shared) {
+            Command::Write(runs) => {
+                if verbose {
+                    eprintln!("  flush run {:?}", runs[0]);
+                }
+                let touched = write_runs(shared, &runs[..1])
+                    .unwrap_or_else(|e| panic!("seed {seed}: a flush's write failed: {e}"));
+                writing.wrote(1, touched);
+            }
+            Command::Sync(files) => {
+                if verbose {
+                    eprintln!("  flush sync ({} left)", files.len());
+                }
+                sync_flushed(shared, files[0].as_ref())
+                    .unwrap_or_else(|e| panic!("seed {seed}: a flush's sync failed: {e}"));
+                writing.synced(1);
+            }
+            Command::Done => {
+                let set = writing.written(shared);
                 if verbose {
                     eprintln!("  written {set:?}");
                 }
-                *unretired = Some(set);
+                self.written = Some(set);
+                return;
             }
-            Ok(Started::Step(_)) => {}
-            Err(e) => panic!("seed {seed}: a flush failed: {e}"),
-        },
+        }
+        self.writing = Some(writing);
+    }
+
+    /// Once every payload has landed: the set being written, written
+    /// whole, and the set written, retired.
+    fn finish(&mut self, shared: &Shared, seed: u64) {
+        if let Some(writing) = self.writing.take() {
+            let set = write_set(shared, writing)
+                .unwrap_or_else(|e| panic!("seed {seed}: a flush failed: {e}"));
+            self.written = Some(set);
+        }
+        if let Some(set) = self.written.take() {
+            retire(shared, set, seed);
+        }
     }
 }
 
@@ -261,7 +322,7 @@ fn retire(shared: &Shared, set: Written, seed: u64) {
 fn make_room(
     shared: &Shared,
     waiting: &mut Vec<Waiting<'_>>,
-    unretired: &mut Option<Written>,
+    flusher: &mut Flusher,
     rng: &mut Rng,
     seed: u64,
 ) {
@@ -269,9 +330,7 @@ fn make_room(
         let i = rng.below(waiting.len() as u64) as usize;
         finish(shared, waiting.swap_remove(i), seed);
     }
-    if let Some(set) = unretired.take() {
-        retire(shared, set, seed);
-    }
+    flusher.finish(shared, seed);
     if let Err(e) = flush_regions(shared) {
         panic!("seed {seed}: a flush failed: {e}");
     }
@@ -395,9 +454,17 @@ fn capacity_bytes(capacity: &CrashBackend, path: &RelPath) -> Option<Vec<u8>> {
     Some(got)
 }
 
-/// One seed's run, crashed as `crash` says or not at all: the regions its
-/// flush turns flushed before the drain (0 after a crash).
-fn run(seed: u64, crash: Option<Crash>) -> u64 {
+/// What one seed's run came to.
+struct Ran {
+    /// The regions its flush turns flushed before the drain (0 after a
+    /// crash).
+    flushed: u64,
+    /// It crashed while a flush set was being written.
+    mid_set: bool,
+}
+
+/// One seed's run, crashed as `crash` says or not at all.
+fn run(seed: u64, crash: Option<Crash>) -> Ran {
     let mut rng = Rng::new(seed);
     let ops = workload(&mut rng);
     let verbose = std::env::var_os("SLUICE_ORDERS_VERBOSE").is_some();
@@ -420,8 +487,8 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
     let shared: &Shared = &engine.shared;
     let mut applied: Vec<Applied<'_>> = Vec::new();
     let mut waiting: Vec<Waiting<'_>> = Vec::new();
-    // A flush set written and not retired yet.
-    let mut unretired: Option<Written> = None;
+    // A flush set being written, or written and not retired yet.
+    let mut flusher = Flusher::default();
     // What each file's last fsync acknowledged, and what changed since:
     // every operation placed after an fsync comes after it in sequence
     // order, so it is told in the order placed.
@@ -443,7 +510,7 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
         turn += 1;
         // Flush, finish a waiting payload, or place the next operation.
         if rng.chance(10) {
-            flush_turn(shared, &mut unretired, verbose, seed);
+            flusher.turn(shared, verbose, seed);
             continue;
         }
         let finishing = !waiting.is_empty() && (pending == 0 || rng.chance(45));
@@ -458,7 +525,7 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
         if let Op::Fsync { file } = op {
             // As the engine's fsync waits for every record in flight; and
             // its write-back's record finds room.
-            make_room(shared, &mut waiting, &mut unretired, &mut rng, seed);
+            make_room(shared, &mut waiting, &mut flusher, &mut rng, seed);
             engine
                 .fsync(ids[*file])
                 .unwrap_or_else(|e| panic!("seed {seed}: fsync: {e}"));
@@ -516,7 +583,7 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
                         break;
                     }
                     drop(state);
-                    make_room(shared, &mut waiting, &mut unretired, &mut rng, seed);
+                    make_room(shared, &mut waiting, &mut flusher, &mut rng, seed);
                     state = sluice_env::lock(&shared.state);
                 }
                 match stepped {
@@ -570,8 +637,8 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
                 // the capacity file's durable length reaches the new one
                 // before a record that clips logged bytes.
                 if state.buffer.has_logged(id) {
-                    let open = &state.files[&id];
-                    let (handle, owed) = (Arc::clone(&open.handle), open.capacity_unsynced);
+                    let owed = capacity_owed(&state, id);
+                    let handle = Arc::clone(&state.files[&id].handle);
                     drop(state);
                     grow_before_truncate(handle.as_ref(), *size, owed)
                         .unwrap_or_else(|e| panic!("seed {seed}: grow: {e}"));
@@ -583,7 +650,7 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
                         Next::Done(Ok(Some((_, seq)))) => break seq,
                         Next::Wait(_) => {
                             drop(state);
-                            make_room(shared, &mut waiting, &mut unretired, &mut rng, seed);
+                            make_room(shared, &mut waiting, &mut flusher, &mut rng, seed);
                             state = sluice_env::lock(&shared.state);
                         }
                         _ => panic!("seed {seed}: a truncate record did not land at once"),
@@ -614,20 +681,22 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
         }
     }
     if let Some(crash) = crash {
-        // The payloads still waiting never land, and a set written is
-        // never retired.
-        drop((waiting, unretired));
+        let mid_set = flusher.writing.is_some();
+        // The payloads still waiting never land, and a set being written
+        // or written is never retired.
+        drop((waiting, flusher));
         fast.halt(crash.fast_lost);
         capacity.halt(crash.capacity_lost);
         drop(engine);
         fast.restart();
         capacity.restart();
         recovered(seed, &crash, &fast, &capacity, &paths, &acks);
-        return 0;
+        return Ran {
+            flushed: 0,
+            mid_set,
+        };
     }
-    if let Some(set) = unretired {
-        retire(shared, set, seed);
-    }
+    flusher.finish(shared, seed);
     let model = replay(&applied);
     for (i, want) in model.iter().enumerate() {
         let got = engine
@@ -659,7 +728,10 @@ fn run(seed: u64, crash: Option<Crash>) -> u64 {
             );
         }
     }
-    flushed
+    Ran {
+        flushed,
+        mid_set: false,
+    }
 }
 
 /// After `crash` and recovery: every fsync's acknowledgement is kept, and
@@ -806,10 +878,81 @@ fn a_flush_retires_only_once_the_records_it_left_bytes_out_for_are_recoverable()
     recovered(0, &crash, &fast, &capacity, &paths, &[Some(acked), None]);
 }
 
+/// The case behind [`capacity_owed`]'s flush notes: a flush run gives the
+/// capacity file a length its set has not synced yet, and a truncate
+/// below it, clipping every logged byte, skipped the grow's sync. A power
+/// cut of the capacity tier before the cut's sync took the length back,
+/// and the durable record clipped the older records: the fsynced file
+/// came back shorter than its truncate.
+#[test]
+fn a_truncate_between_a_flush_run_and_its_sync_keeps_the_files_length() {
+    let crash = Crash {
+        turn: 0,
+        fast_lost: true,
+        capacity_lost: true,
+        torn: false,
+    };
+    let (fast, capacity) = tiers(1, Some(&crash));
+    let engine = open(&fast, &capacity, false).expect("open");
+    let paths: Vec<RelPath> = ["a", "b"]
+        .iter()
+        .map(|p| RelPath::new(p).unwrap())
+        .collect();
+    let (a, b) = (
+        engine.create(&paths[0]).unwrap(),
+        engine.create(&paths[1]).unwrap(),
+    );
+    let shared: &Shared = &engine.shared;
+    // a: a hole, then 4 KiB, fsynced (in the log only).
+    let (bytes, fill) = (vec![1u8; 4096], vec![3u8; 4000]);
+    finish(shared, place(shared, a, 8192, &bytes), 0);
+    engine.fsync(a).unwrap();
+    let mut acked = Acked::of(&[vec![0u8; 8192], bytes].concat());
+    // Fill the region with another file's bytes, so that it flushes.
+    let filling = |shared: &Shared| sluice_env::lock(&shared.state).buffer.pipeline().filling();
+    let first = filling(shared);
+    let mut offset = 0;
+    while filling(shared) == first {
+        finish(shared, place(shared, b, offset, &fill), 0);
+        offset += fill.len() as u64;
+    }
+    // Every run of the set written, none of its files synced yet.
+    let Ok(Begun::Writing(mut writing)) = begin_flush(shared) else {
+        panic!("the full region was not flushed");
+    };
+    while let Command::Write(runs) = writing.next(shared) {
+        let touched = write_runs(shared, &runs).expect("a flush run");
+        writing.wrote(runs.len(), touched);
+    }
+    assert_eq!(
+        capacity_bytes(&capacity, &paths[0]).map(|c| c.len()),
+        Some(12288)
+    );
+    // A truncate below every logged byte of a, the capacity tier's power
+    // cut at its first sync: the grow's (it was owed one), or else the
+    // cut's, behind a durable record.
+    capacity.crash_at(capacity.sync_points() + 1);
+    assert!(
+        engine.truncate(a, 4096).is_err(),
+        "the capacity tier went down"
+    );
+    acked.truncate(4096);
+    drop(writing);
+    fast.halt(crash.fast_lost);
+    capacity.halt(crash.capacity_lost);
+    drop(engine);
+    fast.restart();
+    capacity.restart();
+    recovered(0, &crash, &fast, &capacity, &paths, &[Some(acked), None]);
+}
+
 #[test]
 fn records_landing_in_any_order_index_as_replay_in_sequence_order() {
     let seeds = seeds();
-    let flushing = seeds.iter().filter(|&&seed| run(seed, None) > 0).count();
+    let flushing = seeds
+        .iter()
+        .filter(|&&seed| run(seed, None).flushed > 0)
+        .count();
     // The harness's reach: regions filled, flushed and reused while
     // payloads wait, in nearly every seed (each of 0-199 does).
     assert!(
@@ -821,7 +964,16 @@ fn records_landing_in_any_order_index_as_replay_in_sequence_order() {
 
 #[test]
 fn a_crash_with_records_landing_in_any_order_keeps_every_fsynced_byte() {
-    for seed in seeds() {
-        run(seed, Some(Crash::draw(seed)));
-    }
+    let seeds = seeds();
+    let mid_set = seeds
+        .iter()
+        .filter(|&&seed| run(seed, Some(Crash::draw(seed))).mid_set)
+        .count();
+    // The harness's reach: a crash between a set's runs or syncs in some
+    // seeds (32 of 0-199 crash so, 367 of 0-1999).
+    assert!(
+        seeds.len() < 100 || mid_set * 100 >= seeds.len() * MID_SET_PERCENT_MIN,
+        "only {mid_set} of {} seeds crashed while a flush set was being written",
+        seeds.len()
+    );
 }

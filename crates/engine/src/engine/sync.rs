@@ -21,6 +21,7 @@ use super::read::{pin, unpin, Pinned};
 use super::unsynced::sync_dir_or_ancestor;
 use super::writeback::{write_back, StretchError};
 use super::{cache, context, ChangeStamp, Engine, KernelStamp, Shared, State};
+use sluice_env::BackendFile;
 
 impl Engine {
     /// Make `file`'s writes durable: its capacity file, the log regions
@@ -44,7 +45,7 @@ impl Engine {
     }
 
     /// [`Engine::fsync`], syncing the capacity file only if `data`.
-    fn fsync_with(&self, file: FileId, data: bool) -> io::Result<()> {
+    pub(super) fn fsync_with(&self, file: FileId, data: bool) -> io::Result<()> {
         let shared = &*self.shared;
         let state = sluice_env::lock(&shared.state);
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
@@ -275,7 +276,8 @@ pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result
 /// Write every byte in `range` of the open file `id` buffered now back to
 /// its capacity file, sync that, and drop those bytes from the index
 /// behind a clean record ([`Engine::sync_file`] says how). Returns the
-/// bytes written.
+/// bytes written. Two passes of one file take turns: a sync waits for
+/// its turn, a background pass gives way.
 pub(super) fn write_back_file(
     shared: &Shared,
     id: FileId,
@@ -293,6 +295,44 @@ pub(super) fn write_back_file(
             Err(std::sync::TryLockError::WouldBlock) => return Ok(0),
         },
     };
+    match begin_write_back(shared, id, pass, range, started)? {
+        Begun::Done(written) => Ok(written),
+        Begun::Writing(mut writing) => {
+            let background = pass == Pass::Background;
+            let (written, result) = write_back(
+                shared,
+                writing.handle().as_ref(),
+                writing.pieces(),
+                background,
+                || writing.handle().sync_data(),
+            );
+            writing.wrote(written, result);
+            writing.finish(shared)
+        }
+    }
+}
+
+/// What [`begin_write_back`] found.
+pub(super) enum Begun {
+    /// Nothing to write: the pass is over, with these bytes written.
+    Done(u64),
+    /// Pieces to write back and the file to sync ([`WriteBack`]).
+    Writing(Box<WriteBack>),
+}
+
+/// The first step of a write-back pass, under the file's sync turn (its
+/// caller's): wait for the file's flush runs in flight and the records
+/// placed before now, look up its buffered pieces in `range` and decide
+/// whether the capacity file needs a write or a sync at all; if it does,
+/// the pass to carry out, the file counted busy and the pieces pinned.
+/// `started`: when the pass began waiting (for its turn, first).
+pub(super) fn begin_write_back(
+    shared: &Shared,
+    id: FileId,
+    pass: Pass,
+    range: std::ops::Range<u64>,
+    started: Instant,
+) -> io::Result<Begun> {
     let mut state = sluice_env::lock(&shared.state);
     // From here on no flush run of the file starts (it waits for this
     // pass, then looks up what is left): the pass writes every buffered
@@ -334,7 +374,7 @@ pub(super) fn write_back_file(
         // the next fsync.
         end_sync(shared, &mut state, id);
         drop(state);
-        return tier_check(shared, id).map(|()| 0);
+        return tier_check(shared, id).map(|()| Begun::Done(0));
     }
     // Cleared before the writes: a write after this point sets it again
     // for the next sync. A background pass leaves it to the next sync.
@@ -383,7 +423,7 @@ pub(super) fn write_back_file(
     }
     if pieces.is_empty() && !unsynced && !always {
         end_sync(shared, &mut state, id);
-        return Ok(0);
+        return Ok(Begun::Done(0));
     }
     let Some(open) = state.files.get_mut(&id) else {
         end_sync(shared, &mut state, id);
@@ -396,97 +436,240 @@ pub(super) fn write_back_file(
         .iter()
         .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
         .collect();
-    drop(state);
-    // At disk speed, one file at a time (writeback.rs); the sync of the
-    // capacity file is part of the write-back's turn.
-    let background = pass == Pass::Background;
-    let (written, result) = write_back(shared, handle.as_ref(), &pinned, background, || {
-        handle.sync_data()
-    });
-    let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
-    let mut state = sluice_env::lock(&shared.state);
-    for (_, _, p) in &pinned {
-        unpin(shared, &mut state, p.region);
+    Ok(Begun::Writing(Box::new(WriteBack {
+        id,
+        pass,
+        range,
+        bound,
+        handle,
+        what,
+        pinned,
+        flushed_unsynced,
+        seen_stamp,
+        started,
+        waited,
+        written: 0,
+        result: None,
+    })))
+}
+
+/// A write-back pass between its lookup and its end (issue 35: the pass
+/// as a machine its driver carries out): the pinned pieces to write to
+/// the capacity file, at disk speed in file order, then its sync
+/// ([`write_back`] does both in one call; the harness of random orders
+/// one run a turn, `orders.rs`), then [`WriteBack::finish`].
+pub(super) struct WriteBack {
+    id: FileId,
+    pass: Pass,
+    range: std::ops::Range<u64>,
+    /// Every record of the file below it was indexed at the lookup.
+    bound: u64,
+    handle: Arc<dyn BackendFile>,
+    what: String,
+    /// The pieces, each pinned in its region until the pass ends.
+    pinned: Vec<(u64, u64, Pinned)>,
+    /// Pieces a flush run wrote already, which this pass syncs.
+    flushed_unsynced: bool,
+    /// The file's stamp as seen before this pass (see `begin_write_back`).
+    seen_stamp: Option<ChangeStamp>,
+    started: Instant,
+    waited: Duration,
+    /// Bytes written so far.
+    written: u64,
+    /// How the writes and the sync ended (`None`: not carried out).
+    result: Option<Result<(), StretchError>>,
+}
+
+impl WriteBack {
+    /// The pieces to write, pinned, in file order.
+    pub(super) fn pieces(&self) -> &[(u64, u64, Pinned)] {
+        &self.pinned
     }
-    if let Some(open) = state.files.get_mut(&id) {
-        open.busy -= 1;
+
+    /// The capacity file to write and sync.
+    pub(super) fn handle(&self) -> &Arc<dyn BackendFile> {
+        &self.handle
     }
-    // The file's copies match what this pass left on the capacity file,
-    // whether or not the log takes the clean record below (cache.rs).
-    cache::end_own_write(&mut state, id);
-    // Cleared before the clean record below, which may wait for log room
-    // that only the flusher makes. A flush run of the file waiting for
-    // this sync looks its range up as soon as it is cleared, while the
-    // pieces are still indexed: the note makes it skip what this pass
-    // wrote and synced (ahead.rs). Without it, every close that met a
-    // region flush of its file had its bytes written twice (IO500's
-    // ior-easy under fast-all and close-to-open: 523–528 MiB for 512).
-    let noted = synced.is_ok() && !pieces.is_empty();
-    if noted {
-        super::ahead::note_sync(&mut state, id, range.clone(), bound);
+
+    /// The writes and the sync were carried out: `written` bytes, ending
+    /// as `result` says.
+    pub(super) fn wrote(&mut self, written: u64, result: Result<(), StretchError>) {
+        self.written += written;
+        self.result = Some(result);
     }
-    end_sync(shared, &mut state, id);
-    drop(state);
-    let synced = synced.map_err(context(format!(
-        "{what}: capacity tier {}",
-        shared.capacity.describe()
-    )));
-    if let Err(e) = synced {
-        if let (Pass::Sync { .. }, Some(open)) =
-            (pass, sluice_env::lock(&shared.state).files.get_mut(&id))
-        {
-            // Still owed: the next sync tries again.
-            open.capacity_unsynced = true;
+
+    /// The pass's end: [`WriteBack::end`], then [`Cleaning::clean`].
+    /// Returns the bytes written.
+    pub(super) fn finish(self, shared: &Shared) -> io::Result<u64> {
+        self.end(shared)?.clean(shared)
+    }
+
+    /// The end of the pass's writes: the pieces unpinned, the file no
+    /// longer busy or syncing (its flush runs and truncates go on), the
+    /// written range noted (ahead.rs); the write's or the sync's failure.
+    /// Then, synced, the clean record is left to do ([`Cleaning`]).
+    pub(super) fn end(self, shared: &Shared) -> io::Result<Cleaning> {
+        let WriteBack {
+            id,
+            pass,
+            range,
+            bound,
+            what,
+            pinned,
+            flushed_unsynced,
+            seen_stamp,
+            started,
+            waited,
+            written,
+            result,
+            ..
+        } = self;
+        let synced = result
+            .unwrap_or_else(|| {
+                Err(StretchError::Write(io::Error::other(
+                    "the write-back pass was not carried out",
+                )))
+            })
+            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
+        let mut state = sluice_env::lock(&shared.state);
+        for (_, _, p) in &pinned {
+            unpin(shared, &mut state, p.region);
         }
-        return Err(e);
-    }
-    let written_at = started.elapsed();
-    let mut state = sluice_env::lock(&shared.state);
-    if let (Some(stamp), Some(open)) = (seen_stamp, state.files.get_mut(&id)) {
-        // Synced as seen then: a write since changed the ctime.
-        open.kernel_stamp = KernelStamp::Taken(stamp);
-    }
-    match pass {
-        Pass::Sync { .. } => state.stats.synced_bytes += written,
-        Pass::Background => state.stats.written_back_bytes += written,
-    }
-    if !pieces.is_empty() || flushed_unsynced {
+        if let Some(open) = state.files.get_mut(&id) {
+            open.busy -= 1;
+        }
+        // The file's copies match what this pass left on the capacity
+        // file, whether or not the log takes the clean record below
+        // (cache.rs).
+        cache::end_own_write(&mut state, id);
+        // Cleared before the clean record below, which may wait for log
+        // room that only the flusher makes. A flush run of the file
+        // waiting for this sync looks its range up as soon as it is
+        // cleared, while the pieces are still indexed: the note makes it
+        // skip what this pass wrote and synced (ahead.rs). Without it,
+        // every close that met a region flush of its file had its bytes
+        // written twice (IO500's ior-easy under fast-all and
+        // close-to-open: 523–528 MiB for 512).
+        let noted = synced.is_ok() && !pinned.is_empty();
+        if noted {
+            super::ahead::note_sync(&mut state, id, range.clone(), bound);
+        }
+        end_sync(shared, &mut state, id);
         drop(state);
-        let cleaned = clean(shared, id, bound, range.clone(), pass, &what, |state| {
-            if noted {
-                super::ahead::forget_sync(state, id, &range, bound);
+        let synced = synced.map_err(context(format!(
+            "{what}: capacity tier {}",
+            shared.capacity.describe()
+        )));
+        if let Err(e) = synced {
+            if let (Pass::Sync { .. }, Some(open)) =
+                (pass, sluice_env::lock(&shared.state).files.get_mut(&id))
+            {
+                // Still owed: the next sync tries again.
+                open.capacity_unsynced = true;
             }
-        });
-        // A flush of these same bytes looked up before they were dropped
-        // lands before the caller goes on (a write of another node after
-        // this returns must not be overwritten by it).
-        let mut state = wait_while(
-            &shared.changed,
-            sluice_env::lock(&shared.state),
-            None,
-            busy(id),
-        );
-        // Released while this pass wrote it (a background pass, or the
-        // last handle closed meanwhile): forgotten now, its copies parked
-        // with the stamp just taken.
-        let handle = forget_if_unused(&mut state, id);
-        drop(state);
-        drop(handle);
-        cleaned?;
+            return Err(e);
+        }
+        let written_at = started.elapsed();
+        let mut state = sluice_env::lock(&shared.state);
+        if let (Some(stamp), Some(open)) = (seen_stamp, state.files.get_mut(&id)) {
+            // Synced as seen then: a write since changed the ctime.
+            open.kernel_stamp = KernelStamp::Taken(stamp);
+        }
+        match pass {
+            Pass::Sync { .. } => state.stats.synced_bytes += written,
+            Pass::Background => state.stats.written_back_bytes += written,
+        }
+        Ok(Cleaning {
+            id,
+            pass,
+            range,
+            bound,
+            what,
+            noted,
+            pieces: pinned.len(),
+            flushed_unsynced,
+            started,
+            waited,
+            written,
+            written_at,
+        })
     }
-    // Where a pass's time went: waiting for its turn and the records in
-    // flight, writing and syncing, then the clean record.
-    tracing::debug!(
-        file = %what,
-        background = pass == Pass::Background,
-        written,
-        pieces = pieces.len(),
-        waited_ms = waited.as_millis(),
-        written_ms = written_at.as_millis(),
-        ms = started.elapsed().as_millis(),
-        "written back"
-    );
-    Ok(written)
+}
+
+/// A write-back pass whose bytes are on the capacity file, synced: its
+/// clean record is left to append ([`Cleaning::clean`]), which may wait
+/// for log room that only the flusher makes.
+pub(super) struct Cleaning {
+    id: FileId,
+    pass: Pass,
+    range: std::ops::Range<u64>,
+    bound: u64,
+    what: String,
+    /// The written range was noted (ahead.rs), to forget once clean.
+    noted: bool,
+    pieces: usize,
+    flushed_unsynced: bool,
+    started: Instant,
+    waited: Duration,
+    written: u64,
+    written_at: Duration,
+}
+
+impl Cleaning {
+    /// The clean record, then the bytes dropped from the index (see
+    /// [`clean`]). Returns the bytes the pass wrote.
+    pub(super) fn clean(self, shared: &Shared) -> io::Result<u64> {
+        let Cleaning {
+            id,
+            pass,
+            range,
+            bound,
+            what,
+            noted,
+            pieces,
+            flushed_unsynced,
+            started,
+            waited,
+            written,
+            written_at,
+        } = self;
+        if pieces > 0 || flushed_unsynced {
+            let cleaned = clean(shared, id, bound, range.clone(), pass, &what, |state| {
+                if noted {
+                    super::ahead::forget_sync(state, id, &range, bound);
+                }
+            });
+            // A flush of these same bytes looked up before they were dropped
+            // lands before the caller goes on (a write of another node after
+            // this returns must not be overwritten by it).
+            let mut state = wait_while(
+                &shared.changed,
+                sluice_env::lock(&shared.state),
+                None,
+                busy(id),
+            );
+            // Released while this pass wrote it (a background pass, or the
+            // last handle closed meanwhile): forgotten now, its copies parked
+            // with the stamp just taken.
+            let handle = forget_if_unused(&mut state, id);
+            drop(state);
+            drop(handle);
+            cleaned?;
+        }
+        // Where a pass's time went: waiting for its turn and the records in
+        // flight, writing and syncing, then the clean record.
+        tracing::debug!(
+            file = %what,
+            background = pass == Pass::Background,
+            written,
+            pieces,
+            waited_ms = waited.as_millis(),
+            written_ms = written_at.as_millis(),
+            ms = started.elapsed().as_millis(),
+            "written back"
+        );
+        Ok(written)
+    }
 }
 
 /// Every byte in `range` of `id` buffered before sequence number `bound` is

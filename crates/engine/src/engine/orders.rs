@@ -27,7 +27,9 @@
 //! close-to-open does ([`Engine::sync_file_and_fsync`]): every buffered
 //! byte to the capacity file, one run a turn, then its sync, then, a
 //! later turn, a clean record that drops them from the index and the
-//! fsync's end, which acknowledges ([`Syncs`]). Each seed also runs a second time with a crash at a random turn, with
+//! fsync's end, which acknowledges ([`Syncs`]).
+//!
+//! Each seed also runs a second time with a crash at a random turn, with
 //! payloads waiting: both tiers stop at once ([`CrashBackend::halt`]) as a
 //! kill of the mount, or as a power cut of the fast tier (torn writes or
 //! not) with or without one of the capacity tier. The waiting payloads
@@ -479,13 +481,16 @@ impl Syncs {
     /// The clean record of a pass that waits for it, and the fsync's end,
     /// which acknowledges: with room in the log ([`make_room`] first).
     fn clean(&mut self, engine: &Engine, ids: &[FileId], acks: &mut [Option<Acked>], seed: u64) {
+        if !self.cleaning() {
+            return;
+        }
         let Some(Syncing {
             file,
             stage: Stage::Cleaning(cleaning),
             ack,
         }) = self.current.take()
         else {
-            return;
+            unreachable!("cleaning, above");
         };
         cleaning
             .clean(&engine.shared)
@@ -1055,6 +1060,70 @@ fn place<'p>(shared: &Shared, id: FileId, offset: u64, payload: &'p [u8]) -> Wai
     }
 }
 
+/// Two files, `a` and `b`, on fresh tiers to crash as `crash` says, the
+/// engine without its flusher's thread.
+struct Pair {
+    fast: Arc<CrashBackend>,
+    capacity: Arc<CrashBackend>,
+    engine: Engine,
+    paths: Vec<RelPath>,
+    a: FileId,
+    b: FileId,
+}
+
+fn pair(crash: &Crash) -> Pair {
+    let (fast, capacity) = tiers(1, Some(crash));
+    let engine = open(&fast, &capacity, false).expect("open");
+    let paths: Vec<RelPath> = ["a", "b"]
+        .iter()
+        .map(|p| RelPath::new(p).unwrap())
+        .collect();
+    let (a, b) = (
+        engine.create(&paths[0]).unwrap(),
+        engine.create(&paths[1]).unwrap(),
+    );
+    Pair {
+        fast,
+        capacity,
+        engine,
+        paths,
+        a,
+        b,
+    }
+}
+
+/// Records of `b` of `fill`'s bytes, landed one after the other, until
+/// the log's filling region is full: the offset the next would take.
+fn fill_region(shared: &Shared, b: FileId, fill: &[u8]) -> u64 {
+    let filling = |shared: &Shared| sluice_env::lock(&shared.state).buffer.pipeline().filling();
+    let first = filling(shared);
+    let mut offset = 0;
+    while filling(shared) == first {
+        finish(shared, place(shared, b, offset, fill), 0);
+        offset += fill.len() as u64;
+    }
+    offset
+}
+
+/// Both tiers stopped as `crash` says under `engine`, which is dropped
+/// only then (nothing it still tries reaches them), then recovery, with
+/// `a`'s fsync acknowledging `acked`.
+fn crash_and_recover(
+    crash: &Crash,
+    engine: Engine,
+    fast: &Arc<CrashBackend>,
+    capacity: &Arc<CrashBackend>,
+    paths: &[RelPath],
+    acked: Acked,
+) {
+    fast.halt(crash.fast_lost);
+    capacity.halt(crash.capacity_lost);
+    drop(engine);
+    fast.restart();
+    capacity.restart();
+    recovered(0, crash, fast, capacity, paths, &[Some(acked), None]);
+}
+
 /// The case behind `Written::waits` (docs/crash-consistency.md,
 /// "superseded bytes"): a flush leaves out fsynced bytes that a newer
 /// record Y superseded, and Y lies behind a record X still in flight in
@@ -1068,29 +1137,21 @@ fn a_flush_retires_only_once_the_records_it_left_bytes_out_for_are_recoverable()
         capacity_lost: false,
         torn: false,
     };
-    let (fast, capacity) = tiers(1, Some(&crash));
-    let engine = open(&fast, &capacity, false).expect("open");
-    let paths: Vec<RelPath> = ["a", "b"]
-        .iter()
-        .map(|p| RelPath::new(p).unwrap())
-        .collect();
-    let (a, b) = (
-        engine.create(&paths[0]).unwrap(),
-        engine.create(&paths[1]).unwrap(),
-    );
+    let Pair {
+        fast,
+        capacity,
+        engine,
+        paths,
+        a,
+        b,
+    } = pair(&crash);
     let shared: &Shared = &engine.shared;
     let (old, new, fill) = (vec![1u8; 4096], vec![2u8; 4096], vec![3u8; 4000]);
     finish(shared, place(shared, a, 0, &old), 0);
     engine.fsync(a).unwrap();
     let mut acked = Acked::of(&old);
     // Fill the first region with another file's bytes.
-    let filling = |shared: &Shared| sluice_env::lock(&shared.state).buffer.pipeline().filling();
-    let first = filling(shared);
-    let mut offset = 0;
-    while filling(shared) == first {
-        finish(shared, place(shared, b, offset, &fill), 0);
-        offset += fill.len() as u64;
-    }
+    let offset = fill_region(shared, b, &fill);
     // X in flight, then Y over the fsynced bytes, landed.
     let x = place(shared, b, offset, &fill);
     finish(shared, place(shared, a, 0, &new), 0);
@@ -1105,12 +1166,7 @@ fn a_flush_retires_only_once_the_records_it_left_bytes_out_for_are_recoverable()
     finish(shared, x, 0);
     assert!(!set.waits(&sluice_env::lock(&shared.state)));
     retire(shared, set, 0);
-    fast.halt(crash.fast_lost);
-    capacity.halt(crash.capacity_lost);
-    drop(engine);
-    fast.restart();
-    capacity.restart();
-    recovered(0, &crash, &fast, &capacity, &paths, &[Some(acked), None]);
+    crash_and_recover(&crash, engine, &fast, &capacity, &paths, acked);
 }
 
 /// The case behind [`capacity_owed`]'s flush notes: a flush run gives the
@@ -1127,16 +1183,14 @@ fn a_truncate_between_a_flush_run_and_its_sync_keeps_the_files_length() {
         capacity_lost: true,
         torn: false,
     };
-    let (fast, capacity) = tiers(1, Some(&crash));
-    let engine = open(&fast, &capacity, false).expect("open");
-    let paths: Vec<RelPath> = ["a", "b"]
-        .iter()
-        .map(|p| RelPath::new(p).unwrap())
-        .collect();
-    let (a, b) = (
-        engine.create(&paths[0]).unwrap(),
-        engine.create(&paths[1]).unwrap(),
-    );
+    let Pair {
+        fast,
+        capacity,
+        engine,
+        paths,
+        a,
+        b,
+    } = pair(&crash);
     let shared: &Shared = &engine.shared;
     // a: a hole, then 4 KiB, fsynced (in the log only).
     let (bytes, fill) = (vec![1u8; 4096], vec![3u8; 4000]);
@@ -1144,13 +1198,7 @@ fn a_truncate_between_a_flush_run_and_its_sync_keeps_the_files_length() {
     engine.fsync(a).unwrap();
     let mut acked = Acked::of(&[vec![0u8; 8192], bytes].concat());
     // Fill the region with another file's bytes, so that it flushes.
-    let filling = |shared: &Shared| sluice_env::lock(&shared.state).buffer.pipeline().filling();
-    let first = filling(shared);
-    let mut offset = 0;
-    while filling(shared) == first {
-        finish(shared, place(shared, b, offset, &fill), 0);
-        offset += fill.len() as u64;
-    }
+    fill_region(shared, b, &fill);
     // Every run of the set written, none of its files synced yet.
     let Ok(Begun::Writing(mut writing)) = begin_flush(shared) else {
         panic!("the full region was not flushed");
@@ -1173,12 +1221,7 @@ fn a_truncate_between_a_flush_run_and_its_sync_keeps_the_files_length() {
     );
     acked.truncate(4096);
     drop(writing);
-    fast.halt(crash.fast_lost);
-    capacity.halt(crash.capacity_lost);
-    drop(engine);
-    fast.restart();
-    capacity.restart();
-    recovered(0, &crash, &fast, &capacity, &paths, &[Some(acked), None]);
+    crash_and_recover(&crash, engine, &fast, &capacity, &paths, acked);
 }
 
 #[test]

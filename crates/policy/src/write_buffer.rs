@@ -1145,6 +1145,12 @@ impl WriteBuffer {
         &self.index
     }
 
+    /// The clean extents (bytes written back, still in their regions),
+    /// for checks.
+    pub fn cache(&self) -> &ExtentIndex {
+        &self.cache
+    }
+
     /// Byte counters of placed writes.
     pub fn counters(&self) -> WriteBufferCounters {
         self.counters

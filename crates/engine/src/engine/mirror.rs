@@ -53,6 +53,45 @@ impl Mirror {
         }
     }
 
+    /// The module's invariants on the copies alone (invariants.rs checks
+    /// each against its region's records): `bytes` is their total, at most
+    /// `budget`, and `order` names every region with copies, each once.
+    #[cfg(test)]
+    pub(super) fn check(&self) -> Result<(), String> {
+        let total: u64 = self
+            .regions
+            .iter()
+            .flat_map(|copies| copies.values())
+            .map(|copy| copy.len() as u64)
+            .sum();
+        if total != self.bytes || total > self.budget {
+            return Err(format!(
+                "memory copy: {total} bytes held, {} counted, budget {}",
+                self.bytes, self.budget
+            ));
+        }
+        for (r, copies) in self.regions.iter().enumerate() {
+            let named = self.order.iter().filter(|o| o.0 as usize == r).count();
+            if named != usize::from(!copies.is_empty()) {
+                return Err(format!(
+                    "memory copy: region {r} with {} copies named {named} times",
+                    copies.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every copy: its region, payload offset and length.
+    #[cfg(test)]
+    pub(super) fn copies(&self) -> impl Iterator<Item = (usize, u64, usize)> + '_ {
+        self.regions.iter().enumerate().flat_map(|(r, copies)| {
+            copies
+                .iter()
+                .map(move |(&offset, copy)| (r, offset, copy.len()))
+        })
+    }
+
     /// Whether copies are kept at all: callers skip the copy otherwise.
     pub(super) fn enabled(&self) -> bool {
         self.budget > 0

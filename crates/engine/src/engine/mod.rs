@@ -96,6 +96,8 @@ mod files;
 mod flush;
 mod health;
 mod held;
+#[cfg(test)]
+mod invariants;
 mod marks;
 mod mirror;
 mod names;

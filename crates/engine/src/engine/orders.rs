@@ -56,6 +56,9 @@
 //! flight in regions flushed and reused before them. The drain at the end
 //! starts the flusher's thread.
 //!
+//! Between any two turns the engine's state must meet its invariants
+//! (`invariants.rs`), with exactly the work in flight the harness holds.
+//!
 //! A failure names its seed and its crash; `SLUICE_ORDERS_SEED=N cargo
 //! test -p sluice-engine --lib orders` replays it, `SLUICE_ORDERS_SEEDS=N`
 //! runs N (200 by default), each with and without its crash;
@@ -76,6 +79,7 @@ use super::flush::{
     begin_flush, flush_regions, retire_set, start_flush, sync_flushed, write_runs, write_set,
     Begun, Command, SetWrite, Started, Written,
 };
+use super::invariants::{self, UnderWay};
 use super::sync::{begin_write_back, Begun as WriteBackBegun, Cleaning, Pass, WriteBack};
 use super::writeback::{runs_of, write_back, StretchError};
 use super::{
@@ -700,6 +704,17 @@ fn run(seed: u64, crash: Option<Crash>) -> Ran {
     let mut pending = ops.len();
     let mut turn = 0;
     while pending > 0 || !turns.waiting.is_empty() {
+        // The engine's invariants hold between any two turns.
+        let under_way = UnderWay {
+            write_back: turns.syncs.writing(None).then(|| {
+                let file = turns.syncs.current.as_ref().map_or(0, |s| s.file);
+                ids[file]
+            }),
+            records_in_flight: turns.waiting.len(),
+        };
+        if let Err(e) = invariants::check(&sluice_env::lock(&shared.state), under_way) {
+            panic!("seed {seed}, turn {turn}: {e}");
+        }
         if crash.as_ref().is_some_and(|c| c.turn == turn) {
             break;
         }

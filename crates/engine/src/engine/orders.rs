@@ -1120,23 +1120,23 @@ fn fill_region(shared: &Shared, b: FileId, fill: &[u8]) -> u64 {
     offset
 }
 
-/// Both tiers stopped as `crash` says under `engine`, which is dropped
-/// only then (nothing it still tries reaches them), then recovery, with
-/// `a`'s fsync acknowledging `acked`.
-fn crash_and_recover(
-    crash: &Crash,
-    engine: Engine,
-    fast: &Arc<CrashBackend>,
-    capacity: &Arc<CrashBackend>,
-    paths: &[RelPath],
-    acked: Acked,
-) {
+/// Both tiers stopped as `crash` says under the pair's engine, which is
+/// dropped only then (nothing it still tries reaches them), then
+/// recovery, with `a`'s fsync acknowledging `acked`.
+fn crash_and_recover(crash: &Crash, pair: Pair, acked: Acked) {
+    let Pair {
+        fast,
+        capacity,
+        engine,
+        paths,
+        ..
+    } = pair;
     fast.halt(crash.fast_lost);
     capacity.halt(crash.capacity_lost);
     drop(engine);
     fast.restart();
     capacity.restart();
-    recovered(0, crash, fast, capacity, paths, &[Some(acked), None]);
+    recovered(0, crash, &fast, &capacity, &paths, &[Some(acked), None]);
 }
 
 /// The case behind `Written::waits` (docs/crash-consistency.md,
@@ -1152,14 +1152,8 @@ fn a_flush_retires_only_once_the_records_it_left_bytes_out_for_are_recoverable()
         capacity_lost: false,
         torn: false,
     };
-    let Pair {
-        fast,
-        capacity,
-        engine,
-        paths,
-        a,
-        b,
-    } = pair(&crash);
+    let pair = pair(&crash);
+    let (engine, a, b) = (&pair.engine, pair.a, pair.b);
     let shared: &Shared = &engine.shared;
     let (old, new, fill) = (vec![1u8; 4096], vec![2u8; 4096], vec![3u8; 4000]);
     finish(shared, place(shared, a, 0, &old), 0);
@@ -1181,7 +1175,7 @@ fn a_flush_retires_only_once_the_records_it_left_bytes_out_for_are_recoverable()
     finish(shared, x, 0);
     assert!(!set.waits(&sluice_env::lock(&shared.state)));
     retire(shared, set, 0);
-    crash_and_recover(&crash, engine, &fast, &capacity, &paths, acked);
+    crash_and_recover(&crash, pair, acked);
 }
 
 /// The case behind [`capacity_owed`]'s flush notes: a flush run gives the
@@ -1198,14 +1192,8 @@ fn a_truncate_between_a_flush_run_and_its_sync_keeps_the_files_length() {
         capacity_lost: true,
         torn: false,
     };
-    let Pair {
-        fast,
-        capacity,
-        engine,
-        paths,
-        a,
-        b,
-    } = pair(&crash);
+    let pair = pair(&crash);
+    let (engine, a, b) = (&pair.engine, pair.a, pair.b);
     let shared: &Shared = &engine.shared;
     // a: a hole, then 4 KiB, fsynced (in the log only).
     let (bytes, fill) = (vec![1u8; 4096], vec![3u8; 4000]);
@@ -1223,20 +1211,20 @@ fn a_truncate_between_a_flush_run_and_its_sync_keeps_the_files_length() {
         writing.wrote(runs.len(), touched);
     }
     assert_eq!(
-        capacity_bytes(&capacity, &paths[0]).map(|c| c.len()),
+        capacity_bytes(&pair.capacity, &pair.paths[0]).map(|c| c.len()),
         Some(12288)
     );
     // A truncate below every logged byte of a, the capacity tier's power
     // cut at its first sync: the grow's (it was owed one), or else the
     // cut's, behind a durable record.
-    capacity.crash_at(capacity.sync_points() + 1);
+    pair.capacity.crash_at(pair.capacity.sync_points() + 1);
     assert!(
         engine.truncate(a, 4096).is_err(),
         "the capacity tier went down"
     );
     acked.truncate(4096);
     drop(writing);
-    crash_and_recover(&crash, engine, &fast, &capacity, &paths, acked);
+    crash_and_recover(&crash, pair, acked);
 }
 
 #[test]

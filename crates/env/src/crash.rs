@@ -499,12 +499,9 @@ impl CrashState {
         let torn_writes = self.torn_writes;
         // In the order of the files' ids, so a seed tears the same
         // prefixes every time (a map's order differs from run to run).
-        let mut ids: Vec<FileId> = self.files.keys().copied().collect();
-        ids.sort_unstable();
-        for id in ids {
-            let Some(file) = self.files.get_mut(&id) else {
-                continue;
-            };
+        let mut files: Vec<(&FileId, &mut CrashFile)> = self.files.iter_mut().collect();
+        files.sort_unstable_by_key(|&(id, _)| *id);
+        for (_, file) in files {
             if torn_writes && !file.unsynced.is_empty() {
                 let mut budget = next_random(&mut self.rng_state) % (file.unsynced_bytes + 1);
                 let mut data = std::mem::take(&mut file.synced);

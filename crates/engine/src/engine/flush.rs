@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_env::{wait_while, BackendFile, SetAttr, TimeSet};
+use sluice_env::{wait_while, with_context, BackendFile, SetAttr, TimeSet};
 use sluice_policy::write_buffer::{FlushRunRef, FlushSet, FlushStart};
 use sluice_policy::{FileId, RegionId};
 
@@ -192,19 +192,19 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         // A close while a writer's append is stuck: the set stays in the
         // log, written, as after a crash before its retirement.
         drop(state);
-        abandon(shared, written);
+        give_back(shared, &written.set, &written.files);
         return Ok(Some(Step::Shutdown));
     }
     drop(state);
     retire_set(shared, written)
 }
 
-/// A set written and not retired goes back to the write buffer unflushed
-/// (the next flush writes it again).
-fn abandon(shared: &Shared, written: Written) {
-    let Written { set, files, .. } = written;
-    unflush(&mut sluice_env::lock(&shared.state), &set);
-    forget_own_writes(shared, &files);
+/// A set not retired (its writes failed, or it was written and the
+/// engine closes) goes back to the write buffer unflushed, its bytes in
+/// the log for the next flush, and this node's writes of its `files` end.
+fn give_back(shared: &Shared, set: &[RegionId], files: &BTreeSet<FileId>) {
+    unflush(&mut sluice_env::lock(&shared.state), set);
+    forget_own_writes(shared, files);
 }
 
 /// What [`start_flush`] did.
@@ -452,12 +452,9 @@ impl SetWrite {
         }
     }
 
-    /// A command failed: the set's regions go back to the write buffer
-    /// unflushed (their bytes stay in the log) and this node's writes of
-    /// its files end.
+    /// A command failed: the set goes back ([`give_back`]).
     pub(super) fn abort(self, shared: &Shared) {
-        unflush(&mut sluice_env::lock(&shared.state), &self.set);
-        forget_own_writes(shared, &self.files);
+        give_back(shared, &self.set, &self.files);
     }
 
     /// Written and synced ([`Command::Done`]): the set, to retire.
@@ -494,13 +491,8 @@ impl SetWrite {
 /// Sync `file`, a capacity file a flush wrote.
 pub(super) fn sync_flushed(shared: &Shared, file: &dyn BackendFile) -> io::Result<()> {
     file.sync_data().map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "capacity tier {}: sync after flush: {e}",
-                shared.capacity.describe()
-            ),
-        )
+        let tier = shared.capacity.describe();
+        with_context(e, format!("capacity tier {tier}: sync after flush"))
     })
 }
 
@@ -657,12 +649,10 @@ fn sync_newer_records(shared: &Shared, set: &[RegionId]) -> io::Result<()> {
         .collect();
     for file in newer {
         file.sync().map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "fast tier {}: sync the log before a flush retires its regions: {e}",
-                    shared.fast.describe()
-                ),
+            let tier = shared.fast.describe();
+            with_context(
+                e,
+                format!("fast tier {tier}: sync the log before a flush retires its regions"),
             )
         })?;
     }

@@ -455,18 +455,15 @@ impl Syncs {
         }
         let Some(Syncing {
             file,
-            stage: Stage::Writing {
-                mut pass, written, ..
-            },
+            stage: Stage::Writing { pass, written, .. },
             ack,
         }) = self.current.take()
         else {
             unreachable!("writing, above");
         };
         let synced = pass.handle().sync_data().map_err(StretchError::Write);
-        pass.wrote(written, synced);
         let cleaning = pass
-            .end(shared)
+            .end(shared, written, synced)
             .unwrap_or_else(|e| panic!("seed {seed}: write-back of f{file}: {e}"));
         self.current = Some(Syncing {
             file,

@@ -297,7 +297,7 @@ pub(super) fn write_back_file(
     };
     match begin_write_back(shared, id, pass, range, started)? {
         Begun::Done(written) => Ok(written),
-        Begun::Writing(mut writing) => {
+        Begun::Writing(writing) => {
             let background = pass == Pass::Background;
             let (written, result) = write_back(
                 shared,
@@ -306,8 +306,7 @@ pub(super) fn write_back_file(
                 background,
                 || writing.handle().sync_data(),
             );
-            writing.wrote(written, result);
-            writing.finish(shared)
+            writing.end(shared, written, result)?.clean(shared)
         }
     }
 }
@@ -437,47 +436,49 @@ pub(super) fn begin_write_back(
         .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
         .collect();
     Ok(Begun::Writing(Box::new(WriteBack {
-        id,
-        pass,
-        range,
-        bound,
+        of: PassOf {
+            id,
+            pass,
+            range,
+            bound,
+            what,
+            flushed_unsynced,
+            started,
+            waited,
+        },
         handle,
-        what,
         pinned,
-        flushed_unsynced,
         seen_stamp,
-        started,
-        waited,
-        written: 0,
-        result: None,
     })))
+}
+
+/// What a write-back pass is about, from its lookup to its clean record.
+struct PassOf {
+    id: FileId,
+    pass: Pass,
+    range: std::ops::Range<u64>,
+    /// Every record of the file below it was indexed at the lookup.
+    bound: u64,
+    what: String,
+    /// Pieces a flush run wrote already, which this pass syncs.
+    flushed_unsynced: bool,
+    started: Instant,
+    waited: Duration,
 }
 
 /// A write-back pass between its lookup and its end (issue 35: the pass
 /// as a machine its driver carries out): the pinned pieces to write to
 /// the capacity file, at disk speed in file order, then its sync
 /// ([`write_back`] does both in one call; the harness of random orders
-/// one run a turn, `orders.rs`), then [`WriteBack::finish`].
+/// one run a turn, `orders.rs`), then [`WriteBack::end`] with how that
+/// went.
 pub(super) struct WriteBack {
-    id: FileId,
-    pass: Pass,
-    range: std::ops::Range<u64>,
-    /// Every record of the file below it was indexed at the lookup.
-    bound: u64,
+    of: PassOf,
     handle: Arc<dyn BackendFile>,
-    what: String,
     /// The pieces, each pinned in its region until the pass ends.
     pinned: Vec<(u64, u64, Pinned)>,
-    /// Pieces a flush run wrote already, which this pass syncs.
-    flushed_unsynced: bool,
     /// The file's stamp as seen before this pass (see `begin_write_back`).
     seen_stamp: Option<ChangeStamp>,
-    started: Instant,
-    waited: Duration,
-    /// Bytes written so far.
-    written: u64,
-    /// How the writes and the sync ended (`None`: not carried out).
-    result: Option<Result<(), StretchError>>,
 }
 
 impl WriteBack {
@@ -491,46 +492,33 @@ impl WriteBack {
         &self.handle
     }
 
-    /// The writes and the sync were carried out: `written` bytes, ending
-    /// as `result` says.
-    pub(super) fn wrote(&mut self, written: u64, result: Result<(), StretchError>) {
-        self.written += written;
-        self.result = Some(result);
-    }
-
-    /// The pass's end: [`WriteBack::end`], then [`Cleaning::clean`].
-    /// Returns the bytes written.
-    pub(super) fn finish(self, shared: &Shared) -> io::Result<u64> {
-        self.end(shared)?.clean(shared)
-    }
-
-    /// The end of the pass's writes: the pieces unpinned, the file no
-    /// longer busy or syncing (its flush runs and truncates go on), the
-    /// written range noted (ahead.rs); the write's or the sync's failure.
-    /// Then, synced, the clean record is left to do ([`Cleaning`]).
-    pub(super) fn end(self, shared: &Shared) -> io::Result<Cleaning> {
+    /// The end of the pass's writes, `written` bytes that ended as
+    /// `result` says: the pieces unpinned, the file no longer busy or
+    /// syncing (its flush runs and truncates go on), the written range
+    /// noted (ahead.rs); the write's or the sync's failure. Then, synced,
+    /// the clean record is left to do ([`Cleaning`]).
+    pub(super) fn end(
+        self,
+        shared: &Shared,
+        written: u64,
+        result: Result<(), StretchError>,
+    ) -> io::Result<Cleaning> {
         let WriteBack {
-            id,
-            pass,
-            range,
-            bound,
-            what,
+            of,
             pinned,
-            flushed_unsynced,
             seen_stamp,
-            started,
-            waited,
-            written,
-            result,
             ..
         } = self;
-        let synced = result
-            .unwrap_or_else(|| {
-                Err(StretchError::Write(io::Error::other(
-                    "the write-back pass was not carried out",
-                )))
-            })
-            .map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
+        let PassOf {
+            id,
+            pass,
+            ref range,
+            bound,
+            ref what,
+            started,
+            ..
+        } = of;
+        let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
         let mut state = sluice_env::lock(&shared.state);
         for (_, _, p) in &pinned {
             unpin(shared, &mut state, p.region);
@@ -556,11 +544,11 @@ impl WriteBack {
         }
         end_sync(shared, &mut state, id);
         drop(state);
-        let synced = synced.map_err(context(format!(
-            "{what}: capacity tier {}",
-            shared.capacity.describe()
-        )));
         if let Err(e) = synced {
+            let e = sluice_env::with_context(
+                e,
+                format!("{what}: capacity tier {}", shared.capacity.describe()),
+            );
             if let (Pass::Sync { .. }, Some(open)) =
                 (pass, sluice_env::lock(&shared.state).files.get_mut(&id))
             {
@@ -580,16 +568,9 @@ impl WriteBack {
             Pass::Background => state.stats.written_back_bytes += written,
         }
         Ok(Cleaning {
-            id,
-            pass,
-            range,
-            bound,
-            what,
+            of,
             noted,
             pieces: pinned.len(),
-            flushed_unsynced,
-            started,
-            waited,
             written,
             written_at,
         })
@@ -600,17 +581,10 @@ impl WriteBack {
 /// clean record is left to append ([`Cleaning::clean`]), which may wait
 /// for log room that only the flusher makes.
 pub(super) struct Cleaning {
-    id: FileId,
-    pass: Pass,
-    range: std::ops::Range<u64>,
-    bound: u64,
-    what: String,
+    of: PassOf,
     /// The written range was noted (ahead.rs), to forget once clean.
     noted: bool,
     pieces: usize,
-    flushed_unsynced: bool,
-    started: Instant,
-    waited: Duration,
     written: u64,
     written_at: Duration,
 }
@@ -620,16 +594,19 @@ impl Cleaning {
     /// [`clean`]). Returns the bytes the pass wrote.
     pub(super) fn clean(self, shared: &Shared) -> io::Result<u64> {
         let Cleaning {
-            id,
-            pass,
-            range,
-            bound,
-            what,
+            of:
+                PassOf {
+                    id,
+                    pass,
+                    range,
+                    bound,
+                    what,
+                    flushed_unsynced,
+                    started,
+                    waited,
+                },
             noted,
             pieces,
-            flushed_unsynced,
-            started,
-            waited,
             written,
             written_at,
         } = self;

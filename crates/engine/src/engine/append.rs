@@ -17,6 +17,7 @@ use super::degrade::{
     fallback_wait, fast_append_failed, fast_append_worked, fell_back, wait_reset,
 };
 use super::files::unknown;
+use super::holds::{Hold, OwnWrite};
 use super::{cache, context, Shared, State, FORCED_WAIT_MAX};
 
 /// What a record's append asks of its driver next ([`Append::step`]).
@@ -571,11 +572,12 @@ pub(super) fn append_data(
                 // Placed on the capacity tier: nothing buffered overlaps it.
                 // Written outside the engine lock; the caller holds the
                 // file's I/O lock, so this file's writes stay in order.
-                let handle = begin_capacity_write(&mut state, file, part_offset, part.len())?;
+                let (handle, writer) =
+                    begin_capacity_write(&mut state, file, part_offset, part.len())?;
                 drop(state);
                 let written = handle.write_at(part, part_offset);
                 state = sluice_env::lock(&shared.state);
-                cache::end_own_write(&mut state, file);
+                cache::end_own_write(&mut state, writer);
                 if let Err(e) = written {
                     let path = state.files.get(&file).map(|open| open.path.to_string());
                     return Err(context(format!(
@@ -594,7 +596,8 @@ pub(super) fn append_data(
 
 /// Before a write of `len` bytes at `offset` that the write buffer placed
 /// on the capacity tier, under the lock: the handle to write with,
-/// outside it, and [`cache::end_own_write`] after. Clean copies of the
+/// outside it, and the own write to give back to [`cache::end_own_write`]
+/// after. Clean copies of the
 /// range are superseded now (a copy may have joined the cache while this
 /// write waited for an older buffered copy to be flushed: degrade.rs); the
 /// file's other copies stay valid across this node's own write: checked
@@ -604,9 +607,7 @@ pub(super) fn begin_capacity_write(
     file: FileId,
     offset: u64,
     len: usize,
-) -> io::Result<Arc<dyn BackendFile>> {
-    state.buffer.forget_cached(file, offset, len as u64);
-    cache::begin_own_write(state, file);
+) -> io::Result<(Arc<dyn BackendFile>, Hold<OwnWrite>)> {
     let State {
         files, placements, ..
     } = state;
@@ -614,7 +615,9 @@ pub(super) fn begin_capacity_write(
         return Err(unknown(file));
     };
     placements.add(file, &open.path, Tier::Capacity, len as u64);
-    Ok(Arc::clone(&open.handle))
+    let handle = Arc::clone(&open.handle);
+    state.buffer.forget_cached(file, offset, len as u64);
+    Ok((handle, cache::begin_own_write(state, file)))
 }
 
 pub(super) fn append_error(shared: &Shared, e: io::Error) -> io::Error {

@@ -44,7 +44,8 @@ use sluice_env::Stat;
 use sluice_policy::extent_index::Piece;
 use sluice_policy::{FileId, RegionId};
 
-use super::read::{pin, unpin, Pinned};
+use super::holds::{Hold, OwnWrite, Pin};
+use super::read::{pin, unpin, Located};
 use super::{ChangeStamp, Shared, State};
 
 /// The capacity file of `id` as it is now, if the backend can tell.
@@ -100,23 +101,18 @@ pub(super) fn forget_file(state: &mut State, id: FileId) {
 /// straight write, a truncate). The first such writer compares the copies
 /// with the capacity file first: copies that no longer match it go
 /// (another node wrote it since the last stamp), so the stamp taken when
-/// the last writer ends vouches for this node's bytes only. Every call is
-/// matched by one [`end_own_write`].
-pub(super) fn begin_own_write(state: &mut State, id: FileId) {
+/// the last writer ends vouches for this node's bytes only. The hold is
+/// given back by [`end_own_write`].
+pub(super) fn begin_own_write(state: &mut State, id: FileId) -> Hold<OwnWrite> {
     check(state, id, None);
-    if let Some(open) = state.files.get_mut(&id) {
-        open.own_writers += 1;
-    }
+    Hold::take(state, id)
 }
 
 /// A writer of [`begin_own_write`] ended (its writes landed, or failed):
 /// the last one stamps the capacity file as it is now.
-pub(super) fn end_own_write(state: &mut State, id: FileId) {
-    let Some(open) = state.files.get_mut(&id) else {
-        return;
-    };
-    open.own_writers = open.own_writers.saturating_sub(1);
-    if open.own_writers == 0 {
+pub(super) fn end_own_write(state: &mut State, writer: Hold<OwnWrite>) {
+    let id = writer.key();
+    if writer.give_back(state) == Some(0) {
         restamp(state, id);
     }
 }
@@ -212,7 +208,9 @@ pub(super) struct CachedRead {
     pub(super) len: usize,
     /// The file offset (read from the capacity tier if not served).
     pub(super) file_offset: u64,
-    pub(super) pinned: Pinned,
+    pub(super) located: Located,
+    /// The region's pin, given back by [`settle`].
+    pin: Hold<Pin>,
     /// The region's `reuses` when it was pinned.
     reuses: u64,
 }
@@ -241,11 +239,13 @@ pub(super) fn split_hole(
                 ..
             } => {
                 let reuses = state.regions[location.region.0 as usize].reuses;
+                let (located, pin) = pin(state, location);
                 cached.push(CachedRead {
                     start: at,
                     len: len as usize,
                     file_offset,
-                    pinned: pin(state, location),
+                    located,
+                    pin,
                     reuses,
                 });
             }
@@ -261,14 +261,14 @@ pub(super) fn settle(
     shared: &Shared,
     state: &mut State,
     file: FileId,
-    cached: &[CachedRead],
+    cached: Vec<CachedRead>,
     copied: &[io::Result<()>],
     holes: &mut Vec<(usize, usize, u64)>,
 ) {
     let mut corrupt = false;
-    for (read, result) in cached.iter().zip(copied) {
-        let region = read.pinned.region;
-        unpin(shared, state, region);
+    for (read, result) in cached.into_iter().zip(copied) {
+        let region = read.pin.key();
+        unpin(shared, state, read.pin);
         let reused = state.regions[region.0 as usize].reuses != read.reuses;
         match result {
             Ok(()) if !reused => state.stats.clean_read_bytes += read.len as u64,

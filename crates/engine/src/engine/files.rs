@@ -19,7 +19,8 @@ use sluice_policy::FileId;
 use crate::log::RecordHeader;
 
 use super::append::{appends_in_flight, sync_log, Append};
-use super::read::{locate, Pinned};
+use super::holds::{Hold, Quiesce};
+use super::read::{locate, Located};
 use super::writeback::{write_stretches, StretchError};
 use super::{cache, context, KernelStamp, OpenFile, Shared, State};
 
@@ -98,7 +99,7 @@ pub(super) fn attach(
             sync_lock: Arc::new(Mutex::new(())),
             size,
             busy: 0,
-            syncing: false,
+            syncing: 0,
             opens: 0,
             quiescing: 0,
             capacity_unsynced: false,
@@ -320,14 +321,14 @@ pub(super) fn drop_name<R>(
             // first. Every record in flight lands first, not only those
             // older than now: the flush goes on under this hold of the
             // lock, and no new one starts meanwhile (`quiescing`).
-            quiescing(&mut state, id, true);
+            let quiesce = Hold::<Quiesce>::take(&mut state, id);
             state = wait_while(
                 &shared.changed,
                 state,
                 APPENDED_POLL,
                 appending_before(id, u64::MAX),
             );
-            quiescing(&mut state, id, false);
+            let _ = quiesce.give_back(&mut state);
             shared.changed.notify_all();
             flush_file(shared, &state, id)?;
         }
@@ -375,18 +376,6 @@ pub(super) fn has_other_names(shared: &Shared, path: &RelPath) -> bool {
         .is_ok_and(|stat| stat.kind == sluice_env::StatKind::File && stat.nlink > 1)
 }
 
-/// New records of `id` wait while a caller waits for those in flight
-/// (`on`) until it is done (`!on`).
-fn quiescing(state: &mut State, id: FileId, on: bool) {
-    if let Some(open) = state.files.get_mut(&id) {
-        if on {
-            open.quiescing += 1;
-        } else {
-            open.quiescing -= 1;
-        }
-    }
-}
-
 /// Write every buffered byte of `id` to its capacity file and sync it,
 /// under the engine lock (for the rare unlink or rename over a file still
 /// open). The caller waits for the file's records in flight first, so
@@ -397,7 +386,7 @@ fn flush_file(shared: &Shared, state: &State, id: FileId) -> io::Result<()> {
         return Ok(());
     };
     let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
-    let pieces: Vec<(u64, u64, Pinned)> = state
+    let pieces: Vec<(u64, u64, Located)> = state
         .buffer
         .buffered_pieces(id, 0, u64::MAX, None)
         .into_iter()
@@ -456,7 +445,7 @@ pub(super) fn file_sync_lock(shared: &Shared, file: FileId) -> io::Result<Arc<Mu
 /// being written to its capacity file or being synced: a close has
 /// nothing to write back, passthrough may serve it, a held mark may go.
 pub(super) fn at_rest(state: &State, id: FileId, open: &OpenFile) -> bool {
-    open.busy == 0 && !open.syncing && !state.buffer.has_logged(id)
+    open.busy == 0 && open.syncing == 0 && !state.buffer.has_logged(id)
 }
 
 /// A file's I/O lock ([`OpenFile::io`]) held by one writer alone.

@@ -14,7 +14,8 @@ use sluice_policy::{FileId, RegionId};
 
 use super::append::appends_in_flight_below;
 use super::files::forget_if_unused;
-use super::read::{locate, Pinned};
+use super::holds::{Busy, Hold, OwnWrite};
+use super::read::{locate, Located};
 use super::writeback::{copy_stretches, in_order, write_copied, StretchError, Turn};
 use super::{ahead, cache, Shared, State};
 use crate::log::RegionFile;
@@ -192,7 +193,7 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
         // A close while a writer's append is stuck: the set stays in the
         // log, written, as after a crash before its retirement.
         drop(state);
-        give_back(shared, &written.set, &written.files);
+        give_back(shared, &written.set, written.writers);
         return Ok(Some(Step::Shutdown));
     }
     drop(state);
@@ -201,10 +202,10 @@ pub(super) fn flush_regions(shared: &Shared) -> io::Result<Option<Step>> {
 
 /// A set not retired (its writes failed, or it was written and the
 /// engine closes) goes back to the write buffer unflushed, its bytes in
-/// the log for the next flush, and this node's writes of its `files` end.
-fn give_back(shared: &Shared, set: &[RegionId], files: &BTreeSet<FileId>) {
+/// the log for the next flush, and this node's `writers` of its files end.
+fn give_back(shared: &Shared, set: &[RegionId], writers: Vec<Hold<OwnWrite>>) {
     unflush(&mut sluice_env::lock(&shared.state), set);
-    forget_own_writes(shared, files);
+    forget_own_writes(shared, writers);
 }
 
 /// What [`start_flush`] did.
@@ -220,12 +221,19 @@ pub(super) enum Started {
 #[derive(Debug)]
 pub(super) struct Written {
     set: Vec<RegionId>,
-    files: BTreeSet<FileId>,
+    /// This node's writes of the set's files, ended at its retirement.
+    writers: Vec<Hold<OwnWrite>>,
     /// One past every record the runs' lookups may have seen.
     bound: u64,
 }
 
 impl Written {
+    /// The engine crashed before the set retired ([`Hold::lost`]).
+    #[cfg(test)]
+    pub(super) fn lost(self) {
+        self.writers.into_iter().for_each(Hold::lost);
+    }
+
     /// Whether a record placed before the runs' lookups is still being
     /// appended: the retirement's sync of the newer records
     /// ([`sync_newer_records`]) waits for it, since a region's scan ends
@@ -296,17 +304,18 @@ pub(super) fn begin_flush(shared: &Shared) -> io::Result<Begun> {
     // with them first, and stamped again once every write of theirs ended
     // (cache.rs), however the flush ends.
     let files: BTreeSet<FileId> = runs.iter().map(|run| run.file).collect();
-    for &file in &files {
-        cache::begin_own_write(&mut state, file);
-    }
+    let writers: Vec<Hold<OwnWrite>> = files
+        .into_iter()
+        .map(|file| cache::begin_own_write(&mut state, file))
+        .collect();
     drop(state);
     if let Some(step) = stopped_unhealthy(shared, &set, "before writing") {
-        forget_own_writes(shared, &files);
+        forget_own_writes(shared, writers);
         return Ok(Begun::Step(step));
     }
     let short = (shared.config.flush_run_max_bytes / 4).max(1);
     Ok(Begun::Writing(Box::new(SetWrite::new(
-        set, files, &runs, short,
+        set, writers, &runs, short,
     ))))
 }
 
@@ -327,7 +336,7 @@ pub(super) fn begin_flush(shared: &Shared) -> io::Result<Begun> {
 /// stretch goes out whole instead of split around them.
 pub(super) struct SetWrite {
     set: Vec<RegionId>,
-    files: BTreeSet<FileId>,
+    writers: Vec<Hold<OwnWrite>>,
     /// The runs to write now, in file order.
     runs: Vec<FlushRunRef>,
     /// The runs put last, formed again once `runs` are written (`None`
@@ -369,7 +378,7 @@ pub(super) enum Command {
 impl SetWrite {
     fn new(
         set: Vec<RegionId>,
-        files: BTreeSet<FileId>,
+        writers: Vec<Hold<OwnWrite>>,
         runs: &[FlushRunRef],
         short: u64,
     ) -> SetWrite {
@@ -393,7 +402,7 @@ impl SetWrite {
         };
         SetWrite {
             set,
-            files,
+            writers,
             runs: long,
             later: Some(later),
             touched: BTreeMap::new(),
@@ -454,7 +463,7 @@ impl SetWrite {
 
     /// A command failed: the set goes back ([`give_back`]).
     pub(super) fn abort(self, shared: &Shared) {
-        give_back(shared, &self.set, &self.files);
+        give_back(shared, &self.set, self.writers);
     }
 
     /// Written and synced ([`Command::Done`]): the set, to retire.
@@ -478,13 +487,19 @@ impl SetWrite {
         let bound = sluice_env::lock(&shared.state).buffer.next_seq();
         Written {
             set: self.set,
-            files: self.files,
+            writers: self.writers,
             bound,
         }
     }
 
     fn elapsed_ms(&self) -> u128 {
         self.tally.started.elapsed().as_millis()
+    }
+
+    /// The engine crashed while the set was being written ([`Hold::lost`]).
+    #[cfg(test)]
+    pub(super) fn lost(self) {
+        self.writers.into_iter().for_each(Hold::lost);
     }
 }
 
@@ -516,13 +531,13 @@ pub(super) fn write_set(shared: &Shared, mut writing: SetWrite) -> io::Result<Wr
 }
 
 /// A flush that did not retire its set: the notes of bytes written ahead
-/// that were not synced are dropped, and this node's writes of `files`
-/// end (cache.rs).
-fn forget_own_writes(shared: &Shared, files: &BTreeSet<FileId>) {
+/// that were not synced are dropped, and this node's `writers` of the
+/// set's files end (cache.rs).
+fn forget_own_writes(shared: &Shared, writers: Vec<Hold<OwnWrite>>) {
     let mut state = sluice_env::lock(&shared.state);
     ahead::forget_unsynced(&mut state);
-    for &file in files {
-        cache::end_own_write(&mut state, file);
+    for writer in writers {
+        cache::end_own_write(&mut state, writer);
     }
 }
 
@@ -561,15 +576,23 @@ fn stopped_unhealthy(shared: &Shared, set: &[RegionId], at: &str) -> Option<Step
 /// returning in between let a release forget the copies of a file not
 /// stamped yet).
 pub(super) fn retire_set(shared: &Shared, written: Written) -> io::Result<Option<Step>> {
-    let Written { set, files, .. } = written;
-    let result = retire(shared, &set, &files);
-    if !matches!(result, Ok(None)) {
-        forget_own_writes(shared, &files);
+    let Written {
+        set, mut writers, ..
+    } = written;
+    let result = retire(shared, &set, &mut writers);
+    if !writers.is_empty() {
+        forget_own_writes(shared, writers);
     }
     result
 }
 
-fn retire(shared: &Shared, set: &[RegionId], files: &BTreeSet<FileId>) -> io::Result<Option<Step>> {
+/// [`retire_set`]'s work; `writers` end with the retirement (taken out of
+/// it), or stay for the caller to end if it fails or stops before.
+fn retire(
+    shared: &Shared,
+    set: &[RegionId],
+    writers: &mut Vec<Hold<OwnWrite>>,
+) -> io::Result<Option<Step>> {
     sync_newer_records(shared, set)
         .inspect_err(|_| unflush(&mut sluice_env::lock(&shared.state), set))?;
     if let Some(step) = stopped_unhealthy(shared, set, "before resetting its regions") {
@@ -616,8 +639,8 @@ fn retire(shared: &Shared, set: &[RegionId], files: &BTreeSet<FileId>) -> io::Re
         state.stats.regions_flushed += 1;
     }
     ahead::settle(&mut state);
-    for &file in files {
-        cache::end_own_write(&mut state, file);
+    for writer in writers.drain(..) {
+        cache::end_own_write(&mut state, writer);
     }
     let flushed: Vec<FileId> = state.files.keys().copied().collect();
     let handles: Vec<_> = flushed
@@ -749,10 +772,10 @@ fn flush_run(
     // which may be waiting for this turn. (Turns only keep the disk's
     // writes in file order; the runs are disjoint, so order does not
     // matter for what the file holds.)
-    if state.files.get(&file).is_some_and(|f| f.syncing) {
+    if state.files.get(&file).is_some_and(|f| f.syncing > 0) {
         drop(turn.take());
         state = wait_while(&shared.changed, state, None, |state| {
-            state.files.get(&file).is_some_and(|f| f.syncing)
+            state.files.get(&file).is_some_and(|f| f.syncing > 0)
         });
     }
     // Every byte buffered in the run's range, wherever it is now: the
@@ -769,16 +792,16 @@ fn flush_run(
     }
     // The regions are flushing: nothing else resets them, so their records
     // can be read outside the lock without a pin.
-    let located: Vec<(u64, u64, Pinned)> = pieces
+    let located: Vec<(u64, u64, Located)> = pieces
         .into_iter()
         .map(|(file_offset, len, location)| (file_offset, len, locate(&state, location)))
         .collect();
-    let Some(open) = state.files.get_mut(&file) else {
+    let Some(open) = state.files.get(&file) else {
         return Ok(None);
     };
-    open.busy += 1;
     let handle = Arc::clone(&open.handle);
     let path = open.path.clone();
+    let busy = Hold::<Busy>::take(&mut state, file);
     drop(state);
     let copied = copy_stretches(&located);
     if let Some(turn) = &turn {
@@ -815,13 +838,12 @@ fn flush_run(
         ),
     });
     let mut state = sluice_env::lock(&shared.state);
-    let mut written_at = None;
-    if let Some(open) = state.files.get_mut(&file) {
-        open.busy -= 1;
-        if !open.unlinked {
-            written_at = open.written;
-        }
-    }
+    let _ = busy.give_back(&mut state);
+    let written_at = state
+        .files
+        .get(&file)
+        .filter(|open| !open.unlinked)
+        .and_then(|open| open.written);
     if corrupt {
         state.stats.corrupt_payloads += 1;
     }

@@ -117,7 +117,7 @@ fn extents_in_records(state: &State, index: &ExtentIndex, what: &str) -> Result<
 fn in_flight(state: &State, under_way: UnderWay) -> Result<(), String> {
     for (id, open) in &state.files {
         let writing_back = under_way.write_back == Some(*id);
-        if open.busy != u32::from(writing_back) || open.syncing != writing_back {
+        if open.busy != u32::from(writing_back) || open.syncing != u32::from(writing_back) {
             return Err(format!(
                 "{id:?}: busy {} and syncing {} between steps (a write-back under way: {writing_back})",
                 open.busy, open.syncing

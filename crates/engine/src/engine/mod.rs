@@ -96,6 +96,7 @@ mod files;
 mod flush;
 mod health;
 mod held;
+mod holds;
 #[cfg(test)]
 mod invariants;
 mod marks;
@@ -123,6 +124,7 @@ use files::{
 };
 use flush::flush_until;
 pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
+use holds::{Hold, OwnWrite};
 pub use marks::MarkStore;
 pub use quarantine::{
     find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
@@ -181,8 +183,8 @@ struct LogRegion {
     records: BTreeMap<u64, (u32, u32)>,
     /// Appended since the last sync.
     dirty: bool,
-    /// Reads copying buffered bytes out of this region outside the lock:
-    /// the flusher resets the region only at 0.
+    /// Reads copying buffered bytes out of this region outside the lock
+    /// (pins, holds.rs): the flusher resets the region only at 0.
     readers: u32,
     /// Records ever reserved in this region (never reset): an fsync that
     /// synced the region outside the lock appends its commit record only
@@ -237,13 +239,17 @@ struct OpenFile {
     /// flusher gives it back after writing buffered bytes (which would
     /// otherwise stamp the flush time on it).
     written: Option<SystemTime>,
-    /// Flush writes of this file in progress outside the lock.
+    /// Capacity writes of this file's buffered bytes in progress outside
+    /// the lock (flush runs, write-backs). Like the other counts of work
+    /// under way here and in [`LogRegion`], it changes only through the
+    /// tokens of holds.rs.
     busy: u32,
     /// [`Engine::sync_file`] is writing every buffered byte of the file to
-    /// its capacity file: a flush run of the file waits for it and then
-    /// looks its bytes up again (gone once the sync dropped them), instead
-    /// of writing the same bytes a second time beside it.
-    syncing: bool,
+    /// its capacity file (0 or 1: under the file's `sync_lock`): a flush
+    /// run of the file waits for it and then looks its bytes up again
+    /// (gone once the sync dropped them), instead of writing the same
+    /// bytes a second time beside it.
+    syncing: u32,
     /// `create`/`open_file` calls not yet matched by `release`. A released
     /// file is forgotten once nothing of it is buffered.
     opens: u32,
@@ -431,8 +437,8 @@ fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error 
 }
 
 /// Before the capacity file of `file` is cut to `size`, under the lock:
-/// its handle and path to cut it with, outside the lock, and
-/// [`cache::end_own_write`] after. Clean copies past the new end go with
+/// its handle and path to cut it with, outside the lock, and the own
+/// write to give back to [`cache::end_own_write`] after. Clean copies past the new end go with
 /// the bytes (a truncate that grows the file changes no byte a copy
 /// holds); the copies below it stay across this node's own change of the
 /// capacity file (cache.rs).
@@ -440,11 +446,11 @@ fn begin_cut(
     state: &mut State,
     file: FileId,
     size: u64,
-) -> io::Result<(Arc<dyn BackendFile>, RelPath)> {
-    state.buffer.forget_cached(file, size, u64::MAX - size);
-    cache::begin_own_write(state, file);
+) -> io::Result<(Arc<dyn BackendFile>, RelPath, Hold<OwnWrite>)> {
     let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-    Ok((Arc::clone(&open.handle), open.path.clone()))
+    let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
+    state.buffer.forget_cached(file, size, u64::MAX - size);
+    Ok((handle, path, cache::begin_own_write(state, file)))
 }
 
 /// Before a truncate record that clips a file's logged bytes to `size`:
@@ -998,6 +1004,7 @@ impl Engine {
         let pieces: Vec<Piece> = state.buffer.lookup(file, offset, len).collect();
         let mut holes = Vec::new();
         let mut buffered = Vec::new();
+        let mut pins = Vec::new();
         let mut cached = Vec::new();
         for piece in pieces {
             let start = (piece.file_offset() - offset) as usize;
@@ -1012,7 +1019,9 @@ impl Engine {
                     &mut holes,
                 ),
                 Piece::Buffered { location, len, .. } => {
-                    buffered.push((start, len as usize, pin(&mut state, location)));
+                    let (located, pin) = pin(&mut state, location);
+                    buffered.push((start, len as usize, located));
+                    pins.push(pin);
                 }
             }
         }
@@ -1026,12 +1035,12 @@ impl Engine {
         }
         let copied: Vec<io::Result<()>> = cached
             .iter()
-            .map(|c| c.pinned.copy_to(&mut buf[c.start..c.start + c.len]))
+            .map(|c| c.located.copy_to(&mut buf[c.start..c.start + c.len]))
             .collect();
         let mut state = sluice_env::lock(&shared.state);
-        cache::settle(shared, &mut state, file, &cached, &copied, &mut holes);
-        for (_, _, pinned) in &buffered {
-            unpin(shared, &mut state, pinned.region);
+        cache::settle(shared, &mut state, file, cached, &copied, &mut holes);
+        for pin in pins {
+            unpin(shared, &mut state, pin);
         }
         if let Err(e) = result {
             if e.kind() == io::ErrorKind::InvalidData {
@@ -1078,14 +1087,14 @@ impl Engine {
             // safe: before the record, the older records still cover every
             // byte below the old length. A capacity tier that keeps
             // failing it fails the truncate, with no record.
-            cache::begin_own_write(&mut state, file);
             let owed = capacity_owed(&state, file);
             let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
             let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
+            let writer = cache::begin_own_write(&mut state, file);
             drop(state);
             let grown = grow_retrying(shared, handle.as_ref(), size, owed);
             state = sluice_env::lock(&shared.state);
-            cache::end_own_write(&mut state, file);
+            cache::end_own_write(&mut state, writer);
             grown.map_err(context(format!(
                 "truncate {path}: capacity tier {}: make the new length durable first",
                 shared.capacity.describe()
@@ -1110,7 +1119,7 @@ impl Engine {
         // bytes past the end that the index still held into the clean
         // cache, and a read of the hole a later extension leaves there
         // served them (fsx, full-fast seed 2).
-        let (handle, path) = begin_cut(&mut state, file, size)?;
+        let (handle, path, writer) = begin_cut(&mut state, file, size)?;
         drop(state);
         // With a truncate record in the log, the capacity file's new
         // length is synced before the truncate returns: the record clips
@@ -1123,7 +1132,7 @@ impl Engine {
             .and_then(|()| if logged { handle.sync_data() } else { Ok(()) })
             .map_err(context(format!("truncate {path}")));
         let mut state = sluice_env::lock(&shared.state);
-        cache::end_own_write(&mut state, file);
+        cache::end_own_write(&mut state, writer);
         cut?;
         if let Some(open) = state.files.get_mut(&file) {
             open.size = size;

@@ -272,6 +272,16 @@ struct Flusher {
 }
 
 impl Flusher {
+    /// The engine crashed: the set being written, or written, never ends.
+    fn lost(self) {
+        if let Some(writing) = self.writing {
+            writing.lost();
+        }
+        if let Some(written) = self.written {
+            written.lost();
+        }
+    }
+
     /// A flush turn, one step of the flusher's: with a set written,
     /// retire it if no record its lookups may have seen is still in
     /// flight (else the turn does nothing); with a set being written,
@@ -370,6 +380,18 @@ enum Stage {
 }
 
 impl Syncs {
+    /// The engine crashed: the write-back under way never ends (a
+    /// cleaning one holds nothing of the state).
+    fn lost(self) {
+        if let Some(Syncing {
+            stage: Stage::Writing { pass, .. },
+            ..
+        }) = self.current
+        {
+            pass.lost();
+        }
+    }
+
     /// Start the write-back fsync of `file` (`id`), to acknowledge `ack`
     /// once it returns. One with nothing to write gives `ack` back: the
     /// caller ends the fsync now.
@@ -850,8 +872,9 @@ fn run(seed: u64, crash: Option<Crash>) -> Ran {
                         // as append_data does (nothing buffered overlaps;
                         // the clean copies of the range are forgotten),
                         // and owed to the next fsync.
-                        let handle = begin_capacity_write(&mut state, id, *offset, payload.len())
-                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                        let (handle, writer) =
+                            begin_capacity_write(&mut state, id, *offset, payload.len())
+                                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                         state
                             .files
                             .get_mut(&id)
@@ -861,7 +884,7 @@ fn run(seed: u64, crash: Option<Crash>) -> Ran {
                         handle
                             .write_at(payload, *offset)
                             .unwrap_or_else(|e| panic!("seed {seed}: capacity write: {e}"));
-                        cache::end_own_write(&mut sluice_env::lock(&shared.state), id);
+                        cache::end_own_write(&mut sluice_env::lock(&shared.state), writer);
                         // Before every record placed after it, after every
                         // one placed before.
                         applied.push(Applied {
@@ -907,13 +930,13 @@ fn run(seed: u64, crash: Option<Crash>) -> Ran {
                 open.capacity_unsynced = true;
                 // Cut the capacity file too (bytes written there before),
                 // and the clean copies past the end, as Engine::truncate.
-                let (handle, _) =
+                let (handle, _, writer) =
                     begin_cut(&mut state, id, *size).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 drop(state);
                 handle
                     .set_len(*size)
                     .unwrap_or_else(|e| panic!("seed {seed}: cut: {e}"));
-                cache::end_own_write(&mut sluice_env::lock(&shared.state), id);
+                cache::end_own_write(&mut sluice_env::lock(&shared.state), writer);
                 applied.push(Applied {
                     seq,
                     capacity: false,
@@ -931,7 +954,9 @@ fn run(seed: u64, crash: Option<Crash>) -> Ran {
         // The payloads still waiting never land, a set being written or
         // written is never retired, and a write-back never ends.
         let acks = turns.acks;
-        drop((turns.waiting, turns.flusher, turns.syncs));
+        drop(turns.waiting);
+        turns.flusher.lost();
+        turns.syncs.lost();
         fast.halt(crash.fast_lost);
         capacity.halt(crash.capacity_lost);
         drop(engine);
@@ -1220,7 +1245,7 @@ fn a_truncate_between_a_flush_run_and_its_sync_keeps_the_files_length() {
         "the capacity tier went down"
     );
     acked.truncate(4096);
-    drop(writing);
+    writing.lost();
     crash_and_recover(&crash, pair, acked);
 }
 

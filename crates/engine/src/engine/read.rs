@@ -9,6 +9,7 @@ use sluice_policy::{LogLocation, RegionId};
 
 use crate::log::RegionFile;
 
+use super::holds::{Hold, Pin};
 use super::{Shared, State};
 
 /// Read `buf.len()` bytes at `offset`; bytes past the end read as zeros.
@@ -20,8 +21,9 @@ pub(crate) fn read_fully(file: &dyn BackendFile, buf: &mut [u8], offset: u64) ->
 }
 
 /// Buffered bytes to copy outside the engine lock: the data record holding
-/// them, in a region pinned by [`pin`] until [`unpin`].
-pub(super) struct Pinned {
+/// them, in a region pinned by [`pin`] until [`unpin`] (or flushing, which
+/// no one else resets).
+pub(super) struct Located {
     pub(super) region: RegionId,
     file: Arc<RegionFile>,
     /// Payload offset, length and checksum of the record.
@@ -33,7 +35,7 @@ pub(super) struct Pinned {
     memory: Option<Arc<[u8]>>,
 }
 
-impl Pinned {
+impl Located {
     /// Copy the bytes into `out` (its length is the piece's), verifying the
     /// whole record's payload checksum first.
     pub(super) fn copy_to(&self, out: &mut [u8]) -> io::Result<()> {
@@ -78,7 +80,7 @@ impl Pinned {
     }
 
     /// Whether `other` lies in the same region file as this one.
-    pub(super) fn same_region(&self, other: &Pinned) -> bool {
+    pub(super) fn same_region(&self, other: &Located) -> bool {
         self.region == other.region && Arc::ptr_eq(&self.file, &other.file)
     }
 
@@ -89,7 +91,7 @@ impl Pinned {
     }
 
     /// Copy the bytes into `out` from `span`, the region's bytes read at
-    /// `span_start` by [`Pinned::read_span`], checking the record's payload
+    /// `span_start` by [`Located::read_span`], checking the record's payload
     /// first unless `checked` (another piece of the record checked it).
     pub(super) fn copy_from_span(
         &self,
@@ -125,7 +127,7 @@ fn log_io_error(e: crate::log::LogError) -> io::Error {
 
 /// The record holding the buffered bytes at `location`, without pinning:
 /// for the flusher, whose region cannot be reset while it flushes it.
-pub(super) fn locate(state: &State, location: LogLocation) -> Pinned {
+pub(super) fn locate(state: &State, location: LogLocation) -> Located {
     let region = &state.regions[location.region.0 as usize];
     // INVARIANT: every indexed extent lies inside a recorded data record.
     let (&start, &(len, crc)) = region
@@ -133,7 +135,7 @@ pub(super) fn locate(state: &State, location: LogLocation) -> Pinned {
         .range(..=location.offset)
         .next_back()
         .expect("an indexed extent points into a record");
-    Pinned {
+    Located {
         region: location.region,
         file: Arc::clone(&region.file),
         record: (start, len, crc),
@@ -144,18 +146,14 @@ pub(super) fn locate(state: &State, location: LogLocation) -> Pinned {
 
 /// [`locate`], and pin the region so the flusher does not reset it before
 /// the bytes are copied; [`unpin`] once they are.
-pub(super) fn pin(state: &mut State, location: LogLocation) -> Pinned {
-    let pinned = locate(state, location);
-    state.regions[location.region.0 as usize].readers += 1;
-    pinned
+pub(super) fn pin(state: &mut State, location: LogLocation) -> (Located, Hold<Pin>) {
+    (locate(state, location), Hold::take(state, location.region))
 }
 
-/// Release a pin of [`pin`]; the last one wakes a flusher waiting to
+/// Give back a pin of [`pin`]; the last one wakes a flusher waiting to
 /// reset the region.
-pub(super) fn unpin(shared: &Shared, state: &mut State, region: RegionId) {
-    let log_region = &mut state.regions[region.0 as usize];
-    log_region.readers -= 1;
-    if log_region.readers == 0 {
+pub(super) fn unpin(shared: &Shared, state: &mut State, pin: Hold<Pin>) {
+    if pin.give_back(state) == Some(0) {
         shared.changed.notify_all();
     }
 }

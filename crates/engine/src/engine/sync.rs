@@ -17,7 +17,8 @@ use super::degrade::{regions_holding, wait_reset};
 use super::files::{
     appending_before, at_rest, busy, file_sync_lock, forget_if_unused, unknown, APPENDED_POLL,
 };
-use super::read::{pin, unpin, Pinned};
+use super::holds::{Busy, Hold, OwnWrite, Pin, Syncing};
+use super::read::{pin, unpin, Located};
 use super::unsynced::sync_dir_or_ancestor;
 use super::writeback::{write_back, StretchError};
 use super::{cache, context, ChangeStamp, Engine, KernelStamp, Shared, State};
@@ -257,7 +258,7 @@ pub(super) fn write_back_idle(shared: &Shared, idle_for: Duration) -> io::Result
         .buffer
         .longest_stretch(shared.config.flush_run_max_bytes, |f| {
             let o = files.get(&f)?;
-            if o.syncing || o.busy > 0 || o.unlinked {
+            if o.syncing > 0 || o.busy > 0 || o.unlinked {
                 return None;
             }
             // Quiet: not written for as long as the tier has been idle.
@@ -336,8 +337,11 @@ pub(super) fn begin_write_back(
     // From here on no flush run of the file starts (it waits for this
     // pass, then looks up what is left): the pass writes every buffered
     // byte once, instead of beside a flush writing the same bytes on the
-    // same disk. Cleared on every way out below.
-    state.files.get_mut(&id).ok_or_else(|| unknown(id))?.syncing = true;
+    // same disk. Given back on every way out below, or by the pass's end.
+    if !state.files.contains_key(&id) {
+        return Err(unknown(id));
+    }
+    let syncing = Hold::take(&mut state, id);
     // A flush run of the file looked up before now may carry bytes older
     // than the newest (superseded since, masked by the index): it must
     // land before this pass writes the newest, or it would land after them
@@ -359,6 +363,7 @@ pub(super) fn begin_write_back(
     let (pieces, flushed_unsynced) =
         super::ahead::pieces_to_write(&state, id, range.start, range.end - range.start);
     let Some(open) = state.files.get_mut(&id) else {
+        end_sync(shared, &mut state, syncing);
         return Err(unknown(id));
     };
     let handle = Arc::clone(&open.handle);
@@ -371,7 +376,7 @@ pub(super) fn begin_write_back(
         // Nothing leaves the log, and bytes written straight to the
         // capacity file are seen already (close_needs): they stay owed to
         // the next fsync.
-        end_sync(shared, &mut state, id);
+        end_sync(shared, &mut state, syncing);
         drop(state);
         return tier_check(shared, id).map(|()| Begun::Done(0));
     }
@@ -421,20 +426,23 @@ pub(super) fn begin_write_back(
         }
     }
     if pieces.is_empty() && !unsynced && !always {
-        end_sync(shared, &mut state, id);
+        end_sync(shared, &mut state, syncing);
         return Ok(Begun::Done(0));
     }
-    let Some(open) = state.files.get_mut(&id) else {
-        end_sync(shared, &mut state, id);
+    if !state.files.contains_key(&id) {
+        end_sync(shared, &mut state, syncing);
         return Err(unknown(id));
-    };
+    }
     // Busy while its bytes are written: a truncate waits for them.
-    open.busy += 1;
-    cache::begin_own_write(&mut state, id);
-    let pinned: Vec<(u64, u64, Pinned)> = pieces
+    let busy = Hold::take(&mut state, id);
+    let writer = cache::begin_own_write(&mut state, id);
+    let (pinned, pins) = pieces
         .iter()
-        .map(|&(offset, len, location)| (offset, len, pin(&mut state, location)))
-        .collect();
+        .map(|&(offset, len, location)| {
+            let (located, pin) = pin(&mut state, location);
+            ((offset, len, located), pin)
+        })
+        .unzip();
     Ok(Begun::Writing(Box::new(WriteBack {
         of: PassOf {
             id,
@@ -448,6 +456,10 @@ pub(super) fn begin_write_back(
         },
         handle,
         pinned,
+        pins,
+        syncing,
+        busy,
+        writer,
         seen_stamp,
     })))
 }
@@ -475,21 +487,36 @@ struct PassOf {
 pub(super) struct WriteBack {
     of: PassOf,
     handle: Arc<dyn BackendFile>,
-    /// The pieces, each pinned in its region until the pass ends.
-    pinned: Vec<(u64, u64, Pinned)>,
+    /// The pieces, each pinned in its region until the pass ends (`pins`).
+    pinned: Vec<(u64, u64, Located)>,
+    pins: Vec<Hold<Pin>>,
+    /// The file syncing and busy, and written by this node, until the pass
+    /// ends.
+    syncing: Hold<Syncing>,
+    busy: Hold<Busy>,
+    writer: Hold<OwnWrite>,
     /// The file's stamp as seen before this pass (see `begin_write_back`).
     seen_stamp: Option<ChangeStamp>,
 }
 
 impl WriteBack {
     /// The pieces to write, pinned, in file order.
-    pub(super) fn pieces(&self) -> &[(u64, u64, Pinned)] {
+    pub(super) fn pieces(&self) -> &[(u64, u64, Located)] {
         &self.pinned
     }
 
     /// The capacity file to write and sync.
     pub(super) fn handle(&self) -> &Arc<dyn BackendFile> {
         &self.handle
+    }
+
+    /// The engine crashed during the pass ([`Hold::lost`]).
+    #[cfg(test)]
+    pub(super) fn lost(self) {
+        self.pins.into_iter().for_each(Hold::lost);
+        self.syncing.lost();
+        self.busy.lost();
+        self.writer.lost();
     }
 
     /// The end of the pass's writes, `written` bytes that ended as
@@ -506,6 +533,10 @@ impl WriteBack {
         let WriteBack {
             of,
             pinned,
+            pins,
+            syncing,
+            busy,
+            writer,
             seen_stamp,
             ..
         } = self;
@@ -520,16 +551,14 @@ impl WriteBack {
         } = of;
         let synced = result.map_err(|(StretchError::Copy(e) | StretchError::Write(e))| e);
         let mut state = sluice_env::lock(&shared.state);
-        for (_, _, p) in &pinned {
-            unpin(shared, &mut state, p.region);
+        for pin in pins {
+            unpin(shared, &mut state, pin);
         }
-        if let Some(open) = state.files.get_mut(&id) {
-            open.busy -= 1;
-        }
+        let _ = busy.give_back(&mut state);
         // The file's copies match what this pass left on the capacity
         // file, whether or not the log takes the clean record below
         // (cache.rs).
-        cache::end_own_write(&mut state, id);
+        cache::end_own_write(&mut state, writer);
         // Cleared before the clean record below, which may wait for log
         // room that only the flusher makes. A flush run of the file
         // waiting for this sync looks its range up as soon as it is
@@ -542,7 +571,7 @@ impl WriteBack {
         if noted {
             super::ahead::note_sync(&mut state, id, range.clone(), bound);
         }
-        end_sync(shared, &mut state, id);
+        end_sync(shared, &mut state, syncing);
         drop(state);
         if let Err(e) = synced {
             let e = sluice_env::with_context(
@@ -742,11 +771,9 @@ fn clean(
     }
 }
 
-/// The sync of `id` is done with its capacity writes: flush runs of the
+/// The sync of a file is done with its capacity writes: flush runs of the
 /// file may go on.
-fn end_sync(shared: &Shared, state: &mut State, id: FileId) {
-    if let Some(open) = state.files.get_mut(&id) {
-        open.syncing = false;
-    }
+fn end_sync(shared: &Shared, state: &mut State, syncing: Hold<Syncing>) {
+    let _ = syncing.give_back(state);
     shared.changed.notify_all();
 }

@@ -25,7 +25,7 @@ use std::sync::{Condvar, Mutex};
 
 use sluice_env::BackendFile;
 
-use super::read::Pinned;
+use super::read::Located;
 use super::traffic::TrafficMeter;
 use super::Shared;
 
@@ -234,7 +234,7 @@ type Copied = Vec<(usize, Vec<u8>)>;
 /// (IO500's mixed pattern, issue 32), 55 ms with the reads in parallel. Every
 /// payload is checked against its record's checksum before a byte of it
 /// is copied.
-pub(super) fn copy_stretches(pieces: &[(u64, u64, Pinned)]) -> io::Result<Vec<(u64, Vec<u8>)>> {
+pub(super) fn copy_stretches(pieces: &[(u64, u64, Located)]) -> io::Result<Vec<(u64, Vec<u8>)>> {
     // Where each piece goes: its stretch and its offset in it.
     let mut stretches: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut places = Vec::with_capacity(pieces.len());
@@ -361,7 +361,7 @@ pub(super) fn write_copied(
 pub(super) fn write_stretches(
     meter: &TrafficMeter,
     handle: &dyn BackendFile,
-    pieces: &[(u64, u64, Pinned)],
+    pieces: &[(u64, u64, Located)],
 ) -> (u64, Result<(), StretchError>) {
     match copy_stretches(pieces) {
         Ok(stretches) => write_copied(meter, handle, &stretches, |_, _| {}),
@@ -378,7 +378,7 @@ pub(super) fn write_stretches(
 pub(super) fn write_back(
     shared: &Shared,
     handle: &dyn BackendFile,
-    pieces: &[(u64, u64, Pinned)],
+    pieces: &[(u64, u64, Located)],
     background: bool,
     then: impl FnOnce() -> io::Result<()>,
 ) -> (u64, Result<(), StretchError>) {

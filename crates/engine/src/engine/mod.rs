@@ -20,8 +20,9 @@
 //! `sync` (fsync, and the per-file sync that puts a file's buffered bytes
 //! on the capacity tier), `attrs` (a held file's size when other nodes
 //! share its capacity file), `fallocate` (fallocate's modes, buffered
-//! bytes written back first where a mode changes them) and `flush` (the
-//! flusher thread).
+//! bytes written back first where a mode changes them), `truncate` (a
+//! truncate as a machine), `holds` (the counts of work under way, as
+//! tokens) and `flush` (the flusher thread).
 //!
 //! Concurrency: one mutex guards the policies, the index and the log;
 //! foreground operations run under it, except the payload write of a data
@@ -46,7 +47,7 @@ use std::io;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use sluice_env::{
     wait_while, Backend, BackendFile, Clock, DirEntry, FileKind, Metadata, OpenOptions, RelPath,
@@ -58,7 +59,7 @@ use sluice_policy::write_buffer::WriteBuffer;
 use sluice_policy::{FileId, Tier, WriteRequest};
 
 use crate::incidents::Incidents;
-use crate::log::{RecordHeader, RegionFile};
+use crate::log::RegionFile;
 
 /// Carry an [`append::Append`] through to its end, with `$state` the
 /// engine lock's guard (a `let mut` binding): its waits, and its work with
@@ -109,10 +110,11 @@ mod read;
 mod recovery;
 mod sync;
 mod traffic;
+mod truncate;
 mod unsynced;
 mod writeback;
 
-use append::{append_data, appends_in_flight, seq_of, sync_log, Append};
+use append::{append_data, appends_in_flight};
 use config::Placements;
 pub use config::{
     CloseSync, Doorbell, EngineConfig, EngineStats, EngineStatus, FilePlacement, HeldMark,
@@ -124,7 +126,6 @@ use files::{
 };
 use flush::flush_until;
 pub use held::{HeldState, Mark, Sealing, HELD_XATTR, HIDDEN_DIR, STATE_XATTR};
-use holds::{Hold, OwnWrite};
 pub use marks::MarkStore;
 pub use quarantine::{
     find as quarantine_find, list as quarantine_list, remove as quarantine_remove,
@@ -133,6 +134,7 @@ pub use quarantine::{
 pub(crate) use read::read_fully;
 use read::{pin, unpin};
 use traffic::{keep_model_current, TrafficMeter};
+use truncate::{Truncate, Until};
 use writeback::WritebackGate;
 
 /// How long a write that must go to the log (it overlaps buffered bytes)
@@ -434,85 +436,6 @@ impl State {
 /// mount turns the OS error back into the errno the tier returned).
 fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error {
     move |e| sluice_env::with_context(e, what)
-}
-
-/// Before the capacity file of `file` is cut to `size`, under the lock:
-/// its handle and path to cut it with, outside the lock, and the own
-/// write to give back to [`cache::end_own_write`] after. Clean copies past the new end go with
-/// the bytes (a truncate that grows the file changes no byte a copy
-/// holds); the copies below it stay across this node's own change of the
-/// capacity file (cache.rs).
-fn begin_cut(
-    state: &mut State,
-    file: FileId,
-    size: u64,
-) -> io::Result<(Arc<dyn BackendFile>, RelPath, Hold<OwnWrite>)> {
-    let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-    let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
-    state.buffer.forget_cached(file, size, u64::MAX - size);
-    Ok((handle, path, cache::begin_own_write(state, file)))
-}
-
-/// Before a truncate record that clips a file's logged bytes to `size`:
-/// make the capacity file's *durable* length at least `size` (Engine::
-/// truncate). Once the record is durable, recovery clips the older records
-/// to `size` and sizes the file by them and the capacity file; a capacity
-/// file that came back shorter would lose the length (an fsynced hole's
-/// bytes). A shorter file grows and is synced; a longer one is synced if
-/// `owed` (changed since its last sync: its length may be one a power cut
-/// takes back). Found by the seeded harness (seed 21404) and the orders
-/// harness with crashes (seed 1277: a straight write had lengthened the
-/// file unsynced).
-fn grow_before_truncate(handle: &dyn BackendFile, size: u64, owed: bool) -> io::Result<()> {
-    if handle.len()? < size {
-        handle.set_len(size)?;
-    } else if !owed {
-        return Ok(());
-    }
-    handle.sync_data()
-}
-
-/// Whether `file`'s capacity file may have changed since its last sync,
-/// so that its length may be one a power cut takes back: a straight write
-/// or the kernel's (passthrough) owed to the next fsync, or a flush run's
-/// write whose set has not synced the file yet (ahead.rs). A truncate
-/// between a flush's runs and its sync saw the length a run gave the file
-/// and skipped the sync; a power cut of both tiers then took that length
-/// back, and the truncate record clipped the older records, so an fsynced
-/// file came back shorter than both lengths (the orders harness, once the
-/// flush took turns run by run: seed 10595, with the torn prefixes drawn
-/// in another order).
-fn capacity_owed(state: &State, file: FileId) -> bool {
-    ahead::unsynced(state, file)
-        || state
-            .files
-            .get(&file)
-            .is_some_and(|open| open.capacity_unsynced || open.kernel_writes)
-}
-
-/// [`grow_before_truncate`], tried again for up to `wait_max` while the
-/// capacity tier fails it (a transient fault, as the flush retries), then
-/// its error: the truncate then fails and appends no record. It was best
-/// effort before: the record became durable over a length the tier had not
-/// synced, and a crash of the capacity tier right there lost the file's
-/// length (the seeded harness, seed 27616: the crash fell on the grow's
-/// sync, and the fast tier, still up, took the record).
-fn grow_retrying(
-    shared: &Shared,
-    handle: &dyn BackendFile,
-    size: u64,
-    owed: bool,
-) -> io::Result<()> {
-    let deadline = Instant::now() + shared.config.wait_max;
-    loop {
-        match grow_before_truncate(handle, size, owed) {
-            Err(e) if Instant::now() < deadline && !sluice_env::lock(&shared.state).shutdown => {
-                tracing::debug!(error = %e, "truncate: the new length is not durable yet; trying again");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            done => return done,
-        }
-    }
 }
 
 fn region_path(r: u32) -> io::Result<RelPath> {
@@ -1064,81 +987,35 @@ impl Engine {
         Ok(buf)
     }
 
-    /// Set `file`'s size. Buffered bytes past it are dropped, durably first.
+    /// Set `file`'s size. Buffered bytes past it are dropped, durably first
+    /// (truncate.rs: a machine this drives, with the file's I/O lock held
+    /// alone).
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         let shared = &*self.shared;
         let io = file_io(shared, file)?;
         let _io = hold_alone(&io);
-        let mut state = wait_while(
-            &shared.changed,
-            sluice_env::lock(&shared.state),
-            None,
-            busy(file),
-        );
-        let logged = state.buffer.has_logged(file);
-        if logged {
-            // The capacity file's durable length reaches `size` before
-            // the record can be (`grow_before_truncate`): once the record
-            // is durable, recovery clips the file's older records to
-            // `size`, and a capacity file that kept a shorter length (the
-            // record synced, then a power cut before the cut below) came
-            // back shorter than both the length before the truncate and
-            // after it (an fsynced file's hole gone). Growing first is
-            // safe: before the record, the older records still cover every
-            // byte below the old length. A capacity tier that keeps
-            // failing it fails the truncate, with no record.
-            let owed = capacity_owed(&state, file);
-            let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
-            let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
-            let writer = cache::begin_own_write(&mut state, file);
-            drop(state);
-            let grown = grow_retrying(shared, handle.as_ref(), size, owed);
-            state = sluice_env::lock(&shared.state);
-            cache::end_own_write(&mut state, writer);
-            grown.map_err(context(format!(
-                "truncate {path}: capacity tier {}: make the new length durable first",
-                shared.capacity.describe()
-            )))?;
-            state = wait_while(&shared.changed, state, None, busy(file));
-            let mut append = Append::required(RecordHeader::truncate(file, size, 0), &[], None);
-            let seq = seq_of(drive!(shared, state, append))?;
-            // Applied at once, under the same hold of the lock as the
-            // record: records still being written are older and are clipped
-            // when they land (the write buffer's "Records in flight");
-            // newer ones are not touched.
-            state.buffer.truncate(file, size, seq);
-            state = wait_while(&shared.changed, state, None, appends_in_flight());
-            sync_log(shared, &mut state)?;
-            // The locks above may have been released while waiting: a
-            // flush run of bytes past `size` looked up before the index
-            // was cut must land before the capacity file is cut.
-            state = wait_while(&shared.changed, state, None, busy(file));
-        }
-        // Only now, after every wait above: while the truncate waited for
-        // log room with the lock released, a flush could finish and move
-        // bytes past the end that the index still held into the clean
-        // cache, and a read of the hole a later extension leaves there
-        // served them (fsx, full-fast seed 2).
-        let (handle, path, writer) = begin_cut(&mut state, file, size)?;
-        drop(state);
-        // With a truncate record in the log, the capacity file's new
-        // length is synced before the truncate returns: the record clips
-        // the file's older records at recovery, and over a length the
-        // capacity tier lost the file came back shorter than before the
-        // truncate and than after it (the seeded harness, seed 945: an
-        // fsynced hole's bytes gone).
-        let cut = handle
-            .set_len(size)
-            .and_then(|()| if logged { handle.sync_data() } else { Ok(()) })
-            .map_err(context(format!("truncate {path}")));
+        let mut truncate = Truncate::new(file, size);
         let mut state = sluice_env::lock(&shared.state);
-        cache::end_own_write(&mut state, writer);
-        cut?;
-        if let Some(open) = state.files.get_mut(&file) {
-            open.size = size;
-            open.capacity_unsynced |= !logged;
+        loop {
+            match truncate.step(shared, &mut state) {
+                truncate::Next::Done(done) => return done,
+                truncate::Next::Wait(wait) => {
+                    state = sluice_env::wait_for(&shared.changed, state, wait);
+                }
+                truncate::Next::WaitWhile(Until::Busy(file)) => {
+                    state = wait_while(&shared.changed, state, None, busy(file));
+                }
+                truncate::Next::WaitWhile(Until::AppendsInFlight) => {
+                    state = wait_while(&shared.changed, state, None, appends_in_flight());
+                }
+                truncate::Next::Unlocked(work) => {
+                    drop(state);
+                    let outcome = work.run(shared);
+                    state = sluice_env::lock(&shared.state);
+                    truncate.resume(outcome);
+                }
+            }
         }
-        Ok(())
     }
 
     /// Attributes of a path; a file's size includes buffered bytes.

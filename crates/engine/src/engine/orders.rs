@@ -11,8 +11,10 @@
 //! and that work waits; at every turn the seed either places the next
 //! operation or finishes one waiting payload, chosen at random, and steps
 //! its record to the end, indexing it as `append_data` does
-//! ([`index_landed`]). Truncates are placed while records of their file
-//! wait, as a truncate through another handle could be.
+//! ([`index_landed`]). Truncates are the engine's own machine
+//! ([`Truncate`]), placed while records of their file wait: its record
+//! clips them when they land, which happens where the truncate waits for
+//! them before it syncs the log.
 //!
 //! The model is replay in sequence order: every record applied in the
 //! order of the sequence numbers the write buffer gave them, a capacity
@@ -81,11 +83,9 @@ use super::flush::{
 };
 use super::invariants::{self, UnderWay};
 use super::sync::{begin_write_back, Begun as WriteBackBegun, Cleaning, Pass, WriteBack};
+use super::truncate::{self, Truncate};
 use super::writeback::{runs_of, write_back, StretchError};
-use super::{
-    begin_cut, cache, capacity_owed, grow_before_truncate, recovery, Engine, EngineConfig, Shared,
-    State,
-};
+use super::{cache, recovery, Engine, EngineConfig, Shared, State};
 use crate::log::{RecordHeader, RecordKind};
 
 const FILES: usize = 3;
@@ -900,46 +900,39 @@ fn run(seed: u64, crash: Option<Crash>) -> Ran {
                     ack.truncate(*size);
                 }
                 turns.syncs.changed(*file, |ack| ack.truncate(*size));
-                // As Engine::truncate, without its waits (a truncate
-                // through another handle, while records are in flight):
-                // the capacity file's durable length reaches the new one
-                // before a record that clips logged bytes.
-                if state.buffer.has_logged(id) {
-                    let owed = capacity_owed(&state, id);
-                    let handle = Arc::clone(&state.files[&id].handle);
-                    drop(state);
-                    grow_before_truncate(handle.as_ref(), *size, owed)
-                        .unwrap_or_else(|e| panic!("seed {seed}: grow: {e}"));
-                    state = sluice_env::lock(&shared.state);
-                }
-                let mut append = Append::required(RecordHeader::truncate(id, *size, 0), &[], None);
-                let seq = loop {
-                    match append.step(shared, &mut state) {
-                        Next::Done(Ok(Some((_, seq)))) => break seq,
-                        Next::Wait(_) => {
+                // The engine's own truncate (truncate.rs), placed while
+                // records of the file may be in flight: its record clips
+                // them when they land. Where it waits (for room, or for the
+                // records in flight before it syncs the log), the payloads
+                // waiting land, in the seed's order ([`make_room`]). With
+                // nothing of the file in the log it takes no record: it
+                // falls between the records placed before it and after
+                // it, as a capacity write does.
+                let at = state.buffer.next_seq();
+                let mut truncate = Truncate::new(id, *size);
+                loop {
+                    match truncate.step(shared, &mut state) {
+                        truncate::Next::Done(done) => {
+                            done.unwrap_or_else(|e| panic!("seed {seed}: truncate: {e}"));
+                            break;
+                        }
+                        truncate::Next::Wait(_) | truncate::Next::WaitWhile(_) => {
                             drop(state);
                             make_room(&engine, &ids, &mut turns, &mut rng, seed);
                             state = sluice_env::lock(&shared.state);
                         }
-                        _ => panic!("seed {seed}: a truncate record did not land at once"),
+                        truncate::Next::Unlocked(work) => {
+                            drop(state);
+                            let outcome = work.run(shared);
+                            state = sluice_env::lock(&shared.state);
+                            truncate.resume(outcome);
+                        }
                     }
-                };
-                state.buffer.truncate(id, *size, seq);
-                let open = state.files.get_mut(&id).expect("an open file");
-                open.size = *size;
-                open.capacity_unsynced = true;
-                // Cut the capacity file too (bytes written there before),
-                // and the clean copies past the end, as Engine::truncate.
-                let (handle, _, writer) =
-                    begin_cut(&mut state, id, *size).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-                drop(state);
-                handle
-                    .set_len(*size)
-                    .unwrap_or_else(|e| panic!("seed {seed}: cut: {e}"));
-                cache::end_own_write(&mut sluice_env::lock(&shared.state), writer);
+                }
+                let (seq, capacity) = truncate.record_seq().map_or((at, true), |seq| (seq, false));
                 applied.push(Applied {
                     seq,
-                    capacity: false,
+                    capacity,
                     file: *file,
                     write: None,
                     truncate: Some(*size),
@@ -1200,7 +1193,7 @@ fn a_flush_retires_only_once_the_records_it_left_bytes_out_for_are_recoverable()
     crash_and_recover(&crash, pair, acked);
 }
 
-/// The case behind [`capacity_owed`]'s flush notes: a flush run gives the
+/// The case behind `truncate::capacity_owed`'s flush notes: a flush run gives the
 /// capacity file a length its set has not synced yet, and a truncate
 /// below it, clipping every logged byte, skipped the grow's sync. A power
 /// cut of the capacity tier before the cut's sync took the length back,

@@ -100,13 +100,18 @@ impl<C: Count> Debug for Hold<C> {
 
 impl<C: Count> Drop for Hold<C> {
     fn drop(&mut self) {
-        // INVARIANT: every counted hold is given back.
-        debug_assert!(
-            !self.counted || std::thread::panicking(),
-            "a {} of {:?} dropped without being given back",
+        if !self.counted || std::thread::panicking() {
+            return;
+        }
+        // INVARIANT: every counted hold is given back. A release build
+        // says so in the log, where a wait that never ends is traced back.
+        let message = format!(
+            "a {} of {:?} dropped without being given back: its count stays up",
             C::WHAT,
             self.key
         );
+        debug_assert!(false, "{message}");
+        tracing::error!("{message}");
     }
 }
 

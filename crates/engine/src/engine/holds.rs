@@ -12,6 +12,9 @@
 //! - this node's writers of a file's capacity file ([`OwnWrite`],
 //!   `OpenFile::own_writers`): the last one stamps the file's clean copies
 //!   again (cache.rs);
+//! - unlinks of names the engine does not hold ([`Unlinking`],
+//!   `State::unlinking`): an open that looked a name up without the lock
+//!   waits for them (names.rs);
 //! - callers waiting for a file's records in flight ([`Quiesce`],
 //!   `OpenFile::quiescing`): no new record of the file is placed meanwhile
 //!   (append.rs).
@@ -112,6 +115,18 @@ impl<C: Count> Drop for Hold<C> {
         );
         debug_assert!(false, "{message}");
         tracing::error!("{message}");
+    }
+}
+
+/// An unlink of a name the engine does not hold, under way without the
+/// lock (`State::unlinking`, names.rs).
+pub(super) struct Unlinking;
+
+impl Count for Unlinking {
+    type Key = ();
+    const WHAT: &'static str = "unlink";
+    fn count(state: &mut State, (): ()) -> Option<&mut u32> {
+        Some(&mut state.unlinking)
     }
 }
 

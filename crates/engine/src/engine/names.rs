@@ -14,6 +14,7 @@ use crate::log::RecordHeader;
 
 use super::append::{appends_in_flight, sync_log, Append};
 use super::files::{add_name, busy, drop_name, file_of, has_other_names, same_file};
+use super::holds::{Hold, Unlinking};
 use super::{cache, context, Engine, Shared, State};
 
 impl Engine {
@@ -48,10 +49,10 @@ impl Engine {
         let shared = &*self.shared;
         let mut state = sluice_env::lock(&shared.state);
         let Some(id) = state.ids.get(path).copied() else {
-            begin_unheld_unlink(shared, &mut state, path);
+            let unlinking = begin_unheld_unlink(shared, &mut state, path);
             drop(state);
             let removed = shared.capacity.remove_file(path);
-            return end_unheld_unlink(shared, path, removed);
+            return end_unheld_unlink(shared, path, unlinking, removed);
         };
         drop(state);
         let survives = has_other_names(shared, path);
@@ -203,7 +204,7 @@ impl Engine {
 /// name being removed. Begun under the caller's hold of the lock that
 /// found the name not held; the caller then lets the lock go, unlinks,
 /// and ends it with [`end_unheld_unlink`].
-fn begin_unheld_unlink(shared: &Shared, state: &mut State, path: &RelPath) {
+fn begin_unheld_unlink(shared: &Shared, state: &mut State, path: &RelPath) -> Hold<Unlinking> {
     // Its last name goes: so do clean copies kept for it.
     if !state.parked.is_empty() {
         if let Ok(stat) = shared.capacity.stat(path) {
@@ -212,16 +213,21 @@ fn begin_unheld_unlink(shared: &Shared, state: &mut State, path: &RelPath) {
             }
         }
     }
-    state.unlinking += 1;
+    Hold::take(state, ())
 }
 
 /// The capacity tier's unlink begun by [`begin_unheld_unlink`] ended
 /// (`removed`).
-fn end_unheld_unlink(shared: &Shared, path: &RelPath, removed: io::Result<()>) -> io::Result<()> {
+fn end_unheld_unlink(
+    shared: &Shared,
+    path: &RelPath,
+    unlinking: Hold<Unlinking>,
+    removed: io::Result<()>,
+) -> io::Result<()> {
     let mut state = sluice_env::lock(&shared.state);
-    state.unlinking -= 1;
+    let left = unlinking.give_back(&mut state);
     state.names_epoch += 1;
-    if state.unlinking == 0 && state.awaiting_unlinks {
+    if left == Some(0) && state.awaiting_unlinks {
         state.awaiting_unlinks = false;
         shared.changed.notify_all();
     }

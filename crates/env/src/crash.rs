@@ -993,10 +993,18 @@ impl Backend for CrashBackend {
         let mut state = lock(&self.state);
         state.check_up(&what)?;
         let n = state.begin_sync(&what)?;
-        let dir = state
-            .tree
-            .dir(path)
-            .map_err(|e| errno(e, What("sync_dir", path)))?;
+        let dir = match state.tree.dir(path) {
+            Ok(dir) => dir,
+            Err(e) => {
+                // Still a sync point, counted: a crash armed after it
+                // fires (it returns the crash's error then), or a run
+                // crashed there would not stop where its dry run counted
+                // (the seeded harness, an old parent removed before the
+                // engine syncs it).
+                state.end_sync(n, &what)?;
+                return Err(errno(e, What("sync_dir", path)));
+            }
+        };
         let (id, entries) = (dir.id, synced_entries(dir));
         state.synced_dirs.insert(id, entries);
         if let Some(xattrs) = state.dir_xattrs.get_mut(&id) {

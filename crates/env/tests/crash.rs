@@ -215,6 +215,26 @@ fn crash_at_every_sync_point() {
     }
 }
 
+/// A sync of a missing directory fails, and is a sync point all the
+/// same: a crash armed at or after it fires there.
+#[test]
+fn a_failed_directory_sync_is_a_sync_point_a_crash_fires_at() {
+    for after in [false, true] {
+        let backend = CrashBackend::new();
+        match after {
+            true => backend.crash_after(1),
+            false => backend.crash_at(1),
+        }
+        let error = backend.sync_dir(&p("gone")).unwrap_err();
+        assert!(error.to_string().contains("sync point 1"), "{error}");
+        assert_eq!(backend.crashed_at(), Some(1));
+    }
+    let backend = CrashBackend::new();
+    let error = backend.sync_dir(&p("gone")).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::NotFound, "{error}");
+    assert_eq!((backend.sync_points(), backend.crashed_at()), (1, None));
+}
+
 #[test]
 fn stale_handles_fail_after_an_armed_crash_and_restart() {
     let backend = CrashBackend::new();

@@ -448,10 +448,11 @@ impl Model {
 
 /// A drawn directory, and what a crash may make of it.
 ///
-/// The guarantee tested (docs/crash-consistency.md has none of its own for
-/// directories; from the code): `Engine::mkdir` and `Engine::rmdir` are the
-/// capacity tier's own `mkdir` and `rmdir`, nothing logged, nothing synced
-/// (engine/mod.rs), so
+/// The guarantee tested (docs/crash-consistency.md, "create"):
+/// `Engine::mkdir` and `Engine::rmdir` are the capacity tier's own `mkdir`
+/// and `rmdir`, nothing logged, nothing synced then (engine/mod.rs), but a
+/// new directory's entry is owed a sync, which the fsync of a file under
+/// it makes (a file is durable with every directory of its name), so
 /// - while the capacity tier keeps its state, a directory is there exactly
 ///   when the workload left it there: recovery neither makes one (it
 ///   quarantines a file's records rather than make its missing directory,
@@ -459,12 +460,13 @@ impl Model {
 ///   removes one;
 /// - after a power cut of that tier, a mkdir or an rmdir is durable as
 ///   POSIX makes it: once its parent is synced, which the workload does
-///   at [`Op::SyncDirs`]. The engine's own syncs of directories (a
-///   created or renamed file's parent at its fsync, the owed ones at a
-///   clean stop) may make it durable sooner, so until a SyncDirs either
-///   outcome is allowed; after one, the directory must be there if it was
-///   then and must not be if it was not, and a directory under one that
-///   must not be there must not be either. A file inside a directory
+///   at [`Op::SyncDirs`], and, for a directory made, at the fsync of a
+///   file under it (`World::fsynced`). The engine's other syncs of
+///   directories (a created or renamed file's parent at its fsync, the
+///   owed ones at a clean stop) may make it durable sooner, so until then
+///   either outcome is allowed; after, the directory must be there if it
+///   was then and must not be if it was not, and a directory under one
+///   that must not be there must not be either. A file inside a directory
 ///   that may not have come back is owed nothing then ([`Model`]).
 #[derive(Clone, Copy, Debug)]
 struct Dir {
@@ -625,6 +627,18 @@ impl World {
         };
     }
 
+    /// The file at name `file` was fsynced: its bytes and its name, with
+    /// every drawn directory on the way to it (the engine syncs the parent
+    /// of each it made that no sync has made durable: engine/unsynced.rs).
+    fn fsynced(&mut self, file: usize) {
+        self.at(file).fsynced();
+        let mut at = parent_of(FILES[file]);
+        while let Some(dir) = at {
+            self.dirs[dir].durable = Some(true);
+            at = parent_of(DIRS[dir]);
+        }
+    }
+
     /// The workload synced every directory there is: each drawn one's
     /// entry is durable as it is now, and so is every file's name.
     fn dirs_synced(&mut self) {
@@ -718,7 +732,7 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Wo
             Op::Fsync { file } => {
                 let id = id_of(&engine, &mut ids, &mut world, file)?;
                 engine.fsync(id)?;
-                world.at(file).fsynced();
+                world.fsynced(file);
                 Ok(())
             }
             Op::Close { file } => {
@@ -730,7 +744,7 @@ fn run(fast: &Arc<CrashBackend>, capacity: &Arc<CrashBackend>, ops: &[Op]) -> Wo
             Op::SyncFsync { file } => {
                 let id = id_of(&engine, &mut ids, &mut world, file)?;
                 engine.sync_file_and_fsync(id)?;
-                world.at(file).fsynced();
+                world.fsynced(file);
                 Ok(())
             }
             Op::Rename { from, to } => {

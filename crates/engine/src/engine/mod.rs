@@ -1036,14 +1036,25 @@ impl Engine {
         self.shared.capacity.read_dir(path)
     }
 
-    /// Create a directory.
+    /// Create a directory. Its entry in its parent is owed a sync, as a
+    /// new file's is: the fsync of a file made under it syncs that too, so
+    /// the file is durable with every directory of its name (unsynced.rs).
     pub fn mkdir(&self, path: &RelPath) -> io::Result<()> {
-        self.shared.capacity.create_dir(path)
+        self.shared.capacity.create_dir(path)?;
+        sluice_env::lock(&self.shared.state)
+            .unsynced_names
+            .created(path);
+        Ok(())
     }
 
-    /// Remove an empty directory.
+    /// Remove an empty directory (nothing under it is owed a sync any
+    /// more).
     pub fn rmdir(&self, path: &RelPath) -> io::Result<()> {
-        self.shared.capacity.remove_dir(path)
+        self.shared.capacity.remove_dir(path)?;
+        sluice_env::lock(&self.shared.state)
+            .unsynced_names
+            .removed(path);
+        Ok(())
     }
 
     /// Flush everything buffered and wait until the capacity tier holds

@@ -1,5 +1,5 @@
 //! The directory entries the engine made and no sync has made durable
-//! yet: names it created, renamed or recovered. A file's fsync syncs the
+//! yet: names it created, renamed or recovered, and directories it made. A file's fsync syncs the
 //! directories its name needs ("durable with its name"), and a clean stop
 //! syncs all of them (docs/crash-consistency.md, "create" and "rename").
 //!
@@ -71,8 +71,8 @@ impl UnsyncedNames {
         self.next_stamp
     }
 
-    /// `path` was just made (a create, or a file recovered from the log):
-    /// its parent's entry for it is owed a sync.
+    /// `path` was just made (a create, a file recovered from the log, or a
+    /// directory): its parent's entry for it is owed a sync.
     pub(super) fn created(&mut self, path: &RelPath) {
         let stamp = self.stamp();
         self.names.entry(path.clone()).or_default().stamp = stamp;

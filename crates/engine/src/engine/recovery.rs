@@ -398,7 +398,11 @@ fn reattach(
         let history = replayed.names.get(&id).map_or(&[][..], Vec::as_slice);
         let mut path = path;
         if capacity.metadata(&path).is_err() {
-            redo_rename(capacity, history, &path, ino)?;
+            if let Some(older) = redo_rename(capacity, history, &path, ino)? {
+                // Not redone: its next record names the file where it is.
+                state.buffer.forget_descriptions(id);
+                path = older;
+            }
         } else if let Some(older) = rename_not_done(capacity, history, &path, ino) {
             // Its next record names the file where it is.
             state.buffer.forget_descriptions(id);
@@ -548,13 +552,20 @@ fn log_recovery(fast: &Arc<dyn Backend>, state: &State, started: Instant) {
 /// rename. Redo it from the newest older name that still exists.
 ///
 /// Only an older name that is still the same file (inode `ino`, when
-/// known) is moved: another file there is someone else's.
-pub(super) fn redo_rename(
+/// known) is moved: another file there is someone else's. If `path`'s
+/// directory is gone (another node removed it, or a power cut of the
+/// capacity tier took its unsynced mkdir), there is nothing to redo the
+/// rename into: it did not happen (it was not acknowledged), and this
+/// returns the older name, where the file's records go. Before, they went
+/// to `path`, missing, and were quarantined: a file fsynced before the
+/// rename read back without its bytes at the name it still had
+/// (`a_rename_into_a_directory_gone_before_recovery_keeps_the_file_at_its_old_name`).
+fn redo_rename(
     capacity: &dyn Backend,
     history: &[RelPath],
     path: &RelPath,
     ino: u64,
-) -> io::Result<()> {
+) -> io::Result<Option<RelPath>> {
     let older =
         history
             .iter()
@@ -568,7 +579,7 @@ pub(super) fn redo_rename(
     if let Some(from) = older {
         if let Some(parent) = path.parent() {
             if !parent.is_root() && capacity.metadata(&parent).is_err() {
-                return Ok(()); // the destination directory is gone: nothing to redo into
+                return Ok(Some(from.clone()));
             }
         }
         capacity
@@ -576,7 +587,7 @@ pub(super) fn redo_rename(
             .map_err(context(format!("recovery: redo rename {from} to {path}")))?;
         capacity.sync_dir(&path.parent().unwrap_or_else(RelPath::root))?;
     }
-    Ok(())
+    Ok(None)
 }
 
 /// A rename of the file (inode `ino`) over another one, cut by a crash

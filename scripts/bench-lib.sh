@@ -98,6 +98,30 @@ bench_cleanup() {
     exit "$rc"
 }
 
+# loop_fs IMAGE DIR SIZE: DIR empty, on a new ext4 file system of SIZE in
+# IMAGE, loop-mounted (root and mkfs.ext4): each run of a metadata
+# benchmark starts on a file system of its own.
+loop_fs() {
+    local image=$1 dir=$2 size=$3
+    mountpoint -q "$dir" && umount "$dir"
+    rm -rf "$dir" "$image"
+    mkdir -p "$dir"
+    truncate -s "$size" "$image"
+    mkfs.ext4 -q -F "$image" >/dev/null
+    mount -o loop "$image" "$dir" || die "cannot loop-mount $image on $dir"
+    rm -rf "$dir/lost+found"
+}
+
+# drop_loop_fs IMAGE DIR: DIR unmounted (lazily if still busy, as at an
+# interrupted run's exit) and IMAGE removed.
+drop_loop_fs() {
+    local image=$1 dir=$2
+    if mountpoint -q "$dir" 2>/dev/null; then
+        umount "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null || true
+    fi
+    rm -f "$image"
+}
+
 # bench_traps: run bench_cleanup at exit, also after Ctrl-C or TERM.
 bench_traps() {
     trap bench_cleanup EXIT

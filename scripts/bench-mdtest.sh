@@ -122,10 +122,7 @@ bench_traps
 mdtest_cleanup() {
     local rc=$?
     bench_stop_mount
-    if [ "$FS" = loop ] && mountpoint -q "$RUN_DIR" 2>/dev/null; then
-        umount "$RUN_DIR" 2>/dev/null || umount -l "$RUN_DIR" 2>/dev/null || true
-    fi
-    rm -f "$IMAGE"
+    drop_loop_fs "$IMAGE" "$RUN_DIR"
     exit "$rc"
 }
 trap mdtest_cleanup EXIT
@@ -133,13 +130,7 @@ trap mdtest_cleanup EXIT
 # fresh_fs: RUN_DIR empty, on a new ext4 (FS=loop) or in BENCH_DIR.
 fresh_fs() {
     if [ "$FS" = loop ]; then
-        mountpoint -q "$RUN_DIR" && umount "$RUN_DIR"
-        rm -rf "$RUN_DIR" "$IMAGE"
-        mkdir -p "$RUN_DIR"
-        truncate -s "$FS_SIZE" "$IMAGE"
-        mkfs.ext4 -q -F "$IMAGE" >/dev/null
-        mount -o loop "$IMAGE" "$RUN_DIR" || die "cannot loop-mount $IMAGE (use FS=dir)"
-        rm -rf "$RUN_DIR/lost+found"
+        loop_fs "$IMAGE" "$RUN_DIR" "$FS_SIZE"
     else
         rm -rf "$RUN_DIR"
         mkdir -p "$RUN_DIR"
@@ -148,10 +139,7 @@ fresh_fs() {
 
 # drop_fs: unmount and remove the run's file system.
 drop_fs() {
-    if [ "$FS" = loop ]; then
-        umount "$RUN_DIR"
-        rm -f "$IMAGE"
-    fi
+    [ "$FS" != loop ] || drop_loop_fs "$IMAGE" "$RUN_DIR"
     rm -rf "$RUN_DIR"
 }
 

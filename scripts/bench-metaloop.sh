@@ -50,8 +50,7 @@ bench_traps
 metaloop_cleanup() {
     local rc=$?
     bench_stop_mount
-    mountpoint -q "$RUN_DIR" 2>/dev/null && { umount "$RUN_DIR" || umount -l "$RUN_DIR" || true; }
-    rm -f "$IMAGE"
+    drop_loop_fs "$IMAGE" "$RUN_DIR"
     exit "$rc"
 }
 trap metaloop_cleanup EXIT
@@ -61,10 +60,7 @@ RESULTS=$BENCH_DIR/results.txt
 : >"$RESULTS"
 for ((run = 1; run <= RUNS; run++)); do
     for sys in sluice mergerfs; do
-        mkdir -p "$RUN_DIR"
-        truncate -s 8G "$IMAGE"
-        mkfs.ext4 -q -F "$IMAGE"
-        mount -o loop "$IMAGE" "$RUN_DIR" || die "cannot loop-mount $IMAGE"
+        loop_fs "$IMAGE" "$RUN_DIR" 8G
         mkdir -p "$RUN_DIR/raw" "$RUN_DIR/fast" "$RUN_DIR/cap" "$RUN_DIR/mnt"
         MNT=$RUN_DIR/mnt
         log=$BENCH_DIR/$sys.$run.log
@@ -88,8 +84,7 @@ for ((run = 1; run <= RUNS; run++)); do
             echo "[$run/$RUNS] $sys $op: $rate op/s" >&2
         done
         stop_mount "$sys" "$log" "$sys run $run"
-        umount "$RUN_DIR"
-        rm -f "$IMAGE"
+        drop_loop_fs "$IMAGE" "$RUN_DIR"
     done
 done
 

@@ -34,7 +34,7 @@ use sluice_policy::FileId;
 use crate::log::RecordHeader;
 
 use super::append::{self, seq_of, sync_log, Append};
-use super::files::unknown;
+use super::files::{busy, unknown};
 use super::holds::{Hold, OwnWrite};
 use super::{ahead, cache, context, Shared, State};
 
@@ -190,10 +190,11 @@ impl Truncate {
     /// The next step, under the engine lock.
     pub(super) fn step(&mut self, shared: &Shared, state: &mut State) -> Next {
         let (file, size) = (self.file, self.size);
-        let busy = |state: &State| state.files.get(&file).is_some_and(|open| open.busy > 0);
         loop {
             match std::mem::replace(&mut self.phase, Phase::Done) {
-                phase @ (Phase::Start | Phase::BeforeRecord | Phase::BeforeCut) if busy(state) => {
+                phase @ (Phase::Start | Phase::BeforeRecord | Phase::BeforeCut)
+                    if busy(file)(state) =>
+                {
                     self.phase = phase;
                     return Next::WaitWhile(Until::Busy(file));
                 }

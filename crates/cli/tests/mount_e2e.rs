@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 mod support;
 
 use support::{
-    fuse_available, is_mounted, mounts_at, others_reach_temp_dirs, Mounted, Rng, SLUICE,
+    exact_change_times, fuse_available, is_mounted, mounts_at, others_reach_temp_dirs, Mounted,
+    Rng, SLUICE,
 };
 
 /// A loopback address with a port free right now (for `--metrics`).
@@ -831,6 +832,80 @@ fn passthrough_serves_files_the_engine_never_buffers() {
     assert_eq!(fs::read(m.path("g")).unwrap(), b"default policy");
     let text = status(&m);
     assert!(!text.contains("passthrough"), "{text}");
+    m.unmount(false);
+}
+
+/// Issue 33: a small file closed on this node is handed to the kernel's
+/// page cache, and reopened unchanged it is read from there: no read
+/// request comes to sluice. Changed behind the mount (another node's write,
+/// same length), it is read from the capacity tier again; and a write
+/// through the mount is read back at once.
+#[test]
+fn issue_33_a_small_file_reopened_unchanged_is_read_from_the_kernels_page_cache() {
+    if !fuse_available() {
+        return;
+    }
+    let setup = tempfile::tempdir().unwrap();
+    // Plain handles only (as a non-root mount has), so every read the
+    // kernel does not answer itself comes here.
+    let config = config_file(setup.path(), "[mount]\npassthrough = false\n");
+    let mut m = Mounted::new(&["--config", &config]);
+    if !exact_change_times(&m.capacity()) {
+        eprintln!("skipped: the capacity tier gives no exact change times");
+        m.unmount(false);
+        return;
+    }
+    let counts = |m: &Mounted| -> [u64; 3] {
+        let status = status_json(m);
+        [
+            "fuse_reads",
+            "fuse_page_cache_opens",
+            "fuse_page_cache_stores",
+        ]
+        .map(|key| {
+            status[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no {key} in status: {status}"))
+        })
+    };
+    let mine: Vec<u8> = (0..3901u32).map(|i| (i % 251) as u8).collect();
+    fs::write(m.path("small"), &mine).unwrap();
+    assert_eq!(counts(&m), [0, 0, 1], "stored at its close");
+    for _ in 0..3 {
+        assert!(fs::read(m.path("small")).unwrap() == mine);
+    }
+    assert_eq!(
+        counts(&m),
+        [0, 3, 1],
+        "read three times from the kernel's pages"
+    );
+    // Another node writes the capacity file: same length, other bytes.
+    let theirs = vec![b'B'; mine.len()];
+    fs::write(m.capacity().join("small"), &theirs).unwrap();
+    assert!(
+        fs::read(m.path("small")).unwrap() == theirs,
+        "a stale page served"
+    );
+    let [reads, _, stores] = counts(&m);
+    assert!(reads > 0, "read from the capacity tier");
+    assert_eq!(stores, 2, "stored again at its close");
+    // A write through the mount, then a read of a kept handle.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.path("small"))
+        .unwrap();
+    f.write_all_at(b"mine", 100).unwrap();
+    let mut want = theirs.clone();
+    want[100..104].copy_from_slice(b"mine");
+    let mut got = vec![0u8; want.len()];
+    f.read_exact_at(&mut got, 0).unwrap();
+    assert!(got == want, "a write through a kept handle is read back");
+    drop(f);
+    assert!(fs::read(m.path("small")).unwrap() == want);
+    // A file of 64 KiB is not stored.
+    fs::write(m.path("large"), vec![1u8; 64 << 10]).unwrap();
+    assert_eq!(counts(&m)[2], 3, "only the small file's closes stored");
     m.unmount(false);
 }
 

@@ -821,6 +821,76 @@ fn issue_33_a_clean_copy_is_never_served_after_another_node_changed_the_file() {
     setlk(&held, libc::F_UNLCK, 0, 0).unwrap();
 }
 
+/// Issue 33: a small file's bytes kept in a node's kernel page cache
+/// (`mount.page_cache`) are never read after another node changed the
+/// file: A writes and reads a small file (kept since its close), B writes
+/// it over, same length; A reads B's bytes at its next open. A handle A
+/// keeps open across B's next change reads B's bytes after a lock is
+/// granted, and, with no lock, within the attribute timeout (1 s).
+#[test]
+fn issue_33_a_page_cache_copy_is_never_read_after_another_node_changed_the_file() {
+    if !fuse_available() {
+        return;
+    }
+    let c = Cluster::new(2, "[mount]\npassthrough = false\n", &[]);
+    if !support::exact_change_times(&c.capacity) {
+        eprintln!("skipped: the capacity tier gives no exact change times");
+        return;
+    }
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let mine = pattern(3901, 1);
+    fs::write(a.path("small"), &mine).unwrap();
+    assert!(fs::read(a.path("small")).unwrap() == mine);
+    assert!(fs::read(a.path("small")).unwrap() == mine);
+    let kept = status_json(a)["fuse_page_cache_opens"].as_u64().unwrap();
+    assert!(kept > 0, "A read its own bytes from its page cache");
+    let theirs = pattern(3901, 9);
+    fs::write(b.path("small"), &theirs).unwrap();
+    assert!(
+        fs::read(a.path("small")).unwrap() == theirs,
+        "A read a stale page at open"
+    );
+    // A keeps a handle open (kept again: stored at A's last close).
+    assert!(fs::read(a.path("small")).unwrap() == theirs);
+    let held = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(a.path("small"))
+        .unwrap();
+    let mut buf = vec![0u8; 3901];
+    held.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == theirs);
+    let before = status_json(a)["fuse_page_cache_opens"].as_u64().unwrap();
+    assert!(before > kept, "the held handle is page-cached");
+    // B changes it under a lock; A's lock, once granted, sees it.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(b.path("small"))
+        .unwrap();
+    let second = pattern(3901, 17);
+    setlk(&f, libc::F_WRLCK, 0, 0).unwrap();
+    f.write_all_at(&second, 0).unwrap();
+    setlk(&f, libc::F_UNLCK, 0, 0).unwrap();
+    drop(f);
+    setlk(&held, libc::F_RDLCK, 0, 0).unwrap();
+    held.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == second, "A read a stale page after its lock");
+    setlk(&held, libc::F_UNLCK, 0, 0).unwrap();
+    // B changes it again; A's open handle, with no lock, reads the new
+    // bytes within the attribute timeout.
+    let third = pattern(3901, 33);
+    fs::write(b.path("small"), &third).unwrap();
+    let seen = within(Duration::from_secs(5), || {
+        held.read_exact_at(&mut buf, 0).unwrap();
+        buf == third
+    });
+    assert!(
+        seen.is_some_and(|t| t < Duration::from_millis(2500)),
+        "A's open handle read B's bytes after {seen:?}"
+    );
+}
+
 /// On-demand (issue 34): every write goes to the log, and a holder's
 /// recall is answered well within the wait unless a test says otherwise.
 fn on_demand(recall_wait: &str) -> String {

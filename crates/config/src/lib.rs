@@ -277,6 +277,13 @@ pub struct MountConfig {
     /// the file is buffered, and neither LiU nor an emulated device must
     /// see its bytes (docs/fuse.md, "Passthrough").
     pub passthrough: bool,
+    /// Keep a file shorter than 64 KiB in the kernel's page cache from
+    /// its last close to its next open, while its capacity file is
+    /// unchanged, so a reopened small file is read without a request to
+    /// sluice (as NFS keeps pages across opens); only on a capacity tier
+    /// with exact change times (docs/fuse.md, "The kernel's page cache for
+    /// small files").
+    pub page_cache: bool,
     /// When other nodes of a shared capacity tier see this mount's writes
     /// to general-class files (docs/fuse.md, "Many nodes").
     pub consistency: Consistency,
@@ -650,6 +657,7 @@ impl Default for MountConfig {
             max_write: ByteSize(1 << 20),
             direct_io: true,
             passthrough: true,
+            page_cache: true,
             consistency: Consistency::CloseToOpen,
             close_sync: CloseSyncConfig::Auto,
             attr_timeout: Span(std::time::Duration::from_secs(1)),

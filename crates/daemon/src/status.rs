@@ -114,6 +114,8 @@ pub fn take(
         fuse_metadata_ops: c(&counters.metadata_ops),
         fuse_errors: c(&counters.errors),
         fuse_passthrough_opens: c(&counters.passthrough_opens),
+        fuse_page_cache_opens: c(&counters.page_cache_opens),
+        fuse_page_cache_stores: c(&counters.page_cache_stores),
         quarantined: engine
             .quarantined()
             .unwrap_or_default()

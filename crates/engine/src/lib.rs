@@ -24,10 +24,10 @@ pub mod router;
 
 pub use ckpt::{Checkpoints, CkptOptions, CkptStats, CkptStatus};
 pub use engine::{
-    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, CloseSync, Doorbell,
-    Drained, Engine, EngineConfig, EngineStats, EngineStatus, HeldMark, HeldState, KernelFile,
-    Mark, MarkStore, OnDemand, QuarantineEntry, Sealing, HELD_XATTR, HIDDEN_DIR, QUARANTINE_DIR,
-    STATE_XATTR,
+    quarantine_find, quarantine_list, quarantine_remove, quarantine_restore, ChangeStamp,
+    CloseSync, Doorbell, Drained, Engine, EngineConfig, EngineStats, EngineStatus, HeldMark,
+    HeldState, KernelFile, Mark, MarkStore, OnDemand, QuarantineEntry, Sealing, HELD_XATTR,
+    HIDDEN_DIR, QUARANTINE_DIR, STATE_XATTR,
 };
 pub use incidents::{Incident, Incidents};
 pub use liu::{LiuBackend, LiuOptions, LiuStatus};

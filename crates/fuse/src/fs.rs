@@ -31,6 +31,7 @@ use sluice_engine::{Checkpoints, Engine};
 use sluice_env::{StatKind, TimeSet};
 
 use crate::errno::{errno, is_failure};
+use crate::pagecache::PageCache;
 use crate::passthrough::{Passthrough, Place};
 use crate::volume::{Attr, AttrChanges, Caller, LockRange, Volume};
 use crate::workers::Workers;
@@ -59,6 +60,12 @@ pub struct OpCounters {
     /// Opens and creates the kernel serves itself by FUSE passthrough
     /// (their reads and writes are not counted above).
     pub passthrough_opens: AtomicU64,
+    /// Opens answered with the file's bytes kept in the kernel's page
+    /// cache since its last close (crate::pagecache): their reads do not
+    /// come to sluice.
+    pub page_cache_opens: AtomicU64,
+    /// Small files handed to the kernel's page cache at their last close.
+    pub page_cache_stores: AtomicU64,
     /// File handles open now (opens and creates not yet released): what
     /// keeps an unmount busy, with working directories, which FUSE does
     /// not see.
@@ -86,6 +93,7 @@ pub struct Core {
     /// `FOPEN_PARALLEL_DIRECT_WRITES`.
     open_flags: FopenFlags,
     passthrough: Passthrough<BackingId>,
+    page_cache: Arc<PageCache>,
 }
 
 fn to_time_set(t: TimeOrNow) -> TimeSet {
@@ -172,6 +180,7 @@ impl SluiceFs {
         max_write: u32,
         direct_io: bool,
         passthrough: bool,
+        page_cache: bool,
         consistency: Consistency,
         attr_timeout: Duration,
         readers: usize,
@@ -191,11 +200,23 @@ impl SluiceFs {
                 FopenFlags::empty()
             },
             passthrough: Passthrough::new(passthrough),
+            page_cache: Arc::new(PageCache::new(page_cache, attr_timeout)),
         };
         Ok(SluiceFs {
             core: Arc::new(core),
             workers: Workers::new(readers, workers)?,
         })
+    }
+
+    /// What to call with the session's notifier once it is up: from then
+    /// on small files are kept in the kernel's page cache between opens
+    /// (crate::pagecache).
+    pub fn page_cache_start(&self) -> impl FnOnce(fuser::Notifier) + Send + 'static {
+        let (cache, volume) = (
+            Arc::clone(&self.core.page_cache),
+            Arc::clone(&self.core.volume),
+        );
+        move |notifier| PageCache::start(&cache, &volume, notifier)
     }
 
     /// Answer a request here, unless it `may_wait` on a tier or another
@@ -225,6 +246,7 @@ impl Core {
         reply: ReplyWrite,
     ) {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.page_cache.changed(ino.0);
         match self.volume.write(ino.0, fh.0, offset, data, kill_setid) {
             Ok(()) => {
                 self.counters
@@ -255,6 +277,21 @@ impl Core {
                 .fetch_add(1, Ordering::Relaxed);
         }
         backing
+    }
+
+    /// The flags of a plain handle `fh` of node `ino` (`new`: a create's):
+    /// direct I/O as the mount says, or page-cached with the kernel's
+    /// pages kept ([`PageCache::open`]; counted).
+    fn plain_open(&self, ino: u64, fh: u64, new: bool) -> FopenFlags {
+        let flags = self
+            .page_cache
+            .open(&self.volume, ino, fh, self.open_flags, new);
+        if flags.contains(FopenFlags::FOPEN_KEEP_CACHE) {
+            self.counters
+                .page_cache_opens
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        flags
     }
 
     /// The errno for `e`, counted as a failed request; see
@@ -441,6 +478,9 @@ impl Filesystem for SluiceFs {
             || size.is_some(),
             move |fs| {
                 fs.meta();
+                if size.is_some() {
+                    fs.page_cache.changed(ino.0);
+                }
                 let result = fs.volume.setattr(ino.0, fh.map(|fh| fh.0), &changes);
                 fs.reply_attr("setattr", ino.0, result, reply);
             },
@@ -576,7 +616,10 @@ impl Filesystem for SluiceFs {
                             Some(id) => {
                                 reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id)
                             }
-                            None => reply.opened(FileHandle(fh), fs.open_flags),
+                            None => {
+                                let flags = fs.plain_open(ino.0, fh, false);
+                                reply.opened(FileHandle(fh), flags)
+                            }
                         }
                     }
                     Err(e) => reply.error(fs.fail("open", ino.0, None, &e)),
@@ -676,7 +719,14 @@ impl Filesystem for SluiceFs {
                 self.fail("release", ino.0, None, &e);
             }
         }
-        let len = self.volume.release(ino.0, fh.0);
+        let (len, stored) = self.page_cache.release(&self.volume, ino.0, fh.0, || {
+            self.volume.release(ino.0, fh.0)
+        });
+        if stored {
+            self.counters
+                .page_cache_stores
+                .fetch_add(1, Ordering::Relaxed);
+        }
         self.passthrough.release(ino.0, len);
         // Saturating: a release the kernel sends for a handle it was never
         // given must not wrap the count around.
@@ -875,7 +925,10 @@ impl Filesystem for SluiceFs {
                                 FopenFlags::empty(),
                                 &id,
                             ),
-                            None => reply.created(ttl, attr, Generation(0), fh, fs.open_flags),
+                            None => {
+                                let flags = fs.plain_open(attr.ino.0, fh.0, true);
+                                reply.created(ttl, attr, Generation(0), fh, flags)
+                            }
                         }
                     }
                     Err(e) => reply.error(fs.fail("create", parent.0, Some(&name), &e)),
@@ -921,6 +974,9 @@ impl Filesystem for SluiceFs {
         let range = LockRange { start, end, typ };
         if !sleep {
             let result = self.volume.set_lock(fh.0, lock_owner.0, range, false, pid);
+            if result.is_ok() && typ != nix::libc::F_UNLCK {
+                self.page_cache.locked(&self.volume, ino.0);
+            }
             // A conflict is an answer, not a failure.
             match result {
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
@@ -935,11 +991,17 @@ impl Filesystem for SluiceFs {
         // holder's unlock among them).
         let volume = Arc::clone(&self.volume);
         let counters = Arc::clone(&self.counters);
+        let cache = Arc::clone(&self.page_cache);
         let spawned = std::thread::Builder::new()
             .name("sluice-lock-wait".into())
             .spawn(
                 move || match volume.set_lock(fh.0, lock_owner.0, range, true, pid) {
-                    Ok(()) => reply.ok(),
+                    Ok(()) => {
+                        if typ != nix::libc::F_UNLCK {
+                            cache.locked(&volume, ino.0);
+                        }
+                        reply.ok()
+                    }
                     Err(e) => {
                         counters.errors.fetch_add(1, Ordering::Relaxed);
                         let errno = errno(&e);
@@ -978,6 +1040,7 @@ impl Filesystem for SluiceFs {
             || true,
             move |fs| {
                 fs.counters.fallocates.fetch_add(1, Ordering::Relaxed);
+                fs.page_cache.changed(ino.0);
                 let result = fs.volume.fallocate(fh.0, offset, length, mode);
                 fs.reply_empty("fallocate", ino.0, None, result, reply);
             },

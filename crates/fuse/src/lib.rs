@@ -9,6 +9,8 @@
 //! - [`inodes`]: inode numbers and the paths they name;
 //! - `passthrough`: the kernel's rules for FUSE passthrough handles (files
 //!   the engine never buffers, read and written by the kernel itself);
+//! - `pagecache`: small files kept in the kernel's page cache from their
+//!   last close to their next open while their capacity file is unchanged;
 //! - `workers`: the threads that read /dev/fuse and the pool that takes
 //!   the requests that may wait on a tier.
 //!
@@ -18,6 +20,9 @@
 pub mod errno;
 pub mod fs;
 pub mod inodes;
+mod pagecache;
 mod passthrough;
+#[cfg(test)]
+mod testing;
 pub mod volume;
 mod workers;

@@ -335,51 +335,14 @@ struct Wanted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inodes::ROOT;
-    use crate::volume::Caller;
-    use sluice_engine::{Engine, EngineConfig};
-    use sluice_env::posix::PosixBackend;
-    use sluice_env::{Backend, SystemClock};
-    use sluice_policy::redirector::{RedirectPolicy, RedirectorConfig};
-    use std::ffi::OsStr;
+    use crate::testing::{volume_with_file, RDONLY, RDWR};
+    use sluice_policy::redirector::RedirectPolicy;
 
-    /// A volume over real directories under `policy`, with one file open:
-    /// its node and handle.
+    /// A volume over real directories under `policy`, with one file open
+    /// that a plain open registers (module docs): its node and handle.
     fn volume(dir: &tempfile::TempDir, policy: RedirectPolicy) -> (Volume, u64, u64) {
-        let tier = |name: &str| -> Arc<dyn Backend> {
-            let root = dir.path().join(name);
-            std::fs::create_dir_all(&root).unwrap();
-            Arc::new(PosixBackend::new(root).unwrap())
-        };
-        let config = EngineConfig {
-            redirector: RedirectorConfig {
-                policy,
-                ..RedirectorConfig::default()
-            },
-            ..EngineConfig::default()
-        };
-        let engine = Engine::open(
-            tier("fast"),
-            tier("capacity"),
-            Arc::new(SystemClock::new()),
-            config,
-        )
-        .unwrap();
-        let v = Volume::new(Arc::new(engine), None, None);
-        let me = Caller {
-            uid: rustix::process::geteuid().as_raw(),
-            gid: rustix::process::getegid().as_raw(),
-            umask: 0o022,
-        };
-        let (attr, fh) = v.create(&me, ROOT, OsStr::new("f"), 0o644).unwrap();
-        // Long enough that a plain open registers it (module docs).
-        let bytes = vec![7u8; PASSTHROUGH_MIN_BYTES as usize];
-        v.write(attr.ino, fh, 0, &bytes, false).unwrap();
-        (v, attr.ino, fh)
+        volume_with_file(dir, policy, PASSTHROUGH_MIN_BYTES as usize)
     }
-
-    const RDWR: i32 = OFlags::RDWR.bits() as i32;
-    const RDONLY: i32 = OFlags::RDONLY.bits() as i32;
 
     fn never(_: BorrowedFd<'_>) -> io::Result<u32> {
         panic!("registered a backing file where none may be")

@@ -401,6 +401,20 @@ pub const METRICS: &[Metric] = &[
         read: |s| int(s.fuse_passthrough_opens),
     },
     Metric {
+        name: "sluice_fuse_page_cache_opens_total",
+        kind: Counter,
+        help: "Opens answered with a small file's bytes kept in the kernel's page cache since its last close (mount.page_cache): their reads do not come to sluice and are not in sluice_fuse_requests_total.",
+        labels: None,
+        read: |s| int(s.fuse_page_cache_opens),
+    },
+    Metric {
+        name: "sluice_fuse_page_cache_stores_total",
+        kind: Counter,
+        help: "Small files handed to the kernel's page cache at their last close (mount.page_cache).",
+        labels: None,
+        read: |s| int(s.fuse_page_cache_stores),
+    },
+    Metric {
         name: "sluice_fuse_errors_total",
         kind: Counter,
         help: "FUSE requests answered with an error.",

@@ -487,6 +487,14 @@ pub struct Status {
     /// Opens the kernel serves itself by FUSE passthrough (`mount.passthrough`).
     #[serde(default)]
     pub fuse_passthrough_opens: u64,
+    /// Opens answered with a small file's bytes kept in the kernel's page
+    /// cache since its last close (`mount.page_cache`): their reads do
+    /// not come to sluice.
+    #[serde(default)]
+    pub fuse_page_cache_opens: u64,
+    /// Small files handed to the kernel's page cache at their last close.
+    #[serde(default)]
+    pub fuse_page_cache_stores: u64,
     /// LiU's read path, when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liu: Option<LiuStatusView>,
@@ -766,11 +774,14 @@ impl Status {
             self.fuse_fallocates,
             self.fuse_metadata_ops,
             self.fuse_errors,
-            if self.fuse_passthrough_opens > 0 {
-                format!("; {} opens by passthrough", self.fuse_passthrough_opens)
-            } else {
-                String::new()
-            }
+            [
+                (self.fuse_passthrough_opens, "opens by passthrough"),
+                (self.fuse_page_cache_opens, "opens from the page cache"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("; {n} {what}"))
+            .collect::<String>()
         );
         let _ = writeln!(
             out,

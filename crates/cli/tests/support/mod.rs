@@ -125,6 +125,28 @@ pub fn fuse_available() -> bool {
     required(ok, "/dev/fuse or fusermount3 (install fuse3)")
 }
 
+/// Whether the file system at `dir` gives a write a new ctime at once
+/// (the mount's own probe, `probe_change_times` in crates/env's posix.rs):
+/// where it does not, a mount keeps no small files in the kernel's page
+/// cache.
+pub fn exact_change_times(dir: &Path) -> bool {
+    use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+    let Ok(f) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_TMPFILE)
+        .mode(0o600)
+        .open(dir)
+    else {
+        return false;
+    };
+    let ctime = |f: &File| f.metadata().map(|m| (m.ctime(), m.ctime_nsec())).ok();
+    (0..3u64).all(|i| {
+        let before = ctime(&f);
+        f.write_at(b"x", i).is_ok() && before.is_some() && ctime(&f) != before
+    })
+}
+
 pub fn is_mounted(point: &Path) -> bool {
     mounts_at(point) > 0
 }

@@ -273,6 +273,22 @@ impl Mount {
                 capacity.describe(),
             );
         }
+        if config.mount.page_cache {
+            let capacity = tiers.capacity.as_ref();
+            if config.mount.attr_timeout.0.is_zero() {
+                tracing::info!("page cache: small files are not kept (mount.attr_timeout = 0)");
+            } else if capacity.change_times_exact() {
+                tracing::info!(
+                    "page cache: files shorter than 64 KiB are kept in the kernel's page cache between opens while unchanged (capacity tier {} has exact change times)",
+                    capacity.describe()
+                );
+            } else {
+                tracing::info!(
+                    "page cache: small files are not kept: capacity tier {} has no exact change times",
+                    capacity.describe()
+                );
+            }
+        }
         let liu = tiers.liu;
         // BBOS first: its recovery must not race the engine's flusher for
         // nothing, and a bad catalogue should stop the mount early.
@@ -347,6 +363,7 @@ impl Mount {
             u32::try_from(config.mount.max_write.0).unwrap_or(1 << 20),
             config.mount.direct_io,
             config.mount.passthrough,
+            config.mount.page_cache,
             config.mount.consistency.into(),
             config.mount.attr_timeout.0,
             readers,
@@ -375,6 +392,7 @@ impl Mount {
         fuse_config.mount_options = options;
         fuse_config.n_threads = Some(readers);
         fuse_config.clone_fd = true;
+        let page_cache_start = fs.page_cache_start();
         let session = fuser::spawn_mount(fs, mountpoint, &fuse_config).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -384,6 +402,7 @@ impl Mount {
                 ),
             )
         })?;
+        page_cache_start(session.notifier());
         let shared = Arc::new(Shared {
             engine,
             liu,

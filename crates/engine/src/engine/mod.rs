@@ -312,10 +312,11 @@ impl KernelStamp {
 
 /// A capacity file's identity, length, mtime and ctime: unchanged on a
 /// tier with exact change times means not written. Closes of files the
-/// kernel writes compare it (`KernelStamp`), and so do the clean copies
-/// of a file (cache.rs).
+/// kernel writes compare it (`KernelStamp`), so do the clean copies of a
+/// file (cache.rs) and the mount's copies in the kernel's page cache
+/// ([`Engine::page_cache_stamp`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ChangeStamp {
+pub struct ChangeStamp {
     identity: (u64, u64),
     len: u64,
     mtime: SystemTime,
@@ -775,6 +776,35 @@ impl Engine {
             file: Arc::clone(&open.handle),
             len: (!open.kernel_writes).then_some(open.size),
         })
+    }
+
+    /// The capacity file of the open `file` as a stat sees it now, where
+    /// a copy of its bytes kept outside the engine (the kernel's page
+    /// cache between opens, crates/fuse/src/pagecache.rs) can be checked
+    /// against it: the tier gives exact change times
+    /// ([`Backend::change_times_exact`]), so an unchanged stamp means the
+    /// file was not written, and hands out a kernel file
+    /// ([`BackendFile::as_fd`]: not an emulated device, fault injection or
+    /// LiU, which must see every read). `None` otherwise.
+    pub fn page_cache_stamp(&self, file: FileId) -> Option<ChangeStamp> {
+        if !self.shared.capacity.change_times_exact() {
+            return None;
+        }
+        let handle = {
+            let state = sluice_env::lock(&self.shared.state);
+            Arc::clone(&state.files.get(&file)?.handle)
+        };
+        handle.as_fd()?;
+        handle.stat().ok().map(|stat| ChangeStamp::of(&stat))
+    }
+
+    /// The logical size of the open `file` (buffered bytes included), if
+    /// the engine knows it: not once the kernel writes the file itself
+    /// ([`Engine::note_kernel_writes`]).
+    pub fn open_size(&self, file: FileId) -> Option<u64> {
+        let state = sluice_env::lock(&self.shared.state);
+        let open = state.files.get(&file)?;
+        (!open.kernel_writes).then_some(open.size)
     }
 
     /// Whether a close-to-open close of the open `file` may write bytes

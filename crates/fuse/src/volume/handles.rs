@@ -11,7 +11,7 @@
 use std::ffi::OsStr;
 use std::io;
 
-use sluice_engine::{KernelFile, Router};
+use sluice_engine::{ChangeStamp, KernelFile, Router};
 use sluice_env::Allocate;
 
 use super::{lock, Attr, Caller, Volume};
@@ -71,6 +71,29 @@ impl Volume {
     /// (FUSE passthrough): [`Router::passthrough_file`].
     pub fn passthrough_file(&self, fh: u64) -> Option<KernelFile> {
         self.router.passthrough_file(fh)
+    }
+
+    /// The capacity file of handle `fh` as it is now, where the kernel's
+    /// copy of its bytes can be checked against it
+    /// ([`Engine::page_cache_stamp`]); never for the stager's handles.
+    ///
+    /// [`Engine::page_cache_stamp`]: sluice_engine::Engine::page_cache_stamp
+    pub fn page_cache_stamp(&self, fh: u64) -> Option<ChangeStamp> {
+        if Router::staged_handle(fh) {
+            return None;
+        }
+        self.engine().page_cache_stamp(sluice_policy::FileId(fh))
+    }
+
+    /// The length of handle `fh`'s file as the engine knows it
+    /// ([`Engine::open_size`]); `None` for the stager's handles.
+    ///
+    /// [`Engine::open_size`]: sluice_engine::Engine::open_size
+    pub fn handle_len(&self, fh: u64) -> Option<u64> {
+        if Router::staged_handle(fh) {
+            return None;
+        }
+        self.engine().open_size(sluice_policy::FileId(fh))
     }
 
     /// Handle `fh`, opened for writing, is served by passthrough: the

@@ -108,6 +108,9 @@ struct Node {
     /// Its first open is checking the stamp, or its last release is
     /// storing: opens, truncates and fallocates of it wait.
     busy: bool,
+    /// One of them waits: the end of `busy` wakes it (a wake-up with no
+    /// waiter is a system call at every open).
+    waited: bool,
 }
 
 #[derive(Default)]
@@ -184,18 +187,31 @@ impl<K: Kernel> PageCache<K> {
 
     /// The table, once `ino` is not busy.
     fn idle_node(&self, ino: u64) -> MutexGuard<'_, Table> {
-        let table = lock(&self.table);
-        sluice_env::wait_while(&self.idle, table, None, |t| {
-            t.nodes.get(&ino).is_some_and(|n| n.busy)
-        })
+        let mut table = lock(&self.table);
+        loop {
+            match table.nodes.get_mut(&ino) {
+                Some(node) if node.busy => node.waited = true,
+                _ => return table,
+            }
+            table = sluice_env::wait(&self.idle, table);
+        }
     }
 
-    /// `ino` stops being busy.
-    fn done(&self, table: &mut Table, ino: u64) {
-        if let Some(node) = table.nodes.get_mut(&ino) {
-            node.busy = false;
+    /// `ino` stops being busy (`gone`: and leaves the table).
+    fn done(&self, table: &mut Table, ino: u64, gone: bool) {
+        let waited = match table.nodes.get_mut(&ino) {
+            Some(node) => {
+                node.busy = false;
+                std::mem::take(&mut node.waited)
+            }
+            None => false,
+        };
+        if gone {
+            table.nodes.remove(&ino);
         }
-        self.idle.notify_all();
+        if waited {
+            self.idle.notify_all();
+        }
     }
 
     /// A plain handle `fh` of node `ino` opened (`new`: by a create): the
@@ -228,13 +244,14 @@ impl<K: Kernel> PageCache<K> {
             table.stored.remove(&ino);
             return direct;
         };
-        // The stamp is compared without the table's lock (an fstat);
-        // opens of this node wait for the answer.
+        // The stamp the open just took is compared without the table's
+        // lock (it takes the engine's); opens of this node wait for the
+        // answer.
         if let Some(node) = table.nodes.get_mut(&ino) {
             node.busy = true;
         }
         drop(table);
-        let unchanged = volume.page_cache_stamp(fh) == Some(then);
+        let unchanged = volume.page_cache_stamp_at_open(fh) == Some(then);
         let mut table = lock(&self.table);
         let cached = match table.nodes.get_mut(&ino) {
             Some(node) if unchanged => {
@@ -247,7 +264,7 @@ impl<K: Kernel> PageCache<K> {
         if !cached {
             table.stored.remove(&ino);
         }
-        self.done(&mut table, ino);
+        self.done(&mut table, ino, false);
         if cached {
             FopenFlags::FOPEN_KEEP_CACHE
         } else {
@@ -312,23 +329,26 @@ impl<K: Kernel> PageCache<K> {
         let released = release();
         let stored = store.filter(|store| self.send(ino, store));
         let mut table = lock(&self.table);
-        table.nodes.remove(&ino);
+        self.done(&mut table, ino, true);
         let kept = stored.is_some();
         if let Some(store) = stored {
             table.keep(ino, store.stamp);
         }
-        self.idle.notify_all();
         (released, kept)
     }
 
     /// The bytes of handle `fh`'s file and the stamp they are read under,
     /// if it is short and its stamp can be checked later.
     fn read(&self, volume: &Volume, fh: u64) -> Option<Store> {
-        let stamp = volume.page_cache_stamp(fh)?;
         let len = volume.handle_len(fh)?;
-        if len >= STORE_MAX_BYTES {
+        // An empty file has nothing to read: its reads end at the size
+        // the kernel knows.
+        if len == 0 || len >= STORE_MAX_BYTES {
             return None;
         }
+        // Taken before the read: a change after it is seen at the next
+        // open (its stamp differs).
+        let stamp = volume.page_cache_stamp(fh)?;
         let data = volume.read(fh, 0, len).ok()?;
         (data.len() as u64 == len).then_some(Store { data, stamp })
     }

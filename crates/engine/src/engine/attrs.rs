@@ -58,6 +58,9 @@ pub(super) fn refresh_size(shared: &Shared, file: FileId) -> io::Result<u64> {
         )))
     };
     read_steady(shared, file, read, |state, (capacity_len, stamp)| {
+        if let Some(open) = state.files.get_mut(&file) {
+            open.last_stamp = stamp;
+        }
         // Clean copies of a capacity file changed behind them go.
         cache::check(state, file, stamp);
         update_size(state, file, capacity_len)

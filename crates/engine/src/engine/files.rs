@@ -22,7 +22,7 @@ use super::append::{appends_in_flight, sync_log, Append};
 use super::holds::{Hold, Quiesce};
 use super::read::{locate, Located};
 use super::writeback::{write_stretches, StretchError};
-use super::{cache, context, KernelStamp, OpenFile, Shared, State};
+use super::{cache, context, ChangeStamp, KernelStamp, OpenFile, Shared, State};
 
 pub(super) fn unknown(file: FileId) -> io::Error {
     io::Error::new(
@@ -58,6 +58,9 @@ pub(super) fn register(
         state.unsynced_names.created(&path);
     }
     attach(state, id, path, handle, size, ino);
+    if let Some(open) = state.files.get_mut(&id) {
+        open.last_stamp = stat.map(ChangeStamp::of);
+    }
     Ok(id)
 }
 
@@ -106,6 +109,7 @@ pub(super) fn attach(
             kernel_writes: false,
             own_writers: 0,
             kernel_stamp: KernelStamp::Unknown,
+            last_stamp: None,
             held: None,
         },
     );

@@ -281,6 +281,10 @@ struct OpenFile {
     /// sync of kernel writes), on a tier with exact change times
     /// ([`Backend::change_times_exact`]); `Unknown` elsewhere. A sync that
     /// finds the file as this says has nothing of the kernel's to sync.
+    /// The capacity file's stamp at the engine's last stat of it: the
+    /// open's (at registration or its size refresh), or a later size
+    /// refresh ([`Engine::page_cache_stamp_at_open`]).
+    last_stamp: Option<ChangeStamp>,
     kernel_stamp: KernelStamp,
     /// On-demand: this node holds the capacity file's held mark, as last
     /// written (held.rs). Set before the file's first byte is placed in
@@ -796,6 +800,20 @@ impl Engine {
         };
         handle.as_fd()?;
         handle.stat().ok().map(|stat| ChangeStamp::of(&stat))
+    }
+
+    /// [`Engine::page_cache_stamp`] as the open of `file` that just
+    /// returned saw it (the stat every [`Engine::open_file`] makes: at
+    /// registration, or the size refresh of a file held already), without
+    /// another `fstat`.
+    pub fn page_cache_stamp_at_open(&self, file: FileId) -> Option<ChangeStamp> {
+        if !self.shared.capacity.change_times_exact() {
+            return None;
+        }
+        let state = sluice_env::lock(&self.shared.state);
+        let open = state.files.get(&file)?;
+        open.handle.as_fd()?;
+        open.last_stamp
     }
 
     /// The logical size of the open `file` (buffered bytes included), if

@@ -85,6 +85,19 @@ impl Volume {
         self.engine().page_cache_stamp(sluice_policy::FileId(fh))
     }
 
+    /// [`Volume::page_cache_stamp`] as the open of `fh` that just returned
+    /// saw it, with no `fstat` of its own
+    /// ([`Engine::page_cache_stamp_at_open`]).
+    ///
+    /// [`Engine::page_cache_stamp_at_open`]: sluice_engine::Engine::page_cache_stamp_at_open
+    pub fn page_cache_stamp_at_open(&self, fh: u64) -> Option<ChangeStamp> {
+        if Router::staged_handle(fh) {
+            return None;
+        }
+        self.engine()
+            .page_cache_stamp_at_open(sluice_policy::FileId(fh))
+    }
+
     /// The length of handle `fh`'s file as the engine knows it
     /// ([`Engine::open_size`]); `None` for the stager's handles.
     ///

@@ -105,8 +105,8 @@ struct Node {
     /// A write, truncate or fallocate came through sluice while it was
     /// open: the stored pages no longer hold the file.
     written: bool,
-    /// Its first open is checking the stamp, or its last release is
-    /// storing: opens, truncates and fallocates of it wait.
+    /// Its last release is storing it: opens, truncates and fallocates
+    /// of it wait.
     busy: bool,
     /// One of them waits: the end of `busy` wakes it (a wake-up with no
     /// waiter is a system call at every open).
@@ -197,19 +197,10 @@ impl<K: Kernel> PageCache<K> {
         }
     }
 
-    /// `ino` stops being busy (`gone`: and leaves the table).
-    fn done(&self, table: &mut Table, ino: u64, gone: bool) {
-        let waited = match table.nodes.get_mut(&ino) {
-            Some(node) => {
-                node.busy = false;
-                std::mem::take(&mut node.waited)
-            }
-            None => false,
-        };
-        if gone {
-            table.nodes.remove(&ino);
-        }
-        if waited {
+    /// `ino`'s store ended: it leaves the table, and an open waiting for
+    /// it is woken.
+    fn stored(&self, table: &mut Table, ino: u64) {
+        if table.nodes.remove(&ino).is_some_and(|node| node.waited) {
             self.idle.notify_all();
         }
     }
@@ -244,31 +235,19 @@ impl<K: Kernel> PageCache<K> {
             table.stored.remove(&ino);
             return direct;
         };
-        // The stamp the open just took is compared without the table's
-        // lock (it takes the engine's); opens of this node wait for the
-        // answer.
-        if let Some(node) = table.nodes.get_mut(&ino) {
-            node.busy = true;
-        }
-        drop(table);
+        // The stamp the open just took (no system call: the engine's
+        // lock is taken under the table's, never the other way round).
         let unchanged = volume.page_cache_stamp_at_open(fh) == Some(then);
-        let mut table = lock(&self.table);
-        let cached = match table.nodes.get_mut(&ino) {
+        match table.nodes.get_mut(&ino) {
             Some(node) if unchanged => {
                 node.cached = true;
                 node.seen = Some(then);
-                true
+                FopenFlags::FOPEN_KEEP_CACHE
             }
-            _ => false,
-        };
-        if !cached {
-            table.stored.remove(&ino);
-        }
-        self.done(&mut table, ino, false);
-        if cached {
-            FopenFlags::FOPEN_KEEP_CACHE
-        } else {
-            direct
+            _ => {
+                table.stored.remove(&ino);
+                direct
+            }
         }
     }
 
@@ -329,7 +308,7 @@ impl<K: Kernel> PageCache<K> {
         let released = release();
         let stored = store.filter(|store| self.send(ino, store));
         let mut table = lock(&self.table);
-        self.done(&mut table, ino, true);
+        self.stored(&mut table, ino);
         let kept = stored.is_some();
         if let Some(store) = stored {
             table.keep(ino, store.stamp);

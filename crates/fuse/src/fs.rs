@@ -973,17 +973,28 @@ impl Filesystem for SluiceFs {
         let _busy = self.workers.busy();
         let range = LockRange { start, end, typ };
         if !sleep {
-            let result = self.volume.set_lock(fh.0, lock_owner.0, range, false, pid);
-            if result.is_ok() && typ != nix::libc::F_UNLCK {
-                self.page_cache.locked(&self.volume, ino.0);
-            }
-            // A conflict is an answer, not a failure.
-            match result {
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
-                    reply.error(Errno::EAGAIN)
-                }
-                other => self.reply_empty("setlk", ino.0, None, other, reply),
-            }
+            // A lock granted on a page-cached node drops its pages, which
+            // may wait for a read of them in flight: not on the last free
+            // reader (workers.rs).
+            self.serve(
+                || self.page_cache.cached(ino.0),
+                move |fs| {
+                    let result = fs.volume.set_lock(fh.0, lock_owner.0, range, false, pid);
+                    if result.is_ok() && typ != nix::libc::F_UNLCK {
+                        fs.page_cache.locked(&fs.volume, ino.0);
+                    }
+                    // A conflict is an answer, not a failure.
+                    match result {
+                        Err(e)
+                            if e.raw_os_error()
+                                == Some(rustix::io::Errno::AGAIN.raw_os_error()) =>
+                        {
+                            reply.error(Errno::EAGAIN)
+                        }
+                        other => fs.reply_empty("setlk", ino.0, None, other, reply),
+                    }
+                },
+            );
             return;
         }
         // F_SETLKW blocks until the holder, on any node, lets go: on a

@@ -347,6 +347,11 @@ impl<K: Kernel> PageCache<K> {
         }
     }
 
+    /// Whether node `ino`'s open handles are page-cached.
+    pub(crate) fn cached(&self, ino: u64) -> bool {
+        self.enabled && lock(&self.table).nodes.get(&ino).is_some_and(|n| n.cached)
+    }
+
     /// A lock was granted on node `ino`: if its handles are page-cached,
     /// their pages go, so what another node wrote before unlocking is read
     /// (as the engine re-reads the size when a lock is granted).

@@ -41,10 +41,11 @@
 //!   (`FUSE_NOTIFY_INVAL_INODE`) when a lock is granted on the node, and
 //!   every `mount.attr_timeout` when the capacity file's stamp changed
 //!   ([`PageCache::revalidate`]): another node's write is read within the
-//!   time `stat` may lag it, as before, and at once after a lock.
+//!   time `stat` may lag it (a direct handle reads it at its next read),
+//!   and at once after a lock.
 //!
-//! Not kept: a file never written through this node and not opened since
-//! the mount, a node that was opened by passthrough (the kernel serves it
+//! Not kept: a file not closed through this node since the mount, an
+//! empty one, a node that was opened by passthrough (the kernel serves it
 //! from the capacity file; the table never sees it), a checkpoint's
 //! (the stager's), and every file of a tier without exact change times or
 //! behind an emulated device, fault injection or LiU, which must see every

@@ -281,11 +281,11 @@ struct OpenFile {
     /// sync of kernel writes), on a tier with exact change times
     /// ([`Backend::change_times_exact`]); `Unknown` elsewhere. A sync that
     /// finds the file as this says has nothing of the kernel's to sync.
+    kernel_stamp: KernelStamp,
     /// The capacity file's stamp at the engine's last stat of it: the
     /// open's (at registration or its size refresh), or a later size
     /// refresh ([`Engine::page_cache_stamp_at_open`]).
     last_stamp: Option<ChangeStamp>,
-    kernel_stamp: KernelStamp,
     /// On-demand: this node holds the capacity file's held mark, as last
     /// written (held.rs). Set before the file's first byte is placed in
     /// the log; while set, the file is not forgotten.

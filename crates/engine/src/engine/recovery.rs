@@ -397,14 +397,14 @@ fn reattach(
         let ino = replayed.identity.get(&id).copied().unwrap_or(0);
         let history = replayed.names.get(&id).map_or(&[][..], Vec::as_slice);
         let mut path = path;
-        if capacity.metadata(&path).is_err() {
-            if let Some(older) = redo_rename(capacity, history, &path, ino)? {
-                // Not redone: its next record names the file where it is.
-                state.buffer.forget_descriptions(id);
-                path = older;
-            }
-        } else if let Some(older) = rename_not_done(capacity, history, &path, ino) {
-            // Its next record names the file where it is.
+        // A rename that did not happen (not redone, or never done): the
+        // file is at an older name, which its next record names.
+        let older = if capacity.metadata(&path).is_err() {
+            redo_rename(capacity, history, &path, ino)?
+        } else {
+            rename_not_done(capacity, history, &path, ino)
+        };
+        if let Some(older) = older {
             state.buffer.forget_descriptions(id);
             path = older;
         }

@@ -126,6 +126,11 @@ impl Router {
         Checkpoints::owns(fh)
     }
 
+    /// The engine's file of handle `fh`; `None` for the stager's handles.
+    pub fn engine_file(fh: u64) -> Option<FileId> {
+        (!Self::staged_handle(fh)).then_some(FileId(fh))
+    }
+
     /// Create `path` (it must not exist) and open it: a handle, and the
     /// new file's attributes when the side that made it took them.
     pub fn create(&self, path: &RelPath) -> io::Result<(u64, Option<Stat>)> {

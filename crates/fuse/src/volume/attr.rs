@@ -19,7 +19,6 @@ use std::time::SystemTime;
 
 use sluice_engine::Router;
 use sluice_env::{RelPath, SetAttr, Stat, StatKind, TimeSet, XattrFlags};
-use sluice_policy::FileId;
 
 use super::{lock, name_str, os_error, Caller, Consistency, Volume, CONTROL_XATTR};
 use crate::inodes::{ROOT, SETID_BITS};
@@ -254,9 +253,9 @@ impl Volume {
     pub(super) fn open_attr(&self, ino: u64, fh: Option<u64>) -> io::Result<Attr> {
         let handle = fh
             .or_else(|| lock(&self.inodes).open_handle(ino))
-            .filter(|&h| !Router::staged_handle(h))
+            .and_then(Router::engine_file)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        let st = self.engine().stat_open(FileId(handle))?;
+        let st = self.engine().stat_open(handle)?;
         Ok(self.attr_of(ino, &st))
     }
 

@@ -79,10 +79,7 @@ impl Volume {
     ///
     /// [`Engine::page_cache_stamp`]: sluice_engine::Engine::page_cache_stamp
     pub fn page_cache_stamp(&self, fh: u64) -> Option<ChangeStamp> {
-        if Router::staged_handle(fh) {
-            return None;
-        }
-        self.engine().page_cache_stamp(sluice_policy::FileId(fh))
+        Router::engine_file(fh).and_then(|id| self.engine().page_cache_stamp(id))
     }
 
     /// [`Volume::page_cache_stamp`] as the open of `fh` that just returned
@@ -91,11 +88,7 @@ impl Volume {
     ///
     /// [`Engine::page_cache_stamp_at_open`]: sluice_engine::Engine::page_cache_stamp_at_open
     pub fn page_cache_stamp_at_open(&self, fh: u64) -> Option<ChangeStamp> {
-        if Router::staged_handle(fh) {
-            return None;
-        }
-        self.engine()
-            .page_cache_stamp_at_open(sluice_policy::FileId(fh))
+        Router::engine_file(fh).and_then(|id| self.engine().page_cache_stamp_at_open(id))
     }
 
     /// The length of handle `fh`'s file as the engine knows it
@@ -103,10 +96,7 @@ impl Volume {
     ///
     /// [`Engine::open_size`]: sluice_engine::Engine::open_size
     pub fn handle_len(&self, fh: u64) -> Option<u64> {
-        if Router::staged_handle(fh) {
-            return None;
-        }
-        self.engine().open_size(sluice_policy::FileId(fh))
+        Router::engine_file(fh).and_then(|id| self.engine().open_size(id))
     }
 
     /// Handle `fh`, opened for writing, is served by passthrough: the

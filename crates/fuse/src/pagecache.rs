@@ -68,7 +68,7 @@ use crate::volume::{lock, Volume};
 /// Files shorter than this are stored at their node's last release: the
 /// length below which an existing file's read-only open is plain rather
 /// than passed through (passthrough.rs).
-pub const STORE_MAX_BYTES: u64 = PASSTHROUGH_MIN_BYTES;
+const STORE_MAX_BYTES: u64 = PASSTHROUGH_MIN_BYTES;
 
 /// Stamps of stored nodes kept at most; past it they start again.
 const STAMPS_KEPT: usize = 1 << 17;
@@ -147,7 +147,7 @@ pub(crate) struct PageCache<K = Notifier> {
 
 /// What a last release stores: the file's bytes and the stamp they were
 /// read under.
-pub(crate) struct Store {
+struct Store {
     data: Vec<u8>,
     stamp: ChangeStamp,
 }
@@ -252,10 +252,11 @@ impl<K: Kernel> PageCache<K> {
         }
     }
 
-    /// Something other than a page-cached write changes node `ino`'s bytes
-    /// through sluice (a write, truncate or fallocate): its stored pages
-    /// are no longer the file. Waits while the node is being stored, so a
-    /// truncate by path lands after the store.
+    /// A write, truncate or fallocate through sluice changes node `ino`'s
+    /// bytes: with a handle open, the node is stored again at its last
+    /// release; with none (a truncate by path), its stamp goes. Waits
+    /// while the node is being stored, so a truncate by path lands after
+    /// the store.
     pub(crate) fn changed(&self, ino: u64) {
         if !self.enabled {
             return;
@@ -280,31 +281,9 @@ impl<K: Kernel> PageCache<K> {
         fh: u64,
         release: impl FnOnce() -> R,
     ) -> (R, bool) {
-        if !self.enabled {
+        if !self.enabled || !self.last_to_store(ino) {
             return (release(), false);
         }
-        let mut table = lock(&self.table);
-        let Some(node) = table.nodes.get_mut(&ino) else {
-            drop(table);
-            return (release(), false);
-        };
-        node.opens = node.opens.saturating_sub(1);
-        if node.opens > 0 {
-            drop(table);
-            return (release(), false);
-        }
-        let unchanged = node.cached && !node.written && table.stored.contains_key(&ino);
-        if unchanged || self.notifier.get().is_none() {
-            table.nodes.remove(&ino);
-            drop(table);
-            return (release(), false);
-        }
-        // Stored: opens of the node wait until the kernel has its bytes.
-        if let Some(node) = table.nodes.get_mut(&ino) {
-            node.busy = true;
-        }
-        table.stored.remove(&ino);
-        drop(table);
         let store = self.read(volume, fh);
         let released = release();
         let stored = store.filter(|store| self.send(ino, store));
@@ -315,6 +294,30 @@ impl<K: Kernel> PageCache<K> {
             table.keep(ino, store.stamp);
         }
         (released, kept)
+    }
+
+    /// One plain handle of node `ino` goes: whether it was the last and
+    /// the file is to be stored. The node is then busy (opens of it wait
+    /// until the kernel has its bytes) and its old stamp gone; a last
+    /// handle with nothing to store takes the node out of the table.
+    fn last_to_store(&self, ino: u64) -> bool {
+        let mut guard = lock(&self.table);
+        let table = &mut *guard;
+        let Some(node) = table.nodes.get_mut(&ino) else {
+            return false;
+        };
+        node.opens = node.opens.saturating_sub(1);
+        if node.opens > 0 {
+            return false;
+        }
+        let unchanged = node.cached && !node.written;
+        if (unchanged && table.stored.contains_key(&ino)) || self.notifier.get().is_none() {
+            table.nodes.remove(&ino);
+            return false;
+        }
+        node.busy = true;
+        table.stored.remove(&ino);
+        true
     }
 
     /// The bytes of handle `fh`'s file and the stamp they are read under,

@@ -64,7 +64,11 @@
 //!
 //! INVARIANT: at most [`FILES_TRACKED_MAX`] files are tracked; the one
 //! unseen longest is forgotten first (it starts over on the capacity tier).
-//! At most `disk_streams` files hold a stream.
+//! `by_age` has one entry per tracked file, keyed by its `last_seen`, so
+//! finding that file is a lookup, not a scan of every track (a scan under
+//! the engine lock at every new file's first write, once 4,096 files were
+//! tracked, held mdtest-hard's other rank off the lock). At most
+//! `disk_streams` files hold a stream.
 
 use alloc::collections::BTreeMap;
 use core::time::Duration;
@@ -246,6 +250,8 @@ pub struct FileVerdict {
 pub struct FileClassifier {
     model: CostModel,
     files: BTreeMap<FileId, Track>,
+    /// The tracked files by their `last_seen` (module invariant).
+    by_age: BTreeMap<u64, FileId>,
     requests: u64,
     files_forgotten: u64,
     /// The files holding the capacity tier's streams, with the time of
@@ -264,6 +270,7 @@ impl FileClassifier {
         Ok(FileClassifier {
             model,
             files: BTreeMap::new(),
+            by_age: BTreeMap::new(),
             requests: 0,
             files_forgotten: 0,
             streams: Vec::new(),
@@ -306,7 +313,9 @@ impl FileClassifier {
 
     /// `file` was removed: forget its evidence (and its stream).
     pub fn forget(&mut self, file: FileId) {
-        self.files.remove(&file);
+        if let Some(track) = self.files.remove(&file) {
+            self.by_age.remove(&track.last_seen);
+        }
         self.streams.retain(|&(f, _)| f != file);
     }
 
@@ -429,7 +438,12 @@ impl FileClassifier {
         track.requests += 1;
         track.seen = track.seen.saturating_add(1);
         track.bytes = track.bytes.saturating_add(request.len);
+        // A new track was made with `last_seen` now and has no entry yet.
+        if track.last_seen != now {
+            self.by_age.remove(&track.last_seen);
+        }
         track.last_seen = now;
+        self.by_age.insert(now, request.file);
         if track.requests < EARLY_EVIDENCE.min(self.model.evidence) {
             return (tier, None);
         }
@@ -456,12 +470,7 @@ impl FileClassifier {
     }
 
     fn forget_oldest(&mut self) {
-        let oldest = self
-            .files
-            .iter()
-            .min_by_key(|(_, t)| t.last_seen)
-            .map(|(&f, _)| f);
-        if let Some(file) = oldest {
+        if let Some((_, file)) = self.by_age.pop_first() {
             self.files.remove(&file);
             self.files_forgotten += 1;
         }
@@ -660,6 +669,33 @@ mod tests {
         assert_eq!(c.files_forgotten(), 10);
         assert!(c.files.contains_key(&FileId(FILES_TRACKED_MAX as u64 + 9)));
         assert!(!c.files.contains_key(&FileId(0)));
+        assert_eq!(c.by_age.len(), c.files.len());
+    }
+
+    #[test]
+    fn a_file_written_again_is_not_the_stalest() {
+        let mut c = classifier();
+        let max = FILES_TRACKED_MAX as u64;
+        for f in 0..max {
+            c.handle_write(Time::ZERO, req(f, 0, 1));
+        }
+        // File 0 was first, but is written again: file 1 is unseen longest.
+        c.handle_write(Time::ZERO, req(0, 1, 1));
+        c.handle_write(Time::ZERO, req(max, 0, 1));
+        assert!(c.files.contains_key(&FileId(0)));
+        assert!(!c.files.contains_key(&FileId(1)));
+        // A forgotten file leaves no entry behind to be forgotten again.
+        c.forget(FileId(2));
+        c.handle_write(Time::ZERO, req(max + 1, 0, 1));
+        assert!(c.files.contains_key(&FileId(3)));
+        c.handle_write(Time::ZERO, req(max + 2, 0, 1));
+        assert!(!c.files.contains_key(&FileId(3)));
+        assert_eq!(c.files_forgotten(), 2);
+        assert_eq!(c.by_age.len(), c.files.len());
+        assert!(c
+            .files
+            .iter()
+            .all(|(f, t)| c.by_age.get(&t.last_seen) == Some(f)));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! further ([`logical_size`]), re-read whenever it is asked for.
 
 use std::io;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sluice_env::{BackendFile, RelPath, Stat};
@@ -69,7 +70,7 @@ pub(super) fn refresh_size(shared: &Shared, file: FileId) -> io::Result<u64> {
 
 /// `read` of `file`'s capacity handle (with its name, for messages), made
 /// outside the engine lock, and made again while buffered bytes left the
-/// index meanwhile (`State::left_log`: a length read before that may miss
+/// index meanwhile (`Shared::left_log`: a length read before that may miss
 /// bytes the index no longer shows). `then` gets what it read under the
 /// hold of the lock taken after the last read.
 fn read_steady<T, R>(
@@ -82,11 +83,11 @@ fn read_steady<T, R>(
     loop {
         let open = state.files.get(&file).ok_or_else(|| unknown(file))?;
         let (handle, path) = (Arc::clone(&open.handle), open.path.clone());
-        let epoch = state.left_log;
+        let epoch = shared.left_log.load(Ordering::SeqCst);
         drop(state);
         let value = read(handle.as_ref(), &path)?;
         state = sluice_env::lock(&shared.state);
-        if state.left_log == epoch {
+        if shared.left_log.load(Ordering::SeqCst) == epoch {
             return Ok(then(&mut state, value));
         }
     }
@@ -145,8 +146,8 @@ impl Engine {
     fn overlay_held_here(&self, path: &RelPath, stat: &mut Stat, epoch: u64) -> bool {
         let mut state = sluice_env::lock(&self.shared.state);
         let mut epoch = epoch;
-        while state.left_log != epoch {
-            epoch = state.left_log;
+        while self.shared.left_log.load(Ordering::SeqCst) != epoch {
+            epoch = self.shared.left_log.load(Ordering::SeqCst);
             drop(state);
             match self.shared.capacity.stat(path) {
                 Ok(fresh) => *stat = fresh,
@@ -179,6 +180,6 @@ impl Engine {
 
     /// The count [`Engine::overlay`] compares: take it before a stat.
     pub fn log_epoch(&self) -> u64 {
-        sluice_env::lock(&self.shared.state).left_log
+        self.shared.left_log.load(Ordering::SeqCst)
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -635,7 +636,7 @@ fn retire(
             .buffer
             .finish_flush(region)
             .map_err(|e| io::Error::other(e.to_string()))?;
-        state.left_log += 1;
+        shared.left_log.fetch_add(1, Ordering::SeqCst);
         state.stats.regions_flushed += 1;
     }
     ahead::settle(&mut state);

@@ -44,7 +44,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -157,6 +157,13 @@ struct Shared {
     config: EngineConfig,
     state: Mutex<State>,
     changed: Condvar,
+    /// Bumped, under the engine lock, whenever buffered bytes leave the
+    /// index because they reached the capacity tier (a region reset, a
+    /// file's sync): a capacity length read before such a bump may miss
+    /// bytes the index no longer shows, so the logical size (attrs.rs) is
+    /// computed again from a new read. An atomic so a stat takes its epoch
+    /// without the lock (every lookup and getattr does).
+    left_log: AtomicU64,
     /// Set (and notified) when the engine stops: ends the heartbeat.
     alive_stop: (Mutex<bool>, Condvar),
     /// `last_errors`: the newest failures (flushes here; the FUSE adapter
@@ -382,12 +389,6 @@ struct State {
     stats: EngineStats,
     /// Where the most recently written files' bytes went.
     placements: Placements,
-    /// Bumped whenever buffered bytes leave the index because they reached
-    /// the capacity tier (a region reset, a file's sync): a capacity
-    /// length read before such a bump may miss bytes the index no longer
-    /// shows, so the logical size (attrs.rs) is computed again from a new
-    /// read.
-    left_log: u64,
     /// The capacity tier's health as last noted (health.rs): nothing is
     /// flushed unless it is healthy.
     capacity_health: sluice_env::TierHealth,

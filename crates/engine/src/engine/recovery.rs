@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -363,7 +364,6 @@ fn restore_state(
         flush_retry_now: false,
         stats: scanned.stats,
         placements: Placements::default(),
-        left_log: 0,
         capacity_health: capacity.health(),
         stamps: HashMap::new(),
         parked: HashMap::new(),
@@ -468,6 +468,7 @@ fn start(
         config,
         state: Mutex::new(state),
         changed: Condvar::new(),
+        left_log: AtomicU64::new(0),
         alive_stop: (Mutex::new(false), Condvar::new()),
         incidents,
         writeback: WritebackGate::default(),

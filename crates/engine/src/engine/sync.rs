@@ -4,6 +4,7 @@
 //! close and fsync under `close-to-open`; docs/fuse.md, "Many nodes").
 
 use std::io;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -722,7 +723,7 @@ fn clean(
         match cleaned {
             Some(Ok(())) => {
                 if state.buffer.clean(id, bound, range) > 0 {
-                    state.left_log += 1;
+                    shared.left_log.fetch_add(1, Ordering::SeqCst);
                 }
                 cache::restamp(state, id);
             }

@@ -41,6 +41,7 @@
 
 use std::fmt;
 use std::io;
+use std::ops::Bound;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -49,6 +50,7 @@ use sluice_policy::Time;
 pub use allocate::Allocate;
 pub use forward::{Forward, ForwardFile};
 pub use health::TierHealth;
+pub use pathmap::PathMap;
 
 /// How [`copy_range`] moved the bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +118,7 @@ pub mod forward;
 mod health;
 pub mod memory;
 mod namespace;
+mod pathmap;
 pub mod posix;
 pub mod shared_disk;
 
@@ -274,6 +277,31 @@ impl RelPath {
             return RelPath::new(rest).ok();
         }
         RelPath::new(&format!("{}/{rest}", to.as_str())).ok()
+    }
+
+    /// Whether this path is `dir` or under it (whole components: `ab` is
+    /// not under `a`; every path is under the root).
+    pub fn is_within(&self, dir: &RelPath) -> bool {
+        dir.is_root()
+            || self
+                .as_str()
+                .strip_prefix(dir.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
+    /// The range, in the paths' order, that holds this path and every
+    /// path under it, for `range` of an ordered map or set; it also holds
+    /// siblings that only begin like it (`a-b` for `a`), which
+    /// [`RelPath::is_within`] leaves out. `/` sorts just below `0`, so the
+    /// paths under `a` lie between `a` and `a0`.
+    pub fn subtree(&self) -> (Bound<RelPath>, Bound<RelPath>) {
+        if self.is_root() {
+            return (Bound::Unbounded, Bound::Unbounded);
+        }
+        (
+            Bound::Included(self.clone()),
+            Bound::Excluded(RelPath(format!("{}0", self.0))),
+        )
     }
 
     /// The last component (empty for the root).
@@ -1029,6 +1057,33 @@ pub fn wait_while<'a, T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subtree_is_one_range_of_the_ordered_paths() {
+        let p = |s: &str| RelPath::new(s).unwrap();
+        let names = [
+            "a", "a!", "a-b", "a.b", "a/b", "a/b/c", "a0", "a0/b", "aa", "a\u{e9}", "b", "a/\u{e9}",
+        ];
+        let set: std::collections::BTreeSet<RelPath> = names.iter().map(|s| p(s)).collect();
+        for dir in ["a", "a/b", "a-b", "b", "c", ""] {
+            let dir = if dir.is_empty() {
+                RelPath::root()
+            } else {
+                p(dir)
+            };
+            let ranged: Vec<&RelPath> = set
+                .range(dir.subtree())
+                .filter(|q| q.is_within(&dir))
+                .collect();
+            let scanned: Vec<&RelPath> = set
+                .iter()
+                .filter(|q| q.rebase(&dir, &p("z")).is_some())
+                .collect();
+            assert_eq!(ranged, scanned, "under {dir}");
+        }
+        assert!(p("a/b").is_within(&p("a")));
+        assert!(!p("ab").is_within(&p("a")));
+    }
 
     #[test]
     fn rebase_moves_a_path_and_everything_under_it() {

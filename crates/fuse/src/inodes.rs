@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use sluice_env::RelPath;
+use sluice_env::{PathMap, RelPath};
 
 /// The root's inode number.
 pub const ROOT: u64 = 1;
@@ -69,7 +69,8 @@ pub const SETID_BITS: u32 = 0o6000;
 /// The table.
 pub struct Inodes {
     nodes: HashMap<u64, Node>,
-    by_path: HashMap<RelPath, u64>,
+    /// Ordered too, so a renamed directory's names are one range.
+    by_path: PathMap<u64>,
     by_identity: HashMap<Identity, u64>,
     next: u64,
 }
@@ -80,7 +81,7 @@ impl Default for Inodes {
         root.lookups = 1;
         let mut nodes = HashMap::new();
         nodes.insert(ROOT, root);
-        let mut by_path = HashMap::new();
+        let mut by_path = PathMap::default();
         by_path.insert(RelPath::root(), ROOT);
         Inodes {
             nodes,
@@ -281,7 +282,7 @@ impl Inodes {
         self.unmap(to);
         let moved: Vec<(RelPath, RelPath, u64)> = self
             .by_path
-            .iter()
+            .within(from)
             .filter_map(|(p, &i)| p.rebase(from, to).map(|new| (p.clone(), new, i)))
             .collect();
         // Two passes, so a node whose every name moves is never name-less
@@ -368,6 +369,7 @@ impl Inodes {
 impl Inodes {
     /// Checks the module's invariants (tests only).
     fn check(&self) {
+        self.by_path.check().unwrap();
         for (path, ino) in &self.by_path {
             let node = self.nodes.get(ino).expect("by_path names a live node");
             assert!(

@@ -58,6 +58,7 @@ pub(super) fn check(state: &State, under_way: UnderWay) -> Result<(), String> {
 }
 
 fn files(state: &State) -> Result<(), String> {
+    state.ids.check()?;
     for (path, id) in &state.ids {
         let open = state
             .files

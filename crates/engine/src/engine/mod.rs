@@ -353,8 +353,9 @@ struct State {
     flush_tokens: TokenBucket,
     regions: Vec<LogRegion>,
     files: HashMap<FileId, OpenFile>,
-    /// Every known name of every file (several names may map to one id).
-    ids: HashMap<RelPath, FileId>,
+    /// Every known name of every file (several names may map to one id),
+    /// ordered too, for the names a renamed directory moves.
+    ids: sluice_env::PathMap<FileId>,
     /// Files by capacity identity (`Stat::identity`), so another name of
     /// an open file opens that file (hard links).
     by_ino: HashMap<(u64, u64), FileId>,

@@ -133,7 +133,7 @@ impl Engine {
         let moved = loop {
             let moved: Vec<(RelPath, RelPath, FileId)> = state
                 .ids
-                .iter()
+                .within(from)
                 .filter_map(|(path, &id)| path.rebase(from, to).map(|p| (path.clone(), p, id)))
                 .collect();
             let mut logged = false;

@@ -351,7 +351,7 @@ fn restore_state(
         },
         regions: scanned.regions,
         files: HashMap::new(),
-        ids: HashMap::new(),
+        ids: Default::default(),
         by_ino: HashMap::new(),
         unsynced_names: Default::default(),
         names_epoch: 0,

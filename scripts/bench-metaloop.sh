@@ -3,7 +3,8 @@
 # docs/results/mdtest.md, "At parity, and where the time goes"): two
 # processes, each a loop of one operation over its own directory of
 # FILES files (scripts/metaloop/metaloop.c: create with 3,901 bytes,
-# stat that asks the mount, open and close, open-read-close, unlink),
+# stat that asks the mount, open and close, open-read-close, two renames
+# of each file, unlink),
 # through mergerfs and a default sluice mount over the same kind of
 # directory, each on a fresh ext4 file system (a loop mount, as
 # bench-mdtest.sh), the systems alternating for RUNS rounds. The entries
@@ -55,7 +56,7 @@ metaloop_cleanup() {
 }
 trap metaloop_cleanup EXIT
 
-OPS="create stat openclose read unlink"
+OPS="create stat openclose read rename unlink"
 RESULTS=$BENCH_DIR/results.txt
 : >"$RESULTS"
 for ((run = 1; run <= RUNS; run++)); do

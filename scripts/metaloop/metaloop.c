@@ -5,6 +5,7 @@
  *   stat       statx with AT_STATX_FORCE_SYNC (the kernel asks the mount)
  *   openclose  open O_RDWR, close
  *   read       open O_RDWR, read 3,901 bytes, close
+ *   rename     rename to DIR/f.I.tmp and back (two renames, counted as two)
  *   unlink     unlink
  * Prints "OP OPS_PER_SECOND". Exit status 1 on a failed call. */
 #define _GNU_SOURCE
@@ -32,12 +33,13 @@ static int fail(const char *what, const char *path) {
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: metaloop DIR N create|stat|openclose|read|unlink\n");
+        fprintf(stderr, "usage: metaloop DIR N create|stat|openclose|read|rename|unlink\n");
         return 2;
     }
     const char *dir = argv[1], *op = argv[3];
     int n = atoi(argv[2]);
-    char path[4096], buf[FILE_BYTES];
+    char path[4096], moved[4200], buf[FILE_BYTES];
+    int per_file = 1;
     memset(buf, 'x', sizeof buf);
     double start = now();
     for (int i = 0; i < n; i++) {
@@ -58,6 +60,11 @@ int main(int argc, char **argv) {
             int fd = open(path, O_RDWR);
             if (fd < 0 || read(fd, buf, FILE_BYTES) != FILE_BYTES || close(fd))
                 return fail(op, path);
+        } else if (!strcmp(op, "rename")) {
+            snprintf(moved, sizeof moved, "%s.tmp", path);
+            if (rename(path, moved) || rename(moved, path))
+                return fail(op, path);
+            per_file = 2;
         } else if (!strcmp(op, "unlink")) {
             if (unlink(path))
                 return fail(op, path);
@@ -66,6 +73,6 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    printf("%s %.0f\n", op, n / (now() - start));
+    printf("%s %.0f\n", op, (double)n * per_file / (now() - start));
     return 0;
 }

@@ -916,7 +916,7 @@ impl Checkpoints {
             .filter(|&old| state.by_path.get(from) != Some(&old));
         let moved: Vec<(RelPath, RelPath, u64)> = state
             .by_path
-            .iter()
+            .within(from)
             .filter_map(|(p, &id)| p.rebase(from, to).map(|n| (p.clone(), n, id)))
             .collect();
         let mut over = None;

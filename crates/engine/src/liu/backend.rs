@@ -238,14 +238,16 @@ impl Forward for LiuBackend {
         let mut state = lock(&self.inner.state);
         let moved: Vec<(RelPath, RelPath)> = state
             .ids
-            .keys()
-            .filter_map(|p| p.rebase(from, to).map(|new| (p.clone(), new)))
+            .within(from)
+            .filter_map(|(p, _)| p.rebase(from, to).map(|new| (p.clone(), new)))
             .collect();
         let ids: Vec<(RelPath, FileId)> = moved
             .into_iter()
             .filter_map(|(old, new)| state.ids.remove(&old).map(|id| (new, id)))
             .collect();
-        state.ids.extend(ids);
+        for (path, id) in ids {
+            state.ids.insert(path, id);
+        }
         Ok(())
     }
 

@@ -247,7 +247,7 @@ struct State {
     buffer: SegmentBuffer,
     /// Data of the regular segments, by key.
     loaded: HashMap<SegmentKey, Arc<Segment>>,
-    ids: HashMap<RelPath, FileId>,
+    ids: sluice_env::PathMap<FileId>,
     next_id: u64,
     slots: Slots,
     bodies: Bodies,
@@ -427,7 +427,7 @@ impl LiuBackend {
             state: Mutex::new(State {
                 buffer,
                 loaded: HashMap::new(),
-                ids: HashMap::new(),
+                ids: Default::default(),
                 next_id: 1,
                 slots: Slots::new(slot_count),
                 bodies: Bodies::new(body_slots),

@@ -127,11 +127,7 @@ impl UnsyncedNames {
             let affected: Vec<RelPath> = self
                 .names
                 .iter()
-                .filter(|(_, owed)| {
-                    owed.old_parents
-                        .iter()
-                        .any(|dir| dir.rebase(from, to).is_some())
-                })
+                .filter(|(_, owed)| owed.old_parents.iter().any(|dir| dir.is_within(from)))
                 .map(|(path, _)| path.clone())
                 .collect();
             for path in affected {

@@ -40,7 +40,7 @@
 #   EASY_FILES=5000         mdtest-easy files per rank
 #   HARD_FILES=2500         mdtest-hard files per rank
 #   RUNS=3                  rounds; a cell is their median
-#   SYSTEMS="raw mergerfs sluice"
+#   SYSTEMS="raw mergerfs sluice"   also: libfuse, libfuse-uring (below)
 #   PHASES="mdtest-easy mdtest-hard"
 #   SLUICE_CONFIG           a config file for the sluice mount (none: defaults)
 #   FS=loop                 loop: a fresh ext4 of FS_SIZE per run (root);
@@ -53,6 +53,12 @@
 #   DOC=docs/results/mdtest.md
 #   PHASE_TIMEOUT=600       seconds before an mdtest run counts as hung
 #   SLUICE=${CARGO_TARGET_DIR:-target}/release/sluice
+#   PASSTHROUGH_HP          libfuse's example/passthrough_hp (3.18 or later,
+#                           built with io_uring: docs/benchmarks.md), for
+#                           the systems libfuse (over read/write of
+#                           /dev/fuse) and libfuse-uring (`-o io_uring`:
+#                           FUSE over io_uring, which needs
+#                           /sys/module/fuse/parameters/enable_uring = Y)
 # Needs mdtest (built with IOR against MPICH: docs/benchmarks.md), mpich,
 # mergerfs, fusermount3, python3, and cargo unless --no-build.
 set -euo pipefail
@@ -94,9 +100,17 @@ positive_int RUNS "$RUNS"
 for s in $SYSTEMS; do
     case "$s" in
         raw | mergerfs | sluice) ;;
-        *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice)" ;;
+        libfuse | libfuse-uring)
+            [ -x "${PASSTHROUGH_HP:-}" ] ||
+                die "SYSTEMS has $s: set PASSTHROUGH_HP to libfuse's example/passthrough_hp (docs/benchmarks.md)"
+            ;;
+        *) die "unknown system '$s' in SYSTEMS (raw mergerfs sluice libfuse libfuse-uring)" ;;
     esac
 done
+if [[ " $SYSTEMS " == *" libfuse-uring "* ]] &&
+    [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" != Y ]; then
+    die "libfuse-uring needs FUSE over io_uring: echo Y > /sys/module/fuse/parameters/enable_uring (root; Linux 6.14+)"
+fi
 for p in $PHASES; do
     case "$p" in
         mdtest-easy | mdtest-hard) ;;
@@ -183,6 +197,25 @@ for ((run = 1; run <= RUNS; run++)); do
                     await_mount "$MNT" "$PID" "$log"
                     dir=$MNT
                     ;;
+                libfuse | libfuse-uring)
+                    MNT=$RUN_DIR/mnt
+                    uring=()
+                    [ "$sys" = libfuse-uring ] && uring=(-o io_uring)
+                    "$PASSTHROUGH_HP" --foreground "${uring[@]}" "$RUN_DIR/raw" "$MNT" >>"$log" 2>&1 &
+                    PID=$!
+                    await_mount "$MNT" "$PID" "$log"
+                    # -o io_uring falls back to /dev/fuse quietly: the
+                    # daemon holds a ring (set up after the kernel's INIT,
+                    # which follows the mount) only when the kernel took it.
+                    if [ "$sys" = libfuse-uring ]; then
+                        for ((i = 0; i < 50; i++)); do
+                            readlink "/proc/$PID/fd/"* 2>/dev/null | grep -q io_uring && break
+                            sleep 0.1
+                        done
+                        ((i < 50)) || die "$what: passthrough_hp -o io_uring holds no io_uring (log: $log)"
+                    fi
+                    dir=$MNT
+                    ;;
                 sluice)
                     MNT=$RUN_DIR/mnt
                     config=()
@@ -230,7 +263,8 @@ cmd+=" scripts/bench-mdtest.sh${ARGS[*]:+ ${ARGS[*]}}"
 mdtest_version=$(grep -h -o -m1 -E 'mdtest-[0-9][^ ]*' "$RESULTS"/*.out 2>/dev/null | head -n 1 || true)
 meta="- machine: $(machine_summary); $fs_note
 - $(mergerfs --version 2>&1 | head -n 1) (\`-o $MERGERFS_OPTS\`); ${mdtest_version:-mdtest} ($MDTEST), $RANKS ranks; sluice $(sluice_commit), \`sluice mount --fast FAST --capacity CAP MNT\`${SLUICE_CONFIG:+ --config $SLUICE_CONFIG}
-- rates in op/s, mdtest's rate of all ranks together (its SUMMARY rate), the median of $RUNS round(s); ratio = sluice / mergerfs
+${PASSTHROUGH_HP:+- libfuse: \`passthrough_hp --foreground RAW MNT\` ($PASSTHROUGH_HP); libfuse-uring: the same with \`-o io_uring\`
+}- rates in op/s, mdtest's rate of all ranks together (its SUMMARY rate), the median of $RUNS round(s); ratio = sluice / mergerfs
 
 $table"
 if [ "$WRITE_DOC" = 1 ]; then
